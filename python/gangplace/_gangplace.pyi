@@ -1,0 +1,311 @@
+"""Type stubs of the native module. Import these names from ``gangplace``."""
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Literal, final
+
+__version__: str
+
+@final
+class GangRequest:
+    """A gang: ``pods`` pods of ``gpus_per_pod`` GPUs each, placed whole or not at all.
+
+    Validated when built: ``pods`` in 1..2**31-1, ``gpus_per_pod`` in 1..64, ``min_pods`` in
+    1..pods. Out-of-range values raise ``InvalidRequest`` (also for huge ints), wrong types
+    ``TypeError``. An unknown ``required_level`` is reported when the request is placed.
+
+    Args:
+        pods: Pods wanted.
+        gpus_per_pod: GPUs per pod; a pod never spans nodes.
+        min_pods: Elastic gangs: the fewest pods accepted when ``pods`` do not fit.
+        required_level: The coarsest level the gang may span: ``"node"``, a level name, or
+            ``"cluster"`` (the same as ``None``).
+        selector: Labels every chosen node must carry (all of them).
+        name: Free text shown in reasons and reprs.
+
+    Example:
+        >>> GangRequest(4, 8, required_level="rack")
+        GangRequest(4, 8, required_level="rack")
+    """
+
+    def __new__(
+        cls,
+        pods: int,
+        gpus_per_pod: int = 1,
+        *,
+        min_pods: int | None = None,
+        required_level: str | None = None,
+        selector: Mapping[str, str] | None = None,
+        name: str = "",
+    ) -> GangRequest: ...
+    @property
+    def pods(self) -> int: ...
+    @property
+    def gpus_per_pod(self) -> int: ...
+    @property
+    def min_pods(self) -> int | None: ...
+    @property
+    def required_level(self) -> str | None: ...
+    @property
+    def selector(self) -> dict[str, str]:
+        """A fresh dict, sorted by key."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def total_gpus(self) -> int:
+        """``pods * gpus_per_pod``."""
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class PodPlacement:
+    """One pod of a placement: a node and the GPU indices it takes there."""
+
+    def __new__(cls, node: str, gpus: Iterable[int]) -> PodPlacement: ...
+    @property
+    def node(self) -> str: ...
+    @property
+    def gpus(self) -> tuple[int, ...]:
+        """GPU indices, ascending."""
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class Placement:
+    """Where a gang goes.
+
+    ``len(placement)`` is the number of pods placed (fewer than asked only for elastic gangs).
+    """
+
+    @property
+    def pods(self) -> tuple[PodPlacement, ...]:
+        """Pods in rank order: sorted by (node's domain path, node name, first GPU)."""
+    @property
+    def level(self) -> str:
+        """``"node"``, a level name, or ``"cluster"``: the finest level that held the gang."""
+    @property
+    def domain(self) -> tuple[str, ...]:
+        """Path of the chosen domain; plus the node name at level ``node``; ``()`` for ``cluster``."""
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """Distinct node names in rank order."""
+    @property
+    def total_gpus(self) -> int: ...
+    def __len__(self) -> int: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class Reservation:
+    """A hold on a placement's GPUs until ``expires_at``, in seconds of the cluster's clock."""
+
+    @property
+    def id(self) -> str:
+        """Unguessable: ``"gp-"`` and 32 hex digits (128 random bits)."""
+    @property
+    def placement(self) -> Placement: ...
+    @property
+    def expires_at(self) -> float: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class Allocation:
+    """A committed reservation. Its id is the reservation's id."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def placement(self) -> Placement: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class NodeInfo:
+    """One node's description and GPU state.
+
+    ``free``, ``reserved`` and ``allocated`` are disjoint. ``unhealthy`` lists every unhealthy
+    GPU: it may overlap ``allocated`` (a GPU that failed after commit stays allocated), never
+    ``reserved`` or ``free``.
+    """
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def topology(self) -> dict[str, str]:
+        """Level -> domain name, outermost first."""
+    @property
+    def labels(self) -> dict[str, str]: ...
+    @property
+    def cordoned(self) -> bool: ...
+    @property
+    def free(self) -> tuple[int, ...]:
+        """Healthy GPUs nothing holds."""
+    @property
+    def reserved(self) -> tuple[int, ...]: ...
+    @property
+    def allocated(self) -> tuple[int, ...]: ...
+    @property
+    def unhealthy(self) -> tuple[int, ...]: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class ClusterStats:
+    """GPU counts over the whole cluster. ``healthy == total - unhealthy``; ``free`` counts
+    cordoned nodes too; ``unhealthy`` counts held unhealthy GPUs too."""
+
+    @property
+    def total(self) -> int: ...
+    @property
+    def healthy(self) -> int: ...
+    @property
+    def free(self) -> int: ...
+    @property
+    def reserved(self) -> int: ...
+    @property
+    def allocated(self) -> int: ...
+    @property
+    def unhealthy(self) -> int: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class Cluster:
+    """A GPU cluster: its topology, the health of every GPU, and the holds on them.
+
+    Safe to share between threads: every method is atomic. Searches run without the GIL.
+
+    Args:
+        levels: Topology level names, outermost first, e.g. ``("spine", "rack")``; may be
+            empty. ``node`` (finest) and ``cluster`` (root) are implicit and may not be named.
+        policy: ``"best-fit"`` (default) or ``"first-fit"``.
+        clock: Zero-argument callable returning seconds (default ``time.monotonic``); used
+            only for reservation lifetimes.
+
+    Raises:
+        InvalidRequest: Bad levels or policy.
+    """
+
+    def __new__(
+        cls,
+        levels: Iterable[str],
+        *,
+        policy: Literal["best-fit", "first-fit"] = "best-fit",
+        clock: Callable[[], float] | None = None,
+    ) -> Cluster: ...
+    @property
+    def levels(self) -> tuple[str, ...]: ...
+    @property
+    def policy(self) -> str: ...
+    def add_node(
+        self,
+        name: str,
+        *,
+        gpus: int,
+        topology: Mapping[str, str],
+        labels: Mapping[str, str] | None = None,
+        unhealthy: Iterable[int] | None = None,
+    ) -> None:
+        """Adds a node with ``gpus`` GPUs (1..64) under the domains ``topology`` names.
+
+        Args:
+            name: Unique, non-empty.
+            gpus: Number of GPUs, 1..64.
+            topology: Every level -> its domain name, and no other keys.
+            labels: Labels selectors match against.
+            unhealthy: GPU indices that must never be placed on.
+
+        Raises:
+            InvalidRequest: Duplicate or empty names, missing or extra levels, out-of-range
+                counts or indices. The cluster is left exactly as it was.
+        """
+    def set_gpu_health(self, node: str, gpu: int, healthy: bool) -> list[str]:
+        """Marks one GPU healthy or unhealthy.
+
+        A reservation holding a GPU that turns unhealthy is revoked whole (all its GPUs are
+        freed; ``commit`` raises ``ReservationRevoked``). An allocation stays; after its
+        release the GPU stays out of the pool while unhealthy.
+
+        Returns:
+            The ids of the reservations and allocations that hold that GPU.
+
+        Raises:
+            UnknownNode: No such node.
+            InvalidRequest: ``gpu`` out of range.
+        """
+    def cordon(self, node: str) -> None:
+        """No new placements on ``node``; its reservations and allocations stay valid."""
+    def uncordon(self, node: str) -> None:
+        """Undoes ``cordon``."""
+    def node(self, name: str) -> NodeInfo:
+        """The node's state. Raises ``UnknownNode`` (a ``KeyError``)."""
+    def nodes(self) -> list[str]:
+        """All node names, sorted."""
+    def stats(self) -> ClusterStats:
+        """GPU counts over the cluster."""
+    def place_gang(self, request: GangRequest) -> Placement | None:
+        """Where the gang would go now, or ``None``. A pure query: it holds nothing.
+
+        Rules (deterministic; ties always broken by domain path, then node name):
+
+        1. Feasible nodes are uncordoned and carry every selector label. A node holds
+           floor(free healthy GPUs / gpus_per_pod) pods; a domain the sum over its nodes.
+        2. Levels are tried finest first (node, the levels innermost first, cluster), none
+           coarser than ``required_level``; the first level with a domain holding all pods wins.
+        3. best-fit picks the domain with the fewest free healthy GPUs, then smallest path;
+           first-fit the smallest path.
+        4. Inside it, pods go to as few children as possible at every level: a child that can
+           hold all remaining pods takes them (smallest capacity, then path); otherwise the
+           largest child (then smallest path) is filled and the rest continues.
+        5. On a node, pods take the lowest-indexed free healthy GPUs.
+        6. Pods are ranked by (node's domain path, node name, first GPU).
+        7. Elastic gangs: if nothing holds ``pods`` but one domain of the coarsest allowed
+           level holds at least ``min_pods``, the largest such number of pods is placed by
+           the same rules.
+
+        Raises:
+            InvalidRequest: Unknown ``required_level``.
+        """
+    def reserve(self, request: GangRequest, *, ttl: float = 30.0) -> Reservation:
+        """Places the gang and holds its GPUs for ``ttl`` seconds (0 < ttl <= 7 days).
+
+        Raises:
+            Unschedulable: No placement; ``.reason`` tells what each level could hold.
+            InvalidRequest: Bad ``ttl`` or ``required_level``; nothing is held.
+        """
+    def commit(self, reservation: Reservation | str) -> Allocation:
+        """Turns a reservation into an allocation. Idempotent.
+
+        Raises:
+            ReservationExpired: Its lifetime ran out.
+            ReservationRevoked: One of its GPUs became unhealthy.
+            UnknownReservation: No such id.
+            ReservationError: It was rolled back or released.
+        """
+    def rollback(self, reservation: Reservation | str) -> bool:
+        """Frees a reservation, restoring every node exactly.
+
+        Returns:
+            True if it freed something; False if it had already expired, been revoked or
+            rolled back.
+
+        Raises:
+            ReservationError: It was committed (release the allocation instead).
+            UnknownReservation: No such id.
+        """
+    def release(self, allocation: Allocation | str) -> bool:
+        """Frees an allocation.
+
+        Returns:
+            True the first time, False after.
+
+        Raises:
+            ReservationError: The id was never committed.
+            UnknownReservation: No such id.
+        """
+    def check_invariants(self) -> None:
+        """Recomputes every aggregate and cross-checks holds; raises ``InternalError`` on a mismatch."""
+    def __len__(self) -> int:
+        """Number of nodes."""

@@ -1,0 +1,444 @@
+//! The engine: one cluster's topology and ledger behind the operations of the public API.
+//! Every operation takes the caller's clock reading `now`, reclaims expired reservations,
+//! validates and computes everything that can fail, and only then applies its change.
+
+use crate::capacity::{CapacityView, ClusterView, SelectorView};
+use crate::error::{CoreError, CoreResult, invalid};
+use crate::ledger::{Ending, Hold, HoldState, Ledger, format_id, parse_id};
+use crate::limits::MAX_TTL_SECONDS;
+use crate::model::{
+    Allocation, ClusterStats, GangRequest, NodeInfo, Placement, PodPlacement, Reservation,
+    gpu_indices,
+};
+use crate::search::{Demand, Item, LevelBest, Plan, Policy, Search};
+use crate::topology::{HoldId, NodeId, NodeSpec, Topology};
+
+/// A cluster: topology, GPU state and holds.
+#[derive(Debug)]
+pub struct Engine {
+    topology: Topology,
+    ledger: Ledger,
+    policy: Policy,
+}
+
+impl Engine {
+    /// An empty cluster with these levels (outermost first) and policy.
+    pub fn new(levels: Vec<String>, policy: Policy) -> CoreResult<Self> {
+        Ok(Self {
+            topology: Topology::new(levels)?,
+            ledger: Ledger::default(),
+            policy,
+        })
+    }
+
+    /// The topology (read-only).
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// The placement policy.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    fn reclaim(&mut self, now: f64) {
+        self.ledger.expire(&mut self.topology, now);
+    }
+
+    fn node_id(&self, name: &str) -> CoreResult<NodeId> {
+        self.topology
+            .node_id(name)
+            .ok_or_else(|| CoreError::UnknownNode(name.to_owned()))
+    }
+
+    /// Adds a node; on error nothing changes.
+    pub fn add_node(&mut self, spec: NodeSpec) -> CoreResult<()> {
+        self.topology.add_node(spec).map(drop)
+    }
+
+    /// Marks one GPU healthy or not; returns the ids of the holds on it. A reservation on a
+    /// GPU that turns unhealthy is revoked whole; an allocation stays.
+    pub fn set_gpu_health(
+        &mut self,
+        node: &str,
+        gpu: i64,
+        healthy: bool,
+        now: f64,
+    ) -> CoreResult<Vec<String>> {
+        self.reclaim(now);
+        let id = self.node_id(node)?;
+        let gpus = self.topology.node(id).gpus;
+        let index = u32::try_from(gpu)
+            .ok()
+            .filter(|&index| index < gpus)
+            .ok_or_else(|| invalid(format!("node {node:?} has no GPU {gpu} (it has {gpus})")))?;
+        let bit = 1u64 << index;
+        let holders: Vec<HoldId> = self
+            .topology
+            .node(id)
+            .holders
+            .iter()
+            .filter(|&&(_, gpus)| gpus & bit != 0)
+            .map(|&(holder, _)| holder)
+            .collect();
+        if !healthy {
+            for &holder in &holders {
+                let reserved = self
+                    .ledger
+                    .live(holder)
+                    .is_some_and(|hold| hold.state == HoldState::Reserved);
+                if reserved {
+                    self.ledger.end(&mut self.topology, holder, Ending::Revoked);
+                }
+            }
+        }
+        self.topology.update_node(id, |node| {
+            if healthy {
+                node.unhealthy &= !bit;
+            } else {
+                node.unhealthy |= bit;
+            }
+        });
+        Ok(holders.into_iter().map(format_id).collect())
+    }
+
+    /// Cordons (`true`) or uncordons a node.
+    pub fn set_cordoned(&mut self, node: &str, cordoned: bool, now: f64) -> CoreResult<()> {
+        self.reclaim(now);
+        let id = self.node_id(node)?;
+        self.topology.set_cordoned(id, cordoned);
+        Ok(())
+    }
+
+    /// The state of one node.
+    pub fn node_info(&mut self, name: &str, now: f64) -> CoreResult<NodeInfo> {
+        self.reclaim(now);
+        let id = self.node_id(name)?;
+        let node = self.topology.node(id);
+        let levels = self.topology.levels().iter().map(|level| level.to_string());
+        let path = self.topology.domain_path(node.domain);
+        Ok(NodeInfo {
+            name: node.name.to_string(),
+            gpus: node.gpus,
+            topology: levels.zip(path.into_iter().map(String::from)).collect(),
+            labels: node
+                .labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            cordoned: node.cordoned,
+            free: gpu_indices(node.free_mask()),
+            reserved: gpu_indices(node.reserved),
+            allocated: gpu_indices(node.allocated),
+            unhealthy: gpu_indices(node.unhealthy),
+        })
+    }
+
+    /// Names of all nodes, sorted.
+    pub fn node_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .topology
+            .nodes()
+            .map(|(_, n)| n.name.to_string())
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
+    /// GPU counts over the cluster.
+    pub fn stats(&mut self, now: f64) -> ClusterStats {
+        self.reclaim(now);
+        let mut stats = ClusterStats::default();
+        for (_, node) in self.topology.nodes() {
+            stats.total += u64::from(node.gpus);
+            stats.free += u64::from(node.free_count());
+            stats.reserved += u64::from(node.reserved.count_ones());
+            stats.allocated += u64::from(node.allocated.count_ones());
+            stats.unhealthy += u64::from(node.unhealthy.count_ones());
+        }
+        stats.healthy = stats.total - stats.unhealthy;
+        stats
+    }
+
+    fn demand(&self, request: &GangRequest) -> CoreResult<Demand> {
+        let coarsest_depth = match &request.required_level {
+            None => 0,
+            Some(level) => self.topology.depth_of(level).ok_or_else(|| {
+                invalid(format!(
+                    "unknown required_level {level:?}; the levels are node, {}cluster",
+                    self.topology
+                        .levels()
+                        .iter()
+                        .rev()
+                        .map(|l| format!("{l}, "))
+                        .collect::<String>()
+                ))
+            })?,
+        };
+        Ok(Demand {
+            pods: request.pods,
+            gpus_per_pod: request.gpus_per_pod,
+            min_pods: request.min_pods.unwrap_or(request.pods),
+            coarsest_depth,
+        })
+    }
+
+    /// Runs `search` over the view the request calls for.
+    fn with_search<R>(&self, request: &GangRequest, search: impl FnOnce(&dyn SearchOps) -> R) -> R {
+        if request.selector.is_empty() {
+            let view = ClusterView::new(&self.topology);
+            search(&Search::new(&self.topology, &view, request.gpus_per_pod))
+        } else {
+            let view = SelectorView::new(&self.topology, &request.selector);
+            search(&Search::new(&self.topology, &view, request.gpus_per_pod))
+        }
+    }
+
+    fn plan(&mut self, request: &GangRequest, now: f64) -> CoreResult<(Demand, Option<Plan>)> {
+        self.reclaim(now);
+        self.topology.settle();
+        let demand = self.demand(request)?;
+        let plan = self.with_search(request, |search| search.plan(&demand, self.policy))?;
+        Ok((demand, plan))
+    }
+
+    fn placement(&self, plan: &Plan) -> Placement {
+        let domain = match plan.item {
+            Item::Domain(id) => self.topology.domain_path(id),
+            Item::Node(id) => self.topology.node_path(id),
+        };
+        Placement {
+            pods: plan
+                .pods
+                .iter()
+                .map(|pod| PodPlacement {
+                    node: self.topology.node(pod.node).name.to_string(),
+                    gpus: gpu_indices(pod.gpus),
+                })
+                .collect(),
+            level: self.topology.level_name(plan.depth).to_owned(),
+            domain: domain.into_iter().map(String::from).collect(),
+        }
+    }
+
+    /// Where the gang would go now; changes nothing but expired reservations.
+    pub fn place(&mut self, request: &GangRequest, now: f64) -> CoreResult<Option<Placement>> {
+        let (_, plan) = self.plan(request, now)?;
+        Ok(plan.map(|plan| self.placement(&plan)))
+    }
+
+    /// Places the gang and holds its GPUs until `now + ttl`.
+    pub fn reserve(
+        &mut self,
+        request: &GangRequest,
+        ttl: f64,
+        now: f64,
+    ) -> CoreResult<Reservation> {
+        if !(ttl.is_finite() && ttl > 0.0 && ttl <= MAX_TTL_SECONDS) {
+            return Err(invalid(format!(
+                "ttl must be a positive finite number of seconds up to {MAX_TTL_SECONDS}, got {ttl}"
+            )));
+        }
+        let (demand, plan) = self.plan(request, now)?;
+        let Some(plan) = plan else {
+            return Err(CoreError::Unschedulable(
+                self.unschedulable_reason(request, &demand),
+            ));
+        };
+        let id = self.ledger.new_id()?;
+        let placement = self.placement(&plan);
+        let mut gpus_by_node: Vec<(NodeId, u64)> = Vec::new();
+        for pod in &plan.pods {
+            match gpus_by_node.last_mut() {
+                Some((node, gpus)) if *node == pod.node => *gpus |= pod.gpus,
+                _ => gpus_by_node.push((pod.node, pod.gpus)),
+            }
+        }
+        let expires_at = now + ttl;
+        let hold = Hold {
+            state: HoldState::Reserved,
+            expires_at,
+            gpus_by_node,
+            placement: placement.clone(),
+        };
+        self.ledger.hold(&mut self.topology, id, hold);
+        Ok(Reservation {
+            id: format_id(id),
+            placement,
+            expires_at,
+        })
+    }
+
+    fn hold_id(text: &str) -> CoreResult<HoldId> {
+        parse_id(text).ok_or_else(|| CoreError::UnknownReservation(text.to_owned()))
+    }
+
+    fn ended_error(text: &str, ending: Option<Ending>, doing: &str) -> CoreError {
+        match ending {
+            None => CoreError::UnknownReservation(text.to_owned()),
+            Some(Ending::Expired) => CoreError::ReservationExpired(text.to_owned()),
+            Some(Ending::Revoked) => CoreError::ReservationRevoked(text.to_owned()),
+            Some(Ending::RolledBack) => {
+                CoreError::ReservationState(format!("cannot {doing} {text}: it was rolled back"))
+            }
+            Some(Ending::Released) => {
+                CoreError::ReservationState(format!("cannot {doing} {text}: it was released"))
+            }
+        }
+    }
+
+    /// Turns a reservation into an allocation; again on the same id returns the same.
+    pub fn commit(&mut self, id_text: &str, now: f64) -> CoreResult<Allocation> {
+        self.reclaim(now);
+        let id = Self::hold_id(id_text)?;
+        let placement = match self.ledger.live(id) {
+            Some(hold) => hold.placement.clone(),
+            None => return Err(Self::ended_error(id_text, self.ledger.ending(id), "commit")),
+        };
+        self.ledger.commit(&mut self.topology, id);
+        Ok(Allocation {
+            id: id_text.to_owned(),
+            placement,
+        })
+    }
+
+    /// Frees a reservation. `true` if it freed something, `false` if it had already ended.
+    pub fn rollback(&mut self, id_text: &str, now: f64) -> CoreResult<bool> {
+        self.reclaim(now);
+        let id = Self::hold_id(id_text)?;
+        match (
+            self.ledger.live(id).map(|hold| hold.state),
+            self.ledger.ending(id),
+        ) {
+            (Some(HoldState::Reserved), _) => {
+                self.ledger.end(&mut self.topology, id, Ending::RolledBack);
+                Ok(true)
+            }
+            (Some(HoldState::Committed), _) | (None, Some(Ending::Released)) => {
+                Err(CoreError::ReservationState(format!(
+                    "cannot roll back {id_text}: it was committed; release the allocation instead"
+                )))
+            }
+            (None, Some(Ending::Expired | Ending::Revoked | Ending::RolledBack)) => Ok(false),
+            (None, None) => Err(CoreError::UnknownReservation(id_text.to_owned())),
+        }
+    }
+
+    /// Frees an allocation. `true` the first time, `false` after.
+    pub fn release(&mut self, id_text: &str, now: f64) -> CoreResult<bool> {
+        self.reclaim(now);
+        let id = Self::hold_id(id_text)?;
+        match (
+            self.ledger.live(id).map(|hold| hold.state),
+            self.ledger.ending(id),
+        ) {
+            (Some(HoldState::Committed), _) => {
+                self.ledger.end(&mut self.topology, id, Ending::Released);
+                Ok(true)
+            }
+            (Some(HoldState::Reserved), _) => Err(CoreError::ReservationState(format!(
+                "cannot release {id_text}: it is not committed; roll it back instead"
+            ))),
+            (None, Some(Ending::Released)) => Ok(false),
+            (None, ending) => Err(Self::ended_error(id_text, ending, "release")),
+        }
+    }
+
+    /// Why a request has no placement: the best domain of each level tried, finest first.
+    pub fn unschedulable_reason(&self, request: &GangRequest, demand: &Demand) -> String {
+        let depths = (demand.coarsest_depth..=self.topology.node_depth()).rev();
+        let bests: Vec<LevelBest> = self.with_search(request, |search| {
+            depths.map(|d| search.largest_capacity(d)).collect()
+        });
+        let tried: Vec<String> = bests
+            .iter()
+            .map(|best| {
+                let level = self.topology.level_name(best.depth);
+                match best.item {
+                    None => format!("no {level} holds a pod"),
+                    Some(item) => {
+                        let path = match item {
+                            Item::Domain(id) => self.topology.domain_path(id),
+                            Item::Node(id) => self.topology.node_path(id),
+                        };
+                        let where_ = if path.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" {}", path.join("/"))
+                        };
+                        format!(
+                            "best {level}{where_} holds {} of {}",
+                            best.capacity, demand.pods
+                        )
+                    }
+                }
+            })
+            .collect();
+        let name = if request.name.is_empty() {
+            String::new()
+        } else {
+            format!(" {:?}", request.name)
+        };
+        let minimum = match request.min_pods {
+            Some(min) if min < request.pods => format!(", at least {min}"),
+            _ => String::new(),
+        };
+        format!(
+            "gang{name} of {} pods x {} GPUs{minimum} does not fit: {}",
+            request.pods,
+            request.gpus_per_pod,
+            tried.join("; ")
+        )
+    }
+
+    /// Recomputes every aggregate and cross-checks nodes against the ledger.
+    pub fn check_invariants(&self) -> CoreResult<()> {
+        self.topology
+            .check_aggregates()
+            .map_err(CoreError::Internal)?;
+        let mut reserved = vec![0u64; self.topology.node_count()];
+        let mut allocated = vec![0u64; self.topology.node_count()];
+        for (_, hold) in self.ledger.live_holds() {
+            for &(node, gpus) in &hold.gpus_by_node {
+                let index = node as usize;
+                if (reserved[index] | allocated[index]) & gpus != 0 {
+                    return Err(CoreError::Internal("a GPU is held twice".into()));
+                }
+                match hold.state {
+                    HoldState::Reserved => reserved[index] |= gpus,
+                    HoldState::Committed => allocated[index] |= gpus,
+                }
+            }
+        }
+        for (id, node) in self.topology.nodes() {
+            let index = id as usize;
+            let consistent = node.reserved == reserved[index]
+                && node.allocated == allocated[index]
+                && node.reserved & node.unhealthy == 0
+                && (node.reserved | node.allocated | node.unhealthy) & !node.all_gpus() == 0;
+            if !consistent {
+                return Err(CoreError::Internal(format!(
+                    "node {:?} disagrees with the ledger",
+                    node.name
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The operations the engine needs of a search, whatever its view.
+trait SearchOps {
+    fn plan(&self, demand: &Demand, policy: Policy) -> CoreResult<Option<Plan>>;
+    fn largest_capacity(&self, depth: usize) -> LevelBest;
+}
+
+impl<V: CapacityView> SearchOps for Search<'_, V> {
+    fn plan(&self, demand: &Demand, policy: Policy) -> CoreResult<Option<Plan>> {
+        Search::plan(self, demand, policy)
+    }
+
+    fn largest_capacity(&self, depth: usize) -> LevelBest {
+        Search::largest_capacity(self, depth)
+    }
+}

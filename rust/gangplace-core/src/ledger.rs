@@ -1,0 +1,214 @@
+//! The ledger: live reservations and allocations, their expiry, and a bounded memory of
+//! ended ones. Holding and ending a hold are the only places GPU ownership bits change.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use crate::error::{CoreError, CoreResult};
+use crate::limits::REMEMBERED_ENDED_HOLDS;
+use crate::model::Placement;
+use crate::topology::{HoldId, NodeId, Topology};
+
+/// Whether a live hold is a reservation or an allocation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum HoldState {
+    /// Held until `expires_at` unless committed.
+    Reserved,
+    /// Committed: held until released.
+    Committed,
+}
+
+/// How a hold ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// `rollback` freed it.
+    RolledBack,
+    /// Its lifetime ran out before `commit`.
+    Expired,
+    /// One of its GPUs became unhealthy before `commit`.
+    Revoked,
+    /// `release` freed the allocation.
+    Released,
+}
+
+/// A live hold.
+#[derive(Debug, Clone)]
+pub struct Hold {
+    /// Reservation or allocation.
+    pub state: HoldState,
+    /// Clock seconds at which a reservation lapses.
+    pub expires_at: f64,
+    /// GPUs held, per node.
+    pub gpus_by_node: Vec<(NodeId, u64)>,
+    /// The placement handed out.
+    pub placement: Placement,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Expiry {
+    at: f64,
+    id: HoldId,
+}
+
+impl PartialEq for Expiry {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Expiry {}
+impl PartialOrd for Expiry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Expiry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.at.total_cmp(&other.at).then(self.id.cmp(&other.id))
+    }
+}
+
+/// Live holds and the memory of ended ones.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    live: HashMap<HoldId, Hold>,
+    ended: HashMap<HoldId, Ending>,
+    ended_order: VecDeque<HoldId>,
+    expiries: BTreeSet<Expiry>,
+}
+
+/// Formats a hold id for users.
+pub fn format_id(id: HoldId) -> String {
+    format!("gp-{id:032x}")
+}
+
+/// Parses a user's id; anything malformed is simply unknown.
+pub fn parse_id(text: &str) -> Option<HoldId> {
+    let hex = text.strip_prefix("gp-")?;
+    let well_formed =
+        hex.len() == 32 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    well_formed.then(|| HoldId::from_str_radix(hex, 16).ok())?
+}
+
+impl Ledger {
+    /// A fresh id with 128 random bits, unused so far.
+    pub fn new_id(&self) -> CoreResult<HoldId> {
+        loop {
+            let mut bytes = [0u8; 16];
+            getrandom::fill(&mut bytes)
+                .map_err(|error| CoreError::Internal(format!("no randomness: {error}")))?;
+            let id = HoldId::from_le_bytes(bytes);
+            if !self.live.contains_key(&id) && !self.ended.contains_key(&id) {
+                return Ok(id);
+            }
+        }
+    }
+
+    /// The live hold with this id.
+    pub fn live(&self, id: HoldId) -> Option<&Hold> {
+        self.live.get(&id)
+    }
+
+    /// How the hold with this id ended, if it is remembered.
+    pub fn ending(&self, id: HoldId) -> Option<Ending> {
+        self.ended.get(&id).copied()
+    }
+
+    /// Live holds (any order: callers must not base decisions on it).
+    pub fn live_holds(&self) -> impl Iterator<Item = (HoldId, &Hold)> {
+        self.live.iter().map(|(&id, hold)| (id, hold))
+    }
+
+    /// Marks the hold's GPUs reserved on their nodes and records it.
+    pub fn hold(&mut self, topology: &mut Topology, id: HoldId, hold: Hold) {
+        for &(node, gpus) in &hold.gpus_by_node {
+            topology.update_node(node, |node| {
+                node.reserved |= gpus;
+                node.holders.push((id, gpus));
+            });
+        }
+        self.expiries.insert(Expiry {
+            at: hold.expires_at,
+            id,
+        });
+        self.live.insert(id, hold);
+    }
+
+    /// Turns a reservation into an allocation; the GPUs stay held.
+    pub fn commit(&mut self, topology: &mut Topology, id: HoldId) {
+        let Some(hold) = self.live.get_mut(&id) else {
+            return;
+        };
+        if hold.state == HoldState::Committed {
+            return;
+        }
+        hold.state = HoldState::Committed;
+        self.expiries.remove(&Expiry {
+            at: hold.expires_at,
+            id,
+        });
+        for &(node, gpus) in &hold.gpus_by_node {
+            topology.update_node(node, |node| {
+                node.reserved &= !gpus;
+                node.allocated |= gpus;
+            });
+        }
+    }
+
+    /// Ends a live hold: its GPUs go back to the pool (unhealthy ones stay out of it).
+    pub fn end(&mut self, topology: &mut Topology, id: HoldId, ending: Ending) {
+        let Some(hold) = self.live.remove(&id) else {
+            return;
+        };
+        self.expiries.remove(&Expiry {
+            at: hold.expires_at,
+            id,
+        });
+        for &(node, gpus) in &hold.gpus_by_node {
+            topology.update_node(node, |node| {
+                match hold.state {
+                    HoldState::Reserved => node.reserved &= !gpus,
+                    HoldState::Committed => node.allocated &= !gpus,
+                }
+                node.holders.retain(|&(holder, _)| holder != id);
+            });
+        }
+        if self.ended_order.len() >= REMEMBERED_ENDED_HOLDS {
+            if let Some(oldest) = self.ended_order.pop_front() {
+                self.ended.remove(&oldest);
+            }
+        }
+        self.ended.insert(id, ending);
+        self.ended_order.push_back(id);
+    }
+
+    /// Ends every reservation whose `expires_at <= now`.
+    pub fn expire(&mut self, topology: &mut Topology, now: f64) {
+        while self.expiries.first().is_some_and(|next| next.at <= now) {
+            if let Some(next) = self.expiries.pop_first() {
+                self.end(topology, next.id, Ending::Expired);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip_and_reject_garbage() {
+        let ledger = Ledger::default();
+        let id = ledger.new_id().unwrap();
+        assert_eq!(parse_id(&format_id(id)), Some(id));
+        for garbage in [
+            "",
+            "gp-",
+            "gp-xyz",
+            "gp-0123",
+            &format_id(id).to_uppercase(),
+        ] {
+            assert_eq!(parse_id(garbage), None, "{garbage}");
+        }
+        assert_ne!(ledger.new_id().unwrap(), id);
+    }
+}

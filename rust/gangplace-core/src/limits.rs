@@ -1,0 +1,17 @@
+//! Hard limits, checked before anything is allocated. See `docs/limits` in the README.
+
+/// GPUs a node may have. GPU sets are `u64` bitmasks, so this is also the largest pod.
+pub const MAX_GPUS_PER_NODE: u32 = 64;
+/// Nodes in one cluster.
+pub const MAX_NODES: usize = 1 << 22;
+/// Topology levels besides the implicit `node` and `cluster`.
+pub const MAX_LEVELS: usize = 16;
+/// Longest node, domain, level, label key or label value, in bytes (a DNS subdomain's limit).
+pub const MAX_NAME_BYTES: usize = 253;
+/// Pods in one gang.
+pub const MAX_PODS: u64 = (1 << 31) - 1;
+/// Longest reservation lifetime, in seconds (7 days).
+pub const MAX_TTL_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
+/// Ended reservations remembered (so that a second `rollback`/`release` answers `False`
+/// rather than `UnknownReservation`). Older ones are forgotten first.
+pub const REMEMBERED_ENDED_HOLDS: usize = 65_536;

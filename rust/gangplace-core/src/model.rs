@@ -1,0 +1,196 @@
+//! Requests and results: plain owned values, so the binding can hand them to Python after
+//! the engine's lock is released.
+
+use crate::error::{CoreResult, invalid};
+use crate::limits::{MAX_GPUS_PER_NODE, MAX_NAME_BYTES, MAX_PODS};
+
+/// A gang: `pods` pods of `gpus_per_pod` GPUs, placed whole or not at all.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct GangRequest {
+    /// Pods wanted, `1..=2^31-1`.
+    pub pods: u64,
+    /// GPUs per pod, `1..=64`; a pod never spans nodes.
+    pub gpus_per_pod: u32,
+    /// Fewest pods accepted (elastic gang), `1..=pods`; `None` means `pods`.
+    pub min_pods: Option<u64>,
+    /// Coarsest level the gang may span (`"node"`, a level name or `"cluster"`).
+    pub required_level: Option<String>,
+    /// Labels every chosen node must carry, sorted by key, keys unique.
+    pub selector: Vec<(String, String)>,
+    /// Free text shown in reasons and reprs.
+    pub name: String,
+}
+
+impl GangRequest {
+    /// Validates every field against the limits (not against a cluster: an unknown
+    /// `required_level` is reported when the request is placed).
+    pub fn new(
+        pods: i64,
+        gpus_per_pod: i64,
+        min_pods: Option<i64>,
+        required_level: Option<String>,
+        mut selector: Vec<(String, String)>,
+        name: String,
+    ) -> CoreResult<Self> {
+        let pods = u64::try_from(pods)
+            .ok()
+            .filter(|pods| (1..=MAX_PODS).contains(pods))
+            .ok_or_else(|| invalid(format!("pods must be in 1..={MAX_PODS}, got {pods}")))?;
+        let gpus_per_pod = u32::try_from(gpus_per_pod)
+            .ok()
+            .filter(|gpus| (1..=MAX_GPUS_PER_NODE).contains(gpus))
+            .ok_or_else(|| {
+                invalid(format!(
+                    "gpus_per_pod must be in 1..={MAX_GPUS_PER_NODE}, got {gpus_per_pod}"
+                ))
+            })?;
+        let min_pods = min_pods
+            .map(|min| {
+                u64::try_from(min)
+                    .ok()
+                    .filter(|min| (1..=pods).contains(min))
+                    .ok_or_else(|| invalid(format!("min_pods must be in 1..={pods}, got {min}")))
+            })
+            .transpose()?;
+        if let Some(level) = &required_level {
+            if level.is_empty() || level.len() > MAX_NAME_BYTES {
+                return Err(invalid(format!(
+                    "required_level {level:?} is not a level name"
+                )));
+            }
+        }
+        selector.sort();
+        if selector.windows(2).any(|pair| pair[0].0 == pair[1].0) {
+            return Err(invalid("selector names a label twice"));
+        }
+        if let Some((key, _)) = selector.iter().find(|(key, value)| {
+            key.is_empty() || key.len() > MAX_NAME_BYTES || value.len() > MAX_NAME_BYTES
+        }) {
+            return Err(invalid(format!(
+                "selector label {key:?} is empty or too long"
+            )));
+        }
+        if name.len() > MAX_NAME_BYTES {
+            return Err(invalid(format!(
+                "name is longer than {MAX_NAME_BYTES} bytes"
+            )));
+        }
+        Ok(Self {
+            pods,
+            gpus_per_pod,
+            min_pods,
+            required_level,
+            selector,
+            name,
+        })
+    }
+
+    /// Total GPUs of the full gang (checked: at most 2^31 * 64, far inside `u64`).
+    pub fn total_gpus(&self) -> u64 {
+        self.pods * u64::from(self.gpus_per_pod)
+    }
+}
+
+/// One pod of a placement: a node and the GPU indices it takes there.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PodPlacement {
+    /// Node name.
+    pub node: String,
+    /// GPU indices, ascending.
+    pub gpus: Vec<u32>,
+}
+
+/// Where a gang goes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Placement {
+    /// Pods in rank order.
+    pub pods: Vec<PodPlacement>,
+    /// `"node"`, a level name, or `"cluster"`.
+    pub level: String,
+    /// Path of the chosen domain (plus the node name at level `node`; empty for `cluster`).
+    pub domain: Vec<String>,
+}
+
+impl Placement {
+    /// Distinct node names in rank order.
+    pub fn nodes(&self) -> Vec<&str> {
+        let mut nodes: Vec<&str> = Vec::new();
+        for pod in &self.pods {
+            if nodes.last() != Some(&pod.node.as_str()) && !nodes.contains(&pod.node.as_str()) {
+                nodes.push(&pod.node);
+            }
+        }
+        nodes
+    }
+}
+
+/// A hold on a placement's GPUs, until `expires_at` (clock seconds).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reservation {
+    /// Unguessable id (`gp-` and 32 hex digits).
+    pub id: String,
+    /// What is held.
+    pub placement: Placement,
+    /// When the hold lapses.
+    pub expires_at: f64,
+}
+
+/// A committed reservation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Allocation {
+    /// The id of the reservation it came from.
+    pub id: String,
+    /// What is allocated.
+    pub placement: Placement,
+}
+
+/// One node, as `Cluster.node` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NodeInfo {
+    /// Node name.
+    pub name: String,
+    /// Number of GPUs.
+    pub gpus: u32,
+    /// Level -> domain name, outermost first.
+    pub topology: Vec<(String, String)>,
+    /// Labels sorted by key.
+    pub labels: Vec<(String, String)>,
+    /// Whether it takes no new placements.
+    pub cordoned: bool,
+    /// Healthy and unheld.
+    pub free: Vec<u32>,
+    /// Held by reservations.
+    pub reserved: Vec<u32>,
+    /// Held by allocations (possibly unhealthy since).
+    pub allocated: Vec<u32>,
+    /// Unhealthy, held or not.
+    pub unhealthy: Vec<u32>,
+}
+
+/// GPU counts over the whole cluster.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct ClusterStats {
+    /// All GPUs.
+    pub total: u64,
+    /// `total - unhealthy`.
+    pub healthy: u64,
+    /// Healthy and unheld (cordoned nodes included).
+    pub free: u64,
+    /// Held by reservations.
+    pub reserved: u64,
+    /// Held by allocations.
+    pub allocated: u64,
+    /// Unhealthy, held or not.
+    pub unhealthy: u64,
+}
+
+/// The indices of the set bits of `mask`, ascending.
+pub fn gpu_indices(mask: u64) -> Vec<u32> {
+    let mut rest = mask;
+    let mut indices = Vec::with_capacity(mask.count_ones() as usize);
+    while rest != 0 {
+        indices.push(rest.trailing_zeros());
+        rest &= rest - 1;
+    }
+    indices
+}

@@ -1,0 +1,294 @@
+//! The placement search: which domain, then which nodes and GPUs.
+//!
+//! Rules (the contract of `place_gang`, mirrored by `gangplace.reference`):
+//! 1. A node's capacity is `floor(free healthy GPUs / gpus_per_pod)` if it is feasible, else 0;
+//!    a domain's capacity is the sum over its nodes.
+//! 2. Levels are tried finest first; the first level with a domain of capacity >= pods wins;
+//!    levels coarser than `required_level` are not tried. Because capacities add up, the
+//!    domains that fit form a subtree under the root, so a breadth-first walk that only enters
+//!    fitting domains finds the finest fitting level without visiting the rest.
+//! 3. Among the fitting domains of that level: best-fit takes the fewest free healthy GPUs over
+//!    the feasible nodes, then the smallest path; first-fit the smallest path.
+//! 4. Spreading: while pods remain, an unused child that can hold all of them takes them (the
+//!    smallest such capacity, then smallest path); otherwise the unused child with the largest
+//!    capacity (then smallest path) is filled. Recursively down to the nodes.
+//! 5. On a node, each pod takes the lowest-indexed free healthy GPUs.
+//! 6. Pods are ranked by (node path, first GPU).
+//! 7. Elastic gangs fall back to the largest capacity of one domain at the coarsest allowed
+//!    level, if it reaches `min_pods`; that many pods are then placed by the same rules.
+
+use crate::capacity::CapacityView;
+use crate::error::{CoreError, CoreResult};
+use crate::topology::{DomainId, NodeId, ROOT, Topology};
+
+/// How to choose among the fitting domains of a level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// Fewest free healthy GPUs, then smallest path: packs gangs tightly.
+    BestFit,
+    /// Smallest path.
+    FirstFit,
+}
+
+/// A domain or a node: the things a level is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Item {
+    /// A domain (the root, or a domain of a named level).
+    Domain(DomainId),
+    /// A node, the finest level.
+    Node(NodeId),
+}
+
+/// What the search needs of a request, already validated.
+#[derive(Debug, Clone, Copy)]
+pub struct Demand {
+    /// Pods wanted.
+    pub pods: u64,
+    /// GPUs per pod, `1..=64`.
+    pub gpus_per_pod: u32,
+    /// Fewest pods accepted (elastic gangs); equal to `pods` otherwise.
+    pub min_pods: u64,
+    /// Depth of the coarsest level that may be tried (0: the whole cluster).
+    pub coarsest_depth: usize,
+}
+
+/// One pod of a plan: a node and the GPUs it takes there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedPod {
+    /// The node.
+    pub node: NodeId,
+    /// The GPUs, as a bitmask.
+    pub gpus: u64,
+}
+
+/// The outcome of a successful search.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Depth of the chosen level (0 for the cluster, `levels + 1` for a node).
+    pub depth: usize,
+    /// The chosen domain or node.
+    pub item: Item,
+    /// Pods in rank order.
+    pub pods: Vec<PlannedPod>,
+}
+
+/// The largest capacity found at one level, for explanations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LevelBest {
+    /// Depth of the level.
+    pub depth: usize,
+    /// The first domain (in path order) with the largest capacity; `None` if all are empty.
+    pub item: Option<Item>,
+    /// Its capacity in pods.
+    pub capacity: u64,
+}
+
+/// A search over one view of the topology.
+#[derive(Debug)]
+pub struct Search<'a, V> {
+    topology: &'a Topology,
+    view: &'a V,
+    gpus_per_pod: u32,
+}
+
+impl<'a, V: CapacityView> Search<'a, V> {
+    /// A search for pods of `gpus_per_pod` GPUs. The topology must be settled.
+    pub fn new(topology: &'a Topology, view: &'a V, gpus_per_pod: u32) -> Self {
+        Self {
+            topology,
+            view,
+            gpus_per_pod,
+        }
+    }
+
+    /// Pods of this search's size that fit in `item`.
+    pub fn capacity(&self, item: Item) -> u64 {
+        match item {
+            Item::Domain(id) => self
+                .view
+                .domain(id)
+                .map_or(0, |aggregate| aggregate.capacity(self.gpus_per_pod)),
+            Item::Node(id) if self.view.node_feasible(id) => {
+                u64::from(self.topology.node(id).free_count() / self.gpus_per_pod)
+            }
+            Item::Node(_) => 0,
+        }
+    }
+
+    /// Free healthy GPUs over the feasible nodes of `item`.
+    pub fn free_gpus(&self, item: Item) -> u64 {
+        match item {
+            Item::Domain(id) => self.view.domain(id).map_or(0, |a| a.free_gpus()),
+            Item::Node(id) if self.view.node_feasible(id) => {
+                u64::from(self.topology.node(id).free_count())
+            }
+            Item::Node(_) => 0,
+        }
+    }
+
+    /// The children of `item` in path order (none for a node).
+    pub fn children(&self, item: Item) -> impl Iterator<Item = Item> + 'a {
+        let (domains, nodes): (&[DomainId], &[NodeId]) = match item {
+            Item::Domain(id) => {
+                let domain = self.topology.domain(id);
+                (&domain.child_domains, &domain.child_nodes)
+            }
+            Item::Node(_) => (&[], &[]),
+        };
+        let domains = domains.iter().map(|&id| Item::Domain(id));
+        domains.chain(nodes.iter().map(|&id| Item::Node(id)))
+    }
+
+    /// Places the demand, or returns `None` when no allowed domain can hold it.
+    pub fn plan(&self, demand: &Demand, policy: Policy) -> CoreResult<Option<Plan>> {
+        let pods = match self.finest_fitting(demand.pods, demand.coarsest_depth, policy) {
+            Some(_) => demand.pods,
+            None if demand.min_pods < demand.pods => {
+                let best = self.largest_capacity(demand.coarsest_depth);
+                if best.item.is_none() || best.capacity < demand.min_pods {
+                    return Ok(None);
+                }
+                best.capacity
+            }
+            None => return Ok(None),
+        };
+        let Some((depth, item)) = self.finest_fitting(pods, demand.coarsest_depth, policy) else {
+            return Err(CoreError::Internal(
+                "elastic fallback lost its domain".into(),
+            ));
+        };
+        let mut planned = Vec::new();
+        self.spread(item, pods, &mut planned)?;
+        self.rank(&mut planned);
+        Ok(Some(Plan {
+            depth,
+            item,
+            pods: planned,
+        }))
+    }
+
+    /// The finest level at or below `coarsest_depth` with a domain holding `pods`, and the
+    /// domain the policy picks there.
+    fn finest_fitting(
+        &self,
+        pods: u64,
+        coarsest_depth: usize,
+        policy: Policy,
+    ) -> Option<(usize, Item)> {
+        let root = Item::Domain(ROOT);
+        if self.capacity(root) < pods {
+            return None;
+        }
+        let mut fitting = vec![root];
+        let mut depth = 0;
+        loop {
+            let next: Vec<Item> = fitting
+                .iter()
+                .flat_map(|&item| self.children(item))
+                .filter(|&child| self.capacity(child) >= pods)
+                .collect();
+            if next.is_empty() {
+                break;
+            }
+            fitting = next;
+            depth += 1;
+        }
+        if depth < coarsest_depth {
+            return None;
+        }
+        let chosen = match policy {
+            Policy::FirstFit => fitting.first().copied(),
+            Policy::BestFit => fitting.iter().copied().min_by_key(|&i| self.free_gpus(i)),
+        };
+        chosen.map(|item| (depth, item))
+    }
+
+    /// The largest capacity of a single domain at `depth` (the first such domain in path
+    /// order), searched depth-first and pruned wherever a subtree cannot beat the best so far:
+    /// a child never holds more than its parent.
+    pub fn largest_capacity(&self, depth: usize) -> LevelBest {
+        let mut best = LevelBest {
+            depth,
+            item: None,
+            capacity: 0,
+        };
+        self.search_largest(Item::Domain(ROOT), 0, &mut best);
+        best
+    }
+
+    fn search_largest(&self, item: Item, depth: usize, best: &mut LevelBest) {
+        let capacity = self.capacity(item);
+        if capacity == 0 || (best.item.is_some() && capacity <= best.capacity) {
+            return;
+        }
+        if depth == best.depth {
+            best.capacity = capacity;
+            best.item = Some(item);
+            return;
+        }
+        for child in self.children(item) {
+            self.search_largest(child, depth + 1, best);
+        }
+    }
+
+    /// Spreads `pods` over `item` with the fewest children at every level (rule 4).
+    fn spread(&self, item: Item, pods: u64, out: &mut Vec<PlannedPod>) -> CoreResult<()> {
+        if let Item::Node(node) = item {
+            return self.take_gpus(node, pods, out);
+        }
+        let mut children: Vec<(u64, Item)> = self
+            .children(item)
+            .map(|child| (self.capacity(child), child))
+            .filter(|&(capacity, _)| capacity > 0)
+            .collect();
+        // Largest capacity first; the sort is stable, so equal capacities stay in path order.
+        children.sort_by_key(|&(capacity, _)| std::cmp::Reverse(capacity));
+        let mut remaining = pods;
+        let mut unused = children.as_slice();
+        while remaining > 0 {
+            let holding_all = unused.partition_point(|&(capacity, _)| capacity >= remaining);
+            if holding_all > 0 {
+                let smallest = unused[holding_all - 1].0;
+                let first = unused.partition_point(|&(capacity, _)| capacity > smallest);
+                return self.spread(unused[first].1, remaining, out);
+            }
+            let Some((&(capacity, child), rest)) = unused.split_first() else {
+                return Err(CoreError::Internal(
+                    "a domain held fewer pods than counted".into(),
+                ));
+            };
+            self.spread(child, capacity, out)?;
+            remaining -= capacity;
+            unused = rest;
+        }
+        Ok(())
+    }
+
+    /// Gives `pods` pods the lowest-indexed free healthy GPUs of `node`.
+    fn take_gpus(&self, node: NodeId, pods: u64, out: &mut Vec<PlannedPod>) -> CoreResult<()> {
+        let mut free = self.topology.node(node).free_mask();
+        for _ in 0..pods {
+            let mut gpus = 0u64;
+            for _ in 0..self.gpus_per_pod {
+                if free == 0 {
+                    return Err(CoreError::Internal(
+                        "a node held fewer GPUs than counted".into(),
+                    ));
+                }
+                let lowest = free & free.wrapping_neg();
+                gpus |= lowest;
+                free &= !lowest;
+            }
+            out.push(PlannedPod { node, gpus });
+        }
+        Ok(())
+    }
+
+    /// Sorts pods by (node path, first GPU): rule 6.
+    fn rank(&self, pods: &mut [PlannedPod]) {
+        pods.sort_by_cached_key(|pod| {
+            let path: Vec<&str> = self.topology.node_path(pod.node);
+            (path, pod.gpus.trailing_zeros())
+        });
+    }
+}

@@ -1,0 +1,137 @@
+//! Extraction of Python arguments into owned Rust values, with the contract's errors:
+//! wrong types raise `TypeError`, out-of-range values `InvalidRequest` (never
+//! `OverflowError`, never a panic).
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyFloat, PyInt, PyMapping, PyString};
+
+use crate::errors::InvalidRequest;
+
+/// Python type name of `value`, for messages.
+pub fn type_name(value: &Bound<'_, PyAny>) -> String {
+    value
+        .get_type()
+        .name()
+        .map_or_else(|_| "?".to_owned(), |name| name.to_string())
+}
+
+/// An integer argument (anything with `__index__` but `bool`), saturated into `i64`: values
+/// beyond it are out of every range anyway, and range checks name the original value.
+pub fn int(value: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
+    if value.is_instance_of::<PyBool>() || value.is_instance_of::<PyFloat>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be an int, not {}",
+            type_name(value)
+        )));
+    }
+    let index = if value.is_instance_of::<PyInt>() {
+        value.clone()
+    } else {
+        value.call_method0("__index__").map_err(|_| {
+            PyTypeError::new_err(format!("{what} must be an int, not {}", type_name(value)))
+        })?
+    };
+    match index.extract::<i64>() {
+        Ok(number) => Ok(number),
+        Err(_) => {
+            let negative = index.lt(0i64)?;
+            Err(InvalidRequest::new_err(format!(
+                "{what} is out of range: {}",
+                if negative {
+                    "hugely negative"
+                } else {
+                    "hugely positive"
+                }
+            )))
+        }
+    }
+}
+
+/// A `str` argument.
+pub fn string(value: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
+    if !value.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be a str, not {}",
+            type_name(value)
+        )));
+    }
+    value.extract::<String>()
+}
+
+/// A real-number argument (int or float, not bool).
+pub fn seconds(value: &Bound<'_, PyAny>, what: &str) -> PyResult<f64> {
+    if value.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be a number, not bool"
+        )));
+    }
+    if value.is_instance_of::<PyInt>() {
+        // Huge ints become inf, which the range check rejects.
+        return Ok(value.extract::<f64>().unwrap_or(f64::INFINITY));
+    }
+    value.extract::<f64>().map_err(|_| {
+        PyTypeError::new_err(format!("{what} must be a number, not {}", type_name(value)))
+    })
+}
+
+/// A `bool` argument.
+pub fn boolean(value: &Bound<'_, PyAny>, what: &str) -> PyResult<bool> {
+    if !value.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be a bool, not {}",
+            type_name(value)
+        )));
+    }
+    value.extract::<bool>()
+}
+
+/// A `Mapping[str, str]` argument, as `(key, value)` pairs.
+pub fn str_mapping(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<(String, String)>> {
+    let mapping = value.cast::<PyMapping>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what} must be a mapping of str to str, not {}",
+            type_name(value)
+        ))
+    })?;
+    let mut pairs = Vec::new();
+    for item in mapping.items()?.iter() {
+        let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+        pairs.push((
+            string(&key, &format!("{what} keys"))?,
+            string(&value, &format!("{what} values"))?,
+        ));
+    }
+    Ok(pairs)
+}
+
+/// A sequence of `str` (a lone `str` is refused rather than split into letters).
+pub fn str_sequence(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<String>> {
+    if value.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be a sequence of str, not a single str"
+        )));
+    }
+    let iterator = value.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what} must be a sequence of str, not {}",
+            type_name(value)
+        ))
+    })?;
+    iterator
+        .map(|item| string(&item?, &format!("each of {what}")))
+        .collect()
+}
+
+/// An iterable of ints.
+pub fn int_sequence(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i64>> {
+    let iterator = value.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what} must be an iterable of int, not {}",
+            type_name(value)
+        ))
+    })?;
+    iterator
+        .map(|item| int(&item?, &format!("each of {what}")))
+        .collect()
+}

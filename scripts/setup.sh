@@ -1,0 +1,19 @@
+# Sourced by the README's commands: makes .venv, installs the pinned tools, and builds the
+# extension in release mode into it. Idempotent: a second run only rebuilds what changed.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+python="${PYTHON:-python3.11}"
+command -v "$python" >/dev/null || python=python3
+if [ ! -x .venv/bin/python ]; then
+    "$python" -m venv .venv
+fi
+stamp=.venv/.requirements-installed
+if [ ! -f "$stamp" ] || ! cmp -s requirements-dev.txt "$stamp"; then
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+    cp requirements-dev.txt "$stamp"
+fi
+export VIRTUAL_ENV="$root/.venv"
+export PATH="$VIRTUAL_ENV/bin:$PATH"
+# A release build (lto = "fat"): benchmarks and examples always run optimised code.
+maturin develop --release --quiet
