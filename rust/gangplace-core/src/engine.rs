@@ -377,7 +377,7 @@ impl Engine {
         let name = if request.name.is_empty() {
             String::new()
         } else {
-            format!(" {:?}", request.name)
+            format!(" \"{}\"", request.name)
         };
         let minimum = match request.min_pods {
             Some(min) if min < request.pods => format!(", at least {min}"),

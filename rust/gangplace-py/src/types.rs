@@ -184,8 +184,8 @@ impl PodPlacement {
 
     fn __repr__(&self) -> String {
         format!(
-            "PodPlacement({:?}, {})",
-            self.inner.node,
+            "PodPlacement({}, {})",
+            py_str(&self.inner.node),
             repr_tuple(&self.inner.gpus)
         )
     }

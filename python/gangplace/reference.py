@@ -1,0 +1,551 @@
+"""A readable pure-Python implementation of gangplace's contract.
+
+It recomputes everything from the nodes on every call, with no aggregates and no cleverness,
+so that it can serve as the oracle of the differential tests and as the baseline of the
+benchmarks. It follows the same rules as :meth:`gangplace.Cluster.place_gang` and gives the
+same answers, errors and reasons; only ids differ (both are random).
+
+Example:
+    >>> from gangplace import GangRequest
+    >>> from gangplace.reference import Cluster
+    >>> cluster = Cluster(("rack",))
+    >>> cluster.add_node("a", gpus=8, topology={"rack": "r1"})
+    >>> cluster.place_gang(GangRequest(1, 4)).pods
+    (PodPlacement(node='a', gpus=(0, 1, 2, 3)),)
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gangplace.errors import (
+    InvalidRequest,
+    ReservationError,
+    ReservationExpired,
+    ReservationRevoked,
+    UnknownNode,
+    UnknownReservation,
+    Unschedulable,
+)
+
+__all__ = [
+    "Allocation",
+    "Cluster",
+    "ClusterStats",
+    "NodeInfo",
+    "Placement",
+    "PodPlacement",
+    "Request",
+    "Reservation",
+]
+
+MAX_GPUS_PER_NODE = 64
+MAX_LEVELS = 16
+MAX_NAME_BYTES = 253
+MAX_TTL_SECONDS = 7 * 24 * 3600.0
+REMEMBERED_ENDED_HOLDS = 65_536
+NODE, CLUSTER = "node", "cluster"
+
+Path = tuple[str, ...]
+
+
+class Request(Protocol):
+    """What the reference reads of a request (``gangplace.GangRequest`` fits)."""
+
+    @property
+    def pods(self) -> int: ...
+    @property
+    def gpus_per_pod(self) -> int: ...
+    @property
+    def min_pods(self) -> int | None: ...
+    @property
+    def required_level(self) -> str | None: ...
+    @property
+    def selector(self) -> dict[str, str]: ...
+    @property
+    def name(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class PodPlacement:
+    """One pod: a node and its GPU indices."""
+
+    node: str
+    gpus: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a gang goes (see ``gangplace.Placement``)."""
+
+    pods: tuple[PodPlacement, ...]
+    level: str
+    domain: Path
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """Distinct node names in rank order."""
+        return tuple(dict.fromkeys(pod.node for pod in self.pods))
+
+    def __len__(self) -> int:
+        return len(self.pods)
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A hold until ``expires_at``."""
+
+    id: str
+    placement: Placement
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A committed reservation."""
+
+    id: str
+    placement: Placement
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """One node's state."""
+
+    name: str
+    gpus: int
+    topology: dict[str, str]
+    labels: dict[str, str]
+    cordoned: bool
+    free: tuple[int, ...]
+    reserved: tuple[int, ...]
+    allocated: tuple[int, ...]
+    unhealthy: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ClusterStats:
+    """GPU counts over the cluster."""
+
+    total: int
+    healthy: int
+    free: int
+    reserved: int
+    allocated: int
+    unhealthy: int
+
+
+@dataclass
+class _Node:
+    name: str
+    gpus: int
+    path: Path  # domain names, outermost first
+    labels: dict[str, str]
+    cordoned: bool = False
+    unhealthy: set[int] = field(default_factory=set)
+    reserved: set[int] = field(default_factory=set)
+    allocated: set[int] = field(default_factory=set)
+
+    def free(self) -> list[int]:
+        held = self.unhealthy | self.reserved | self.allocated
+        return [gpu for gpu in range(self.gpus) if gpu not in held]
+
+
+@dataclass
+class _Hold:
+    committed: bool
+    expires_at: float
+    gpus: dict[str, set[int]]
+    placement: Placement
+
+
+def _check_name(what: str, name: str) -> None:
+    if not name:
+        raise InvalidRequest(f"{what} must not be empty")
+    if len(name.encode()) > MAX_NAME_BYTES:
+        raise InvalidRequest(f"{what} is longer than {MAX_NAME_BYTES} bytes")
+
+
+class Cluster:
+    """The reference cluster: same constructor and methods as ``gangplace.Cluster``."""
+
+    def __init__(
+        self,
+        levels: Iterable[str],
+        *,
+        policy: str = "best-fit",
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        levels = tuple(levels)
+        if len(levels) > MAX_LEVELS:
+            raise InvalidRequest(f"{len(levels)} levels given; the limit is {MAX_LEVELS}")
+        for index, level in enumerate(levels):
+            _check_name("a level name", level)
+            if level in (NODE, CLUSTER):
+                raise InvalidRequest(f"level {level!r} is implicit and cannot be declared")
+            if level in levels[:index]:
+                raise InvalidRequest(f"level {level!r} is given twice")
+        if policy not in ("best-fit", "first-fit"):
+            raise InvalidRequest(f"policy must be 'best-fit' or 'first-fit', not {policy!r}")
+        self.levels = levels
+        self.policy = policy
+        self._clock = clock or time.monotonic
+        self._nodes: dict[str, _Node] = {}
+        self._holds: dict[str, _Hold] = {}
+        self._ended: OrderedDict[str, str] = OrderedDict()
+
+    # ----------------------------------------------------------------- inventory
+
+    def add_node(
+        self,
+        name: str,
+        *,
+        gpus: int,
+        topology: Mapping[str, str],
+        labels: Mapping[str, str] | None = None,
+        unhealthy: Iterable[int] | None = None,
+    ) -> None:
+        """Adds a node; see ``gangplace.Cluster.add_node``."""
+        _check_name("a node name", name)
+        if name in self._nodes:
+            raise InvalidRequest(f"node {name!r} already exists")
+        if not 1 <= gpus <= MAX_GPUS_PER_NODE:
+            raise InvalidRequest(f"node {name!r}: gpus must be in 1..={MAX_GPUS_PER_NODE}")
+        for level, domain in topology.items():
+            if level not in self.levels:
+                raise InvalidRequest(f"node {name!r}: topology names unknown level {level!r}")
+            _check_name(f"node {name!r}: the {level} name", domain)
+        for level in self.levels:
+            if level not in topology:
+                raise InvalidRequest(f"node {name!r}: topology must give level {level!r}")
+        labels = dict(labels or {})
+        for key, value in labels.items():
+            _check_name("a label key", key)
+            if len(value.encode()) > MAX_NAME_BYTES:
+                raise InvalidRequest(f"label {key!r} is longer than {MAX_NAME_BYTES} bytes")
+        bad = set()
+        for gpu in unhealthy or ():
+            if not 0 <= gpu < gpus:
+                raise InvalidRequest(f"node {name!r}: unhealthy GPU index {gpu} out of range")
+            bad.add(gpu)
+        path = tuple(topology[level] for level in self.levels)
+        self._nodes[name] = _Node(name, gpus, path, labels, unhealthy=bad)
+
+    def _node(self, name: str) -> _Node:
+        try:
+            return self._nodes[name]
+        except KeyError:
+            raise UnknownNode(f"unknown node {name!r}", name) from None
+
+    def set_gpu_health(self, node: str, gpu: int, healthy: bool) -> list[str]:
+        """Marks a GPU healthy or not; revokes a reservation holding it."""
+        self._reclaim()
+        target = self._node(node)
+        if not 0 <= gpu < target.gpus:
+            raise InvalidRequest(f"node {node!r} has no GPU {gpu}")
+        holders = [hid for hid, hold in self._holds.items() if gpu in hold.gpus.get(node, ())]
+        if not healthy:
+            for hid in holders:
+                if not self._holds[hid].committed:
+                    self._end(hid, "revoked")
+            target.unhealthy.add(gpu)
+        else:
+            target.unhealthy.discard(gpu)
+        return holders
+
+    def cordon(self, node: str) -> None:
+        """No new placements on the node."""
+        self._reclaim()
+        self._node(node).cordoned = True
+
+    def uncordon(self, node: str) -> None:
+        """Undoes ``cordon``."""
+        self._reclaim()
+        self._node(node).cordoned = False
+
+    def node(self, name: str) -> NodeInfo:
+        """The node's state."""
+        self._reclaim()
+        node = self._node(name)
+        return NodeInfo(
+            name=node.name,
+            gpus=node.gpus,
+            topology=dict(zip(self.levels, node.path, strict=True)),
+            labels=dict(sorted(node.labels.items())),
+            cordoned=node.cordoned,
+            free=tuple(node.free()),
+            reserved=tuple(sorted(node.reserved)),
+            allocated=tuple(sorted(node.allocated)),
+            unhealthy=tuple(sorted(node.unhealthy)),
+        )
+
+    def nodes(self) -> list[str]:
+        """All node names, sorted."""
+        return sorted(self._nodes)
+
+    def stats(self) -> ClusterStats:
+        """GPU counts over the cluster."""
+        self._reclaim()
+        nodes = self._nodes.values()
+        total = sum(node.gpus for node in nodes)
+        unhealthy = sum(len(node.unhealthy) for node in nodes)
+        return ClusterStats(
+            total=total,
+            healthy=total - unhealthy,
+            free=sum(len(node.free()) for node in nodes),
+            reserved=sum(len(node.reserved) for node in nodes),
+            allocated=sum(len(node.allocated) for node in nodes),
+            unhealthy=unhealthy,
+        )
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    # ----------------------------------------------------------------- placement rules
+
+    def _depth_of(self, level: str | None) -> int:
+        if level is None or level == CLUSTER:
+            return 0
+        if level == NODE:
+            return len(self.levels) + 1
+        if level in self.levels:
+            return self.levels.index(level) + 1
+        known = ", ".join([NODE, *reversed(self.levels), CLUSTER])
+        raise InvalidRequest(f"unknown required_level {level!r}; the levels are {known}")
+
+    def _level_name(self, depth: int) -> str:
+        if depth == 0:
+            return CLUSTER
+        if depth == len(self.levels) + 1:
+            return NODE
+        return self.levels[depth - 1]
+
+    def _domains(self, depth: int) -> dict[Path, list[_Node]]:
+        """Every domain of a depth (by path) with all its nodes; nodes' paths end in their name."""
+        domains: dict[Path, list[_Node]] = {}
+        for node in self._nodes.values():
+            path = (*node.path, node.name)[:depth]
+            domains.setdefault(path, []).append(node)
+        return domains
+
+    @staticmethod
+    def _feasible(nodes: list[_Node], selector: dict[str, str]) -> list[_Node]:
+        return [
+            node
+            for node in nodes
+            if not node.cordoned and all(node.labels.get(k) == v for k, v in selector.items())
+        ]
+
+    @staticmethod
+    def _capacity(nodes: list[_Node], gpus_per_pod: int) -> int:
+        return sum(len(node.free()) // gpus_per_pod for node in nodes)
+
+    def _fitting_domain(
+        self, pods: int, gpus_per_pod: int, coarsest: int, selector: dict[str, str]
+    ) -> tuple[int, Path] | None:
+        """Rules 2 and 3: the finest level with a domain holding `pods`, and the chosen one."""
+        for depth in range(len(self.levels) + 1, coarsest - 1, -1):
+            candidates = []
+            for path, nodes in self._domains(depth).items():
+                feasible = self._feasible(nodes, selector)
+                if self._capacity(feasible, gpus_per_pod) >= pods:
+                    free = sum(len(node.free()) for node in feasible)
+                    candidates.append((free, path))
+            if candidates:
+                if self.policy == "best-fit":
+                    return depth, min(candidates)[1]
+                return depth, min(path for _, path in candidates)
+        return None
+
+    def _spread(
+        self, depth: int, path: Path, pods: int, gpus_per_pod: int, selector: dict[str, str]
+    ) -> list[PodPlacement]:
+        """Rules 4 and 5: as few children as possible at every level, lowest GPUs on a node."""
+        if depth == len(self.levels) + 1:
+            free = self._nodes[path[-1]].free()
+            return [
+                PodPlacement(path[-1], tuple(free[i * gpus_per_pod : (i + 1) * gpus_per_pod]))
+                for i in range(pods)
+            ]
+        children = {}
+        for child_path, nodes in self._domains(depth + 1).items():
+            if child_path[:depth] == path:
+                capacity = self._capacity(self._feasible(nodes, selector), gpus_per_pod)
+                if capacity > 0:
+                    children[child_path] = capacity
+        placed: list[PodPlacement] = []
+        remaining = pods
+        while remaining > 0:
+            holding_all = [(cap, p) for p, cap in children.items() if cap >= remaining]
+            if holding_all:
+                _, child = min(holding_all)
+                return placed + self._spread(depth + 1, child, remaining, gpus_per_pod, selector)
+            capacity, child = min((-cap, p) for p, cap in children.items())
+            placed += self._spread(depth + 1, child, -capacity, gpus_per_pod, selector)
+            remaining += capacity
+            del children[child]
+        return placed
+
+    def _plan(self, request: Request) -> Placement | None:
+        selector = dict(request.selector)
+        coarsest = self._depth_of(request.required_level)
+        pods, size = request.pods, request.gpus_per_pod
+        found = self._fitting_domain(pods, size, coarsest, selector)
+        if found is None and request.min_pods is not None and request.min_pods < pods:
+            best = max(
+                (
+                    self._capacity(self._feasible(nodes, selector), size)
+                    for nodes in self._domains(coarsest).values()
+                ),
+                default=0,
+            )
+            if best >= request.min_pods:  # Rule 7: elastic fallback.
+                pods = best
+                found = self._fitting_domain(pods, size, coarsest, selector)
+        if found is None:
+            return None
+        depth, path = found
+        placed = self._spread(depth, path, pods, size, selector)
+        placed.sort(key=lambda pod: ((*self._nodes[pod.node].path, pod.node), pod.gpus[0]))
+        return Placement(tuple(placed), self._level_name(depth), path)
+
+    def _reason(self, request: Request) -> str:
+        """Why nothing fits: the best domain of each level tried, finest first."""
+        selector = dict(request.selector)
+        tried = []
+        for depth in range(len(self.levels) + 1, self._depth_of(request.required_level) - 1, -1):
+            level = self._level_name(depth)
+            domains = sorted(self._domains(depth).items())
+            capacities = [
+                (self._capacity(self._feasible(nodes, selector), request.gpus_per_pod), path)
+                for path, nodes in domains
+            ]
+            best = max((capacity for capacity, _ in capacities), default=0)
+            if best == 0:
+                tried.append(f"no {level} holds a pod")
+                continue
+            path = next(path for capacity, path in capacities if capacity == best)
+            where = f" {'/'.join(path)}" if path else ""
+            tried.append(f"best {level}{where} holds {best} of {request.pods}")
+        name = f' "{request.name}"' if request.name else ""
+        minimum = ""
+        if request.min_pods is not None and request.min_pods < request.pods:
+            minimum = f", at least {request.min_pods}"
+        return (
+            f"gang{name} of {request.pods} pods x {request.gpus_per_pod} GPUs{minimum} "
+            f"does not fit: {'; '.join(tried)}"
+        )
+
+    # ----------------------------------------------------------------- transactions
+
+    def _now(self) -> float:
+        now = float(self._clock())
+        if not math.isfinite(now):
+            raise InvalidRequest(f"the clock returned {now}")
+        return now
+
+    def _reclaim(self) -> float:
+        now = self._now()
+        for hid, hold in list(self._holds.items()):
+            if not hold.committed and hold.expires_at <= now:
+                self._end(hid, "expired")
+        return now
+
+    def _end(self, hid: str, ending: str) -> None:
+        hold = self._holds.pop(hid)
+        for name, gpus in hold.gpus.items():
+            node = self._nodes[name]
+            (node.allocated if hold.committed else node.reserved).difference_update(gpus)
+        if len(self._ended) >= REMEMBERED_ENDED_HOLDS:
+            self._ended.popitem(last=False)
+        self._ended[hid] = ending
+
+    def place_gang(self, request: Request) -> Placement | None:
+        """Where the gang would go now; holds nothing."""
+        self._reclaim()
+        return self._plan(request)
+
+    def reserve(self, request: Request, *, ttl: float = 30.0) -> Reservation:
+        """Places the gang and holds its GPUs for ``ttl`` seconds."""
+        if not (math.isfinite(ttl) and 0 < ttl <= MAX_TTL_SECONDS):
+            raise InvalidRequest(f"ttl must be in (0, {MAX_TTL_SECONDS}], got {ttl}")
+        now = self._reclaim()
+        placement = self._plan(request)
+        if placement is None:
+            raise Unschedulable(self._reason(request))
+        hid = "gp-" + secrets.token_hex(16)
+        gpus: dict[str, set[int]] = {}
+        for pod in placement.pods:
+            gpus.setdefault(pod.node, set()).update(pod.gpus)
+            self._nodes[pod.node].reserved.update(pod.gpus)
+        self._holds[hid] = _Hold(False, now + ttl, gpus, placement)
+        return Reservation(hid, placement, now + ttl)
+
+    @staticmethod
+    def _id(value: Reservation | Allocation | str) -> str:
+        return value if isinstance(value, str) else value.id
+
+    def _ended_error(self, hid: str, doing: str) -> ReservationError:
+        ending = self._ended.get(hid)
+        if ending == "expired":
+            return ReservationExpired(f"reservation {hid} expired")
+        if ending == "revoked":
+            return ReservationRevoked(f"reservation {hid} was revoked")
+        if ending == "rolled back":
+            return ReservationError(f"cannot {doing} {hid}: it was rolled back")
+        if ending == "released":
+            return ReservationError(f"cannot {doing} {hid}: it was released")
+        return UnknownReservation(f"unknown reservation {hid!r}")
+
+    def commit(self, reservation: Reservation | str) -> Allocation:
+        """Turns a reservation into an allocation; idempotent."""
+        self._reclaim()
+        hid = self._id(reservation)
+        hold = self._holds.get(hid)
+        if hold is None:
+            raise self._ended_error(hid, "commit")
+        if not hold.committed:
+            hold.committed = True
+            for name, gpus in hold.gpus.items():
+                self._nodes[name].reserved.difference_update(gpus)
+                self._nodes[name].allocated.update(gpus)
+        return Allocation(hid, hold.placement)
+
+    def rollback(self, reservation: Reservation | str) -> bool:
+        """Frees a reservation; False if it had already ended."""
+        self._reclaim()
+        hid = self._id(reservation)
+        hold = self._holds.get(hid)
+        ending = self._ended.get(hid)
+        if (hold is not None and hold.committed) or ending == "released":
+            raise ReservationError(
+                f"cannot roll back {hid}: it was committed; release the allocation instead"
+            )
+        if hold is not None:
+            self._end(hid, "rolled back")
+            return True
+        if ending is None:
+            raise UnknownReservation(f"unknown reservation {hid!r}")
+        return False
+
+    def release(self, allocation: Allocation | str) -> bool:
+        """Frees an allocation; False after the first time."""
+        self._reclaim()
+        hid = self._id(allocation)
+        hold = self._holds.get(hid)
+        if hold is not None and hold.committed:
+            self._end(hid, "released")
+            return True
+        if hold is not None:
+            raise ReservationError(
+                f"cannot release {hid}: it is not committed; roll it back instead"
+            )
+        if self._ended.get(hid) == "released":
+            return False
+        raise self._ended_error(hid, "release")

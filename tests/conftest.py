@@ -1,0 +1,28 @@
+"""Fixtures and hypothesis profiles (helpers live in helpers.py)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from helpers import FakeClock
+
+
+settings.register_profile(
+    "default", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "ci", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "long", max_examples=20_000, deadline=None, suppress_health_check=list(HealthCheck)
+)
+settings.load_profile(os.environ.get("GANGPLACE_HYPOTHESIS_PROFILE", "default"))
+
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()

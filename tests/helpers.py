@@ -1,0 +1,110 @@
+"""Helpers shared by the tests: a settable clock, cluster builders, state dumps."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import gangplace
+
+
+@dataclass
+class FakeClock:
+    """A clock tests move by hand."""
+
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node for a test cluster."""
+
+    name: str
+    gpus: int
+    path: tuple[str, ...]
+    labels: dict[str, str] = field(default_factory=dict)
+    unhealthy: tuple[int, ...] = ()
+
+
+class AnyCluster(Protocol):
+    def add_node(
+        self,
+        name: str,
+        *,
+        gpus: int,
+        topology: dict[str, str],
+        labels: dict[str, str] | None = None,
+        unhealthy: Iterable[int] | None = None,
+    ) -> None: ...
+
+
+def fill(cluster: AnyCluster, levels: Sequence[str], nodes: Iterable[NodeSpec]) -> None:
+    """Adds `nodes` to `cluster`."""
+    for node in nodes:
+        cluster.add_node(
+            node.name,
+            gpus=node.gpus,
+            topology=dict(zip(levels, node.path, strict=True)),
+            labels=node.labels,
+            unhealthy=node.unhealthy,
+        )
+
+
+def tree(
+    levels: Sequence[str], shape: Sequence[int], gpus: int = 8, **kwargs: Any
+) -> gangplace.Cluster:
+    """A regular cluster: `shape[i]` children per domain of level i, then nodes.
+
+    Names: level domains `s0`, `s0-r1`...; nodes `<path>-n<k>`.
+    """
+    cluster = gangplace.Cluster(levels, **kwargs)
+    fill(cluster, levels, regular_nodes(levels, shape, gpus))
+    return cluster
+
+
+def regular_nodes(levels: Sequence[str], shape: Sequence[int], gpus: int) -> list[NodeSpec]:
+    paths: list[tuple[str, ...]] = [()]
+    for level, count in zip(levels, shape, strict=False):
+        paths = [
+            (*p, f"{p[-1] + '-' if p else ''}{level[0]}{i}") for p in paths for i in range(count)
+        ]
+    per_domain = shape[len(levels)]
+    return [
+        NodeSpec(f"{p[-1] + '-' if p else ''}n{k}", gpus, p) for p in paths for k in range(per_domain)
+    ]
+
+
+def as_tuple(placement: Any) -> Any:
+    """A placement from either implementation as plain tuples, for comparison."""
+    if placement is None:
+        return None
+    return (
+        placement.level,
+        tuple(placement.domain),
+        tuple((pod.node, tuple(pod.gpus)) for pod in placement.pods),
+    )
+
+
+def node_state(cluster: Any, name: str) -> tuple[Any, ...]:
+    info = cluster.node(name)
+    return (
+        info.cordoned,
+        tuple(info.free),
+        tuple(info.reserved),
+        tuple(info.allocated),
+        tuple(info.unhealthy),
+    )
+
+
+def full_state(cluster: Any) -> tuple[Any, ...]:
+    """Every node's state plus the totals: equal before and after a call that must change nothing."""
+    stats = cluster.stats()
+    totals = (stats.total, stats.free, stats.reserved, stats.allocated, stats.unhealthy)
+    return (totals, tuple((name, node_state(cluster, name)) for name in cluster.nodes()))
