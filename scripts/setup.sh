@@ -16,4 +16,8 @@ fi
 export VIRTUAL_ENV="$root/.venv"
 export PATH="$VIRTUAL_ENV/bin:$PATH"
 # A release build (lto = "fat"): benchmarks and examples always run optimised code.
-maturin develop --release --quiet
+echo "setup: building the extension (release, lto) into .venv; first build takes a few minutes" >&2
+if ! maturin develop --release >.venv/build.log 2>&1; then
+    cat .venv/build.log >&2
+    exit 1
+fi

@@ -5,10 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
-
 from helpers import FakeClock
-
+from hypothesis import HealthCheck, settings
 
 settings.register_profile(
     "default", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -20,7 +18,6 @@ settings.register_profile(
     "long", max_examples=20_000, deadline=None, suppress_health_check=list(HealthCheck)
 )
 settings.load_profile(os.environ.get("GANGPLACE_HYPOTHESIS_PROFILE", "default"))
-
 
 
 @pytest.fixture

@@ -77,7 +77,9 @@ def regular_nodes(levels: Sequence[str], shape: Sequence[int], gpus: int) -> lis
         ]
     per_domain = shape[len(levels)]
     return [
-        NodeSpec(f"{p[-1] + '-' if p else ''}n{k}", gpus, p) for p in paths for k in range(per_domain)
+        NodeSpec(f"{p[-1] + '-' if p else ''}n{k}", gpus, p)
+        for p in paths
+        for k in range(per_domain)
     ]
 
 
@@ -104,7 +106,7 @@ def node_state(cluster: Any, name: str) -> tuple[Any, ...]:
 
 
 def full_state(cluster: Any) -> tuple[Any, ...]:
-    """Every node's state plus the totals: equal before and after a call that must change nothing."""
+    """Every node's state plus the totals: unchanged by a call that must change nothing."""
     stats = cluster.stats()
     totals = (stats.total, stats.free, stats.reserved, stats.allocated, stats.unhealthy)
     return (totals, tuple((name, node_state(cluster, name)) for name in cluster.nodes()))

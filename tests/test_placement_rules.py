@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from helpers import NodeSpec, as_tuple, fill, full_state, tree
 
 import gangplace
 from gangplace import Cluster, GangRequest, InvalidRequest, Unschedulable
-from helpers import NodeSpec, as_tuple, fill, full_state, tree
 
 LEVELS = ("spine", "rack")
 
@@ -63,7 +63,10 @@ def test_required_level_forbids_coarser_levels() -> None:
     assert cluster.place_gang(GangRequest(2, 8, required_level="node")) is None
     assert cluster.place_gang(GangRequest(8, 1, required_level="node")) is not None
     assert cluster.place_gang(GangRequest(5, 8, required_level="cluster")) is not None
-    with pytest.raises(InvalidRequest, match="unknown required_level .row.; the levels are node, rack, spine, cluster"):
+    with pytest.raises(
+        InvalidRequest,
+        match=r"unknown required_level .row.; the levels are node, rack, spine, cluster",
+    ):
         cluster.place_gang(GangRequest(1, required_level="row"))
 
 

@@ -13,6 +13,7 @@ Example:
     >>> placement = cluster.place_gang(GangRequest(2, 8))
     >>> placement.level, placement.domain, placement.nodes
     ('rack', ('s1', 'r1'), ('r1-n0', 'r1-n1'))
+
 """
 
 from gangplace._gangplace import (

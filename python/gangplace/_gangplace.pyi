@@ -3,6 +3,17 @@
 from collections.abc import Callable, Iterable, Mapping
 from typing import Literal, final
 
+__all__ = [
+    "Allocation",
+    "Cluster",
+    "ClusterStats",
+    "GangRequest",
+    "NodeInfo",
+    "Placement",
+    "PodPlacement",
+    "Reservation",
+    "__version__",
+]
 __version__: str
 
 @final
@@ -25,6 +36,7 @@ class GangRequest:
     Example:
         >>> GangRequest(4, 8, required_level="rack")
         GangRequest(4, 8, required_level="rack")
+
     """
 
     def __new__(
@@ -53,7 +65,7 @@ class GangRequest:
     @property
     def total_gpus(self) -> int:
         """``pods * gpus_per_pod``."""
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
 @final
@@ -66,7 +78,7 @@ class PodPlacement:
     @property
     def gpus(self) -> tuple[int, ...]:
         """GPU indices, ascending."""
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
 @final
@@ -84,14 +96,17 @@ class Placement:
         """``"node"``, a level name, or ``"cluster"``: the finest level that held the gang."""
     @property
     def domain(self) -> tuple[str, ...]:
-        """Path of the chosen domain; plus the node name at level ``node``; ``()`` for ``cluster``."""
+        """Path of the chosen domain.
+
+        The node name is appended at level ``node``; the path is ``()`` at ``cluster``.
+        """
     @property
     def nodes(self) -> tuple[str, ...]:
         """Distinct node names in rank order."""
     @property
     def total_gpus(self) -> int: ...
     def __len__(self) -> int: ...
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
 @final
@@ -105,7 +120,7 @@ class Reservation:
     def placement(self) -> Placement: ...
     @property
     def expires_at(self) -> float: ...
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
 @final
@@ -116,7 +131,7 @@ class Allocation:
     def id(self) -> str: ...
     @property
     def placement(self) -> Placement: ...
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
 @final
@@ -148,13 +163,16 @@ class NodeInfo:
     def allocated(self) -> tuple[int, ...]: ...
     @property
     def unhealthy(self) -> tuple[int, ...]: ...
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
 @final
 class ClusterStats:
-    """GPU counts over the whole cluster. ``healthy == total - unhealthy``; ``free`` counts
-    cordoned nodes too; ``unhealthy`` counts held unhealthy GPUs too."""
+    """GPU counts over the whole cluster.
+
+    ``healthy == total - unhealthy``; ``free`` counts cordoned nodes too; ``unhealthy`` counts
+    held unhealthy GPUs too.
+    """
 
     @property
     def total(self) -> int: ...
@@ -168,7 +186,7 @@ class ClusterStats:
     def allocated(self) -> int: ...
     @property
     def unhealthy(self) -> int: ...
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
 @final
@@ -186,6 +204,7 @@ class Cluster:
 
     Raises:
         InvalidRequest: Bad levels or policy.
+
     """
 
     def __new__(
@@ -220,6 +239,7 @@ class Cluster:
         Raises:
             InvalidRequest: Duplicate or empty names, missing or extra levels, out-of-range
                 counts or indices. The cluster is left exactly as it was.
+
         """
     def set_gpu_health(self, node: str, gpu: int, healthy: bool) -> list[str]:
         """Marks one GPU healthy or unhealthy.
@@ -234,6 +254,7 @@ class Cluster:
         Raises:
             UnknownNode: No such node.
             InvalidRequest: ``gpu`` out of range.
+
         """
     def cordon(self, node: str) -> None:
         """No new placements on ``node``; its reservations and allocations stay valid."""
@@ -267,6 +288,7 @@ class Cluster:
 
         Raises:
             InvalidRequest: Unknown ``required_level``.
+
         """
     def reserve(self, request: GangRequest, *, ttl: float = 30.0) -> Reservation:
         """Places the gang and holds its GPUs for ``ttl`` seconds (0 < ttl <= 7 days).
@@ -274,6 +296,7 @@ class Cluster:
         Raises:
             Unschedulable: No placement; ``.reason`` tells what each level could hold.
             InvalidRequest: Bad ``ttl`` or ``required_level``; nothing is held.
+
         """
     def commit(self, reservation: Reservation | str) -> Allocation:
         """Turns a reservation into an allocation. Idempotent.
@@ -283,6 +306,7 @@ class Cluster:
             ReservationRevoked: One of its GPUs became unhealthy.
             UnknownReservation: No such id.
             ReservationError: It was rolled back or released.
+
         """
     def rollback(self, reservation: Reservation | str) -> bool:
         """Frees a reservation, restoring every node exactly.
@@ -294,6 +318,7 @@ class Cluster:
         Raises:
             ReservationError: It was committed (release the allocation instead).
             UnknownReservation: No such id.
+
         """
     def release(self, allocation: Allocation | str) -> bool:
         """Frees an allocation.
@@ -304,8 +329,14 @@ class Cluster:
         Raises:
             ReservationError: The id was never committed.
             UnknownReservation: No such id.
+
         """
     def check_invariants(self) -> None:
-        """Recomputes every aggregate and cross-checks holds; raises ``InternalError`` on a mismatch."""
+        """Recomputes every aggregate and cross-checks holds.
+
+        Raises:
+            InternalError: On any mismatch (a bug in gangplace).
+
+        """
     def __len__(self) -> int:
         """Number of nodes."""

@@ -36,6 +36,7 @@ def place_gang(free_gpus_by_rack: Mapping[str, Sequence[int]], required_gpus: in
         'rack-a'
         >>> place_gang({"rack-a": [4], "rack-b": [3, 1]}, 8) is None
         True
+
     """
     required = _count(required_gpus, "required_gpus")
     if required <= 0:

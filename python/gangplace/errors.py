@@ -36,6 +36,7 @@ class UnknownNode(GangplaceError, KeyError):
 
     Attributes:
         node: The name that was looked up, when known.
+
     """
 
     def __init__(self, message: str, node: str | None = None) -> None:
@@ -52,6 +53,7 @@ class Unschedulable(GangplaceError):
 
     Attributes:
         reason: What the best domain of each level tried could hold, finest level first.
+
     """
 
     def __init__(self, reason: str) -> None:

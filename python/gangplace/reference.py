@@ -12,6 +12,7 @@ Example:
     >>> cluster.add_node("a", gpus=8, topology={"rack": "r1"})
     >>> cluster.place_gang(GangRequest(1, 4)).pods
     (PodPlacement(node='a', gpus=(0, 1, 2, 3)),)
+
 """
 
 from __future__ import annotations
@@ -59,17 +60,28 @@ class Request(Protocol):
     """What the reference reads of a request (``gangplace.GangRequest`` fits)."""
 
     @property
-    def pods(self) -> int: ...
+    def pods(self) -> int:
+        """Pods wanted."""
+
     @property
-    def gpus_per_pod(self) -> int: ...
+    def gpus_per_pod(self) -> int:
+        """GPUs per pod."""
+
     @property
-    def min_pods(self) -> int | None: ...
+    def min_pods(self) -> int | None:
+        """Fewest pods accepted."""
+
     @property
-    def required_level(self) -> str | None: ...
+    def required_level(self) -> str | None:
+        """Coarsest level allowed."""
+
     @property
-    def selector(self) -> dict[str, str]: ...
+    def selector(self) -> dict[str, str]:
+        """Labels nodes must carry."""
+
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """Free text."""
 
 
 @dataclass(frozen=True)

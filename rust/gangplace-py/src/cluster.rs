@@ -97,6 +97,7 @@ impl Cluster {
 #[pymethods]
 impl Cluster {
     #[new]
+    #[pyo3(text_signature = "(levels, *, policy='best-fit', clock=None)")]
     #[pyo3(signature = (levels, *, policy = None, clock = None))]
     fn new(
         py: Python<'_>,
@@ -225,7 +226,7 @@ impl Cluster {
         Ok(placement.map(|inner| Placement { inner }))
     }
 
-    #[pyo3(signature = (request, *, ttl = None))]
+    #[pyo3(signature = (request, *, ttl = None), text_signature = "(self, request, *, ttl=30.0)")]
     fn reserve(
         &self,
         py: Python<'_>,

@@ -69,14 +69,17 @@ pub struct GangRequest {
 #[pymethods]
 impl GangRequest {
     #[new]
-    #[pyo3(signature = (pods, gpus_per_pod = None, *, min_pods = None, required_level = None, selector = None, name = None))]
+    #[pyo3(
+        text_signature = "(pods, gpus_per_pod=1, *, min_pods=None, required_level=None, selector=None, name='')"
+    )]
+    #[pyo3(signature = (pods, gpus_per_pod = None, *, min_pods = None, required_level = None, selector = None, name = String::new()))]
     fn new(
         pods: &Bound<'_, PyAny>,
         gpus_per_pod: Option<&Bound<'_, PyAny>>,
         min_pods: Option<&Bound<'_, PyAny>>,
         required_level: Option<&Bound<'_, PyAny>>,
         selector: Option<&Bound<'_, PyAny>>,
-        name: Option<&Bound<'_, PyAny>>,
+        name: String,
     ) -> PyResult<Self> {
         let pods = convert::int(pods, "pods")?;
         let gpus_per_pod = gpus_per_pod.map_or(Ok(1), |g| convert::int(g, "gpus_per_pod"))?;
@@ -85,7 +88,6 @@ impl GangRequest {
             .map(|l| convert::string(l, "required_level"))
             .transpose()?;
         let selector = selector.map_or(Ok(Vec::new()), |s| convert::str_mapping(s, "selector"))?;
-        let name = name.map_or(Ok(String::new()), |n| convert::string(n, "name"))?;
         let inner =
             model::GangRequest::new(pods, gpus_per_pod, min_pods, required_level, selector, name)
                 .map_err(core_to_py)?;

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The README's test command: set up (idempotent), then every check and every test.
+# Exits non-zero on any failure, including a pytest run that collects no test.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --quiet --workspace --all-targets -- -D warnings
+step "cargo test (core)"
+cargo test --quiet -p gangplace-core
+step "ruff"
+ruff check python tests benches examples
+ruff format --check python tests benches examples
+step "mypy --strict"
+mypy
+step "stubtest"
+python -m mypy.stubtest gangplace._gangplace
+step "pytest"
+status=0
+GANGPLACE_HYPOTHESIS_PROFILE="${GANGPLACE_HYPOTHESIS_PROFILE:-ci}" \
+    python -m pytest tests benches --benchmark-disable --timeout=300 -p no:cacheprovider || status=$?
+if [ "$status" -eq 5 ]; then
+    echo "pytest collected no tests: failing" >&2
+fi
+exit "$status"

@@ -1,0 +1,178 @@
+"""Bad input: each case raises its typed error and leaves the cluster byte-for-byte as it was."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from helpers import FakeClock, full_state, tree
+
+from gangplace import (
+    Cluster,
+    GangplaceError,
+    GangRequest,
+    InvalidRequest,
+    UnknownNode,
+    UnknownReservation,
+)
+
+HUGE = 10**30
+TOPOLOGY = {"spine": "s9", "rack": "r9"}
+
+
+def make() -> Cluster:
+    cluster = tree(("spine", "rack"), (1, 1, 2), clock=FakeClock())
+    cluster.commit(cluster.reserve(GangRequest(1, 4)))
+    cluster.reserve(GangRequest(1, 2))
+    return cluster
+
+
+# The calls take Any: they pass wrong types on purpose.
+Case = tuple[str, Callable[[Any], Any], type[BaseException]]
+
+CASES: list[Case] = [
+    ("duplicate node", lambda c: c.add_node("s0-r0-n0", gpus=8, topology=TOPOLOGY), InvalidRequest),
+    ("empty node name", lambda c: c.add_node("", gpus=8, topology=TOPOLOGY), InvalidRequest),
+    ("oversize name", lambda c: c.add_node("x" * 300, gpus=8, topology=TOPOLOGY), InvalidRequest),
+    ("zero gpus", lambda c: c.add_node("x", gpus=0, topology=TOPOLOGY), InvalidRequest),
+    ("negative gpus", lambda c: c.add_node("x", gpus=-8, topology=TOPOLOGY), InvalidRequest),
+    ("65 gpus", lambda c: c.add_node("x", gpus=65, topology=TOPOLOGY), InvalidRequest),
+    ("huge gpus", lambda c: c.add_node("x", gpus=HUGE, topology=TOPOLOGY), InvalidRequest),
+    ("float gpus", lambda c: c.add_node("x", gpus=8.0, topology=TOPOLOGY), TypeError),
+    ("bool gpus", lambda c: c.add_node("x", gpus=True, topology=TOPOLOGY), TypeError),
+    ("None gpus", lambda c: c.add_node("x", gpus=None, topology=TOPOLOGY), TypeError),
+    ("missing level", lambda c: c.add_node("x", gpus=8, topology={"rack": "r"}), InvalidRequest),
+    (
+        "extra level",
+        lambda c: c.add_node("x", gpus=8, topology={**TOPOLOGY, "row": "w"}),
+        InvalidRequest,
+    ),
+    (
+        "empty domain",
+        lambda c: c.add_node("x", gpus=8, topology={"spine": "", "rack": "r"}),
+        InvalidRequest,
+    ),
+    ("topology not a mapping", lambda c: c.add_node("x", gpus=8, topology=["s"]), TypeError),
+    (
+        "non-str domain",
+        lambda c: c.add_node("x", gpus=8, topology={"spine": 1, "rack": "r"}),
+        TypeError,
+    ),
+    (
+        "unhealthy out of range",
+        lambda c: c.add_node("x", gpus=8, topology=TOPOLOGY, unhealthy=[8]),
+        InvalidRequest,
+    ),
+    (
+        "negative unhealthy",
+        lambda c: c.add_node("x", gpus=8, topology=TOPOLOGY, unhealthy=[-1]),
+        InvalidRequest,
+    ),
+    ("name not str", lambda c: c.add_node(7, gpus=8, topology=TOPOLOGY), TypeError),
+    ("health unknown node", lambda c: c.set_gpu_health("nope", 0, False), UnknownNode),
+    ("health gpu out of range", lambda c: c.set_gpu_health("s0-r0-n0", 8, False), InvalidRequest),
+    ("health huge gpu", lambda c: c.set_gpu_health("s0-r0-n0", HUGE, False), InvalidRequest),
+    ("health not bool", lambda c: c.set_gpu_health("s0-r0-n0", 0, 1), TypeError),
+    ("cordon unknown", lambda c: c.cordon("nope"), UnknownNode),
+    ("uncordon None", lambda c: c.uncordon(None), TypeError),
+    ("node unknown", lambda c: c.node("nope"), UnknownNode),
+    ("place not a request", lambda c: c.place_gang({"pods": 1}), TypeError),
+    ("unknown level", lambda c: c.place_gang(GangRequest(1, required_level="row")), InvalidRequest),
+    (
+        "reserve unknown level",
+        lambda c: c.reserve(GangRequest(1, required_level="x")),
+        InvalidRequest,
+    ),
+    ("ttl zero", lambda c: c.reserve(GangRequest(1), ttl=0), InvalidRequest),
+    ("ttl NaN", lambda c: c.reserve(GangRequest(1), ttl=float("nan")), InvalidRequest),
+    ("ttl str", lambda c: c.reserve(GangRequest(1), ttl="30"), TypeError),
+    ("ttl bool", lambda c: c.reserve(GangRequest(1), ttl=True), TypeError),
+    ("commit unknown", lambda c: c.commit("gp-" + "1" * 32), UnknownReservation),
+    ("commit garbage", lambda c: c.commit("\x00" * 1000), UnknownReservation),
+    ("commit wrong type", lambda c: c.commit(42), TypeError),
+    ("rollback unknown", lambda c: c.rollback("r-1"), UnknownReservation),
+    ("release None", lambda c: c.release(None), TypeError),
+    ("release unknown", lambda c: c.release(""), UnknownReservation),
+]
+
+
+@pytest.mark.parametrize(("label", "call", "error"), CASES, ids=[case[0] for case in CASES])
+def test_bad_input_raises_typed_error_and_changes_nothing(
+    label: str, call: Callable[[Any], Any], error: type[BaseException]
+) -> None:
+    cluster = make()
+    before = full_state(cluster)
+    with pytest.raises(error) as caught:
+        call(cluster)
+    assert type(caught.value).__module__ != "pyo3_runtime", label  # never a PanicException
+    if error is not TypeError:
+        assert isinstance(caught.value, GangplaceError)
+    assert full_state(cluster) == before
+    cluster.check_invariants()
+
+
+REQUESTS: list[tuple[dict[str, Any], type[BaseException]]] = [
+    ({"pods": 0}, InvalidRequest),
+    ({"pods": -1}, InvalidRequest),
+    ({"pods": 2**31}, InvalidRequest),
+    ({"pods": HUGE}, InvalidRequest),
+    ({"pods": -HUGE}, InvalidRequest),
+    ({"pods": 1.0}, TypeError),
+    ({"pods": True}, TypeError),
+    ({"pods": None}, TypeError),
+    ({"pods": "4"}, TypeError),
+    ({"pods": 1, "gpus_per_pod": 0}, InvalidRequest),
+    ({"pods": 1, "gpus_per_pod": 65}, InvalidRequest),
+    ({"pods": 1, "gpus_per_pod": float("nan")}, TypeError),
+    ({"pods": 4, "min_pods": 5}, InvalidRequest),
+    ({"pods": 4, "min_pods": 0}, InvalidRequest),
+    ({"pods": 1, "required_level": ""}, InvalidRequest),
+    ({"pods": 1, "required_level": 3}, TypeError),
+    ({"pods": 1, "selector": {"a": 1}}, TypeError),
+    ({"pods": 1, "selector": ["a"]}, TypeError),
+    ({"pods": 1, "selector": {"": "x"}}, InvalidRequest),
+    ({"pods": 1, "name": None}, TypeError),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "error"), REQUESTS, ids=[repr(k) for k, _ in REQUESTS])
+def test_bad_requests_are_refused_when_built(
+    kwargs: dict[str, Any], error: type[BaseException]
+) -> None:
+    with pytest.raises(error):
+        GangRequest(**kwargs)
+
+
+def test_largest_valid_request_is_accepted_and_simply_does_not_fit() -> None:
+    request = GangRequest(2**31 - 1, 64, min_pods=2**31 - 1)
+    assert request.total_gpus == (2**31 - 1) * 64
+    assert make().place_gang(request) is None
+
+
+@pytest.mark.parametrize(
+    ("levels", "error"),
+    [
+        (("node",), InvalidRequest),
+        (("cluster",), InvalidRequest),
+        (("rack", "rack"), InvalidRequest),
+        (("",), InvalidRequest),
+        (tuple(f"l{i}" for i in range(17)), InvalidRequest),
+        ("rack", TypeError),
+        ((1,), TypeError),
+        (None, TypeError),
+    ],
+)
+def test_bad_levels(levels: Any, error: type[BaseException]) -> None:
+    with pytest.raises(error):
+        Cluster(levels)
+
+
+def test_bad_policy_and_clock() -> None:
+    with pytest.raises(InvalidRequest):
+        Cluster(("rack",), policy="worst-fit")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        Cluster(("rack",), clock=5)  # type: ignore[arg-type]
+    cluster = Cluster(("rack",), clock=lambda: float("nan"))
+    with pytest.raises(InvalidRequest, match="clock"):
+        cluster.stats()
