@@ -1,0 +1,33 @@
+"""The README's Python example and the modules' doctests run as written."""
+
+from __future__ import annotations
+
+import doctest
+import re
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import gangplace
+import gangplace._quick
+import gangplace.reference
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    assert blocks, "the README lost its Python example"
+    for block in blocks:
+        exec(compile(block, str(README), "exec"), {})
+    printed = capsys.readouterr().out
+    assert "rack ('s1', 'r2') ('r2-n0', 'r2-n1', 'r2-n2', 'r2-n3')" in printed
+    assert "best rack s1/r2 holds 4 of 5" in printed
+
+
+@pytest.mark.parametrize("module", [gangplace, gangplace._quick, gangplace.reference])
+def test_doctests(module: ModuleType) -> None:
+    result = doctest.testmod(module)
+    assert result.attempted > 0
+    assert result.failed == 0
