@@ -390,7 +390,7 @@ impl Topology {
         self.nodes.push(node);
         self.domains[parent as usize].child_nodes.push(id);
         self.unsorted.push(parent);
-        self.add_to_aggregates(parent, free);
+        self.update_aggregates(parent, |aggregate| aggregate.add_node(free));
         Ok(id)
     }
 
@@ -416,20 +416,12 @@ impl Topology {
         id
     }
 
-    fn add_to_aggregates(&mut self, domain: DomainId, free: u32) {
+    /// Applies `change` to the aggregate of `domain` and of every ancestor.
+    fn update_aggregates(&mut self, domain: DomainId, change: impl Fn(&mut Aggregate)) {
         let mut next = Some(domain);
         while let Some(id) = next {
             let domain = &mut self.domains[id as usize];
-            domain.aggregate.add_node(free);
-            next = domain.parent;
-        }
-    }
-
-    fn remove_from_aggregates(&mut self, domain: DomainId, free: u32) {
-        let mut next = Some(domain);
-        while let Some(id) = next {
-            let domain = &mut self.domains[id as usize];
-            domain.aggregate.remove_node(free);
+            change(&mut domain.aggregate);
             next = domain.parent;
         }
     }
@@ -441,8 +433,10 @@ impl Topology {
         change(node);
         let after = node.free_count();
         if feasible && before != after {
-            self.remove_from_aggregates(domain, before);
-            self.add_to_aggregates(domain, after);
+            self.update_aggregates(domain, |aggregate| {
+                aggregate.remove_node(before);
+                aggregate.add_node(after);
+            });
         }
     }
 
@@ -455,9 +449,9 @@ impl Topology {
         node.cordoned = cordoned;
         let (free, domain) = (node.free_count(), node.domain);
         if cordoned {
-            self.remove_from_aggregates(domain, free);
+            self.update_aggregates(domain, |aggregate| aggregate.remove_node(free));
         } else {
-            self.add_to_aggregates(domain, free);
+            self.update_aggregates(domain, |aggregate| aggregate.add_node(free));
         }
     }
 
