@@ -112,11 +112,12 @@ pub struct Placement {
 }
 
 impl Placement {
-    /// Distinct node names in rank order.
+    /// Distinct node names in rank order. Ranking sorts pods by node path, so the pods of a
+    /// node are consecutive and one comparison with the previous name suffices.
     pub fn nodes(&self) -> Vec<&str> {
         let mut nodes: Vec<&str> = Vec::new();
         for pod in &self.pods {
-            if nodes.last() != Some(&pod.node.as_str()) && !nodes.contains(&pod.node.as_str()) {
+            if nodes.last() != Some(&pod.node.as_str()) {
                 nodes.push(&pod.node);
             }
         }
