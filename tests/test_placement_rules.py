@@ -29,8 +29,11 @@ def test_seed_scenario_ecc_error_keeps_the_gang_pending_not_half_placed() -> Non
     before = full_state(cluster)
     with pytest.raises(Unschedulable) as caught:
         cluster.reserve(request)
-    assert "best node s1/r1/n1 holds 0 of 1" not in caught.value.reason  # 7 GPUs: no 8-GPU pod
-    assert caught.value.reason.startswith('gang "train" of 1 pods x 8 GPUs does not fit')
+    # 7 healthy GPUs cannot take one 8-GPU pod, at any level.
+    assert caught.value.reason == (
+        'gang "train" of 1 pods x 8 GPUs does not fit: no node holds a pod; '
+        "no rack holds a pod; no spine holds a pod; no cluster holds a pod"
+    )
     assert full_state(cluster) == before
     assert cluster.stats().reserved == 0
     # The same gang goes to a healthy node as soon as there is one.
