@@ -2,6 +2,8 @@
 //! Every operation takes the caller's clock reading `now`, reclaims expired reservations,
 //! validates and computes everything that can fail, and only then applies its change.
 
+use std::sync::Arc;
+
 use crate::capacity::{CapacityView, ClusterView, SelectorView};
 use crate::error::{CoreError, CoreResult, invalid};
 use crate::ledger::{Ending, Hold, HoldState, Ledger, format_id, parse_id};
@@ -246,7 +248,7 @@ impl Engine {
             ));
         };
         let id = self.ledger.new_id()?;
-        let placement = self.placement(&plan);
+        let placement = Arc::new(self.placement(&plan));
         let mut gpus_by_node: Vec<(NodeId, u64)> = Vec::new();
         for pod in &plan.pods {
             match gpus_by_node.last_mut() {
@@ -259,7 +261,7 @@ impl Engine {
             state: HoldState::Reserved,
             expires_at,
             gpus_by_node,
-            placement: placement.clone(),
+            placement: Arc::clone(&placement),
         };
         self.ledger.hold(&mut self.topology, id, hold);
         Ok(Reservation {
@@ -292,7 +294,7 @@ impl Engine {
         self.reclaim(now);
         let id = Self::hold_id(id_text)?;
         let placement = match self.ledger.live(id) {
-            Some(hold) => hold.placement.clone(),
+            Some(hold) => Arc::clone(&hold.placement),
             None => return Err(Self::ended_error(id_text, self.ledger.ending(id), "commit")),
         };
         self.ledger.commit(&mut self.topology, id);

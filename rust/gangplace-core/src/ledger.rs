@@ -3,6 +3,7 @@
 
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
 
 use crate::error::{CoreError, CoreResult};
 use crate::limits::REMEMBERED_ENDED_HOLDS;
@@ -41,7 +42,7 @@ pub struct Hold {
     /// GPUs held, per node.
     pub gpus_by_node: Vec<(NodeId, u64)>,
     /// The placement handed out.
-    pub placement: Placement,
+    pub placement: Arc<Placement>,
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -1,6 +1,8 @@
 //! Requests and results: plain owned values, so the binding can hand them to Python after
 //! the engine's lock is released.
 
+use std::sync::Arc;
+
 use crate::error::{CoreResult, invalid};
 use crate::limits::{MAX_GPUS_PER_NODE, MAX_NAME_BYTES, MAX_PODS};
 
@@ -85,7 +87,7 @@ impl GangRequest {
         })
     }
 
-    /// Total GPUs of the full gang (checked: at most 2^31 * 64, far inside `u64`).
+    /// Total GPUs of the full gang. Cannot overflow: at most (2^31 - 1) * 64.
     pub fn total_gpus(&self) -> u64 {
         self.pods * u64::from(self.gpus_per_pod)
     }
@@ -130,8 +132,8 @@ impl Placement {
 pub struct Reservation {
     /// Unguessable id (`gp-` and 32 hex digits).
     pub id: String,
-    /// What is held.
-    pub placement: Placement,
+    /// What is held (shared with the ledger's hold, never copied).
+    pub placement: Arc<Placement>,
     /// When the hold lapses.
     pub expires_at: f64,
 }
@@ -141,8 +143,8 @@ pub struct Reservation {
 pub struct Allocation {
     /// The id of the reservation it came from.
     pub id: String,
-    /// What is allocated.
-    pub placement: Placement,
+    /// What is allocated (shared with the ledger's hold).
+    pub placement: Arc<Placement>,
 }
 
 /// One node, as `Cluster.node` reports it.

@@ -3,8 +3,8 @@
 //! Rust code that never calls back into Python, and the clock is read before it is taken.
 //! Searches (`place_gang`, `reserve`) run with the GIL released.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use gangplace_core::{Engine, NodeSpec, Policy};
 use pyo3::exceptions::PyTypeError;
@@ -24,6 +24,7 @@ pub struct Cluster {
     engine: Mutex<Engine>,
     failed: AtomicBool,
     clock: Py<PyAny>,
+    /// Copies of the engine's immutable settings, so their getters need not take the lock.
     levels: Vec<String>,
     policy: Policy,
 }
@@ -223,7 +224,9 @@ impl Cluster {
         let request = request.get().inner.clone();
         let now = self.now(py)?;
         let placement = self.run_detached(py, |engine| Ok(engine.place(&request, now)?))?;
-        Ok(placement.map(|inner| Placement { inner }))
+        Ok(placement.map(|placement| Placement {
+            inner: Arc::new(placement),
+        }))
     }
 
     #[pyo3(signature = (request, *, ttl = None), text_signature = "(self, request, *, ttl=30.0)")]

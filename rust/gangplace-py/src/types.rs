@@ -2,6 +2,7 @@
 //! only when an attribute is read.
 
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use gangplace_core::model;
 use pyo3::prelude::*;
@@ -194,10 +195,11 @@ impl PodPlacement {
 }
 
 /// Where a gang goes: its pods in rank order, the level and the domain chosen.
+/// Shares its data with the reservation it came from.
 #[pyclass(frozen, eq, hash, module = "gangplace._gangplace")]
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Placement {
-    pub inner: model::Placement,
+    pub inner: Arc<model::Placement>,
 }
 
 #[pymethods]
@@ -289,7 +291,7 @@ impl Reservation {
     #[getter]
     fn placement(&self) -> Placement {
         Placement {
-            inner: self.inner.placement.clone(),
+            inner: Arc::clone(&self.inner.placement),
         }
     }
 
@@ -325,7 +327,7 @@ impl Allocation {
     #[getter]
     fn placement(&self) -> Placement {
         Placement {
-            inner: self.inner.placement.clone(),
+            inner: Arc::clone(&self.inner.placement),
         }
     }
 
