@@ -146,9 +146,12 @@ def test_bad_requests_are_refused_when_built(
 
 
 def test_largest_valid_request_is_accepted_and_simply_does_not_fit() -> None:
-    request = GangRequest(2**31 - 1, 64, min_pods=2**31 - 1)
-    assert request.total_gpus == (2**31 - 1) * 64
+    request = GangRequest(2**22, 64, min_pods=2**22)
+    assert request.total_gpus == 2**28  # the most GPUs a cluster at its limits can hold
     assert make().place_gang(request) is None
+    for pods, gpus_per_pod in ((2**22 + 1, 64), (2**28 + 1, 1), (2**31 - 1, 64)):
+        with pytest.raises(InvalidRequest, match="limit|pods must be"):
+            GangRequest(pods, gpus_per_pod)
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,16 @@
 """A hypothesis state machine drives the engine and the reference through the same operations.
 
+Rules: add and remove nodes, flip GPU health (also between reserve and commit), cordon, move
+the clock by small and huge steps, reserve by request and by a possibly stale placement, commit,
+roll back and release (twice, out of order, as the wrong owner), and snapshot-and-restore in
+the middle of a run, continuing on the restored copies.
+
 After every step: no GPU is held twice; on every node free + reserved + allocated +
-unhealthy-and-unheld == gpus; the engine's own invariants hold; and the two implementations
-agree node by node.
+unhealthy-and-unheld == gpus; ``check_invariants()`` passes; and the engine agrees with
+``gangplace.reference`` on every node, the totals and the live holds.
+
+Examples come from the loaded hypothesis profile (500 by default, 20,000 with
+GANGPLACE_HYPOTHESIS_PROFILE=long); every run has up to 50 steps.
 """
 
 from __future__ import annotations
@@ -13,33 +21,62 @@ import hypothesis.strategies as st
 from helpers import FakeClock, as_tuple, fill, regular_nodes
 from hypothesis import settings
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
+from watchdog import watched
 
 import gangplace
 from gangplace import GangplaceError, GangRequest, reference
 
 LEVELS = ("spine", "rack")
 NODES = regular_nodes(LEVELS, (2, 2, 2), 8)  # 8 nodes x 8 GPUs
-NAMES = [node.name for node in NODES]
+EXTRA = [f"x{index}" for index in range(4)]  # names the add_node rule may use
+NAMES = [node.name for node in NODES] + EXTRA
+OWNERS = (None, "team-a", "team-b")
+CAP = 40  # max_held_gpus_per_owner
+UNKNOWN = "gp-" + "0" * 32
+# Errors the two implementations must word identically (others are compared by type).
+SAME_TEXT = {"Unschedulable", "Conflict", "LimitExceeded"}
 
 
-def outcome(call: Any, *args: Any) -> tuple[str, Any]:
-    """The result of a call, or the type of the gangplace error it raised."""
+def outcome(call: Any, *args: Any, **kwargs: Any) -> tuple[str, Any]:
+    """The result of a call, or the gangplace error it raised (type, and text if id-free)."""
     try:
-        return "ok", call(*args)
+        return "ok", call(*args, **kwargs)
     except GangplaceError as error:
-        return "error", type(error).__name__
+        kind = type(error).__name__
+        return "error", (kind, str(error) if kind in SAME_TEXT else "")
 
 
 class EngineVersusReference(RuleBasedStateMachine):
     holds = Bundle("holds")
+    placements = Bundle("placements")
 
     def __init__(self) -> None:
         super().__init__()
         self.clock = FakeClock()
-        self.engine = gangplace.Cluster(LEVELS, clock=self.clock)
-        self.oracle = reference.Cluster(LEVELS, clock=self.clock)
+        self.engine = watched(
+            gangplace.Cluster(LEVELS, clock=self.clock, max_held_gpus_per_owner=CAP)
+        )
+        self.oracle = reference.Cluster(LEVELS, clock=self.clock, max_held_gpus_per_owner=CAP)
         fill(self.engine, LEVELS, NODES)
         fill(self.oracle, LEVELS, NODES)
+        self.ids: dict[str, str] = {UNKNOWN: UNKNOWN}  # engine id -> reference id
+
+    def _both(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        got = outcome(getattr(self.engine, name), *args, **kwargs)
+        expected = outcome(getattr(self.oracle, name), *args, **kwargs)
+        if got[0] == "error" or expected[0] == "error":
+            assert got == expected, name
+        return got, expected
+
+    def _held(self, got: Any, expected: Any) -> str:
+        if got[0] == expected[0] == "ok":
+            assert as_tuple(got[1].placement) == as_tuple(expected[1].placement)
+            assert got[1].expires_at == expected[1].expires_at
+            assert got[1].owner == expected[1].owner
+            self.ids[got[1].id] = expected[1].id
+            return str(got[1].id)
+        assert got == expected
+        return UNKNOWN
 
     @rule(
         target=holds,
@@ -48,67 +85,103 @@ class EngineVersusReference(RuleBasedStateMachine):
         min_pods=st.none() | st.integers(1, 10),
         level=st.sampled_from((None, "node", "rack", "spine")),
         ttl=st.sampled_from((1.0, 5.0, 30.0)),
+        owner=st.sampled_from(OWNERS),
     )
     def reserve(
-        self, pods: int, gpus_per_pod: int, min_pods: int | None, level: str | None, ttl: float
-    ) -> tuple[str, str]:
+        self,
+        pods: int,
+        gpus_per_pod: int,
+        min_pods: int | None,
+        level: str | None,
+        ttl: float,
+        owner: str | None,
+    ) -> str:
         request = GangRequest(
             pods,
             gpus_per_pod,
             min_pods=min(min_pods, pods) if min_pods else None,
             required_level=level,
         )
-        got = outcome(lambda: self.engine.reserve(request, ttl=ttl))
-        expected = outcome(lambda: self.oracle.reserve(request, ttl=ttl))
-        if got[0] == "ok" and expected[0] == "ok":
-            assert as_tuple(got[1].placement) == as_tuple(expected[1].placement)
-            assert got[1].expires_at == expected[1].expires_at
-            return got[1].id, expected[1].id
-        assert got == expected
-        return "gp-" + "0" * 32, "gp-" + "0" * 32  # an unknown id, in both
+        return self._held(*self._both("reserve", request, ttl=ttl, owner=owner))
 
-    @rule(hold=holds)
-    def commit(self, hold: tuple[str, str]) -> None:
-        got, expected = outcome(self.engine.commit, hold[0]), outcome(self.oracle.commit, hold[1])
+    @rule(target=placements, pods=st.integers(1, 6), gpus_per_pod=st.sampled_from((1, 2, 4, 8)))
+    def place(self, pods: int, gpus_per_pod: int) -> tuple[Any, Any]:
+        request = GangRequest(pods, gpus_per_pod)
+        got, expected = self.engine.place_gang(request), self.oracle.place_gang(request)
+        assert as_tuple(got) == as_tuple(expected)
+        return got, expected
+
+    @rule(target=holds, placement=placements, owner=st.sampled_from(OWNERS))
+    def reserve_placement(self, placement: tuple[Any, Any], owner: str | None) -> str:
+        """Reserves a placement computed in an earlier step: stale by now, or not."""
+        if placement[0] is None:
+            return UNKNOWN
+        got = outcome(self.engine.reserve, placement[0], ttl=30.0, owner=owner)
+        expected = outcome(self.oracle.reserve, placement[1], ttl=30.0, owner=owner)
+        return self._held(got, expected)
+
+    @rule(hold=holds, owner=st.sampled_from(OWNERS))
+    def commit(self, hold: str, owner: str | None) -> None:
+        got = outcome(self.engine.commit, hold, owner=owner)
+        expected = outcome(self.oracle.commit, self.ids[hold], owner=owner)
         if got[0] == expected[0] == "ok":
             assert as_tuple(got[1].placement) == as_tuple(expected[1].placement)
+            assert got[1].owner == expected[1].owner
         else:
             assert got == expected
 
-    @rule(hold=holds)
-    def rollback(self, hold: tuple[str, str]) -> None:
-        assert outcome(self.engine.rollback, hold[0]) == outcome(self.oracle.rollback, hold[1])
+    @rule(hold=holds, owner=st.sampled_from(OWNERS))
+    def rollback(self, hold: str, owner: str | None) -> None:
+        got = outcome(self.engine.rollback, hold, owner=owner)
+        assert got == outcome(self.oracle.rollback, self.ids[hold], owner=owner)
 
-    @rule(hold=holds)
-    def release(self, hold: tuple[str, str]) -> None:
-        assert outcome(self.engine.release, hold[0]) == outcome(self.oracle.release, hold[1])
+    @rule(hold=holds, owner=st.sampled_from(OWNERS))
+    def release(self, hold: str, owner: str | None) -> None:
+        got = outcome(self.engine.release, hold, owner=owner)
+        assert got == outcome(self.oracle.release, self.ids[hold], owner=owner)
 
     @rule(node=st.sampled_from(NAMES), gpu=st.integers(0, 7), healthy=st.booleans())
     def set_health(self, node: str, gpu: int, healthy: bool) -> None:
-        got = self.engine.set_gpu_health(node, gpu, healthy)
-        expected = self.oracle.set_gpu_health(node, gpu, healthy)
-        assert len(got) == len(expected) <= 1
+        got, expected = self._both("set_gpu_health", node, gpu, healthy)
+        if got[0] == "ok":
+            assert sorted(self.ids[i] for i in got[1]) == expected[1]
 
     @rule(node=st.sampled_from(NAMES), cordoned=st.booleans())
     def cordon(self, node: str, cordoned: bool) -> None:
-        for cluster in (self.engine, self.oracle):
-            (cluster.cordon if cordoned else cluster.uncordon)(node)
+        self._both("cordon" if cordoned else "uncordon", node)
 
-    @rule(seconds=st.sampled_from((0.5, 1.0, 4.0, 29.0, 1e6)))
+    @rule(
+        node=st.sampled_from(NAMES),
+        gpus=st.sampled_from((1, 4, 8)),
+        rack=st.sampled_from(("s0-r0", "s0-r1", "s1-r9")),
+    )
+    def add_node(self, node: str, gpus: int, rack: str) -> None:
+        topology = {"spine": rack.split("-")[0], "rack": rack}
+        self._both("add_node", node, gpus=gpus, topology=topology)
+
+    @rule(node=st.sampled_from(NAMES))
+    def remove_node(self, node: str) -> None:
+        got, expected = self._both("remove_node", node)
+        if got[0] == "ok":
+            assert sorted(self.ids[i] for i in got[1]) == expected[1]
+
+    @rule(seconds=st.sampled_from((0.5, 1.0, 4.0, 29.0, 1e6, 1e12)))
     def tick(self, seconds: float) -> None:
         self.clock.advance(seconds)
 
-    @rule(pods=st.integers(1, 12), gpus_per_pod=st.sampled_from((1, 3, 8)))
-    def place(self, pods: int, gpus_per_pod: int) -> None:
-        request = GangRequest(pods, gpus_per_pod)
-        assert as_tuple(self.engine.place_gang(request)) == as_tuple(
-            self.oracle.place_gang(request)
-        )
+    @rule()
+    def snapshot_and_restore(self) -> None:
+        data = self.engine.snapshot()
+        restored = watched(gangplace.Cluster.restore(data, clock=self.clock))
+        assert restored.snapshot() == data
+        oracle = reference.Cluster.restore(self.oracle.snapshot(), clock=self.clock)
+        self.engine, self.oracle = restored, oracle  # later steps run on the copies
 
     @invariant()
     def conservation_and_agreement(self) -> None:
         self.engine.check_invariants()
-        for name in NAMES:
+        assert self.engine.nodes() == self.oracle.nodes()
+        for name in self.engine.nodes():
             node = self.engine.node(name)
             free, reserved, allocated = set(node.free), set(node.reserved), set(node.allocated)
             unhealthy = set(node.unhealthy)
@@ -124,9 +197,34 @@ class EngineVersusReference(RuleBasedStateMachine):
                 expected.unhealthy,
                 expected.cordoned,
             )
-        assert self.engine.stats().free == self.oracle.stats().free
+        stats, expected_stats = self.engine.stats(), self.oracle.stats()
+        assert (stats.total, stats.free, stats.reserved, stats.allocated) == (
+            expected_stats.total,
+            expected_stats.free,
+            expected_stats.reserved,
+            expected_stats.allocated,
+        )
+        self._holds_agree()
+
+    def _holds_agree(self) -> None:
+        """Live holds: same ids (through the map), placements, deadlines and owners."""
+        held: set[tuple[str, int]] = set()
+        for listing in ("reservations", "allocations"):
+            got = {self.ids[h.id]: h for h in getattr(self.engine, listing)()}
+            expected = {h.id: h for h in getattr(self.oracle, listing)()}
+            assert got.keys() == expected.keys(), listing
+            for hold_id, hold in got.items():
+                assert as_tuple(hold.placement) == as_tuple(expected[hold_id].placement)
+                assert hold.owner == expected[hold_id].owner
+        for reservation in self.engine.reservations():
+            for pod in reservation.placement.pods:
+                for gpu in pod.gpus:
+                    assert (pod.node, gpu) not in held, "a GPU is reserved twice"
+                    held.add((pod.node, gpu))
 
 
-# max_examples comes from the loaded profile (see conftest.py).
-EngineVersusReference.TestCase.settings = settings(stateful_step_count=50)
+EngineVersusReference.TestCase.settings = settings(
+    settings(),  # the loaded profile: max_examples and deadline
+    stateful_step_count=50,
+)
 test_engine_versus_reference = EngineVersusReference.TestCase

@@ -29,9 +29,12 @@ from gangplace._gangplace import (
 )
 from gangplace._quick import place_gang
 from gangplace.errors import (
+    Conflict,
     GangplaceError,
     InternalError,
     InvalidRequest,
+    InvalidSnapshot,
+    LimitExceeded,
     ReservationError,
     ReservationExpired,
     ReservationRevoked,
@@ -44,10 +47,13 @@ __all__ = [
     "Allocation",
     "Cluster",
     "ClusterStats",
+    "Conflict",
     "GangRequest",
     "GangplaceError",
     "InternalError",
     "InvalidRequest",
+    "InvalidSnapshot",
+    "LimitExceeded",
     "NodeInfo",
     "Placement",
     "PodPlacement",

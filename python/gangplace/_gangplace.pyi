@@ -120,6 +120,9 @@ class Reservation:
     def placement(self) -> Placement: ...
     @property
     def expires_at(self) -> float: ...
+    @property
+    def owner(self) -> str | None:
+        """Who holds it; ``None`` when reserved without an owner."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -130,7 +133,11 @@ class Allocation:
     @property
     def id(self) -> str: ...
     @property
-    def placement(self) -> Placement: ...
+    def placement(self) -> Placement:
+        """The placement as reserved (a removed node's pods stay listed)."""
+    @property
+    def owner(self) -> str | None:
+        """Who holds it; ``None`` when reserved without an owner."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -201,9 +208,11 @@ class Cluster:
         policy: ``"best-fit"`` (default) or ``"first-fit"``.
         clock: Zero-argument callable returning seconds (default ``time.monotonic``); used
             only for reservation lifetimes.
+        max_held_gpus_per_owner: Cap on the GPUs one owner may hold at once (reserved plus
+            allocated); reservations made without an owner share one cap. ``None``: no cap.
 
     Raises:
-        InvalidRequest: Bad levels or policy.
+        InvalidRequest: Bad levels, policy or cap.
 
     """
 
@@ -213,11 +222,35 @@ class Cluster:
         *,
         policy: Literal["best-fit", "first-fit"] = "best-fit",
         clock: Callable[[], float] | None = None,
+        max_held_gpus_per_owner: int | None = None,
     ) -> Cluster: ...
+    @staticmethod
+    def restore(data: bytes | bytearray, *, clock: Callable[[], float] | None = None) -> Cluster:
+        """Rebuilds a cluster from ``snapshot()`` bytes.
+
+        Reservations keep their remaining lifetimes: each deadline moves by the difference
+        between ``clock()`` now and the snapshot's clock reading. The restored cluster answers
+        every query and operation as the original did.
+
+        Raises:
+            InvalidSnapshot: Truncated, corrupted, foreign or inconsistent bytes; no cluster
+                is built.
+            TypeError: ``data`` is not bytes.
+
+        """
+    def snapshot(self) -> bytes:
+        """The whole state as versioned, checksummed bytes.
+
+        Levels, policy, cap, nodes, labels, health, cordons, reservations with their
+        remaining lifetimes, allocations, owners, and the remembered ended ids. Equal states
+        give equal bytes.
+        """
     @property
     def levels(self) -> tuple[str, ...]: ...
     @property
     def policy(self) -> str: ...
+    @property
+    def max_held_gpus_per_owner(self) -> int | None: ...
     def add_node(
         self,
         name: str,
@@ -239,6 +272,21 @@ class Cluster:
         Raises:
             InvalidRequest: Duplicate or empty names, missing or extra levels, out-of-range
                 counts or indices. The cluster is left exactly as it was.
+            LimitExceeded: The cluster already has 4,194,304 nodes.
+
+        """
+    def remove_node(self, name: str) -> list[str]:
+        """Removes a node, as a node failure would.
+
+        Every reservation touching the node is revoked (all its GPUs are freed, ``commit``
+        raises ``ReservationRevoked``). Allocations touching it lose the GPUs there and stay
+        until released; ``release`` still works.
+
+        Returns:
+            The ids of the allocations that had GPUs on the node, sorted.
+
+        Raises:
+            UnknownNode: No such node.
 
         """
     def set_gpu_health(self, node: str, gpu: int, healthy: bool) -> list[str]:
@@ -290,25 +338,44 @@ class Cluster:
             InvalidRequest: Unknown ``required_level``.
 
         """
-    def reserve(self, request: GangRequest, *, ttl: float = 30.0) -> Reservation:
-        """Places the gang and holds its GPUs for ``ttl`` seconds (0 < ttl <= 7 days).
+    def reserve(
+        self,
+        request: GangRequest | Placement,
+        *,
+        ttl: float = 30.0,
+        owner: str | None = None,
+    ) -> Reservation:
+        """Holds GPUs for ``ttl`` seconds (0 < ttl <= 7 days).
+
+        Given a ``GangRequest``, places the gang now (as ``place_gang``) and holds it. Given a
+        ``Placement`` from an earlier ``place_gang``, holds exactly those GPUs if every one is
+        still free, healthy, on an uncordoned node inside the placement's domain; otherwise
+        raises ``Conflict``. That closes the race between deciding and binding.
+
+        Args:
+            request: What to hold.
+            ttl: Lifetime in seconds; ``commit`` before it runs out.
+            owner: Who holds it. Only calls with the same ``owner`` can commit, roll back or
+                release it; to anyone else its id looks unknown.
 
         Raises:
             Unschedulable: No placement; ``.reason`` tells what each level could hold.
-            InvalidRequest: Bad ``ttl`` or ``required_level``; nothing is held.
+            Conflict: The placement is stale.
+            LimitExceeded: The owner would exceed ``max_held_gpus_per_owner``.
+            InvalidRequest: Bad ``ttl``, ``owner`` or ``required_level``; nothing is held.
 
         """
-    def commit(self, reservation: Reservation | str) -> Allocation:
+    def commit(self, reservation: Reservation | str, *, owner: str | None = None) -> Allocation:
         """Turns a reservation into an allocation. Idempotent.
 
         Raises:
             ReservationExpired: Its lifetime ran out.
-            ReservationRevoked: One of its GPUs became unhealthy.
-            UnknownReservation: No such id.
+            ReservationRevoked: One of its GPUs became unhealthy or its node was removed.
+            UnknownReservation: No such id, or it belongs to another owner.
             ReservationError: It was rolled back or released.
 
         """
-    def rollback(self, reservation: Reservation | str) -> bool:
+    def rollback(self, reservation: Reservation | str, *, owner: str | None = None) -> bool:
         """Frees a reservation, restoring every node exactly.
 
         Returns:
@@ -317,10 +384,10 @@ class Cluster:
 
         Raises:
             ReservationError: It was committed (release the allocation instead).
-            UnknownReservation: No such id.
+            UnknownReservation: No such id, or it belongs to another owner.
 
         """
-    def release(self, allocation: Allocation | str) -> bool:
+    def release(self, allocation: Allocation | str, *, owner: str | None = None) -> bool:
         """Frees an allocation.
 
         Returns:
@@ -328,9 +395,15 @@ class Cluster:
 
         Raises:
             ReservationError: The id was never committed.
-            UnknownReservation: No such id.
+            UnknownReservation: No such id, or it belongs to another owner.
 
         """
+    def reservations(self, owner: str | None = None) -> list[Reservation]:
+        """Live reservations, sorted by id; only ``owner``'s when given, else all."""
+    def allocations(self, owner: str | None = None) -> list[Allocation]:
+        """Live allocations, sorted by id; only ``owner``'s when given, else all."""
+    def _set_failpoint(self, armed: bool) -> None:
+        """Testing only: the next mutation panics half-way, proving fail-closed behaviour."""
     def check_invariants(self) -> None:
         """Recomputes every aggregate and cross-checks holds.
 

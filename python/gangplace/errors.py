@@ -8,9 +8,12 @@ Every error gangplace raises on purpose derives from :class:`GangplaceError`, so
 from __future__ import annotations
 
 __all__ = [
+    "Conflict",
     "GangplaceError",
     "InternalError",
     "InvalidRequest",
+    "InvalidSnapshot",
+    "LimitExceeded",
     "ReservationError",
     "ReservationExpired",
     "ReservationRevoked",
@@ -81,5 +84,32 @@ class UnknownReservation(ReservationError):
     """No reservation or allocation has that id (or it ended too long ago to be remembered)."""
 
 
+class Conflict(ReservationError):
+    """``reserve`` of an earlier placement found one of its GPUs no longer free and healthy.
+
+    Raised when a GPU of the placement was taken, turned unhealthy, or its node was cordoned,
+    removed or moved out of the placement's domain since ``place_gang`` computed it. Nothing
+    is held; ask ``place_gang`` again.
+    """
+
+
+class LimitExceeded(GangplaceError):
+    """A size limit would be exceeded: the cluster's node limit, or an owner's GPU cap.
+
+    The call changed nothing.
+    """
+
+
+class InvalidSnapshot(GangplaceError, ValueError):
+    """Bytes given to ``Cluster.restore`` are truncated, corrupted, foreign or inconsistent.
+
+    No cluster is built from them.
+    """
+
+
 class InternalError(GangplaceError):
-    """gangplace found a bug in itself. The cluster then refuses further calls (fails closed)."""
+    """gangplace found a bug in itself.
+
+    When it happens inside an operation, the cluster refuses every further call (it fails
+    closed); restore a snapshot taken earlier to continue.
+    """

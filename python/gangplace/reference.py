@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import math
 import secrets
 import time
@@ -26,7 +27,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gangplace.errors import (
+    Conflict,
     InvalidRequest,
+    InvalidSnapshot,
+    LimitExceeded,
     ReservationError,
     ReservationExpired,
     ReservationRevoked,
@@ -50,6 +54,7 @@ MAX_GPUS_PER_NODE = 64
 MAX_LEVELS = 16
 MAX_NAME_BYTES = 253
 MAX_TTL_SECONDS = 7 * 24 * 3600.0
+MAX_NODES = 1 << 22
 REMEMBERED_ENDED_HOLDS = 65_536
 NODE, CLUSTER = "node", "cluster"
 
@@ -109,6 +114,22 @@ class Placement:
         return len(self.pods)
 
 
+class PlacementLike(Protocol):
+    """What ``reserve`` reads of an earlier placement (both placement classes fit)."""
+
+    @property
+    def pods(self) -> tuple[PodPlacement, ...]:
+        """Pods with their nodes and GPUs."""
+
+    @property
+    def level(self) -> str:
+        """The level of the chosen domain."""
+
+    @property
+    def domain(self) -> tuple[str, ...]:
+        """The chosen domain's path."""
+
+
 @dataclass(frozen=True)
 class Reservation:
     """A hold until ``expires_at``."""
@@ -116,6 +137,7 @@ class Reservation:
     id: str
     placement: Placement
     expires_at: float
+    owner: str | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +146,7 @@ class Allocation:
 
     id: str
     placement: Placement
+    owner: str | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +198,10 @@ class _Hold:
     expires_at: float
     gpus: dict[str, set[int]]
     placement: Placement
+    owner: str | None = None
+
+    def gpu_count(self) -> int:
+        return sum(len(gpus) for gpus in self.gpus.values())
 
 
 def _check_name(what: str, name: str) -> None:
@@ -193,6 +220,7 @@ class Cluster:
         *,
         policy: str = "best-fit",
         clock: Callable[[], float] | None = None,
+        max_held_gpus_per_owner: int | None = None,
     ) -> None:
         levels = tuple(levels)
         if len(levels) > MAX_LEVELS:
@@ -205,12 +233,17 @@ class Cluster:
                 raise InvalidRequest(f"level {level!r} is given twice")
         if policy not in ("best-fit", "first-fit"):
             raise InvalidRequest(f"policy must be 'best-fit' or 'first-fit', not {policy!r}")
+        if max_held_gpus_per_owner is not None and max_held_gpus_per_owner < 0:
+            raise InvalidRequest(
+                f"max_held_gpus_per_owner must be >= 0, got {max_held_gpus_per_owner}"
+            )
         self.levels = levels
         self.policy = policy
+        self.max_held_gpus_per_owner = max_held_gpus_per_owner
         self._clock = clock or time.monotonic
         self._nodes: dict[str, _Node] = {}
         self._holds: dict[str, _Hold] = {}
-        self._ended: OrderedDict[str, str] = OrderedDict()
+        self._ended: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
 
     # ----------------------------------------------------------------- inventory
 
@@ -225,6 +258,8 @@ class Cluster:
     ) -> None:
         """Adds a node; see ``gangplace.Cluster.add_node``."""
         _check_name("a node name", name)
+        if len(self._nodes) >= MAX_NODES:
+            raise LimitExceeded(f"the cluster already has {MAX_NODES} nodes, the limit")
         if name in self._nodes:
             raise InvalidRequest(f"node {name!r} already exists")
         if not 1 <= gpus <= MAX_GPUS_PER_NODE:
@@ -261,7 +296,9 @@ class Cluster:
         target = self._node(node)
         if not 0 <= gpu < target.gpus:
             raise InvalidRequest(f"node {node!r} has no GPU {gpu}")
-        holders = [hid for hid, hold in self._holds.items() if gpu in hold.gpus.get(node, ())]
+        holders = sorted(
+            hid for hid, hold in self._holds.items() if gpu in hold.gpus.get(node, ())
+        )
         if not healthy:
             for hid in holders:
                 if not self._holds[hid].committed:
@@ -270,6 +307,23 @@ class Cluster:
         else:
             target.unhealthy.discard(gpu)
         return holders
+
+    def remove_node(self, name: str) -> list[str]:
+        """Removes a node; revokes reservations on it, detaches allocations from it."""
+        self._reclaim()
+        self._node(name)
+        allocations = []
+        for hid in sorted(self._holds):
+            hold = self._holds[hid]
+            if name not in hold.gpus:
+                continue
+            if hold.committed:
+                del hold.gpus[name]
+                allocations.append(hid)
+            else:
+                self._end(hid, "revoked")
+        del self._nodes[name]
+        return allocations
 
     def cordon(self, node: str) -> None:
         """No new placements on the node."""
@@ -474,37 +528,138 @@ class Cluster:
         for name, gpus in hold.gpus.items():
             node = self._nodes[name]
             (node.allocated if hold.committed else node.reserved).difference_update(gpus)
+        self._remember(hid, ending, hold.owner)
+
+    def _remember(self, hid: str, ending: str, owner: str | None) -> None:
         if len(self._ended) >= REMEMBERED_ENDED_HOLDS:
             self._ended.popitem(last=False)
-        self._ended[hid] = ending
+        self._ended[hid] = (ending, owner)
 
     def place_gang(self, request: Request) -> Placement | None:
         """Where the gang would go now; holds nothing."""
         self._reclaim()
         return self._plan(request)
 
-    def reserve(self, request: Request, *, ttl: float = 30.0) -> Reservation:
-        """Places the gang and holds its GPUs for ``ttl`` seconds."""
+    def _held_by(self, owner: str | None) -> int:
+        return sum(hold.gpu_count() for hold in self._holds.values() if hold.owner == owner)
+
+    def _check_cap(self, owner: str | None, gpus: int) -> None:
+        cap = self.max_held_gpus_per_owner
+        if cap is None:
+            return
+        held = self._held_by(owner)
+        if held + gpus > cap:
+            who = "holds without an owner" if owner is None else json.dumps(owner)
+            raise LimitExceeded(
+                f"{who} would hold {held + gpus} GPUs; the cap per owner is {cap} "
+                f"(held now: {held})"
+            )
+
+    def reserve(
+        self,
+        request: Request | PlacementLike,
+        *,
+        ttl: float = 30.0,
+        owner: str | None = None,
+    ) -> Reservation:
+        """Holds a new placement of a request, or exactly an earlier placement's GPUs."""
         if not (math.isfinite(ttl) and 0 < ttl <= MAX_TTL_SECONDS):
             raise InvalidRequest(f"ttl must be in (0, {MAX_TTL_SECONDS}], got {ttl}")
+        if owner is not None and not 0 < len(owner.encode()) <= MAX_NAME_BYTES:
+            raise InvalidRequest(f"owner must be 1 to {MAX_NAME_BYTES} bytes long")
         now = self._reclaim()
-        placement = self._plan(request)
-        if placement is None:
-            raise Unschedulable(self._reason(request))
-        hid = "gp-" + secrets.token_hex(16)
+        if hasattr(request, "gpus_per_pod"):
+            placement = self._reserve_plan(request, owner)  # type: ignore[arg-type]
+        else:
+            placement = self._check_placement(request)  # type: ignore[arg-type]
         gpus: dict[str, set[int]] = {}
         for pod in placement.pods:
             gpus.setdefault(pod.node, set()).update(pod.gpus)
-            self._nodes[pod.node].reserved.update(pod.gpus)
-        self._holds[hid] = _Hold(False, now + ttl, gpus, placement)
-        return Reservation(hid, placement, now + ttl)
+        self._check_cap(owner, sum(len(pod.gpus) for pod in placement.pods))
+        for name, held in gpus.items():
+            self._nodes[name].reserved.update(held)
+        hid = "gp-" + secrets.token_hex(16)
+        self._holds[hid] = _Hold(False, now + ttl, gpus, placement, owner)
+        return Reservation(hid, placement, now + ttl, owner)
+
+    def _reserve_plan(self, request: Request, owner: str | None) -> Placement:
+        smallest = request.min_pods if request.min_pods is not None else request.pods
+        self._check_cap(owner, smallest * request.gpus_per_pod)
+        placement = self._plan(request)
+        if placement is None:
+            raise Unschedulable(self._reason(request))
+        return placement
+
+    def _check_placement(self, placement: PlacementLike) -> Placement:
+        """Conflict unless every GPU of the placement is still free, healthy and usable."""
+        seen: set[tuple[str, int]] = set()
+        duplicate = False
+        for pod in placement.pods:
+            node = self._nodes.get(pod.node)
+            if node is None:
+                raise Conflict(f"the placement is stale: node {json.dumps(pod.node)} is gone")
+            if node.cordoned:
+                raise Conflict(f"the placement is stale: node {json.dumps(pod.node)} is cordoned")
+            path = (*node.path, node.name)
+            if path[: len(placement.domain)] != tuple(placement.domain):
+                raise Conflict(
+                    f"the placement is stale: node {json.dumps(pod.node)} is no longer in "
+                    + "/".join(placement.domain)
+                )
+            if not pod.gpus:
+                raise InvalidRequest(f"a pod on node {json.dumps(pod.node)} has no GPUs")
+            if len(set(pod.gpus)) != len(pod.gpus) or not all(
+                0 <= gpu < node.gpus for gpu in pod.gpus
+            ):
+                bad = next(
+                    gpu
+                    for index, gpu in enumerate(pod.gpus)
+                    if not 0 <= gpu < node.gpus or gpu in pod.gpus[:index]
+                )
+                raise Conflict(
+                    f"the placement names GPU {bad} of node {json.dumps(pod.node)} "
+                    "twice or out of range"
+                )
+            free = set(node.free())
+            taken = sorted(gpu for gpu in pod.gpus if gpu not in free)
+            if taken:
+                why = (
+                    "unhealthy"
+                    if taken[0] in node.unhealthy
+                    else "held by another reservation or allocation"
+                )
+                raise Conflict(
+                    f"the placement is stale: GPU {taken[0]} of node "
+                    f"{json.dumps(pod.node)} is {why}"
+                )
+            duplicate |= any((pod.node, gpu) in seen for gpu in pod.gpus)
+            seen.update((pod.node, gpu) for gpu in pod.gpus)
+        if not placement.pods:
+            raise InvalidRequest("the placement has no pods")
+        if duplicate:
+            raise Conflict("the placement takes one GPU for two pods")
+        return Placement(
+            tuple(PodPlacement(pod.node, tuple(pod.gpus)) for pod in placement.pods),
+            placement.level,
+            tuple(placement.domain),
+        )
 
     @staticmethod
     def _id(value: Reservation | Allocation | str) -> str:
         return value if isinstance(value, str) else value.id
 
-    def _ended_error(self, hid: str, doing: str) -> ReservationError:
-        ending = self._ended.get(hid)
+    def _visible(self, hid: str, owner: str | None) -> tuple[_Hold | None, str | None]:
+        """The live hold and the ending as ``owner`` may see them."""
+        hold = self._holds.get(hid)
+        if hold is not None:
+            return (hold, None) if hold.owner in (None, owner) else (None, None)
+        ended = self._ended.get(hid)
+        if ended is not None and ended[1] in (None, owner):
+            return None, ended[0]
+        return None, None
+
+    @staticmethod
+    def _ended_error(hid: str, ending: str | None, doing: str) -> ReservationError:
         if ending == "expired":
             return ReservationExpired(f"reservation {hid} expired")
         if ending == "revoked":
@@ -515,26 +670,25 @@ class Cluster:
             return ReservationError(f"cannot {doing} {hid}: it was released")
         return UnknownReservation(f"unknown reservation {hid!r}")
 
-    def commit(self, reservation: Reservation | str) -> Allocation:
+    def commit(self, reservation: Reservation | str, *, owner: str | None = None) -> Allocation:
         """Turns a reservation into an allocation; idempotent."""
         self._reclaim()
         hid = self._id(reservation)
-        hold = self._holds.get(hid)
+        hold, ending = self._visible(hid, owner)
         if hold is None:
-            raise self._ended_error(hid, "commit")
+            raise self._ended_error(hid, ending, "commit")
         if not hold.committed:
             hold.committed = True
             for name, gpus in hold.gpus.items():
                 self._nodes[name].reserved.difference_update(gpus)
                 self._nodes[name].allocated.update(gpus)
-        return Allocation(hid, hold.placement)
+        return Allocation(hid, hold.placement, hold.owner)
 
-    def rollback(self, reservation: Reservation | str) -> bool:
+    def rollback(self, reservation: Reservation | str, *, owner: str | None = None) -> bool:
         """Frees a reservation; False if it had already ended."""
         self._reclaim()
         hid = self._id(reservation)
-        hold = self._holds.get(hid)
-        ending = self._ended.get(hid)
+        hold, ending = self._visible(hid, owner)
         if (hold is not None and hold.committed) or ending == "released":
             raise ReservationError(
                 f"cannot roll back {hid}: it was committed; release the allocation instead"
@@ -546,11 +700,11 @@ class Cluster:
             raise UnknownReservation(f"unknown reservation {hid!r}")
         return False
 
-    def release(self, allocation: Allocation | str) -> bool:
+    def release(self, allocation: Allocation | str, *, owner: str | None = None) -> bool:
         """Frees an allocation; False after the first time."""
         self._reclaim()
         hid = self._id(allocation)
-        hold = self._holds.get(hid)
+        hold, ending = self._visible(hid, owner)
         if hold is not None and hold.committed:
             self._end(hid, "released")
             return True
@@ -558,6 +712,98 @@ class Cluster:
             raise ReservationError(
                 f"cannot release {hid}: it is not committed; roll it back instead"
             )
-        if self._ended.get(hid) == "released":
+        if ending == "released":
             return False
-        raise self._ended_error(hid, "release")
+        raise self._ended_error(hid, ending, "release")
+
+    def reservations(self, owner: str | None = None) -> list[Reservation]:
+        """Live reservations sorted by id; only ``owner``'s when given."""
+        self._reclaim()
+        return [
+            Reservation(hid, hold.placement, hold.expires_at, hold.owner)
+            for hid, hold in sorted(self._holds.items())
+            if not hold.committed and (owner is None or hold.owner == owner)
+        ]
+
+    def allocations(self, owner: str | None = None) -> list[Allocation]:
+        """Live allocations sorted by id; only ``owner``'s when given."""
+        self._reclaim()
+        return [
+            Allocation(hid, hold.placement, hold.owner)
+            for hid, hold in sorted(self._holds.items())
+            if hold.committed and (owner is None or hold.owner == owner)
+        ]
+
+    def check_invariants(self) -> None:
+        """Nothing to check: the reference keeps no aggregates."""
+
+    # ----------------------------------------------------------------- snapshots
+
+    def snapshot(self) -> bytes:
+        """The state as JSON bytes (the reference's own format, not the engine's)."""
+        now = self._reclaim()
+        state = {
+            "format": "gangplace-reference/1",
+            "levels": list(self.levels),
+            "policy": self.policy,
+            "cap": self.max_held_gpus_per_owner,
+            "taken_at": now,
+            "nodes": [
+                [n.name, n.gpus, list(n.path), n.labels, n.cordoned, sorted(n.unhealthy)]
+                for n in sorted(self._nodes.values(), key=lambda n: n.name)
+            ],
+            "holds": [
+                [
+                    hid,
+                    hold.committed,
+                    hold.expires_at,
+                    hold.owner,
+                    {name: sorted(gpus) for name, gpus in sorted(hold.gpus.items())},
+                    [[pod.node, list(pod.gpus)] for pod in hold.placement.pods],
+                    hold.placement.level,
+                    list(hold.placement.domain),
+                ]
+                for hid, hold in sorted(self._holds.items())
+            ],
+            "ended": [[hid, ending, owner] for hid, (ending, owner) in self._ended.items()],
+        }
+        return json.dumps(state, sort_keys=True).encode()
+
+    @classmethod
+    def restore(cls, data: bytes, *, clock: Callable[[], float] | None = None) -> Cluster:
+        """Rebuilds a reference cluster from its own ``snapshot`` bytes."""
+        try:
+            state = json.loads(data)
+            if state.get("format") != "gangplace-reference/1":
+                raise ValueError("not a reference snapshot")
+            cluster = cls(
+                state["levels"],
+                policy=state["policy"],
+                clock=clock,
+                max_held_gpus_per_owner=state["cap"],
+            )
+            offset = cluster._now() - state["taken_at"]
+            for name, gpus, path, labels, cordoned, unhealthy in state["nodes"]:
+                cluster.add_node(
+                    name,
+                    gpus=gpus,
+                    topology=dict(zip(cluster.levels, path, strict=True)),
+                    labels=labels,
+                    unhealthy=unhealthy,
+                )
+                cluster._nodes[name].cordoned = cordoned
+            for hid, committed, expires_at, owner, gpus, pods, level, domain in state["holds"]:
+                held = {name: set(indices) for name, indices in gpus.items()}
+                placement = Placement(
+                    tuple(PodPlacement(node, tuple(g)) for node, g in pods), level, tuple(domain)
+                )
+                deadline = expires_at if committed else expires_at + offset
+                cluster._holds[hid] = _Hold(committed, deadline, held, placement, owner)
+                for name, indices in held.items():
+                    node = cluster._nodes[name]
+                    (node.allocated if committed else node.reserved).update(indices)
+            for hid, ending, owner in state["ended"]:
+                cluster._remember(hid, ending, owner)
+        except (ValueError, KeyError, TypeError, InvalidRequest) as error:
+            raise InvalidSnapshot(f"invalid snapshot: {error}") from None
+        return cluster

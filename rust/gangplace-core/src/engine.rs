@@ -2,25 +2,21 @@
 //! Every operation takes the caller's clock reading `now`, reclaims expired reservations,
 //! validates and computes everything that can fail, and only then applies its change.
 
-use std::sync::Arc;
-
 use crate::capacity::{CapacityView, ClusterView, SelectorView};
 use crate::error::{CoreError, CoreResult, invalid};
-use crate::ledger::{Ending, Hold, HoldState, Ledger, format_id, parse_id};
-use crate::limits::MAX_TTL_SECONDS;
-use crate::model::{
-    Allocation, ClusterStats, GangRequest, NodeInfo, Placement, PodPlacement, Reservation,
-    gpu_indices,
-};
+use crate::ledger::{Ending, HoldState, Ledger, format_id};
+use crate::model::{ClusterStats, GangRequest, NodeInfo, Placement, PodPlacement, gpu_indices};
 use crate::search::{Demand, Item, LevelBest, Plan, Policy, Search};
 use crate::topology::{HoldId, NodeId, NodeSpec, Topology};
 
 /// A cluster: topology, GPU state and holds.
 #[derive(Debug)]
 pub struct Engine {
-    topology: Topology,
-    ledger: Ledger,
-    policy: Policy,
+    pub(crate) topology: Topology,
+    pub(crate) ledger: Ledger,
+    pub(crate) policy: Policy,
+    /// Cap on the GPUs one owner may hold (reserved plus allocated); `None`: no cap.
+    pub(crate) max_held_gpus_per_owner: Option<u64>,
 }
 
 impl Engine {
@@ -30,7 +26,24 @@ impl Engine {
             topology: Topology::new(levels)?,
             ledger: Ledger::default(),
             policy,
+            max_held_gpus_per_owner: None,
         })
+    }
+
+    /// Caps the GPUs each owner may hold; holds made without an owner share one cap.
+    pub fn set_max_held_gpus_per_owner(&mut self, cap: Option<u64>) {
+        self.max_held_gpus_per_owner = cap;
+    }
+
+    /// The cap on GPUs held per owner.
+    pub fn max_held_gpus_per_owner(&self) -> Option<u64> {
+        self.max_held_gpus_per_owner
+    }
+
+    /// Arms (`true`) or disarms the test-only failpoint: the next mutation that holds or
+    /// frees GPUs panics after changing its first node, leaving the state half-applied.
+    pub fn set_failpoint(&mut self, armed: bool) {
+        self.ledger.panic_mid_apply = armed;
     }
 
     /// The topology (read-only).
@@ -43,11 +56,11 @@ impl Engine {
         self.policy
     }
 
-    fn reclaim(&mut self, now: f64) {
+    pub(crate) fn reclaim(&mut self, now: f64) {
         self.ledger.expire(&mut self.topology, now);
     }
 
-    fn node_id(&self, name: &str) -> CoreResult<NodeId> {
+    pub(crate) fn node_id(&self, name: &str) -> CoreResult<NodeId> {
         self.topology
             .node_id(name)
             .ok_or_else(|| CoreError::UnknownNode(name.to_owned()))
@@ -75,7 +88,7 @@ impl Engine {
             .filter(|&index| index < gpus)
             .ok_or_else(|| invalid(format!("node {node:?} has no GPU {gpu} (it has {gpus})")))?;
         let bit = 1u64 << index;
-        let holders: Vec<HoldId> = self
+        let mut holders: Vec<HoldId> = self
             .topology
             .node(id)
             .holders
@@ -83,6 +96,7 @@ impl Engine {
             .filter(|&&(_, gpus)| gpus & bit != 0)
             .map(|&(holder, _)| holder)
             .collect();
+        holders.sort_unstable();
         if !healthy {
             for &holder in &holders {
                 let reserved = self
@@ -102,6 +116,38 @@ impl Engine {
             }
         });
         Ok(holders.into_iter().map(format_id).collect())
+    }
+
+    /// Removes a node, as a node failure would: every reservation touching it is revoked
+    /// (all its GPUs freed), every allocation touching it loses the GPUs there and stays
+    /// until released. Returns the ids of those allocations, sorted.
+    pub fn remove_node(&mut self, name: &str, now: f64) -> CoreResult<Vec<String>> {
+        self.reclaim(now);
+        let id = self.node_id(name)?;
+        let mut holders: Vec<HoldId> = self
+            .topology
+            .node(id)
+            .holders
+            .iter()
+            .map(|&(holder, _)| holder)
+            .collect();
+        holders.sort_unstable();
+        holders.dedup();
+        let mut allocations = Vec::new();
+        for holder in holders {
+            match self.ledger.live(holder).map(|hold| hold.state) {
+                Some(HoldState::Reserved) => {
+                    self.ledger.end(&mut self.topology, holder, Ending::Revoked);
+                }
+                Some(HoldState::Committed) => {
+                    self.ledger.detach_node(&mut self.topology, holder, id);
+                    allocations.push(format_id(holder));
+                }
+                None => {}
+            }
+        }
+        self.topology.remove_node(id);
+        Ok(allocations)
     }
 
     /// Cordons (`true`) or uncordons a node.
@@ -196,7 +242,11 @@ impl Engine {
         }
     }
 
-    fn plan(&mut self, request: &GangRequest, now: f64) -> CoreResult<(Demand, Option<Plan>)> {
+    pub(crate) fn plan(
+        &mut self,
+        request: &GangRequest,
+        now: f64,
+    ) -> CoreResult<(Demand, Option<Plan>)> {
         self.reclaim(now);
         self.topology.settle();
         let demand = self.demand(request)?;
@@ -204,7 +254,7 @@ impl Engine {
         Ok((demand, plan))
     }
 
-    fn placement(&self, plan: &Plan) -> Placement {
+    pub(crate) fn placement(&self, plan: &Plan) -> Placement {
         let domain = match plan.item {
             Item::Domain(id) => self.topology.domain_path(id),
             Item::Node(id) => self.topology.node_path(id),
@@ -227,123 +277,6 @@ impl Engine {
     pub fn place(&mut self, request: &GangRequest, now: f64) -> CoreResult<Option<Placement>> {
         let (_, plan) = self.plan(request, now)?;
         Ok(plan.map(|plan| self.placement(&plan)))
-    }
-
-    /// Places the gang and holds its GPUs until `now + ttl`.
-    pub fn reserve(
-        &mut self,
-        request: &GangRequest,
-        ttl: f64,
-        now: f64,
-    ) -> CoreResult<Reservation> {
-        if !(ttl.is_finite() && ttl > 0.0 && ttl <= MAX_TTL_SECONDS) {
-            return Err(invalid(format!(
-                "ttl must be a positive finite number of seconds up to {MAX_TTL_SECONDS}, got {ttl}"
-            )));
-        }
-        let (demand, plan) = self.plan(request, now)?;
-        let Some(plan) = plan else {
-            return Err(CoreError::Unschedulable(
-                self.unschedulable_reason(request, &demand),
-            ));
-        };
-        let id = self.ledger.new_id()?;
-        let placement = Arc::new(self.placement(&plan));
-        let mut gpus_by_node: Vec<(NodeId, u64)> = Vec::new();
-        for pod in &plan.pods {
-            match gpus_by_node.last_mut() {
-                Some((node, gpus)) if *node == pod.node => *gpus |= pod.gpus,
-                _ => gpus_by_node.push((pod.node, pod.gpus)),
-            }
-        }
-        let expires_at = now + ttl;
-        let hold = Hold {
-            state: HoldState::Reserved,
-            expires_at,
-            gpus_by_node,
-            placement: Arc::clone(&placement),
-        };
-        self.ledger.hold(&mut self.topology, id, hold);
-        Ok(Reservation {
-            id: format_id(id),
-            placement,
-            expires_at,
-        })
-    }
-
-    fn hold_id(text: &str) -> CoreResult<HoldId> {
-        parse_id(text).ok_or_else(|| CoreError::UnknownReservation(text.to_owned()))
-    }
-
-    fn ended_error(text: &str, ending: Option<Ending>, doing: &str) -> CoreError {
-        match ending {
-            None => CoreError::UnknownReservation(text.to_owned()),
-            Some(Ending::Expired) => CoreError::ReservationExpired(text.to_owned()),
-            Some(Ending::Revoked) => CoreError::ReservationRevoked(text.to_owned()),
-            Some(Ending::RolledBack) => {
-                CoreError::ReservationState(format!("cannot {doing} {text}: it was rolled back"))
-            }
-            Some(Ending::Released) => {
-                CoreError::ReservationState(format!("cannot {doing} {text}: it was released"))
-            }
-        }
-    }
-
-    /// Turns a reservation into an allocation; again on the same id returns the same.
-    pub fn commit(&mut self, id_text: &str, now: f64) -> CoreResult<Allocation> {
-        self.reclaim(now);
-        let id = Self::hold_id(id_text)?;
-        let placement = match self.ledger.live(id) {
-            Some(hold) => Arc::clone(&hold.placement),
-            None => return Err(Self::ended_error(id_text, self.ledger.ending(id), "commit")),
-        };
-        self.ledger.commit(&mut self.topology, id);
-        Ok(Allocation {
-            id: id_text.to_owned(),
-            placement,
-        })
-    }
-
-    /// Frees a reservation. `true` if it freed something, `false` if it had already ended.
-    pub fn rollback(&mut self, id_text: &str, now: f64) -> CoreResult<bool> {
-        self.reclaim(now);
-        let id = Self::hold_id(id_text)?;
-        match (
-            self.ledger.live(id).map(|hold| hold.state),
-            self.ledger.ending(id),
-        ) {
-            (Some(HoldState::Reserved), _) => {
-                self.ledger.end(&mut self.topology, id, Ending::RolledBack);
-                Ok(true)
-            }
-            (Some(HoldState::Committed), _) | (None, Some(Ending::Released)) => {
-                Err(CoreError::ReservationState(format!(
-                    "cannot roll back {id_text}: it was committed; release the allocation instead"
-                )))
-            }
-            (None, Some(Ending::Expired | Ending::Revoked | Ending::RolledBack)) => Ok(false),
-            (None, None) => Err(CoreError::UnknownReservation(id_text.to_owned())),
-        }
-    }
-
-    /// Frees an allocation. `true` the first time, `false` after.
-    pub fn release(&mut self, id_text: &str, now: f64) -> CoreResult<bool> {
-        self.reclaim(now);
-        let id = Self::hold_id(id_text)?;
-        match (
-            self.ledger.live(id).map(|hold| hold.state),
-            self.ledger.ending(id),
-        ) {
-            (Some(HoldState::Committed), _) => {
-                self.ledger.end(&mut self.topology, id, Ending::Released);
-                Ok(true)
-            }
-            (Some(HoldState::Reserved), _) => Err(CoreError::ReservationState(format!(
-                "cannot release {id_text}: it is not committed; roll it back instead"
-            ))),
-            (None, Some(Ending::Released)) => Ok(false),
-            (None, ending) => Err(Self::ended_error(id_text, ending, "release")),
-        }
     }
 
     /// Why a request has no placement: the best domain of each level tried, finest first.
@@ -398,8 +331,8 @@ impl Engine {
         self.topology
             .check_aggregates()
             .map_err(CoreError::Internal)?;
-        let mut reserved = vec![0u64; self.topology.node_count()];
-        let mut allocated = vec![0u64; self.topology.node_count()];
+        let mut reserved = vec![0u64; self.topology.node_slots()];
+        let mut allocated = vec![0u64; self.topology.node_slots()];
         for (_, hold) in self.ledger.live_holds() {
             for &(node, gpus) in &hold.gpus_by_node {
                 let index = node as usize;

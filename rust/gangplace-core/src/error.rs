@@ -29,6 +29,17 @@ pub enum CoreError {
     /// reservation, commit of a rolled-back one, release of an uncommitted one...).
     #[error("{0}")]
     ReservationState(String),
+    /// `reserve` of an earlier placement: one of its GPUs is no longer free, healthy and on an
+    /// uncordoned node (or its node is gone). Nothing was held.
+    #[error("{0}")]
+    Conflict(String),
+    /// A size limit of the cluster or an owner's cap on held GPUs would be exceeded.
+    #[error("{0}")]
+    LimitExceeded(String),
+    /// Snapshot bytes that are truncated, corrupted, of another format version, or
+    /// describe an impossible state.
+    #[error("invalid snapshot: {0}")]
+    InvalidSnapshot(String),
     /// The engine found itself inconsistent (a bug). The binding fails closed on it.
     #[error("internal error: {0}")]
     Internal(String),

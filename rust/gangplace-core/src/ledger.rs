@@ -43,6 +43,27 @@ pub struct Hold {
     pub gpus_by_node: Vec<(NodeId, u64)>,
     /// The placement handed out.
     pub placement: Arc<Placement>,
+    /// Who may commit, roll back or release it (`None`: anyone).
+    pub owner: Option<Arc<str>>,
+}
+
+impl Hold {
+    /// GPUs held, over all nodes.
+    pub fn gpu_count(&self) -> u64 {
+        self.gpus_by_node
+            .iter()
+            .map(|&(_, gpus)| u64::from(gpus.count_ones()))
+            .sum()
+    }
+}
+
+/// A hold that ended, remembered so that late calls get a precise answer.
+#[derive(Debug, Clone)]
+pub struct EndedHold {
+    /// How it ended.
+    pub ending: Ending,
+    /// Its owner: calls by others still see an unknown id.
+    pub owner: Option<Arc<str>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -72,9 +93,13 @@ impl Ord for Expiry {
 #[derive(Debug, Default)]
 pub struct Ledger {
     live: HashMap<HoldId, Hold>,
-    ended: HashMap<HoldId, Ending>,
+    ended: HashMap<HoldId, EndedHold>,
     ended_order: VecDeque<HoldId>,
     expiries: BTreeSet<Expiry>,
+    /// GPUs held by live holds, per owner (`None`: holds made without an owner).
+    held_by_owner: HashMap<Option<Arc<str>>, u64>,
+    /// Test-only failpoint: panic between two node updates of a hold or an ending.
+    pub(crate) panic_mid_apply: bool,
 }
 
 /// Formats a hold id for users.
@@ -110,8 +135,8 @@ impl Ledger {
     }
 
     /// How the hold with this id ended, if it is remembered.
-    pub fn ending(&self, id: HoldId) -> Option<Ending> {
-        self.ended.get(&id).copied()
+    pub fn ended(&self, id: HoldId) -> Option<&EndedHold> {
+        self.ended.get(&id)
     }
 
     /// Live holds (any order: callers must not base decisions on it).
@@ -119,14 +144,62 @@ impl Ledger {
         self.live.iter().map(|(&id, hold)| (id, hold))
     }
 
+    /// Live holds sorted by id: the order listings and snapshots use.
+    pub fn live_holds_by_id(&self) -> Vec<(HoldId, &Hold)> {
+        let mut holds: Vec<(HoldId, &Hold)> = self.live_holds().collect();
+        holds.sort_unstable_by_key(|&(id, _)| id);
+        holds
+    }
+
+    /// Remembered ended holds, oldest first.
+    pub fn ended_in_order(&self) -> impl Iterator<Item = (HoldId, &EndedHold)> {
+        self.ended_order
+            .iter()
+            .filter_map(|id| self.ended.get(id).map(|ended| (*id, ended)))
+    }
+
+    /// Remembers a hold that ended (used by `end` and by snapshot restore).
+    pub fn remember(&mut self, id: HoldId, ended: EndedHold) {
+        if self.ended_order.len() >= REMEMBERED_ENDED_HOLDS
+            && let Some(oldest) = self.ended_order.pop_front()
+        {
+            self.ended.remove(&oldest);
+        }
+        self.ended.insert(id, ended);
+        self.ended_order.push_back(id);
+    }
+
+    /// GPUs held by live holds of `owner`.
+    pub fn held_by(&self, owner: Option<&str>) -> u64 {
+        let key: Option<Arc<str>> = owner.map(Arc::from);
+        self.held_by_owner.get(&key).copied().unwrap_or(0)
+    }
+
+    fn count_held(&mut self, owner: &Option<Arc<str>>, added: u64, removed: u64) {
+        let held = self.held_by_owner.entry(owner.clone()).or_insert(0);
+        *held = (*held + added).saturating_sub(removed);
+        if *held == 0 {
+            self.held_by_owner.remove(owner);
+        }
+    }
+
+    /// The test-only failpoint: after the first node of a mutation has changed.
+    fn failpoint(&self, step: usize) {
+        if self.panic_mid_apply && step == 0 {
+            panic!("failpoint mid-apply: a mutation stopped half-way");
+        }
+    }
+
     /// Marks the hold's GPUs reserved on their nodes and records it.
     pub fn hold(&mut self, topology: &mut Topology, id: HoldId, hold: Hold) {
-        for &(node, gpus) in &hold.gpus_by_node {
+        for (step, &(node, gpus)) in hold.gpus_by_node.iter().enumerate() {
             topology.update_node(node, |node| {
                 node.reserved |= gpus;
                 node.holders.push((id, gpus));
             });
+            self.failpoint(step);
         }
+        self.count_held(&hold.owner, hold.gpu_count(), 0);
         self.expiries.insert(Expiry {
             at: hold.expires_at,
             id,
@@ -164,7 +237,7 @@ impl Ledger {
             at: hold.expires_at,
             id,
         });
-        for &(node, gpus) in &hold.gpus_by_node {
+        for (step, &(node, gpus)) in hold.gpus_by_node.iter().enumerate() {
             topology.update_node(node, |node| {
                 match hold.state {
                     HoldState::Reserved => node.reserved &= !gpus,
@@ -172,14 +245,35 @@ impl Ledger {
                 }
                 node.holders.retain(|&(holder, _)| holder != id);
             });
+            self.failpoint(step);
         }
-        if self.ended_order.len() >= REMEMBERED_ENDED_HOLDS {
-            if let Some(oldest) = self.ended_order.pop_front() {
-                self.ended.remove(&oldest);
+        self.count_held(&hold.owner, 0, hold.gpu_count());
+        let owner = hold.owner;
+        self.remember(id, EndedHold { ending, owner });
+    }
+
+    /// Drops `node` from an allocation before the node is removed: the GPUs there are gone
+    /// with it, the rest stays allocated until `release`.
+    pub fn detach_node(&mut self, topology: &mut Topology, id: HoldId, node: NodeId) {
+        let Some(hold) = self.live.get_mut(&id) else {
+            return;
+        };
+        let held_here: u64 = hold
+            .gpus_by_node
+            .iter()
+            .filter(|&&(held_on, _)| held_on == node)
+            .fold(0, |mask, &(_, gpus)| mask | gpus);
+        hold.gpus_by_node.retain(|&(held_on, _)| held_on != node);
+        let (state, owner) = (hold.state, hold.owner.clone());
+        topology.update_node(node, |node| {
+            match state {
+                HoldState::Reserved => node.reserved &= !held_here,
+                HoldState::Committed => node.allocated &= !held_here,
             }
-        }
-        self.ended.insert(id, ending);
-        self.ended_order.push_back(id);
+            node.holders.retain(|&(holder, _)| holder != id);
+        });
+        let removed = u64::from(held_here.count_ones());
+        self.count_held(&owner, 0, removed);
     }
 
     /// Ends every reservation whose `expires_at <= now`.

@@ -6,7 +6,10 @@
 //!
 //! Modules by concept: [`topology`] (levels, domains, nodes, indexes), [`capacity`]
 //! (per-domain aggregates and views), [`search`] (the placement rules), [`ledger`]
-//! (reservations and allocations), [`engine`] (the operations), [`error`], [`limits`].
+//! (reservations and allocations), [`engine`] (the operations), [`transactions`]
+//! (reserve, commit, rollback, release), [`snapshot`] (the versioned state format),
+//! [`error`], [`limits`]; [`script`] decodes bytes into operation sequences for property
+//! tests and fuzzing.
 
 pub mod capacity;
 pub mod engine;
@@ -14,8 +17,11 @@ pub mod error;
 pub mod ledger;
 pub mod limits;
 pub mod model;
+pub mod script;
 pub mod search;
+pub mod snapshot;
 pub mod topology;
+pub mod transactions;
 
 pub use engine::Engine;
 pub use error::{CoreError, CoreResult};

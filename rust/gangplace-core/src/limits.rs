@@ -8,8 +8,10 @@ pub const MAX_NODES: usize = 1 << 22;
 pub const MAX_LEVELS: usize = 16;
 /// Longest node, domain, level, label key or label value, in bytes (a DNS subdomain's limit).
 pub const MAX_NAME_BYTES: usize = 253;
-/// Pods in one gang.
-pub const MAX_PODS: u64 = (1 << 31) - 1;
+/// GPUs in one gang (`pods * gpus_per_pod`): the most a cluster at its limits can hold.
+pub const MAX_GANG_GPUS: u64 = (MAX_NODES as u64) * (MAX_GPUS_PER_NODE as u64);
+/// Pods in one gang (each takes at least one GPU).
+pub const MAX_PODS: u64 = MAX_GANG_GPUS;
 /// Longest reservation lifetime, in seconds (7 days).
 pub const MAX_TTL_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
 /// Ended reservations remembered (so that a second `rollback`/`release` answers `False`

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 
 use crate::error::{CoreResult, invalid};
-use crate::limits::{MAX_GPUS_PER_NODE, MAX_NAME_BYTES, MAX_PODS};
+use crate::limits::{MAX_GANG_GPUS, MAX_GPUS_PER_NODE, MAX_NAME_BYTES, MAX_PODS};
 
 /// A gang: `pods` pods of `gpus_per_pod` GPUs, placed whole or not at all.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct GangRequest {
-    /// Pods wanted, `1..=2^31-1`.
+    /// Pods wanted, `1..=2^28`, with `pods * gpus_per_pod <= 2^28`.
     pub pods: u64,
     /// GPUs per pod, `1..=64`; a pod never spans nodes.
     pub gpus_per_pod: u32,
@@ -46,6 +46,13 @@ impl GangRequest {
                     "gpus_per_pod must be in 1..={MAX_GPUS_PER_NODE}, got {gpus_per_pod}"
                 ))
             })?;
+        let total = pods.checked_mul(u64::from(gpus_per_pod));
+        if total.is_none_or(|total| total > MAX_GANG_GPUS) {
+            return Err(invalid(format!(
+                "a gang of {pods} pods x {gpus_per_pod} GPUs exceeds the limit of \
+                 {MAX_GANG_GPUS} GPUs (the most a cluster can hold)"
+            )));
+        }
         let min_pods = min_pods
             .map(|min| {
                 u64::try_from(min)
@@ -54,12 +61,12 @@ impl GangRequest {
                     .ok_or_else(|| invalid(format!("min_pods must be in 1..={pods}, got {min}")))
             })
             .transpose()?;
-        if let Some(level) = &required_level {
-            if level.is_empty() || level.len() > MAX_NAME_BYTES {
-                return Err(invalid(format!(
-                    "required_level {level:?} is not a level name"
-                )));
-            }
+        if let Some(level) = &required_level
+            && (level.is_empty() || level.len() > MAX_NAME_BYTES)
+        {
+            return Err(invalid(format!(
+                "required_level {level:?} is not a level name"
+            )));
         }
         selector.sort();
         if selector.windows(2).any(|pair| pair[0].0 == pair[1].0) {
@@ -87,7 +94,7 @@ impl GangRequest {
         })
     }
 
-    /// Total GPUs of the full gang. Cannot overflow: at most (2^31 - 1) * 64.
+    /// Total GPUs of the full gang, at most `MAX_GANG_GPUS`.
     pub fn total_gpus(&self) -> u64 {
         self.pods * u64::from(self.gpus_per_pod)
     }
@@ -136,6 +143,8 @@ pub struct Reservation {
     pub placement: Arc<Placement>,
     /// When the hold lapses.
     pub expires_at: f64,
+    /// Who holds it (`None`: made without an owner).
+    pub owner: Option<String>,
 }
 
 /// A committed reservation.
@@ -145,6 +154,8 @@ pub struct Allocation {
     pub id: String,
     /// What is allocated (shared with the ledger's hold).
     pub placement: Arc<Placement>,
+    /// Who holds it (`None`: made without an owner).
+    pub owner: Option<String>,
 }
 
 /// One node, as `Cluster.node` reports it.

@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::capacity::Aggregate;
-use crate::error::{CoreResult, invalid};
+use crate::error::{CoreError, CoreResult, invalid};
 use crate::limits::{MAX_GPUS_PER_NODE, MAX_LEVELS, MAX_NAME_BYTES, MAX_NODES};
 
 /// Index of a domain in the topology's arena; the root is 0.
@@ -88,6 +88,25 @@ impl Node {
     pub fn free_count(&self) -> u32 {
         self.free_mask().count_ones()
     }
+
+    /// A removed node's slot, waiting for reuse (a real node has at least one GPU).
+    pub fn is_vacant(&self) -> bool {
+        self.gpus == 0
+    }
+
+    fn vacant() -> Self {
+        Self {
+            name: "".into(),
+            gpus: 0,
+            domain: ROOT,
+            labels: BTreeMap::new(),
+            cordoned: true,
+            unhealthy: 0,
+            reserved: 0,
+            allocated: 0,
+            holders: Vec::new(),
+        }
+    }
 }
 
 /// What `add_node` receives, before validation.
@@ -115,6 +134,9 @@ pub struct Topology {
     domain_by_parent_and_name: HashMap<(DomainId, Box<str>), DomainId>,
     nodes_by_label: HashMap<Box<str>, HashMap<Box<str>, Vec<NodeId>>>,
     unsorted: Vec<DomainId>,
+    /// Slots of removed nodes and pruned domains, reused by the next additions.
+    vacant_nodes: Vec<NodeId>,
+    vacant_domains: Vec<DomainId>,
 }
 
 fn check_name(what: &str, name: &str) -> CoreResult<()> {
@@ -166,6 +188,8 @@ impl Topology {
             domain_by_parent_and_name: HashMap::new(),
             nodes_by_label: HashMap::new(),
             unsorted: Vec::new(),
+            vacant_nodes: Vec::new(),
+            vacant_domains: Vec::new(),
         })
     }
 
@@ -213,12 +237,19 @@ impl Topology {
 
     /// Number of nodes.
     pub fn node_count(&self) -> usize {
+        self.nodes.len() - self.vacant_nodes.len()
+    }
+
+    /// Size of the node arena: every `NodeId` in use is below it.
+    pub fn node_slots(&self) -> usize {
         self.nodes.len()
     }
 
-    /// All nodes, in the order they were added.
+    /// All nodes, in arena order (not a decision order).
     pub fn nodes(&self) -> impl Iterator<Item = (NodeId, &Node)> {
-        (0..).zip(self.nodes.iter())
+        (0..)
+            .zip(self.nodes.iter())
+            .filter(|(_, node)| !node.is_vacant())
     }
 
     /// The id of the node with this name.
@@ -288,8 +319,8 @@ impl Topology {
     /// Validates a node description against the levels and the existing nodes.
     fn validate(&self, spec: &NodeSpec) -> CoreResult<(u32, u64)> {
         check_name("a node name", &spec.name)?;
-        if self.nodes.len() >= MAX_NODES {
-            return Err(invalid(format!(
+        if self.node_count() >= MAX_NODES {
+            return Err(CoreError::LimitExceeded(format!(
                 "the cluster already has {MAX_NODES} nodes, the limit"
             )));
         }
@@ -361,7 +392,10 @@ impl Topology {
             parent = self.child_domain(parent, index + 1, domain_name);
         }
         // `validate` bounds the node count by MAX_NODES, far below u32::MAX.
-        let id = NodeId::try_from(self.nodes.len()).unwrap_or(NodeId::MAX);
+        let id = self
+            .vacant_nodes
+            .pop()
+            .unwrap_or_else(|| NodeId::try_from(self.nodes.len()).unwrap_or(NodeId::MAX));
         for (key, value) in &spec.labels {
             self.nodes_by_label
                 .entry(key.as_str().into())
@@ -387,7 +421,10 @@ impl Topology {
         };
         let free = node.free_count();
         self.node_by_name.insert(node.name.clone(), id);
-        self.nodes.push(node);
+        match self.nodes.get_mut(id as usize) {
+            Some(slot) => *slot = node,
+            None => self.nodes.push(node),
+        }
         self.domains[parent as usize].child_nodes.push(id);
         self.unsorted.push(parent);
         self.update_aggregates(parent, |aggregate| aggregate.add_node(free));
@@ -400,16 +437,26 @@ impl Topology {
         if let Some(&id) = self.domain_by_parent_and_name.get(&key) {
             return id;
         }
-        // At most MAX_NODES * MAX_LEVELS domains, far below u32::MAX.
-        let id = DomainId::try_from(self.domains.len()).unwrap_or(DomainId::MAX);
-        self.domains.push(Domain {
+        let domain = Domain {
             depth,
             name: key.1.clone(),
             parent: Some(parent),
             child_domains: Vec::new(),
             child_nodes: Vec::new(),
             aggregate: Aggregate::default(),
-        });
+        };
+        let id = match self.vacant_domains.pop() {
+            Some(id) => {
+                self.domains[id as usize] = domain;
+                id
+            }
+            None => {
+                // At most MAX_NODES * MAX_LEVELS domains, far below u32::MAX.
+                let id = DomainId::try_from(self.domains.len()).unwrap_or(DomainId::MAX);
+                self.domains.push(domain);
+                id
+            }
+        };
         self.domains[parent as usize].child_domains.push(id);
         self.unsorted.push(parent);
         self.domain_by_parent_and_name.insert(key, id);
@@ -452,6 +499,55 @@ impl Topology {
             self.update_aggregates(domain, |aggregate| aggregate.remove_node(free));
         } else {
             self.update_aggregates(domain, |aggregate| aggregate.add_node(free));
+        }
+    }
+
+    /// Removes a node that no hold touches any more (the ledger detaches holds first).
+    /// Domains left without nodes are pruned, so the tree looks as if the node had never
+    /// been added.
+    pub fn remove_node(&mut self, id: NodeId) {
+        let node = std::mem::replace(&mut self.nodes[id as usize], Node::vacant());
+        if !node.cordoned {
+            let free = node.free_count();
+            self.update_aggregates(node.domain, |aggregate| aggregate.remove_node(free));
+        }
+        self.node_by_name.remove(&node.name);
+        for (key, value) in &node.labels {
+            if let Some(values) = self.nodes_by_label.get_mut(key) {
+                if let Some(pool) = values.get_mut(value) {
+                    pool.retain(|&other| other != id);
+                    if pool.is_empty() {
+                        values.remove(value);
+                    }
+                }
+                if values.is_empty() {
+                    self.nodes_by_label.remove(key);
+                }
+            }
+        }
+        self.domains[node.domain as usize]
+            .child_nodes
+            .retain(|&other| other != id);
+        self.vacant_nodes.push(id);
+        self.prune(node.domain);
+    }
+
+    /// Removes `domain` and its ancestors while they are empty (never the root).
+    fn prune(&mut self, mut domain: DomainId) {
+        while domain != ROOT {
+            let current = &self.domains[domain as usize];
+            if !(current.child_nodes.is_empty() && current.child_domains.is_empty()) {
+                return;
+            }
+            let parent = current.parent.unwrap_or(ROOT);
+            let name = std::mem::take(&mut self.domains[domain as usize].name);
+            self.domain_by_parent_and_name.remove(&(parent, name));
+            self.domains[parent as usize]
+                .child_domains
+                .retain(|&other| other != domain);
+            self.domains[domain as usize].parent = None;
+            self.vacant_domains.push(domain);
+            domain = parent;
         }
     }
 

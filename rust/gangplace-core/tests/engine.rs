@@ -1,7 +1,7 @@
 //! Engine scenarios and a property test over random operation sequences.
 #![allow(clippy::unwrap_used)] // test helpers: a failed setup should panic loudly
 
-use gangplace_core::{CoreError, Engine, GangRequest, NodeSpec, Policy};
+use gangplace_core::{CoreError, Engine, GangRequest, NodeSpec, Policy, script};
 use proptest::prelude::*;
 
 fn request(pods: i64, gpus_per_pod: i64) -> GangRequest {
@@ -30,7 +30,7 @@ fn unhealthy_gpu_keeps_an_eight_gpu_pod_off_its_node() {
     let mut engine = rack_cluster(1, 1, 8);
     engine.set_gpu_health("r0-n0", 3, false, 0.0).unwrap();
     assert_eq!(engine.place(&request(1, 8), 0.0).unwrap(), None);
-    let error = engine.reserve(&request(1, 8), 30.0, 0.0).unwrap_err();
+    let error = engine.reserve(&request(1, 8), 30.0, None, 0.0).unwrap_err();
     assert!(matches!(error, CoreError::Unschedulable(_)));
     assert_eq!(engine.stats(0.0).reserved, 0);
 }
@@ -49,106 +49,63 @@ fn gang_stays_in_one_rack_when_it_can() {
 #[test]
 fn reserve_commit_rollback_release_lifecycle() {
     let mut engine = rack_cluster(2, 2, 8);
-    let reservation = engine.reserve(&request(2, 8), 10.0, 0.0).unwrap();
+    let reservation = engine.reserve(&request(2, 8), 10.0, None, 0.0).unwrap();
     assert_eq!(engine.stats(0.0).reserved, 16);
-    let allocation = engine.commit(&reservation.id, 1.0).unwrap();
-    assert_eq!(engine.commit(&reservation.id, 2.0).unwrap(), allocation);
+    let allocation = engine.commit(&reservation.id, None, 1.0).unwrap();
+    assert_eq!(
+        engine.commit(&reservation.id, None, 2.0).unwrap(),
+        allocation
+    );
     assert!(matches!(
-        engine.rollback(&reservation.id, 2.0),
+        engine.rollback(&reservation.id, None, 2.0),
         Err(CoreError::ReservationState(_))
     ));
-    assert!(engine.release(&allocation.id, 3.0).unwrap());
-    assert!(!engine.release(&allocation.id, 3.0).unwrap());
-    let expiring = engine.reserve(&request(1, 1), 5.0, 10.0).unwrap();
+    assert!(engine.release(&allocation.id, None, 3.0).unwrap());
+    assert!(!engine.release(&allocation.id, None, 3.0).unwrap());
+    let expiring = engine.reserve(&request(1, 1), 5.0, None, 10.0).unwrap();
     assert!(matches!(
-        engine.commit(&expiring.id, 15.0),
+        engine.commit(&expiring.id, None, 15.0),
         Err(CoreError::ReservationExpired(_))
     ));
-    assert!(!engine.rollback(&expiring.id, 15.0).unwrap());
+    assert!(!engine.rollback(&expiring.id, None, 15.0).unwrap());
     assert_eq!(engine.stats(15.0).free, 32);
     engine.check_invariants().unwrap();
 }
 
-#[derive(Debug, Clone)]
-enum Operation {
-    Reserve {
-        pods: i64,
-        gpus_per_pod: i64,
-    },
-    Commit(usize),
-    Rollback(usize),
-    Release(usize),
-    Health {
-        node: usize,
-        gpu: i64,
-        healthy: bool,
-    },
-    Cordon {
-        node: usize,
-        cordoned: bool,
-    },
-    Tick(f64),
-}
-
-fn operation() -> impl Strategy<Value = Operation> {
-    prop_oneof![
-        3 => (1i64..6, prop::sample::select(vec![1i64, 2, 4, 8]))
-            .prop_map(|(pods, gpus_per_pod)| Operation::Reserve { pods, gpus_per_pod }),
-        2 => any::<usize>().prop_map(Operation::Commit),
-        1 => any::<usize>().prop_map(Operation::Rollback),
-        1 => any::<usize>().prop_map(Operation::Release),
-        1 => (0usize..8, 0i64..8, any::<bool>())
-            .prop_map(|(node, gpu, healthy)| Operation::Health { node, gpu, healthy }),
-        1 => (0usize..8, any::<bool>()).prop_map(|(node, cordoned)| Operation::Cordon { node, cordoned }),
-        1 => prop::sample::select(vec![0.5, 3.0, 40.0]).prop_map(Operation::Tick),
-    ]
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(512))]
 
+    /// Random operation scripts (the same decoder the fuzz targets use): invariants,
+    /// conservation, unchanged state on refusal and snapshot round trips, after every step.
     #[test]
-    fn invariants_hold_after_every_operation(operations in prop::collection::vec(operation(), 1..60)) {
-        let mut engine = rack_cluster(2, 4, 8);
-        let mut ids: Vec<String> = Vec::new();
-        let mut now = 0.0;
-        let pick = |ids: &[String], index: usize| ids.get(index % ids.len().max(1)).cloned();
-        for operation in operations {
-            match operation {
-                Operation::Reserve { pods, gpus_per_pod } => {
-                    if let Ok(reservation) = engine.reserve(&request(pods, gpus_per_pod), 30.0, now) {
-                        ids.push(reservation.id);
-                    }
-                }
-                Operation::Commit(index) => {
-                    if let Some(id) = pick(&ids, index) { let _ = engine.commit(&id, now); }
-                }
-                Operation::Rollback(index) => {
-                    if let Some(id) = pick(&ids, index) { let _ = engine.rollback(&id, now); }
-                }
-                Operation::Release(index) => {
-                    if let Some(id) = pick(&ids, index) { let _ = engine.release(&id, now); }
-                }
-                Operation::Health { node, gpu, healthy } => {
-                    let name = format!("r{}-n{}", node / 4, node % 4);
-                    engine.set_gpu_health(&name, gpu, healthy, now).unwrap();
-                }
-                Operation::Cordon { node, cordoned } => {
-                    let name = format!("r{}-n{}", node / 4, node % 4);
-                    engine.set_cordoned(&name, cordoned, now).unwrap();
-                }
-                Operation::Tick(seconds) => now += seconds,
-            }
-            engine.check_invariants().map_err(|e| TestCaseError::fail(e.to_string()))?;
-            let stats = engine.stats(now);
-            let idle_unhealthy = stats.unhealthy
-                - (0..8)
-                    .map(|node| {
-                        let info = engine.node_info(&format!("r{}-n{}", node / 4, node % 4), now).unwrap();
-                        info.allocated.iter().filter(|gpu| info.unhealthy.contains(gpu)).count() as u64
-                    })
-                    .sum::<u64>();
-            prop_assert_eq!(stats.free + stats.reserved + stats.allocated + idle_unhealthy, stats.total);
-        }
+    fn guarantees_hold_after_every_operation(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+        let outcome = script::run(&bytes).map_err(TestCaseError::fail)?;
+        prop_assert!(outcome.operations >= 6);
     }
+}
+
+#[test]
+fn scripts_exercise_every_operation() {
+    // A fixed script that walks through each operation kind, so a decoder change that
+    // silently drops one shows up here.
+    let params = [3, 1, 3, 2, 6, 6, 4, 2, 2, 2, 1];
+    let mut bytes: Vec<u8> = Vec::new();
+    for (selector, count) in (0u8..).zip(params) {
+        bytes.push(selector);
+        bytes.extend((1..=count).map(|param| param * 3 + selector));
+    }
+    bytes.extend([11, 0, 0, 0, 0, 11, 5, 0, 7, 1]); // a snapshot, then a corrupted one
+    let kinds: std::collections::BTreeSet<String> = script::decode(&bytes)
+        .iter()
+        .map(|op| {
+            format!("{op:?}")
+                .split([' ', '{'])
+                .next()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(kinds.len(), 12, "{kinds:?}");
+    let outcome = script::run(&bytes).unwrap();
+    assert_eq!(outcome.operations, 6 + script::decode(&bytes).len());
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use gangplace_core::{Engine, NodeSpec, Policy};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyString, PyTuple};
 
 use crate::convert;
 use crate::errors::{CallError, InvalidRequest, contain};
@@ -27,6 +27,7 @@ pub struct Cluster {
     /// Copies of the engine's immutable settings, so their getters need not take the lock.
     levels: Vec<String>,
     policy: Policy,
+    max_held_gpus_per_owner: Option<u64>,
 }
 
 fn policy_name(policy: Policy) -> &'static str {
@@ -58,7 +59,43 @@ fn hold_id(value: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
     )))
 }
 
+/// An optional owner name.
+fn owner(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
+    match value {
+        Some(value) if !value.is_none() => Ok(Some(convert::string(value, "owner")?)),
+        _ => Ok(None),
+    }
+}
+
+fn default_clock(py: Python<'_>, clock: Option<Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
+    match clock {
+        Some(clock) if clock.is_callable() => Ok(clock.unbind()),
+        Some(clock) => Err(PyTypeError::new_err(format!(
+            "clock must be a callable returning seconds, not {}",
+            convert::type_name(&clock)
+        ))),
+        None => Ok(py.import("time")?.getattr("monotonic")?.unbind()),
+    }
+}
+
 impl Cluster {
+    fn wrap(engine: Engine, clock: Py<PyAny>) -> Self {
+        let levels = engine
+            .topology()
+            .levels()
+            .iter()
+            .map(|l| l.to_string())
+            .collect();
+        Self {
+            policy: engine.policy(),
+            max_held_gpus_per_owner: engine.max_held_gpus_per_owner(),
+            levels,
+            engine: Mutex::new(engine),
+            failed: AtomicBool::new(false),
+            clock,
+        }
+    }
+
     /// Reads the clock. Called before the lock is taken: Python code never runs under it.
     fn now(&self, py: Python<'_>) -> PyResult<f64> {
         let reading = self.clock.bind(py).call0()?;
@@ -98,13 +135,16 @@ impl Cluster {
 #[pymethods]
 impl Cluster {
     #[new]
-    #[pyo3(text_signature = "(levels, *, policy='best-fit', clock=None)")]
-    #[pyo3(signature = (levels, *, policy = None, clock = None))]
+    #[pyo3(
+        text_signature = "(levels, *, policy='best-fit', clock=None, max_held_gpus_per_owner=None)"
+    )]
+    #[pyo3(signature = (levels, *, policy = None, clock = None, max_held_gpus_per_owner = None))]
     fn new(
         py: Python<'_>,
         levels: &Bound<'_, PyAny>,
         policy: Option<&Bound<'_, PyAny>>,
         clock: Option<Bound<'_, PyAny>>,
+        max_held_gpus_per_owner: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let levels = convert::str_sequence(levels, "levels")?;
         let policy = match policy
@@ -120,24 +160,58 @@ impl Cluster {
                 )));
             }
         };
-        let clock = match clock {
-            Some(clock) if clock.is_callable() => clock.unbind(),
-            Some(clock) => {
-                return Err(PyTypeError::new_err(format!(
-                    "clock must be a callable returning seconds, not {}",
-                    convert::type_name(&clock)
-                )));
+        let cap = match max_held_gpus_per_owner {
+            Some(cap) if !cap.is_none() => {
+                let cap = convert::int(cap, "max_held_gpus_per_owner")?;
+                Some(u64::try_from(cap).map_err(|_| {
+                    InvalidRequest::new_err(format!(
+                        "max_held_gpus_per_owner must be >= 0, got {cap}"
+                    ))
+                })?)
             }
-            None => py.import("time")?.getattr("monotonic")?.unbind(),
+            _ => None,
         };
-        let engine = Engine::new(levels.clone(), policy).map_err(crate::errors::core_to_py)?;
-        Ok(Self {
-            engine: Mutex::new(engine),
-            failed: AtomicBool::new(false),
-            clock,
-            levels,
-            policy,
-        })
+        let clock = default_clock(py, clock)?;
+        let mut engine = Engine::new(levels, policy).map_err(crate::errors::core_to_py)?;
+        engine.set_max_held_gpus_per_owner(cap);
+        Ok(Self::wrap(engine, clock))
+    }
+
+    /// Rebuilds a cluster from `snapshot()` bytes.
+    #[staticmethod]
+    #[pyo3(signature = (data, *, clock = None))]
+    fn restore(
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        clock: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let bytes: Vec<u8> = if let Ok(bytes) = data.cast::<PyBytes>() {
+            bytes.as_bytes().to_vec()
+        } else if let Ok(array) = data.cast::<PyByteArray>() {
+            array.to_vec()
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "data must be bytes from Cluster.snapshot(), not {}",
+                convert::type_name(data)
+            )));
+        };
+        let clock = default_clock(py, clock)?;
+        let now = convert::seconds(&clock.bind(py).call0()?, "the clock's reading")?;
+        let engine = py.detach(|| contain(|| Ok(Engine::restore(&bytes, now)?)))?;
+        Ok(Self::wrap(engine, clock))
+    }
+
+    /// The whole state as versioned, checksummed bytes (see `Cluster.restore`).
+    fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let now = self.now(py)?;
+        let bytes = self.run_detached(py, |engine| Ok(engine.snapshot(now)?))?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// Cap on GPUs held per owner, or `None`.
+    #[getter]
+    fn max_held_gpus_per_owner(&self) -> Option<u64> {
+        self.max_held_gpus_per_owner
     }
 
     /// Level names, outermost first.
@@ -229,37 +303,116 @@ impl Cluster {
         }))
     }
 
-    #[pyo3(signature = (request, *, ttl = None), text_signature = "(self, request, *, ttl=30.0)")]
+    #[pyo3(
+        signature = (request, *, ttl = None, owner = None),
+        text_signature = "(self, request, *, ttl=30.0, owner=None)"
+    )]
     fn reserve(
         &self,
         py: Python<'_>,
-        request: &Bound<'_, GangRequest>,
+        request: &Bound<'_, PyAny>,
         ttl: Option<&Bound<'_, PyAny>>,
+        owner: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Reservation> {
-        let request = request.get().inner.clone();
         let ttl = ttl.map_or(Ok(30.0), |t| convert::seconds(t, "ttl"))?;
+        let owner = self::owner(owner)?;
         let now = self.now(py)?;
-        let inner = self.run_detached(py, |engine| Ok(engine.reserve(&request, ttl, now)?))?;
+        let inner = if let Ok(request) = request.cast::<GangRequest>() {
+            let request = request.get().inner.clone();
+            self.run_detached(py, |engine| {
+                Ok(engine.reserve(&request, ttl, owner.as_deref(), now)?)
+            })?
+        } else if let Ok(placement) = request.cast::<Placement>() {
+            let placement = Arc::clone(&placement.get().inner);
+            self.run_detached(py, |engine| {
+                Ok(engine.reserve_placement(&placement, ttl, owner.as_deref(), now)?)
+            })?
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "request must be a GangRequest or a Placement, not {}",
+                convert::type_name(request)
+            )));
+        };
         Ok(Reservation { inner })
     }
 
-    fn commit(&self, py: Python<'_>, reservation: &Bound<'_, PyAny>) -> PyResult<Allocation> {
+    #[pyo3(signature = (reservation, *, owner = None))]
+    fn commit(
+        &self,
+        py: Python<'_>,
+        reservation: &Bound<'_, PyAny>,
+        owner: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Allocation> {
         let id = hold_id(reservation, "reservation")?;
+        let owner = self::owner(owner)?;
         let now = self.now(py)?;
-        let inner = self.run(|engine| Ok(engine.commit(&id, now)?))?;
+        let inner = self.run(|engine| Ok(engine.commit(&id, owner.as_deref(), now)?))?;
         Ok(Allocation { inner })
     }
 
-    fn rollback(&self, py: Python<'_>, reservation: &Bound<'_, PyAny>) -> PyResult<bool> {
+    #[pyo3(signature = (reservation, *, owner = None))]
+    fn rollback(
+        &self,
+        py: Python<'_>,
+        reservation: &Bound<'_, PyAny>,
+        owner: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
         let id = hold_id(reservation, "reservation")?;
+        let owner = self::owner(owner)?;
         let now = self.now(py)?;
-        Ok(self.run(|engine| Ok(engine.rollback(&id, now)?))?)
+        Ok(self.run(|engine| Ok(engine.rollback(&id, owner.as_deref(), now)?))?)
     }
 
-    fn release(&self, py: Python<'_>, allocation: &Bound<'_, PyAny>) -> PyResult<bool> {
+    #[pyo3(signature = (allocation, *, owner = None))]
+    fn release(
+        &self,
+        py: Python<'_>,
+        allocation: &Bound<'_, PyAny>,
+        owner: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
         let id = hold_id(allocation, "allocation")?;
+        let owner = self::owner(owner)?;
         let now = self.now(py)?;
-        Ok(self.run(|engine| Ok(engine.release(&id, now)?))?)
+        Ok(self.run(|engine| Ok(engine.release(&id, owner.as_deref(), now)?))?)
+    }
+
+    #[pyo3(signature = (owner = None))]
+    fn reservations(
+        &self,
+        py: Python<'_>,
+        owner: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<Reservation>> {
+        let owner = self::owner(owner)?;
+        let now = self.now(py)?;
+        let all = self.run(|engine| Ok(engine.reservations(owner.as_deref(), now)))?;
+        Ok(all.into_iter().map(|inner| Reservation { inner }).collect())
+    }
+
+    #[pyo3(signature = (owner = None))]
+    fn allocations(
+        &self,
+        py: Python<'_>,
+        owner: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<Allocation>> {
+        let owner = self::owner(owner)?;
+        let now = self.now(py)?;
+        let all = self.run(|engine| Ok(engine.allocations(owner.as_deref(), now)))?;
+        Ok(all.into_iter().map(|inner| Allocation { inner }).collect())
+    }
+
+    fn remove_node(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+        let name = convert::string(name, "name")?;
+        let now = self.now(py)?;
+        Ok(self.run(|engine| Ok(engine.remove_node(&name, now)?))?)
+    }
+
+    /// Testing only: arms the failpoint that panics half-way through the next mutation.
+    fn _set_failpoint(&self, armed: &Bound<'_, PyAny>) -> PyResult<()> {
+        let armed = convert::boolean(armed, "armed")?;
+        Ok(self.run(|engine| {
+            engine.set_failpoint(armed);
+            Ok(())
+        })?)
     }
 
     fn check_invariants(&self) -> PyResult<()> {

@@ -12,6 +12,9 @@ pyo3::import_exception!(gangplace.errors, ReservationError);
 pyo3::import_exception!(gangplace.errors, ReservationExpired);
 pyo3::import_exception!(gangplace.errors, ReservationRevoked);
 pyo3::import_exception!(gangplace.errors, UnknownReservation);
+pyo3::import_exception!(gangplace.errors, Conflict);
+pyo3::import_exception!(gangplace.errors, LimitExceeded);
+pyo3::import_exception!(gangplace.errors, InvalidSnapshot);
 pyo3::import_exception!(gangplace.errors, InternalError);
 
 /// What can come out of a call into the engine, before it becomes a Python exception.
@@ -44,6 +47,9 @@ pub fn core_to_py(error: CoreError) -> PyErr {
         CoreError::ReservationRevoked(_) => ReservationRevoked::new_err(message),
         CoreError::UnknownReservation(_) => UnknownReservation::new_err(message),
         CoreError::ReservationState(_) => ReservationError::new_err(message),
+        CoreError::Conflict(_) => Conflict::new_err(message),
+        CoreError::LimitExceeded(_) => LimitExceeded::new_err(message),
+        CoreError::InvalidSnapshot(_) => InvalidSnapshot::new_err(message),
         CoreError::Internal(_) => InternalError::new_err(message),
     }
 }

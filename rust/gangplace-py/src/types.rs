@@ -256,6 +256,10 @@ impl Placement {
     }
 }
 
+fn repr_owner(owner: Option<&str>) -> String {
+    owner.map_or_else(|| "None".to_owned(), py_str)
+}
+
 /// A hold on a placement's GPUs until `expires_at` (seconds of the cluster's clock).
 #[pyclass(frozen, eq, hash, module = "gangplace._gangplace")]
 #[derive(Debug, Clone)]
@@ -268,6 +272,7 @@ impl PartialEq for Reservation {
         self.inner.id == other.inner.id
             && self.inner.placement == other.inner.placement
             && self.inner.expires_at.to_bits() == other.inner.expires_at.to_bits()
+            && self.inner.owner == other.inner.owner
     }
 }
 
@@ -278,6 +283,7 @@ impl Hash for Reservation {
         self.inner.id.hash(state);
         self.inner.placement.hash(state);
         self.inner.expires_at.to_bits().hash(state);
+        self.inner.owner.hash(state);
     }
 }
 
@@ -300,11 +306,17 @@ impl Reservation {
         self.inner.expires_at
     }
 
+    #[getter]
+    fn owner(&self) -> Option<&str> {
+        self.inner.owner.as_deref()
+    }
+
     fn __repr__(&self) -> String {
         format!(
-            "Reservation(id={}, expires_at={}, placement={})",
+            "Reservation(id={}, expires_at={}, owner={}, placement={})",
             py_str(&self.inner.id),
             self.inner.expires_at,
+            repr_owner(self.inner.owner.as_deref()),
             self.placement().__repr__()
         )
     }
@@ -331,10 +343,16 @@ impl Allocation {
         }
     }
 
+    #[getter]
+    fn owner(&self) -> Option<&str> {
+        self.inner.owner.as_deref()
+    }
+
     fn __repr__(&self) -> String {
         format!(
-            "Allocation(id={}, placement={})",
+            "Allocation(id={}, owner={}, placement={})",
             py_str(&self.inner.id),
+            repr_owner(self.inner.owner.as_deref()),
             self.placement().__repr__()
         )
     }

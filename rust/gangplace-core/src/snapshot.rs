@@ -1,0 +1,376 @@
+//! Snapshots: the whole state of an engine as versioned, self-checking bytes.
+//!
+//! Layout (all integers little-endian):
+//!
+//! | bytes | content |
+//! |---|---|
+//! | 0..8 | magic `GANGPLCE` |
+//! | 8..10 | format version (`FORMAT_VERSION`) |
+//! | 10..12 | reserved, zero |
+//! | 12..20 | body length in bytes |
+//! | 20..24 | CRC-32 (IEEE) of the body |
+//! | 24.. | body: a postcard encoding of [`Body`] |
+//!
+//! The body lists nodes sorted by name, live holds sorted by id and remembered ended holds
+//! oldest first, so equal states give equal bytes. Reservation deadlines are stored as clock
+//! readings together with the clock reading at the snapshot; a restore shifts them by the
+//! difference between its own clock reading and that one, keeping each remaining lifetime.
+//!
+//! Restoring validates everything: the header, the checksum, the encoding, and then the
+//! state itself, rebuilt through the same checked operations as a live cluster (names,
+//! limits, GPU indices, no GPU held twice, no reservation on an unhealthy GPU). The new
+//! engine is returned only when all of it passed: there is never a half-built cluster.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::Engine;
+use crate::error::{CoreError, CoreResult};
+use crate::ledger::{EndedHold, Ending, Hold, HoldState};
+use crate::limits::{MAX_NAME_BYTES, REMEMBERED_ENDED_HOLDS};
+use crate::model::{Placement, PodPlacement, gpu_indices};
+use crate::search::Policy;
+use crate::topology::{HoldId, NodeId, NodeSpec};
+
+/// First bytes of every snapshot.
+pub const MAGIC: &[u8; 8] = b"GANGPLCE";
+/// The body format this build writes and reads.
+pub const FORMAT_VERSION: u16 = 1;
+const HEADER_BYTES: usize = 24;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Body {
+    levels: Vec<String>,
+    first_fit: bool,
+    max_held_gpus_per_owner: Option<u64>,
+    taken_at: f64,
+    nodes: Vec<NodeRecord>,
+    holds: Vec<HoldRecord>,
+    ended: Vec<EndedRecord>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct NodeRecord {
+    name: String,
+    gpus: u32,
+    path: Vec<String>,
+    labels: Vec<(String, String)>,
+    cordoned: bool,
+    unhealthy: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct HoldRecord {
+    id: HoldId,
+    committed: bool,
+    expires_at: f64,
+    owner: Option<String>,
+    gpus: Vec<(String, u64)>,
+    pods: Vec<(String, Vec<u32>)>,
+    level: String,
+    domain: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct EndedRecord {
+    id: HoldId,
+    ending: u8,
+    owner: Option<String>,
+}
+
+fn bad(message: impl Into<String>) -> CoreError {
+    CoreError::InvalidSnapshot(message.into())
+}
+
+fn ending_code(ending: Ending) -> u8 {
+    match ending {
+        Ending::RolledBack => 0,
+        Ending::Expired => 1,
+        Ending::Revoked => 2,
+        Ending::Released => 3,
+    }
+}
+
+fn ending_from(code: u8) -> CoreResult<Ending> {
+    match code {
+        0 => Ok(Ending::RolledBack),
+        1 => Ok(Ending::Expired),
+        2 => Ok(Ending::Revoked),
+        3 => Ok(Ending::Released),
+        other => Err(bad(format!("unknown ending code {other}"))),
+    }
+}
+
+fn owner_from(owner: Option<String>) -> CoreResult<Option<Arc<str>>> {
+    match owner {
+        Some(name) if name.is_empty() || name.len() > MAX_NAME_BYTES => {
+            Err(bad("an owner name is empty or too long"))
+        }
+        owner => Ok(owner.map(Arc::from)),
+    }
+}
+
+impl Engine {
+    /// The whole state as snapshot bytes (after reclaiming expired reservations).
+    pub fn snapshot(&mut self, now: f64) -> CoreResult<Vec<u8>> {
+        self.reclaim(now);
+        let body = self.snapshot_body(now);
+        let body = postcard::to_stdvec(&body)
+            .map_err(|error| CoreError::Internal(format!("snapshot encoding: {error}")))?;
+        let mut bytes = Vec::with_capacity(HEADER_BYTES + body.len());
+        bytes.extend_from_slice(MAGIC);
+        bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        bytes.extend_from_slice(&0u16.to_le_bytes());
+        bytes.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        bytes.extend_from_slice(&body);
+        Ok(bytes)
+    }
+
+    fn snapshot_body(&self, now: f64) -> Body {
+        let topology = &self.topology;
+        let name_of = |id: NodeId| topology.node(id).name.to_string();
+        let mut nodes: Vec<NodeRecord> = topology
+            .nodes()
+            .map(|(id, node)| NodeRecord {
+                name: node.name.to_string(),
+                gpus: node.gpus,
+                path: topology
+                    .domain_path(node.domain)
+                    .into_iter()
+                    .map(String::from)
+                    .collect(),
+                labels: node
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                cordoned: topology.node(id).cordoned,
+                unhealthy: node.unhealthy,
+            })
+            .collect();
+        nodes.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        let holds = self
+            .ledger
+            .live_holds_by_id()
+            .into_iter()
+            .map(|(id, hold)| {
+                let mut gpus: Vec<(String, u64)> = hold
+                    .gpus_by_node
+                    .iter()
+                    .map(|&(node, mask)| (name_of(node), mask))
+                    .collect();
+                gpus.sort_unstable();
+                let placement = &hold.placement;
+                HoldRecord {
+                    id,
+                    committed: hold.state == HoldState::Committed,
+                    expires_at: hold.expires_at,
+                    owner: hold.owner.as_deref().map(str::to_owned),
+                    gpus,
+                    pods: placement
+                        .pods
+                        .iter()
+                        .map(|pod| (pod.node.clone(), pod.gpus.clone()))
+                        .collect(),
+                    level: placement.level.clone(),
+                    domain: placement.domain.clone(),
+                }
+            });
+        let ended = self.ledger.ended_in_order().map(|(id, ended)| EndedRecord {
+            id,
+            ending: ending_code(ended.ending),
+            owner: ended.owner.as_deref().map(str::to_owned),
+        });
+        Body {
+            levels: topology
+                .levels()
+                .iter()
+                .map(|level| level.to_string())
+                .collect(),
+            first_fit: self.policy == Policy::FirstFit,
+            max_held_gpus_per_owner: self.max_held_gpus_per_owner,
+            taken_at: now,
+            nodes,
+            holds: holds.collect(),
+            ended: ended.collect(),
+        }
+    }
+
+    /// Rebuilds an engine from snapshot bytes; `now` is the restoring clock's reading.
+    pub fn restore(bytes: &[u8], now: f64) -> CoreResult<Engine> {
+        let body = decode(bytes)?;
+        let offset = now - body.taken_at;
+        if !offset.is_finite() {
+            return Err(bad("the snapshot's clock reading is not finite"));
+        }
+        let policy = if body.first_fit {
+            Policy::FirstFit
+        } else {
+            Policy::BestFit
+        };
+        let levels = body.levels;
+        let mut engine = Engine::new(levels.clone(), policy).map_err(as_snapshot_error)?;
+        engine.max_held_gpus_per_owner = body.max_held_gpus_per_owner;
+        for node in body.nodes {
+            engine.restore_node(&levels, node)?;
+        }
+        for hold in body.holds {
+            engine.restore_hold(hold, offset)?;
+        }
+        if body.ended.len() > REMEMBERED_ENDED_HOLDS {
+            return Err(bad("more ended holds than are ever remembered"));
+        }
+        for ended in body.ended {
+            let known =
+                engine.ledger.live(ended.id).is_some() || engine.ledger.ended(ended.id).is_some();
+            if known {
+                return Err(bad("a hold id appears twice"));
+            }
+            let record = EndedHold {
+                ending: ending_from(ended.ending)?,
+                owner: owner_from(ended.owner)?,
+            };
+            engine.ledger.remember(ended.id, record);
+        }
+        engine.check_invariants().map_err(as_snapshot_error)?;
+        Ok(engine)
+    }
+
+    fn restore_node(&mut self, levels: &[String], node: NodeRecord) -> CoreResult<()> {
+        if node.path.len() != levels.len() {
+            return Err(bad(format!(
+                "node {:?} has a path of the wrong depth",
+                node.name
+            )));
+        }
+        let gpus = u64::from(node.gpus.min(64));
+        let beyond = if gpus >= 64 { 0 } else { u64::MAX << gpus };
+        if node.unhealthy & beyond != 0 {
+            return Err(bad(format!(
+                "node {:?} marks a GPU it does not have",
+                node.name
+            )));
+        }
+        let name = node.name.clone();
+        let spec = NodeSpec {
+            name: node.name,
+            gpus: i64::from(node.gpus),
+            topology: levels.iter().cloned().zip(node.path).collect(),
+            labels: node.labels,
+            unhealthy: gpu_indices(node.unhealthy)
+                .into_iter()
+                .map(i64::from)
+                .collect(),
+        };
+        let id = self.topology.add_node(spec).map_err(as_snapshot_error)?;
+        if node.cordoned {
+            self.topology.set_cordoned(id, true);
+        }
+        debug_assert_eq!(self.topology.node_id(&name), Some(id));
+        Ok(())
+    }
+
+    fn restore_hold(&mut self, record: HoldRecord, offset: f64) -> CoreResult<()> {
+        if self.ledger.live(record.id).is_some() {
+            return Err(bad("a hold id appears twice"));
+        }
+        let committed = record.committed;
+        let expires_at = record.expires_at + offset;
+        if !committed && !expires_at.is_finite() {
+            return Err(bad("a reservation has no finite deadline"));
+        }
+        let mut gpus_by_node: Vec<(NodeId, u64)> = Vec::with_capacity(record.gpus.len());
+        for (name, mask) in &record.gpus {
+            let id = self
+                .topology
+                .node_id(name)
+                .ok_or_else(|| bad(format!("a hold names unknown node {name:?}")))?;
+            let node = self.topology.node(id);
+            let clash = node.reserved | node.allocated | !node.all_gpus();
+            let unhealthy = if committed { 0 } else { node.unhealthy };
+            let repeated = gpus_by_node.iter().any(|&(other, _)| other == id);
+            if *mask == 0 || mask & (clash | unhealthy) != 0 || repeated {
+                return Err(bad(format!(
+                    "a hold takes GPUs of node {name:?} it cannot hold"
+                )));
+            }
+            gpus_by_node.push((id, *mask));
+        }
+        let placement = Placement {
+            pods: record
+                .pods
+                .into_iter()
+                .map(|(node, gpus)| PodPlacement { node, gpus })
+                .collect(),
+            level: record.level,
+            domain: record.domain,
+        };
+        let hold = Hold {
+            state: HoldState::Reserved,
+            expires_at: if committed {
+                record.expires_at
+            } else {
+                expires_at
+            },
+            gpus_by_node,
+            placement: Arc::new(placement),
+            owner: owner_from(record.owner)?,
+        };
+        self.ledger.hold(&mut self.topology, record.id, hold);
+        if committed {
+            self.ledger.commit(&mut self.topology, record.id);
+        }
+        Ok(())
+    }
+}
+
+/// Checks the header and checksum and decodes the body.
+fn decode(bytes: &[u8]) -> CoreResult<Body> {
+    let header = bytes.get(..HEADER_BYTES).ok_or_else(|| {
+        bad(format!(
+            "{} bytes is too short for a snapshot header",
+            bytes.len()
+        ))
+    })?;
+    if &header[..8] != MAGIC {
+        return Err(bad("these bytes are not a gangplace snapshot"));
+    }
+    let field = |range: std::ops::Range<usize>| {
+        header[range]
+            .iter()
+            .rev()
+            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
+    };
+    let version = field(8..10);
+    if version != u64::from(FORMAT_VERSION) || field(10..12) != 0 {
+        return Err(bad(format!(
+            "format version {version} is not supported (this build reads {FORMAT_VERSION})"
+        )));
+    }
+    let body = &bytes[HEADER_BYTES..];
+    if field(12..20) != body.len() as u64 {
+        return Err(bad(format!(
+            "the header announces {} body bytes but {} follow (truncated or padded)",
+            field(12..20),
+            body.len()
+        )));
+    }
+    if field(20..24) != u64::from(crc32fast::hash(body)) {
+        return Err(bad("checksum mismatch: the bytes were corrupted"));
+    }
+    let (decoded, rest) = postcard::take_from_bytes::<Body>(body)
+        .map_err(|error| bad(format!("malformed body: {error}")))?;
+    if !rest.is_empty() {
+        return Err(bad("trailing bytes after the body"));
+    }
+    Ok(decoded)
+}
+
+fn as_snapshot_error(error: CoreError) -> CoreError {
+    match error {
+        CoreError::InvalidSnapshot(message) => CoreError::InvalidSnapshot(message),
+        other => bad(other.to_string()),
+    }
+}

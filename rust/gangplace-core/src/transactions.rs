@@ -1,0 +1,352 @@
+//! The transactions of the engine: `reserve` (from a request or from an earlier placement),
+//! `commit`, `rollback`, `release`, and the listings of live holds. Each validates and
+//! computes everything that can fail before the ledger changes a single bit.
+
+use std::sync::Arc;
+
+use crate::engine::Engine;
+use crate::error::{CoreError, CoreResult, invalid};
+use crate::ledger::{Ending, Hold, HoldState, format_id, parse_id};
+use crate::limits::{MAX_NAME_BYTES, MAX_TTL_SECONDS};
+use crate::model::{Allocation, GangRequest, Placement, Reservation};
+use crate::topology::{HoldId, NodeId};
+
+/// Who acts on a hold: an owner name, or nobody in particular.
+pub type Owner<'a> = Option<&'a str>;
+
+fn check_ttl(ttl: f64) -> CoreResult<()> {
+    if ttl.is_finite() && ttl > 0.0 && ttl <= MAX_TTL_SECONDS {
+        return Ok(());
+    }
+    Err(invalid(format!(
+        "ttl must be a positive finite number of seconds up to {MAX_TTL_SECONDS}, got {ttl}"
+    )))
+}
+
+fn check_owner(owner: Owner<'_>) -> CoreResult<()> {
+    match owner {
+        Some(name) if name.is_empty() || name.len() > MAX_NAME_BYTES => Err(invalid(format!(
+            "owner must be 1 to {MAX_NAME_BYTES} bytes long, got {} bytes",
+            name.len()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Whether a caller claiming `caller` may act on a hold owned by `owner`.
+fn may_act(owner: Option<&Arc<str>>, caller: Owner<'_>) -> bool {
+    owner.is_none_or(|owner| caller == Some(&**owner))
+}
+
+/// Merges per-pod GPU masks into one mask per node, sorted by node id; `None` if two pods
+/// name the same GPU.
+fn gpus_by_node(pods: impl Iterator<Item = (NodeId, u64)>) -> Option<Vec<(NodeId, u64)>> {
+    let mut pods: Vec<(NodeId, u64)> = pods.collect();
+    pods.sort_unstable_by_key(|&(node, _)| node);
+    let mut merged: Vec<(NodeId, u64)> = Vec::with_capacity(pods.len());
+    for (node, gpus) in pods {
+        match merged.last_mut() {
+            Some((held_on, held)) if *held_on == node => {
+                if *held & gpus != 0 {
+                    return None;
+                }
+                *held |= gpus;
+            }
+            _ => merged.push((node, gpus)),
+        }
+    }
+    Some(merged)
+}
+
+impl Engine {
+    /// Refuses a hold of `gpus` more GPUs that would take `owner` past its cap.
+    fn check_cap(&self, owner: Owner<'_>, gpus: u64) -> CoreResult<()> {
+        let Some(cap) = self.max_held_gpus_per_owner else {
+            return Ok(());
+        };
+        let held = self.ledger.held_by(owner);
+        if held.saturating_add(gpus) <= cap {
+            return Ok(());
+        }
+        let who = owner.map_or_else(|| "holds without an owner".to_owned(), |o| format!("{o:?}"));
+        Err(CoreError::LimitExceeded(format!(
+            "{who} would hold {} GPUs; the cap per owner is {cap} (held now: {held})",
+            held.saturating_add(gpus)
+        )))
+    }
+
+    /// Records a new hold and hands out its reservation. Cannot fail.
+    fn hold(
+        &mut self,
+        id: HoldId,
+        placement: Arc<Placement>,
+        gpus_by_node: Vec<(NodeId, u64)>,
+        expires_at: f64,
+        owner: Owner<'_>,
+    ) -> Reservation {
+        let hold = Hold {
+            state: HoldState::Reserved,
+            expires_at,
+            gpus_by_node,
+            placement: Arc::clone(&placement),
+            owner: owner.map(Arc::from),
+        };
+        self.ledger.hold(&mut self.topology, id, hold);
+        Reservation {
+            id: format_id(id),
+            placement,
+            expires_at,
+            owner: owner.map(str::to_owned),
+        }
+    }
+
+    /// Places the gang and holds its GPUs until `now + ttl`.
+    pub fn reserve(
+        &mut self,
+        request: &GangRequest,
+        ttl: f64,
+        owner: Owner<'_>,
+        now: f64,
+    ) -> CoreResult<Reservation> {
+        check_ttl(ttl)?;
+        check_owner(owner)?;
+        self.reclaim(now);
+        let smallest = request.min_pods.unwrap_or(request.pods) * u64::from(request.gpus_per_pod);
+        self.check_cap(owner, smallest)?;
+        let (demand, plan) = self.plan(request, now)?;
+        let Some(plan) = plan else {
+            return Err(CoreError::Unschedulable(
+                self.unschedulable_reason(request, &demand),
+            ));
+        };
+        let pods = plan.pods.iter().map(|pod| (pod.node, pod.gpus));
+        let held = gpus_by_node(pods)
+            .ok_or_else(|| CoreError::Internal("a plan took one GPU twice".into()))?;
+        let gpus: u64 = plan
+            .pods
+            .iter()
+            .map(|pod| u64::from(pod.gpus.count_ones()))
+            .sum();
+        self.check_cap(owner, gpus)?;
+        let id = self.ledger.new_id()?;
+        let placement = Arc::new(self.placement(&plan));
+        Ok(self.hold(id, placement, held, now + ttl, owner))
+    }
+
+    /// Holds exactly the GPUs of an earlier placement, if every one of them is still free,
+    /// healthy and on an uncordoned node inside the placement's domain; otherwise
+    /// [`CoreError::Conflict`] and nothing is held. Closes the decide-then-bind race.
+    pub fn reserve_placement(
+        &mut self,
+        placement: &Arc<Placement>,
+        ttl: f64,
+        owner: Owner<'_>,
+        now: f64,
+    ) -> CoreResult<Reservation> {
+        check_ttl(ttl)?;
+        check_owner(owner)?;
+        self.reclaim(now);
+        let mut pods = Vec::with_capacity(placement.pods.len());
+        for pod in &placement.pods {
+            let node = self.pod_node(placement, &pod.node)?;
+            let gpus = self.pod_gpus(&pod.node, &pod.gpus)?;
+            self.check_free(node, gpus)?;
+            pods.push((node, gpus));
+        }
+        if pods.is_empty() {
+            return Err(invalid("the placement has no pods"));
+        }
+        let held = gpus_by_node(pods.into_iter()).ok_or_else(|| {
+            CoreError::Conflict("the placement takes one GPU for two pods".into())
+        })?;
+        let gpus: u64 = held
+            .iter()
+            .map(|&(_, gpus)| u64::from(gpus.count_ones()))
+            .sum();
+        self.check_cap(owner, gpus)?;
+        let id = self.ledger.new_id()?;
+        Ok(self.hold(id, Arc::clone(placement), held, now + ttl, owner))
+    }
+
+    /// The live, uncordoned node of a placement's pod, inside the placement's domain.
+    fn pod_node(&self, placement: &Placement, name: &str) -> CoreResult<NodeId> {
+        let stale = |why: &str| CoreError::Conflict(format!("the placement is stale: {why}"));
+        let id = self
+            .topology
+            .node_id(name)
+            .ok_or_else(|| stale(&format!("node {name:?} is gone")))?;
+        if self.topology.node(id).cordoned {
+            return Err(stale(&format!("node {name:?} is cordoned")));
+        }
+        let path = self.topology.node_path(id);
+        let inside = placement.domain.len() <= path.len()
+            && placement.domain.iter().zip(&path).all(|(a, b)| a == b);
+        if !inside {
+            return Err(stale(&format!(
+                "node {name:?} is no longer in {}",
+                placement.domain.join("/")
+            )));
+        }
+        Ok(id)
+    }
+
+    /// Refuses GPUs that are not free and healthy any more.
+    fn check_free(&self, node: NodeId, gpus: u64) -> CoreResult<()> {
+        let node = self.topology.node(node);
+        let taken = gpus & !node.free_mask();
+        if taken == 0 {
+            return Ok(());
+        }
+        let gpu = taken.trailing_zeros();
+        let why = if node.unhealthy & (1 << gpu) != 0 {
+            "unhealthy"
+        } else {
+            "held by another reservation or allocation"
+        };
+        Err(CoreError::Conflict(format!(
+            "the placement is stale: GPU {gpu} of node {:?} is {why}",
+            node.name
+        )))
+    }
+
+    /// The mask of a pod's GPU indices on its node.
+    fn pod_gpus(&self, name: &str, indices: &[u32]) -> CoreResult<u64> {
+        let gpus = self
+            .topology
+            .node_id(name)
+            .map_or(0, |id| self.topology.node(id).gpus);
+        let mut mask = 0u64;
+        for &gpu in indices {
+            if gpu >= gpus || mask & (1 << gpu) != 0 {
+                return Err(CoreError::Conflict(format!(
+                    "the placement names GPU {gpu} of node {name:?} twice or out of range"
+                )));
+            }
+            mask |= 1 << gpu;
+        }
+        if mask == 0 {
+            return Err(invalid(format!("a pod on node {name:?} has no GPUs")));
+        }
+        Ok(mask)
+    }
+
+    fn hold_id(text: &str) -> CoreResult<HoldId> {
+        parse_id(text).ok_or_else(|| CoreError::UnknownReservation(text.to_owned()))
+    }
+
+    /// The live state and the remembered ending of a hold, as `caller` may see them: a hold
+    /// owned by someone else looks unknown.
+    fn visible(&self, id: HoldId, caller: Owner<'_>) -> (Option<HoldState>, Option<Ending>) {
+        if let Some(hold) = self.ledger.live(id) {
+            if may_act(hold.owner.as_ref(), caller) {
+                return (Some(hold.state), None);
+            }
+            return (None, None);
+        }
+        match self.ledger.ended(id) {
+            Some(ended) if may_act(ended.owner.as_ref(), caller) => (None, Some(ended.ending)),
+            _ => (None, None),
+        }
+    }
+
+    fn ended_error(text: &str, ending: Option<Ending>, doing: &str) -> CoreError {
+        match ending {
+            None => CoreError::UnknownReservation(text.to_owned()),
+            Some(Ending::Expired) => CoreError::ReservationExpired(text.to_owned()),
+            Some(Ending::Revoked) => CoreError::ReservationRevoked(text.to_owned()),
+            Some(Ending::RolledBack) => {
+                CoreError::ReservationState(format!("cannot {doing} {text}: it was rolled back"))
+            }
+            Some(Ending::Released) => {
+                CoreError::ReservationState(format!("cannot {doing} {text}: it was released"))
+            }
+        }
+    }
+
+    /// Turns a reservation into an allocation; again on the same id returns the same.
+    pub fn commit(&mut self, id_text: &str, caller: Owner<'_>, now: f64) -> CoreResult<Allocation> {
+        self.reclaim(now);
+        let id = Self::hold_id(id_text)?;
+        let (state, ending) = self.visible(id, caller);
+        if state.is_none() {
+            return Err(Self::ended_error(id_text, ending, "commit"));
+        }
+        self.ledger.commit(&mut self.topology, id);
+        let hold = self.ledger.live(id);
+        let hold = hold.ok_or_else(|| CoreError::Internal("a committed hold vanished".into()))?;
+        Ok(Allocation {
+            id: id_text.to_owned(),
+            placement: Arc::clone(&hold.placement),
+            owner: hold.owner.as_deref().map(str::to_owned),
+        })
+    }
+
+    /// Frees a reservation. `true` if it freed something, `false` if it had already ended.
+    pub fn rollback(&mut self, id_text: &str, caller: Owner<'_>, now: f64) -> CoreResult<bool> {
+        self.reclaim(now);
+        let id = Self::hold_id(id_text)?;
+        match self.visible(id, caller) {
+            (Some(HoldState::Reserved), _) => {
+                self.ledger.end(&mut self.topology, id, Ending::RolledBack);
+                Ok(true)
+            }
+            (Some(HoldState::Committed), _) | (None, Some(Ending::Released)) => {
+                Err(CoreError::ReservationState(format!(
+                    "cannot roll back {id_text}: it was committed; release the allocation instead"
+                )))
+            }
+            (None, Some(Ending::Expired | Ending::Revoked | Ending::RolledBack)) => Ok(false),
+            (None, None) => Err(CoreError::UnknownReservation(id_text.to_owned())),
+        }
+    }
+
+    /// Frees an allocation. `true` the first time, `false` after.
+    pub fn release(&mut self, id_text: &str, caller: Owner<'_>, now: f64) -> CoreResult<bool> {
+        self.reclaim(now);
+        let id = Self::hold_id(id_text)?;
+        match self.visible(id, caller) {
+            (Some(HoldState::Committed), _) => {
+                self.ledger.end(&mut self.topology, id, Ending::Released);
+                Ok(true)
+            }
+            (Some(HoldState::Reserved), _) => Err(CoreError::ReservationState(format!(
+                "cannot release {id_text}: it is not committed; roll it back instead"
+            ))),
+            (None, Some(Ending::Released)) => Ok(false),
+            (None, ending) => Err(Self::ended_error(id_text, ending, "release")),
+        }
+    }
+
+    /// Live holds in `state` (`owner` given: only that owner's), sorted by id.
+    fn holds_in(&mut self, state: HoldState, owner: Owner<'_>, now: f64) -> Vec<(HoldId, &Hold)> {
+        self.reclaim(now);
+        let mut holds = self.ledger.live_holds_by_id();
+        holds.retain(|(_, hold)| {
+            hold.state == state && (owner.is_none() || hold.owner.as_deref() == owner)
+        });
+        holds
+    }
+
+    /// Live reservations (`owner` given: only that owner's), sorted by id.
+    pub fn reservations(&mut self, owner: Owner<'_>, now: f64) -> Vec<Reservation> {
+        let holds = self.holds_in(HoldState::Reserved, owner, now);
+        let reservation = |(id, hold): (HoldId, &Hold)| Reservation {
+            id: format_id(id),
+            placement: Arc::clone(&hold.placement),
+            expires_at: hold.expires_at,
+            owner: hold.owner.as_deref().map(str::to_owned),
+        };
+        holds.into_iter().map(reservation).collect()
+    }
+
+    /// Live allocations (`owner` given: only that owner's), sorted by id.
+    pub fn allocations(&mut self, owner: Owner<'_>, now: f64) -> Vec<Allocation> {
+        let holds = self.holds_in(HoldState::Committed, owner, now);
+        let allocation = |(id, hold): (HoldId, &Hold)| Allocation {
+            id: format_id(id),
+            placement: Arc::clone(&hold.placement),
+            owner: hold.owner.as_deref().map(str::to_owned),
+        };
+        holds.into_iter().map(allocation).collect()
+    }
+}
