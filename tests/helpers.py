@@ -6,6 +6,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from watchdog import watched
+
 import gangplace
 
 
@@ -62,9 +64,10 @@ def tree(
 ) -> gangplace.Cluster:
     """A regular cluster: `shape[i]` children per domain of level i, then nodes.
 
-    Names: level domains `s0`, `s0-r1`...; nodes `<path>-n<k>`.
+    Names: level domains `s0`, `s0-r1`...; nodes `<path>-n<k>`. Every method call is timed
+    by the deadlock watchdog (see watchdog.py).
     """
-    cluster = gangplace.Cluster(levels, **kwargs)
+    cluster = watched(gangplace.Cluster(levels, **kwargs))
     fill(cluster, levels, regular_nodes(levels, shape, gpus))
     return cluster
 

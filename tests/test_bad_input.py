@@ -1,4 +1,8 @@
-"""Bad input: each case raises its typed error and leaves the cluster byte-for-byte as it was."""
+"""Bad input: each case raises its typed error and leaves the cluster byte-for-byte as it was.
+
+"Byte-for-byte" is literal: the full state dump is ``cluster.snapshot()`` (every node, label,
+health bit, cordon, hold, owner, deadline and remembered id), compared before and after.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +14,13 @@ from helpers import FakeClock, full_state, tree
 
 from gangplace import (
     Cluster,
+    Conflict,
     GangplaceError,
     GangRequest,
     InvalidRequest,
+    InvalidSnapshot,
+    LimitExceeded,
+    ReservationError,
     UnknownNode,
     UnknownReservation,
 )
@@ -22,10 +30,32 @@ TOPOLOGY = {"spine": "s9", "rack": "r9"}
 
 
 def make() -> Cluster:
-    cluster = tree(("spine", "rack"), (1, 1, 2), clock=FakeClock())
+    """Two 8-GPU nodes; an allocation, a reservation and an owned reservation live."""
+    cluster = tree(("spine", "rack"), (1, 1, 2), clock=FakeClock(), max_held_gpus_per_owner=6)
     cluster.commit(cluster.reserve(GangRequest(1, 4)))
     cluster.reserve(GangRequest(1, 2))
+    cluster.reserve(GangRequest(1, 2), owner="team-a")
     return cluster
+
+
+def owned(cluster: Cluster) -> str:
+    return cluster.reservations("team-a")[0].id
+
+
+def allocation(cluster: Cluster) -> str:
+    return cluster.allocations()[0].id
+
+
+def stale_placement(cluster: Cluster) -> Any:
+    """A placement of GPUs that the live allocation holds."""
+    held = cluster.allocations()[0].placement
+    return held
+
+
+def snapshot_with(cluster: Cluster, index: int, value: int) -> bytes:
+    data = bytearray(cluster.snapshot())
+    data[index] = value
+    return bytes(data)
 
 
 # The calls take Any: they pass wrong types on purpose.
@@ -94,6 +124,41 @@ CASES: list[Case] = [
     ("rollback unknown", lambda c: c.rollback("r-1"), UnknownReservation),
     ("release None", lambda c: c.release(None), TypeError),
     ("release unknown", lambda c: c.release(""), UnknownReservation),
+    ("release a reservation", lambda c: c.release(owned(c), owner="team-a"), ReservationError),
+    ("commit as a foreign owner", lambda c: c.commit(owned(c), owner="team-b"), UnknownReservation),
+    ("commit owned without owner", lambda c: c.commit(owned(c)), UnknownReservation),
+    ("rollback as a foreign owner", lambda c: c.rollback(owned(c), owner="x"), UnknownReservation),
+    ("release as an owner", lambda c: c.rollback(allocation(c), owner="x"), ReservationError),
+    ("owner empty", lambda c: c.reserve(GangRequest(1), owner=""), InvalidRequest),
+    ("owner oversize", lambda c: c.reserve(GangRequest(1), owner="o" * 300), InvalidRequest),
+    ("owner not str", lambda c: c.reserve(GangRequest(1), owner=5), TypeError),
+    ("owner over its cap", lambda c: c.reserve(GangRequest(3, 2), owner="team-a"), LimitExceeded),
+    ("anonymous over the cap", lambda c: c.reserve(GangRequest(1, 1)), LimitExceeded),
+    ("reserve a stale placement", lambda c: c.reserve(stale_placement(c)), Conflict),
+    ("reserve a dict", lambda c: c.reserve({"pods": 1}), TypeError),
+    ("reserve None", lambda c: c.reserve(None), TypeError),
+    ("remove unknown node", lambda c: c.remove_node("nope"), UnknownNode),
+    ("remove empty name", lambda c: c.remove_node(""), UnknownNode),
+    ("remove None", lambda c: c.remove_node(None), TypeError),
+    ("listing owner not str", lambda c: c.reservations(owner=3), TypeError),
+    ("health NaN gpu", lambda c: c.set_gpu_health("s0-r0-n0", float("nan"), False), TypeError),
+    ("health None node", lambda c: c.set_gpu_health(None, 0, False), TypeError),
+    (
+        "labels not str",
+        lambda c: c.add_node("x", gpus=8, topology=TOPOLOGY, labels={1: 2}),
+        TypeError,
+    ),
+    ("restore empty bytes", lambda c: Cluster.restore(b""), InvalidSnapshot),
+    ("restore foreign bytes", lambda c: Cluster.restore(b"%PDF-1.7" + bytes(40)), InvalidSnapshot),
+    ("restore truncated", lambda c: Cluster.restore(c.snapshot()[:-1]), InvalidSnapshot),
+    ("restore padded", lambda c: Cluster.restore(c.snapshot() + b"\0"), InvalidSnapshot),
+    (
+        "restore corrupted body",
+        lambda c: Cluster.restore(snapshot_with(c, 40, 0xFF)),
+        InvalidSnapshot,
+    ),
+    ("restore future version", lambda c: Cluster.restore(snapshot_with(c, 8, 9)), InvalidSnapshot),
+    ("restore a str", lambda c: Cluster.restore("GANGPLCE"), TypeError),  # type: ignore[arg-type]
 ]
 
 
@@ -102,15 +167,20 @@ def test_bad_input_raises_typed_error_and_changes_nothing(
     label: str, call: Callable[[Any], Any], error: type[BaseException]
 ) -> None:
     cluster = make()
-    before = full_state(cluster)
+    before, dump = full_state(cluster), cluster.snapshot()
     # A pyo3 PanicException derives from BaseException, so it would escape pytest.raises and
     # fail the test: matching the typed error is also the no-panic check.
     with pytest.raises(error) as caught:
         call(cluster)
     if error is not TypeError:
         assert isinstance(caught.value, GangplaceError)
+    assert cluster.snapshot() == dump, label
     assert full_state(cluster) == before, label
     cluster.check_invariants()
+
+
+def test_the_table_is_large_enough() -> None:
+    assert len(CASES) >= 40
 
 
 REQUESTS: list[tuple[dict[str, Any], type[BaseException]]] = [
@@ -150,7 +220,7 @@ def test_largest_valid_request_is_accepted_and_simply_does_not_fit() -> None:
     assert request.total_gpus == 2**28  # the most GPUs a cluster at its limits can hold
     assert make().place_gang(request) is None
     for pods, gpus_per_pod in ((2**22 + 1, 64), (2**28 + 1, 1), (2**31 - 1, 64)):
-        with pytest.raises(InvalidRequest, match="limit|pods must be"):
+        with pytest.raises(InvalidRequest, match=r"limit|pods must be"):
             GangRequest(pods, gpus_per_pod)
 
 

@@ -10,7 +10,6 @@ Usage: ``cluster = watched(Cluster(...))`` times every method call of ``cluster`
 from __future__ import annotations
 
 import faulthandler
-import itertools
 import os
 import sys
 import threading
@@ -29,22 +28,23 @@ class Watchdog:
 
     def __init__(self, limit: float) -> None:
         self.limit = limit
+        # Thread id -> (label, start). Single dict operations are atomic, so the hot path
+        # takes no lock; the monitor reads a copy.
         self._in_flight: dict[int, tuple[str, float]] = {}
-        self._tokens = itertools.count()
-        self._lock = threading.Lock()
+        self._start_lock = threading.Lock()
         self._monitor: threading.Thread | None = None
 
     def _ensure_monitor(self) -> None:
-        if self._monitor is None:
-            self._monitor = threading.Thread(target=self._watch, name="watchdog", daemon=True)
-            self._monitor.start()
+        with self._start_lock:
+            if self._monitor is None:
+                self._monitor = threading.Thread(target=self._watch, name="watchdog", daemon=True)
+                self._monitor.start()
 
     def _watch(self) -> None:
         while True:
             time.sleep(min(0.25, self.limit / 4))
             now = time.monotonic()
-            with self._lock:
-                stuck = [(label, now - start) for label, start in self._in_flight.values()]
+            stuck = [(label, now - start) for label, start in self._in_flight.copy().values()]
             overdue = [(label, age) for label, age in stuck if age > self.limit]
             if overdue:
                 label, age = overdue[0]
@@ -59,15 +59,14 @@ class Watchdog:
 
     def call(self, label: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Runs ``function`` as one watched operation."""
-        with self._lock:
+        if self._monitor is None:
             self._ensure_monitor()
-            token = next(self._tokens)
-            self._in_flight[token] = (label, time.monotonic())
+        thread = threading.get_ident()
+        self._in_flight[thread] = (label, time.monotonic())
         try:
             return function(*args, **kwargs)
         finally:
-            with self._lock:
-                del self._in_flight[token]
+            del self._in_flight[thread]
 
 
 WATCHDOG = Watchdog(LIMIT_SECONDS)
@@ -89,6 +88,9 @@ class _Watched:
 
     def __len__(self) -> int:
         return int(WATCHDOG.call("len()", len, self._target))
+
+    def __repr__(self) -> str:
+        return repr(self._target)
 
 
 def watched(target: T) -> T:

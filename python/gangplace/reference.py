@@ -296,9 +296,7 @@ class Cluster:
         target = self._node(node)
         if not 0 <= gpu < target.gpus:
             raise InvalidRequest(f"node {node!r} has no GPU {gpu}")
-        holders = sorted(
-            hid for hid, hold in self._holds.items() if gpu in hold.gpus.get(node, ())
-        )
+        holders = sorted(hid for hid, hold in self._holds.items() if gpu in hold.gpus.get(node, ()))
         if not healthy:
             for hid in holders:
                 if not self._holds[hid].committed:
@@ -571,7 +569,7 @@ class Cluster:
         if hasattr(request, "gpus_per_pod"):
             placement = self._reserve_plan(request, owner)  # type: ignore[arg-type]
         else:
-            placement = self._check_placement(request)  # type: ignore[arg-type]
+            placement = self._check_placement(request)
         gpus: dict[str, set[int]] = {}
         for pod in placement.pods:
             gpus.setdefault(pod.node, set()).update(pod.gpus)
@@ -583,6 +581,7 @@ class Cluster:
         return Reservation(hid, placement, now + ttl, owner)
 
     def _reserve_plan(self, request: Request, owner: str | None) -> Placement:
+        self._depth_of(request.required_level)  # an unknown level is invalid, whatever the cap
         smallest = request.min_pods if request.min_pods is not None else request.pods
         self._check_cap(owner, smallest * request.gpus_per_pod)
         placement = self._plan(request)

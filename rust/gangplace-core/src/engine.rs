@@ -208,7 +208,7 @@ impl Engine {
         stats
     }
 
-    fn demand(&self, request: &GangRequest) -> CoreResult<Demand> {
+    pub(crate) fn demand(&self, request: &GangRequest) -> CoreResult<Demand> {
         let coarsest_depth = match &request.required_level {
             None => 0,
             Some(level) => self.topology.depth_of(level).ok_or_else(|| {

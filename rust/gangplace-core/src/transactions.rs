@@ -111,6 +111,7 @@ impl Engine {
         check_ttl(ttl)?;
         check_owner(owner)?;
         self.reclaim(now);
+        self.demand(request)?; // an unknown level is an invalid request, whatever the cap
         let smallest = request.min_pods.unwrap_or(request.pods) * u64::from(request.gpus_per_pod);
         self.check_cap(owner, smallest)?;
         let (demand, plan) = self.plan(request, now)?;
