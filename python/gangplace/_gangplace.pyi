@@ -20,8 +20,9 @@ __version__: str
 class GangRequest:
     """A gang: ``pods`` pods of ``gpus_per_pod`` GPUs each, placed whole or not at all.
 
-    Validated when built: ``pods`` in 1..2**31-1, ``gpus_per_pod`` in 1..64, ``min_pods`` in
-    1..pods. Out-of-range values raise ``InvalidRequest`` (also for huge ints), wrong types
+    Validated when built: ``pods`` >= 1, ``gpus_per_pod`` in 1..64, ``pods * gpus_per_pod`` at
+    most 2**28 (the most GPUs a cluster at its limits holds), ``min_pods`` in 1..pods.
+    Out-of-range values raise ``InvalidRequest`` (also for huge ints), wrong types
     ``TypeError``. An unknown ``required_level`` is reported when the request is placed.
 
     Args:
