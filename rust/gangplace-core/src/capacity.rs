@@ -12,6 +12,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::index::FreeIndex;
 use crate::limits::MAX_GPUS_PER_NODE;
 use crate::topology::{DomainId, NodeId, Topology};
 
@@ -69,6 +70,8 @@ pub trait CapacityView {
     fn domain(&self, domain: DomainId) -> Option<&Aggregate>;
     /// Whether the request may place pods on this node.
     fn node_feasible(&self, node: NodeId) -> bool;
+    /// The per-level free-GPU index, when this view's domains are the cluster's own.
+    fn index(&self) -> Option<&FreeIndex>;
 }
 
 /// Every uncordoned node: reads the aggregates the topology keeps up to date.
@@ -91,6 +94,11 @@ impl CapacityView for ClusterView<'_> {
 
     fn node_feasible(&self, node: NodeId) -> bool {
         !self.topology.node(node).cordoned
+    }
+
+    fn index(&self) -> Option<&FreeIndex> {
+        let index = self.topology.index();
+        (!index.is_stale()).then_some(index)
     }
 }
 
@@ -131,6 +139,10 @@ impl CapacityView for SelectorView {
 
     fn node_feasible(&self, node: NodeId) -> bool {
         self.feasible.contains(&node)
+    }
+
+    fn index(&self) -> Option<&FreeIndex> {
+        None
     }
 }
 

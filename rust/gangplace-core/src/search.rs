@@ -4,9 +4,10 @@
 //! 1. A node's capacity is `floor(free healthy GPUs / gpus_per_pod)` if it is feasible, else 0;
 //!    a domain's capacity is the sum over its nodes.
 //! 2. Levels are tried finest first; the first level with a domain of capacity >= pods wins;
-//!    levels coarser than `required_level` are not tried. Because capacities add up, the
-//!    domains that fit form a subtree under the root, so a breadth-first walk that only enters
-//!    fitting domains finds the finest fitting level without visiting the rest.
+//!    levels coarser than `required_level` are not tried. Best-fit reads each level's
+//!    free-GPU index ([`crate::index`]) from the fewest sufficient free GPUs upwards;
+//!    first-fit walks depth-first in path order, entering only subtrees that hold the gang
+//!    (capacities add up, so the domains that fit form a subtree under the root).
 //! 3. Among the fitting domains of that level: best-fit takes the fewest free healthy GPUs over
 //!    the feasible nodes, then the smallest path; first-fit the smallest path.
 //! 4. Spreading: while pods remain, an unused child that can hold all of them takes them (the
@@ -19,6 +20,7 @@
 
 use crate::capacity::CapacityView;
 use crate::error::{CoreError, CoreResult};
+use crate::index::FreeIndex;
 use crate::topology::{DomainId, NodeId, ROOT, Topology};
 
 /// How to choose among the fitting domains of a level.
@@ -175,11 +177,59 @@ impl<'a, V: CapacityView> Search<'a, V> {
         coarsest_depth: usize,
         policy: Policy,
     ) -> Option<(usize, Item)> {
-        let root = Item::Domain(ROOT);
-        if self.capacity(root) < pods {
+        if self.capacity(Item::Domain(ROOT)) < pods {
             return None;
         }
-        let mut fitting = vec![root];
+        match (policy, self.view.index()) {
+            (Policy::BestFit, Some(index)) => self.best_fit_indexed(index, pods, coarsest_depth),
+            (Policy::BestFit, None) => self.best_fit_walk(pods, coarsest_depth),
+            (Policy::FirstFit, index) => (coarsest_depth..=self.topology.node_depth())
+                .rev()
+                .filter(|&depth| {
+                    let need = pods * u64::from(self.gpus_per_pod);
+                    index.is_none_or(|index| index.level(depth).most_free() >= need)
+                })
+                .find_map(|depth| {
+                    let item = self.first_fitting(Item::Domain(ROOT), 0, depth, pods)?;
+                    Some((depth, item))
+                }),
+        }
+    }
+
+    fn item_at(&self, depth: usize, id: u32) -> Item {
+        if depth == self.topology.node_depth() {
+            Item::Node(id)
+        } else {
+            Item::Domain(id)
+        }
+    }
+
+    /// Best-fit through the index: per level, finest first, the entries with enough free
+    /// GPUs in (free, path) order; the first whose capacity reaches `pods` wins.
+    fn best_fit_indexed(
+        &self,
+        index: &FreeIndex,
+        pods: u64,
+        coarsest_depth: usize,
+    ) -> Option<(usize, Item)> {
+        let need = pods * u64::from(self.gpus_per_pod);
+        (coarsest_depth..=self.topology.node_depth())
+            .rev()
+            .find_map(|depth| {
+                index
+                    .level(depth)
+                    .at_least(need)
+                    .map(|(_, id)| self.item_at(depth, id))
+                    .find(|&item| self.capacity(item) >= pods)
+                    .map(|item| (depth, item))
+            })
+    }
+
+    /// Best-fit by walking: the domains that fit form a subtree under the root, so a
+    /// breadth-first walk that enters only fitting domains finds the finest fitting level.
+    /// Used for selector views, which have no index.
+    fn best_fit_walk(&self, pods: u64, coarsest_depth: usize) -> Option<(usize, Item)> {
+        let mut fitting = vec![Item::Domain(ROOT)];
         let mut depth = 0;
         loop {
             let next: Vec<Item> = fitting
@@ -196,11 +246,21 @@ impl<'a, V: CapacityView> Search<'a, V> {
         if depth < coarsest_depth {
             return None;
         }
-        let chosen = match policy {
-            Policy::FirstFit => fitting.first().copied(),
-            Policy::BestFit => fitting.iter().copied().min_by_key(|&i| self.free_gpus(i)),
-        };
+        let chosen = fitting.iter().copied().min_by_key(|&i| self.free_gpus(i));
         chosen.map(|item| (depth, item))
+    }
+
+    /// First-fit: the first item of `target` depth in path order that holds `pods`, found
+    /// depth-first, entering only subtrees that hold `pods`.
+    fn first_fitting(&self, item: Item, depth: usize, target: usize, pods: u64) -> Option<Item> {
+        if self.capacity(item) < pods {
+            return None;
+        }
+        if depth == target {
+            return Some(item);
+        }
+        self.children(item)
+            .find_map(|child| self.first_fitting(child, depth + 1, target, pods))
     }
 
     /// The largest capacity of a single domain at `depth` (the first such domain in path
@@ -284,11 +344,16 @@ impl<'a, V: CapacityView> Search<'a, V> {
         Ok(())
     }
 
-    /// Sorts pods by (node path, first GPU): rule 6.
+    /// Sorts pods by (node path, first GPU): rule 6. With an index, a node's rank is its
+    /// position in path order.
     fn rank(&self, pods: &mut [PlannedPod]) {
-        pods.sort_by_cached_key(|pod| {
-            let path: Vec<&str> = self.topology.node_path(pod.node);
-            (path, pod.gpus.trailing_zeros())
-        });
+        match self.view.index() {
+            Some(index) => pods
+                .sort_unstable_by_key(|pod| (index.node_rank(pod.node), pod.gpus.trailing_zeros())),
+            None => pods.sort_by_cached_key(|pod| {
+                let path: Vec<&str> = self.topology.node_path(pod.node);
+                (path, pod.gpus.trailing_zeros())
+            }),
+        }
     }
 }

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::capacity::Aggregate;
 use crate::error::{CoreError, CoreResult, invalid};
+use crate::index::FreeIndex;
 use crate::limits::{MAX_GPUS_PER_NODE, MAX_LEVELS, MAX_NAME_BYTES, MAX_NODES};
 
 /// Index of a domain in the topology's arena; the root is 0.
@@ -137,6 +138,8 @@ pub struct Topology {
     /// Slots of removed nodes and pruned domains, reused by the next additions.
     vacant_nodes: Vec<NodeId>,
     vacant_domains: Vec<DomainId>,
+    /// Domains and feasible nodes by free GPUs, per level (see [`crate::index`]).
+    index: FreeIndex,
 }
 
 fn check_name(what: &str, name: &str) -> CoreResult<()> {
@@ -190,6 +193,7 @@ impl Topology {
             unsorted: Vec::new(),
             vacant_nodes: Vec::new(),
             vacant_domains: Vec::new(),
+            index: FreeIndex::stale(),
         })
     }
 
@@ -299,8 +303,9 @@ impl Topology {
         })
     }
 
-    /// Sorts the children of every domain touched since the last call. Must run before a
-    /// search so that walks follow path order.
+    /// Sorts the children of every domain touched since the last call, and rebuilds the
+    /// free-GPU index if nodes were added or removed. Must run before a search so that walks
+    /// follow path order.
     pub fn settle(&mut self) {
         let mut unsorted = std::mem::take(&mut self.unsorted);
         unsorted.sort_unstable();
@@ -314,6 +319,37 @@ impl Topology {
             domain.child_domains = child_domains;
             domain.child_nodes = child_nodes;
         }
+        if self.index.is_stale() {
+            self.rebuild_index();
+        }
+    }
+
+    fn rebuild_index(&mut self) {
+        self.index = self.built_index();
+    }
+
+    /// A fresh index: the tree walked in path order, every domain and node given its rank.
+    fn built_index(&self) -> FreeIndex {
+        let node_depth = self.node_depth();
+        let mut index = FreeIndex::default();
+        index.begin_rebuild(node_depth + 1, self.domains.len(), self.nodes.len());
+        let mut stack = vec![ROOT];
+        while let Some(id) = stack.pop() {
+            let domain = self.domain(id);
+            index.push_domain(domain.depth, id, domain.aggregate.free_gpus());
+            for &node_id in &domain.child_nodes {
+                let node = self.node(node_id);
+                let free = (!node.cordoned).then(|| u64::from(node.free_count()));
+                index.push_node(node_depth, node_id, free);
+            }
+            stack.extend(domain.child_domains.iter().rev());
+        }
+        index
+    }
+
+    /// The free-GPU index; valid after [`Topology::settle`].
+    pub fn index(&self) -> &FreeIndex {
+        &self.index
     }
 
     /// Validates a node description against the levels and the existing nodes.
@@ -427,6 +463,7 @@ impl Topology {
         }
         self.domains[parent as usize].child_nodes.push(id);
         self.unsorted.push(parent);
+        self.index.invalidate();
         self.update_aggregates(parent, |aggregate| aggregate.add_node(free));
         Ok(id)
     }
@@ -468,7 +505,10 @@ impl Topology {
         let mut next = Some(domain);
         while let Some(id) = next {
             let domain = &mut self.domains[id as usize];
+            let before = domain.aggregate.free_gpus();
             change(&mut domain.aggregate);
+            let after = domain.aggregate.free_gpus();
+            self.index.domain_moved(domain.depth, id, before, after);
             next = domain.parent;
         }
     }
@@ -480,6 +520,9 @@ impl Topology {
         change(node);
         let after = node.free_count();
         if feasible && before != after {
+            let depth = self.node_depth();
+            let moved = (Some(u64::from(before)), Some(u64::from(after)));
+            self.index.node_moved(depth, id, moved.0, moved.1);
             self.update_aggregates(domain, |aggregate| {
                 aggregate.remove_node(before);
                 aggregate.add_node(after);
@@ -495,9 +538,13 @@ impl Topology {
         }
         node.cordoned = cordoned;
         let (free, domain) = (node.free_count(), node.domain);
+        let depth = self.node_depth();
+        let feasible_free = Some(u64::from(free));
         if cordoned {
+            self.index.node_moved(depth, id, feasible_free, None);
             self.update_aggregates(domain, |aggregate| aggregate.remove_node(free));
         } else {
+            self.index.node_moved(depth, id, None, feasible_free);
             self.update_aggregates(domain, |aggregate| aggregate.add_node(free));
         }
     }
@@ -507,6 +554,7 @@ impl Topology {
     /// been added.
     pub fn remove_node(&mut self, id: NodeId) {
         let node = std::mem::replace(&mut self.nodes[id as usize], Node::vacant());
+        self.index.invalidate();
         if !node.cordoned {
             let free = node.free_count();
             self.update_aggregates(node.domain, |aggregate| aggregate.remove_node(free));
@@ -563,6 +611,9 @@ impl Topology {
             if domain.aggregate != *expected {
                 return Err(format!("aggregate of domain #{id} is stale"));
             }
+        }
+        if !self.index.is_stale() && self.unsorted.is_empty() && self.index != self.built_index() {
+            return Err("the free-GPU index disagrees with the aggregates".into());
         }
         Ok(())
     }
