@@ -16,6 +16,7 @@ Example:
 
 """
 
+from gangplace import synth
 from gangplace._gangplace import (
     Allocation,
     Cluster,
@@ -66,4 +67,5 @@ __all__ = [
     "Unschedulable",
     "__version__",
     "place_gang",
+    "synth",
 ]

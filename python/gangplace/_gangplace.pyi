@@ -1,7 +1,9 @@
 """Type stubs of the native module. Import these names from ``gangplace``."""
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Literal, final
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, final
+
+import numpy.typing as npt
 
 __all__ = [
     "Allocation",
@@ -226,6 +228,39 @@ class Cluster:
         max_held_gpus_per_owner: int | None = None,
     ) -> Cluster: ...
     @staticmethod
+    def from_arrays(
+        levels: Iterable[str],
+        names: Sequence[str] | npt.NDArray[Any],
+        domains: Sequence[Sequence[str] | npt.NDArray[Any] | tuple[npt.ArrayLike, Sequence[str]]],
+        gpus: npt.ArrayLike,
+        unhealthy_mask: npt.ArrayLike,
+        labels: Mapping[str, Sequence[str | None]] | None = None,
+        *,
+        policy: Literal["best-fit", "first-fit"] = "best-fit",
+        clock: Callable[[], float] | None = None,
+        max_held_gpus_per_owner: int | None = None,
+    ) -> Cluster:
+        """Builds a cluster from columns, one entry per node, in one call.
+
+        Args:
+            levels: Level names, outermost first.
+            names: Node names.
+            domains: One column per level: the domain name of every node, either as names or
+                as ``(codes, table)`` with integer codes into a table of names.
+            gpus: GPUs per node (integers, 1..64).
+            unhealthy_mask: Per node, a bitmask of unhealthy GPUs (bit i = GPU i), uint64.
+            labels: Label key -> one value per node (``None``: the node lacks that label).
+            policy: As for ``Cluster``.
+            clock: As for ``Cluster``.
+            max_held_gpus_per_owner: As for ``Cluster``.
+
+        Raises:
+            InvalidRequest: Columns of different lengths, codes outside their table, or any
+                node ``add_node`` would refuse; no cluster is built.
+            TypeError: Non-integer ``gpus`` or masks, non-str names.
+
+        """
+    @staticmethod
     def restore(data: bytes | bytearray, *, clock: Callable[[], float] | None = None) -> Cluster:
         """Rebuilds a cluster from ``snapshot()`` bytes.
 
@@ -405,6 +440,35 @@ class Cluster:
         """Live allocations, sorted by id; only ``owner``'s when given, else all."""
     def _set_failpoint(self, armed: bool) -> None:
         """Testing only: the next mutation panics half-way, proving fail-closed behaviour."""
+    def place_many(self, requests: Iterable[GangRequest]) -> list[Placement | None]:
+        """``place_gang`` for each request on the current state, in one call.
+
+        Raises:
+            InvalidRequest: Any request names an unknown level (nothing is answered).
+
+        """
+    def reserve_many(
+        self,
+        requests: Iterable[GangRequest],
+        *,
+        ttl: float = 30.0,
+        owner: str | None = None,
+    ) -> list[Reservation | None]:
+        """Reserves the gangs greedily in order, each seeing the previous ones' holds.
+
+        A gang that does not fit, or would take ``owner`` past its cap, gets ``None``.
+
+        Raises:
+            InvalidRequest: Bad ``ttl``/``owner``, or a request names an unknown level;
+                checked before anything is held.
+
+        """
+    def gpu_state(self) -> dict[str, npt.NDArray[Any]]:
+        """Per-node GPU counts as numpy arrays, nodes in name order.
+
+        Keys: ``node`` (names), ``gpus``, ``free``, ``reserved``, ``allocated``,
+        ``unhealthy`` (uint8 counts) and ``cordoned`` (bool).
+        """
     def check_invariants(self) -> None:
         """Recomputes every aggregate and cross-checks holds.
 

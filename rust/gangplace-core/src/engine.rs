@@ -9,6 +9,25 @@ use crate::model::{ClusterStats, GangRequest, NodeInfo, Placement, PodPlacement,
 use crate::search::{Demand, Item, LevelBest, Plan, Policy, Search};
 use crate::topology::{HoldId, NodeId, NodeSpec, Topology};
 
+/// Per-node GPU counts, nodes in name order (see [`Engine::gpu_state`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GpuState {
+    /// Node names, sorted.
+    pub names: Vec<String>,
+    /// GPUs per node.
+    pub gpus: Vec<u8>,
+    /// Free healthy GPUs.
+    pub free: Vec<u8>,
+    /// GPUs held by reservations.
+    pub reserved: Vec<u8>,
+    /// GPUs held by allocations.
+    pub allocated: Vec<u8>,
+    /// Unhealthy GPUs (held or not).
+    pub unhealthy: Vec<u8>,
+    /// Whether the node is cordoned.
+    pub cordoned: Vec<bool>,
+}
+
 /// A cluster: topology, GPU state and holds.
 #[derive(Debug)]
 pub struct Engine {
@@ -64,6 +83,12 @@ impl Engine {
         self.topology
             .node_id(name)
             .ok_or_else(|| CoreError::UnknownNode(name.to_owned()))
+    }
+
+    /// Sorts children and rebuilds indexes now rather than at the next search (after a bulk
+    /// build, so that the first placement is not charged for it).
+    pub fn settle(&mut self) {
+        self.topology.settle();
     }
 
     /// Adds a node; on error nothing changes.
@@ -191,6 +216,31 @@ impl Engine {
             .collect();
         names.sort_unstable();
         names
+    }
+
+    /// Per node, in name order: GPU counts by state, for analysis and plots.
+    pub fn gpu_state(&mut self, now: f64) -> GpuState {
+        self.reclaim(now);
+        let mut nodes: Vec<(NodeId, &str)> = self
+            .topology
+            .nodes()
+            .map(|(id, node)| (id, &*node.name))
+            .collect();
+        nodes.sort_unstable_by(|a, b| a.1.cmp(b.1));
+        let mut state = GpuState::default();
+        for (id, name) in nodes {
+            let node = self.topology.node(id);
+            // At most 64 set bits: always fits in a u8.
+            let count = |mask: u64| u8::try_from(mask.count_ones()).unwrap_or(u8::MAX);
+            state.names.push(name.to_owned());
+            state.gpus.push(count(node.all_gpus()));
+            state.free.push(count(node.free_mask()));
+            state.reserved.push(count(node.reserved));
+            state.allocated.push(count(node.allocated));
+            state.unhealthy.push(count(node.unhealthy));
+            state.cordoned.push(node.cordoned);
+        }
+        state
     }
 
     /// GPU counts over the cluster.

@@ -24,7 +24,7 @@ pub mod snapshot;
 pub mod topology;
 pub mod transactions;
 
-pub use engine::Engine;
+pub use engine::{Engine, GpuState};
 pub use error::{CoreError, CoreResult};
 pub use model::{
     Allocation, ClusterStats, GangRequest, NodeInfo, Placement, PodPlacement, Reservation,

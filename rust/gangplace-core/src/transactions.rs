@@ -351,3 +351,52 @@ impl Engine {
         holds.into_iter().map(allocation).collect()
     }
 }
+
+/// Batches: many requests for one lock and one crossing of the language boundary.
+impl Engine {
+    /// Where each gang would go on the current state, independently of the others.
+    /// Every request is validated first: an invalid one fails the whole batch.
+    pub fn place_many(
+        &mut self,
+        requests: &[GangRequest],
+        now: f64,
+    ) -> CoreResult<Vec<Option<Placement>>> {
+        self.reclaim(now);
+        for request in requests {
+            self.demand(request)?;
+        }
+        requests
+            .iter()
+            .map(|request| self.place(request, now))
+            .collect()
+    }
+
+    /// Reserves the gangs greedily in order, each seeing the holds of the previous ones.
+    /// A gang that does not fit, or would take `owner` past its cap, gets `None`. Every
+    /// request is validated first: an invalid one fails the batch before anything is held.
+    pub fn reserve_many(
+        &mut self,
+        requests: &[GangRequest],
+        ttl: f64,
+        owner: Owner<'_>,
+        now: f64,
+    ) -> CoreResult<Vec<Option<Reservation>>> {
+        check_ttl(ttl)?;
+        check_owner(owner)?;
+        self.reclaim(now);
+        for request in requests {
+            self.demand(request)?;
+        }
+        let mut reservations = Vec::with_capacity(requests.len());
+        for request in requests {
+            match self.reserve(request, ttl, owner, now) {
+                Ok(reservation) => reservations.push(Some(reservation)),
+                Err(CoreError::Unschedulable(_) | CoreError::LimitExceeded(_)) => {
+                    reservations.push(None);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(reservations)
+    }
+}

@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 use gangplace_core::{Engine, NodeSpec, Policy};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString, PyTuple};
 
+use crate::arrays;
 use crate::convert;
 use crate::errors::{CallError, InvalidRequest, contain};
 use crate::types::{
@@ -76,6 +77,60 @@ fn default_clock(py: Python<'_>, clock: Option<Bound<'_, PyAny>>) -> PyResult<Py
         ))),
         None => Ok(py.import("time")?.getattr("monotonic")?.unbind()),
     }
+}
+
+/// The engine and clock of a new cluster, from the constructor's arguments.
+fn new_engine(
+    py: Python<'_>,
+    levels: &Bound<'_, PyAny>,
+    policy: Option<&Bound<'_, PyAny>>,
+    clock: Option<Bound<'_, PyAny>>,
+    max_held_gpus_per_owner: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(Engine, Py<PyAny>)> {
+    let levels = convert::str_sequence(levels, "levels")?;
+    let policy = match policy
+        .map(|p| convert::string(p, "policy"))
+        .transpose()?
+        .as_deref()
+    {
+        None | Some("best-fit") => Policy::BestFit,
+        Some("first-fit") => Policy::FirstFit,
+        Some(other) => {
+            return Err(InvalidRequest::new_err(format!(
+                "policy must be 'best-fit' or 'first-fit', not {other:?}"
+            )));
+        }
+    };
+    let cap = match max_held_gpus_per_owner {
+        Some(cap) if !cap.is_none() => {
+            let cap = convert::int(cap, "max_held_gpus_per_owner")?;
+            Some(u64::try_from(cap).map_err(|_| {
+                InvalidRequest::new_err(format!("max_held_gpus_per_owner must be >= 0, got {cap}"))
+            })?)
+        }
+        _ => None,
+    };
+    let clock = default_clock(py, clock)?;
+    let mut engine = Engine::new(levels, policy).map_err(crate::errors::core_to_py)?;
+    engine.set_max_held_gpus_per_owner(cap);
+    Ok((engine, clock))
+}
+
+/// A sequence of `GangRequest`s, copied out of Python.
+fn gang_requests(requests: &Bound<'_, PyAny>) -> PyResult<Vec<gangplace_core::GangRequest>> {
+    requests
+        .try_iter()?
+        .map(|request| {
+            let request = request?;
+            let request = request.cast::<GangRequest>().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "requests must hold GangRequest objects, not {}",
+                    convert::type_name(&request)
+                ))
+            })?;
+            Ok(request.get().inner.clone())
+        })
+        .collect()
 }
 
 impl Cluster {
@@ -146,35 +201,97 @@ impl Cluster {
         clock: Option<Bound<'_, PyAny>>,
         max_held_gpus_per_owner: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let levels = convert::str_sequence(levels, "levels")?;
-        let policy = match policy
-            .map(|p| convert::string(p, "policy"))
-            .transpose()?
-            .as_deref()
-        {
-            None | Some("best-fit") => Policy::BestFit,
-            Some("first-fit") => Policy::FirstFit,
-            Some(other) => {
-                return Err(InvalidRequest::new_err(format!(
-                    "policy must be 'best-fit' or 'first-fit', not {other:?}"
-                )));
-            }
-        };
-        let cap = match max_held_gpus_per_owner {
-            Some(cap) if !cap.is_none() => {
-                let cap = convert::int(cap, "max_held_gpus_per_owner")?;
-                Some(u64::try_from(cap).map_err(|_| {
-                    InvalidRequest::new_err(format!(
-                        "max_held_gpus_per_owner must be >= 0, got {cap}"
-                    ))
-                })?)
-            }
-            _ => None,
-        };
-        let clock = default_clock(py, clock)?;
-        let mut engine = Engine::new(levels, policy).map_err(crate::errors::core_to_py)?;
-        engine.set_max_held_gpus_per_owner(cap);
+        let (engine, clock) = new_engine(py, levels, policy, clock, max_held_gpus_per_owner)?;
         Ok(Self::wrap(engine, clock))
+    }
+
+    /// Builds a cluster from columns (numpy arrays or sequences), one entry per node.
+    #[staticmethod]
+    #[pyo3(signature = (
+        levels, names, domains, gpus, unhealthy_mask, labels = None, *,
+        policy = None, clock = None, max_held_gpus_per_owner = None
+    ))]
+    #[pyo3(
+        text_signature = "(levels, names, domains, gpus, unhealthy_mask, labels=None, *, policy='best-fit', clock=None, max_held_gpus_per_owner=None)"
+    )]
+    #[allow(clippy::too_many_arguments)] // the documented signature of from_arrays
+    fn from_arrays(
+        py: Python<'_>,
+        levels: &Bound<'_, PyAny>,
+        names: &Bound<'_, PyAny>,
+        domains: &Bound<'_, PyAny>,
+        gpus: &Bound<'_, PyAny>,
+        unhealthy_mask: &Bound<'_, PyAny>,
+        labels: Option<&Bound<'_, PyAny>>,
+        policy: Option<&Bound<'_, PyAny>>,
+        clock: Option<Bound<'_, PyAny>>,
+        max_held_gpus_per_owner: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let (mut engine, clock) = new_engine(py, levels, policy, clock, max_held_gpus_per_owner)?;
+        let level_names: Vec<String> = engine
+            .topology()
+            .levels()
+            .iter()
+            .map(|l| l.to_string())
+            .collect();
+        let specs = arrays::node_specs(&level_names, names, domains, gpus, unhealthy_mask, labels)?;
+        py.detach(|| {
+            contain(|| {
+                for spec in specs {
+                    engine.add_node(spec)?;
+                }
+                engine.settle();
+                Ok(())
+            })
+        })?;
+        Ok(Self::wrap(engine, clock))
+    }
+
+    /// Per node, in name order: numpy arrays of GPU counts by state.
+    fn gpu_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let now = self.now(py)?;
+        let state = self.run_detached(py, |engine| Ok(engine.gpu_state(now)))?;
+        arrays::gpu_state_dict(py, state)
+    }
+
+    /// Where each gang would go on the current state (independent answers).
+    fn place_many(
+        &self,
+        py: Python<'_>,
+        requests: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<Option<Placement>>> {
+        let requests = gang_requests(requests)?;
+        let now = self.now(py)?;
+        let placements = self.run_detached(py, |engine| Ok(engine.place_many(&requests, now)?))?;
+        Ok(placements
+            .into_iter()
+            .map(|placement| placement.map(|p| Placement { inner: Arc::new(p) }))
+            .collect())
+    }
+
+    /// Reserves the gangs greedily in order; `None` for those that do not fit.
+    #[pyo3(
+        signature = (requests, *, ttl = None, owner = None),
+        text_signature = "(self, requests, *, ttl=30.0, owner=None)"
+    )]
+    fn reserve_many(
+        &self,
+        py: Python<'_>,
+        requests: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        owner: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<Option<Reservation>>> {
+        let requests = gang_requests(requests)?;
+        let ttl = ttl.map_or(Ok(30.0), |t| convert::seconds(t, "ttl"))?;
+        let owner = self::owner(owner)?;
+        let now = self.now(py)?;
+        let reservations = self.run_detached(py, |engine| {
+            Ok(engine.reserve_many(&requests, ttl, owner.as_deref(), now)?)
+        })?;
+        Ok(reservations
+            .into_iter()
+            .map(|reservation| reservation.map(|inner| Reservation { inner }))
+            .collect())
     }
 
     /// Rebuilds a cluster from `snapshot()` bytes.

@@ -1,0 +1,186 @@
+//! numpy in and out: the arguments of `Cluster.from_arrays` and the arrays of `gpu_state`.
+
+use gangplace_core::{GpuState, NodeSpec};
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+
+use crate::convert;
+use crate::errors::InvalidRequest;
+
+/// `value` as a numpy array of integers converted to `dtype` ("int64" or "uint64"); floats,
+/// bools and objects are refused rather than silently truncated.
+fn int_array<'py, T: numpy::Element + Copy>(
+    value: &Bound<'py, PyAny>,
+    dtype: &str,
+    what: &str,
+) -> PyResult<Vec<T>> {
+    let numpy = value.py().import("numpy")?;
+    let array = numpy.call_method1("asarray", (value,))?;
+    let kind: String = array.getattr("dtype")?.getattr("kind")?.extract()?;
+    if kind != "i" && kind != "u" {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be an array of integers, not of dtype {}",
+            array.getattr("dtype")?.str()?
+        )));
+    }
+    if dtype == "uint64" && kind == "i" {
+        let negative: bool = array
+            .call_method1("__lt__", (0,))?
+            .call_method0("any")?
+            .extract()?;
+        if negative {
+            return Err(InvalidRequest::new_err(format!(
+                "{what} has negative entries"
+            )));
+        }
+    }
+    let converted = numpy.call_method1("ascontiguousarray", (array, dtype))?;
+    let readonly: PyReadonlyArray1<'py, T> = converted.extract()?;
+    Ok(readonly.as_slice()?.to_vec())
+}
+
+/// One level's domain names per node: a sequence of names, or `(codes, names)`.
+fn level_domains(value: &Bound<'_, PyAny>, level: &str, nodes: usize) -> PyResult<Vec<String>> {
+    let what = format!("domains of level {level:?}");
+    let domains = match value.cast::<PyTuple>() {
+        Ok(pair) if pair.len() == 2 => {
+            let codes: Vec<i64> = int_array(&pair.get_item(0)?, "int64", &what)?;
+            let table = convert::str_sequence(&pair.get_item(1)?, &what)?;
+            codes
+                .into_iter()
+                .map(|code| {
+                    usize::try_from(code)
+                        .ok()
+                        .and_then(|index| table.get(index).cloned())
+                        .ok_or_else(|| {
+                            InvalidRequest::new_err(format!(
+                                "{what}: code {code} is not in the table of {} names",
+                                table.len()
+                            ))
+                        })
+                })
+                .collect::<PyResult<Vec<String>>>()?
+        }
+        _ => convert::str_sequence(value, &what)?,
+    };
+    if domains.len() != nodes {
+        return Err(InvalidRequest::new_err(format!(
+            "{what} has {} entries for {nodes} nodes",
+            domains.len()
+        )));
+    }
+    Ok(domains)
+}
+
+/// Node descriptions from the columns of `Cluster.from_arrays`.
+pub fn node_specs(
+    levels: &[String],
+    names: &Bound<'_, PyAny>,
+    domains: &Bound<'_, PyAny>,
+    gpus: &Bound<'_, PyAny>,
+    unhealthy_mask: &Bound<'_, PyAny>,
+    labels: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Vec<NodeSpec>> {
+    let names = convert::str_sequence(names, "names")?;
+    let count = names.len();
+    let columns: Vec<Bound<'_, PyAny>> = domains.try_iter()?.collect::<PyResult<_>>()?;
+    if columns.len() != levels.len() {
+        return Err(InvalidRequest::new_err(format!(
+            "domains has {} columns for {} levels",
+            columns.len(),
+            levels.len()
+        )));
+    }
+    let domain_names: Vec<Vec<String>> = levels
+        .iter()
+        .zip(&columns)
+        .map(|(level, column)| level_domains(column, level, count))
+        .collect::<PyResult<_>>()?;
+    let gpus: Vec<i64> = int_array(gpus, "int64", "gpus")?;
+    let masks: Vec<u64> = int_array(unhealthy_mask, "uint64", "unhealthy_mask")?;
+    if gpus.len() != count || masks.len() != count {
+        return Err(InvalidRequest::new_err(format!(
+            "names, gpus and unhealthy_mask must have one entry per node ({count}), got {}, {}",
+            gpus.len(),
+            masks.len()
+        )));
+    }
+    let label_columns = label_columns(labels, count)?;
+    let mut specs = Vec::with_capacity(count);
+    for (index, name) in names.into_iter().enumerate() {
+        let topology = levels
+            .iter()
+            .zip(&domain_names)
+            .map(|(level, column)| (level.clone(), column[index].clone()))
+            .collect();
+        let labels = label_columns
+            .iter()
+            .filter_map(|(key, values)| Some((key.clone(), values[index].clone()?)))
+            .collect();
+        let mask = masks[index];
+        let unhealthy = (0..64).filter(|bit| mask >> bit & 1 == 1).collect();
+        specs.push(NodeSpec {
+            name,
+            gpus: gpus[index],
+            topology,
+            labels,
+            unhealthy,
+        });
+    }
+    Ok(specs)
+}
+
+type LabelColumn = (String, Vec<Option<String>>);
+
+/// `labels`: a mapping from key to one value per node (`None`: the node lacks the label).
+fn label_columns(labels: Option<&Bound<'_, PyAny>>, count: usize) -> PyResult<Vec<LabelColumn>> {
+    let Some(labels) = labels.filter(|labels| !labels.is_none()) else {
+        return Ok(Vec::new());
+    };
+    let mapping = labels.cast::<PyDict>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "labels must be a dict of key -> values per node, not {}",
+            convert::type_name(labels)
+        ))
+    })?;
+    let mut columns = Vec::with_capacity(mapping.len());
+    for (key, values) in mapping.iter() {
+        let key = convert::string(&key, "a label key")?;
+        let values: Vec<Option<String>> = values
+            .try_iter()?
+            .map(|value| {
+                let value = value?;
+                if value.is_none() {
+                    Ok(None)
+                } else {
+                    convert::string(&value, "a label value").map(Some)
+                }
+            })
+            .collect::<PyResult<_>>()?;
+        if values.len() != count {
+            return Err(InvalidRequest::new_err(format!(
+                "label {key:?} has {} values for {count} nodes",
+                values.len()
+            )));
+        }
+        columns.push((key, values));
+    }
+    columns.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(columns)
+}
+
+/// `gpu_state` as a dict of numpy arrays (plus the list of names).
+pub fn gpu_state_dict<'py>(py: Python<'py>, state: GpuState) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    let numpy = py.import("numpy")?;
+    dict.set_item("node", numpy.call_method1("asarray", (state.names,))?)?;
+    dict.set_item("gpus", PyArray1::from_vec(py, state.gpus))?;
+    dict.set_item("free", PyArray1::from_vec(py, state.free))?;
+    dict.set_item("reserved", PyArray1::from_vec(py, state.reserved))?;
+    dict.set_item("allocated", PyArray1::from_vec(py, state.allocated))?;
+    dict.set_item("unhealthy", PyArray1::from_vec(py, state.unhealthy))?;
+    dict.set_item("cordoned", PyArray1::from_vec(py, state.cordoned))?;
+    Ok(dict)
+}
