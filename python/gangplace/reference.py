@@ -22,7 +22,7 @@ import math
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -114,11 +114,23 @@ class Placement:
         return len(self.pods)
 
 
+class PodLike(Protocol):
+    """What ``reserve`` reads of a pod of an earlier placement."""
+
+    @property
+    def node(self) -> str:
+        """The node's name."""
+
+    @property
+    def gpus(self) -> tuple[int, ...]:
+        """GPU indices."""
+
+
 class PlacementLike(Protocol):
     """What ``reserve`` reads of an earlier placement (both placement classes fit)."""
 
     @property
-    def pods(self) -> tuple[PodPlacement, ...]:
+    def pods(self) -> Sequence[PodLike]:
         """Pods with their nodes and GPUs."""
 
     @property

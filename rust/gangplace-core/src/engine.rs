@@ -5,6 +5,8 @@
 use crate::capacity::{CapacityView, ClusterView, SelectorView};
 use crate::error::{CoreError, CoreResult, invalid};
 use crate::ledger::{Ending, HoldState, Ledger, format_id};
+use std::sync::Arc;
+
 use crate::model::{ClusterStats, GangRequest, NodeInfo, Placement, PodPlacement, gpu_indices};
 use crate::search::{Demand, Item, LevelBest, Plan, Policy, Search};
 use crate::topology::{HoldId, NodeId, NodeSpec, Topology};
@@ -314,8 +316,8 @@ impl Engine {
                 .pods
                 .iter()
                 .map(|pod| PodPlacement {
-                    node: self.topology.node(pod.node).name.to_string(),
-                    gpus: gpu_indices(pod.gpus),
+                    node: Arc::clone(&self.topology.node(pod.node).name),
+                    gpus: pod.gpus,
                 })
                 .collect(),
             level: self.topology.level_name(plan.depth).to_owned(),

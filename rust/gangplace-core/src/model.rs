@@ -100,13 +100,25 @@ impl GangRequest {
     }
 }
 
-/// One pod of a placement: a node and the GPU indices it takes there.
+/// One pod of a placement: a node and the GPUs it takes there.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PodPlacement {
-    /// Node name.
-    pub node: String,
+    /// Node name (shared with the node: building a placement copies no names).
+    pub node: Arc<str>,
+    /// The GPUs, as a bitmask (bit i: GPU i).
+    pub gpus: u64,
+}
+
+impl PodPlacement {
     /// GPU indices, ascending.
-    pub gpus: Vec<u32>,
+    pub fn gpu_indices(&self) -> Vec<u32> {
+        gpu_indices(self.gpus)
+    }
+
+    /// Number of GPUs.
+    pub fn gpu_count(&self) -> u32 {
+        self.gpus.count_ones()
+    }
 }
 
 /// Where a gang goes.
@@ -126,7 +138,7 @@ impl Placement {
     pub fn nodes(&self) -> Vec<&str> {
         let mut nodes: Vec<&str> = Vec::new();
         for pod in &self.pods {
-            if nodes.last() != Some(&pod.node.as_str()) {
+            if nodes.last() != Some(&&*pod.node) {
                 nodes.push(&pod.node);
             }
         }

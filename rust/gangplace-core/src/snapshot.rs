@@ -102,6 +102,21 @@ fn ending_from(code: u8) -> CoreResult<Ending> {
     }
 }
 
+/// A snapshot's pod: GPU indices must be distinct and below 64.
+fn pod_from_record(node: String, gpus: &[u32]) -> CoreResult<PodPlacement> {
+    let mut mask = 0u64;
+    for &gpu in gpus {
+        if gpu >= 64 || mask & (1 << gpu) != 0 {
+            return Err(bad(format!("a pod on node {node:?} names GPU {gpu} badly")));
+        }
+        mask |= 1 << gpu;
+    }
+    Ok(PodPlacement {
+        node: Arc::from(node),
+        gpus: mask,
+    })
+}
+
 fn owner_from(owner: Option<String>) -> CoreResult<Option<Arc<str>>> {
     match owner {
         Some(name) if name.is_empty() || name.len() > MAX_NAME_BYTES => {
@@ -172,7 +187,7 @@ impl Engine {
                     pods: placement
                         .pods
                         .iter()
-                        .map(|pod| (pod.node.clone(), pod.gpus.clone()))
+                        .map(|pod| (pod.node.to_string(), pod.gpu_indices()))
                         .collect(),
                     level: placement.level.clone(),
                     domain: placement.domain.clone(),
@@ -302,8 +317,8 @@ impl Engine {
             pods: record
                 .pods
                 .into_iter()
-                .map(|(node, gpus)| PodPlacement { node, gpus })
-                .collect(),
+                .map(|(node, gpus)| pod_from_record(node, &gpus))
+                .collect::<CoreResult<_>>()?,
             level: record.level,
             domain: record.domain,
         };

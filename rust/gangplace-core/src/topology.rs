@@ -10,6 +10,7 @@
 //! adding many nodes stays linear.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use crate::capacity::Aggregate;
 use crate::error::{CoreError, CoreResult, invalid};
@@ -50,8 +51,8 @@ pub struct Domain {
 /// A node and the state of its GPUs, as bitmasks indexed by GPU.
 #[derive(Debug)]
 pub struct Node {
-    /// Unique, non-empty.
-    pub name: Box<str>,
+    /// Unique, non-empty; shared with the placements that name the node.
+    pub name: Arc<str>,
     /// Number of GPUs, `1..=64`.
     pub gpus: u32,
     /// The deepest named domain holding the node (the root when there are no levels).
@@ -97,7 +98,7 @@ impl Node {
 
     fn vacant() -> Self {
         Self {
-            name: "".into(),
+            name: Arc::from(""),
             gpus: 0,
             domain: ROOT,
             labels: BTreeMap::new(),
@@ -131,7 +132,7 @@ pub struct Topology {
     levels: Vec<Box<str>>,
     domains: Vec<Domain>,
     nodes: Vec<Node>,
-    node_by_name: HashMap<Box<str>, NodeId>,
+    node_by_name: HashMap<Arc<str>, NodeId>,
     domain_by_parent_and_name: HashMap<(DomainId, Box<str>), DomainId>,
     nodes_by_label: HashMap<Box<str>, HashMap<Box<str>, Vec<NodeId>>>,
     unsorted: Vec<DomainId>,
@@ -441,7 +442,7 @@ impl Topology {
                 .push(id);
         }
         let node = Node {
-            name: spec.name.into_boxed_str(),
+            name: Arc::from(spec.name),
             gpus,
             domain: parent,
             labels: spec

@@ -150,7 +150,7 @@ impl Engine {
         let mut pods = Vec::with_capacity(placement.pods.len());
         for pod in &placement.pods {
             let node = self.pod_node(placement, &pod.node)?;
-            let gpus = self.pod_gpus(&pod.node, &pod.gpus)?;
+            let gpus = self.pod_gpus(&pod.node, pod.gpus)?;
             self.check_free(node, gpus)?;
             pods.push((node, gpus));
         }
@@ -211,19 +211,16 @@ impl Engine {
     }
 
     /// The mask of a pod's GPU indices on its node.
-    fn pod_gpus(&self, name: &str, indices: &[u32]) -> CoreResult<u64> {
-        let gpus = self
+    fn pod_gpus(&self, name: &str, mask: u64) -> CoreResult<u64> {
+        let all = self
             .topology
             .node_id(name)
-            .map_or(0, |id| self.topology.node(id).gpus);
-        let mut mask = 0u64;
-        for &gpu in indices {
-            if gpu >= gpus || mask & (1 << gpu) != 0 {
-                return Err(CoreError::Conflict(format!(
-                    "the placement names GPU {gpu} of node {name:?} twice or out of range"
-                )));
-            }
-            mask |= 1 << gpu;
+            .map_or(0, |id| self.topology.node(id).all_gpus());
+        if mask & !all != 0 {
+            let gpu = (mask & !all).trailing_zeros();
+            return Err(CoreError::Conflict(format!(
+                "the placement names GPU {gpu} of node {name:?} twice or out of range"
+            )));
         }
         if mask == 0 {
             return Err(invalid(format!("a pod on node {name:?} has no GPUs")));

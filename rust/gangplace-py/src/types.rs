@@ -162,16 +162,21 @@ impl PodPlacement {
     #[new]
     fn new(node: &Bound<'_, PyAny>, gpus: &Bound<'_, PyAny>) -> PyResult<Self> {
         let node = convert::string(node, "node")?;
-        let gpus = convert::int_sequence(gpus, "gpus")?;
-        let gpus = gpus
-            .into_iter()
-            .map(|gpu| {
-                u32::try_from(gpu)
-                    .map_err(|_| crate::errors::InvalidRequest::new_err("GPU indices must be >= 0"))
-            })
-            .collect::<PyResult<Vec<u32>>>()?;
+        let mut mask = 0u64;
+        for gpu in convert::int_sequence(gpus, "gpus")? {
+            let bit = u32::try_from(gpu).ok().filter(|&bit| bit < 64);
+            let bit = bit.filter(|&bit| mask & (1 << bit) == 0).ok_or_else(|| {
+                crate::errors::InvalidRequest::new_err(format!(
+                    "GPU indices must be distinct and in 0..64, got {gpu}"
+                ))
+            })?;
+            mask |= 1 << bit;
+        }
         Ok(Self {
-            inner: model::PodPlacement { node, gpus },
+            inner: model::PodPlacement {
+                node: Arc::from(node),
+                gpus: mask,
+            },
         })
     }
 
@@ -182,14 +187,14 @@ impl PodPlacement {
 
     #[getter]
     fn gpus<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, &self.inner.gpus)
+        PyTuple::new(py, self.inner.gpu_indices())
     }
 
     fn __repr__(&self) -> String {
         format!(
             "PodPlacement({}, {})",
             py_str(&self.inner.node),
-            repr_tuple(&self.inner.gpus)
+            repr_tuple(&self.inner.gpu_indices())
         )
     }
 }
@@ -232,7 +237,11 @@ impl Placement {
     /// Total GPUs placed.
     #[getter]
     fn total_gpus(&self) -> usize {
-        self.inner.pods.iter().map(|pod| pod.gpus.len()).sum()
+        self.inner
+            .pods
+            .iter()
+            .map(|pod| pod.gpu_count() as usize)
+            .sum()
     }
 
     fn __len__(&self) -> usize {
@@ -244,7 +253,10 @@ impl Placement {
             .inner
             .pods
             .iter()
-            .map(|pod| format!("({}, {})", py_str(&pod.node), repr_tuple(&pod.gpus)))
+            .map(|pod| {
+                let gpus = repr_tuple(&pod.gpu_indices());
+                format!("({}, {})", py_str(&pod.node), gpus)
+            })
             .collect();
         let domain: Vec<String> = self.inner.domain.iter().map(|d| py_str(d)).collect();
         format!(

@@ -1,0 +1,1 @@
+"""Benchmarks (pytest-benchmark); see bench_clusters.py."""
