@@ -76,6 +76,15 @@ def bench_place_reference(benchmark: Any, setup: Setup, label: str) -> None:
         assert got.nodes == expected.nodes
 
 
+@pytest.mark.parametrize("label", ["8", "64"])
+def bench_place_selector(benchmark: Any, setup: Setup, label: str) -> None:
+    """A selector matching half the racks (``pool=a``): served by a kept pool."""
+    plain = gang(setup, label)
+    request = GangRequest(plain.pods, plain.gpus_per_pod, selector={"pool": "a"})
+    benchmark.extra_info.update(op="place_gang", gang=label, constraint="selector pool=a")
+    check_fits(benchmark(setup.engine.place_gang, request), request)
+
+
 def bench_unplaceable(benchmark: Any, setup: Setup) -> None:
     request = unplaceable(setup)
     benchmark.extra_info.update(op="unplaceable")

@@ -130,7 +130,9 @@ def columns(shape: str | Shape, *, unhealthy: float = 0.002, seed: int = 0) -> d
 
     Returns:
         A dict with ``names`` (array of str), ``domains`` (per level, ``(codes, table)``),
-        ``gpus`` and ``unhealthy_mask``; ``unhealthy`` of all GPUs (seeded) are marked bad.
+        ``gpus``, ``unhealthy_mask`` (``unhealthy`` of all GPUs, seeded, are marked bad) and
+        ``labels``: ``pool`` is ``a`` on the nodes of even-numbered deepest domains (racks),
+        ``b`` on the others.
 
     """
     shape = _shape(shape)
@@ -159,11 +161,15 @@ def columns(shape: str | Shape, *, unhealthy: float = 0.002, seed: int = 0) -> d
         picks = rng.choice(shape.total_gpus, size=bad, replace=False)
         node_of, gpu_of = np.divmod(picks, shape.gpus_per_node)
         np.bitwise_or.at(masks, node_of, np.left_shift(np.uint64(1), gpu_of.astype(np.uint64)))
+    # A label splitting the cluster in two pools by the parity of the deepest domain's index.
+    deepest = coordinates[len(levels) - 1] if levels else np.zeros(nodes, dtype=np.int64)
+    pool = np.where(deepest % 2 == 0, "a", "b").astype(object)
     return {
         "names": names,
         "domains": domains,
         "gpus": np.full(nodes, shape.gpus_per_node, dtype=np.int64),
         "unhealthy_mask": masks,
+        "labels": {"pool": pool.tolist()},
     }
 
 
@@ -276,6 +282,7 @@ def build(
         data["domains"],
         data["gpus"],
         data["unhealthy_mask"],
+        data["labels"],
         policy=policy,  # type: ignore[arg-type]
         clock=clock,
     )

@@ -6,14 +6,12 @@
 //! `sum_k hist[k] * floor(k / p)`: at most 65 multiply-adds whatever the domain's size, and a
 //! node change costs one histogram update per ancestor (O(levels)).
 //!
-//! Requests with a label selector use a [`SelectorView`]: the same aggregates, built for
-//! just the nodes that carry every selected label (found through the label index, never by
-//! scanning every node).
-
-use std::collections::{HashMap, HashSet};
+//! Requests with a label selector use a [`SelectorView`]: the same aggregates over just the
+//! nodes that carry every selected label, kept per selector by [`crate::pools`].
 
 use crate::index::FreeIndex;
 use crate::limits::MAX_GPUS_PER_NODE;
+use crate::pools::SelectorPool;
 use crate::topology::{DomainId, NodeId, Topology};
 
 const BUCKETS: usize = MAX_GPUS_PER_NODE as usize + 1;
@@ -102,47 +100,33 @@ impl CapacityView for ClusterView<'_> {
     }
 }
 
-/// Uncordoned nodes carrying every `(key, value)` of a selector, with aggregates built for
-/// them on the fly. Building costs O(matching nodes x levels), found through the label index.
+/// Uncordoned nodes carrying every `(key, value)` of a selector: reads the pool the
+/// topology keeps for that selector (see [`crate::pools`]).
 #[derive(Debug)]
-pub struct SelectorView {
-    feasible: HashSet<NodeId>,
-    aggregates: HashMap<DomainId, Aggregate>,
+pub struct SelectorView<'a> {
+    topology: &'a Topology,
+    pool: &'a SelectorPool,
 }
 
-impl SelectorView {
-    /// Builds the view of `selector` (non-empty) over `topology`.
-    pub fn new(topology: &Topology, selector: &[(String, String)]) -> Self {
-        let mut view = Self {
-            feasible: HashSet::new(),
-            aggregates: HashMap::new(),
-        };
-        for node_id in topology.nodes_matching(selector) {
-            let node = topology.node(node_id);
-            if node.cordoned {
-                continue;
-            }
-            view.feasible.insert(node_id);
-            let free = node.free_count();
-            for domain in topology.ancestors(node.domain) {
-                view.aggregates.entry(domain).or_default().add_node(free);
-            }
-        }
-        view
+impl<'a> SelectorView<'a> {
+    /// The view of a pool of `topology`.
+    pub fn new(topology: &'a Topology, pool: &'a SelectorPool) -> Self {
+        Self { topology, pool }
     }
 }
 
-impl CapacityView for SelectorView {
+impl CapacityView for SelectorView<'_> {
     fn domain(&self, domain: DomainId) -> Option<&Aggregate> {
-        self.aggregates.get(&domain)
+        self.pool.aggregates.get(&domain)
     }
 
     fn node_feasible(&self, node: NodeId) -> bool {
-        self.feasible.contains(&node)
+        self.topology.in_pool(self.pool, node) && !self.topology.node(node).cordoned
     }
 
     fn index(&self) -> Option<&FreeIndex> {
-        None
+        let index = &self.pool.index;
+        (!index.is_stale()).then_some(index)
     }
 }
 

@@ -284,14 +284,28 @@ impl Engine {
     }
 
     /// Runs `search` over the view the request calls for.
-    fn with_search<R>(&self, request: &GangRequest, search: impl FnOnce(&dyn SearchOps) -> R) -> R {
+    /// The selector's pool must exist (`plan` makes it).
+    fn with_search<R>(
+        &self,
+        request: &GangRequest,
+        search: impl FnOnce(&dyn SearchOps) -> R,
+    ) -> CoreResult<R> {
         if request.selector.is_empty() {
             let view = ClusterView::new(&self.topology);
-            search(&Search::new(&self.topology, &view, request.gpus_per_pod))
-        } else {
-            let view = SelectorView::new(&self.topology, &request.selector);
-            search(&Search::new(&self.topology, &view, request.gpus_per_pod))
+            return Ok(search(&Search::new(
+                &self.topology,
+                &view,
+                request.gpus_per_pod,
+            )));
         }
+        let pool = self.topology.pool(&request.selector);
+        let pool = pool.ok_or_else(|| CoreError::Internal("a selector lost its pool".into()))?;
+        let view = SelectorView::new(&self.topology, pool);
+        Ok(search(&Search::new(
+            &self.topology,
+            &view,
+            request.gpus_per_pod,
+        )))
     }
 
     pub(crate) fn plan(
@@ -302,7 +316,10 @@ impl Engine {
         self.reclaim(now);
         self.topology.settle();
         let demand = self.demand(request)?;
-        let plan = self.with_search(request, |search| search.plan(&demand, self.policy))?;
+        if !request.selector.is_empty() {
+            self.topology.selector_pool(&request.selector);
+        }
+        let plan = self.with_search(request, |search| search.plan(&demand, self.policy))??;
         Ok((demand, plan))
     }
 
@@ -332,11 +349,15 @@ impl Engine {
     }
 
     /// Why a request has no placement: the best domain of each level tried, finest first.
-    pub fn unschedulable_reason(&self, request: &GangRequest, demand: &Demand) -> String {
+    pub fn unschedulable_reason(
+        &self,
+        request: &GangRequest,
+        demand: &Demand,
+    ) -> CoreResult<String> {
         let depths = (demand.coarsest_depth..=self.topology.node_depth()).rev();
         let bests: Vec<LevelBest> = self.with_search(request, |search| {
             depths.map(|d| search.largest_capacity(d)).collect()
-        });
+        })?;
         let tried: Vec<String> = bests
             .iter()
             .map(|best| {
@@ -370,12 +391,12 @@ impl Engine {
             Some(min) if min < request.pods => format!(", at least {min}"),
             _ => String::new(),
         };
-        format!(
+        Ok(format!(
             "gang{name} of {} pods x {} GPUs{minimum} does not fit: {}",
             request.pods,
             request.gpus_per_pod,
             tried.join("; ")
-        )
+        ))
     }
 
     /// Recomputes every aggregate and cross-checks nodes against the ledger.
@@ -383,6 +404,7 @@ impl Engine {
         self.topology
             .check_aggregates()
             .map_err(CoreError::Internal)?;
+        self.topology.check_pools().map_err(CoreError::Internal)?;
         let mut reserved = vec![0u64; self.topology.node_slots()];
         let mut allocated = vec![0u64; self.topology.node_slots()];
         for (_, hold) in self.ledger.live_holds() {

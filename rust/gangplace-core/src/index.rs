@@ -97,9 +97,9 @@ impl FreeIndex {
     }
 
     /// Appends the next domain of `depth` in path order.
-    pub fn push_domain(&mut self, depth: usize, id: DomainId, free: u64) {
+    pub fn push_domain(&mut self, depth: usize, id: DomainId, free: Option<u64>) {
         let level = &mut self.levels[depth];
-        let rank = level.push(Some(free));
+        let rank = level.push(free);
         level.ids.push(id);
         self.domain_rank[id as usize] = rank;
     }
@@ -112,11 +112,17 @@ impl FreeIndex {
         self.node_rank[id as usize] = rank;
     }
 
-    /// A domain's free GPUs changed.
-    pub fn domain_moved(&mut self, depth: usize, id: DomainId, before: u64, after: u64) {
+    /// A domain's free GPUs changed (`None`: not indexed).
+    pub fn domain_moved(
+        &mut self,
+        depth: usize,
+        id: DomainId,
+        before: Option<u64>,
+        after: Option<u64>,
+    ) {
         if !self.stale {
             let rank = self.domain_rank[id as usize];
-            self.levels[depth].moved(rank, Some(before), Some(after));
+            self.levels[depth].moved(rank, before, after);
         }
     }
 

@@ -5,7 +5,8 @@
 //! held with a lifetime and committed, rolled back or released as a unit.
 //!
 //! Modules by concept: [`topology`] (levels, domains, nodes, indexes), [`capacity`]
-//! (per-domain aggregates and views), [`index`] (domains and nodes by free GPUs per level), [`search`] (the placement rules), [`ledger`]
+//! (per-domain aggregates and views), [`index`] (domains and nodes by free GPUs per level), [`pools`] (the same
+//! for label selectors), [`search`] (the placement rules), [`ledger`]
 //! (reservations and allocations), [`engine`] (the operations), [`transactions`]
 //! (reserve, commit, rollback, release), [`snapshot`] (the versioned state format),
 //! [`error`], [`limits`]; [`script`] decodes bytes into operation sequences for property
@@ -18,6 +19,7 @@ pub mod index;
 pub mod ledger;
 pub mod limits;
 pub mod model;
+pub mod pools;
 pub mod script;
 pub mod search;
 pub mod snapshot;

@@ -31,7 +31,7 @@ pub enum Op {
     Health { slot: u8, gpu: u8, healthy: bool },
     /// Cordons or uncordons a node.
     Cordon { slot: u8, cordoned: bool },
-    /// Reserves a gang.
+    /// Reserves a gang (with a label selector when the top bit of `ttl` is set).
     Reserve {
         pods: u8,
         gpus_per_pod: u8,
@@ -218,7 +218,13 @@ fn node_name(slot: u8) -> String {
     format!("n{slot}")
 }
 
-fn request(pods: u8, gpus_per_pod: u8, min_pods: u8, level: u8) -> Result<GangRequest, CoreError> {
+fn request(
+    pods: u8,
+    gpus_per_pod: u8,
+    min_pods: u8,
+    level: u8,
+    label: Option<(String, String)>,
+) -> Result<GangRequest, CoreError> {
     let min_pods = (min_pods > 0).then_some(i64::from(min_pods));
     let level = LEVELS[usize::from(level) % LEVELS.len()].map(str::to_owned);
     let pods = i64::from(pods);
@@ -227,7 +233,7 @@ fn request(pods: u8, gpus_per_pod: u8, min_pods: u8, level: u8) -> Result<GangRe
         i64::from(gpus_per_pod),
         min_pods,
         level,
-        Vec::new(),
+        label.into_iter().collect(),
         String::new(),
     )
 }
@@ -318,9 +324,11 @@ impl Run {
                 owner,
                 ttl,
             } => {
-                let request = request(pods, gpus_per_pod, min_pods, level)?;
+                // The top bit of `ttl` adds a label selector: exercises the selector pools.
+                let label = (ttl & 0x80 != 0).then(|| ("pool".to_owned(), format!("p{}", ttl & 1)));
+                let request = request(pods, gpus_per_pod, min_pods, level, label)?;
                 let owner = OWNERS[usize::from(owner)];
-                let ttl = f64::from(ttl) / 4.0;
+                let ttl = f64::from(ttl & 0x7f) / 4.0;
                 let reservation = engine.reserve(&request, ttl, owner, now)?;
                 self.ids.push(reservation.id);
                 Ok(())
@@ -331,7 +339,7 @@ impl Run {
                 owner,
                 flip_slot,
             } => {
-                let request = request(pods, gpus_per_pod, 0, 0)?;
+                let request = request(pods, gpus_per_pod, 0, 0, None)?;
                 let Some(placement) = engine.place(&request, now)? else {
                     return Ok(());
                 };

@@ -16,6 +16,7 @@ use crate::capacity::Aggregate;
 use crate::error::{CoreError, CoreResult, invalid};
 use crate::index::FreeIndex;
 use crate::limits::{MAX_GPUS_PER_NODE, MAX_LEVELS, MAX_NAME_BYTES, MAX_NODES};
+use crate::pools::Pools;
 
 /// Index of a domain in the topology's arena; the root is 0.
 pub type DomainId = u32;
@@ -133,7 +134,8 @@ pub struct Topology {
     domains: Vec<Domain>,
     nodes: Vec<Node>,
     node_by_name: HashMap<Arc<str>, NodeId>,
-    domain_by_parent_and_name: HashMap<(DomainId, Box<str>), DomainId>,
+    /// Parent -> child name -> child: nested so that a lookup by `&str` allocates nothing.
+    domain_by_parent_and_name: HashMap<DomainId, HashMap<Box<str>, DomainId>>,
     nodes_by_label: HashMap<Box<str>, HashMap<Box<str>, Vec<NodeId>>>,
     unsorted: Vec<DomainId>,
     /// Slots of removed nodes and pruned domains, reused by the next additions.
@@ -141,6 +143,8 @@ pub struct Topology {
     vacant_domains: Vec<DomainId>,
     /// Domains and feasible nodes by free GPUs, per level (see [`crate::index`]).
     index: FreeIndex,
+    /// Aggregates and indexes of the label selectors in use (see [`crate::pools`]).
+    pub(crate) pools: Pools,
 }
 
 fn check_name(what: &str, name: &str) -> CoreResult<()> {
@@ -195,6 +199,7 @@ impl Topology {
             vacant_nodes: Vec::new(),
             vacant_domains: Vec::new(),
             index: FreeIndex::stale(),
+            pools: Pools::default(),
         })
     }
 
@@ -329,19 +334,30 @@ impl Topology {
         self.index = self.built_index();
     }
 
-    /// A fresh index: the tree walked in path order, every domain and node given its rank.
+    /// A fresh index of the whole cluster.
     fn built_index(&self) -> FreeIndex {
+        self.built_index_with(
+            |id| Some(self.domain(id).aggregate.free_gpus()),
+            |_, node| (!node.cordoned).then(|| u64::from(node.free_count())),
+        )
+    }
+
+    /// A fresh index: the tree walked in path order, every domain and node given its rank,
+    /// entered with the free GPUs the closures give (`None`: not indexed).
+    pub(crate) fn built_index_with(
+        &self,
+        domain_free: impl Fn(DomainId) -> Option<u64>,
+        node_free: impl Fn(NodeId, &Node) -> Option<u64>,
+    ) -> FreeIndex {
         let node_depth = self.node_depth();
         let mut index = FreeIndex::default();
         index.begin_rebuild(node_depth + 1, self.domains.len(), self.nodes.len());
         let mut stack = vec![ROOT];
         while let Some(id) = stack.pop() {
             let domain = self.domain(id);
-            index.push_domain(domain.depth, id, domain.aggregate.free_gpus());
+            index.push_domain(domain.depth, id, domain_free(id));
             for &node_id in &domain.child_nodes {
-                let node = self.node(node_id);
-                let free = (!node.cordoned).then(|| u64::from(node.free_count()));
-                index.push_node(node_depth, node_id, free);
+                index.push_node(node_depth, node_id, node_free(node_id, self.node(node_id)));
             }
             stack.extend(domain.child_domains.iter().rev());
         }
@@ -416,16 +432,11 @@ impl Topology {
     /// Adds a node; on error nothing changes.
     pub fn add_node(&mut self, spec: NodeSpec) -> CoreResult<NodeId> {
         let (gpus, unhealthy) = self.validate(&spec)?;
-        let path: Vec<String> = self
-            .levels
-            .iter()
-            .map(|level| {
-                let given = spec.topology.iter().find(|(l, _)| **l == **level);
-                given.map(|(_, name)| name.clone()).unwrap_or_default()
-            })
-            .collect();
         let mut parent = ROOT;
-        for (index, domain_name) in path.iter().enumerate() {
+        for index in 0..self.levels.len() {
+            let level = &self.levels[index];
+            let given = spec.topology.iter().find(|(l, _)| **l == **level);
+            let domain_name = given.map_or("", |(_, name)| name.as_str());
             parent = self.child_domain(parent, index + 1, domain_name);
         }
         // `validate` bounds the node count by MAX_NODES, far below u32::MAX.
@@ -465,19 +476,20 @@ impl Topology {
         self.domains[parent as usize].child_nodes.push(id);
         self.unsorted.push(parent);
         self.index.invalidate();
+        self.pools.clear();
         self.update_aggregates(parent, |aggregate| aggregate.add_node(free));
         Ok(id)
     }
 
     /// The child of `parent` named `name`, created if missing.
     fn child_domain(&mut self, parent: DomainId, depth: usize, name: &str) -> DomainId {
-        let key = (parent, Box::<str>::from(name));
-        if let Some(&id) = self.domain_by_parent_and_name.get(&key) {
+        let existing = self.domain_by_parent_and_name.get(&parent);
+        if let Some(&id) = existing.and_then(|children| children.get(name)) {
             return id;
         }
         let domain = Domain {
             depth,
-            name: key.1.clone(),
+            name: name.into(),
             parent: Some(parent),
             child_domains: Vec::new(),
             child_nodes: Vec::new(),
@@ -497,7 +509,10 @@ impl Topology {
         };
         self.domains[parent as usize].child_domains.push(id);
         self.unsorted.push(parent);
-        self.domain_by_parent_and_name.insert(key, id);
+        self.domain_by_parent_and_name
+            .entry(parent)
+            .or_default()
+            .insert(name.into(), id);
         id
     }
 
@@ -509,7 +524,8 @@ impl Topology {
             let before = domain.aggregate.free_gpus();
             change(&mut domain.aggregate);
             let after = domain.aggregate.free_gpus();
-            self.index.domain_moved(domain.depth, id, before, after);
+            self.index
+                .domain_moved(domain.depth, id, Some(before), Some(after));
             next = domain.parent;
         }
     }
@@ -528,6 +544,7 @@ impl Topology {
                 aggregate.remove_node(before);
                 aggregate.add_node(after);
             });
+            self.pools_node_changed(id, Some(before), Some(after));
         }
     }
 
@@ -544,9 +561,11 @@ impl Topology {
         if cordoned {
             self.index.node_moved(depth, id, feasible_free, None);
             self.update_aggregates(domain, |aggregate| aggregate.remove_node(free));
+            self.pools_node_changed(id, Some(free), None);
         } else {
             self.index.node_moved(depth, id, None, feasible_free);
             self.update_aggregates(domain, |aggregate| aggregate.add_node(free));
+            self.pools_node_changed(id, None, Some(free));
         }
     }
 
@@ -556,6 +575,7 @@ impl Topology {
     pub fn remove_node(&mut self, id: NodeId) {
         let node = std::mem::replace(&mut self.nodes[id as usize], Node::vacant());
         self.index.invalidate();
+        self.pools.clear();
         if !node.cordoned {
             let free = node.free_count();
             self.update_aggregates(node.domain, |aggregate| aggregate.remove_node(free));
@@ -590,7 +610,12 @@ impl Topology {
             }
             let parent = current.parent.unwrap_or(ROOT);
             let name = std::mem::take(&mut self.domains[domain as usize].name);
-            self.domain_by_parent_and_name.remove(&(parent, name));
+            if let Some(children) = self.domain_by_parent_and_name.get_mut(&parent) {
+                children.remove(&name);
+                if children.is_empty() {
+                    self.domain_by_parent_and_name.remove(&parent);
+                }
+            }
             self.domains[parent as usize]
                 .child_domains
                 .retain(|&other| other != domain);

@@ -117,7 +117,7 @@ impl Engine {
         let (demand, plan) = self.plan(request, now)?;
         let Some(plan) = plan else {
             return Err(CoreError::Unschedulable(
-                self.unschedulable_reason(request, &demand),
+                self.unschedulable_reason(request, &demand)?,
             ));
         };
         let pods = plan.pods.iter().map(|pod| (pod.node, pod.gpus));
