@@ -4,9 +4,10 @@ Run as a script, one shape per process so that the numbers are not blurred by ea
 
     .venv/bin/python benches/memory.py million [--labels]
 
-With ``--labels`` the nodes also get the ``pool`` label of ``synth.columns``. Prints one JSON object: the shape, GPUs, seconds to build (``from_arrays`` only, columns
-prepared beforehand), and resident-set growth in bytes per GPU (``/proc/self/status``
-VmRSS before and after, with the columns freed).
+With ``--labels`` the nodes also get the ``pool`` label of ``synth.columns``. Prints one JSON
+object: the shape, GPUs, seconds to build (``from_arrays`` only, columns prepared
+beforehand), and resident-set growth in bytes per GPU (``/proc/self/status`` VmRSS before and
+after, with the columns freed).
 """
 
 from __future__ import annotations
