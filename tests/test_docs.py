@@ -12,6 +12,7 @@ import pytest
 import gangplace
 import gangplace._quick
 import gangplace.reference
+import gangplace.synth
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -24,9 +25,12 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     printed = capsys.readouterr().out
     assert "rack ('s1', 'r2') ('r2-n0', 'r2-n1', 'r2-n2', 'r2-n3')" in printed
     assert "best rack s1/r2 holds 4 of 5" in printed
+    assert "[True, True, False]" in printed  # the bulk example's reserve_many
 
 
-@pytest.mark.parametrize("module", [gangplace, gangplace._quick, gangplace.reference])
+@pytest.mark.parametrize(
+    "module", [gangplace, gangplace._quick, gangplace.reference, gangplace.synth]
+)
 def test_doctests(module: ModuleType) -> None:
     result = doctest.testmod(module)
     assert result.attempted > 0
