@@ -1,0 +1,229 @@
+"""Trace readers: Philly per-VC traces, the Alibaba GPU trace v2023, and a plain CSV.
+
+Every reader returns a list of :class:`Job` sorted by (arrival, id), and raises
+:class:`TraceError` (a ``ValueError``) naming the file and line of the first malformed row.
+
+Turning a job into a gang: a job of ``g`` GPUs on nodes of ``G`` GPUs is one pod of ``g`` GPUs
+when ``g <= G``; otherwise ``ceil(g / G)`` pods. Gangs have pods of one size, so when ``g``
+is not a multiple of ``G`` the pod size is the largest divisor of ``g`` that is at most ``G``
+(12 GPUs on 8-GPU nodes: 2 pods of 6), keeping the GPU count exact. A plain CSV may give
+``pods`` and ``gpus_per_pod`` itself.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "PHILLY_MEAN_S",
+    "PHILLY_MEDIAN_S",
+    "Job",
+    "TraceError",
+    "gang_shape",
+    "read_alibaba",
+    "read_csv",
+    "read_philly",
+    "read_trace",
+]
+
+# Published Philly statistics (../shared/data/trace-summaries/acme_cluster_summary.csv).
+PHILLY_MEDIAN_S = 874.0
+PHILLY_MEAN_S = 18_006.0
+
+
+class TraceError(ValueError):
+    """A trace file is unreadable or has a malformed row (the message names file and line)."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job of a trace: a gang arriving at ``arrival_s`` and running ``duration_s``.
+
+    Attributes:
+        id: Position in the file (0-based), or the trace's own name.
+        arrival_s: Seconds from the start of the trace.
+        duration_s: Run time once started; ``None`` for arrival-only traces.
+        gpus: GPUs in all.
+        pods: Pods of the gang.
+        gpus_per_pod: GPUs per pod (``pods * gpus_per_pod == gpus``).
+        required_level: Coarsest level the gang may span, if the trace says.
+
+    """
+
+    id: str
+    arrival_s: float
+    duration_s: float | None
+    gpus: int
+    pods: int
+    gpus_per_pod: int
+    required_level: str | None = None
+
+
+def gang_shape(gpus: int, gpus_per_node: int) -> tuple[int, int]:
+    """``(pods, gpus_per_pod)`` for a job of ``gpus`` GPUs on nodes of ``gpus_per_node``."""
+    if gpus <= gpus_per_node:
+        return 1, gpus
+    size = next(d for d in range(gpus_per_node, 0, -1) if gpus % d == 0)
+    return gpus // size, size
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise TraceError(f"{path}: cannot read: {error}") from None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            yield number, line
+
+
+def _number(text: str, what: str, where: str, *, integer: bool = False) -> float:
+    try:
+        value = int(text) if integer else float(text)
+    except ValueError:
+        raise TraceError(f"{where}: {what} {text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise TraceError(f"{where}: {what} {text!r} must be finite and >= 0")
+    return value
+
+
+def read_philly(path: str | Path, *, seed: int = 0, gpus_per_node: int = 8) -> list[Job]:
+    """A Philly per-VC trace (tab-separated, 7 fields; field 6 arrival s, field 7 GPUs).
+
+    The traces carry no real durations, so each job draws one from a log-normal fitted to the
+    published Philly figures: median 874 s (mu = ln 874) and mean 18,006 s
+    (sigma = sqrt(2 ln(18006 / 874)) = 2.46), seeded by ``seed``.
+    """
+    path = Path(path)
+    rng = random.Random(seed)
+    mu = math.log(PHILLY_MEDIAN_S)
+    sigma = math.sqrt(2 * math.log(PHILLY_MEAN_S / PHILLY_MEDIAN_S))
+    jobs = []
+    for number, line in _lines(path):
+        where = f"{path}:{number}"
+        fields = line.split("\t")
+        if len(fields) != 7:
+            raise TraceError(f"{where}: expected 7 tab-separated fields, found {len(fields)}")
+        arrival = _number(fields[5], "arrival", where)
+        gpus = int(_number(fields[6], "GPU count", where, integer=True))
+        if gpus < 1:
+            raise TraceError(f"{where}: GPU count must be >= 1, got {gpus}")
+        pods, size = gang_shape(gpus, gpus_per_node)
+        duration = rng.lognormvariate(mu, sigma)
+        jobs.append(Job(f"{path.stem}-{number - 1}", arrival, duration, gpus, pods, size))
+    return sorted(jobs, key=lambda job: job.arrival_s)
+
+
+def read_alibaba(path: str | Path, *, gpus_per_node: int = 8) -> list[Job]:
+    """An Alibaba GPU trace v2023 pod list (``openb_pod_list_*.csv``).
+
+    Pods without GPUs are skipped; a pod asking a fraction of a GPU (``gpu_milli < 1000``)
+    takes a whole one (gangplace places whole GPUs). With ``creation_time`` and
+    ``deletion_time`` a pod arrives at its creation and runs until its deletion; the
+    ``multigpu*`` lists have no times and give arrival-only jobs (``arrival_s`` = position,
+    ``duration_s`` = ``None``), to be replayed as the FGD paper does.
+    """
+    path = Path(path)
+    rows = list(_lines(path))
+    if not rows:
+        raise TraceError(f"{path}: empty file")
+    header = next(csv.reader([rows[0][1]]))
+    if "num_gpu" not in header:
+        raise TraceError(f"{path}:{rows[0][0]}: no num_gpu column in the header")
+    timed = "creation_time" in header and "deletion_time" in header
+    jobs = []
+    for number, line in rows[1:]:
+        where = f"{path}:{number}"
+        values = next(csv.reader([line]))
+        if len(values) != len(header):
+            raise TraceError(f"{where}: expected {len(header)} fields, found {len(values)}")
+        row = dict(zip(header, values, strict=True))
+        gpus = int(_number(row["num_gpu"], "num_gpu", where, integer=True))
+        if gpus == 0:
+            continue
+        pods, size = gang_shape(gpus, gpus_per_node)
+        name = row.get("name") or str(number)
+        if timed:
+            created = _number(row["creation_time"], "creation_time", where)
+            deleted = _number(row["deletion_time"], "deletion_time", where)
+            if deleted < created:
+                raise TraceError(f"{where}: deletion_time is before creation_time")
+            jobs.append(Job(name, created, deleted - created, gpus, pods, size))
+        else:
+            jobs.append(Job(name, float(len(jobs)), None, gpus, pods, size))
+    return sorted(jobs, key=lambda job: job.arrival_s)
+
+
+def read_csv(path: str | Path, *, gpus_per_node: int = 8) -> list[Job]:
+    """A plain CSV: ``arrival_s,duration_s,gpus[,pods,gpus_per_pod,required_level]``.
+
+    A header row naming these columns is required. ``pods`` and ``gpus_per_pod`` default to
+    the split described in the module docstring; when given, their product must be ``gpus``.
+    """
+    path = Path(path)
+    rows = list(_lines(path))
+    if not rows:
+        raise TraceError(f"{path}: empty file")
+    header = [name.strip() for name in next(csv.reader([rows[0][1]]))]
+    missing = {"arrival_s", "duration_s", "gpus"} - set(header)
+    if missing:
+        raise TraceError(f"{path}:{rows[0][0]}: header lacks {', '.join(sorted(missing))}")
+    jobs = []
+    for number, line in rows[1:]:
+        where = f"{path}:{number}"
+        values = [value.strip() for value in next(csv.reader([line]))]
+        if len(values) != len(header):
+            raise TraceError(f"{where}: expected {len(header)} fields, found {len(values)}")
+        row = dict(zip(header, values, strict=True))
+        gpus = int(_number(row["gpus"], "gpus", where, integer=True))
+        if gpus < 1:
+            raise TraceError(f"{where}: gpus must be >= 1")
+        pods, size = gang_shape(gpus, gpus_per_node)
+        if row.get("pods") or row.get("gpus_per_pod"):
+            pods = int(_number(row.get("pods") or "1", "pods", where, integer=True))
+            size = int(
+                _number(row.get("gpus_per_pod") or str(gpus), "gpus_per_pod", where, integer=True)
+            )
+            if pods * size != gpus or pods < 1:
+                raise TraceError(f"{where}: pods x gpus_per_pod ({pods} x {size}) != gpus ({gpus})")
+        jobs.append(
+            Job(
+                str(number - 1),
+                _number(row["arrival_s"], "arrival_s", where),
+                _number(row["duration_s"], "duration_s", where),
+                gpus,
+                pods,
+                size,
+                row.get("required_level") or None,
+            )
+        )
+    return sorted(jobs, key=lambda job: job.arrival_s)
+
+
+def read_trace(
+    path: str | Path, *, format: str | None = None, seed: int = 0, gpus_per_node: int = 8
+) -> list[Job]:
+    """Reads a trace; ``format`` defaults from the file.
+
+    ``.trace`` files are Philly; ``.csv`` files with a ``num_gpu`` column are Alibaba; any
+    other file is the plain CSV.
+    """
+    path = Path(path)
+    if format is None:
+        if path.suffix == ".trace":
+            format = "philly"
+        else:
+            first = next((line for _, line in _lines(path)), "")
+            format = "alibaba" if "num_gpu" in first.split(",") else "csv"
+    if format == "philly":
+        return read_philly(path, seed=seed, gpus_per_node=gpus_per_node)
+    if format == "alibaba":
+        return read_alibaba(path, gpus_per_node=gpus_per_node)
+    if format == "csv":
+        return read_csv(path, gpus_per_node=gpus_per_node)
+    raise TraceError(f"unknown trace format {format!r}; use philly, alibaba or csv")
