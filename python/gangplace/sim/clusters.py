@@ -1,0 +1,185 @@
+"""Cluster specifications for the simulator.
+
+A spec is a ``gangplace.synth`` shape, ``tree:S,R,N,G``, or a node-list CSV (the Alibaba
+``openb_node_list_*.csv`` files).
+
+A node-list CSV has a ``gpu`` column (GPUs per node) and a node name column (``sn`` or
+``name``). Nodes without GPUs are left out, nodes with more than 64 GPUs are refused. The file
+gives no topology, so nodes are grouped by a documented rule: in file order, every
+``nodes_per_rack`` (default 8) consecutive GPU nodes form a rack and every ``racks_per_spine``
+(default 8) consecutive racks a spine.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from gangplace._gangplace import Cluster
+from gangplace.sim.traces import TraceError
+from gangplace.synth import SHAPES, columns
+
+__all__ = ["ClusterSpec", "parse_cluster"]
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Nodes and their topology paths, ready to be built as often as needed.
+
+    Attributes:
+        name: How the spec was given.
+        levels: Level names, outermost first (the last is the rack level).
+        names: Node names.
+        paths: Per node, its domain names, outermost first.
+        gpus: Per node, its GPUs.
+        unhealthy: Per node, a bitmask of unhealthy GPUs.
+
+    """
+
+    name: str
+    levels: tuple[str, ...]
+    names: tuple[str, ...]
+    paths: tuple[tuple[str, ...], ...]
+    gpus: tuple[int, ...]
+    unhealthy: tuple[int, ...]
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs of all nodes."""
+        return sum(self.gpus)
+
+    @property
+    def healthy_gpus(self) -> int:
+        """GPUs not marked unhealthy."""
+        return self.total_gpus - sum(bin(mask).count("1") for mask in self.unhealthy)
+
+    @property
+    def gpus_per_node(self) -> int:
+        """The most GPUs of any node (the pod size jobs are split into)."""
+        return max(self.gpus, default=8)
+
+    def build(
+        self,
+        *,
+        policy: str = "best-fit",
+        clock: object = None,
+        flat: Sequence[str] | None = None,
+    ) -> Cluster:
+        """A fresh cluster; with ``flat`` (new names in order), a cluster without levels."""
+        if flat is not None:
+            return Cluster.from_arrays(
+                (),
+                list(flat),
+                [],
+                np.array(self.gpus),
+                np.array(self.unhealthy, dtype=np.uint64),
+                policy=policy,  # type: ignore[arg-type]
+                clock=clock,  # type: ignore[arg-type]
+            )
+        domains = [[path[level] for path in self.paths] for level in range(len(self.levels))]
+        return Cluster.from_arrays(
+            self.levels,
+            list(self.names),
+            domains,
+            np.array(self.gpus),
+            np.array(self.unhealthy, dtype=np.uint64),
+            policy=policy,  # type: ignore[arg-type]
+            clock=clock,  # type: ignore[arg-type]
+        )
+
+
+def _from_shape(name: str, *, unhealthy: float, seed: int) -> ClusterSpec:
+    shape = SHAPES[name]
+    data = columns(shape, unhealthy=unhealthy, seed=seed)
+    paths = list(
+        zip(*[[table[code] for code in codes] for codes, table in data["domains"]], strict=True)
+    )
+    return ClusterSpec(
+        name,
+        shape.levels,
+        tuple(str(n) for n in data["names"]),
+        tuple(tuple(path) for path in paths),
+        tuple(int(g) for g in data["gpus"]),
+        tuple(int(m) for m in data["unhealthy_mask"]),
+    )
+
+
+def _tree(text: str, spec: str) -> ClusterSpec:
+    try:
+        spines, racks, nodes, gpus = (int(part) for part in text.split(","))
+    except ValueError:
+        raise TraceError(f"cluster {spec!r}: tree: needs four integers S,R,N,G") from None
+    if min(spines, racks, nodes) < 1 or not 1 <= gpus <= 64:
+        raise TraceError(f"cluster {spec!r}: counts must be >= 1 and G in 1..64")
+    names, paths = [], []
+    for s in range(spines):
+        for r in range(racks):
+            for n in range(nodes):
+                names.append(f"s{s}-r{r}-n{n}")
+                paths.append((f"s{s}", f"s{s}-r{r}"))
+    count = len(names)
+    return ClusterSpec(
+        spec, ("spine", "rack"), tuple(names), tuple(paths), (gpus,) * count, (0,) * count
+    )
+
+
+def _node_list(path: Path, nodes_per_rack: int, racks_per_spine: int) -> ClusterSpec:
+    try:
+        rows = list(csv.DictReader(path.read_text(encoding="utf-8").splitlines()))
+    except (OSError, UnicodeDecodeError) as error:
+        raise TraceError(f"{path}: cannot read: {error}") from None
+    names, gpus = [], []
+    for number, row in enumerate(rows, start=2):
+        name = row.get("sn") or row.get("name")
+        count = row.get("gpu")
+        if not name or count is None or not count.strip().isdigit():
+            raise TraceError(f"{path}:{number}: needs a node name (sn or name) and a gpu count")
+        if int(count) > 64:
+            raise TraceError(f"{path}:{number}: {count} GPUs on one node; the limit is 64")
+        if int(count) > 0:
+            names.append(name)
+            gpus.append(int(count))
+    if not names:
+        raise TraceError(f"{path}: no node with GPUs")
+    paths = []
+    for index in range(len(names)):
+        rack = index // nodes_per_rack
+        spine = rack // racks_per_spine
+        paths.append((f"s{spine}", f"s{spine}-r{rack}"))
+    return ClusterSpec(
+        str(path),
+        ("spine", "rack"),
+        tuple(names),
+        tuple(paths),
+        tuple(gpus),
+        (0,) * len(names),
+    )
+
+
+def parse_cluster(
+    spec: str,
+    *,
+    unhealthy: float = 0.0,
+    seed: int = 0,
+    nodes_per_rack: int = 8,
+    racks_per_spine: int = 8,
+) -> ClusterSpec:
+    """A cluster from ``--cluster SPEC``: a synth shape, ``tree:S,R,N,G`` or a node-list CSV.
+
+    Raises:
+        TraceError: An unknown shape, a malformed tree, or an unreadable or malformed file.
+
+    """
+    if spec in SHAPES:
+        return _from_shape(spec, unhealthy=unhealthy, seed=seed)
+    if spec.startswith("tree:"):
+        return _tree(spec.removeprefix("tree:"), spec)
+    path = Path(spec)
+    if path.suffix == ".csv" or path.exists():
+        return _node_list(path, nodes_per_rack, racks_per_spine)
+    known = ", ".join(sorted(SHAPES))
+    raise TraceError(f"unknown cluster {spec!r}: use one of {known}, tree:S,R,N,G or a node CSV")
