@@ -9,6 +9,7 @@ __all__ = [
     "Allocation",
     "Cluster",
     "ClusterStats",
+    "Explanation",
     "GangRequest",
     "NodeInfo",
     "Placement",
@@ -198,6 +199,38 @@ class ClusterStats:
     def unhealthy(self) -> int: ...
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
+
+@final
+class Explanation:
+    """Why a gang fits where it does, or does not fit (see ``Cluster.explain``).
+
+    ``str()`` gives the summary line, one line per level tried, and the excluded nodes.
+    """
+
+    @property
+    def fits(self) -> bool:
+        """Whether the gang fits now."""
+    @property
+    def placement(self) -> Placement | None:
+        """Where it would go (what ``place_gang`` answers)."""
+    @property
+    def summary(self) -> str:
+        """One line; ``Unschedulable.reason`` when the gang does not fit."""
+    @property
+    def levels(self) -> list[dict[str, Any]]:
+        """Levels tried, finest first, as dicts.
+
+        Keys: ``level``, ``domain`` (path tuple or ``None``), ``capacity``, ``needed`` (pods)
+        and ``gpus_to_free`` (held GPUs to free in that domain for the gang to fit there; 0 if
+        it fits; ``None`` if it cannot fit even emptied).
+        """
+    @property
+    def excluded(self) -> dict[str, int]:
+        """Nodes that cannot take one pod, by the first reason that applies.
+
+        Keys: ``cordoned``, ``selector_mismatch``, ``unhealthy`` (too few healthy GPUs even if
+        all were free), ``too_few_free``.
+        """
 
 @final
 class Cluster:
@@ -440,6 +473,18 @@ class Cluster:
         """Live allocations, sorted by id; only ``owner``'s when given, else all."""
     def _set_failpoint(self, armed: bool) -> None:
         """Testing only: the next mutation panics half-way, proving fail-closed behaviour."""
+    def explain(self, request: GangRequest) -> Explanation:
+        """Why the gang fits where it does, or does not fit.
+
+        For every level tried (finest first): the domain that could hold the most pods, how
+        many, and the held GPUs that would have to be freed there for the gang to fit; the
+        nodes that cannot take even one pod, by reason. Its ``summary`` is the text of
+        ``Unschedulable.reason``. Visits every node: a diagnostic, not a scheduling-loop call.
+
+        Raises:
+            InvalidRequest: Unknown ``required_level``.
+
+        """
     def place_many(self, requests: Iterable[GangRequest]) -> list[Placement | None]:
         """``place_gang`` for each request on the current state, in one call.
 

@@ -4,10 +4,11 @@ A spec is a ``gangplace.synth`` shape, ``tree:S,R,N,G``, or a node-list CSV (the
 ``openb_node_list_*.csv`` files).
 
 A node-list CSV has a ``gpu`` column (GPUs per node) and a node name column (``sn`` or
-``name``). Nodes without GPUs are left out, nodes with more than 64 GPUs are refused. The file
-gives no topology, so nodes are grouped by a documented rule: in file order, every
-``nodes_per_rack`` (default 8) consecutive GPU nodes form a rack and every ``racks_per_spine``
-(default 8) consecutive racks a spine.
+``name``), and may have ``rack`` and ``spine`` columns. Nodes without GPUs are left out, nodes
+with more than 64 GPUs are refused. Without ``rack``/``spine`` (the Alibaba lists give no
+topology) nodes are grouped by a documented rule: in file order, every ``nodes_per_rack``
+(default 8) consecutive GPU nodes form a rack and every ``racks_per_spine`` (default 8)
+consecutive racks a spine.
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ def _node_list(path: Path, nodes_per_rack: int, racks_per_spine: int) -> Cluster
         rows = list(csv.DictReader(path.read_text(encoding="utf-8").splitlines()))
     except (OSError, UnicodeDecodeError) as error:
         raise TraceError(f"{path}: cannot read: {error}") from None
-    names, gpus = [], []
+    names, gpus, given = [], [], []
     for number, row in enumerate(rows, start=2):
         name = row.get("sn") or row.get("name")
         count = row.get("gpu")
@@ -143,13 +144,15 @@ def _node_list(path: Path, nodes_per_rack: int, racks_per_spine: int) -> Cluster
         if int(count) > 0:
             names.append(name)
             gpus.append(int(count))
+            given.append((row.get("spine") or "", row.get("rack") or ""))
     if not names:
         raise TraceError(f"{path}: no node with GPUs")
     paths = []
     for index in range(len(names)):
         rack = index // nodes_per_rack
         spine = rack // racks_per_spine
-        paths.append((f"s{spine}", f"s{spine}-r{rack}"))
+        spine_name = given[index][0] or f"s{spine}"
+        paths.append((spine_name, given[index][1] or f"{spine_name}-r{rack}"))
     return ClusterSpec(
         str(path),
         ("spine", "rack"),

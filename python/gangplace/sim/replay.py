@@ -17,8 +17,9 @@ Policies:
   soon as a node fits it (best-fit node); pods of the queued jobs are interleaved, one pod per
   job per round, in queue order. Bound pods hold their GPUs until the whole job is bound; a
   job starts when its last pod binds. A job still partial ``pod_timeout_s`` after its first
-  pod bound releases its pods and waits again (as coscheduling plugins do). A deadlock is
-  counted each time partial jobs hold GPUs, no pod can bind and nothing is running.
+  pod bound releases its pods and retries after a seeded random backoff of up to one timeout
+  (as coscheduling plugins back off). A deadlock is counted each time the cluster enters a
+  state where partial jobs hold GPUs, no pod can bind and nothing is running.
 - ``ladder``: gangplace best-fit that requires the rack level for the first ``T1`` seconds of
   a job's wait, then the level above until ``T2``, then anywhere (like Slurm's
   ``--switches=count@max-time``).
@@ -66,6 +67,7 @@ class JobRecord:
     waited_with_free_gpus: bool = False
     bound: list[Allocation] = field(default_factory=list)
     first_bound_s: float | None = None
+    retry_at_s: float = 0.0
 
 
 @dataclass
@@ -81,6 +83,7 @@ class RunResult:
     placements: int
     engine_seconds: float
     samples: list[tuple[float, int, int]]  # (time, busy GPUs, queued jobs)
+    truncated: bool = False
 
 
 class Replay:
@@ -134,6 +137,10 @@ class Replay:
         self.placements = 0
         self.engine_seconds = 0.0
         self.samples: list[tuple[float, int, int]] = []
+        self.rng = random.Random(seed)
+        # A safety stop: a livelock (partial gangs timing out and re-binding forever) must not
+        # hang the simulation. Hitting it is reported as `truncated`.
+        self.max_events = 1000 * max(len(jobs), 1)
 
     # ------------------------------------------------------------------ events
 
@@ -141,7 +148,7 @@ class Replay:
         self.sequence += 1
         heapq.heappush(self.events, (at, kind, self.sequence, record))
 
-    def run(self, progress: Callable[[int], None] | None = None) -> RunResult:
+    def run(self, progress: Callable[[int], object] | None = None) -> RunResult:
         """Runs to the end; ``progress`` is called with the number of events handled."""
         arrived = 0.0
         for record in self.records:
@@ -150,7 +157,12 @@ class Replay:
             arrived += record.job.gpus
             self._push(record.job.arrival_s, ARRIVAL, record)
         last = 0.0
+        handled_total = 0
+        truncated = False
         while self.events:
+            if handled_total >= self.max_events:
+                truncated = True
+                break
             now = self.events[0][0]
             self._advance(last, now)
             last = now
@@ -159,6 +171,7 @@ class Replay:
                 _, kind, _, record = heapq.heappop(self.events)
                 self._handle(kind, record, now)
                 handled += 1
+            handled_total += handled
             self._schedule(now)
             self.samples.append((now, self.busy, len(self.queue)))
             if progress is not None:
@@ -173,6 +186,7 @@ class Replay:
             self.placements,
             self.engine_seconds,
             self.samples,
+            truncated,
         )
 
     def _advance(self, last: float, now: float) -> None:
@@ -275,8 +289,10 @@ class Replay:
             progress = False
             for record in list(self.queue):
                 job = record.job
-                if len(record.bound) >= job.pods:
-                    continue
+                if record.start_s is not None or len(record.bound) >= job.pods:
+                    continue  # started earlier in this pass, or fully bound
+                if record.retry_at_s > now:
+                    continue  # backing off after a timeout
                 pod = GangRequest(1, job.gpus_per_pod, name=job.id)
                 try:
                     reservation = self._reserve(pod)
@@ -303,8 +319,15 @@ class Replay:
         self.in_deadlock = stuck
 
     def _drop_partial(self, record: JobRecord) -> None:
+        """Releases a timed-out partial gang.
+
+        It retries after a seeded random backoff of up to one timeout, so that gangs that
+        timed out together do not re-bind in lockstep.
+        """
         for allocation in record.bound:
             self.cluster.release(allocation)
         self.held_partial -= len(record.bound) * record.job.gpus_per_pod
         record.bound = []
         record.first_bound_s = None
+        record.retry_at_s = self.clock.now + self.rng.uniform(0.0, self.pod_timeout_s or 0.0)
+        self._push(record.retry_at_s, STEP, record)

@@ -285,7 +285,7 @@ impl Engine {
 
     /// Runs `search` over the view the request calls for.
     /// The selector's pool must exist (`plan` makes it).
-    fn with_search<R>(
+    pub(crate) fn with_search<R>(
         &self,
         request: &GangRequest,
         search: impl FnOnce(&dyn SearchOps) -> R,
@@ -348,57 +348,6 @@ impl Engine {
         Ok(plan.map(|plan| self.placement(&plan)))
     }
 
-    /// Why a request has no placement: the best domain of each level tried, finest first.
-    pub fn unschedulable_reason(
-        &self,
-        request: &GangRequest,
-        demand: &Demand,
-    ) -> CoreResult<String> {
-        let depths = (demand.coarsest_depth..=self.topology.node_depth()).rev();
-        let bests: Vec<LevelBest> = self.with_search(request, |search| {
-            depths.map(|d| search.largest_capacity(d)).collect()
-        })?;
-        let tried: Vec<String> = bests
-            .iter()
-            .map(|best| {
-                let level = self.topology.level_name(best.depth);
-                match best.item {
-                    None => format!("no {level} holds a pod"),
-                    Some(item) => {
-                        let path = match item {
-                            Item::Domain(id) => self.topology.domain_path(id),
-                            Item::Node(id) => self.topology.node_path(id),
-                        };
-                        let where_ = if path.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" {}", path.join("/"))
-                        };
-                        format!(
-                            "best {level}{where_} holds {} of {}",
-                            best.capacity, demand.pods
-                        )
-                    }
-                }
-            })
-            .collect();
-        let name = if request.name.is_empty() {
-            String::new()
-        } else {
-            format!(" \"{}\"", request.name)
-        };
-        let minimum = match request.min_pods {
-            Some(min) if min < request.pods => format!(", at least {min}"),
-            _ => String::new(),
-        };
-        Ok(format!(
-            "gang{name} of {} pods x {} GPUs{minimum} does not fit: {}",
-            request.pods,
-            request.gpus_per_pod,
-            tried.join("; ")
-        ))
-    }
-
     /// Recomputes every aggregate and cross-checks nodes against the ledger.
     pub fn check_invariants(&self) -> CoreResult<()> {
         self.topology
@@ -437,7 +386,7 @@ impl Engine {
 }
 
 /// The operations the engine needs of a search, whatever its view.
-trait SearchOps {
+pub(crate) trait SearchOps {
     fn plan(&self, demand: &Demand, policy: Policy) -> CoreResult<Option<Plan>>;
     fn largest_capacity(&self, depth: usize) -> LevelBest;
 }

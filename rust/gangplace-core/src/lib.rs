@@ -15,6 +15,7 @@
 pub mod capacity;
 pub mod engine;
 pub mod error;
+pub mod explain;
 pub mod index;
 pub mod ledger;
 pub mod limits;
@@ -28,6 +29,7 @@ pub mod transactions;
 
 pub use engine::{Engine, GpuState};
 pub use error::{CoreError, CoreResult};
+pub use explain::{Exclusions, Explanation, LevelExplanation};
 pub use model::{
     Allocation, ClusterStats, GangRequest, NodeInfo, Placement, PodPlacement, Reservation,
 };

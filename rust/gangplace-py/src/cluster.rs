@@ -14,6 +14,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString, PyTuple};
 use crate::arrays;
 use crate::convert;
 use crate::errors::{CallError, InvalidRequest, contain};
+use crate::explain::Explanation;
 use crate::types::{
     Allocation, ClusterStats, GangRequest, NodeInfo, Placement, Reservation, py_str,
 };
@@ -418,6 +419,14 @@ impl Cluster {
         Ok(placement.map(|placement| Placement {
             inner: Arc::new(placement),
         }))
+    }
+
+    /// Why the gang fits where it does, or does not fit (O(nodes): a diagnostic).
+    fn explain(&self, py: Python<'_>, request: &Bound<'_, GangRequest>) -> PyResult<Explanation> {
+        let request = request.get().inner.clone();
+        let now = self.now(py)?;
+        let inner = self.run_detached(py, |engine| Ok(engine.explain(&request, now)?))?;
+        Ok(Explanation { inner })
     }
 
     #[pyo3(

@@ -5,6 +5,7 @@ mod arrays;
 mod cluster;
 mod convert;
 mod errors;
+mod explain;
 mod types;
 
 use pyo3::prelude::*;
@@ -14,6 +15,8 @@ use pyo3::prelude::*;
 mod _gangplace {
     #[pymodule_export]
     use crate::cluster::Cluster;
+    #[pymodule_export]
+    use crate::explain::Explanation;
     #[pymodule_export]
     use crate::types::{
         Allocation, ClusterStats, GangRequest, NodeInfo, Placement, PodPlacement, Reservation,

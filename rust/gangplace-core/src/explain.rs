@@ -1,0 +1,234 @@
+//! Explanations: why a gang fits or not. For every level tried, the domain that could hold
+//! the most pods and how many; the nodes excluded and why; and the GPUs that would have to be
+//! freed in each level's best domain for the gang to fit there.
+//!
+//! The levels part is also the text of `Unschedulable.reason` (computed without visiting
+//! nodes); the node counts and the freeing figures visit the nodes of the cluster and of the
+//! best domains, so `explain` costs O(nodes): a diagnostic, not a scheduling-loop call.
+
+use crate::engine::Engine;
+use crate::error::CoreResult;
+use crate::model::{GangRequest, Placement};
+use crate::search::{Demand, Item, LevelBest};
+use crate::topology::NodeId;
+
+/// One level tried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LevelExplanation {
+    /// `node`, a level name, or `cluster`.
+    pub level: String,
+    /// Path of the domain holding the most pods (node name appended at level `node`); `None`
+    /// when no domain of the level holds a pod.
+    pub domain: Option<Vec<String>>,
+    /// Pods it can hold now.
+    pub capacity: u64,
+    /// Pods the gang needs.
+    pub needed: u64,
+    /// Fewest held GPUs that would have to be freed in that domain for the gang to fit;
+    /// `Some(0)` when it fits; `None` when it cannot fit even with every GPU freed.
+    pub gpus_to_free: Option<u64>,
+}
+
+/// Nodes that cannot take even one pod of the gang, by the first reason that applies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Exclusions {
+    /// Cordoned.
+    pub cordoned: u64,
+    /// Lacking a selector label.
+    pub selector_mismatch: u64,
+    /// Too few healthy GPUs for one pod, even if all were free.
+    pub unhealthy: u64,
+    /// Enough healthy GPUs, too few of them free.
+    pub too_few_free: u64,
+}
+
+/// Why a gang fits where it does, or does not fit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Explanation {
+    /// Where it would go now (what `place_gang` answers).
+    pub placement: Option<Placement>,
+    /// The levels tried, finest first.
+    pub levels: Vec<LevelExplanation>,
+    /// Excluded nodes by reason.
+    pub excluded: Exclusions,
+    /// The one-line summary: `Unschedulable.reason` when the gang does not fit.
+    pub summary: String,
+}
+
+impl Engine {
+    /// Explains `request` against the current state (after reclaiming expired holds).
+    pub fn explain(&mut self, request: &GangRequest, now: f64) -> CoreResult<Explanation> {
+        let (demand, plan) = self.plan(request, now)?;
+        let placement = plan.map(|plan| self.placement(&plan));
+        let bests = self.level_bests(request, &demand)?;
+        let summary = match &placement {
+            Some(placement) => format!(
+                "gang{} of {} pods x {} GPUs fits: {} pods at level {} {}",
+                quoted_name(request),
+                request.pods,
+                request.gpus_per_pod,
+                placement.pods.len(),
+                placement.level,
+                placement.domain.join("/")
+            ),
+            None => self.reason_text(request, &demand, &bests),
+        };
+        let levels = bests
+            .iter()
+            .map(|best| LevelExplanation {
+                level: self.topology.level_name(best.depth).to_owned(),
+                domain: best.item.map(|item| self.item_path(item)),
+                capacity: best.capacity,
+                needed: demand.pods,
+                gpus_to_free: best
+                    .item
+                    .and_then(|item| self.gpus_to_free(item, request, demand.pods)),
+            })
+            .collect();
+        Ok(Explanation {
+            placement,
+            levels,
+            excluded: self.exclusions(request),
+            summary,
+        })
+    }
+
+    fn item_path(&self, item: Item) -> Vec<String> {
+        let path = match item {
+            Item::Domain(id) => self.topology.domain_path(id),
+            Item::Node(id) => self.topology.node_path(id),
+        };
+        path.into_iter().map(str::to_owned).collect()
+    }
+
+    fn level_bests(&self, request: &GangRequest, demand: &Demand) -> CoreResult<Vec<LevelBest>> {
+        let depths = (demand.coarsest_depth..=self.topology.node_depth()).rev();
+        self.with_search(request, |search| {
+            depths.map(|depth| search.largest_capacity(depth)).collect()
+        })
+    }
+
+    /// Why a request has no placement: the best domain of each level tried, finest first.
+    pub fn unschedulable_reason(
+        &self,
+        request: &GangRequest,
+        demand: &Demand,
+    ) -> CoreResult<String> {
+        let bests = self.level_bests(request, demand)?;
+        Ok(self.reason_text(request, demand, &bests))
+    }
+
+    fn reason_text(&self, request: &GangRequest, demand: &Demand, bests: &[LevelBest]) -> String {
+        let tried: Vec<String> = bests
+            .iter()
+            .map(|best| {
+                let level = self.topology.level_name(best.depth);
+                match best.item {
+                    None => format!("no {level} holds a pod"),
+                    Some(item) => {
+                        let path = self.item_path(item);
+                        let where_ = if path.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" {}", path.join("/"))
+                        };
+                        format!(
+                            "best {level}{where_} holds {} of {}",
+                            best.capacity, demand.pods
+                        )
+                    }
+                }
+            })
+            .collect();
+        let minimum = match request.min_pods {
+            Some(min) if min < request.pods => format!(", at least {min}"),
+            _ => String::new(),
+        };
+        format!(
+            "gang{} of {} pods x {} GPUs{minimum} does not fit: {}",
+            quoted_name(request),
+            request.pods,
+            request.gpus_per_pod,
+            tried.join("; ")
+        )
+    }
+
+    fn matches(&self, node: NodeId, request: &GangRequest) -> bool {
+        let labels = &self.topology.node(node).labels;
+        request
+            .selector
+            .iter()
+            .all(|(key, value)| labels.get(key.as_str()).is_some_and(|v| **v == **value))
+    }
+
+    fn exclusions(&self, request: &GangRequest) -> Exclusions {
+        let size = request.gpus_per_pod;
+        let mut excluded = Exclusions::default();
+        for (id, node) in self.topology.nodes() {
+            if node.cordoned {
+                excluded.cordoned += 1;
+            } else if !self.matches(id, request) {
+                excluded.selector_mismatch += 1;
+            } else if node.gpus - node.unhealthy.count_ones() < size {
+                excluded.unhealthy += 1;
+            } else if node.free_count() < size {
+                excluded.too_few_free += 1;
+            }
+        }
+        excluded
+    }
+
+    /// The fewest held GPUs to free under `item` so that it holds `pods` pods.
+    fn gpus_to_free(&self, item: Item, request: &GangRequest, pods: u64) -> Option<u64> {
+        let size = u64::from(request.gpus_per_pod);
+        let mut capacity = 0u64;
+        let mut costs: Vec<u64> = Vec::new();
+        let mut stack = vec![item];
+        while let Some(item) = stack.pop() {
+            let id = match item {
+                Item::Node(id) => id,
+                Item::Domain(id) => {
+                    let domain = self.topology.domain(id);
+                    stack.extend(domain.child_domains.iter().map(|&d| Item::Domain(d)));
+                    stack.extend(domain.child_nodes.iter().map(|&n| Item::Node(n)));
+                    continue;
+                }
+            };
+            let node = self.topology.node(id);
+            if node.cordoned || !self.matches(id, request) {
+                continue;
+            }
+            let free = u64::from(node.free_count());
+            let healthy = u64::from(node.gpus - node.unhealthy.count_ones());
+            let (now, most) = (free / size, healthy / size);
+            capacity += now;
+            for extra in 1..=most.saturating_sub(now) {
+                // The first extra pod needs the node topped up to a multiple of the pod
+                // size; each further one a whole pod's GPUs (non-decreasing, so taking the
+                // cheapest costs over all nodes is optimal).
+                costs.push(if extra == 1 {
+                    (now + 1) * size - free
+                } else {
+                    size
+                });
+            }
+        }
+        let deficit = pods.saturating_sub(capacity);
+        if deficit == 0 {
+            return Some(0);
+        }
+        if (costs.len() as u64) < deficit {
+            return None;
+        }
+        costs.sort_unstable();
+        Some(costs.iter().take(usize::try_from(deficit).ok()?).sum())
+    }
+}
+
+fn quoted_name(request: &GangRequest) -> String {
+    if request.name.is_empty() {
+        String::new()
+    } else {
+        format!(" \"{}\"", request.name)
+    }
+}
