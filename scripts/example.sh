@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# The README's main command: set up (idempotent), then run the quick-start example.
+# The README's main command: set up (idempotent), then replay the bundled Philly VC trace on
+# the bundled cluster under all five policies (best-fit, first-fit, blind, pod-by-pod,
+# ladder). Prints the comparison table and where it wrote report.json and the plots.
+# Extra arguments go to `gangplace simulate` (see `python -m gangplace simulate --help`).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
-python examples/quickstart.py
+python -m gangplace simulate --out out/simulation "$@"

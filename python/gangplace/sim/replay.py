@@ -204,7 +204,8 @@ class Replay:
             record.end_s = now
             del self.running[id(record)]
         elif kind == TIMEOUT:
-            deadline = (record.first_bound_s or math.inf) + (self.pod_timeout_s or math.inf)
+            first = record.first_bound_s if record.first_bound_s is not None else math.inf
+            deadline = first + (self.pod_timeout_s if self.pod_timeout_s is not None else math.inf)
             if record.start_s is None and record.bound and now >= deadline:
                 self._drop_partial(record)
         elif kind == ARRIVAL:
