@@ -8,6 +8,9 @@ Definitions (all times in seconds of the trace):
   partial pod-by-pod gangs do not count: they are ``idle_held_gpu_hours``).
 - ``locality``: for gangs of more than one pod, how many ran within one ``node``, one
   ``rack`` (innermost level), one ``spine`` (the level above) or ``wider``.
+- ``jobs_total`` counts the jobs that arrived (arrival-only replays stop once 130% of the
+  healthy GPUs have arrived); ``jobs_rejected`` those an arrival-only replay could not start
+  on arrival; ``allocation_at_end`` the share of healthy GPUs busy at the end.
 - ``fragmentation_waits``: jobs that, at least once, could not start although the cluster
   had at least their number of GPUs free in total.
 - ``placements_per_s``: engine placement calls per second of time spent inside them.
@@ -57,7 +60,8 @@ def _locality(record: JobRecord, spec: ClusterSpec, paths: dict[str, tuple[str, 
 
 def summarize(result: RunResult, spec: ClusterSpec) -> dict[str, Any]:
     """The figures of one policy's run."""
-    started = [r for r in result.records if r.start_s is not None]
+    arrived = [r for r in result.records if r.arrived]
+    started = [r for r in arrived if r.start_s is not None]
     finished = [r for r in result.records if r.end_s is not None]
     waits = [(r.start_s or 0.0) - r.job.arrival_s for r in started]
     by_size = {
@@ -73,7 +77,7 @@ def summarize(result: RunResult, spec: ClusterSpec) -> dict[str, Any]:
             locality[_locality(record, spec, paths)] += 1
     capacity = spec.healthy_gpus * result.makespan_s
     return {
-        "jobs_total": len(result.records),
+        "jobs_total": len(arrived),
         "jobs_started": len(started),
         "jobs_finished": len(finished),
         "makespan_s": result.makespan_s,
@@ -86,6 +90,12 @@ def summarize(result: RunResult, spec: ClusterSpec) -> dict[str, Any]:
         "fragmentation_waits": sum(1 for r in result.records if r.waited_with_free_gpus),
         "placements": result.placements,
         "truncated": result.truncated,
+        "jobs_rejected": sum(1 for r in result.records if r.rejected),
+        "allocation_at_end": (
+            result.samples[-1][1] / spec.healthy_gpus
+            if result.samples and spec.healthy_gpus
+            else 0.0
+        ),
         "placements_per_s": (
             result.placements / result.engine_seconds if result.engine_seconds else None
         ),

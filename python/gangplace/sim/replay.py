@@ -20,6 +20,10 @@ Policies:
   pod bound releases its pods and retries after a seeded random backoff of up to one timeout
   (as coscheduling plugins back off). A deadlock is counted each time the cluster enters a
   state where partial jobs hold GPUs, no pod can bind and nothing is running.
+Arrival-only traces (no durations: jobs never end) keep no queue: a job that cannot start when
+it arrives is rejected (pod-by-pod: its bound pods are released), and the figure that matters
+is the share of GPUs allocated at the end.
+
 - ``ladder``: gangplace best-fit that requires the rack level for the first ``T1`` seconds of
   a job's wait, then the level above until ``T2``, then anywhere (like Slurm's
   ``--switches=count@max-time``).
@@ -68,6 +72,8 @@ class JobRecord:
     bound: list[Allocation] = field(default_factory=list)
     first_bound_s: float | None = None
     retry_at_s: float = 0.0
+    rejected: bool = False
+    arrived: bool = False
 
 
 @dataclass
@@ -209,6 +215,7 @@ class Replay:
             if record.start_s is None and record.bound and now >= deadline:
                 self._drop_partial(record)
         elif kind == ARRIVAL:
+            record.arrived = True
             self.queue.append(record)
             if self.policy == "ladder":
                 for step in self.ladder:
@@ -263,6 +270,9 @@ class Replay:
             except Unschedulable:
                 if self.cluster.stats().free >= record.job.gpus:
                     record.waited_with_free_gpus = True
+                if record.job.duration_s is None:
+                    self._reject(record)
+                    continue
                 if blocked is None:
                     blocked = record
                     if not self.backfill:
@@ -300,6 +310,9 @@ class Replay:
                 except Unschedulable:
                     if self.cluster.stats().free >= job.gpus:
                         record.waited_with_free_gpus = True
+                    if job.duration_s is None:
+                        self._drop_partial(record)
+                        self._reject(record)
                     continue
                 record.bound.append(self.cluster.commit(reservation))
                 self.held_partial += job.gpus_per_pod
@@ -318,6 +331,14 @@ class Replay:
         if stuck and not self.in_deadlock:
             self.deadlocks += 1
         self.in_deadlock = stuck
+
+    def _reject(self, record: JobRecord) -> None:
+        """Rejects a job of an arrival-only replay that does not fit when it arrives.
+
+        Such replays keep no queue, as the FGD paper's replay of the Alibaba lists.
+        """
+        record.rejected = True
+        self.queue.remove(record)
 
     def _drop_partial(self, record: JobRecord) -> None:
         """Releases a timed-out partial gang.
