@@ -209,3 +209,38 @@ def test_cli_explain(tmp_path: Path) -> None:
     done = run_cli("explain", "--cluster", "tree:1,2,2,8", "--pods", "5", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "does not fit" in done.stdout and "best rack" in done.stdout
+
+
+def test_cluster_from_json_and_explain_cli(tmp_path: Path) -> None:
+    description = {
+        "levels": ["rack"],
+        "nodes": [
+            {"name": "a", "gpus": 8, "topology": {"rack": "r0"}, "unhealthy": [0]},
+            {"name": "b", "gpus": 8, "topology": {"rack": "r0"}},
+        ],
+    }
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(description))
+    spec = parse_cluster(str(path))
+    assert spec.names == ("a", "b") and spec.unhealthy == (1, 0)
+    done = run_cli("explain", "--cluster", str(path), "--pods", "2", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "1 with too few healthy GPUs for a pod" in done.stdout
+    path.write_text('{"levels": ["rack"], "nodes": [{"name": "a"}]}')
+    bad = run_cli("explain", "--cluster", str(path), "--pods", "1", cwd=tmp_path)
+    assert bad.returncode == 2 and "not a cluster description" in bad.stderr
+
+
+def test_reports_are_deterministic_for_a_seed(tmp_path: Path) -> None:
+    from gangplace.sim.run import simulate
+
+    def figures() -> dict[str, object]:
+        report = simulate(TRACE, cluster="tree:1,2,2,8", seed=3).report
+        for policy in report["policies"].values():
+            del policy["placements_per_s"], policy["wall_s"]  # timings
+        return report
+
+    assert figures() == figures()
+
+
+TRACE = Path(__file__).resolve().parents[1] / "python/gangplace/data/philly-6c71a0-first400.trace"

@@ -1,7 +1,11 @@
 """Cluster specifications for the simulator.
 
-A spec is a ``gangplace.synth`` shape, ``tree:S,R,N,G``, or a node-list CSV (the Alibaba
-``openb_node_list_*.csv`` files).
+A spec is a ``gangplace.synth`` shape, ``tree:S,R,N,G``, a node-list CSV (the Alibaba
+``openb_node_list_*.csv`` files), or a JSON description::
+
+    {"levels": ["spine", "rack"],
+     "nodes": [{"name": "n0", "gpus": 8, "topology": {"spine": "s0", "rack": "r0"},
+                "unhealthy": [3]}]}
 
 A node-list CSV has a ``gpu`` column (GPUs per node) and a node name column (``sn`` or
 ``name``), and may have ``rack`` and ``spine`` columns. Nodes without GPUs are left out, nodes
@@ -14,6 +18,7 @@ consecutive racks a spine.
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,6 +168,21 @@ def _node_list(path: Path, nodes_per_rack: int, racks_per_spine: int) -> Cluster
     )
 
 
+def _json(path: Path) -> ClusterSpec:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        levels = tuple(str(level) for level in data["levels"])
+        names, paths, gpus, masks = [], [], [], []
+        for node in data["nodes"]:
+            names.append(str(node["name"]))
+            paths.append(tuple(str(node["topology"][level]) for level in levels))
+            gpus.append(int(node["gpus"]))
+            masks.append(sum(1 << int(gpu) for gpu in set(node.get("unhealthy", []))))
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as error:
+        raise TraceError(f"{path}: not a cluster description: {error!r}") from None
+    return ClusterSpec(str(path), levels, tuple(names), tuple(paths), tuple(gpus), tuple(masks))
+
+
 def parse_cluster(
     spec: str,
     *,
@@ -171,7 +191,7 @@ def parse_cluster(
     nodes_per_rack: int = 8,
     racks_per_spine: int = 8,
 ) -> ClusterSpec:
-    """A cluster from ``--cluster SPEC``: a synth shape, ``tree:S,R,N,G`` or a node-list CSV.
+    """A cluster from ``--cluster SPEC``: a synth shape, ``tree:S,R,N,G``, a CSV or a JSON file.
 
     Raises:
         TraceError: An unknown shape, a malformed tree, or an unreadable or malformed file.
@@ -182,6 +202,8 @@ def parse_cluster(
     if spec.startswith("tree:"):
         return _tree(spec.removeprefix("tree:"), spec)
     path = Path(spec)
+    if path.suffix == ".json":
+        return _json(path)
     if path.suffix == ".csv" or path.exists():
         return _node_list(path, nodes_per_rack, racks_per_spine)
     known = ", ".join(sorted(SHAPES))

@@ -5,7 +5,8 @@ Definitions (all times in seconds of the trace):
 - ``wait_s``: start minus arrival, over the jobs that started (``mean``, ``p50``, ``p95``,
   ``p99``); ``wait_by_gpus_s`` the same per gang size (1, 2-8, 9-64, 65+ GPUs).
 - ``utilization``: GPU-seconds of running jobs over healthy GPUs x makespan (GPUs held by
-  partial pod-by-pod gangs do not count: they are ``idle_held_gpu_hours``).
+  partial pod-by-pod gangs do not count: they are ``idle_held_gpu_hours``);
+  ``utilization_over_time`` the same per time bin (``bin_s`` wide, at most 500 bins).
 - ``locality``: for gangs of more than one pod, how many ran within one ``node``, one
   ``rack`` (innermost level), one ``spine`` (the level above) or ``wider``.
 - ``jobs_total`` counts the jobs that arrived (arrival-only replays stop once 130% of the
@@ -46,6 +47,30 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
     }
 
 
+def utilization_series(
+    result: RunResult, spec: ClusterSpec, bins: int = 500
+) -> tuple[float, list[float]]:
+    """Busy share of the healthy GPUs per time bin, up to the makespan.
+
+    At most ``bins`` equal bins, at least an hour wide: the series behind the utilization
+    plot. Returns the bin width and the shares.
+    """
+    if not result.samples or not spec.healthy_gpus or result.makespan_s <= 0:
+        return 0.0, []
+    width = max(3600.0, result.makespan_s / bins)
+    count = max(1, int(result.makespan_s // width) + 1)
+    busy = [0.0] * count
+    samples = result.samples
+    for (start, gpus, _), (end, _, _) in zip(samples, [*samples[1:], samples[-1]], strict=True):
+        first = min(int(start // width), count - 1)
+        last = min(int(end // width), count - 1)
+        for index in range(first, last + 1):
+            overlap = min(end, (index + 1) * width) - max(start, index * width)
+            if overlap > 0:
+                busy[index] += gpus * overlap
+    return width, [round(value / (width * spec.healthy_gpus), 4) for value in busy]
+
+
 def _locality(record: JobRecord, spec: ClusterSpec, paths: dict[str, tuple[str, ...]]) -> str:
     nodes = record.nodes
     if len(nodes) <= 1:
@@ -76,6 +101,7 @@ def summarize(result: RunResult, spec: ClusterSpec) -> dict[str, Any]:
         if record.job.pods > 1:
             locality[_locality(record, spec, paths)] += 1
     capacity = spec.healthy_gpus * result.makespan_s
+    bin_s, series = utilization_series(result, spec)
     return {
         "jobs_total": len(arrived),
         "jobs_started": len(started),
@@ -84,6 +110,7 @@ def summarize(result: RunResult, spec: ClusterSpec) -> dict[str, Any]:
         "wait_s": percentiles(waits),
         "wait_by_gpus_s": by_size,
         "utilization": result.busy_gpu_seconds / capacity if capacity else 0.0,
+        "utilization_over_time": {"bin_s": bin_s, "share": series},
         "idle_held_gpu_hours": result.idle_held_gpu_seconds / 3600.0,
         "deadlocks": result.deadlocks,
         "locality": locality,

@@ -109,7 +109,8 @@ def _run(replay: Replay, jobs: int, policy: str, progress: bool) -> RunResult:
         return replay.run()
     from tqdm import tqdm
 
-    with tqdm(total=jobs * 2, desc=policy, unit="event", leave=False) as bar:
+    # delay: the bar only appears on runs longer than two seconds.
+    with tqdm(total=jobs * 2, desc=policy, unit="event", leave=False, delay=2.0) as bar:
         return replay.run(progress=lambda handled: bar.update(handled))
 
 
