@@ -42,6 +42,10 @@ def twin(engine: Cluster, shape: synth.Shape) -> reference.Cluster:
     for name in engine.nodes():
         node = engine.node(name)
         oracle.add_node(name, gpus=node.gpus, topology=node.topology, unhealthy=node.unhealthy)
+    # The engine's allocations become allocated GPUs on the reference's nodes. Replaying them
+    # through `reserve` would cost O(holds) each (the reference re-scans its holds on every
+    # call), quadratic on the million-GPU clusters; placements only read the nodes.
     for allocation in engine.allocations():
-        oracle.commit(oracle.reserve(allocation.placement, ttl=3600.0))
+        for pod in allocation.placement.pods:
+            oracle._nodes[pod.node].allocated.update(pod.gpus)
     return oracle

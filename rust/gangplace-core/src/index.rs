@@ -13,7 +13,7 @@
 //! after nodes were added or removed (the index is rebuilt then); between such changes the
 //! entries move incrementally, one B-tree update per changed domain or node.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use crate::topology::{DomainId, NodeId};
 
@@ -60,14 +60,33 @@ impl LevelIndex {
 }
 
 /// The indexes of every level, and the rank of every domain and node.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone)]
 pub struct FreeIndex {
     levels: Vec<LevelIndex>,
     domain_rank: Vec<u32>,
     node_rank: Vec<u32>,
     /// Set when nodes or domains were added or removed: ranks are stale until rebuilt.
     stale: bool,
+    /// During a batch: domain -> (depth, free before the batch, free now). A mutation that
+    /// touches many nodes moves each domain's entry once, at the end, instead of once per
+    /// node (no search runs in between).
+    pending: Option<HashMap<DomainId, PendingMove>>,
 }
+
+/// A deferred domain move: (depth, free before the batch, free now).
+type PendingMove = (usize, Option<u64>, Option<u64>);
+
+/// Equal when the entries and ranks are (a pending batch is not part of the value).
+impl PartialEq for FreeIndex {
+    fn eq(&self, other: &Self) -> bool {
+        self.levels == other.levels
+            && self.domain_rank == other.domain_rank
+            && self.node_rank == other.node_rank
+            && self.stale == other.stale
+    }
+}
+
+impl Eq for FreeIndex {}
 
 impl FreeIndex {
     /// An index waiting for its first build.
@@ -112,6 +131,24 @@ impl FreeIndex {
         self.node_rank[id as usize] = rank;
     }
 
+    /// Defers domain moves until [`FreeIndex::end_batch`].
+    pub fn begin_batch(&mut self) {
+        if !self.stale && self.pending.is_none() {
+            self.pending = Some(HashMap::new());
+        }
+    }
+
+    /// Applies the deferred domain moves: one per domain touched since `begin_batch`.
+    pub fn end_batch(&mut self) {
+        let Some(pending) = self.pending.take() else {
+            return;
+        };
+        for (id, (depth, before, after)) in pending {
+            let rank = self.domain_rank[id as usize];
+            self.levels[depth].moved(rank, before, after);
+        }
+    }
+
     /// A domain's free GPUs changed (`None`: not indexed).
     pub fn domain_moved(
         &mut self,
@@ -120,6 +157,10 @@ impl FreeIndex {
         before: Option<u64>,
         after: Option<u64>,
     ) {
+        if let Some(pending) = &mut self.pending {
+            pending.entry(id).or_insert((depth, before, after)).2 = after;
+            return;
+        }
         if !self.stale {
             let rank = self.domain_rank[id as usize];
             self.levels[depth].moved(rank, before, after);

@@ -192,6 +192,7 @@ impl Ledger {
 
     /// Marks the hold's GPUs reserved on their nodes and records it.
     pub fn hold(&mut self, topology: &mut Topology, id: HoldId, hold: Hold) {
+        topology.begin_batch();
         for (step, &(node, gpus)) in hold.gpus_by_node.iter().enumerate() {
             topology.update_node(node, |node| {
                 node.reserved |= gpus;
@@ -199,6 +200,7 @@ impl Ledger {
             });
             self.failpoint(step);
         }
+        topology.end_batch();
         self.count_held(&hold.owner, hold.gpu_count(), 0);
         self.expiries.insert(Expiry {
             at: hold.expires_at,
@@ -237,6 +239,7 @@ impl Ledger {
             at: hold.expires_at,
             id,
         });
+        topology.begin_batch();
         for (step, &(node, gpus)) in hold.gpus_by_node.iter().enumerate() {
             topology.update_node(node, |node| {
                 match hold.state {
@@ -247,6 +250,7 @@ impl Ledger {
             });
             self.failpoint(step);
         }
+        topology.end_batch();
         self.count_held(&hold.owner, 0, hold.gpu_count());
         let owner = hold.owner;
         self.remember(id, EndedHold { ending, owner });

@@ -67,6 +67,20 @@ impl Pools {
             .find(|pool| pool.selector == selector)
     }
 
+    /// Defers the pools' domain moves (see [`FreeIndex::begin_batch`]).
+    pub fn begin_batch(&mut self) {
+        for (_, pool) in &mut self.pools {
+            pool.index.begin_batch();
+        }
+    }
+
+    /// Applies the pools' deferred domain moves.
+    pub fn end_batch(&mut self) {
+        for (_, pool) in &mut self.pools {
+            pool.index.end_batch();
+        }
+    }
+
     /// Whether `node` belongs to `pool`.
     pub fn contains(&self, pool: &SelectorPool, node: NodeId) -> bool {
         self.membership

@@ -530,6 +530,19 @@ impl Topology {
         }
     }
 
+    /// Starts a mutation of many nodes: index entries of domains move once, at
+    /// [`Topology::end_batch`]. No search may run in between.
+    pub fn begin_batch(&mut self) {
+        self.index.begin_batch();
+        self.pools.begin_batch();
+    }
+
+    /// Ends a batch started by [`Topology::begin_batch`].
+    pub fn end_batch(&mut self) {
+        self.index.end_batch();
+        self.pools.end_batch();
+    }
+
     /// Changes a node's GPU state with `change`, keeping the aggregates up to date.
     pub fn update_node(&mut self, id: NodeId, change: impl FnOnce(&mut Node)) {
         let node = &mut self.nodes[id as usize];
