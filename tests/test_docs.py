@@ -12,6 +12,7 @@ import pytest
 import gangplace
 import gangplace._quick
 import gangplace.reference
+import gangplace.slurm
 import gangplace.synth
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -29,7 +30,8 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize(
-    "module", [gangplace, gangplace._quick, gangplace.reference, gangplace.synth]
+    "module",
+    [gangplace, gangplace._quick, gangplace.reference, gangplace.slurm, gangplace.synth],
 )
 def test_doctests(module: ModuleType) -> None:
     result = doctest.testmod(module)

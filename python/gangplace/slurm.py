@@ -1,0 +1,304 @@
+r"""Slurm: clusters from ``topology.conf`` (tree or block plugin), and back.
+
+Tree plugin lines (``SwitchName=s1 Switches=s[2-3]``, ``SwitchName=s2 Nodes=node[01-18]``;
+``LinkSpeed`` is ignored) become levels by switch depth: when one switch is at the top it is
+the whole cluster and the levels below it are named ``switch1``, ``switch2``, ... from the
+top; when several switches are at the top they form level ``switch1``. Every leaf switch must
+be at the same depth. Block plugin lines (``BlockName=b1 Nodes=...``; ``BlockSizes=`` is
+ignored) become one level, ``block``. Node names are Slurm hostlists (``node[01-18,20]``,
+several bracket groups, comma-separated lists).
+
+Errors (:class:`SlurmError`) name the file and line: unknown switches, cycles, a switch or
+node under two parents, leaves at different depths, malformed lines.
+
+Example:
+    >>> from gangplace.slurm import cluster_from_topology_conf, expand_hostlist
+    >>> expand_hostlist("gpu[01-02,07],cpu1")
+    ['gpu01', 'gpu02', 'gpu07', 'cpu1']
+    >>> text = "SwitchName=top Switches=leaf[1-2]\nSwitchName=leaf1 Nodes=n[1-2]\n"
+    >>> text += "SwitchName=leaf2 Nodes=n[3-4]\n"
+    >>> cluster = cluster_from_topology_conf(text, gpus=8)
+    >>> cluster.levels, cluster.node("n3").topology
+    (('switch1',), {'switch1': 'leaf2'})
+
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from gangplace._gangplace import Cluster
+from gangplace.errors import GangplaceError
+
+__all__ = [
+    "SlurmError",
+    "cluster_from_topology_conf",
+    "compress_hostlist",
+    "expand_hostlist",
+    "gpus_from_conf",
+    "to_topology_conf",
+]
+
+
+class SlurmError(GangplaceError, ValueError):
+    """A Slurm file is malformed or inconsistent (the message names file and line)."""
+
+
+def _split_top_level(expression: str) -> list[str]:
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for char in expression:
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    return [part.strip() for part in parts if part.strip()]
+
+
+def _expand_one(pattern: str) -> list[str]:
+    match = re.search(r"\[([^\[\]]*)\]", pattern)
+    if match is None:
+        if "[" in pattern or "]" in pattern:
+            raise ValueError(f"unbalanced brackets in {pattern!r}")
+        return [pattern]
+    head, tail = pattern[: match.start()], pattern[match.end() :]
+    names: list[str] = []
+    for item in match.group(1).split(","):
+        item = item.strip()
+        low, _, high = item.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            raise ValueError(f"bad range {item!r} in {pattern!r}")
+        width = len(low) if low.startswith("0") else 0
+        for number in range(int(low), int(high or low) + 1):
+            names.extend(f"{head}{number:0{width}d}{rest}" for rest in _expand_one(tail))
+    return names
+
+
+def expand_hostlist(expression: str) -> list[str]:
+    """The node names of a Slurm hostlist expression, in order.
+
+    Raises:
+        ValueError: Unbalanced brackets or a malformed range.
+
+    """
+    return [name for part in _split_top_level(expression) for name in _expand_one(part)]
+
+
+def compress_hostlist(names: list[str]) -> str:
+    """A hostlist expression for ``names`` (runs of numbered names become ranges)."""
+    groups: dict[tuple[str, int], list[int]] = {}
+    order: list[tuple[str, int] | str] = []
+    for name in names:
+        match = re.fullmatch(r"(.*?)(\d+)", name)
+        if match is None:
+            order.append(name)
+            continue
+        key = (match.group(1), len(match.group(2)) if match.group(2).startswith("0") else 0)
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(int(match.group(2)))
+    parts: list[str] = []
+    for entry in order:
+        if isinstance(entry, str):
+            parts.append(entry)
+            continue
+        key = entry
+        prefix, width = key
+        numbers = sorted(set(groups[key]))
+        ranges, start = [], numbers[0]
+        for previous, current in zip(numbers, [*numbers[1:], None], strict=True):
+            if current != previous + 1:
+                low, high = f"{start:0{width}d}", f"{previous:0{width}d}"
+                ranges.append(low if start == previous else f"{low}-{high}")
+                if current is not None:
+                    start = current
+        parts.append(f"{prefix}[{','.join(ranges)}]" if len(numbers) > 1 else prefix + ranges[0])
+    return ",".join(parts)
+
+
+def _fields(line: str, where: str) -> dict[str, str]:
+    fields = {}
+    for token in line.split():
+        key, equals, value = token.partition("=")
+        if not equals or not value:
+            raise SlurmError(f"{where}: expected Key=Value, got {token!r}")
+        fields[key.lower()] = value
+    return fields
+
+
+def _lines(text: str, filename: str) -> list[tuple[str, dict[str, str]]]:
+    parsed = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if line:
+            where = f"{filename}:{number}"
+            parsed.append((where, _fields(line, where)))
+    return parsed
+
+
+def _hosts(expression: str, where: str) -> list[str]:
+    try:
+        return expand_hostlist(expression)
+    except ValueError as error:
+        raise SlurmError(f"{where}: {error}") from None
+
+
+def parse_topology_conf(
+    text: str, *, filename: str = "topology.conf"
+) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """Levels and each node's path of a ``topology.conf`` (tree or block form)."""
+    lines = _lines(text, filename)
+    if any("blockname" in fields for _, fields in lines):
+        return _blocks(lines)
+    return _tree(lines, filename)
+
+
+def _blocks(
+    lines: list[tuple[str, dict[str, str]]],
+) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    paths: dict[str, tuple[str, ...]] = {}
+    for where, fields in lines:
+        if "blocksizes" in fields and "blockname" not in fields:
+            continue
+        if "blockname" not in fields or "nodes" not in fields:
+            raise SlurmError(f"{where}: a block line needs BlockName= and Nodes=")
+        for node in _hosts(fields["nodes"], where):
+            if node in paths:
+                raise SlurmError(f"{where}: node {node} is already in block {paths[node][0]}")
+            paths[node] = (fields["blockname"],)
+    return ("block",), paths
+
+
+def _tree(
+    lines: list[tuple[str, dict[str, str]]], filename: str
+) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    parent: dict[str, str] = {}
+    leaves: dict[str, list[str]] = {}
+    declared: dict[str, str] = {}
+    node_leaf: dict[str, str] = {}
+    children: dict[str, list[str]] = {}
+    for where, fields in lines:
+        name = fields.get("switchname")
+        if name is None:
+            raise SlurmError(f"{where}: expected SwitchName=")
+        if name in declared:
+            raise SlurmError(
+                f"{where}: switch {name} is declared twice (first at {declared[name]})"
+            )
+        declared[name] = where
+        for child in _hosts(fields.get("switches", ""), where) if "switches" in fields else []:
+            if child in parent:
+                raise SlurmError(
+                    f"{where}: switch {child} is under both {parent[child]} and {name}"
+                )
+            parent[child] = name
+            children.setdefault(name, []).append(child)
+        if "nodes" in fields:
+            for node in _hosts(fields["nodes"], where):
+                if node in node_leaf:
+                    raise SlurmError(
+                        f"{where}: node {node} is under both {node_leaf[node]} and {name}"
+                    )
+                node_leaf[node] = name
+            leaves[name] = _hosts(fields["nodes"], where)
+    for child, owner in parent.items():
+        if child not in declared:
+            raise SlurmError(f"{declared[owner]}: switch {owner} names unknown switch {child}")
+
+    def path_of(switch: str) -> list[str]:
+        path, seen = [switch], {switch}
+        while path[-1] in parent:
+            above = parent[path[-1]]
+            if above in seen:
+                raise SlurmError(f"{declared[switch]}: switches form a cycle through {above}")
+            seen.add(above)
+            path.append(above)
+        return path[::-1]
+
+    paths = {node: path_of(leaf) for node, leaf in node_leaf.items()}
+    depths = {len(path) for path in paths.values()}
+    if len(depths) > 1:
+        raise SlurmError(f"{filename}: leaf switches are at different depths {sorted(depths)}")
+    for switch in declared:
+        path_of(switch)  # cycles among switches without nodes are errors too
+    tops = {path[0] for path in paths.values()}
+    drop_top = len(tops) == 1
+    result = {node: tuple(path[1:] if drop_top else path) for node, path in paths.items()}
+    depth = next(iter(depths), 0) - (1 if drop_top else 0)
+    return tuple(f"switch{index + 1}" for index in range(depth)), result
+
+
+def gpus_from_conf(text: str, *, filename: str = "slurm.conf") -> dict[str, int]:
+    """GPUs per node from ``NodeName=... Gres=gpu:N`` lines (``gpu:type:N`` too)."""
+    gpus = {}
+    for where, fields in _lines(text, filename):
+        if "nodename" not in fields or "gres" not in fields:
+            continue
+        counts = [
+            int(item.split(":")[-1])
+            for item in fields["gres"].split(",")
+            if item.startswith("gpu") and item.split(":")[-1].isdigit()
+        ]
+        for node in _hosts(fields["nodename"], where):
+            gpus[node] = sum(counts)
+    return gpus
+
+
+def cluster_from_topology_conf(
+    text: str, *, gpus: int | Mapping[str, int], filename: str = "topology.conf", **cluster_kw: Any
+) -> Cluster:
+    """A cluster from ``topology.conf`` text; ``gpus`` for every node, or per node.
+
+    Raises:
+        SlurmError: A malformed or inconsistent file, or a node without a GPU count.
+
+    """
+    levels, paths = parse_topology_conf(text, filename=filename)
+    cluster = Cluster(levels, **cluster_kw)
+    for node in sorted(paths):
+        count = gpus if isinstance(gpus, int) else gpus.get(node)
+        if count is None:
+            raise SlurmError(f"{filename}: no GPU count for node {node}")
+        if count == 0:
+            continue
+        cluster.add_node(node, gpus=count, topology=dict(zip(levels, paths[node], strict=True)))
+    return cluster
+
+
+def to_topology_conf(cluster: Cluster) -> str:
+    """``topology.conf`` (tree form) for ``cluster``; switch names join domain paths with ``_``."""
+    levels = cluster.levels
+    lines = []
+    children: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+    nodes_of: dict[tuple[str, ...], list[str]] = {}
+    for name in cluster.nodes():
+        topology = cluster.node(name).topology
+        path = tuple(topology[level] for level in levels)
+        nodes_of.setdefault(path, []).append(name)
+        for depth in range(len(path)):
+            above, below = path[:depth], path[: depth + 1]
+            if below not in children.setdefault(above, []):
+                children[above].append(below)
+
+    def switch(path: tuple[str, ...]) -> str:
+        return "_".join(path) if path else "cluster"
+
+    for above in sorted(children):
+        if len(above) < len(levels):
+            names = [switch(below) for below in sorted(children[above])]
+            lines.append(f"SwitchName={switch(above)} Switches={','.join(names)}")
+    for path in sorted(nodes_of):
+        lines.append(f"SwitchName={switch(path)} Nodes={compress_hostlist(nodes_of[path])}")
+    if not levels:
+        lines = [f"SwitchName=cluster Nodes={compress_hostlist(cluster.nodes())}"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,151 @@
+"""Slurm topology.conf: hostlists, both plugin forms, round trips, errors, topograph models."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gangplace import Cluster
+from gangplace.slurm import (
+    SlurmError,
+    cluster_from_topology_conf,
+    compress_hostlist,
+    expand_hostlist,
+    gpus_from_conf,
+    to_topology_conf,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
+MODELS = Path(__file__).resolve().parents[2] / "shared" / "data" / "topograph-models"
+
+
+@pytest.mark.parametrize(
+    ("expression", "names"),
+    [
+        ("node[01-03,07]", ["node01", "node02", "node03", "node07"]),
+        ("r[1-2]-n[1-2]", ["r1-n1", "r1-n2", "r2-n1", "r2-n2"]),
+        ("a,b[9-10],c", ["a", "b9", "b10", "c"]),
+        ("[1101-1102]", ["1101", "1102"]),
+        ("solo", ["solo"]),
+    ],
+)
+def test_hostlists_expand_and_compress(expression: str, names: list[str]) -> None:
+    assert expand_hostlist(expression) == names
+    assert expand_hostlist(compress_hostlist(names)) == names
+
+
+@pytest.mark.parametrize("bad", ["node[1-", "node[a-b]", "node]"])
+def test_bad_hostlists(bad: str) -> None:
+    with pytest.raises(ValueError):
+        expand_hostlist(bad)
+
+
+def partition(cluster: Cluster) -> set[tuple[str, ...]]:
+    """Per level, the groups of nodes sharing a domain: the topology, whatever the names."""
+    groups: dict[tuple[int, tuple[str, ...]], list[str]] = {}
+    for name in cluster.nodes():
+        topology = cluster.node(name).topology
+        path = tuple(topology[level] for level in cluster.levels)
+        for depth in range(1, len(path) + 1):
+            groups.setdefault((depth, path[:depth]), []).append(name)
+    return {(str(depth), *sorted(nodes)) for (depth, _), nodes in groups.items()}
+
+
+def model_leaves(name: str) -> dict[str, str]:
+    """node -> leaf switch of a topograph model, read from its YAML ``blocks`` section."""
+    leaves: dict[str, str] = {}
+    switch, in_nodes = "", False
+    for line in (MODELS / name).read_text().split("blocks:", 1)[1].splitlines():
+        stripped = line.strip()
+        if stripped.startswith("- switch:"):
+            switch, in_nodes = stripped.split(":", 1)[1].strip(), False
+        elif stripped.startswith("nodes:"):
+            inline = stripped.split(":", 1)[1].strip()
+            in_nodes = not inline
+            for item in re.findall(r'"([^"]+)"', inline):
+                leaves.update(dict.fromkeys(expand_hostlist(item), switch))
+        elif in_nodes and stripped.startswith("- "):
+            item = stripped[2:].strip().strip('"')
+            leaves.update(dict.fromkeys(expand_hostlist(item), switch))
+        elif stripped:
+            in_nodes = False
+    return leaves
+
+
+@pytest.mark.parametrize(
+    ("conf", "model", "levels"),
+    [
+        ("small-tree.conf", "small-tree.yaml", ("switch1",)),
+        ("medium.conf", "medium.yaml", ("switch1", "switch2")),
+        ("nvl72.conf", "nvl72.yaml", ("switch1", "switch2")),
+    ],
+)
+def test_topograph_models(conf: str, model: str, levels: tuple[str, ...]) -> None:
+    cluster = cluster_from_topology_conf((FIXTURES / conf).read_text(), gpus=4, filename=conf)
+    assert cluster.levels == levels
+    leaf_of = {name: cluster.node(name).topology[levels[-1]] for name in cluster.nodes()}
+    if MODELS.is_dir():
+        assert leaf_of == model_leaves(model)
+    assert cluster.stats().total == 4 * len(leaf_of)
+
+
+def test_nvl72_structure_and_blocks() -> None:
+    tree = cluster_from_topology_conf((FIXTURES / "nvl72.conf").read_text(), gpus=4)
+    assert len(tree) == 72
+    assert tree.node("node2118").topology == {"switch1": "spine-2", "switch2": "leaf-2-1"}
+    blocks = cluster_from_topology_conf((FIXTURES / "nvl72-block.conf").read_text(), gpus=4)
+    assert blocks.levels == ("block",)
+    assert blocks.node("node1205").topology == {"block": "nvl-1-2"}
+    # An 18-node NVLink domain holds a 72-GPU gang; two do not.
+    from gangplace import GangRequest
+
+    assert blocks.place_gang(GangRequest(18, 4, required_level="block")) is not None
+    assert blocks.place_gang(GangRequest(19, 4, required_level="block")) is None
+
+
+@pytest.mark.parametrize("conf", ["small-tree.conf", "medium.conf", "nvl72.conf"])
+def test_round_trip_keeps_the_topology(conf: str) -> None:
+    cluster = cluster_from_topology_conf((FIXTURES / conf).read_text(), gpus=8)
+    again = cluster_from_topology_conf(to_topology_conf(cluster), gpus=8)
+    assert partition(again) == partition(cluster)
+    assert again.nodes() == cluster.nodes()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("SwitchName=a Switches=b\n", r"topology.conf:1: switch a names unknown switch b"),
+        ("SwitchName=a Switches=b\nSwitchName=b Switches=a\n", "cycle"),
+        ("SwitchName=a Nodes=n1\nSwitchName=b Nodes=n1\n", r"topology.conf:2: node n1 is under"),
+        (
+            "SwitchName=t Switches=a,b\nSwitchName=a Switches=c\nSwitchName=b Switches=c\n"
+            "SwitchName=c Nodes=n1\n",
+            r"topology.conf:3: switch c is under both a and b",
+        ),
+        ("SwitchName=t Switches=a\nSwitchName=t Nodes=n1\n", "declared twice"),
+        (
+            "SwitchName=t Switches=a,b\nSwitchName=a Nodes=n1\nSwitchName=b Switches=c\n"
+            "SwitchName=c Nodes=n2\n",
+            "different depths",
+        ),
+        ("Switch a\n", r"topology.conf:1: expected Key=Value"),
+        ("SwitchName=a Nodes=n[1-\n", r"topology.conf:1: unbalanced"),
+        ("BlockName=b1\n", "needs BlockName= and Nodes="),
+    ],
+)
+def test_errors_name_file_and_line(text: str, message: str) -> None:
+    with pytest.raises(SlurmError, match=message):
+        cluster_from_topology_conf(text, gpus=8)
+
+
+def test_gpus_from_slurm_conf_lines() -> None:
+    conf = "NodeName=gpu[01-02] Gres=gpu:a100:8 CPUs=64\nNodeName=cpu1 CPUs=8\n"
+    gpus = gpus_from_conf(conf)
+    assert gpus == {"gpu01": 8, "gpu02": 8}
+    text = "SwitchName=s Nodes=gpu[01-02],cpu1\n"
+    with pytest.raises(SlurmError, match="no GPU count for node cpu1"):
+        cluster_from_topology_conf(text, gpus=gpus)
+    cluster = cluster_from_topology_conf(text, gpus={**gpus, "cpu1": 0})
+    assert cluster.nodes() == ["gpu01", "gpu02"]
