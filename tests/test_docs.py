@@ -11,6 +11,7 @@ import pytest
 
 import gangplace
 import gangplace._quick
+import gangplace.k8s
 import gangplace.reference
 import gangplace.slurm
 import gangplace.synth
@@ -31,7 +32,14 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize(
     "module",
-    [gangplace, gangplace._quick, gangplace.reference, gangplace.slurm, gangplace.synth],
+    [
+        gangplace,
+        gangplace._quick,
+        gangplace.k8s,
+        gangplace.reference,
+        gangplace.slurm,
+        gangplace.synth,
+    ],
 )
 def test_doctests(module: ModuleType) -> None:
     result = doctest.testmod(module)
