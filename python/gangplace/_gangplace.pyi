@@ -110,6 +110,8 @@ class Placement:
     @property
     def total_gpus(self) -> int: ...
     def __len__(self) -> int: ...
+    def _repr_html_(self) -> str:
+        """Notebooks show the pods and their GPUs."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -473,6 +475,15 @@ class Cluster:
         """Live allocations, sorted by id; only ``owner``'s when given, else all."""
     def _set_failpoint(self, armed: bool) -> None:
         """Testing only: the next mutation panics half-way, proving fail-closed behaviour."""
+    def to_svg(self, highlight: Placement | None = None) -> str:
+        """The rack map as an SVG document (see ``gangplace.pictures``).
+
+        One block per top-level domain, racks as columns, nodes as rows of GPU cells coloured
+        free / reserved / allocated / unhealthy, cordoned nodes hatched; ``highlight``
+        outlines a placement's GPUs. Large clusters collapse to a cell per node or rack.
+        """
+    def _repr_html_(self) -> str:
+        """Notebooks show the rack map."""
     def explain(self, request: GangRequest) -> Explanation:
         """Why the gang fits where it does, or does not fit.
 

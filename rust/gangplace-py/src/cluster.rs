@@ -421,6 +421,20 @@ impl Cluster {
         }))
     }
 
+    /// The rack map as SVG (see `gangplace.pictures`); `highlight` outlines a placement.
+    #[pyo3(signature = (highlight = None))]
+    fn to_svg(slf: &Bound<'_, Self>, highlight: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
+        let pictures = slf.py().import("gangplace.pictures")?;
+        pictures
+            .call_method1("cluster_svg", (slf, highlight))?
+            .extract()
+    }
+
+    /// Notebooks show the rack map.
+    fn _repr_html_(slf: &Bound<'_, Self>) -> PyResult<String> {
+        Self::to_svg(slf, None)
+    }
+
     /// Why the gang fits where it does, or does not fit (O(nodes): a diagnostic).
     fn explain(&self, py: Python<'_>, request: &Bound<'_, GangRequest>) -> PyResult<Explanation> {
         let request = request.get().inner.clone();

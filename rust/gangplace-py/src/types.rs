@@ -248,6 +248,12 @@ impl Placement {
         self.inner.pods.len()
     }
 
+    /// Notebooks show the pods and their GPUs (see `gangplace.pictures`).
+    fn _repr_html_(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let pictures = slf.py().import("gangplace.pictures")?;
+        pictures.call_method1("placement_svg", (slf,))?.extract()
+    }
+
     fn __repr__(&self) -> String {
         let pods: Vec<String> = self
             .inner
