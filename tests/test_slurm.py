@@ -149,3 +149,10 @@ def test_gpus_from_slurm_conf_lines() -> None:
         cluster_from_topology_conf(text, gpus=gpus)
     cluster = cluster_from_topology_conf(text, gpus={**gpus, "cpu1": 0})
     assert cluster.nodes() == ["gpu01", "gpu02"]
+
+
+def test_gpus_from_gres_conf() -> None:
+    gres = "NodeName=g[1-2] Name=gpu Type=h100 Count=4\nNodeName=g1 Name=gpu Count=4\n"
+    assert gpus_from_conf(gres, filename="gres.conf") == {"g1": 8, "g2": 4}
+    with pytest.raises(SlurmError, match=r"gres.conf:1: Count=x"):
+        gpus_from_conf("NodeName=g1 Name=gpu Count=x\n", filename="gres.conf")

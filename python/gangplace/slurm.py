@@ -239,9 +239,20 @@ def _tree(
 
 
 def gpus_from_conf(text: str, *, filename: str = "slurm.conf") -> dict[str, int]:
-    """GPUs per node from ``NodeName=... Gres=gpu:N`` lines (``gpu:type:N`` too)."""
-    gpus = {}
+    """GPUs per node from ``slurm.conf`` or ``gres.conf`` lines.
+
+    Reads ``NodeName=... Gres=gpu:N`` (``gpu:type:N`` too) and ``gres.conf``'s
+    ``NodeName=... Name=gpu Count=N`` (several lines for one node add up).
+    """
+    gpus: dict[str, int] = {}
     for where, fields in _lines(text, filename):
+        if "nodename" in fields and fields.get("name") == "gpu" and "gres" not in fields:
+            count = fields.get("count", "1")
+            if not count.isdigit():
+                raise SlurmError(f"{where}: Count={count} is not a number")
+            for node in _hosts(fields["nodename"], where):
+                gpus[node] = gpus.get(node, 0) + int(count)
+            continue
         if "nodename" not in fields or "gres" not in fields:
             continue
         counts = [
