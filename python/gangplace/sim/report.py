@@ -83,12 +83,7 @@ def write_plots(out: Path, results: dict[str, RunResult], figures: dict[str, Any
     axis.set_xscale("symlog", linthresh=0.01)
     axis.set_xlabel("queue wait (hours, log scale above 0.01 h)")
     axis.set_ylabel("share of started jobs")
-    axis.set_title("CDF of queue waits")
-    axis.legend(fontsize="small")
-    fig.tight_layout()
-    written.append(out / "wait_cdf.png")
-    fig.savefig(written[-1], dpi=110)
-    plt.close(fig)
+    written.append(_save(fig, axis, "CDF of queue waits", out / "wait_cdf.png"))
 
     fig, axis = plt.subplots(figsize=(8, 5))
     kinds = ("node", "rack", "spine", "wider")
@@ -105,10 +100,17 @@ def write_plots(out: Path, results: dict[str, RunResult], figures: dict[str, Any
         )
     axis.set_xticks([index + 1.5 * width for index in range(len(names))], names)
     axis.set_ylabel("multi-pod gangs")
-    axis.set_title("Where multi-pod gangs ran")
+    written.append(_save(fig, axis, "Where multi-pod gangs ran", out / "locality.png"))
+    return written
+
+
+def _save(fig: Any, axis: Any, title: str, path: Path) -> Path:
+    """Titles, lays out, writes and closes a figure."""
+    import matplotlib.pyplot as plt
+
+    axis.set_title(title)
     axis.legend(fontsize="small")
     fig.tight_layout()
-    written.append(out / "locality.png")
-    fig.savefig(written[-1], dpi=110)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
-    return written
+    return path
