@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -291,15 +291,3 @@ def build(
 
 
 _fill = fill
-
-
-def shapes_table(names: Sequence[str] | None = None) -> str:
-    """A one-line-per-shape summary (name, levels, nodes, GPUs)."""
-    rows = []
-    for name in names or sorted(SHAPES):
-        shape = SHAPES[name]
-        rows.append(
-            f"{name:13} levels={','.join(shape.levels):17} nodes={shape.nodes:>7,} "
-            f"gpus={shape.total_gpus:>9,}"
-        )
-    return "\n".join(rows)
