@@ -2,16 +2,19 @@
 # The README's test command: set up (idempotent), then every check and every test.
 # Exits non-zero on any failure, including a pytest run that collects no test.
 set -euo pipefail
+# The tests use the test machinery (the failpoint): build the extension with it.
+GANGPLACE_FEATURES=testing
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
 step() { printf '\n== %s\n' "$*"; }
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
-step "cargo clippy --all-targets -- -D warnings"
+step "cargo clippy --all-targets -- -D warnings (default features, then with testing)"
 cargo clippy --quiet --workspace --all-targets -- -D warnings
-step "cargo test (core)"
-cargo test --quiet -p gangplace-core
+cargo clippy --quiet --workspace --all-targets --features gangplace-py/testing -- -D warnings
+step "cargo test (core, with the testing feature)"
+cargo test --quiet -p gangplace-core --features testing
 step "ruff"
 ruff check python tests benches examples
 ruff format --check python tests benches examples

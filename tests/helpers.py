@@ -113,3 +113,11 @@ def full_state(cluster: Any) -> tuple[Any, ...]:
     stats = cluster.stats()
     totals = (stats.total, stats.free, stats.reserved, stats.allocated, stats.unhealthy)
     return (totals, tuple((name, node_state(cluster, name)) for name in cluster.nodes()))
+
+
+def set_failpoint(cluster: Any, armed: bool) -> None:
+    """Arms the test-only failpoint (only builds with the ``testing`` feature have it)."""
+    arm = getattr(cluster, "_set_failpoint", None)
+    if arm is None:
+        raise AssertionError("this extension was built without the testing feature")
+    arm(armed)

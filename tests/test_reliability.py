@@ -4,7 +4,7 @@ and fail-closed behaviour after an internal error."""
 from __future__ import annotations
 
 import pytest
-from helpers import FakeClock, full_state, tree
+from helpers import FakeClock, full_state, set_failpoint, tree
 
 from gangplace import (
     Cluster,
@@ -151,7 +151,8 @@ def test_remove_node_revokes_reservations_and_detaches_allocations(clock: FakeCl
     assert spread.placement.nodes == ("s0-r0-n0", "s0-r0-n1")
     allocation = cluster.commit(cluster.reserve(GangRequest(2, 8, required_level="rack")))
     assert allocation.placement.nodes == ("s0-r1-n0", "s0-r1-n1")
-    assert cluster.remove_node("s0-r0-n1") == []
+    # remove_node names every hold it touched: here the reservation it revoked.
+    assert cluster.remove_node("s0-r0-n1") == [spread.id]
     with pytest.raises(ReservationRevoked):
         cluster.commit(spread)
     assert cluster.node("s0-r0-n0").free == tuple(range(8))  # the other node's GPUs came back
@@ -243,7 +244,7 @@ def test_a_panic_mid_mutation_fails_closed_until_restored(clock: FakeClock) -> N
     cluster = rack_cluster(clock)
     cluster.reserve(GangRequest(1, 2))
     saved = cluster.snapshot()
-    cluster._set_failpoint(True)
+    set_failpoint(cluster, True)
     with pytest.raises(InternalError) as caught:
         cluster.reserve(GangRequest(2, 8))  # spans two nodes: the panic hits after the first
     assert isinstance(caught.value, GangplaceError) and isinstance(caught.value, Exception)

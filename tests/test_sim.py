@@ -129,10 +129,10 @@ def test_explain_counts_exclusions_and_gpus_to_free() -> None:
         "unhealthy": 1,  # n0: 7 healthy GPUs cannot hold an 8-GPU pod
         "too_few_free": 0,
     }
-    levels = {level["level"]: level for level in explanation.levels}
-    assert levels["rack"]["domain"] == ("r0",) and levels["rack"]["capacity"] == 1
-    assert levels["rack"]["gpus_to_free"] is None  # r0 cannot hold 3 even emptied
-    assert levels["cluster"]["capacity"] == 2 and levels["cluster"]["gpus_to_free"] is None
+    levels = {level.level: level for level in explanation.levels}
+    assert levels["rack"].domain == ("r0",) and levels["rack"].capacity == 1
+    assert levels["rack"].gpus_to_free is None  # r0 cannot hold 3 even emptied
+    assert levels["cluster"].capacity == 2 and levels["cluster"].gpus_to_free is None
     with pytest.raises(Unschedulable) as caught:
         cluster.reserve(GangRequest(3, 8, name="job"))
     assert caught.value.reason == explanation.summary
@@ -140,14 +140,14 @@ def test_explain_counts_exclusions_and_gpus_to_free() -> None:
     fits = cluster.explain(GangRequest(2, 4))
     assert fits.fits and fits.placement == cluster.place_gang(GangRequest(2, 4))
     freeing = cluster.explain(GangRequest(2, 8, required_level="rack"))
-    rack = {level["level"]: level for level in freeing.levels}["rack"]
-    assert rack["capacity"] == 1 and rack["gpus_to_free"] is None  # r0: n0 too unhealthy
+    rack = {level.level: level for level in freeing.levels}["rack"]
+    assert rack.capacity == 1 and rack.gpus_to_free is None  # r0: n0 too unhealthy
     r0_only = cluster.explain(GangRequest(3, 4, required_level="rack"))
-    best_rack = {level["level"]: level for level in r0_only.levels}["rack"]
+    best_rack = {level.level: level for level in r0_only.levels}["rack"]
     # r0 holds 2 pods of 4 now (n0: 3 free of 7 healthy, n1: 8 free); freeing 1 of the 4
     # GPUs held on n0 would give it a third.
-    assert best_rack["domain"] == ("r0",)
-    assert best_rack["capacity"] == 2 and best_rack["gpus_to_free"] == 1
+    assert best_rack.domain == ("r0",)
+    assert best_rack.capacity == 2 and best_rack.gpus_to_free == 1
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -156,3 +156,33 @@ def test_gpus_from_gres_conf() -> None:
     assert gpus_from_conf(gres, filename="gres.conf") == {"g1": 8, "g2": 4}
     with pytest.raises(SlurmError, match=r"gres.conf:1: Count=x"):
         gpus_from_conf("NodeName=g1 Name=gpu Count=x\n", filename="gres.conf")
+
+
+def test_round_trip_keeps_unique_switch_names() -> None:
+    # Slurm switch names are unique: they come back as they were, never path-qualified.
+    text = (
+        "SwitchName=spine-1 Switches=leaf-1-[1-2]\n"
+        "SwitchName=leaf-1-1 Nodes=gpu[01-02]\n"
+        "SwitchName=leaf-1-2 Nodes=gpu[03-04]\n"
+    )
+    cluster = cluster_from_topology_conf(text, gpus=8)
+    written = to_topology_conf(cluster)
+    assert "SwitchName=leaf-1-1 Nodes=gpu[01-02]" in written
+    assert "spine-1_leaf-1-1" not in written
+    assert cluster_from_topology_conf(written, gpus=8).node("gpu03").topology == {
+        "switch1": "leaf-1-2"
+    }
+
+
+def test_repeated_domain_names_are_qualified_only_where_they_collide() -> None:
+    cluster = Cluster(("spine", "rack"))
+    for spine in ("s1", "s2"):
+        cluster.add_node(f"{spine}-n", gpus=8, topology={"spine": spine, "rack": "r1"})
+    cluster.add_node("solo", gpus=8, topology={"spine": "s2", "rack": "r9"})
+    lines = to_topology_conf(cluster).splitlines()
+    assert "SwitchName=s1_r1 Nodes=s1-n" in lines
+    assert "SwitchName=s2_r1 Nodes=s2-n" in lines
+    assert "SwitchName=r9 Nodes=solo" in lines  # unique: kept as it is
+    assert "SwitchName=cluster Switches=s1,s2" in lines
+    again = cluster_from_topology_conf("\n".join(lines), gpus=8)
+    assert partition(again) == partition(cluster)

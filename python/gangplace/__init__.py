@@ -16,13 +16,16 @@ Example:
 
 """
 
-from gangplace import synth
+from typing import TYPE_CHECKING, Any
+
 from gangplace._gangplace import (
+    LIMITS,
     Allocation,
     Cluster,
     ClusterStats,
     Explanation,
     GangRequest,
+    LevelExplanation,
     NodeInfo,
     Placement,
     PodPlacement,
@@ -45,7 +48,11 @@ from gangplace.errors import (
     Unschedulable,
 )
 
+if TYPE_CHECKING:
+    from gangplace import synth
+
 __all__ = [
+    "LIMITS",
     "Allocation",
     "Cluster",
     "ClusterStats",
@@ -56,6 +63,7 @@ __all__ = [
     "InternalError",
     "InvalidRequest",
     "InvalidSnapshot",
+    "LevelExplanation",
     "LimitExceeded",
     "NodeInfo",
     "Placement",
@@ -71,3 +79,12 @@ __all__ = [
     "place_gang",
     "synth",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Imports :mod:`gangplace.synth` (and numpy with it) on first use, not at import."""
+    if name == "synth":
+        import importlib
+
+        return importlib.import_module("gangplace.synth")
+    raise AttributeError(f"module 'gangplace' has no attribute {name!r}")

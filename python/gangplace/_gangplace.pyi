@@ -1,16 +1,19 @@
 """Type stubs of the native module. Import these names from ``gangplace``."""
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Literal, final
 
 import numpy.typing as npt
 
 __all__ = [
+    "LIMITS",
     "Allocation",
     "Cluster",
     "ClusterStats",
     "Explanation",
     "GangRequest",
+    "LevelExplanation",
     "NodeInfo",
     "Placement",
     "PodPlacement",
@@ -18,6 +21,12 @@ __all__ = [
     "__version__",
 ]
 __version__: str
+LIMITS: MappingProxyType[str, int | float]
+"""The hard limits and defaults of the core, as the README's "Limits" table states them.
+
+Keys: ``max_gpus_per_node``, ``max_nodes``, ``max_levels``, ``max_name_bytes``,
+``max_gang_gpus``, ``max_ttl_seconds``, ``default_ttl_seconds``, ``remembered_ended_holds``.
+"""
 
 @final
 class GangRequest:
@@ -39,7 +48,7 @@ class GangRequest:
 
     Example:
         >>> GangRequest(4, 8, required_level="rack")
-        GangRequest(4, 8, required_level="rack")
+        GangRequest(4, 8, required_level='rack')
 
     """
 
@@ -203,6 +212,37 @@ class ClusterStats:
     def __hash__(self) -> int: ...
 
 @final
+class LevelExplanation:
+    """One level tried by ``Cluster.explain``: its best domain and what freeing would take.
+
+    ``str()`` gives the line ``str(Explanation)`` prints for it.
+    """
+
+    @property
+    def level(self) -> str:
+        """``"node"``, a level name, or ``"cluster"``."""
+    @property
+    def domain(self) -> tuple[str, ...] | None:
+        """Path of the domain holding the most pods, or ``None`` when none holds a pod.
+
+        The node name comes last at level ``node``; the cluster's path is ``()``.
+        """
+    @property
+    def capacity(self) -> int:
+        """Pods that domain can hold now."""
+    @property
+    def needed(self) -> int:
+        """Pods the gang needs."""
+    @property
+    def gpus_to_free(self) -> int | None:
+        """Fewest held GPUs to free there for the gang to fit.
+
+        0 if it fits, ``None`` if it cannot fit even emptied.
+        """
+    def __eq__(self, value: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
 class Explanation:
     """Why a gang fits where it does, or does not fit (see ``Cluster.explain``).
 
@@ -219,13 +259,8 @@ class Explanation:
     def summary(self) -> str:
         """One line; ``Unschedulable.reason`` when the gang does not fit."""
     @property
-    def levels(self) -> list[dict[str, Any]]:
-        """Levels tried, finest first, as dicts.
-
-        Keys: ``level``, ``domain`` (path tuple or ``None``), ``capacity``, ``needed`` (pods)
-        and ``gpus_to_free`` (held GPUs to free in that domain for the gang to fit there; 0 if
-        it fits; ``None`` if it cannot fit even emptied).
-        """
+    def levels(self) -> tuple[LevelExplanation, ...]:
+        """Levels tried, finest first."""
     @property
     def excluded(self) -> dict[str, int]:
         """Nodes that cannot take one pod, by the first reason that applies.
@@ -354,7 +389,9 @@ class Cluster:
         until released; ``release`` still works.
 
         Returns:
-            The ids of the allocations that had GPUs on the node, sorted.
+            The ids of every hold that had GPUs on the node, sorted: the reservations it
+            revoked and the allocations it detached (as ``set_gpu_health`` names the holds of
+            a GPU). ``reservations()`` and ``allocations()`` tell them apart.
 
         Raises:
             UnknownNode: No such node.
@@ -368,7 +405,8 @@ class Cluster:
         release the GPU stays out of the pool while unhealthy.
 
         Returns:
-            The ids of the reservations and allocations that hold that GPU.
+            The ids of the reservations and allocations that hold that GPU, sorted, whether
+            it is marked healthy or unhealthy.
 
         Raises:
             UnknownNode: No such node.
@@ -473,8 +511,6 @@ class Cluster:
         """Live reservations, sorted by id; only ``owner``'s when given, else all."""
     def allocations(self, owner: str | None = None) -> list[Allocation]:
         """Live allocations, sorted by id; only ``owner``'s when given, else all."""
-    def _set_failpoint(self, armed: bool) -> None:
-        """Testing only: the next mutation panics half-way, proving fail-closed behaviour."""
     def to_svg(self, highlight: Placement | None = None) -> str:
         """The rack map as an SVG document (see ``gangplace.pictures``).
 
@@ -519,11 +555,13 @@ class Cluster:
                 checked before anything is held.
 
         """
-    def gpu_state(self) -> dict[str, npt.NDArray[Any]]:
-        """Per-node GPU counts as numpy arrays, nodes in name order.
+    def gpu_state(self) -> dict[str, Any]:
+        """Per-node GPU state as numpy arrays, nodes in name order: one read for a picture.
 
         Keys: ``node`` (names), ``gpus``, ``free``, ``reserved``, ``allocated``,
-        ``unhealthy`` (uint8 counts) and ``cordoned`` (bool).
+        ``unhealthy`` (uint8 counts), ``cordoned`` (bool), ``free_mask``, ``reserved_mask``,
+        ``allocated_mask``, ``unhealthy_mask`` (uint64, bit i: GPU i), and ``domains``: a
+        dict of level name -> the domain name of every node at that level.
         """
     def check_invariants(self) -> None:
         """Recomputes every aggregate and cross-checks holds.

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from importlib import resources
 
 from gangplace.errors import GangplaceError
-from gangplace.sim.replay import POLICIES
-from gangplace.sim.traces import TraceError
+from gangplace.sim.errors import SimError
+from gangplace.sim.policies import POLICIES
 
 __all__ = ["DEFAULT_CLUSTER", "DEFAULT_TRACE", "main"]
 
@@ -158,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "simulate":
             return _simulate(args)
         return _explain(args)
-    except (TraceError, GangplaceError, OSError, ValueError) as error:
+    except (SimError, GangplaceError, OSError, ValueError) as error:
         print(f"gangplace {args.command}: error: {error}", file=sys.stderr)
         return 2
 

@@ -13,6 +13,7 @@ collapsed cells are ``<use href="#state">`` references, and racks wrap 50 to a r
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from html import escape
 from typing import Any
 
@@ -31,14 +32,48 @@ RACKS_PER_ROW = 50
 RACK_COLLAPSE_GPUS = 200_000
 
 
-def _state_of(info: Any, gpu: int) -> str:
-    if gpu in info.unhealthy and gpu not in info.allocated:
+@dataclass(frozen=True)
+class _Node:
+    """One row of ``Cluster.gpu_state()``: what a rack map draws of a node."""
+
+    name: str
+    gpus: int
+    cordoned: bool
+    reserved: int  # masks, bit i: GPU i
+    allocated: int
+    unhealthy: int
+
+
+def _state_of(info: _Node, gpu: int) -> str:
+    bit = 1 << gpu
+    if info.unhealthy & bit and not info.allocated & bit:
         return "unhealthy"
-    if gpu in info.allocated:
+    if info.allocated & bit:
         return "allocated"
-    if gpu in info.reserved:
+    if info.reserved & bit:
         return "reserved"
     return "free"
+
+
+def _nodes_by_rack(cluster: Any) -> dict[str, dict[tuple[str, ...], list[_Node]]]:
+    """Top-level domain -> rack path -> nodes, from one ``gpu_state()`` read."""
+    state = cluster.gpu_state()
+    levels = cluster.levels
+    columns = [state["domains"][level] for level in levels]
+    blocks: dict[str, dict[tuple[str, ...], list[_Node]]] = {}
+    for index, name in enumerate(state["node"]):
+        path = tuple(str(column[index]) for column in columns)
+        node = _Node(
+            str(name),
+            int(state["gpus"][index]),
+            bool(state["cordoned"][index]),
+            int(state["reserved_mask"][index]),
+            int(state["allocated_mask"][index]),
+            int(state["unhealthy_mask"][index]),
+        )
+        top = path[0] if path else "cluster"
+        blocks.setdefault(top, {}).setdefault(path, []).append(node)
+    return blocks
 
 
 def _majority(states: Iterable[str]) -> str:
@@ -50,18 +85,12 @@ def _majority(states: Iterable[str]) -> str:
 
 def cluster_svg(cluster: Any, highlight: Any = None) -> str:
     """The rack map of ``cluster`` as an SVG document (``highlight``: a placement)."""
-    levels = cluster.levels
     total = cluster.stats().total
     mode = (
         "gpu" if total <= NODE_COLLAPSE_GPUS else "node" if total <= RACK_COLLAPSE_GPUS else "rack"
     )
     chosen = {(pod.node, gpu) for pod in highlight.pods for gpu in pod.gpus} if highlight else set()
-    blocks: dict[str, dict[tuple[str, ...], list[Any]]] = {}
-    for name in cluster.nodes():
-        info = cluster.node(name)
-        path = tuple(info.topology[level] for level in levels)
-        top = path[0] if path else "cluster"
-        blocks.setdefault(top, {}).setdefault(path, []).append(info)
+    blocks = _nodes_by_rack(cluster)
     parts: list[str] = []
     x, height, widest = GAP, 0, 0
     y0 = 44
@@ -115,7 +144,7 @@ def cluster_svg(cluster: Any, highlight: Any = None) -> str:
 
 
 def _rack(
-    parts: list[str], nodes: list[Any], x: int, y: int, mode: str, chosen: set[tuple[str, int]]
+    parts: list[str], nodes: list[_Node], x: int, y: int, mode: str, chosen: set[tuple[str, int]]
 ) -> tuple[int, int]:
     """Draws one rack column; returns its width and height."""
     if mode == "rack":

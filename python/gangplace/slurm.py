@@ -286,8 +286,34 @@ def cluster_from_topology_conf(
     return cluster
 
 
+def switch_names(paths: list[tuple[str, ...]]) -> dict[tuple[str, ...], str]:
+    """A switch name per domain path: the domain's own name where no other domain has it.
+
+    Slurm switch names are unique, so a cluster read from ``topology.conf`` gets its names
+    back unchanged. Domains whose name repeats (rack ``r1`` under two spines) are qualified
+    by their whole path joined with ``_`` (``s1_r1``), then by trailing ``_`` until unique.
+    The root is ``cluster``.
+    """
+    paths = sorted(set(paths))
+    counts: dict[str, int] = {}
+    for path in paths:
+        counts[path[-1]] = counts.get(path[-1], 0) + 1
+    names: dict[tuple[str, ...], str] = {(): "cluster"}
+    taken = {"cluster"} | {name for name, count in counts.items() if count == 1}
+    for path in paths:
+        if counts[path[-1]] == 1 and path[-1] != "cluster":
+            names[path] = path[-1]
+            continue
+        name = "_".join(path)
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        names[path] = name
+    return names
+
+
 def to_topology_conf(cluster: Cluster) -> str:
-    """``topology.conf`` (tree form) for ``cluster``; switch names join domain paths with ``_``."""
+    """``topology.conf`` (tree form) for ``cluster``; switch names as :func:`switch_names`."""
     levels = cluster.levels
     lines = []
     children: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
@@ -301,8 +327,10 @@ def to_topology_conf(cluster: Cluster) -> str:
             if below not in children.setdefault(above, []):
                 children[above].append(below)
 
+    switch_of = switch_names([below for belows in children.values() for below in belows])
+
     def switch(path: tuple[str, ...]) -> str:
-        return "_".join(path) if path else "cluster"
+        return switch_of[path]
 
     for above in sorted(children):
         if len(above) < len(levels):

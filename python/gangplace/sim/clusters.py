@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from gangplace._gangplace import Cluster
-from gangplace.sim.traces import TraceError
+from gangplace.sim.errors import ClusterSpecError
 from gangplace.synth import SHAPES, columns
 
 __all__ = ["ClusterSpec", "parse_cluster"]
@@ -118,9 +118,9 @@ def _tree(text: str, spec: str) -> ClusterSpec:
     try:
         spines, racks, nodes, gpus = (int(part) for part in text.split(","))
     except ValueError:
-        raise TraceError(f"cluster {spec!r}: tree: needs four integers S,R,N,G") from None
+        raise ClusterSpecError(f"cluster {spec!r}: tree: needs four integers S,R,N,G") from None
     if min(spines, racks, nodes) < 1 or not 1 <= gpus <= 64:
-        raise TraceError(f"cluster {spec!r}: counts must be >= 1 and G in 1..64")
+        raise ClusterSpecError(f"cluster {spec!r}: counts must be >= 1 and G in 1..64")
     names, paths = [], []
     for s in range(spines):
         for r in range(racks):
@@ -137,21 +137,23 @@ def _node_list(path: Path, nodes_per_rack: int, racks_per_spine: int) -> Cluster
     try:
         rows = list(csv.DictReader(path.read_text(encoding="utf-8").splitlines()))
     except (OSError, UnicodeDecodeError) as error:
-        raise TraceError(f"{path}: cannot read: {error}") from None
+        raise ClusterSpecError(f"{path}: cannot read: {error}") from None
     names, gpus, given = [], [], []
     for number, row in enumerate(rows, start=2):
         name = row.get("sn") or row.get("name")
         count = row.get("gpu")
         if not name or count is None or not count.strip().isdigit():
-            raise TraceError(f"{path}:{number}: needs a node name (sn or name) and a gpu count")
+            raise ClusterSpecError(
+                f"{path}:{number}: needs a node name (sn or name) and a gpu count"
+            )
         if int(count) > 64:
-            raise TraceError(f"{path}:{number}: {count} GPUs on one node; the limit is 64")
+            raise ClusterSpecError(f"{path}:{number}: {count} GPUs on one node; the limit is 64")
         if int(count) > 0:
             names.append(name)
             gpus.append(int(count))
             given.append((row.get("spine") or "", row.get("rack") or ""))
     if not names:
-        raise TraceError(f"{path}: no node with GPUs")
+        raise ClusterSpecError(f"{path}: no node with GPUs")
     paths = []
     for index in range(len(names)):
         rack = index // nodes_per_rack
@@ -179,7 +181,7 @@ def _json(path: Path) -> ClusterSpec:
             gpus.append(int(node["gpus"]))
             masks.append(sum(1 << int(gpu) for gpu in set(node.get("unhealthy", []))))
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as error:
-        raise TraceError(f"{path}: not a cluster description: {error!r}") from None
+        raise ClusterSpecError(f"{path}: not a cluster description: {error!r}") from None
     return ClusterSpec(str(path), levels, tuple(names), tuple(paths), tuple(gpus), tuple(masks))
 
 
@@ -207,4 +209,6 @@ def parse_cluster(
     if path.suffix == ".csv" or path.exists():
         return _node_list(path, nodes_per_rack, racks_per_spine)
     known = ", ".join(sorted(SHAPES))
-    raise TraceError(f"unknown cluster {spec!r}: use one of {known}, tree:S,R,N,G or a node CSV")
+    raise ClusterSpecError(
+        f"unknown cluster {spec!r}: use one of {known}, tree:S,R,N,G or a node CSV"
+    )

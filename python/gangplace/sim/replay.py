@@ -7,26 +7,17 @@ it; with ``backfill=True`` a later job may start when it fits now and its run en
 blocked head's shadow time (the earliest instant at which, by the running jobs' ends, enough
 GPUs in total are free for the head): EASY backfilling counted in GPUs.
 
-Policies:
+The policies themselves are objects of :mod:`gangplace.sim.policies`. Pod-by-pod details:
+pods of the queued jobs are interleaved, one pod per job per round, in queue order. Bound pods
+hold their GPUs until the whole job is bound; a job starts when its last pod binds. A job
+still partial ``pod_timeout_s`` after its first pod bound releases its pods and retries after
+a seeded random backoff of up to one timeout (as coscheduling plugins back off). A deadlock is
+counted each time the cluster enters a state where partial jobs hold GPUs, no pod can bind
+and nothing is running.
 
-- ``best-fit``, ``first-fit``: gangplace with that policy (topology-aware, all or nothing).
-- ``blind``: all or nothing, but topology-blind: a cluster without levels whose nodes are
-  renamed in a seeded random order, first-fit, so nodes are taken in a fixed order with no
-  regard to racks.
-- ``pod-by-pod``: how a default Kubernetes scheduler behaves. Each pod is bound on its own as
-  soon as a node fits it (best-fit node); pods of the queued jobs are interleaved, one pod per
-  job per round, in queue order. Bound pods hold their GPUs until the whole job is bound; a
-  job starts when its last pod binds. A job still partial ``pod_timeout_s`` after its first
-  pod bound releases its pods and retries after a seeded random backoff of up to one timeout
-  (as coscheduling plugins back off). A deadlock is counted each time the cluster enters a
-  state where partial jobs hold GPUs, no pod can bind and nothing is running.
 Arrival-only traces (no durations: jobs never end) keep no queue: a job that cannot start when
 it arrives is rejected (pod-by-pod: its bound pods are released), and the figure that matters
 is the share of GPUs allocated at the end.
-
-- ``ladder``: gangplace best-fit that requires the rack level for the first ``T1`` seconds of
-  a job's wait, then the level above until ``T2``, then anywhere (like Slurm's
-  ``--switches=count@max-time``).
 """
 
 from __future__ import annotations
@@ -39,13 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gangplace._gangplace import Allocation, GangRequest, Reservation
-from gangplace.errors import Unschedulable
 from gangplace.sim.clusters import ClusterSpec
+from gangplace.sim.policies import POLICIES, policy_for
 from gangplace.sim.traces import Job
 
-__all__ = ["POLICIES", "JobRecord", "Replay", "RunResult"]
+__all__ = ["POLICIES", "JobRecord", "Replay", "RunResult", "SimClock"]
 
-POLICIES = ("best-fit", "first-fit", "blind", "pod-by-pod", "ladder")
 FINISH, TIMEOUT, ARRIVAL, STEP = 0, 1, 2, 3
 TTL = 7 * 24 * 3600.0
 
@@ -57,6 +47,7 @@ class SimClock:
         self.now = 0.0
 
     def __call__(self) -> float:
+        """The simulated time, in seconds."""
         return self.now
 
 
@@ -107,8 +98,7 @@ class Replay:
         seed: int = 0,
         stop_after_gpus: float | None = None,
     ) -> None:
-        if policy not in POLICIES:
-            raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+        self.rules = policy_for(policy, ladder=ladder, seed=seed)
         self.policy = policy
         self.spec = spec
         self.jobs = jobs
@@ -117,18 +107,7 @@ class Replay:
         self.backfill = backfill
         self.stop_after_gpus = stop_after_gpus
         self.clock = SimClock()
-        self.alias: dict[str, str] = {}
-        if policy == "blind":
-            order = list(range(len(spec.names)))
-            random.Random(seed).shuffle(order)
-            flat = [""] * len(order)
-            for position, index in enumerate(order):
-                flat[index] = f"{position:07d}"
-                self.alias[flat[index]] = spec.names[index]
-            self.cluster = spec.build(policy="first-fit", clock=self.clock, flat=flat)
-        else:
-            kind = "first-fit" if policy == "first-fit" else "best-fit"
-            self.cluster = spec.build(policy=kind, clock=self.clock)
+        self.cluster, self.alias = self.rules.build(spec, self.clock)
         self.records = [JobRecord(job) for job in jobs]
         self.queue: list[JobRecord] = []
         self.running: dict[int, tuple[float, int]] = {}  # id(record) -> (end, gpus)
@@ -178,7 +157,7 @@ class Replay:
                 self._handle(kind, record, now)
                 handled += 1
             handled_total += handled
-            self._schedule(now)
+            self.rules.schedule(self, now)
             self.samples.append((now, self.busy, len(self.queue)))
             if progress is not None:
                 progress(handled)
@@ -213,18 +192,20 @@ class Replay:
             first = record.first_bound_s if record.first_bound_s is not None else math.inf
             deadline = first + (self.pod_timeout_s if self.pod_timeout_s is not None else math.inf)
             if record.start_s is None and record.bound and now >= deadline:
-                self._drop_partial(record)
+                self.drop_partial(record)
         elif kind == ARRIVAL:
             record.arrived = True
             self.queue.append(record)
-            if self.policy == "ladder":
-                for step in self.ladder:
-                    self._push(now + step, STEP, record)
+            self.rules.arrived(self, record, now)
         # STEP: nothing to do but let the pass below look again.
 
-    # ------------------------------------------------------------------ scheduling
+    # ------------------------------------------------------------------ for the policies
 
-    def _reserve(self, request: GangRequest) -> Reservation:
+    def wake(self, at: float, record: JobRecord) -> None:
+        """Runs a scheduling pass at ``at`` for ``record`` (a ladder step, a retry)."""
+        self._push(at, STEP, record)
+
+    def reserve(self, request: GangRequest) -> Reservation:
         """A reservation (raises ``Unschedulable``), timed for ``placements_per_s``."""
         start = time.perf_counter()
         try:
@@ -233,19 +214,13 @@ class Replay:
             self.engine_seconds += time.perf_counter() - start
             self.placements += 1
 
-    def _request(self, record: JobRecord, now: float) -> GangRequest:
-        job = record.job
-        level = job.required_level
-        if self.policy == "ladder" and level is None:
-            waited = now - job.arrival_s
-            rack, above = self.spec.levels[-1], self.spec.levels[-2:-1]
-            if waited < self.ladder[0]:
-                level = rack
-            elif waited < self.ladder[1]:
-                level = above[0] if above else None
-        return GangRequest(job.pods, job.gpus_per_pod, required_level=level, name=job.id)
+    def note_waiting(self, record: JobRecord) -> None:
+        """The job could not start: notes whether enough GPUs were free in total."""
+        if self.cluster.stats().free >= record.job.gpus:
+            record.waited_with_free_gpus = True
 
-    def _start(self, record: JobRecord, allocations: list[Allocation], now: float) -> None:
+    def start(self, record: JobRecord, allocations: list[Allocation], now: float) -> None:
+        """The job runs from ``now`` on its allocations."""
         record.bound = allocations
         record.start_s = now
         nodes = {self.alias.get(n, n) for a in allocations for n in a.placement.nodes}
@@ -256,33 +231,12 @@ class Replay:
         if math.isfinite(end):
             self._push(end, FINISH, record)
 
-    def _schedule(self, now: float) -> None:
-        if self.policy == "pod-by-pod":
-            self._schedule_pods(now)
-            return
-        blocked: JobRecord | None = None
-        for record in list(self.queue):
-            if blocked is not None and not self._may_backfill(blocked, record, now):
-                continue
-            request = self._request(record, now)
-            try:
-                reservation = self._reserve(request)
-            except Unschedulable:
-                if self.cluster.stats().free >= record.job.gpus:
-                    record.waited_with_free_gpus = True
-                if record.job.duration_s is None:
-                    self._reject(record)
-                    continue
-                if blocked is None:
-                    blocked = record
-                    if not self.backfill:
-                        return
-                continue
-            allocation = self.cluster.commit(reservation)
-            self.queue.remove(record)
-            self._start(record, [allocation], now)
+    def may_backfill(self, head: JobRecord, record: JobRecord, now: float) -> bool:
+        """EASY backfilling in GPUs: whether ``record`` may pass the blocked ``head``.
 
-    def _may_backfill(self, head: JobRecord, record: JobRecord, now: float) -> bool:
+        It may when it ends by the head's shadow time: the earliest instant at which, by the
+        running jobs' ends, enough GPUs in total are free for the head.
+        """
         if not self.backfill or record.job.duration_s is None:
             return False
         free = self.cluster.stats().free
@@ -294,45 +248,30 @@ class Replay:
                 break
         return now + record.job.duration_s <= shadow
 
-    def _schedule_pods(self, now: float) -> None:
-        progress = True
-        while progress:
-            progress = False
-            for record in list(self.queue):
-                job = record.job
-                if record.start_s is not None or len(record.bound) >= job.pods:
-                    continue  # started earlier in this pass, or fully bound
-                if record.retry_at_s > now:
-                    continue  # backing off after a timeout
-                pod = GangRequest(1, job.gpus_per_pod, name=job.id)
-                try:
-                    reservation = self._reserve(pod)
-                except Unschedulable:
-                    if self.cluster.stats().free >= job.gpus:
-                        record.waited_with_free_gpus = True
-                    if job.duration_s is None:
-                        self._drop_partial(record)
-                        self._reject(record)
-                    continue
-                record.bound.append(self.cluster.commit(reservation))
-                self.held_partial += job.gpus_per_pod
-                progress = True
-                if record.first_bound_s is None:
-                    record.first_bound_s = now
-                    if self.pod_timeout_s is not None:
-                        self._push(now + self.pod_timeout_s, TIMEOUT, record)
-                if len(record.bound) == job.pods:
-                    self.held_partial -= job.gpus
-                    self.queue.remove(record)
-                    bound, record.bound = record.bound, []
-                    self._start(record, bound, now)
+    def bind_pod(self, record: JobRecord, allocation: Allocation, now: float) -> None:
+        """Pod-by-pod: one more pod of ``record`` is bound; the last one starts the job."""
+        job = record.job
+        record.bound.append(allocation)
+        self.held_partial += job.gpus_per_pod
+        if record.first_bound_s is None:
+            record.first_bound_s = now
+            if self.pod_timeout_s is not None:
+                self._push(now + self.pod_timeout_s, TIMEOUT, record)
+        if len(record.bound) == job.pods:
+            self.held_partial -= job.gpus
+            self.queue.remove(record)
+            bound, record.bound = record.bound, []
+            self.start(record, bound, now)
+
+    def note_deadlock(self) -> None:
+        """Pod-by-pod: counts entering a state where partial gangs hold GPUs and none run."""
         partial = any(record.bound for record in self.queue)
         stuck = partial and not self.running
         if stuck and not self.in_deadlock:
             self.deadlocks += 1
         self.in_deadlock = stuck
 
-    def _reject(self, record: JobRecord) -> None:
+    def reject(self, record: JobRecord) -> None:
         """Rejects a job of an arrival-only replay that does not fit when it arrives.
 
         Such replays keep no queue, as the FGD paper's replay of the Alibaba lists.
@@ -340,7 +279,7 @@ class Replay:
         record.rejected = True
         self.queue.remove(record)
 
-    def _drop_partial(self, record: JobRecord) -> None:
+    def drop_partial(self, record: JobRecord) -> None:
         """Releases a timed-out partial gang.
 
         It retries after a seeded random backoff of up to one timeout, so that gangs that
@@ -352,4 +291,4 @@ class Replay:
         record.bound = []
         record.first_bound_s = None
         record.retry_at_s = self.clock.now + self.rng.uniform(0.0, self.pod_timeout_s or 0.0)
-        self._push(record.retry_at_s, STEP, record)
+        self.wake(record.retry_at_s, record)

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from gangplace.sim.errors import TraceError
+
 __all__ = [
     "PHILLY_MEAN_S",
     "PHILLY_MEDIAN_S",
@@ -34,10 +36,6 @@ __all__ = [
 # Published Philly statistics (../shared/data/trace-summaries/acme_cluster_summary.csv).
 PHILLY_MEDIAN_S = 874.0
 PHILLY_MEAN_S = 18_006.0
-
-
-class TraceError(ValueError):
-    """A trace file is unreadable or has a malformed row (the message names file and line)."""
 
 
 @dataclass(frozen=True)

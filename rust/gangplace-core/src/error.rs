@@ -1,5 +1,6 @@
-//! The one error type of the core. The binding maps every variant onto a Python exception
-//! with an exhaustive `match`, so adding a variant here is a compile error there until mapped.
+//! The one error type of the core. Each variant is named like the Python exception it becomes
+//! (`gangplace.errors`); the binding maps them with one exhaustive `match`, so adding a
+//! variant here is a compile error there until it is mapped.
 
 use thiserror::Error;
 
@@ -28,7 +29,7 @@ pub enum CoreError {
     /// The id exists but the operation does not apply to its state (rollback of a committed
     /// reservation, commit of a rolled-back one, release of an uncommitted one...).
     #[error("{0}")]
-    ReservationState(String),
+    ReservationError(String),
     /// `reserve` of an earlier placement: one of its GPUs is no longer free, healthy and on an
     /// uncordoned node (or its node is gone). Nothing was held.
     #[error("{0}")]
@@ -42,7 +43,7 @@ pub enum CoreError {
     InvalidSnapshot(String),
     /// The engine found itself inconsistent (a bug). The binding fails closed on it.
     #[error("internal error: {0}")]
-    Internal(String),
+    InternalError(String),
 }
 
 /// Shorthand for core results.
@@ -50,4 +51,8 @@ pub type CoreResult<T> = Result<T, CoreError>;
 
 pub(crate) fn invalid(message: impl Into<String>) -> CoreError {
     CoreError::InvalidRequest(message.into())
+}
+
+pub(crate) fn internal(message: impl Into<String>) -> CoreError {
+    CoreError::InternalError(message.into())
 }

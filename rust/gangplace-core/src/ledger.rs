@@ -1,14 +1,16 @@
-//! The ledger: live reservations and allocations, their expiry, and a bounded memory of
-//! ended ones. Holding and ending a hold are the only places GPU ownership bits change.
+//! The ledger: live reservations and allocations, their expiry, a bounded memory of ended
+//! ones, and the index of which holds sit on which node. Holding and ending a hold are the only
+//! places GPU ownership bits change; each records its nodes' changes for the capacity views.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
-use crate::error::{CoreError, CoreResult};
+use crate::error::{CoreResult, internal};
+use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::limits::REMEMBERED_ENDED_HOLDS;
 use crate::model::Placement;
-use crate::topology::{HoldId, NodeId, Topology};
+use crate::state::{Changes, NodeStates};
 
 /// Whether a live hold is a reservation or an allocation.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -39,8 +41,8 @@ pub struct Hold {
     pub state: HoldState,
     /// Clock seconds at which a reservation lapses.
     pub expires_at: f64,
-    /// GPUs held, per node.
-    pub gpus_by_node: Vec<(NodeId, u64)>,
+    /// GPUs held, per node, sorted by node id.
+    pub gpus_by_node: Vec<(NodeId, GpuSet)>,
     /// The placement handed out.
     pub placement: Arc<Placement>,
     /// Who may commit, roll back or release it (`None`: anyone).
@@ -52,7 +54,7 @@ impl Hold {
     pub fn gpu_count(&self) -> u64 {
         self.gpus_by_node
             .iter()
-            .map(|&(_, gpus)| u64::from(gpus.count_ones()))
+            .map(|&(_, gpus)| u64::from(gpus.count()))
             .sum()
     }
 }
@@ -98,21 +100,11 @@ pub struct Ledger {
     expiries: BTreeSet<Expiry>,
     /// GPUs held by live holds, per owner (`None`: holds made without an owner).
     held_by_owner: HashMap<Option<Arc<str>>, u64>,
+    /// Per node slot: the live holds with GPUs there, in the order they were made.
+    holders: Vec<Vec<(HoldId, GpuSet)>>,
     /// Test-only failpoint: panic between two node updates of a hold or an ending.
+    #[cfg(feature = "testing")]
     pub(crate) panic_mid_apply: bool,
-}
-
-/// Formats a hold id for users.
-pub fn format_id(id: HoldId) -> String {
-    format!("gp-{id:032x}")
-}
-
-/// Parses a user's id; anything malformed is simply unknown.
-pub fn parse_id(text: &str) -> Option<HoldId> {
-    let hex = text.strip_prefix("gp-")?;
-    let well_formed =
-        hex.len() == 32 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-    well_formed.then(|| HoldId::from_str_radix(hex, 16).ok())?
 }
 
 impl Ledger {
@@ -121,8 +113,8 @@ impl Ledger {
         loop {
             let mut bytes = [0u8; 16];
             getrandom::fill(&mut bytes)
-                .map_err(|error| CoreError::Internal(format!("no randomness: {error}")))?;
-            let id = HoldId::from_le_bytes(bytes);
+                .map_err(|error| internal(format!("no randomness: {error}")))?;
+            let id = HoldId::from_bits(u128::from_le_bytes(bytes));
             if !self.live.contains_key(&id) && !self.ended.contains_key(&id) {
                 return Ok(id);
             }
@@ -183,24 +175,45 @@ impl Ledger {
         }
     }
 
+    /// The holds with GPUs on `node`, with the GPUs each holds there, sorted by id.
+    pub fn holders_on(&self, node: NodeId) -> Vec<(HoldId, GpuSet)> {
+        let mut holders = self.holders.get(node as usize).cloned().unwrap_or_default();
+        holders.sort_unstable();
+        holders
+    }
+
+    fn add_holder(&mut self, node: NodeId, id: HoldId, gpus: GpuSet) {
+        let slot = node as usize;
+        if slot >= self.holders.len() {
+            self.holders.resize_with(slot + 1, Vec::new);
+        }
+        self.holders[slot].push((id, gpus));
+    }
+
+    fn remove_holder(&mut self, node: NodeId, id: HoldId) {
+        if let Some(holders) = self.holders.get_mut(node as usize) {
+            holders.retain(|&(holder, _)| holder != id);
+        }
+    }
+
     /// The test-only failpoint: after the first node of a mutation has changed.
+    #[cfg(feature = "testing")]
     fn failpoint(&self, step: usize) {
         if self.panic_mid_apply && step == 0 {
             panic!("failpoint mid-apply: a mutation stopped half-way");
         }
     }
 
+    #[cfg(not(feature = "testing"))]
+    fn failpoint(&self, _step: usize) {}
+
     /// Marks the hold's GPUs reserved on their nodes and records it.
-    pub fn hold(&mut self, topology: &mut Topology, id: HoldId, hold: Hold) {
-        topology.begin_batch();
+    pub fn hold(&mut self, states: &mut NodeStates, changes: &mut Changes, id: HoldId, hold: Hold) {
         for (step, &(node, gpus)) in hold.gpus_by_node.iter().enumerate() {
-            topology.update_node(node, |node| {
-                node.reserved |= gpus;
-                node.holders.push((id, gpus));
-            });
+            states.update(node, changes, |state| state.reserved |= gpus);
+            self.add_holder(node, id, gpus);
             self.failpoint(step);
         }
-        topology.end_batch();
         self.count_held(&hold.owner, hold.gpu_count(), 0);
         self.expiries.insert(Expiry {
             at: hold.expires_at,
@@ -210,7 +223,7 @@ impl Ledger {
     }
 
     /// Turns a reservation into an allocation; the GPUs stay held.
-    pub fn commit(&mut self, topology: &mut Topology, id: HoldId) {
+    pub fn commit(&mut self, states: &mut NodeStates, changes: &mut Changes, id: HoldId) {
         let Some(hold) = self.live.get_mut(&id) else {
             return;
         };
@@ -223,15 +236,21 @@ impl Ledger {
             id,
         });
         for &(node, gpus) in &hold.gpus_by_node {
-            topology.update_node(node, |node| {
-                node.reserved &= !gpus;
-                node.allocated |= gpus;
+            states.update(node, changes, |state| {
+                state.reserved &= !gpus;
+                state.allocated |= gpus;
             });
         }
     }
 
     /// Ends a live hold: its GPUs go back to the pool (unhealthy ones stay out of it).
-    pub fn end(&mut self, topology: &mut Topology, id: HoldId, ending: Ending) {
+    pub fn end(
+        &mut self,
+        states: &mut NodeStates,
+        changes: &mut Changes,
+        id: HoldId,
+        ending: Ending,
+    ) {
         let Some(hold) = self.live.remove(&id) else {
             return;
         };
@@ -239,18 +258,14 @@ impl Ledger {
             at: hold.expires_at,
             id,
         });
-        topology.begin_batch();
         for (step, &(node, gpus)) in hold.gpus_by_node.iter().enumerate() {
-            topology.update_node(node, |node| {
-                match hold.state {
-                    HoldState::Reserved => node.reserved &= !gpus,
-                    HoldState::Committed => node.allocated &= !gpus,
-                }
-                node.holders.retain(|&(holder, _)| holder != id);
+            states.update(node, changes, |state| match hold.state {
+                HoldState::Reserved => state.reserved &= !gpus,
+                HoldState::Committed => state.allocated &= !gpus,
             });
+            self.remove_holder(node, id);
             self.failpoint(step);
         }
-        topology.end_batch();
         self.count_held(&hold.owner, 0, hold.gpu_count());
         let owner = hold.owner;
         self.remember(id, EndedHold { ending, owner });
@@ -258,33 +273,58 @@ impl Ledger {
 
     /// Drops `node` from an allocation before the node is removed: the GPUs there are gone
     /// with it, the rest stays allocated until `release`.
-    pub fn detach_node(&mut self, topology: &mut Topology, id: HoldId, node: NodeId) {
+    pub fn detach_node(
+        &mut self,
+        states: &mut NodeStates,
+        changes: &mut Changes,
+        id: HoldId,
+        node: NodeId,
+    ) {
         let Some(hold) = self.live.get_mut(&id) else {
             return;
         };
-        let held_here: u64 = hold
+        let held_here = hold
             .gpus_by_node
             .iter()
             .filter(|&&(held_on, _)| held_on == node)
-            .fold(0, |mask, &(_, gpus)| mask | gpus);
+            .fold(GpuSet::EMPTY, |set, &(_, gpus)| set | gpus);
         hold.gpus_by_node.retain(|&(held_on, _)| held_on != node);
         let (state, owner) = (hold.state, hold.owner.clone());
-        topology.update_node(node, |node| {
-            match state {
-                HoldState::Reserved => node.reserved &= !held_here,
-                HoldState::Committed => node.allocated &= !held_here,
-            }
-            node.holders.retain(|&(holder, _)| holder != id);
+        states.update(node, changes, |node_state| match state {
+            HoldState::Reserved => node_state.reserved &= !held_here,
+            HoldState::Committed => node_state.allocated &= !held_here,
         });
-        let removed = u64::from(held_here.count_ones());
-        self.count_held(&owner, 0, removed);
+        self.remove_holder(node, id);
+        self.count_held(&owner, 0, u64::from(held_here.count()));
+    }
+
+    /// Checks the holders index against the live holds (for `check_invariants`).
+    pub fn check_holders(&self) -> Result<(), String> {
+        let mut expected: Vec<Vec<(HoldId, GpuSet)>> = vec![Vec::new(); self.holders.len()];
+        for (&id, hold) in &self.live {
+            for &(node, gpus) in &hold.gpus_by_node {
+                let slot = expected
+                    .get_mut(node as usize)
+                    .ok_or_else(|| format!("hold {id} is not in the holders index"))?;
+                slot.push((id, gpus));
+            }
+        }
+        for (slot, expected) in expected.iter_mut().enumerate() {
+            let mut actual = self.holders[slot].clone();
+            actual.sort_unstable();
+            expected.sort_unstable();
+            if actual != *expected {
+                return Err(format!("the holders index of node slot {slot} is stale"));
+            }
+        }
+        Ok(())
     }
 
     /// Ends every reservation whose `expires_at <= now`.
-    pub fn expire(&mut self, topology: &mut Topology, now: f64) {
+    pub fn expire(&mut self, states: &mut NodeStates, changes: &mut Changes, now: f64) {
         while self.expiries.first().is_some_and(|next| next.at <= now) {
             if let Some(next) = self.expiries.pop_first() {
-                self.end(topology, next.id, Ending::Expired);
+                self.end(states, changes, next.id, Ending::Expired);
             }
         }
     }
@@ -295,19 +335,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ids_round_trip_and_reject_garbage() {
+    fn new_ids_are_fresh() {
         let ledger = Ledger::default();
         let id = ledger.new_id().unwrap();
-        assert_eq!(parse_id(&format_id(id)), Some(id));
-        for garbage in [
-            "",
-            "gp-",
-            "gp-xyz",
-            "gp-0123",
-            &format_id(id).to_uppercase(),
-        ] {
-            assert_eq!(parse_id(garbage), None, "{garbage}");
-        }
         assert_ne!(ledger.new_id().unwrap(), id);
     }
 }

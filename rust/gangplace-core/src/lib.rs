@@ -2,36 +2,53 @@
 //!
 //! A gang (N pods of G GPUs each) is placed whole or not at all, in the smallest topology
 //! domain that holds it, counting only healthy GPUs, deterministically; reservations are
-//! held with a lifetime and committed, rolled back or released as a unit.
+//! held with a lifetime and committed, rolled back or released as a unit. The contract is
+//! the README's (placement rules, transactions, limits); this crate implements it.
 //!
-//! Modules by concept: [`topology`] (levels, domains, nodes, indexes), [`capacity`]
-//! (per-domain aggregates and views), [`index`] (domains and nodes by free GPUs per level), [`pools`] (the same
-//! for label selectors), [`search`] (the placement rules), [`ledger`]
-//! (reservations and allocations), [`engine`] (the operations), [`transactions`]
-//! (reserve, commit, rollback, release), [`snapshot`] (the versioned state format),
-//! [`error`], [`limits`]; [`script`] decodes bytes into operation sequences for property
-//! tests and fuzzing.
+//! Modules, all private behind the re-exports below, in dependency order (no cycles):
+//!
+//! - `limits`: hard limits and API defaults; `error`: [`CoreError`], one variant per Python
+//!   exception class; `ids`: [`HoldId`], [`GpuSet`], domain and node ids.
+//! - `config`: [`EngineConfig`] and [`Policy`], validated once.
+//! - `model`: requests and results as plain owned values ([`GangRequest`], [`Placement`],
+//!   [`Reservation`], ...).
+//! - `topology`: the static structure (levels, domain tree, nodes, label index).
+//! - `state`: the mutable GPU state per node, with one change record per changed node.
+//! - `capacity`: what is derived from both (aggregates, free-GPU index, selector pools),
+//!   updated once per mutation from the change records.
+//! - `search`: the placement rules over a capacity view.
+//! - `ledger`: reservations, allocations, expiry, ended holds, holders per node.
+//! - `engine`: the operations ([`Engine`]), with `engine::transactions`, `engine::explain`
+//!   and `engine::snapshot`.
+//! - `testing` (feature `testing` only): operation scripts, the snapshot framing for the
+//!   fuzzers, and the failpoint.
 
-pub mod capacity;
-pub mod engine;
-pub mod error;
-pub mod explain;
-pub mod index;
-pub mod ledger;
-pub mod limits;
-pub mod model;
-pub mod pools;
-pub mod script;
-pub mod search;
-pub mod snapshot;
-pub mod topology;
-pub mod transactions;
+mod capacity;
+mod config;
+mod engine;
+mod error;
+mod ids;
+mod ledger;
+mod limits;
+mod model;
+mod search;
+mod state;
+mod topology;
 
-pub use engine::{Engine, GpuState};
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use config::{EngineConfig, Policy};
+pub use engine::Engine;
+pub use engine::explain::{Exclusions, Explanation, LevelExplanation};
+pub use engine::snapshot::{FORMAT_VERSION as SNAPSHOT_FORMAT_VERSION, MAGIC as SNAPSHOT_MAGIC};
 pub use error::{CoreError, CoreResult};
-pub use explain::{Exclusions, Explanation, LevelExplanation};
-pub use model::{
-    Allocation, ClusterStats, GangRequest, NodeInfo, Placement, PodPlacement, Reservation,
+pub use ids::{CLUSTER_LEVEL, GpuIndexError, GpuSet, HoldId, NODE_LEVEL};
+pub use limits::{
+    DEFAULT_TTL_SECONDS, MAX_GANG_GPUS, MAX_GPUS_PER_NODE, MAX_LEVELS, MAX_NAME_BYTES, MAX_NODES,
+    MAX_PODS, MAX_TTL_SECONDS, REMEMBERED_ENDED_HOLDS,
 };
-pub use search::Policy;
+pub use model::{
+    Allocation, ClusterStats, GangRequest, GpuState, NodeInfo, Placement, PodPlacement, Reservation,
+};
 pub use topology::NodeSpec;

@@ -1,4 +1,6 @@
-//! Hard limits, checked before anything is allocated. See `docs/limits` in the README.
+//! Hard limits, checked before anything is allocated, and the defaults of the API. The README's
+//! "Limits" table states them; the extension exports them (`gangplace._gangplace.LIMITS`) and
+//! a test ties that table to these values.
 
 /// GPUs a node may have. GPU sets are `u64` bitmasks, so this is also the largest pod.
 pub const MAX_GPUS_PER_NODE: u32 = 64;
@@ -14,6 +16,8 @@ pub const MAX_GANG_GPUS: u64 = (MAX_NODES as u64) * (MAX_GPUS_PER_NODE as u64);
 pub const MAX_PODS: u64 = MAX_GANG_GPUS;
 /// Longest reservation lifetime, in seconds (7 days).
 pub const MAX_TTL_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
+/// Lifetime of a reservation when the caller gives none, in seconds.
+pub const DEFAULT_TTL_SECONDS: f64 = 30.0;
 /// Ended reservations remembered (so that a second `rollback`/`release` answers `False`
 /// rather than `UnknownReservation`). Older ones are forgotten first.
 pub const REMEMBERED_ENDED_HOLDS: usize = 65_536;

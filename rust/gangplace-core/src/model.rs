@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::error::{CoreResult, invalid};
+use crate::ids::{GpuIndexError, GpuSet, HoldId};
 use crate::limits::{MAX_GANG_GPUS, MAX_GPUS_PER_NODE, MAX_NAME_BYTES, MAX_PODS};
 
 /// A gang: `pods` pods of `gpus_per_pod` GPUs, placed whole or not at all.
@@ -105,19 +106,34 @@ impl GangRequest {
 pub struct PodPlacement {
     /// Node name (shared with the node: building a placement copies no names).
     pub node: Arc<str>,
-    /// The GPUs, as a bitmask (bit i: GPU i).
-    pub gpus: u64,
+    /// The GPUs.
+    pub gpus: GpuSet,
 }
 
 impl PodPlacement {
+    /// A pod from user-given GPU indices: distinct, in `0..64` (a node's own count is
+    /// checked when the placement is reserved).
+    pub fn new(node: String, gpus: impl IntoIterator<Item = i64>) -> CoreResult<Self> {
+        let gpus = GpuSet::from_indices(gpus, MAX_GPUS_PER_NODE).map_err(|error| {
+            let (GpuIndexError::OutOfRange(gpu) | GpuIndexError::Repeated(gpu)) = error;
+            invalid(format!(
+                "GPU indices must be distinct and in range({MAX_GPUS_PER_NODE}), got {gpu}"
+            ))
+        })?;
+        Ok(Self {
+            node: Arc::from(node),
+            gpus,
+        })
+    }
+
     /// GPU indices, ascending.
     pub fn gpu_indices(&self) -> Vec<u32> {
-        gpu_indices(self.gpus)
+        self.gpus.indices()
     }
 
     /// Number of GPUs.
     pub fn gpu_count(&self) -> u32 {
-        self.gpus.count_ones()
+        self.gpus.count()
     }
 }
 
@@ -149,8 +165,8 @@ impl Placement {
 /// A hold on a placement's GPUs, until `expires_at` (clock seconds).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reservation {
-    /// Unguessable id (`gp-` and 32 hex digits).
-    pub id: String,
+    /// Unguessable id.
+    pub id: HoldId,
     /// What is held (shared with the ledger's hold, never copied).
     pub placement: Arc<Placement>,
     /// When the hold lapses.
@@ -163,7 +179,7 @@ pub struct Reservation {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Allocation {
     /// The id of the reservation it came from.
-    pub id: String,
+    pub id: HoldId,
     /// What is allocated (shared with the ledger's hold).
     pub placement: Arc<Placement>,
     /// Who holds it (`None`: made without an owner).
@@ -210,13 +226,32 @@ pub struct ClusterStats {
     pub unhealthy: u64,
 }
 
-/// The indices of the set bits of `mask`, ascending.
-pub fn gpu_indices(mask: u64) -> Vec<u32> {
-    let mut rest = mask;
-    let mut indices = Vec::with_capacity(mask.count_ones() as usize);
-    while rest != 0 {
-        indices.push(rest.trailing_zeros());
-        rest &= rest - 1;
-    }
-    indices
+/// Per node, in name order: GPU counts and sets by state, and the node's place in the tree
+/// (see `Engine::gpu_state`). Everything a picture or an analysis needs, in one read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GpuState {
+    /// Node names, sorted.
+    pub names: Vec<String>,
+    /// Each node's domain path, outermost first (one name per level).
+    pub paths: Vec<Vec<String>>,
+    /// GPUs per node.
+    pub gpus: Vec<u8>,
+    /// Free healthy GPUs.
+    pub free: Vec<u8>,
+    /// GPUs held by reservations.
+    pub reserved: Vec<u8>,
+    /// GPUs held by allocations.
+    pub allocated: Vec<u8>,
+    /// Unhealthy GPUs (held or not).
+    pub unhealthy: Vec<u8>,
+    /// Whether the node is cordoned.
+    pub cordoned: Vec<bool>,
+    /// The sets behind the counts, as masks (bit i: GPU i).
+    pub free_mask: Vec<u64>,
+    /// See `free_mask`.
+    pub reserved_mask: Vec<u64>,
+    /// See `free_mask`.
+    pub allocated_mask: Vec<u64>,
+    /// See `free_mask`.
+    pub unhealthy_mask: Vec<u64>,
 }

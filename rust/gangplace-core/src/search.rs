@@ -1,36 +1,21 @@
 //! The placement search: which domain, then which nodes and GPUs.
 //!
-//! Rules (the contract of `place_gang`, mirrored by `gangplace.reference`):
-//! 1. A node's capacity is `floor(free healthy GPUs / gpus_per_pod)` if it is feasible, else 0;
-//!    a domain's capacity is the sum over its nodes.
-//! 2. Levels are tried finest first; the first level with a domain of capacity >= pods wins;
-//!    levels coarser than `required_level` are not tried. Best-fit reads each level's
-//!    free-GPU index ([`crate::index`]) from the fewest sufficient free GPUs upwards;
-//!    first-fit walks depth-first in path order, entering only subtrees that hold the gang
-//!    (capacities add up, so the domains that fit form a subtree under the root).
-//! 3. Among the fitting domains of that level: best-fit takes the fewest free healthy GPUs over
-//!    the feasible nodes, then the smallest path; first-fit the smallest path.
-//! 4. Spreading: while pods remain, an unused child that can hold all of them takes them (the
-//!    smallest such capacity, then smallest path); otherwise the unused child with the largest
-//!    capacity (then smallest path) is filled. Recursively down to the nodes.
-//! 5. On a node, each pod takes the lowest-indexed free healthy GPUs.
-//! 6. Pods are ranked by (node path, first GPU).
-//! 7. Elastic gangs fall back to the largest capacity of one domain at the coarsest allowed
-//!    level, if it reaches `min_pods`; that many pods are then placed by the same rules.
+//! The rules are those of the README's "Placement rules" section (the one canonical text;
+//! `gangplace.reference.rules` is their readable transcription). Each function below names
+//! the rule it implements. How this code finds the answer fast:
+//!
+//! - Best-fit reads each level's free-GPU index ([`crate::capacity::FreeIndex`]) from the
+//!   fewest sufficient free GPUs upwards (rules 2 and 3).
+//! - First-fit walks depth-first in path order, entering only subtrees that hold the gang
+//!   (capacities add up, so the domains that fit form a subtree under the root).
+//! - Capacities come from the per-domain aggregates, never from visiting nodes.
 
-use crate::capacity::CapacityView;
-use crate::error::{CoreError, CoreResult};
-use crate::index::FreeIndex;
-use crate::topology::{DomainId, NodeId, ROOT, Topology};
-
-/// How to choose among the fitting domains of a level.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Policy {
-    /// Fewest free healthy GPUs, then smallest path: packs gangs tightly.
-    BestFit,
-    /// Smallest path.
-    FirstFit,
-}
+use crate::capacity::{CapacityView, FreeIndex};
+use crate::config::Policy;
+use crate::error::{CoreResult, internal};
+use crate::ids::{DomainId, GpuSet, NodeId, ROOT};
+use crate::state::NodeStates;
+use crate::topology::Topology;
 
 /// A domain or a node: the things a level is made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,8 +44,8 @@ pub struct Demand {
 pub struct PlannedPod {
     /// The node.
     pub node: NodeId,
-    /// The GPUs, as a bitmask.
-    pub gpus: u64,
+    /// The GPUs.
+    pub gpus: GpuSet,
 }
 
 /// The outcome of a successful search.
@@ -89,42 +74,46 @@ pub struct LevelBest {
 #[derive(Debug)]
 pub struct Search<'a, V> {
     topology: &'a Topology,
+    states: &'a NodeStates,
     view: &'a V,
     gpus_per_pod: u32,
 }
 
 impl<'a, V: CapacityView> Search<'a, V> {
     /// A search for pods of `gpus_per_pod` GPUs. The topology must be settled.
-    pub fn new(topology: &'a Topology, view: &'a V, gpus_per_pod: u32) -> Self {
+    pub fn new(
+        topology: &'a Topology,
+        states: &'a NodeStates,
+        view: &'a V,
+        gpus_per_pod: u32,
+    ) -> Self {
         Self {
             topology,
+            states,
             view,
             gpus_per_pod,
         }
     }
 
-    /// Pods of this search's size that fit in `item`.
+    /// Pods of this search's size that fit in `item` (rule 1).
     pub fn capacity(&self, item: Item) -> u64 {
         match item {
             Item::Domain(id) => self
                 .view
                 .domain(id)
                 .map_or(0, |aggregate| aggregate.capacity(self.gpus_per_pod)),
-            Item::Node(id) if self.view.node_feasible(id) => {
-                u64::from(self.topology.node(id).free_count() / self.gpus_per_pod)
-            }
-            Item::Node(_) => 0,
+            Item::Node(id) => self
+                .view
+                .node_free(id)
+                .map_or(0, |free| u64::from(free / self.gpus_per_pod)),
         }
     }
 
-    /// Free healthy GPUs over the feasible nodes of `item`.
+    /// Free healthy GPUs over the feasible nodes of `item` (rule 3's best-fit key).
     pub fn free_gpus(&self, item: Item) -> u64 {
         match item {
             Item::Domain(id) => self.view.domain(id).map_or(0, |a| a.free_gpus()),
-            Item::Node(id) if self.view.node_feasible(id) => {
-                u64::from(self.topology.node(id).free_count())
-            }
-            Item::Node(_) => 0,
+            Item::Node(id) => self.view.node_free(id).map_or(0, u64::from),
         }
     }
 
@@ -141,7 +130,7 @@ impl<'a, V: CapacityView> Search<'a, V> {
         domains.chain(nodes.iter().map(|&id| Item::Node(id)))
     }
 
-    /// Places the demand, or returns `None` when no allowed domain can hold it.
+    /// Places the demand, or returns `None` when no allowed domain can hold it (rules 2-7).
     pub fn plan(&self, demand: &Demand, policy: Policy) -> CoreResult<Option<Plan>> {
         let pods = match self.finest_fitting(demand.pods, demand.coarsest_depth, policy) {
             Some(_) => demand.pods,
@@ -155,9 +144,7 @@ impl<'a, V: CapacityView> Search<'a, V> {
             None => return Ok(None),
         };
         let Some((depth, item)) = self.finest_fitting(pods, demand.coarsest_depth, policy) else {
-            return Err(CoreError::Internal(
-                "elastic fallback lost its domain".into(),
-            ));
+            return Err(internal("elastic fallback lost its domain"));
         };
         let mut planned = Vec::new();
         self.spread(item, pods, &mut planned)?;
@@ -169,8 +156,8 @@ impl<'a, V: CapacityView> Search<'a, V> {
         }))
     }
 
-    /// The finest level at or below `coarsest_depth` with a domain holding `pods`, and the
-    /// domain the policy picks there.
+    /// Rules 2 and 3: the finest level at or below `coarsest_depth` with a domain holding
+    /// `pods`, and the domain the policy picks there.
     fn finest_fitting(
         &self,
         pods: u64,
@@ -291,7 +278,7 @@ impl<'a, V: CapacityView> Search<'a, V> {
         }
     }
 
-    /// Spreads `pods` over `item` with the fewest children at every level (rule 4).
+    /// Rule 4: spreads `pods` over `item` with the fewest children at every level.
     fn spread(&self, item: Item, pods: u64, out: &mut Vec<PlannedPod>) -> CoreResult<()> {
         if let Item::Node(node) = item {
             return self.take_gpus(node, pods, out);
@@ -313,9 +300,7 @@ impl<'a, V: CapacityView> Search<'a, V> {
                 return self.spread(unused[first].1, remaining, out);
             }
             let Some((&(capacity, child), rest)) = unused.split_first() else {
-                return Err(CoreError::Internal(
-                    "a domain held fewer pods than counted".into(),
-                ));
+                return Err(internal("a domain held fewer pods than counted"));
             };
             self.spread(child, capacity, out)?;
             remaining -= capacity;
@@ -324,35 +309,30 @@ impl<'a, V: CapacityView> Search<'a, V> {
         Ok(())
     }
 
-    /// Gives `pods` pods the lowest-indexed free healthy GPUs of `node`.
+    /// Rule 5: gives `pods` pods the lowest-indexed free healthy GPUs of `node`.
     fn take_gpus(&self, node: NodeId, pods: u64, out: &mut Vec<PlannedPod>) -> CoreResult<()> {
-        let mut free = self.topology.node(node).free_mask();
+        let mut free = self.states.get(node).free();
         for _ in 0..pods {
-            let mut gpus = 0u64;
-            for _ in 0..self.gpus_per_pod {
-                if free == 0 {
-                    return Err(CoreError::Internal(
-                        "a node held fewer GPUs than counted".into(),
-                    ));
-                }
-                let lowest = free & free.wrapping_neg();
-                gpus |= lowest;
-                free &= !lowest;
+            let gpus = free.lowest_n(self.gpus_per_pod);
+            if gpus.count() < self.gpus_per_pod {
+                return Err(internal("a node held fewer GPUs than counted"));
             }
+            free &= !gpus;
             out.push(PlannedPod { node, gpus });
         }
         Ok(())
     }
 
-    /// Sorts pods by (node path, first GPU): rule 6. With an index, a node's rank is its
-    /// position in path order.
+    /// Rule 6: sorts pods by (node's domain path, node name, first GPU index). With an
+    /// index, a node's rank is its position in that order.
     fn rank(&self, pods: &mut [PlannedPod]) {
         match self.view.index() {
-            Some(index) => pods
-                .sort_unstable_by_key(|pod| (index.node_rank(pod.node), pod.gpus.trailing_zeros())),
+            Some(index) => {
+                pods.sort_unstable_by_key(|pod| (index.node_rank(pod.node), pod.gpus.lowest()))
+            }
             None => pods.sort_by_cached_key(|pod| {
                 let path: Vec<&str> = self.topology.node_path(pod.node);
-                (path, pod.gpus.trailing_zeros())
+                (path, pod.gpus.lowest())
             }),
         }
     }

@@ -1,6 +1,6 @@
 //! numpy in and out: the arguments of `Cluster.from_arrays` and the arrays of `gpu_state`.
 
-use gangplace_core::{GpuState, NodeSpec};
+use gangplace_core::{GpuSet, GpuState, NodeSpec};
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -119,8 +119,10 @@ pub fn node_specs(
             .iter()
             .filter_map(|(key, values)| Some((key.clone(), values[index].clone()?)))
             .collect();
-        let mask = masks[index];
-        let unhealthy = (0..64).filter(|bit| mask >> bit & 1 == 1).collect();
+        let unhealthy = GpuSet::from_mask(masks[index])
+            .iter()
+            .map(i64::from)
+            .collect();
         specs.push(NodeSpec {
             name,
             gpus: gpus[index],
@@ -171,16 +173,41 @@ fn label_columns(labels: Option<&Bound<'_, PyAny>>, count: usize) -> PyResult<Ve
     Ok(columns)
 }
 
-/// `gpu_state` as a dict of numpy arrays (plus the list of names).
-pub fn gpu_state_dict<'py>(py: Python<'py>, state: GpuState) -> PyResult<Bound<'py, PyDict>> {
+/// `gpu_state` as a dict of numpy arrays: names, counts and masks per node, and per level the
+/// domain name of every node (what a rack map needs, in one read).
+pub fn gpu_state_dict<'py>(
+    py: Python<'py>,
+    levels: &[String],
+    state: GpuState,
+) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
     let numpy = py.import("numpy")?;
+    let domains = PyDict::new(py);
+    for (depth, level) in levels.iter().enumerate() {
+        let column: Vec<&str> = state
+            .paths
+            .iter()
+            .map(|path| path[depth].as_str())
+            .collect();
+        domains.set_item(level, numpy.call_method1("asarray", (column,))?)?;
+    }
     dict.set_item("node", numpy.call_method1("asarray", (state.names,))?)?;
+    dict.set_item("domains", domains)?;
     dict.set_item("gpus", PyArray1::from_vec(py, state.gpus))?;
     dict.set_item("free", PyArray1::from_vec(py, state.free))?;
     dict.set_item("reserved", PyArray1::from_vec(py, state.reserved))?;
     dict.set_item("allocated", PyArray1::from_vec(py, state.allocated))?;
     dict.set_item("unhealthy", PyArray1::from_vec(py, state.unhealthy))?;
     dict.set_item("cordoned", PyArray1::from_vec(py, state.cordoned))?;
+    dict.set_item("free_mask", PyArray1::from_vec(py, state.free_mask))?;
+    dict.set_item("reserved_mask", PyArray1::from_vec(py, state.reserved_mask))?;
+    dict.set_item(
+        "allocated_mask",
+        PyArray1::from_vec(py, state.allocated_mask),
+    )?;
+    dict.set_item(
+        "unhealthy_mask",
+        PyArray1::from_vec(py, state.unhealthy_mask),
+    )?;
     Ok(dict)
 }

@@ -6,18 +6,21 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use gangplace_core::{Engine, NodeSpec, Policy};
+use gangplace_core::{DEFAULT_TTL_SECONDS, Engine, HoldId, NodeSpec};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString, PyTuple};
 
 use crate::arrays;
+use crate::cluster_args::{default_clock, gang_requests, hold_id, new_engine, owner as owner_name};
 use crate::convert;
 use crate::errors::{CallError, InvalidRequest, contain};
 use crate::explain::Explanation;
-use crate::types::{
-    Allocation, ClusterStats, GangRequest, NodeInfo, Placement, Reservation, py_str,
-};
+use crate::types::{Allocation, ClusterStats, GangRequest, NodeInfo, Placement, Reservation};
+
+fn ids(ids: Vec<HoldId>) -> Vec<String> {
+    ids.into_iter().map(|id| id.to_string()).collect()
+}
 
 /// A GPU cluster: topology, GPU health and holds.
 #[pyclass(frozen, module = "gangplace._gangplace")]
@@ -26,126 +29,14 @@ pub struct Cluster {
     engine: Mutex<Engine>,
     failed: AtomicBool,
     clock: Py<PyAny>,
-    /// Copies of the engine's immutable settings, so their getters need not take the lock.
-    levels: Vec<String>,
-    policy: Policy,
-    max_held_gpus_per_owner: Option<u64>,
-}
-
-fn policy_name(policy: Policy) -> &'static str {
-    match policy {
-        Policy::BestFit => "best-fit",
-        Policy::FirstFit => "first-fit",
-    }
-}
-
-/// A reservation or allocation given as its object or its id.
-fn hold_id(value: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
-    if let Ok(reservation) = value.cast::<Reservation>() {
-        return Ok(reservation.get().inner.id.clone());
-    }
-    if let Ok(allocation) = value.cast::<Allocation>() {
-        return Ok(allocation.get().inner.id.clone());
-    }
-    if value.is_instance_of::<PyString>() {
-        return value.extract();
-    }
-    Err(PyTypeError::new_err(format!(
-        "{what} must be a {}, or its id as a str, not {}",
-        if what == "allocation" {
-            "Allocation"
-        } else {
-            "Reservation"
-        },
-        convert::type_name(value)
-    )))
-}
-
-/// An optional owner name.
-fn owner(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
-    match value {
-        Some(value) if !value.is_none() => Ok(Some(convert::string(value, "owner")?)),
-        _ => Ok(None),
-    }
-}
-
-fn default_clock(py: Python<'_>, clock: Option<Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
-    match clock {
-        Some(clock) if clock.is_callable() => Ok(clock.unbind()),
-        Some(clock) => Err(PyTypeError::new_err(format!(
-            "clock must be a callable returning seconds, not {}",
-            convert::type_name(&clock)
-        ))),
-        None => Ok(py.import("time")?.getattr("monotonic")?.unbind()),
-    }
-}
-
-/// The engine and clock of a new cluster, from the constructor's arguments.
-fn new_engine(
-    py: Python<'_>,
-    levels: &Bound<'_, PyAny>,
-    policy: Option<&Bound<'_, PyAny>>,
-    clock: Option<Bound<'_, PyAny>>,
-    max_held_gpus_per_owner: Option<&Bound<'_, PyAny>>,
-) -> PyResult<(Engine, Py<PyAny>)> {
-    let levels = convert::str_sequence(levels, "levels")?;
-    let policy = match policy
-        .map(|p| convert::string(p, "policy"))
-        .transpose()?
-        .as_deref()
-    {
-        None | Some("best-fit") => Policy::BestFit,
-        Some("first-fit") => Policy::FirstFit,
-        Some(other) => {
-            return Err(InvalidRequest::new_err(format!(
-                "policy must be 'best-fit' or 'first-fit', not {other:?}"
-            )));
-        }
-    };
-    let cap = match max_held_gpus_per_owner {
-        Some(cap) if !cap.is_none() => {
-            let cap = convert::int(cap, "max_held_gpus_per_owner")?;
-            Some(u64::try_from(cap).map_err(|_| {
-                InvalidRequest::new_err(format!("max_held_gpus_per_owner must be >= 0, got {cap}"))
-            })?)
-        }
-        _ => None,
-    };
-    let clock = default_clock(py, clock)?;
-    let mut engine = Engine::new(levels, policy).map_err(crate::errors::core_to_py)?;
-    engine.set_max_held_gpus_per_owner(cap);
-    Ok((engine, clock))
-}
-
-/// A sequence of `GangRequest`s, copied out of Python.
-fn gang_requests(requests: &Bound<'_, PyAny>) -> PyResult<Vec<gangplace_core::GangRequest>> {
-    requests
-        .try_iter()?
-        .map(|request| {
-            let request = request?;
-            let request = request.cast::<GangRequest>().map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "requests must hold GangRequest objects, not {}",
-                    convert::type_name(&request)
-                ))
-            })?;
-            Ok(request.get().inner.clone())
-        })
-        .collect()
+    /// A copy of the engine's immutable configuration, so its getters need not take the lock.
+    config: gangplace_core::EngineConfig,
 }
 
 impl Cluster {
     fn wrap(engine: Engine, clock: Py<PyAny>) -> Self {
-        let levels = engine
-            .topology()
-            .levels()
-            .iter()
-            .map(|l| l.to_string())
-            .collect();
         Self {
-            policy: engine.policy(),
-            max_held_gpus_per_owner: engine.max_held_gpus_per_owner(),
-            levels,
+            config: engine.config().clone(),
             engine: Mutex::new(engine),
             failed: AtomicBool::new(false),
             clock,
@@ -229,13 +120,8 @@ impl Cluster {
         max_held_gpus_per_owner: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let (mut engine, clock) = new_engine(py, levels, policy, clock, max_held_gpus_per_owner)?;
-        let level_names: Vec<String> = engine
-            .topology()
-            .levels()
-            .iter()
-            .map(|l| l.to_string())
-            .collect();
-        let specs = arrays::node_specs(&level_names, names, domains, gpus, unhealthy_mask, labels)?;
+        let level_names = engine.config().levels();
+        let specs = arrays::node_specs(level_names, names, domains, gpus, unhealthy_mask, labels)?;
         py.detach(|| {
             contain(|| {
                 for spec in specs {
@@ -248,11 +134,12 @@ impl Cluster {
         Ok(Self::wrap(engine, clock))
     }
 
-    /// Per node, in name order: numpy arrays of GPU counts by state.
+    /// Per node, in name order: numpy arrays of GPU counts and masks by state, and the
+    /// domain of every node per level.
     fn gpu_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let now = self.now(py)?;
         let state = self.run_detached(py, |engine| Ok(engine.gpu_state(now)))?;
-        arrays::gpu_state_dict(py, state)
+        arrays::gpu_state_dict(py, self.config.levels(), state)
     }
 
     /// Where each gang would go on the current state (independent answers).
@@ -283,8 +170,8 @@ impl Cluster {
         owner: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<Option<Reservation>>> {
         let requests = gang_requests(requests)?;
-        let ttl = ttl.map_or(Ok(30.0), |t| convert::seconds(t, "ttl"))?;
-        let owner = self::owner(owner)?;
+        let ttl = ttl.map_or(Ok(DEFAULT_TTL_SECONDS), |t| convert::seconds(t, "ttl"))?;
+        let owner = owner_name(owner)?;
         let now = self.now(py)?;
         let reservations = self.run_detached(py, |engine| {
             Ok(engine.reserve_many(&requests, ttl, owner.as_deref(), now)?)
@@ -329,19 +216,19 @@ impl Cluster {
     /// Cap on GPUs held per owner, or `None`.
     #[getter]
     fn max_held_gpus_per_owner(&self) -> Option<u64> {
-        self.max_held_gpus_per_owner
+        self.config.max_held_gpus_per_owner()
     }
 
     /// Level names, outermost first.
     #[getter]
     fn levels<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, &self.levels)
+        PyTuple::new(py, self.config.levels())
     }
 
     /// `"best-fit"` or `"first-fit"`.
     #[getter]
     fn policy(&self) -> &'static str {
-        policy_name(self.policy)
+        self.config.policy().as_str()
     }
 
     #[pyo3(signature = (name, *, gpus, topology, labels = None, unhealthy = None))]
@@ -375,7 +262,8 @@ impl Cluster {
         let gpu = convert::int(gpu, "gpu")?;
         let healthy = convert::boolean(healthy, "healthy")?;
         let now = self.now(py)?;
-        Ok(self.run(|engine| Ok(engine.set_gpu_health(&node, gpu, healthy, now)?))?)
+        let holders = self.run(|engine| Ok(engine.set_gpu_health(&node, gpu, healthy, now)?))?;
+        Ok(ids(holders))
     }
 
     fn cordon(&self, py: Python<'_>, node: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -454,8 +342,8 @@ impl Cluster {
         ttl: Option<&Bound<'_, PyAny>>,
         owner: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Reservation> {
-        let ttl = ttl.map_or(Ok(30.0), |t| convert::seconds(t, "ttl"))?;
-        let owner = self::owner(owner)?;
+        let ttl = ttl.map_or(Ok(DEFAULT_TTL_SECONDS), |t| convert::seconds(t, "ttl"))?;
+        let owner = owner_name(owner)?;
         let now = self.now(py)?;
         let inner = if let Ok(request) = request.cast::<GangRequest>() {
             let request = request.get().inner.clone();
@@ -484,9 +372,9 @@ impl Cluster {
         owner: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Allocation> {
         let id = hold_id(reservation, "reservation")?;
-        let owner = self::owner(owner)?;
+        let owner = owner_name(owner)?;
         let now = self.now(py)?;
-        let inner = self.run(|engine| Ok(engine.commit(&id, owner.as_deref(), now)?))?;
+        let inner = self.run(|engine| Ok(engine.commit(id, owner.as_deref(), now)?))?;
         Ok(Allocation { inner })
     }
 
@@ -498,9 +386,9 @@ impl Cluster {
         owner: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let id = hold_id(reservation, "reservation")?;
-        let owner = self::owner(owner)?;
+        let owner = owner_name(owner)?;
         let now = self.now(py)?;
-        Ok(self.run(|engine| Ok(engine.rollback(&id, owner.as_deref(), now)?))?)
+        Ok(self.run(|engine| Ok(engine.rollback(id, owner.as_deref(), now)?))?)
     }
 
     #[pyo3(signature = (allocation, *, owner = None))]
@@ -511,9 +399,9 @@ impl Cluster {
         owner: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let id = hold_id(allocation, "allocation")?;
-        let owner = self::owner(owner)?;
+        let owner = owner_name(owner)?;
         let now = self.now(py)?;
-        Ok(self.run(|engine| Ok(engine.release(&id, owner.as_deref(), now)?))?)
+        Ok(self.run(|engine| Ok(engine.release(id, owner.as_deref(), now)?))?)
     }
 
     #[pyo3(signature = (owner = None))]
@@ -522,7 +410,7 @@ impl Cluster {
         py: Python<'_>,
         owner: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<Reservation>> {
-        let owner = self::owner(owner)?;
+        let owner = owner_name(owner)?;
         let now = self.now(py)?;
         let all = self.run(|engine| Ok(engine.reservations(owner.as_deref(), now)))?;
         Ok(all.into_iter().map(|inner| Reservation { inner }).collect())
@@ -534,7 +422,7 @@ impl Cluster {
         py: Python<'_>,
         owner: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<Allocation>> {
-        let owner = self::owner(owner)?;
+        let owner = owner_name(owner)?;
         let now = self.now(py)?;
         let all = self.run(|engine| Ok(engine.allocations(owner.as_deref(), now)))?;
         Ok(all.into_iter().map(|inner| Allocation { inner }).collect())
@@ -543,10 +431,13 @@ impl Cluster {
     fn remove_node(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
         let name = convert::string(name, "name")?;
         let now = self.now(py)?;
-        Ok(self.run(|engine| Ok(engine.remove_node(&name, now)?))?)
+        let holders = self.run(|engine| Ok(engine.remove_node(&name, now)?))?;
+        Ok(ids(holders))
     }
 
-    /// Testing only: arms the failpoint that panics half-way through the next mutation.
+    /// Testing only (built with the `testing` feature): arms the failpoint that panics
+    /// half-way through the next mutation.
+    #[cfg(feature = "testing")]
     fn _set_failpoint(&self, armed: &Bound<'_, PyAny>) -> PyResult<()> {
         let armed = convert::boolean(armed, "armed")?;
         Ok(self.run(|engine| {
@@ -563,18 +454,14 @@ impl Cluster {
         Ok(self.run(|engine| Ok(engine.topology().node_count()))?)
     }
 
-    fn __repr__(&self) -> String {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let nodes = self
             .run(|engine| Ok(engine.topology().node_count()))
             .map_or_else(|_| "?".to_owned(), |n| n.to_string());
-        let levels: Vec<String> = self.levels.iter().map(|l| py_str(l)).collect();
-        let levels = match levels.as_slice() {
-            [one] => format!("({one},)"),
-            all => format!("({})", all.join(", ")),
-        };
-        format!(
-            "Cluster(levels={levels}, policy={}, nodes={nodes})",
-            py_str(policy_name(self.policy))
-        )
+        let levels = PyTuple::new(py, self.config.levels())?.repr()?;
+        let policy = PyString::new(py, self.config.policy().as_str()).repr()?;
+        Ok(format!(
+            "Cluster(levels={levels}, policy={policy}, nodes={nodes})"
+        ))
     }
 }

@@ -2,11 +2,12 @@
 //! wrong types raise `TypeError`, out-of-range values `InvalidRequest` (never
 //! `OverflowError`, never a panic).
 
+use gangplace_core::HoldId;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyMapping, PyString};
 
-use crate::errors::InvalidRequest;
+use crate::errors::{InvalidRequest, core_to_py};
 
 /// Python type name of `value`, for messages.
 pub fn type_name(value: &Bound<'_, PyAny>) -> String {
@@ -46,6 +47,24 @@ pub fn int(value: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
             )))
         }
     }
+}
+
+/// `GangRequest`'s `gpus_per_pod`, which defaults to 1: unlike an `Option<...>` argument, an
+/// explicit `None` is a `TypeError`, as for any other wrong type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpusPerPod(pub i64);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for GpusPerPod {
+    type Error = PyErr;
+
+    fn extract(value: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        int(&value.to_owned(), "gpus_per_pod").map(GpusPerPod)
+    }
+}
+
+/// A hold id given as a `str`; a malformed one is an unknown reservation.
+pub fn hold_id(text: &str) -> PyResult<HoldId> {
+    text.parse::<HoldId>().map_err(core_to_py)
 }
 
 /// A `str` argument.

@@ -35,8 +35,8 @@ impl From<CoreError> for CallError {
     }
 }
 
-/// The one mapping of core errors to Python exceptions. No wildcard arm: a new variant in the
-/// core does not compile until it is mapped here.
+/// The one mapping of core errors to Python exceptions: each variant onto the class of its
+/// name. No wildcard arm: a new variant in the core does not compile until it is mapped here.
 pub fn core_to_py(error: CoreError) -> PyErr {
     let message = error.to_string();
     match error {
@@ -46,11 +46,11 @@ pub fn core_to_py(error: CoreError) -> PyErr {
         CoreError::ReservationExpired(_) => ReservationExpired::new_err(message),
         CoreError::ReservationRevoked(_) => ReservationRevoked::new_err(message),
         CoreError::UnknownReservation(_) => UnknownReservation::new_err(message),
-        CoreError::ReservationState(_) => ReservationError::new_err(message),
+        CoreError::ReservationError(_) => ReservationError::new_err(message),
         CoreError::Conflict(_) => Conflict::new_err(message),
         CoreError::LimitExceeded(_) => LimitExceeded::new_err(message),
         CoreError::InvalidSnapshot(_) => InvalidSnapshot::new_err(message),
-        CoreError::Internal(_) => InternalError::new_err(message),
+        CoreError::InternalError(_) => InternalError::new_err(message),
     }
 }
 

@@ -2,20 +2,81 @@
 
 use std::sync::Arc;
 
-use gangplace_core::explain;
+use gangplace_core::{Explanation as CoreExplanation, LevelExplanation as CoreLevel};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyTuple};
 
-use crate::types::Placement;
+use crate::types::{Placement, py_repr};
 
 /// Why a gang fits where it does, or does not fit (see `Cluster.explain`).
 #[pyclass(frozen, module = "gangplace._gangplace")]
 #[derive(Debug)]
 pub struct Explanation {
-    pub inner: explain::Explanation,
+    pub inner: CoreExplanation,
 }
 
-fn level_line(level: &explain::LevelExplanation) -> String {
+/// One level tried by `Cluster.explain`: its best domain, what it holds, what freeing takes.
+#[pyclass(frozen, eq, hash, module = "gangplace._gangplace")]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LevelExplanation {
+    pub inner: CoreLevel,
+}
+
+#[pymethods]
+impl LevelExplanation {
+    /// `"node"`, a level name, or `"cluster"`.
+    #[getter]
+    fn level(&self) -> &str {
+        &self.inner.level
+    }
+
+    /// Path of the domain that holds the most pods (node name last at level `node`; `()`
+    /// for the cluster), or `None` when no domain of the level holds a pod.
+    #[getter]
+    fn domain<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        self.inner
+            .domain
+            .as_ref()
+            .map(|path| PyTuple::new(py, path))
+            .transpose()
+    }
+
+    /// Pods that domain can hold now.
+    #[getter]
+    fn capacity(&self) -> u64 {
+        self.inner.capacity
+    }
+
+    /// Pods the gang needs.
+    #[getter]
+    fn needed(&self) -> u64 {
+        self.inner.needed
+    }
+
+    /// Fewest held GPUs to free there for the gang to fit: 0 when it fits, `None` when it
+    /// cannot fit even if emptied.
+    #[getter]
+    fn gpus_to_free(&self) -> Option<u64> {
+        self.inner.gpus_to_free
+    }
+
+    fn __str__(&self) -> String {
+        level_line(&self.inner)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "LevelExplanation(level={}, domain={}, capacity={}, needed={}, gpus_to_free={})",
+            py_repr(py, &self.inner.level)?,
+            py_repr(py, self.domain(py)?)?,
+            self.inner.capacity,
+            self.inner.needed,
+            py_repr(py, self.inner.gpus_to_free)?
+        ))
+    }
+}
+
+fn level_line(level: &CoreLevel) -> String {
     let domain = match &level.domain {
         Some(path) if path.is_empty() => "the cluster".to_owned(),
         Some(path) => path.join("/"),
@@ -56,26 +117,13 @@ impl Explanation {
         &self.inner.summary
     }
 
-    /// The levels tried, finest first: dicts with `level`, `domain` (path tuple or `None`),
-    /// `capacity`, `needed` and `gpus_to_free` (`None`: cannot fit even if emptied).
+    /// The levels tried, finest first.
     #[getter]
-    fn levels<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let list = PyList::empty(py);
-        for level in &self.inner.levels {
-            let dict = PyDict::new(py);
-            dict.set_item("level", &level.level)?;
-            let domain = level
-                .domain
-                .as_ref()
-                .map(|path| PyTuple::new(py, path))
-                .transpose()?;
-            dict.set_item("domain", domain)?;
-            dict.set_item("capacity", level.capacity)?;
-            dict.set_item("needed", level.needed)?;
-            dict.set_item("gpus_to_free", level.gpus_to_free)?;
-            list.append(dict)?;
-        }
-        Ok(list)
+    fn levels<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let levels = self.inner.levels.iter().map(|level| LevelExplanation {
+            inner: level.clone(),
+        });
+        PyTuple::new(py, levels)
     }
 
     /// Nodes that cannot take one pod, by reason: `cordoned`, `selector_mismatch`,

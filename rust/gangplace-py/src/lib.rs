@@ -3,6 +3,7 @@
 
 mod arrays;
 mod cluster;
+mod cluster_args;
 mod convert;
 mod errors;
 mod explain;
@@ -16,16 +17,33 @@ mod _gangplace {
     #[pymodule_export]
     use crate::cluster::Cluster;
     #[pymodule_export]
-    use crate::explain::Explanation;
+    use crate::explain::{Explanation, LevelExplanation};
     #[pymodule_export]
     use crate::types::{
         Allocation, ClusterStats, GangRequest, NodeInfo, Placement, PodPlacement, Reservation,
     };
 
+    use gangplace_core as core;
     use pyo3::prelude::*;
+    use pyo3::types::PyDict;
 
     #[pymodule_init]
     fn init(module: &Bound<'_, PyModule>) -> PyResult<()> {
-        module.add("__version__", env!("CARGO_PKG_VERSION"))
+        module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+        // The README's limits table is tied to these values by a test.
+        let limits = PyDict::new(module.py());
+        limits.set_item("max_gpus_per_node", core::MAX_GPUS_PER_NODE)?;
+        limits.set_item("max_nodes", core::MAX_NODES)?;
+        limits.set_item("max_levels", core::MAX_LEVELS)?;
+        limits.set_item("max_name_bytes", core::MAX_NAME_BYTES)?;
+        limits.set_item("max_gang_gpus", core::MAX_GANG_GPUS)?;
+        limits.set_item("max_ttl_seconds", core::MAX_TTL_SECONDS)?;
+        limits.set_item("default_ttl_seconds", core::DEFAULT_TTL_SECONDS)?;
+        limits.set_item("remembered_ended_holds", core::REMEMBERED_ENDED_HOLDS)?;
+        let types = module.py().import("types")?;
+        module.add(
+            "LIMITS",
+            types.getattr("MappingProxyType")?.call1((limits,))?,
+        )
     }
 }

@@ -4,11 +4,12 @@
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use gangplace_core::model;
+use gangplace_core as model;
+use pyo3::BoundObject;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use crate::convert;
+use crate::convert::{self, GpusPerPod};
 use crate::errors::core_to_py;
 
 fn dict<'py>(py: Python<'py>, pairs: &[(String, String)]) -> PyResult<Bound<'py, PyDict>> {
@@ -19,45 +20,16 @@ fn dict<'py>(py: Python<'py>, pairs: &[(String, String)]) -> PyResult<Bound<'py,
     Ok(dict)
 }
 
-/// Python's repr of a str (single quotes).
-pub fn py_str(text: &str) -> String {
-    let mut quoted = String::with_capacity(text.len() + 2);
-    quoted.push('\'');
-    for character in text.chars() {
-        match character {
-            '\\' => quoted.push_str("\\\\"),
-            '\'' => quoted.push_str("\\'"),
-            '\n' => quoted.push_str("\\n"),
-            character if character.is_control() => {
-                quoted.push_str(&format!("\\x{:02x}", u32::from(character)));
-            }
-            character => quoted.push(character),
-        }
-    }
-    quoted.push('\'');
-    quoted
+/// Python's own `repr` of a value converted to a Python object (as pydantic-core builds its
+/// reprs): quotes, escapes and number formats are exactly Python's.
+pub fn py_repr<'py>(py: Python<'py>, value: impl IntoPyObject<'py>) -> PyResult<String> {
+    let object = value.into_pyobject(py).map_err(Into::into)?;
+    Ok(object.into_any().into_bound().repr()?.to_string())
 }
 
-fn repr_pairs(pairs: &[(String, String)]) -> String {
-    let items: Vec<String> = pairs
-        .iter()
-        .map(|(k, v)| format!("{}: {}", py_str(k), py_str(v)))
-        .collect();
-    format!("{{{}}}", items.join(", "))
-}
-
-fn repr_tuple<T: std::fmt::Display>(items: &[T]) -> String {
-    match items {
-        [one] => format!("({one},)"),
-        items => format!(
-            "({})",
-            items
-                .iter()
-                .map(|i| i.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
+/// `Name(arg, ..., key=value, ...)`: positional and keyword parts already as reprs.
+fn call_repr(name: &str, parts: &[String]) -> String {
+    format!("{name}({})", parts.join(", "))
 }
 
 /// A gang of `pods` pods with `gpus_per_pod` GPUs each, placed whole or not at all.
@@ -73,17 +45,17 @@ impl GangRequest {
     #[pyo3(
         text_signature = "(pods, gpus_per_pod=1, *, min_pods=None, required_level=None, selector=None, name='')"
     )]
-    #[pyo3(signature = (pods, gpus_per_pod = None, *, min_pods = None, required_level = None, selector = None, name = String::new()))]
+    #[pyo3(signature = (pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, required_level = None, selector = None, name = String::new()))]
     fn new(
         pods: &Bound<'_, PyAny>,
-        gpus_per_pod: Option<&Bound<'_, PyAny>>,
+        gpus_per_pod: GpusPerPod,
         min_pods: Option<&Bound<'_, PyAny>>,
         required_level: Option<&Bound<'_, PyAny>>,
         selector: Option<&Bound<'_, PyAny>>,
         name: String,
     ) -> PyResult<Self> {
         let pods = convert::int(pods, "pods")?;
-        let gpus_per_pod = gpus_per_pod.map_or(Ok(1), |g| convert::int(g, "gpus_per_pod"))?;
+        let GpusPerPod(gpus_per_pod) = gpus_per_pod;
         let min_pods = min_pods.map(|m| convert::int(m, "min_pods")).transpose()?;
         let required_level = required_level
             .map(|l| convert::string(l, "required_level"))
@@ -131,22 +103,23 @@ impl GangRequest {
         self.inner.total_gpus()
     }
 
-    fn __repr__(&self) -> String {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let request = &self.inner;
-        let mut text = format!("GangRequest({}, {}", request.pods, request.gpus_per_pod);
+        let mut parts = vec![request.pods.to_string(), request.gpus_per_pod.to_string()];
         if let Some(min) = request.min_pods {
-            text += &format!(", min_pods={min}");
+            parts.push(format!("min_pods={min}"));
         }
         if let Some(level) = &request.required_level {
-            text += &format!(", required_level={}", py_str(level));
+            parts.push(format!("required_level={}", py_repr(py, level)?));
         }
         if !request.selector.is_empty() {
-            text += &format!(", selector={}", repr_pairs(&request.selector));
+            let selector = dict(py, &request.selector)?;
+            parts.push(format!("selector={}", py_repr(py, selector)?));
         }
         if !request.name.is_empty() {
-            text += &format!(", name={}", py_str(&request.name));
+            parts.push(format!("name={}", py_repr(py, &request.name)?));
         }
-        text + ")"
+        Ok(call_repr("GangRequest", &parts))
     }
 }
 
@@ -162,22 +135,9 @@ impl PodPlacement {
     #[new]
     fn new(node: &Bound<'_, PyAny>, gpus: &Bound<'_, PyAny>) -> PyResult<Self> {
         let node = convert::string(node, "node")?;
-        let mut mask = 0u64;
-        for gpu in convert::int_sequence(gpus, "gpus")? {
-            let bit = u32::try_from(gpu).ok().filter(|&bit| bit < 64);
-            let bit = bit.filter(|&bit| mask & (1 << bit) == 0).ok_or_else(|| {
-                crate::errors::InvalidRequest::new_err(format!(
-                    "GPU indices must be distinct and in 0..64, got {gpu}"
-                ))
-            })?;
-            mask |= 1 << bit;
-        }
-        Ok(Self {
-            inner: model::PodPlacement {
-                node: Arc::from(node),
-                gpus: mask,
-            },
-        })
+        let gpus = convert::int_sequence(gpus, "gpus")?;
+        let inner = model::PodPlacement::new(node, gpus).map_err(core_to_py)?;
+        Ok(Self { inner })
     }
 
     #[getter]
@@ -190,12 +150,10 @@ impl PodPlacement {
         PyTuple::new(py, self.inner.gpu_indices())
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "PodPlacement({}, {})",
-            py_str(&self.inner.node),
-            repr_tuple(&self.inner.gpu_indices())
-        )
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let node = py_repr(py, &*self.inner.node)?;
+        let gpus = py_repr(py, PyTuple::new(py, self.inner.gpu_indices())?)?;
+        Ok(call_repr("PodPlacement", &[node, gpus]))
     }
 }
 
@@ -254,28 +212,30 @@ impl Placement {
         pictures.call_method1("placement_svg", (slf,))?.extract()
     }
 
-    fn __repr__(&self) -> String {
-        let pods: Vec<String> = self
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let pods: Vec<Bound<'_, PyTuple>> = self
             .inner
             .pods
             .iter()
             .map(|pod| {
-                let gpus = repr_tuple(&pod.gpu_indices());
-                format!("({}, {})", py_str(&pod.node), gpus)
+                let gpus = PyTuple::new(py, pod.gpu_indices())?;
+                PyTuple::new(py, [py_object(py, &pod.node)?, gpus.into_any()])
             })
-            .collect();
-        let domain: Vec<String> = self.inner.domain.iter().map(|d| py_str(d)).collect();
-        format!(
-            "Placement(level={}, domain={}, pods=[{}])",
-            py_str(&self.inner.level),
-            repr_tuple(&domain),
-            pods.join(", ")
-        )
+            .collect::<PyResult<_>>()?;
+        let parts = [
+            format!("level={}", py_repr(py, &self.inner.level)?),
+            format!(
+                "domain={}",
+                py_repr(py, PyTuple::new(py, &self.inner.domain)?)?
+            ),
+            format!("pods={}", py_repr(py, pods)?),
+        ];
+        Ok(call_repr("Placement", &parts))
     }
 }
 
-fn repr_owner(owner: Option<&str>) -> String {
-    owner.map_or_else(|| "None".to_owned(), py_str)
+fn py_object<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    Ok(text.into_pyobject(py)?.into_any())
 }
 
 /// A hold on a placement's GPUs until `expires_at` (seconds of the cluster's clock).
@@ -308,8 +268,8 @@ impl Hash for Reservation {
 #[pymethods]
 impl Reservation {
     #[getter]
-    fn id(&self) -> &str {
-        &self.inner.id
+    fn id(&self) -> String {
+        self.inner.id.to_string()
     }
 
     #[getter]
@@ -329,14 +289,14 @@ impl Reservation {
         self.inner.owner.as_deref()
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "Reservation(id={}, expires_at={}, owner={}, placement={})",
-            py_str(&self.inner.id),
-            self.inner.expires_at,
-            repr_owner(self.inner.owner.as_deref()),
-            self.placement().__repr__()
-        )
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let parts = [
+            format!("id={}", py_repr(py, self.id())?),
+            format!("expires_at={}", py_repr(py, self.inner.expires_at)?),
+            format!("owner={}", py_repr(py, self.owner())?),
+            format!("placement={}", self.placement().__repr__(py)?),
+        ];
+        Ok(call_repr("Reservation", &parts))
     }
 }
 
@@ -350,8 +310,8 @@ pub struct Allocation {
 #[pymethods]
 impl Allocation {
     #[getter]
-    fn id(&self) -> &str {
-        &self.inner.id
+    fn id(&self) -> String {
+        self.inner.id.to_string()
     }
 
     #[getter]
@@ -366,13 +326,13 @@ impl Allocation {
         self.inner.owner.as_deref()
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "Allocation(id={}, owner={}, placement={})",
-            py_str(&self.inner.id),
-            repr_owner(self.inner.owner.as_deref()),
-            self.placement().__repr__()
-        )
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let parts = [
+            format!("id={}", py_repr(py, self.id())?),
+            format!("owner={}", py_repr(py, self.owner())?),
+            format!("placement={}", self.placement().__repr__(py)?),
+        ];
+        Ok(call_repr("Allocation", &parts))
     }
 }
 
@@ -430,19 +390,20 @@ impl NodeInfo {
         PyTuple::new(py, &self.inner.unhealthy)
     }
 
-    fn __repr__(&self) -> String {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let node = &self.inner;
-        format!(
-            "NodeInfo({}, gpus={}, topology={}, cordoned={}, free={}, reserved={}, allocated={}, unhealthy={})",
-            py_str(&node.name),
-            node.gpus,
-            repr_pairs(&node.topology),
-            if node.cordoned { "True" } else { "False" },
-            repr_tuple(&node.free),
-            repr_tuple(&node.reserved),
-            repr_tuple(&node.allocated),
-            repr_tuple(&node.unhealthy)
-        )
+        let tuple = |items: &[u32]| -> PyResult<String> { py_repr(py, PyTuple::new(py, items)?) };
+        let parts = [
+            py_repr(py, &node.name)?,
+            format!("gpus={}", node.gpus),
+            format!("topology={}", py_repr(py, dict(py, &node.topology)?)?),
+            format!("cordoned={}", py_repr(py, node.cordoned)?),
+            format!("free={}", tuple(&node.free)?),
+            format!("reserved={}", tuple(&node.reserved)?),
+            format!("allocated={}", tuple(&node.allocated)?),
+            format!("unhealthy={}", tuple(&node.unhealthy)?),
+        ];
+        Ok(call_repr("NodeInfo", &parts))
     }
 }
 

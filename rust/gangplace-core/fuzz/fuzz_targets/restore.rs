@@ -5,19 +5,8 @@
 #![no_main]
 
 use gangplace_core::Engine;
-use gangplace_core::snapshot::{FORMAT_VERSION, MAGIC};
+use gangplace_core::testing::frame_snapshot;
 use libfuzzer_sys::fuzz_target;
-
-fn with_header(body: &[u8]) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(24 + body.len());
-    bytes.extend_from_slice(MAGIC);
-    bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    bytes.extend_from_slice(&0u16.to_le_bytes());
-    bytes.extend_from_slice(&(body.len() as u64).to_le_bytes());
-    bytes.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
-    bytes.extend_from_slice(body);
-    bytes
-}
 
 fn check(bytes: &[u8]) {
     if let Ok(mut engine) = Engine::restore(bytes, 0.0) {
@@ -30,5 +19,5 @@ fn check(bytes: &[u8]) {
 
 fuzz_target!(|data: &[u8]| {
     check(data);
-    check(&with_header(data));
+    check(&frame_snapshot(data));
 });

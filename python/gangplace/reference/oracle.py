@@ -1,18 +1,10 @@
-"""A readable pure-Python implementation of gangplace's contract.
+"""The stateful oracle: a pure-Python cluster that behaves as ``gangplace.Cluster``.
 
-It recomputes everything from the nodes on every call, with no aggregates and no cleverness,
-so that it can serve as the oracle of the differential tests and as the baseline of the
-benchmarks. It follows the same rules as :meth:`gangplace.Cluster.place_gang` and gives the
-same answers, errors and reasons; only ids differ (both are random).
-
-Example:
-    >>> from gangplace import GangRequest
-    >>> from gangplace.reference import Cluster
-    >>> cluster = Cluster(("rack",))
-    >>> cluster.add_node("a", gpus=8, topology={"rack": "r1"})
-    >>> cluster.place_gang(GangRequest(1, 4)).pods
-    (PodPlacement(node='a', gpus=(0, 1, 2, 3)),)
-
+Same constructor, methods, answers, errors and reasons. It keeps nodes and holds in plain
+dicts and sets, and asks :mod:`gangplace.reference.rules` for every placement, recomputing
+everything from the nodes on every call: no aggregates and no cleverness, so that it can
+serve as the oracle of the differential tests and as the baseline of the benchmarks. Only
+ids differ (both are random).
 """
 
 from __future__ import annotations
@@ -22,9 +14,8 @@ import math
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from gangplace.errors import (
     Conflict,
@@ -38,154 +29,29 @@ from gangplace.errors import (
     UnknownReservation,
     Unschedulable,
 )
+from gangplace.reference import rules
+from gangplace.reference.values import (
+    CLUSTER,
+    DEFAULT_TTL_SECONDS,
+    MAX_GPUS_PER_NODE,
+    MAX_LEVELS,
+    MAX_NAME_BYTES,
+    MAX_NODES,
+    MAX_TTL_SECONDS,
+    NODE,
+    REMEMBERED_ENDED_HOLDS,
+    Allocation,
+    ClusterStats,
+    NodeInfo,
+    Path,
+    Placement,
+    PlacementLike,
+    PodPlacement,
+    Request,
+    Reservation,
+)
 
-__all__ = [
-    "Allocation",
-    "Cluster",
-    "ClusterStats",
-    "NodeInfo",
-    "Placement",
-    "PodPlacement",
-    "Request",
-    "Reservation",
-]
-
-MAX_GPUS_PER_NODE = 64
-MAX_LEVELS = 16
-MAX_NAME_BYTES = 253
-MAX_TTL_SECONDS = 7 * 24 * 3600.0
-MAX_NODES = 1 << 22
-REMEMBERED_ENDED_HOLDS = 65_536
-NODE, CLUSTER = "node", "cluster"
-
-Path = tuple[str, ...]
-
-
-class Request(Protocol):
-    """What the reference reads of a request (``gangplace.GangRequest`` fits)."""
-
-    @property
-    def pods(self) -> int:
-        """Pods wanted."""
-
-    @property
-    def gpus_per_pod(self) -> int:
-        """GPUs per pod."""
-
-    @property
-    def min_pods(self) -> int | None:
-        """Fewest pods accepted."""
-
-    @property
-    def required_level(self) -> str | None:
-        """Coarsest level allowed."""
-
-    @property
-    def selector(self) -> dict[str, str]:
-        """Labels nodes must carry."""
-
-    @property
-    def name(self) -> str:
-        """Free text."""
-
-
-@dataclass(frozen=True)
-class PodPlacement:
-    """One pod: a node and its GPU indices."""
-
-    node: str
-    gpus: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where a gang goes (see ``gangplace.Placement``)."""
-
-    pods: tuple[PodPlacement, ...]
-    level: str
-    domain: Path
-
-    @property
-    def nodes(self) -> tuple[str, ...]:
-        """Distinct node names in rank order."""
-        return tuple(dict.fromkeys(pod.node for pod in self.pods))
-
-    def __len__(self) -> int:
-        return len(self.pods)
-
-
-class PodLike(Protocol):
-    """What ``reserve`` reads of a pod of an earlier placement."""
-
-    @property
-    def node(self) -> str:
-        """The node's name."""
-
-    @property
-    def gpus(self) -> tuple[int, ...]:
-        """GPU indices."""
-
-
-class PlacementLike(Protocol):
-    """What ``reserve`` reads of an earlier placement (both placement classes fit)."""
-
-    @property
-    def pods(self) -> Sequence[PodLike]:
-        """Pods with their nodes and GPUs."""
-
-    @property
-    def level(self) -> str:
-        """The level of the chosen domain."""
-
-    @property
-    def domain(self) -> tuple[str, ...]:
-        """The chosen domain's path."""
-
-
-@dataclass(frozen=True)
-class Reservation:
-    """A hold until ``expires_at``."""
-
-    id: str
-    placement: Placement
-    expires_at: float
-    owner: str | None = None
-
-
-@dataclass(frozen=True)
-class Allocation:
-    """A committed reservation."""
-
-    id: str
-    placement: Placement
-    owner: str | None = None
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    """One node's state."""
-
-    name: str
-    gpus: int
-    topology: dict[str, str]
-    labels: dict[str, str]
-    cordoned: bool
-    free: tuple[int, ...]
-    reserved: tuple[int, ...]
-    allocated: tuple[int, ...]
-    unhealthy: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class ClusterStats:
-    """GPU counts over the cluster."""
-
-    total: int
-    healthy: int
-    free: int
-    reserved: int
-    allocated: int
-    unhealthy: int
+__all__ = ["Cluster"]
 
 
 @dataclass
@@ -319,21 +185,24 @@ class Cluster:
         return holders
 
     def remove_node(self, name: str) -> list[str]:
-        """Removes a node; revokes reservations on it, detaches allocations from it."""
+        """Removes a node; revokes reservations on it, detaches allocations from it.
+
+        Returns the ids of all those holds, sorted.
+        """
         self._reclaim()
         self._node(name)
-        allocations = []
+        touched = []
         for hid in sorted(self._holds):
             hold = self._holds[hid]
             if name not in hold.gpus:
                 continue
             if hold.committed:
                 del hold.gpus[name]
-                allocations.append(hid)
             else:
                 self._end(hid, "revoked")
+            touched.append(hid)
         del self._nodes[name]
-        return allocations
+        return touched
 
     def cordon(self, node: str) -> None:
         """No new placements on the node."""
@@ -386,137 +255,36 @@ class Cluster:
     # ----------------------------------------------------------------- placement rules
 
     def _depth_of(self, level: str | None) -> int:
-        if level is None or level == CLUSTER:
-            return 0
-        if level == NODE:
-            return len(self.levels) + 1
-        if level in self.levels:
-            return self.levels.index(level) + 1
-        known = ", ".join([NODE, *reversed(self.levels), CLUSTER])
-        raise InvalidRequest(f"unknown required_level {level!r}; the levels are {known}")
+        try:
+            return rules.depth_of(self.levels, level)
+        except ValueError as error:
+            raise InvalidRequest(str(error)) from None
 
-    def _level_name(self, depth: int) -> str:
-        if depth == 0:
-            return CLUSTER
-        if depth == len(self.levels) + 1:
-            return NODE
-        return self.levels[depth - 1]
-
-    def _domains(self, depth: int) -> dict[Path, list[_Node]]:
-        """Every domain of a depth (by path) with all its nodes; nodes' paths end in their name."""
-        domains: dict[Path, list[_Node]] = {}
-        for node in self._nodes.values():
-            path = (*node.path, node.name)[:depth]
-            domains.setdefault(path, []).append(node)
-        return domains
-
-    @staticmethod
-    def _feasible(nodes: list[_Node], selector: dict[str, str]) -> list[_Node]:
+    def _views(self) -> list[rules.NodeView]:
+        """The picture of the nodes the rules read."""
         return [
-            node
-            for node in nodes
-            if not node.cordoned and all(node.labels.get(k) == v for k, v in selector.items())
+            rules.NodeView(node.name, node.path, tuple(node.free()), node.cordoned, node.labels)
+            for node in self._nodes.values()
         ]
 
-    @staticmethod
-    def _capacity(nodes: list[_Node], gpus_per_pod: int) -> int:
-        return sum(len(node.free()) // gpus_per_pod for node in nodes)
-
-    def _fitting_domain(
-        self, pods: int, gpus_per_pod: int, coarsest: int, selector: dict[str, str]
-    ) -> tuple[int, Path] | None:
-        """Rules 2 and 3: the finest level with a domain holding `pods`, and the chosen one."""
-        for depth in range(len(self.levels) + 1, coarsest - 1, -1):
-            candidates = []
-            for path, nodes in self._domains(depth).items():
-                feasible = self._feasible(nodes, selector)
-                if self._capacity(feasible, gpus_per_pod) >= pods:
-                    free = sum(len(node.free()) for node in feasible)
-                    candidates.append((free, path))
-            if candidates:
-                if self.policy == "best-fit":
-                    return depth, min(candidates)[1]
-                return depth, min(path for _, path in candidates)
-        return None
-
-    def _spread(
-        self, depth: int, path: Path, pods: int, gpus_per_pod: int, selector: dict[str, str]
-    ) -> list[PodPlacement]:
-        """Rules 4 and 5: as few children as possible at every level, lowest GPUs on a node."""
-        if depth == len(self.levels) + 1:
-            free = self._nodes[path[-1]].free()
-            return [
-                PodPlacement(path[-1], tuple(free[i * gpus_per_pod : (i + 1) * gpus_per_pod]))
-                for i in range(pods)
-            ]
-        children = {}
-        for child_path, nodes in self._domains(depth + 1).items():
-            if child_path[:depth] == path:
-                capacity = self._capacity(self._feasible(nodes, selector), gpus_per_pod)
-                if capacity > 0:
-                    children[child_path] = capacity
-        placed: list[PodPlacement] = []
-        remaining = pods
-        while remaining > 0:
-            holding_all = [(cap, p) for p, cap in children.items() if cap >= remaining]
-            if holding_all:
-                _, child = min(holding_all)
-                return placed + self._spread(depth + 1, child, remaining, gpus_per_pod, selector)
-            capacity, child = min((-cap, p) for p, cap in children.items())
-            placed += self._spread(depth + 1, child, -capacity, gpus_per_pod, selector)
-            remaining += capacity
-            del children[child]
-        return placed
+    def _gang(self, request: Request) -> rules.Gang:
+        """The request as the rules read it (an unknown level is an invalid request)."""
+        self._depth_of(request.required_level)
+        return rules.Gang(
+            pods=request.pods,
+            gpus_per_pod=request.gpus_per_pod,
+            min_pods=request.min_pods,
+            required_level=request.required_level,
+            selector=dict(request.selector),
+            name=request.name,
+        )
 
     def _plan(self, request: Request) -> Placement | None:
-        selector = dict(request.selector)
-        coarsest = self._depth_of(request.required_level)
-        pods, size = request.pods, request.gpus_per_pod
-        found = self._fitting_domain(pods, size, coarsest, selector)
-        if found is None and request.min_pods is not None and request.min_pods < pods:
-            best = max(
-                (
-                    self._capacity(self._feasible(nodes, selector), size)
-                    for nodes in self._domains(coarsest).values()
-                ),
-                default=0,
-            )
-            if best >= request.min_pods:  # Rule 7: elastic fallback.
-                pods = best
-                found = self._fitting_domain(pods, size, coarsest, selector)
-        if found is None:
-            return None
-        depth, path = found
-        placed = self._spread(depth, path, pods, size, selector)
-        placed.sort(key=lambda pod: ((*self._nodes[pod.node].path, pod.node), pod.gpus[0]))
-        return Placement(tuple(placed), self._level_name(depth), path)
+        return rules.place(self._views(), self.levels, self._gang(request), self.policy)
 
     def _reason(self, request: Request) -> str:
         """Why nothing fits: the best domain of each level tried, finest first."""
-        selector = dict(request.selector)
-        tried = []
-        for depth in range(len(self.levels) + 1, self._depth_of(request.required_level) - 1, -1):
-            level = self._level_name(depth)
-            domains = sorted(self._domains(depth).items())
-            capacities = [
-                (self._capacity(self._feasible(nodes, selector), request.gpus_per_pod), path)
-                for path, nodes in domains
-            ]
-            best = max((capacity for capacity, _ in capacities), default=0)
-            if best == 0:
-                tried.append(f"no {level} holds a pod")
-                continue
-            path = next(path for capacity, path in capacities if capacity == best)
-            where = f" {'/'.join(path)}" if path else ""
-            tried.append(f"best {level}{where} holds {best} of {request.pods}")
-        name = f' "{request.name}"' if request.name else ""
-        minimum = ""
-        if request.min_pods is not None and request.min_pods < request.pods:
-            minimum = f", at least {request.min_pods}"
-        return (
-            f"gang{name} of {request.pods} pods x {request.gpus_per_pod} GPUs{minimum} "
-            f"does not fit: {'; '.join(tried)}"
-        )
+        return rules.unschedulable_reason(self._views(), self.levels, self._gang(request))
 
     # ----------------------------------------------------------------- transactions
 
@@ -569,7 +337,7 @@ class Cluster:
         self,
         request: Request | PlacementLike,
         *,
-        ttl: float = 30.0,
+        ttl: float = DEFAULT_TTL_SECONDS,
         owner: str | None = None,
     ) -> Reservation:
         """Holds a new placement of a request, or exactly an earlier placement's GPUs."""

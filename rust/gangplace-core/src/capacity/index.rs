@@ -9,13 +9,14 @@
 //! descent instead of a walk over every node; at the domain levels the scan stops at the first
 //! domain that fits, and a level with no domain that has enough free GPUs costs one lookup.
 //!
-//! Ranks are positions in path order at each depth, assigned when the topology is settled
-//! after nodes were added or removed (the index is rebuilt then); between such changes the
-//! entries move incrementally, one B-tree update per changed domain or node.
+//! Ranks are positions in path order at each depth, assigned when the index is built (after
+//! nodes were added or removed); between such changes the entries move incrementally, one
+//! B-tree update per changed node and one per changed domain per mutation.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
-use crate::topology::{DomainId, NodeId};
+use crate::ids::{DomainId, NodeId};
+use crate::topology::{Topology, Walked};
 
 /// The entries of one level.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -38,11 +39,12 @@ impl LevelIndex {
         self.by_free.last().map_or(0, |&(free, _)| free)
     }
 
-    fn push(&mut self, free: Option<u64>) -> u32 {
+    fn push(&mut self, id: u32, free: Option<u64>) -> u32 {
         let rank = u32::try_from(self.ids.len()).unwrap_or(u32::MAX);
         if let Some(free) = free {
             self.by_free.insert((free, rank));
         }
+        self.ids.push(id);
         rank
     }
 
@@ -60,33 +62,14 @@ impl LevelIndex {
 }
 
 /// The indexes of every level, and the rank of every domain and node.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct FreeIndex {
     levels: Vec<LevelIndex>,
     domain_rank: Vec<u32>,
     node_rank: Vec<u32>,
     /// Set when nodes or domains were added or removed: ranks are stale until rebuilt.
     stale: bool,
-    /// During a batch: domain -> (depth, free before the batch, free now). A mutation that
-    /// touches many nodes moves each domain's entry once, at the end, instead of once per
-    /// node (no search runs in between).
-    pending: Option<HashMap<DomainId, PendingMove>>,
 }
-
-/// A deferred domain move: (depth, free before the batch, free now).
-type PendingMove = (usize, Option<u64>, Option<u64>);
-
-/// Equal when the entries and ranks are (a pending batch is not part of the value).
-impl PartialEq for FreeIndex {
-    fn eq(&self, other: &Self) -> bool {
-        self.levels == other.levels
-            && self.domain_rank == other.domain_rank
-            && self.node_rank == other.node_rank
-            && self.stale == other.stale
-    }
-}
-
-impl Eq for FreeIndex {}
 
 impl FreeIndex {
     /// An index waiting for its first build.
@@ -102,51 +85,36 @@ impl FreeIndex {
         self.stale
     }
 
-    /// Marks the index for a rebuild at the next settle.
+    /// Marks the index for a rebuild.
     pub fn invalidate(&mut self) {
         self.stale = true;
     }
 
-    /// Starts a rebuild for `depths` levels and arenas of the given sizes.
-    pub fn begin_rebuild(&mut self, depths: usize, domains: usize, nodes: usize) {
-        self.levels = vec![LevelIndex::default(); depths];
-        self.domain_rank = vec![u32::MAX; domains];
-        self.node_rank = vec![u32::MAX; nodes];
-        self.stale = false;
-    }
-
-    /// Appends the next domain of `depth` in path order.
-    pub fn push_domain(&mut self, depth: usize, id: DomainId, free: Option<u64>) {
-        let level = &mut self.levels[depth];
-        let rank = level.push(free);
-        level.ids.push(id);
-        self.domain_rank[id as usize] = rank;
-    }
-
-    /// Appends the next node in path order; `free` is `None` for a cordoned node.
-    pub fn push_node(&mut self, depth: usize, id: NodeId, free: Option<u64>) {
-        let level = &mut self.levels[depth];
-        let rank = level.push(free);
-        level.ids.push(id);
-        self.node_rank[id as usize] = rank;
-    }
-
-    /// Defers domain moves until [`FreeIndex::end_batch`].
-    pub fn begin_batch(&mut self) {
-        if !self.stale && self.pending.is_none() {
-            self.pending = Some(HashMap::new());
-        }
-    }
-
-    /// Applies the deferred domain moves: one per domain touched since `begin_batch`.
-    pub fn end_batch(&mut self) {
-        let Some(pending) = self.pending.take() else {
-            return;
+    /// A fresh index: the tree walked in path order, every domain and node given its rank and
+    /// entered with the free GPUs the closures give (`None`: not indexed). The topology must
+    /// be settled.
+    pub fn build(
+        topology: &Topology,
+        domain_free: impl Fn(DomainId) -> Option<u64>,
+        node_free: impl Fn(NodeId) -> Option<u64>,
+    ) -> Self {
+        let mut index = Self {
+            levels: vec![LevelIndex::default(); topology.node_depth() + 1],
+            domain_rank: vec![u32::MAX; topology.domain_slots()],
+            node_rank: vec![u32::MAX; topology.node_slots()],
+            stale: false,
         };
-        for (id, (depth, before, after)) in pending {
-            let rank = self.domain_rank[id as usize];
-            self.levels[depth].moved(rank, before, after);
-        }
+        topology.walk(|walked| match walked {
+            Walked::Domain(depth, id) => {
+                let rank = index.levels[depth].push(id, domain_free(id));
+                index.domain_rank[id as usize] = rank;
+            }
+            Walked::Node(depth, id) => {
+                let rank = index.levels[depth].push(id, node_free(id));
+                index.node_rank[id as usize] = rank;
+            }
+        });
+        index
     }
 
     /// A domain's free GPUs changed (`None`: not indexed).
@@ -157,17 +125,13 @@ impl FreeIndex {
         before: Option<u64>,
         after: Option<u64>,
     ) {
-        if let Some(pending) = &mut self.pending {
-            pending.entry(id).or_insert((depth, before, after)).2 = after;
-            return;
-        }
         if !self.stale {
             let rank = self.domain_rank[id as usize];
             self.levels[depth].moved(rank, before, after);
         }
     }
 
-    /// A node's free GPUs or feasibility changed (`None`: cordoned).
+    /// A node's free GPUs or feasibility changed (`None`: not feasible).
     pub fn node_moved(
         &mut self,
         depth: usize,

@@ -6,14 +6,13 @@
 //! nodes); the node counts and the freeing figures visit the nodes of the cluster and of the
 //! best domains, so `explain` costs O(nodes): a diagnostic, not a scheduling-loop call.
 
-use crate::engine::Engine;
+use super::Engine;
 use crate::error::CoreResult;
 use crate::model::{GangRequest, Placement};
 use crate::search::{Demand, Item, LevelBest};
-use crate::topology::NodeId;
 
 /// One level tried.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LevelExplanation {
     /// `node`, a level name, or `cluster`.
     pub level: String,
@@ -153,25 +152,18 @@ impl Engine {
         )
     }
 
-    fn matches(&self, node: NodeId, request: &GangRequest) -> bool {
-        let labels = &self.topology.node(node).labels;
-        request
-            .selector
-            .iter()
-            .all(|(key, value)| labels.get(key.as_str()).is_some_and(|v| **v == **value))
-    }
-
     fn exclusions(&self, request: &GangRequest) -> Exclusions {
         let size = request.gpus_per_pod;
         let mut excluded = Exclusions::default();
         for (id, node) in self.topology.nodes() {
-            if node.cordoned {
+            let state = self.states.get(id);
+            if state.cordoned {
                 excluded.cordoned += 1;
-            } else if !self.matches(id, request) {
+            } else if !node.matches(&request.selector) {
                 excluded.selector_mismatch += 1;
-            } else if node.gpus - node.unhealthy.count_ones() < size {
+            } else if state.healthy_count() < size {
                 excluded.unhealthy += 1;
-            } else if node.free_count() < size {
+            } else if state.free_count() < size {
                 excluded.too_few_free += 1;
             }
         }
@@ -194,12 +186,12 @@ impl Engine {
                     continue;
                 }
             };
-            let node = self.topology.node(id);
-            if node.cordoned || !self.matches(id, request) {
+            let state = self.states.get(id);
+            if state.cordoned || !self.topology.node(id).matches(&request.selector) {
                 continue;
             }
-            let free = u64::from(node.free_count());
-            let healthy = u64::from(node.gpus - node.unhealthy.count_ones());
+            let free = u64::from(state.free_count());
+            let healthy = u64::from(state.healthy_count());
             let (now, most) = (free / size, healthy / size);
             capacity += now;
             for extra in 1..=most.saturating_sub(now) {

@@ -1,15 +1,16 @@
 //! The transactions of the engine: `reserve` (from a request or from an earlier placement),
-//! `commit`, `rollback`, `release`, and the listings of live holds. Each validates and
-//! computes everything that can fail before the ledger changes a single bit.
+//! `commit`, `rollback`, `release`, the listings of live holds, and the batches. Each
+//! validates and computes everything that can fail before the ledger changes a single bit.
 
 use std::sync::Arc;
 
-use crate::engine::Engine;
-use crate::error::{CoreError, CoreResult, invalid};
-use crate::ledger::{Ending, Hold, HoldState, format_id, parse_id};
+use super::Engine;
+use crate::error::{CoreError, CoreResult, internal, invalid};
+use crate::ids::{GpuSet, HoldId, NodeId};
+use crate::ledger::{Ending, Hold, HoldState};
 use crate::limits::{MAX_NAME_BYTES, MAX_TTL_SECONDS};
 use crate::model::{Allocation, GangRequest, Placement, Reservation};
-use crate::topology::{HoldId, NodeId};
+use crate::state::Changes;
 
 /// Who acts on a hold: an owner name, or nobody in particular.
 pub type Owner<'a> = Option<&'a str>;
@@ -38,16 +39,16 @@ fn may_act(owner: Option<&Arc<str>>, caller: Owner<'_>) -> bool {
     owner.is_none_or(|owner| caller == Some(&**owner))
 }
 
-/// Merges per-pod GPU masks into one mask per node, sorted by node id; `None` if two pods
-/// name the same GPU.
-fn gpus_by_node(pods: impl Iterator<Item = (NodeId, u64)>) -> Option<Vec<(NodeId, u64)>> {
-    let mut pods: Vec<(NodeId, u64)> = pods.collect();
+/// Merges per-pod GPU sets into one set per node, sorted by node id; `None` if two pods name
+/// the same GPU.
+fn gpus_by_node(pods: impl Iterator<Item = (NodeId, GpuSet)>) -> Option<Vec<(NodeId, GpuSet)>> {
+    let mut pods: Vec<(NodeId, GpuSet)> = pods.collect();
     pods.sort_unstable_by_key(|&(node, _)| node);
-    let mut merged: Vec<(NodeId, u64)> = Vec::with_capacity(pods.len());
+    let mut merged: Vec<(NodeId, GpuSet)> = Vec::with_capacity(pods.len());
     for (node, gpus) in pods {
         match merged.last_mut() {
             Some((held_on, held)) if *held_on == node => {
-                if *held & gpus != 0 {
+                if held.intersects(gpus) {
                     return None;
                 }
                 *held |= gpus;
@@ -58,10 +59,31 @@ fn gpus_by_node(pods: impl Iterator<Item = (NodeId, u64)>) -> Option<Vec<(NodeId
     Some(merged)
 }
 
+fn held_gpus(held: &[(NodeId, GpuSet)]) -> u64 {
+    held.iter().map(|&(_, gpus)| u64::from(gpus.count())).sum()
+}
+
+fn reservation_of(id: HoldId, hold: &Hold) -> Reservation {
+    Reservation {
+        id,
+        placement: Arc::clone(&hold.placement),
+        expires_at: hold.expires_at,
+        owner: hold.owner.as_deref().map(str::to_owned),
+    }
+}
+
+fn allocation_of(id: HoldId, hold: &Hold) -> Allocation {
+    Allocation {
+        id,
+        placement: Arc::clone(&hold.placement),
+        owner: hold.owner.as_deref().map(str::to_owned),
+    }
+}
+
 impl Engine {
     /// Refuses a hold of `gpus` more GPUs that would take `owner` past its cap.
     fn check_cap(&self, owner: Owner<'_>, gpus: u64) -> CoreResult<()> {
-        let Some(cap) = self.max_held_gpus_per_owner else {
+        let Some(cap) = self.config.max_held_gpus_per_owner() else {
             return Ok(());
         };
         let held = self.ledger.held_by(owner);
@@ -78,26 +100,24 @@ impl Engine {
     /// Records a new hold and hands out its reservation. Cannot fail.
     fn hold(
         &mut self,
-        id: HoldId,
         placement: Arc<Placement>,
-        gpus_by_node: Vec<(NodeId, u64)>,
+        gpus_by_node: Vec<(NodeId, GpuSet)>,
         expires_at: f64,
         owner: Owner<'_>,
-    ) -> Reservation {
+    ) -> CoreResult<Reservation> {
+        let id = self.ledger.new_id()?;
         let hold = Hold {
             state: HoldState::Reserved,
             expires_at,
             gpus_by_node,
-            placement: Arc::clone(&placement),
+            placement,
             owner: owner.map(Arc::from),
         };
-        self.ledger.hold(&mut self.topology, id, hold);
-        Reservation {
-            id: format_id(id),
-            placement,
-            expires_at,
-            owner: owner.map(str::to_owned),
-        }
+        let reservation = reservation_of(id, &hold);
+        let mut changes = Changes::new();
+        self.ledger.hold(&mut self.states, &mut changes, id, hold);
+        self.apply(&changes);
+        Ok(reservation)
     }
 
     /// Places the gang and holds its GPUs until `now + ttl`.
@@ -121,17 +141,10 @@ impl Engine {
             ));
         };
         let pods = plan.pods.iter().map(|pod| (pod.node, pod.gpus));
-        let held = gpus_by_node(pods)
-            .ok_or_else(|| CoreError::Internal("a plan took one GPU twice".into()))?;
-        let gpus: u64 = plan
-            .pods
-            .iter()
-            .map(|pod| u64::from(pod.gpus.count_ones()))
-            .sum();
-        self.check_cap(owner, gpus)?;
-        let id = self.ledger.new_id()?;
+        let held = gpus_by_node(pods).ok_or_else(|| internal("a plan took one GPU twice"))?;
+        self.check_cap(owner, held_gpus(&held))?;
         let placement = Arc::new(self.placement(&plan));
-        Ok(self.hold(id, placement, held, now + ttl, owner))
+        self.hold(placement, held, now + ttl, owner)
     }
 
     /// Holds exactly the GPUs of an earlier placement, if every one of them is still free,
@@ -150,9 +163,8 @@ impl Engine {
         let mut pods = Vec::with_capacity(placement.pods.len());
         for pod in &placement.pods {
             let node = self.pod_node(placement, &pod.node)?;
-            let gpus = self.pod_gpus(&pod.node, pod.gpus)?;
-            self.check_free(node, gpus)?;
-            pods.push((node, gpus));
+            self.check_pod_gpus(node, pod.gpus)?;
+            pods.push((node, pod.gpus));
         }
         if pods.is_empty() {
             return Err(invalid("the placement has no pods"));
@@ -160,13 +172,8 @@ impl Engine {
         let held = gpus_by_node(pods.into_iter()).ok_or_else(|| {
             CoreError::Conflict("the placement takes one GPU for two pods".into())
         })?;
-        let gpus: u64 = held
-            .iter()
-            .map(|&(_, gpus)| u64::from(gpus.count_ones()))
-            .sum();
-        self.check_cap(owner, gpus)?;
-        let id = self.ledger.new_id()?;
-        Ok(self.hold(id, Arc::clone(placement), held, now + ttl, owner))
+        self.check_cap(owner, held_gpus(&held))?;
+        self.hold(Arc::clone(placement), held, now + ttl, owner)
     }
 
     /// The live, uncordoned node of a placement's pod, inside the placement's domain.
@@ -176,7 +183,7 @@ impl Engine {
             .topology
             .node_id(name)
             .ok_or_else(|| stale(&format!("node {name:?} is gone")))?;
-        if self.topology.node(id).cordoned {
+        if self.states.get(id).cordoned {
             return Err(stale(&format!("node {name:?} is cordoned")));
         }
         let path = self.topology.node_path(id);
@@ -191,45 +198,29 @@ impl Engine {
         Ok(id)
     }
 
-    /// Refuses GPUs that are not free and healthy any more.
-    fn check_free(&self, node: NodeId, gpus: u64) -> CoreResult<()> {
-        let node = self.topology.node(node);
-        let taken = gpus & !node.free_mask();
-        if taken == 0 {
-            return Ok(());
+    /// Refuses a pod's GPUs unless they exist on its node and are free and healthy.
+    fn check_pod_gpus(&self, node: NodeId, gpus: GpuSet) -> CoreResult<()> {
+        let state = self.states.get(node);
+        let name = &self.topology.node(node).name;
+        if let Some(gpu) = (gpus & !state.gpus).lowest() {
+            return Err(CoreError::Conflict(format!(
+                "the placement names GPU {gpu} of node {name:?} twice or out of range"
+            )));
         }
-        let gpu = taken.trailing_zeros();
-        let why = if node.unhealthy & (1 << gpu) != 0 {
+        if gpus.is_empty() {
+            return Err(invalid(format!("a pod on node {name:?} has no GPUs")));
+        }
+        let Some(gpu) = (gpus & !state.free()).lowest() else {
+            return Ok(());
+        };
+        let why = if state.unhealthy.contains(gpu) {
             "unhealthy"
         } else {
             "held by another reservation or allocation"
         };
         Err(CoreError::Conflict(format!(
-            "the placement is stale: GPU {gpu} of node {:?} is {why}",
-            node.name
+            "the placement is stale: GPU {gpu} of node {name:?} is {why}"
         )))
-    }
-
-    /// The mask of a pod's GPU indices on its node.
-    fn pod_gpus(&self, name: &str, mask: u64) -> CoreResult<u64> {
-        let all = self
-            .topology
-            .node_id(name)
-            .map_or(0, |id| self.topology.node(id).all_gpus());
-        if mask & !all != 0 {
-            let gpu = (mask & !all).trailing_zeros();
-            return Err(CoreError::Conflict(format!(
-                "the placement names GPU {gpu} of node {name:?} twice or out of range"
-            )));
-        }
-        if mask == 0 {
-            return Err(invalid(format!("a pod on node {name:?} has no GPUs")));
-        }
-        Ok(mask)
-    }
-
-    fn hold_id(text: &str) -> CoreResult<HoldId> {
-        parse_id(text).ok_or_else(|| CoreError::UnknownReservation(text.to_owned()))
     }
 
     /// The live state and the remembered ending of a hold, as `caller` may see them: a hold
@@ -247,71 +238,66 @@ impl Engine {
         }
     }
 
-    fn ended_error(text: &str, ending: Option<Ending>, doing: &str) -> CoreError {
+    fn ended_error(id: HoldId, ending: Option<Ending>, doing: &str) -> CoreError {
         match ending {
-            None => CoreError::UnknownReservation(text.to_owned()),
-            Some(Ending::Expired) => CoreError::ReservationExpired(text.to_owned()),
-            Some(Ending::Revoked) => CoreError::ReservationRevoked(text.to_owned()),
+            None => CoreError::UnknownReservation(id.to_string()),
+            Some(Ending::Expired) => CoreError::ReservationExpired(id.to_string()),
+            Some(Ending::Revoked) => CoreError::ReservationRevoked(id.to_string()),
             Some(Ending::RolledBack) => {
-                CoreError::ReservationState(format!("cannot {doing} {text}: it was rolled back"))
+                CoreError::ReservationError(format!("cannot {doing} {id}: it was rolled back"))
             }
             Some(Ending::Released) => {
-                CoreError::ReservationState(format!("cannot {doing} {text}: it was released"))
+                CoreError::ReservationError(format!("cannot {doing} {id}: it was released"))
             }
         }
     }
 
     /// Turns a reservation into an allocation; again on the same id returns the same.
-    pub fn commit(&mut self, id_text: &str, caller: Owner<'_>, now: f64) -> CoreResult<Allocation> {
+    pub fn commit(&mut self, id: HoldId, caller: Owner<'_>, now: f64) -> CoreResult<Allocation> {
         self.reclaim(now);
-        let id = Self::hold_id(id_text)?;
         let (state, ending) = self.visible(id, caller);
         if state.is_none() {
-            return Err(Self::ended_error(id_text, ending, "commit"));
+            return Err(Self::ended_error(id, ending, "commit"));
         }
-        self.ledger.commit(&mut self.topology, id);
+        let mut changes = Changes::new();
+        self.ledger.commit(&mut self.states, &mut changes, id);
+        self.apply(&changes);
         let hold = self.ledger.live(id);
-        let hold = hold.ok_or_else(|| CoreError::Internal("a committed hold vanished".into()))?;
-        Ok(Allocation {
-            id: id_text.to_owned(),
-            placement: Arc::clone(&hold.placement),
-            owner: hold.owner.as_deref().map(str::to_owned),
-        })
+        let hold = hold.ok_or_else(|| internal("a committed hold vanished"))?;
+        Ok(allocation_of(id, hold))
     }
 
     /// Frees a reservation. `true` if it freed something, `false` if it had already ended.
-    pub fn rollback(&mut self, id_text: &str, caller: Owner<'_>, now: f64) -> CoreResult<bool> {
+    pub fn rollback(&mut self, id: HoldId, caller: Owner<'_>, now: f64) -> CoreResult<bool> {
         self.reclaim(now);
-        let id = Self::hold_id(id_text)?;
         match self.visible(id, caller) {
             (Some(HoldState::Reserved), _) => {
-                self.ledger.end(&mut self.topology, id, Ending::RolledBack);
+                self.end_hold(id, Ending::RolledBack);
                 Ok(true)
             }
             (Some(HoldState::Committed), _) | (None, Some(Ending::Released)) => {
-                Err(CoreError::ReservationState(format!(
-                    "cannot roll back {id_text}: it was committed; release the allocation instead"
+                Err(CoreError::ReservationError(format!(
+                    "cannot roll back {id}: it was committed; release the allocation instead"
                 )))
             }
             (None, Some(Ending::Expired | Ending::Revoked | Ending::RolledBack)) => Ok(false),
-            (None, None) => Err(CoreError::UnknownReservation(id_text.to_owned())),
+            (None, None) => Err(CoreError::UnknownReservation(id.to_string())),
         }
     }
 
     /// Frees an allocation. `true` the first time, `false` after.
-    pub fn release(&mut self, id_text: &str, caller: Owner<'_>, now: f64) -> CoreResult<bool> {
+    pub fn release(&mut self, id: HoldId, caller: Owner<'_>, now: f64) -> CoreResult<bool> {
         self.reclaim(now);
-        let id = Self::hold_id(id_text)?;
         match self.visible(id, caller) {
             (Some(HoldState::Committed), _) => {
-                self.ledger.end(&mut self.topology, id, Ending::Released);
+                self.end_hold(id, Ending::Released);
                 Ok(true)
             }
-            (Some(HoldState::Reserved), _) => Err(CoreError::ReservationState(format!(
-                "cannot release {id_text}: it is not committed; roll it back instead"
+            (Some(HoldState::Reserved), _) => Err(CoreError::ReservationError(format!(
+                "cannot release {id}: it is not committed; roll it back instead"
             ))),
             (None, Some(Ending::Released)) => Ok(false),
-            (None, ending) => Err(Self::ended_error(id_text, ending, "release")),
+            (None, ending) => Err(Self::ended_error(id, ending, "release")),
         }
     }
 
@@ -328,29 +314,21 @@ impl Engine {
     /// Live reservations (`owner` given: only that owner's), sorted by id.
     pub fn reservations(&mut self, owner: Owner<'_>, now: f64) -> Vec<Reservation> {
         let holds = self.holds_in(HoldState::Reserved, owner, now);
-        let reservation = |(id, hold): (HoldId, &Hold)| Reservation {
-            id: format_id(id),
-            placement: Arc::clone(&hold.placement),
-            expires_at: hold.expires_at,
-            owner: hold.owner.as_deref().map(str::to_owned),
-        };
-        holds.into_iter().map(reservation).collect()
+        holds
+            .into_iter()
+            .map(|(id, hold)| reservation_of(id, hold))
+            .collect()
     }
 
     /// Live allocations (`owner` given: only that owner's), sorted by id.
     pub fn allocations(&mut self, owner: Owner<'_>, now: f64) -> Vec<Allocation> {
         let holds = self.holds_in(HoldState::Committed, owner, now);
-        let allocation = |(id, hold): (HoldId, &Hold)| Allocation {
-            id: format_id(id),
-            placement: Arc::clone(&hold.placement),
-            owner: hold.owner.as_deref().map(str::to_owned),
-        };
-        holds.into_iter().map(allocation).collect()
+        holds
+            .into_iter()
+            .map(|(id, hold)| allocation_of(id, hold))
+            .collect()
     }
-}
 
-/// Batches: many requests for one lock and one crossing of the language boundary.
-impl Engine {
     /// Where each gang would go on the current state, independently of the others.
     /// Every request is validated first: an invalid one fails the whole batch.
     pub fn place_many(

@@ -14,10 +14,11 @@
 
 use std::sync::Arc;
 
+use crate::config::{EngineConfig, Policy};
 use crate::engine::Engine;
 use crate::error::CoreError;
+use crate::ids::HoldId;
 use crate::model::GangRequest;
-use crate::search::Policy;
 use crate::topology::NodeSpec;
 
 /// One decoded operation; the small integers are reduced modulo the script's ranges.
@@ -210,7 +211,7 @@ pub struct Outcome {
 struct Run {
     engine: Engine,
     now: f64,
-    ids: Vec<String>,
+    ids: Vec<HoldId>,
     outcome: Outcome,
 }
 
@@ -240,9 +241,10 @@ fn request(
 
 /// Runs the script encoded by `bytes`. `Err` says which guarantee broke.
 pub fn run(bytes: &[u8]) -> Result<Outcome, String> {
-    let mut engine = Engine::new(vec!["spine".into(), "rack".into()], Policy::BestFit)
-        .map_err(|error| error.to_string())?;
-    engine.set_max_held_gpus_per_owner(Some(40));
+    let levels = vec!["spine".into(), "rack".into()];
+    let config =
+        EngineConfig::new(levels, Policy::BestFit, Some(40)).map_err(|error| error.to_string())?;
+    let engine = Engine::new(config);
     let mut state = Run {
         engine,
         now: 0.0,
@@ -276,7 +278,7 @@ impl Run {
         self.outcome.operations += 1;
         match result {
             Ok(()) => {}
-            Err(CoreError::Internal(message)) => {
+            Err(CoreError::InternalError(message)) => {
                 return Err(format!("{op:?}: internal: {message}"));
             }
             Err(error) => {
@@ -290,10 +292,10 @@ impl Run {
             .map_err(|message| format!("after {op:?}: {message}"))
     }
 
-    fn pick(&self, index: u8) -> String {
+    fn pick(&self, index: u8) -> HoldId {
         match self.ids.len() {
-            0 => "gp-0".to_owned(),
-            len => self.ids[usize::from(index) % len].clone(),
+            0 => HoldId::from_bits(0), // never handed out: unknown
+            len => self.ids[usize::from(index) % len],
         }
     }
 
@@ -357,7 +359,9 @@ impl Run {
                     Ok(reservation) => self.ids.push(reservation.id),
                     Err(CoreError::Conflict(_) | CoreError::LimitExceeded(_)) => {
                         if self.engine.snapshot(now)? != before {
-                            return Err(CoreError::Internal("a conflict changed the state".into()));
+                            return Err(CoreError::InternalError(
+                                "a conflict changed the state".into(),
+                            ));
                         }
                     }
                     Err(error) => return Err(error),
@@ -367,19 +371,19 @@ impl Run {
             Op::Commit { hold, owner } => {
                 let id = self.pick(hold);
                 self.engine
-                    .commit(&id, OWNERS[usize::from(owner)], now)
+                    .commit(id, OWNERS[usize::from(owner)], now)
                     .map(drop)
             }
             Op::Rollback { hold, owner } => {
                 let id = self.pick(hold);
                 self.engine
-                    .rollback(&id, OWNERS[usize::from(owner)], now)
+                    .rollback(id, OWNERS[usize::from(owner)], now)
                     .map(drop)
             }
             Op::Release { hold, owner } => {
                 let id = self.pick(hold);
                 self.engine
-                    .release(&id, OWNERS[usize::from(owner)], now)
+                    .release(id, OWNERS[usize::from(owner)], now)
                     .map(drop)
             }
             Op::Tick { seconds } => {
@@ -390,7 +394,9 @@ impl Run {
                 let bytes = engine.snapshot(now)?;
                 let mut restored = Engine::restore(&bytes, now)?;
                 if restored.snapshot(now)? != bytes {
-                    return Err(CoreError::Internal("restore(snapshot()) differs".into()));
+                    return Err(CoreError::InternalError(
+                        "restore(snapshot()) differs".into(),
+                    ));
                 }
                 self.engine = restored;
                 self.outcome.restores += 1;
@@ -402,8 +408,10 @@ impl Run {
                 bytes[index] ^= xor;
                 match Engine::restore(&bytes, now) {
                     Err(CoreError::InvalidSnapshot(_)) => Ok(()),
-                    Err(error) => Err(CoreError::Internal(format!("corrupt snapshot: {error}"))),
-                    Ok(_) => Err(CoreError::Internal(
+                    Err(error) => Err(CoreError::InternalError(format!(
+                        "corrupt snapshot: {error}"
+                    ))),
+                    Ok(_) => Err(CoreError::InternalError(
                         "a corrupted snapshot was restored".into(),
                     )),
                 }

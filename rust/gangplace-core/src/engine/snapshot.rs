@@ -25,24 +25,40 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::Engine;
+use super::Engine;
+use crate::config::{EngineConfig, Policy};
 use crate::error::{CoreError, CoreResult};
+use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{EndedHold, Ending, Hold, HoldState};
 use crate::limits::{MAX_NAME_BYTES, REMEMBERED_ENDED_HOLDS};
-use crate::model::{Placement, PodPlacement, gpu_indices};
-use crate::search::Policy;
-use crate::topology::{HoldId, NodeId, NodeSpec};
+use crate::model::{Placement, PodPlacement};
+use crate::state::Changes;
+use crate::topology::NodeSpec;
 
 /// First bytes of every snapshot.
 pub const MAGIC: &[u8; 8] = b"GANGPLCE";
-/// The body format this build writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+/// The body format this build writes and reads. Version 2 names the policy (`"best-fit"`)
+/// where version 1 stored a flag; version 1 snapshots are refused.
+pub const FORMAT_VERSION: u16 = 2;
 const HEADER_BYTES: usize = 24;
+
+/// The snapshot bytes of `body`: the header (magic, version, length, CRC-32), then the body.
+/// The one writer of the header: snapshots and the fuzz target use it.
+pub fn frame(body: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(HEADER_BYTES + body.len());
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    bytes.extend_from_slice(&0u16.to_le_bytes());
+    bytes.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
+    bytes.extend_from_slice(body);
+    bytes
+}
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Body {
     levels: Vec<String>,
-    first_fit: bool,
+    policy: String,
     max_held_gpus_per_owner: Option<u64>,
     taken_at: f64,
     nodes: Vec<NodeRecord>,
@@ -62,7 +78,7 @@ struct NodeRecord {
 
 #[derive(Debug, Serialize, Deserialize)]
 struct HoldRecord {
-    id: HoldId,
+    id: u128,
     committed: bool,
     expires_at: f64,
     owner: Option<String>,
@@ -74,7 +90,7 @@ struct HoldRecord {
 
 #[derive(Debug, Serialize, Deserialize)]
 struct EndedRecord {
-    id: HoldId,
+    id: u128,
     ending: u8,
     owner: Option<String>,
 }
@@ -104,17 +120,8 @@ fn ending_from(code: u8) -> CoreResult<Ending> {
 
 /// A snapshot's pod: GPU indices must be distinct and below 64.
 fn pod_from_record(node: String, gpus: &[u32]) -> CoreResult<PodPlacement> {
-    let mut mask = 0u64;
-    for &gpu in gpus {
-        if gpu >= 64 || mask & (1 << gpu) != 0 {
-            return Err(bad(format!("a pod on node {node:?} names GPU {gpu} badly")));
-        }
-        mask |= 1 << gpu;
-    }
-    Ok(PodPlacement {
-        node: Arc::from(node),
-        gpus: mask,
-    })
+    let message = format!("a pod on node {node:?} names its GPUs badly");
+    PodPlacement::new(node, gpus.iter().map(|&gpu| i64::from(gpu))).map_err(|_| bad(message))
 }
 
 fn owner_from(owner: Option<String>) -> CoreResult<Option<Arc<str>>> {
@@ -132,15 +139,8 @@ impl Engine {
         self.reclaim(now);
         let body = self.snapshot_body(now);
         let body = postcard::to_stdvec(&body)
-            .map_err(|error| CoreError::Internal(format!("snapshot encoding: {error}")))?;
-        let mut bytes = Vec::with_capacity(HEADER_BYTES + body.len());
-        bytes.extend_from_slice(MAGIC);
-        bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        bytes.extend_from_slice(&0u16.to_le_bytes());
-        bytes.extend_from_slice(&(body.len() as u64).to_le_bytes());
-        bytes.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-        bytes.extend_from_slice(&body);
-        Ok(bytes)
+            .map_err(|error| crate::error::internal(format!("snapshot encoding: {error}")))?;
+        Ok(frame(&body))
     }
 
     fn snapshot_body(&self, now: f64) -> Body {
@@ -161,8 +161,8 @@ impl Engine {
                     .iter()
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect(),
-                cordoned: topology.node(id).cordoned,
-                unhealthy: node.unhealthy,
+                cordoned: self.states.get(id).cordoned,
+                unhealthy: self.states.get(id).unhealthy.mask(),
             })
             .collect();
         nodes.sort_unstable_by(|a, b| a.name.cmp(&b.name));
@@ -174,12 +174,12 @@ impl Engine {
                 let mut gpus: Vec<(String, u64)> = hold
                     .gpus_by_node
                     .iter()
-                    .map(|&(node, mask)| (name_of(node), mask))
+                    .map(|&(node, gpus)| (name_of(node), gpus.mask()))
                     .collect();
                 gpus.sort_unstable();
                 let placement = &hold.placement;
                 HoldRecord {
-                    id,
+                    id: id.bits(),
                     committed: hold.state == HoldState::Committed,
                     expires_at: hold.expires_at,
                     owner: hold.owner.as_deref().map(str::to_owned),
@@ -194,7 +194,7 @@ impl Engine {
                 }
             });
         let ended = self.ledger.ended_in_order().map(|(id, ended)| EndedRecord {
-            id,
+            id: id.bits(),
             ending: ending_code(ended.ending),
             owner: ended.owner.as_deref().map(str::to_owned),
         });
@@ -204,8 +204,8 @@ impl Engine {
                 .iter()
                 .map(|level| level.to_string())
                 .collect(),
-            first_fit: self.policy == Policy::FirstFit,
-            max_held_gpus_per_owner: self.max_held_gpus_per_owner,
+            policy: self.policy().as_str().to_owned(),
+            max_held_gpus_per_owner: self.config.max_held_gpus_per_owner(),
             taken_at: now,
             nodes,
             holds: holds.collect(),
@@ -220,14 +220,14 @@ impl Engine {
         if !offset.is_finite() {
             return Err(bad("the snapshot's clock reading is not finite"));
         }
-        let policy = if body.first_fit {
-            Policy::FirstFit
-        } else {
-            Policy::BestFit
-        };
+        let policy: Policy = body.policy.parse().map_err(as_snapshot_error)?;
+        let cap = body
+            .max_held_gpus_per_owner
+            .map(|cap| i64::try_from(cap).map_err(|_| bad("the owner cap is out of range")))
+            .transpose()?;
         let levels = body.levels;
-        let mut engine = Engine::new(levels.clone(), policy).map_err(as_snapshot_error)?;
-        engine.max_held_gpus_per_owner = body.max_held_gpus_per_owner;
+        let config = EngineConfig::new(levels.clone(), policy, cap).map_err(as_snapshot_error)?;
+        let mut engine = Engine::new(config);
         for node in body.nodes {
             engine.restore_node(&levels, node)?;
         }
@@ -238,8 +238,8 @@ impl Engine {
             return Err(bad("more ended holds than are ever remembered"));
         }
         for ended in body.ended {
-            let known =
-                engine.ledger.live(ended.id).is_some() || engine.ledger.ended(ended.id).is_some();
+            let id = HoldId::from_bits(ended.id);
+            let known = engine.ledger.live(id).is_some() || engine.ledger.ended(id).is_some();
             if known {
                 return Err(bad("a hold id appears twice"));
             }
@@ -247,7 +247,7 @@ impl Engine {
                 ending: ending_from(ended.ending)?,
                 owner: owner_from(ended.owner)?,
             };
-            engine.ledger.remember(ended.id, record);
+            engine.ledger.remember(id, record);
         }
         engine.check_invariants().map_err(as_snapshot_error)?;
         Ok(engine)
@@ -274,21 +274,22 @@ impl Engine {
             gpus: i64::from(node.gpus),
             topology: levels.iter().cloned().zip(node.path).collect(),
             labels: node.labels,
-            unhealthy: gpu_indices(node.unhealthy)
-                .into_iter()
+            unhealthy: GpuSet::from_mask(node.unhealthy)
+                .iter()
                 .map(i64::from)
                 .collect(),
         };
-        let id = self.topology.add_node(spec).map_err(as_snapshot_error)?;
+        self.add_node(spec).map_err(as_snapshot_error)?;
         if node.cordoned {
-            self.topology.set_cordoned(id, true);
+            self.set_cordoned(&name, true, f64::NEG_INFINITY)
+                .map_err(as_snapshot_error)?;
         }
-        debug_assert_eq!(self.topology.node_id(&name), Some(id));
         Ok(())
     }
 
     fn restore_hold(&mut self, record: HoldRecord, offset: f64) -> CoreResult<()> {
-        if self.ledger.live(record.id).is_some() {
+        let id = HoldId::from_bits(record.id);
+        if self.ledger.live(id).is_some() {
             return Err(bad("a hold id appears twice"));
         }
         let committed = record.committed;
@@ -296,23 +297,29 @@ impl Engine {
         if !committed && !expires_at.is_finite() {
             return Err(bad("a reservation has no finite deadline"));
         }
-        let mut gpus_by_node: Vec<(NodeId, u64)> = Vec::with_capacity(record.gpus.len());
+        let mut gpus_by_node: Vec<(NodeId, GpuSet)> = Vec::with_capacity(record.gpus.len());
         for (name, mask) in &record.gpus {
-            let id = self
+            let node = self
                 .topology
                 .node_id(name)
                 .ok_or_else(|| bad(format!("a hold names unknown node {name:?}")))?;
-            let node = self.topology.node(id);
-            let clash = node.reserved | node.allocated | !node.all_gpus();
-            let unhealthy = if committed { 0 } else { node.unhealthy };
-            let repeated = gpus_by_node.iter().any(|&(other, _)| other == id);
-            if *mask == 0 || mask & (clash | unhealthy) != 0 || repeated {
+            let state = self.states.get(node);
+            let gpus = GpuSet::from_mask(*mask);
+            let clash = state.reserved | state.allocated | !state.gpus;
+            let unhealthy = if committed {
+                GpuSet::EMPTY
+            } else {
+                state.unhealthy
+            };
+            let repeated = gpus_by_node.iter().any(|&(other, _)| other == node);
+            if gpus.is_empty() || gpus.intersects(clash | unhealthy) || repeated {
                 return Err(bad(format!(
                     "a hold takes GPUs of node {name:?} it cannot hold"
                 )));
             }
-            gpus_by_node.push((id, *mask));
+            gpus_by_node.push((node, gpus));
         }
+        gpus_by_node.sort_unstable_by_key(|&(node, _)| node);
         let placement = Placement {
             pods: record
                 .pods
@@ -333,10 +340,12 @@ impl Engine {
             placement: Arc::new(placement),
             owner: owner_from(record.owner)?,
         };
-        self.ledger.hold(&mut self.topology, record.id, hold);
+        let mut changes = Changes::new();
+        self.ledger.hold(&mut self.states, &mut changes, id, hold);
         if committed {
-            self.ledger.commit(&mut self.topology, record.id);
+            self.ledger.commit(&mut self.states, &mut changes, id);
         }
+        self.apply(&changes);
         Ok(())
     }
 }

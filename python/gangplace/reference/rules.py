@@ -1,0 +1,258 @@
+"""The placement rules, as pure functions over a picture of the nodes.
+
+This is a transcription of the README's "Placement rules" section (the one canonical text),
+rule by rule and in the same order, written for reading rather than speed: every function
+recomputes what it needs from the nodes it is given. ``gangplace.reference.Cluster`` (the
+oracle of the differential tests) calls :func:`place` and :func:`unschedulable_reason` on
+the state it keeps; the Rust core must give the same answers.
+
+Example:
+    >>> nodes = [NodeView("a", ("r1",), free=(0, 1, 2, 3)), NodeView("b", ("r2",), free=(0,))]
+    >>> placement = place(nodes, ("rack",), Gang(pods=2, gpus_per_pod=2))
+    >>> placement.level, placement.domain, [pod.gpus for pod in placement.pods]
+    ('node', ('r1', 'a'), [(0, 1), (2, 3)])
+
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gangplace.reference.values import CLUSTER, NODE, Path, Placement, PodPlacement
+
+__all__ = ["Gang", "NodeView", "capacity", "place", "unschedulable_reason"]
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """What the rules read of one node.
+
+    Attributes:
+        name: The node's name.
+        path: Its domain names, outermost level first (one per level).
+        free: Its free healthy GPU indices, ascending.
+        cordoned: Whether it takes no new placements.
+        labels: Its labels.
+
+    """
+
+    name: str
+    path: Path
+    free: tuple[int, ...]
+    cordoned: bool = False
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def full_path(self) -> Path:
+        """Its domain path followed by its name: its place in path order (rule 8)."""
+        return (*self.path, self.name)
+
+
+@dataclass(frozen=True)
+class Gang:
+    """What the rules read of a request (the fields of ``gangplace.GangRequest``)."""
+
+    pods: int
+    gpus_per_pod: int = 1
+    min_pods: int | None = None
+    required_level: str | None = None
+    selector: Mapping[str, str] = field(default_factory=dict)
+    name: str = ""
+
+
+# Rule 1: feasible nodes, and capacity in whole pods.
+
+
+def feasible(nodes: Sequence[NodeView], selector: Mapping[str, str]) -> list[NodeView]:
+    """Rule 1: the uncordoned nodes carrying every ``selector`` label."""
+    return [
+        node
+        for node in nodes
+        if not node.cordoned and all(node.labels.get(k) == v for k, v in selector.items())
+    ]
+
+
+def capacity(nodes: Sequence[NodeView], gpus_per_pod: int) -> int:
+    """Rule 1: pods a set of feasible nodes holds; a pod never spans nodes."""
+    return sum(len(node.free) // gpus_per_pod for node in nodes)
+
+
+def domains_at(nodes: Sequence[NodeView], depth: int) -> dict[Path, list[NodeView]]:
+    """The domains of one depth (0: the cluster; last: single nodes) with their nodes."""
+    domains: dict[Path, list[NodeView]] = {}
+    for node in nodes:
+        domains.setdefault(node.full_path[:depth], []).append(node)
+    return domains
+
+
+# Rules 2 and 3: the level, then the domain.
+
+
+def fitting_domain(
+    nodes: Sequence[NodeView],
+    node_depth: int,
+    pods: int,
+    gpus_per_pod: int,
+    coarsest: int,
+    policy: str,
+) -> tuple[int, Path] | None:
+    """Rules 2 and 3: the finest level with a domain holding ``pods``, and the chosen one.
+
+    Levels are tried finest first (``node_depth`` down to ``coarsest``). Best-fit takes the
+    domain with the fewest free healthy GPUs over its feasible nodes, then the smallest path;
+    first-fit the smallest path. ``nodes`` are the feasible ones.
+    """
+    for depth in range(node_depth, coarsest - 1, -1):
+        candidates = []
+        for path, members in domains_at(nodes, depth).items():
+            if capacity(members, gpus_per_pod) >= pods:
+                free = sum(len(node.free) for node in members)
+                candidates.append((free, path))
+        if candidates:
+            if policy == "best-fit":
+                return depth, min(candidates)[1]
+            return depth, min(path for _, path in candidates)
+    return None
+
+
+# Rules 4 and 5: spreading inside the domain, GPUs on a node.
+
+
+def spread(
+    nodes: Sequence[NodeView],
+    node_depth: int,
+    depth: int,
+    path: Path,
+    pods: int,
+    gpus_per_pod: int,
+) -> list[PodPlacement]:
+    """Rule 4: ``pods`` pods over the domain ``path``, as few children as possible per level.
+
+    A child that can hold all remaining pods takes them (the smallest such capacity, then the
+    smallest path); otherwise the child with the largest capacity (then the smallest path) is
+    filled and the rest continues. ``nodes`` are the feasible ones.
+    """
+    if depth == node_depth:
+        (node,) = (node for node in nodes if node.full_path == path)
+        return take_gpus(node, pods, gpus_per_pod)
+    children = {
+        child: capacity(members, gpus_per_pod)
+        for child, members in domains_at(nodes, depth + 1).items()
+        if child[:depth] == path
+    }
+    children = {child: held for child, held in children.items() if held > 0}
+    placed: list[PodPlacement] = []
+    remaining = pods
+    while remaining > 0:
+        holding_all = [(held, child) for child, held in children.items() if held >= remaining]
+        if holding_all:
+            _, child = min(holding_all)
+            return placed + spread(nodes, node_depth, depth + 1, child, remaining, gpus_per_pod)
+        largest, child = min((-held, child) for child, held in children.items())
+        placed += spread(nodes, node_depth, depth + 1, child, -largest, gpus_per_pod)
+        remaining += largest
+        del children[child]
+    return placed
+
+
+def take_gpus(node: NodeView, pods: int, gpus_per_pod: int) -> list[PodPlacement]:
+    """Rule 5: each pod takes the lowest-indexed free healthy GPUs of the node."""
+    return [
+        PodPlacement(node.name, node.free[i * gpus_per_pod : (i + 1) * gpus_per_pod])
+        for i in range(pods)
+    ]
+
+
+# Rule 6: ranks.
+
+
+def ranked(pods: list[PodPlacement], paths: Mapping[str, Path]) -> tuple[PodPlacement, ...]:
+    """Rule 6: pods ordered by (node's domain path, node name, first GPU index)."""
+    return tuple(sorted(pods, key=lambda pod: (paths[pod.node], pod.gpus[0])))
+
+
+# Rule 7: elastic gangs, and the whole placement.
+
+
+def place(
+    nodes: Sequence[NodeView], levels: Sequence[str], gang: Gang, policy: str = "best-fit"
+) -> Placement | None:
+    """Where a gang goes by rules 1-7, or ``None`` when no allowed domain holds it.
+
+    Rule 7: when no allowed domain holds ``gang.pods`` and ``min_pods`` is smaller, the
+    largest capacity of a single domain at the coarsest allowed level is taken if it reaches
+    ``min_pods``, and that many pods are placed by rules 2-6.
+    """
+    node_depth, size = len(levels) + 1, gang.gpus_per_pod
+    coarsest = depth_of(levels, gang.required_level)
+    usable = feasible(nodes, gang.selector)
+    pods = gang.pods
+    found = fitting_domain(usable, node_depth, pods, size, coarsest, policy)
+    if found is None and gang.min_pods is not None and gang.min_pods < pods:
+        best = max(
+            (capacity(members, size) for members in domains_at(usable, coarsest).values()),
+            default=0,
+        )
+        if best >= gang.min_pods:
+            pods = best
+            found = fitting_domain(usable, node_depth, pods, size, coarsest, policy)
+    if found is None:
+        return None
+    depth, path = found
+    placed = spread(usable, node_depth, depth, path, pods, size)
+    paths = {node.name: node.full_path for node in usable}
+    return Placement(ranked(placed, paths), level_name(levels, depth), path)
+
+
+def depth_of(levels: Sequence[str], level: str | None) -> int:
+    """The depth of a level name: ``cluster`` (or ``None``) 0, named levels 1.., ``node`` last.
+
+    Raises:
+        ValueError: An unknown level; the message lists the levels, finest first.
+
+    """
+    if level is None or level == CLUSTER:
+        return 0
+    if level == NODE:
+        return len(levels) + 1
+    if level in levels:
+        return list(levels).index(level) + 1
+    known = ", ".join([NODE, *reversed(levels), CLUSTER])
+    raise ValueError(f"unknown required_level {level!r}; the levels are {known}")
+
+
+def level_name(levels: Sequence[str], depth: int) -> str:
+    """The level name of a depth."""
+    if depth == 0:
+        return CLUSTER
+    if depth == len(levels) + 1:
+        return NODE
+    return levels[depth - 1]
+
+
+def unschedulable_reason(nodes: Sequence[NodeView], levels: Sequence[str], gang: Gang) -> str:
+    """``Unschedulable.reason``: the best domain of each level tried, finest first."""
+    usable = feasible(nodes, gang.selector)
+    tried = []
+    for depth in range(len(levels) + 1, depth_of(levels, gang.required_level) - 1, -1):
+        level = level_name(levels, depth)
+        capacities = [
+            (capacity(members, gang.gpus_per_pod), path)
+            for path, members in sorted(domains_at(usable, depth).items())
+        ]
+        best = max((held for held, _ in capacities), default=0)
+        if best == 0:
+            tried.append(f"no {level} holds a pod")
+            continue
+        path = next(path for held, path in capacities if held == best)
+        where = f" {'/'.join(path)}" if path else ""
+        tried.append(f"best {level}{where} holds {best} of {gang.pods}")
+    quoted = f' "{gang.name}"' if gang.name else ""
+    minimum = ""
+    if gang.min_pods is not None and gang.min_pods < gang.pods:
+        minimum = f", at least {gang.min_pods}"
+    return (
+        f"gang{quoted} of {gang.pods} pods x {gang.gpus_per_pod} GPUs{minimum} "
+        f"does not fit: {'; '.join(tried)}"
+    )

@@ -1,0 +1,162 @@
+"""The values the reference hands out: the same fields as the extension's classes.
+
+Limits come from the extension (``gangplace._gangplace.LIMITS``), so the reference and the
+core can never disagree on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from gangplace._gangplace import LIMITS
+
+__all__ = [
+    "Allocation",
+    "ClusterStats",
+    "NodeInfo",
+    "Placement",
+    "PlacementLike",
+    "PodPlacement",
+    "Request",
+    "Reservation",
+]
+
+MAX_GPUS_PER_NODE = int(LIMITS["max_gpus_per_node"])
+MAX_LEVELS = int(LIMITS["max_levels"])
+MAX_NAME_BYTES = int(LIMITS["max_name_bytes"])
+MAX_TTL_SECONDS = float(LIMITS["max_ttl_seconds"])
+DEFAULT_TTL_SECONDS = float(LIMITS["default_ttl_seconds"])
+MAX_NODES = int(LIMITS["max_nodes"])
+REMEMBERED_ENDED_HOLDS = int(LIMITS["remembered_ended_holds"])
+NODE, CLUSTER = "node", "cluster"
+
+Path = tuple[str, ...]
+
+
+class Request(Protocol):
+    """What the reference reads of a request (``gangplace.GangRequest`` fits)."""
+
+    @property
+    def pods(self) -> int:
+        """Pods wanted."""
+
+    @property
+    def gpus_per_pod(self) -> int:
+        """GPUs per pod."""
+
+    @property
+    def min_pods(self) -> int | None:
+        """Fewest pods accepted."""
+
+    @property
+    def required_level(self) -> str | None:
+        """Coarsest level allowed."""
+
+    @property
+    def selector(self) -> dict[str, str]:
+        """Labels nodes must carry."""
+
+    @property
+    def name(self) -> str:
+        """Free text."""
+
+
+@dataclass(frozen=True)
+class PodPlacement:
+    """One pod: a node and its GPU indices."""
+
+    node: str
+    gpus: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a gang goes (see ``gangplace.Placement``)."""
+
+    pods: tuple[PodPlacement, ...]
+    level: str
+    domain: Path
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """Distinct node names in rank order."""
+        return tuple(dict.fromkeys(pod.node for pod in self.pods))
+
+    def __len__(self) -> int:
+        return len(self.pods)
+
+
+class PodLike(Protocol):
+    """What ``reserve`` reads of a pod of an earlier placement."""
+
+    @property
+    def node(self) -> str:
+        """The node's name."""
+
+    @property
+    def gpus(self) -> tuple[int, ...]:
+        """GPU indices."""
+
+
+class PlacementLike(Protocol):
+    """What ``reserve`` reads of an earlier placement (both placement classes fit)."""
+
+    @property
+    def pods(self) -> Sequence[PodLike]:
+        """Pods with their nodes and GPUs."""
+
+    @property
+    def level(self) -> str:
+        """The level of the chosen domain."""
+
+    @property
+    def domain(self) -> tuple[str, ...]:
+        """The chosen domain's path."""
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A hold until ``expires_at``."""
+
+    id: str
+    placement: Placement
+    expires_at: float
+    owner: str | None = None
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A committed reservation."""
+
+    id: str
+    placement: Placement
+    owner: str | None = None
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """One node's state."""
+
+    name: str
+    gpus: int
+    topology: dict[str, str]
+    labels: dict[str, str]
+    cordoned: bool
+    free: tuple[int, ...]
+    reserved: tuple[int, ...]
+    allocated: tuple[int, ...]
+    unhealthy: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ClusterStats:
+    """GPU counts over the cluster."""
+
+    total: int
+    healthy: int
+    free: int
+    reserved: int
+    allocated: int
+    unhealthy: int

@@ -1,0 +1,88 @@
+//! Capacity aggregates: how many pods of a given size a domain can hold, without visiting its
+//! nodes.
+//!
+//! Every domain keeps a histogram of its *feasible* nodes (not cordoned) by their number of
+//! free healthy GPUs, plus the sum of those GPUs. The capacity for pods of `p` GPUs is then
+//! `sum_k hist[k] * floor(k / p)`: at most 65 multiply-adds whatever the domain's size, and a
+//! node change costs one histogram update per ancestor (O(levels)).
+
+use crate::limits::MAX_GPUS_PER_NODE;
+
+const BUCKETS: usize = MAX_GPUS_PER_NODE as usize + 1;
+
+/// Histogram of feasible nodes by free healthy GPUs, and their total.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Aggregate {
+    free_gpus: u64,
+    nodes_by_free: [u32; BUCKETS],
+}
+
+impl Default for Aggregate {
+    fn default() -> Self {
+        Self {
+            free_gpus: 0,
+            nodes_by_free: [0; BUCKETS],
+        }
+    }
+}
+
+impl Aggregate {
+    /// Counts one more feasible node with `free` free healthy GPUs.
+    pub fn add_node(&mut self, free: u32) {
+        self.nodes_by_free[free as usize] += 1;
+        self.free_gpus += u64::from(free);
+    }
+
+    /// Forgets one feasible node that had `free` free healthy GPUs.
+    pub fn remove_node(&mut self, free: u32) {
+        self.nodes_by_free[free as usize] -= 1;
+        self.free_gpus -= u64::from(free);
+    }
+
+    /// A node's feasible free GPUs went from `before` to `after` (`None`: not feasible).
+    pub fn change(&mut self, before: Option<u32>, after: Option<u32>) {
+        if let Some(free) = before {
+            self.remove_node(free);
+        }
+        if let Some(free) = after {
+            self.add_node(free);
+        }
+    }
+
+    /// Free healthy GPUs summed over the feasible nodes (also those too small for a pod).
+    pub fn free_gpus(&self) -> u64 {
+        self.free_gpus
+    }
+
+    /// Pods of `gpus_per_pod` GPUs (>= 1) that fit, a pod never spanning nodes.
+    pub fn capacity(&self, gpus_per_pod: u32) -> u64 {
+        let first = gpus_per_pod as usize;
+        self.nodes_by_free
+            .iter()
+            .enumerate()
+            .skip(first)
+            .map(|(free, &nodes)| u64::from(nodes) * (free as u64 / u64::from(gpus_per_pod)))
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacity_counts_whole_pods_per_node() {
+        let mut aggregate = Aggregate::default();
+        for free in [8, 7, 3, 0] {
+            aggregate.add_node(free);
+        }
+        assert_eq!(aggregate.free_gpus(), 18);
+        assert_eq!(aggregate.capacity(1), 18);
+        assert_eq!(aggregate.capacity(4), 3); // 2 + 1 + 0 + 0
+        assert_eq!(aggregate.capacity(8), 1);
+        assert_eq!(aggregate.capacity(9), 0);
+        aggregate.change(Some(8), None);
+        assert_eq!(aggregate.capacity(8), 0);
+        assert_eq!(aggregate.free_gpus(), 10);
+    }
+}

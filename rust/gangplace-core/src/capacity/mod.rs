@@ -1,0 +1,217 @@
+//! Capacity: everything derived from the topology and the GPU state that the search reads
+//! instead of visiting nodes. Per-domain [`Aggregate`]s (how many pods of any size fit), the
+//! per-level free-GPU [`FreeIndex`] (best-fit in one lookup), and selector [`pools`] (the same
+//! two over the nodes of one label selector).
+//!
+//! All of it is updated from one place, [`Capacity::apply`], with the change records a
+//! mutation collected ([`crate::state::NodeChange`]); adding or removing a node invalidates
+//! the index and the pools, which are rebuilt when the cluster is next settled or used.
+//! [`Capacity::check`] rebuilds everything from scratch and compares, for `check_invariants`.
+
+mod aggregate;
+mod index;
+mod pools;
+mod propagate;
+
+pub use aggregate::Aggregate;
+pub use index::FreeIndex;
+pub use pools::SelectorPool;
+
+use crate::ids::{DomainId, NodeId};
+use crate::state::{NodeChange, NodeStates};
+use crate::topology::Topology;
+use pools::Pools;
+use propagate::propagate;
+
+/// The derived views of one cluster.
+#[derive(Debug)]
+pub struct Capacity {
+    /// Per domain slot: the aggregate over its feasible nodes.
+    aggregates: Vec<Aggregate>,
+    index: FreeIndex,
+    pools: Pools,
+    touched: Vec<(DomainId, u64)>,
+}
+
+impl Default for Capacity {
+    fn default() -> Self {
+        Self {
+            aggregates: vec![Aggregate::default()],
+            index: FreeIndex::stale(),
+            pools: Pools::default(),
+            touched: Vec::new(),
+        }
+    }
+}
+
+impl Capacity {
+    /// A node was added (its state is `free` feasible free GPUs): it joins the aggregates of
+    /// its domains; the index and the pools are rebuilt on next use.
+    pub fn node_added(&mut self, topology: &Topology, id: NodeId, free: Option<u32>) {
+        self.aggregates
+            .resize(topology.domain_slots(), Aggregate::default());
+        self.index.invalidate();
+        self.pools.clear();
+        for domain in topology.ancestors(topology.node(id).domain) {
+            self.aggregates[domain as usize].change(None, free);
+        }
+    }
+
+    /// A node is about to be removed (call before the topology prunes its domains).
+    pub fn node_removed(&mut self, topology: &Topology, id: NodeId, free: Option<u32>) {
+        self.index.invalidate();
+        self.pools.clear();
+        for domain in topology.ancestors(topology.node(id).domain) {
+            self.aggregates[domain as usize].change(free, None);
+        }
+    }
+
+    /// Applies a mutation's change records to the aggregates, the index and the pools.
+    pub fn apply(&mut self, topology: &Topology, changes: &[NodeChange]) {
+        if changes.is_empty() {
+            return;
+        }
+        let store = &mut self.aggregates;
+        propagate(
+            topology,
+            changes,
+            |_| true,
+            store,
+            &mut self.index,
+            &mut self.touched,
+        );
+        self.pools.apply(topology, changes);
+    }
+
+    /// Rebuilds the index if nodes were added or removed. The topology must be settled.
+    pub fn settle(&mut self, topology: &Topology, states: &NodeStates) {
+        if self.index.is_stale() {
+            self.index = self.built_index(topology, states);
+        }
+    }
+
+    fn built_index(&self, topology: &Topology, states: &NodeStates) -> FreeIndex {
+        FreeIndex::build(
+            topology,
+            |id| Some(self.aggregates[id as usize].free_gpus()),
+            |id| states.get(id).feasible_free().map(u64::from),
+        )
+    }
+
+    /// Makes sure `selector` has a pool. The topology must be settled.
+    pub fn ensure_pool(
+        &mut self,
+        topology: &Topology,
+        states: &NodeStates,
+        selector: &[(String, String)],
+    ) {
+        self.pools.ensure(topology, states, selector);
+    }
+
+    /// The aggregate of a domain (over every feasible node).
+    pub fn aggregate(&self, domain: DomainId) -> &Aggregate {
+        &self.aggregates[domain as usize]
+    }
+
+    /// The view of every uncordoned node.
+    pub fn cluster_view<'a>(&'a self, states: &'a NodeStates) -> ClusterView<'a> {
+        ClusterView {
+            capacity: self,
+            states,
+        }
+    }
+
+    /// The view of the uncordoned nodes carrying every label of `selector`, if its pool is
+    /// kept (after [`Capacity::ensure_pool`]).
+    pub fn selector_view<'a>(
+        &'a self,
+        states: &'a NodeStates,
+        selector: &[(String, String)],
+    ) -> Option<SelectorView<'a>> {
+        let pool = self.pools.get(selector)?;
+        Some(SelectorView {
+            pools: &self.pools,
+            pool,
+            states,
+        })
+    }
+
+    /// Rebuilds everything from the nodes and compares; the first mismatch is returned.
+    pub fn check(&self, topology: &Topology, states: &NodeStates) -> Result<(), String> {
+        let mut expected = vec![Aggregate::default(); topology.domain_slots()];
+        for (id, node) in topology.nodes() {
+            let free = states.get(id).feasible_free();
+            for domain in topology.ancestors(node.domain) {
+                expected[domain as usize].change(None, free);
+            }
+        }
+        for (id, (actual, expected)) in self.aggregates.iter().zip(&expected).enumerate() {
+            if actual != expected {
+                return Err(format!("aggregate of domain #{id} is stale"));
+            }
+        }
+        if !self.index.is_stale()
+            && topology.is_settled()
+            && self.index != self.built_index(topology, states)
+        {
+            return Err("the free-GPU index disagrees with the aggregates".into());
+        }
+        self.pools.check(topology, states)
+    }
+}
+
+/// Which nodes a request may use, and the aggregates over just those nodes.
+pub trait CapacityView {
+    /// The aggregate of a domain's feasible nodes; `None` when it has none.
+    fn domain(&self, domain: DomainId) -> Option<&Aggregate>;
+    /// The node's free healthy GPUs if the request may place pods on it.
+    fn node_free(&self, node: NodeId) -> Option<u32>;
+    /// The per-level free-GPU index, when it is current.
+    fn index(&self) -> Option<&FreeIndex>;
+}
+
+/// Every uncordoned node.
+#[derive(Debug)]
+pub struct ClusterView<'a> {
+    capacity: &'a Capacity,
+    states: &'a NodeStates,
+}
+
+impl CapacityView for ClusterView<'_> {
+    fn domain(&self, domain: DomainId) -> Option<&Aggregate> {
+        Some(self.capacity.aggregate(domain))
+    }
+
+    fn node_free(&self, node: NodeId) -> Option<u32> {
+        self.states.get(node).feasible_free()
+    }
+
+    fn index(&self) -> Option<&FreeIndex> {
+        let index = &self.capacity.index;
+        (!index.is_stale()).then_some(index)
+    }
+}
+
+/// Uncordoned nodes carrying every `(key, value)` of a selector.
+#[derive(Debug)]
+pub struct SelectorView<'a> {
+    pools: &'a Pools,
+    pool: &'a SelectorPool,
+    states: &'a NodeStates,
+}
+
+impl CapacityView for SelectorView<'_> {
+    fn domain(&self, domain: DomainId) -> Option<&Aggregate> {
+        self.pool.aggregates.get(&domain)
+    }
+
+    fn node_free(&self, node: NodeId) -> Option<u32> {
+        let free = self.states.get(node).feasible_free();
+        free.filter(|_| self.pools.contains(self.pool, node))
+    }
+
+    fn index(&self) -> Option<&FreeIndex> {
+        let index = &self.pool.index;
+        (!index.is_stale()).then_some(index)
+    }
+}

@@ -1,0 +1,159 @@
+//! What a cluster is configured with, validated once: the level names, the placement policy
+//! and the cap on GPUs held per owner.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::{CoreError, CoreResult, invalid};
+use crate::ids::{CLUSTER_LEVEL, NODE_LEVEL};
+use crate::limits::{MAX_LEVELS, MAX_NAME_BYTES};
+
+/// How to choose among the fitting domains of a level (README, placement rule 3).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// Fewest free healthy GPUs, then smallest path: packs gangs tightly.
+    #[default]
+    BestFit,
+    /// Smallest path.
+    FirstFit,
+}
+
+impl Policy {
+    /// Every policy, in the order the README lists them.
+    pub const ALL: [Policy; 2] = [Policy::BestFit, Policy::FirstFit];
+
+    /// The policy's name in the API: `"best-fit"` or `"first-fit"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Policy::BestFit => "best-fit",
+            Policy::FirstFit => "first-fit",
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Policy {
+    type Err = CoreError;
+
+    fn from_str(name: &str) -> CoreResult<Self> {
+        Policy::ALL
+            .into_iter()
+            .find(|policy| policy.as_str() == name)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "policy must be 'best-fit' or 'first-fit', not {name:?}"
+                ))
+            })
+    }
+}
+
+/// A validated configuration: build one with [`EngineConfig::new`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineConfig {
+    levels: Vec<String>,
+    policy: Policy,
+    max_held_gpus_per_owner: Option<u64>,
+}
+
+/// Checks a name against the shared rules: non-empty, at most [`MAX_NAME_BYTES`] bytes.
+pub(crate) fn check_name(what: &str, name: &str) -> CoreResult<()> {
+    if name.is_empty() {
+        return Err(invalid(format!("{what} must not be empty")));
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return Err(invalid(format!(
+            "{what} is {} bytes long; the limit is {MAX_NAME_BYTES}",
+            name.len()
+        )));
+    }
+    Ok(())
+}
+
+impl EngineConfig {
+    /// Validates the levels (outermost first; at most [`MAX_LEVELS`], unique, none named
+    /// `node` or `cluster`) and the cap (`>= 0`, `None`: no cap).
+    pub fn new(
+        levels: Vec<String>,
+        policy: Policy,
+        max_held_gpus_per_owner: Option<i64>,
+    ) -> CoreResult<Self> {
+        if levels.len() > MAX_LEVELS {
+            return Err(invalid(format!(
+                "{} levels given; the limit is {MAX_LEVELS}",
+                levels.len()
+            )));
+        }
+        for (index, level) in levels.iter().enumerate() {
+            check_name("a level name", level)?;
+            if level == NODE_LEVEL || level == CLUSTER_LEVEL {
+                return Err(invalid(format!(
+                    "level {level:?} is implicit and cannot be declared"
+                )));
+            }
+            if levels[..index].contains(level) {
+                return Err(invalid(format!("level {level:?} is given twice")));
+            }
+        }
+        let max_held_gpus_per_owner = max_held_gpus_per_owner
+            .map(|cap| {
+                u64::try_from(cap).map_err(|_| {
+                    invalid(format!("max_held_gpus_per_owner must be >= 0, got {cap}"))
+                })
+            })
+            .transpose()?;
+        Ok(Self {
+            levels,
+            policy,
+            max_held_gpus_per_owner,
+        })
+    }
+
+    /// Level names, outermost first.
+    pub fn levels(&self) -> &[String] {
+        &self.levels
+    }
+
+    /// The placement policy.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// Cap on GPUs held per owner (reserved plus allocated); `None`: no cap.
+    pub fn max_held_gpus_per_owner(&self) -> Option<u64> {
+        self.max_held_gpus_per_owner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_round_trip_through_their_names() {
+        for policy in Policy::ALL {
+            assert_eq!(policy.as_str().parse::<Policy>(), Ok(policy));
+        }
+        assert!(matches!(
+            "worst-fit".parse::<Policy>(),
+            Err(CoreError::InvalidRequest(_))
+        ));
+    }
+
+    #[test]
+    fn rejects_bad_levels_and_caps() {
+        for levels in [vec!["node"], vec!["cluster"], vec![""], vec!["a", "a"]] {
+            let levels = levels.into_iter().map(String::from).collect();
+            assert!(EngineConfig::new(levels, Policy::BestFit, None).is_err());
+        }
+        let many = (0..=MAX_LEVELS).map(|i| format!("l{i}")).collect();
+        assert!(EngineConfig::new(many, Policy::BestFit, None).is_err());
+        assert!(EngineConfig::new(Vec::new(), Policy::BestFit, Some(-1)).is_err());
+        let config = EngineConfig::new(vec!["rack".into()], Policy::FirstFit, Some(8));
+        assert_eq!(config.map(|c| c.max_held_gpus_per_owner()), Ok(Some(8)));
+    }
+}

@@ -1,0 +1,417 @@
+//! The engine: one cluster's topology, GPU state, derived capacity and ledger behind the
+//! operations of the public API. Every operation takes the caller's clock reading `now`,
+//! reclaims expired reservations, validates and computes everything that can fail, and only
+//! then applies its change; the nodes it changed are handed to the capacity views once, at
+//! the end ([`Engine::apply`]).
+//!
+//! Submodules: [`transactions`] (reserve, commit, rollback, release, listings, batches),
+//! [`explain`] (why a gang fits or not), [`snapshot`] (the versioned state format).
+
+pub(crate) mod explain;
+pub(crate) mod snapshot;
+pub(crate) mod transactions;
+
+use std::sync::Arc;
+
+use crate::capacity::{Capacity, CapacityView};
+use crate::config::{EngineConfig, Policy};
+use crate::error::{CoreResult, internal, invalid};
+use crate::ids::{GpuSet, HoldId, NodeId};
+use crate::ledger::{Ending, HoldState, Ledger};
+use crate::model::{ClusterStats, GangRequest, GpuState, NodeInfo, Placement, PodPlacement};
+use crate::search::{Demand, Item, LevelBest, Plan, Search};
+use crate::state::{Changes, NodeState, NodeStates};
+use crate::topology::{NodeSpec, Topology};
+
+/// A cluster: topology, GPU state and holds.
+#[derive(Debug)]
+pub struct Engine {
+    config: EngineConfig,
+    topology: Topology,
+    states: NodeStates,
+    capacity: Capacity,
+    ledger: Ledger,
+}
+
+impl Engine {
+    /// An empty cluster.
+    pub fn new(config: EngineConfig) -> Self {
+        Self {
+            topology: Topology::new(config.levels()),
+            config,
+            states: NodeStates::default(),
+            capacity: Capacity::default(),
+            ledger: Ledger::default(),
+        }
+    }
+
+    /// What the cluster was configured with.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// The placement policy.
+    pub fn policy(&self) -> Policy {
+        self.config.policy()
+    }
+
+    /// The topology (read-only).
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// The GPU state of a node (read-only).
+    pub fn node_state(&self, id: NodeId) -> &NodeState {
+        self.states.get(id)
+    }
+
+    /// Arms (`true`) or disarms the test-only failpoint: the next mutation that holds or
+    /// frees GPUs panics after changing its first node, leaving the state half-applied.
+    #[cfg(feature = "testing")]
+    pub fn set_failpoint(&mut self, armed: bool) {
+        self.ledger.panic_mid_apply = armed;
+    }
+
+    /// Hands a mutation's change records to the capacity views.
+    fn apply(&mut self, changes: &Changes) {
+        self.capacity.apply(&self.topology, changes);
+    }
+
+    pub(crate) fn reclaim(&mut self, now: f64) {
+        let mut changes = Changes::new();
+        self.ledger.expire(&mut self.states, &mut changes, now);
+        self.apply(&changes);
+    }
+
+    /// Ends a live hold and updates the views.
+    fn end_hold(&mut self, id: HoldId, ending: Ending) {
+        let mut changes = Changes::new();
+        self.ledger.end(&mut self.states, &mut changes, id, ending);
+        self.apply(&changes);
+    }
+
+    /// Sorts children and rebuilds indexes now rather than at the next search (after a bulk
+    /// build, so that the first placement is not charged for it).
+    pub fn settle(&mut self) {
+        self.topology.settle();
+        self.capacity.settle(&self.topology, &self.states);
+    }
+
+    /// Adds a node; on error nothing changes.
+    pub fn add_node(&mut self, spec: NodeSpec) -> CoreResult<()> {
+        let added = self.topology.add_node(spec)?;
+        let state = NodeState::new(added.gpus, added.unhealthy);
+        self.states.insert(added.id, state);
+        self.capacity
+            .node_added(&self.topology, added.id, state.feasible_free());
+        Ok(())
+    }
+
+    /// Marks one GPU healthy or not; returns the ids of the holds on it, sorted, in both
+    /// directions. A reservation on a GPU that turns unhealthy is revoked whole; an
+    /// allocation stays.
+    pub fn set_gpu_health(
+        &mut self,
+        node: &str,
+        gpu: i64,
+        healthy: bool,
+        now: f64,
+    ) -> CoreResult<Vec<HoldId>> {
+        self.reclaim(now);
+        let id = self.topology.known_node(node)?;
+        let gpus = self.topology.node(id).gpus;
+        let index = u32::try_from(gpu)
+            .ok()
+            .filter(|&index| index < gpus)
+            .ok_or_else(|| invalid(format!("node {node:?} has no GPU {gpu} (it has {gpus})")))?;
+        let bit = GpuSet::single(index);
+        let holders: Vec<HoldId> = self
+            .ledger
+            .holders_on(id)
+            .into_iter()
+            .filter(|&(_, gpus)| gpus.intersects(bit))
+            .map(|(holder, _)| holder)
+            .collect();
+        let mut changes = Changes::new();
+        if !healthy {
+            for &holder in &holders {
+                let reserved = self
+                    .ledger
+                    .live(holder)
+                    .is_some_and(|hold| hold.state == HoldState::Reserved);
+                if reserved {
+                    let (states, ledger) = (&mut self.states, &mut self.ledger);
+                    ledger.end(states, &mut changes, holder, Ending::Revoked);
+                }
+            }
+        }
+        self.states.update(id, &mut changes, |state| {
+            if healthy {
+                state.unhealthy &= !bit;
+            } else {
+                state.unhealthy |= bit;
+            }
+        });
+        self.apply(&changes);
+        Ok(holders)
+    }
+
+    /// Removes a node, as a node failure would: every reservation touching it is revoked
+    /// (all its GPUs freed), every allocation touching it loses the GPUs there and stays
+    /// until released. Returns the ids of all those holds (revoked reservations and
+    /// allocations alike), sorted.
+    pub fn remove_node(&mut self, name: &str, now: f64) -> CoreResult<Vec<HoldId>> {
+        self.reclaim(now);
+        let id = self.topology.known_node(name)?;
+        let mut holders: Vec<HoldId> = self
+            .ledger
+            .holders_on(id)
+            .into_iter()
+            .map(|(holder, _)| holder)
+            .collect();
+        holders.dedup();
+        let mut changes = Changes::new();
+        for &holder in &holders {
+            let (states, ledger) = (&mut self.states, &mut self.ledger);
+            match ledger.live(holder).map(|hold| hold.state) {
+                Some(HoldState::Reserved) => {
+                    ledger.end(states, &mut changes, holder, Ending::Revoked);
+                }
+                Some(HoldState::Committed) => {
+                    ledger.detach_node(states, &mut changes, holder, id);
+                }
+                None => {}
+            }
+        }
+        self.apply(&changes);
+        let free = self.states.get(id).feasible_free();
+        self.capacity.node_removed(&self.topology, id, free);
+        self.topology.remove_node(id);
+        self.states.vacate(id);
+        Ok(holders)
+    }
+
+    /// Cordons (`true`) or uncordons a node.
+    pub fn set_cordoned(&mut self, node: &str, cordoned: bool, now: f64) -> CoreResult<()> {
+        self.reclaim(now);
+        let id = self.topology.known_node(node)?;
+        let mut changes = Changes::new();
+        self.states
+            .update(id, &mut changes, |state| state.cordoned = cordoned);
+        self.apply(&changes);
+        Ok(())
+    }
+
+    /// The state of one node.
+    pub fn node_info(&mut self, name: &str, now: f64) -> CoreResult<NodeInfo> {
+        self.reclaim(now);
+        let id = self.topology.known_node(name)?;
+        let node = self.topology.node(id);
+        let state = self.states.get(id);
+        let levels = self.topology.levels().iter().map(|level| level.to_string());
+        let path = self.topology.domain_path(node.domain);
+        Ok(NodeInfo {
+            name: node.name.to_string(),
+            gpus: node.gpus,
+            topology: levels.zip(path.into_iter().map(String::from)).collect(),
+            labels: node
+                .labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            cordoned: state.cordoned,
+            free: state.free().indices(),
+            reserved: state.reserved.indices(),
+            allocated: state.allocated.indices(),
+            unhealthy: state.unhealthy.indices(),
+        })
+    }
+
+    /// Names of all nodes, sorted.
+    pub fn node_names(&self) -> Vec<String> {
+        let nodes = self.topology.nodes_by_name();
+        nodes.iter().map(|(_, n)| n.name.to_string()).collect()
+    }
+
+    /// Per node, in name order: GPU counts and sets by state and the node's domain path.
+    pub fn gpu_state(&mut self, now: f64) -> GpuState {
+        self.reclaim(now);
+        let mut out = GpuState::default();
+        for (id, node) in self.topology.nodes_by_name() {
+            let state = self.states.get(id);
+            // At most 64 GPUs: every count fits in a u8.
+            let count = |set: GpuSet| u8::try_from(set.count()).unwrap_or(u8::MAX);
+            let path = self.topology.domain_path(node.domain);
+            out.names.push(node.name.to_string());
+            out.paths
+                .push(path.into_iter().map(str::to_owned).collect());
+            out.gpus.push(count(state.gpus));
+            out.free.push(count(state.free()));
+            out.reserved.push(count(state.reserved));
+            out.allocated.push(count(state.allocated));
+            out.unhealthy.push(count(state.unhealthy));
+            out.cordoned.push(state.cordoned);
+            out.free_mask.push(state.free().mask());
+            out.reserved_mask.push(state.reserved.mask());
+            out.allocated_mask.push(state.allocated.mask());
+            out.unhealthy_mask.push(state.unhealthy.mask());
+        }
+        out
+    }
+
+    /// GPU counts over the cluster.
+    pub fn stats(&mut self, now: f64) -> ClusterStats {
+        self.reclaim(now);
+        let mut stats = ClusterStats::default();
+        for (id, _) in self.topology.nodes() {
+            let state = self.states.get(id);
+            stats.total += u64::from(state.gpus.count());
+            stats.free += u64::from(state.free_count());
+            stats.reserved += u64::from(state.reserved.count());
+            stats.allocated += u64::from(state.allocated.count());
+            stats.unhealthy += u64::from(state.unhealthy.count());
+        }
+        stats.healthy = stats.total - stats.unhealthy;
+        stats
+    }
+
+    pub(crate) fn demand(&self, request: &GangRequest) -> CoreResult<Demand> {
+        let coarsest_depth = match &request.required_level {
+            None => 0,
+            Some(level) => self.topology.depth_of(level).ok_or_else(|| {
+                let levels: Vec<&str> = (0..=self.topology.node_depth())
+                    .rev()
+                    .map(|depth| self.topology.level_name(depth))
+                    .collect();
+                invalid(format!(
+                    "unknown required_level {level:?}; the levels are {}",
+                    levels.join(", ")
+                ))
+            })?,
+        };
+        Ok(Demand {
+            pods: request.pods,
+            gpus_per_pod: request.gpus_per_pod,
+            min_pods: request.min_pods.unwrap_or(request.pods),
+            coarsest_depth,
+        })
+    }
+
+    /// Runs `search` over the view the request calls for. The selector's pool must exist
+    /// (`plan` makes it).
+    pub(crate) fn with_search<R>(
+        &self,
+        request: &GangRequest,
+        search: impl FnOnce(&dyn SearchOps) -> R,
+    ) -> CoreResult<R> {
+        let (topology, states, size) = (&self.topology, &self.states, request.gpus_per_pod);
+        if request.selector.is_empty() {
+            let view = self.capacity.cluster_view(states);
+            return Ok(search(&Search::new(topology, states, &view, size)));
+        }
+        let view = self
+            .capacity
+            .selector_view(states, &request.selector)
+            .ok_or_else(|| internal("a selector lost its pool"))?;
+        Ok(search(&Search::new(topology, states, &view, size)))
+    }
+
+    pub(crate) fn plan(
+        &mut self,
+        request: &GangRequest,
+        now: f64,
+    ) -> CoreResult<(Demand, Option<Plan>)> {
+        self.reclaim(now);
+        self.settle();
+        let demand = self.demand(request)?;
+        if !request.selector.is_empty() {
+            let (topology, states) = (&self.topology, &self.states);
+            self.capacity
+                .ensure_pool(topology, states, &request.selector);
+        }
+        let policy = self.policy();
+        let plan = self.with_search(request, |search| search.plan(&demand, policy))??;
+        Ok((demand, plan))
+    }
+
+    pub(crate) fn placement(&self, plan: &Plan) -> Placement {
+        let domain = match plan.item {
+            Item::Domain(id) => self.topology.domain_path(id),
+            Item::Node(id) => self.topology.node_path(id),
+        };
+        Placement {
+            pods: plan
+                .pods
+                .iter()
+                .map(|pod| PodPlacement {
+                    node: Arc::clone(&self.topology.node(pod.node).name),
+                    gpus: pod.gpus,
+                })
+                .collect(),
+            level: self.topology.level_name(plan.depth).to_owned(),
+            domain: domain.into_iter().map(String::from).collect(),
+        }
+    }
+
+    /// Where the gang would go now; changes nothing but expired reservations.
+    pub fn place(&mut self, request: &GangRequest, now: f64) -> CoreResult<Option<Placement>> {
+        let (_, plan) = self.plan(request, now)?;
+        Ok(plan.map(|plan| self.placement(&plan)))
+    }
+
+    /// Recomputes every derived view and cross-checks nodes against the ledger.
+    pub fn check_invariants(&self) -> CoreResult<()> {
+        self.capacity
+            .check(&self.topology, &self.states)
+            .map_err(internal)?;
+        self.ledger.check_holders().map_err(internal)?;
+        let slots = self.topology.node_slots();
+        let mut reserved = vec![GpuSet::EMPTY; slots];
+        let mut allocated = vec![GpuSet::EMPTY; slots];
+        for (_, hold) in self.ledger.live_holds() {
+            for &(node, gpus) in &hold.gpus_by_node {
+                let index = node as usize;
+                if (reserved[index] | allocated[index]).intersects(gpus) {
+                    return Err(internal("a GPU is held twice"));
+                }
+                match hold.state {
+                    HoldState::Reserved => reserved[index] |= gpus,
+                    HoldState::Committed => allocated[index] |= gpus,
+                }
+            }
+        }
+        for (id, node) in self.topology.nodes() {
+            let index = id as usize;
+            let state = self.states.get(id);
+            let consistent = state.reserved == reserved[index]
+                && state.allocated == allocated[index]
+                && !state.reserved.intersects(state.unhealthy)
+                && state.gpus == GpuSet::first(node.gpus)
+                && (state.reserved | state.allocated | state.unhealthy) & !state.gpus
+                    == GpuSet::EMPTY;
+            if !consistent {
+                return Err(internal(format!(
+                    "node {:?} disagrees with the ledger",
+                    node.name
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The operations the engine needs of a search, whatever its view.
+pub(crate) trait SearchOps {
+    fn plan(&self, demand: &Demand, policy: Policy) -> CoreResult<Option<Plan>>;
+    fn largest_capacity(&self, depth: usize) -> LevelBest;
+}
+
+impl<V: CapacityView> SearchOps for Search<'_, V> {
+    fn plan(&self, demand: &Demand, policy: Policy) -> CoreResult<Option<Plan>> {
+        Search::plan(self, demand, policy)
+    }
+
+    fn largest_capacity(&self, depth: usize) -> LevelBest {
+        Search::largest_capacity(self, depth)
+    }
+}

@@ -1,0 +1,127 @@
+//! The GPU state of every node: which GPUs are unhealthy, reserved and allocated, and whether
+//! the node is cordoned. This is the mutable half of a cluster; the topology is the static
+//! half, and [`crate::capacity`] derives its views from both.
+//!
+//! Every change goes through [`NodeStates::update`] (or a cordon change), which records one
+//! [`NodeChange`] (the node's free GPUs as the placement rules count them, before and after)
+//! into the caller's [`Changes`]. A mutation collects the records of all its nodes and hands
+//! them to the capacity views once, at its end.
+
+use crate::ids::{GpuSet, NodeId};
+
+/// The GPU state of one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeState {
+    /// All of the node's GPUs (empty for a vacant slot).
+    pub gpus: GpuSet,
+    /// A cordoned node takes no new placements.
+    pub cordoned: bool,
+    /// GPUs that must never be placed on (they may still be held by an allocation).
+    pub unhealthy: GpuSet,
+    /// GPUs held by live reservations (never unhealthy: health loss revokes).
+    pub reserved: GpuSet,
+    /// GPUs held by allocations.
+    pub allocated: GpuSet,
+}
+
+impl NodeState {
+    /// A node with `gpus` GPUs, nothing held.
+    pub fn new(gpus: u32, unhealthy: GpuSet) -> Self {
+        Self {
+            gpus: GpuSet::first(gpus),
+            cordoned: false,
+            unhealthy,
+            reserved: GpuSet::EMPTY,
+            allocated: GpuSet::EMPTY,
+        }
+    }
+
+    const VACANT: Self = Self {
+        gpus: GpuSet::EMPTY,
+        cordoned: true,
+        unhealthy: GpuSet::EMPTY,
+        reserved: GpuSet::EMPTY,
+        allocated: GpuSet::EMPTY,
+    };
+
+    /// Healthy GPUs that nothing holds.
+    pub fn free(&self) -> GpuSet {
+        self.gpus & !(self.unhealthy | self.reserved | self.allocated)
+    }
+
+    /// Number of healthy GPUs that nothing holds.
+    pub fn free_count(&self) -> u32 {
+        self.free().count()
+    }
+
+    /// Number of healthy GPUs, held or not.
+    pub fn healthy_count(&self) -> u32 {
+        (self.gpus & !self.unhealthy).count()
+    }
+
+    /// Free GPUs as the placement rules count them: `None` when cordoned (not feasible).
+    pub fn feasible_free(&self) -> Option<u32> {
+        (!self.cordoned).then(|| self.free_count())
+    }
+}
+
+/// One node's feasible free GPUs before and after a mutation (`None`: cordoned or absent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeChange {
+    /// The node.
+    pub node: NodeId,
+    /// Before the change.
+    pub before: Option<u32>,
+    /// After the change.
+    pub after: Option<u32>,
+}
+
+/// The change records of one mutation, in the order the nodes changed.
+pub type Changes = Vec<NodeChange>;
+
+/// The state of every node slot.
+#[derive(Debug, Default, Clone)]
+pub struct NodeStates {
+    nodes: Vec<NodeState>,
+}
+
+impl NodeStates {
+    /// The state of node `id`.
+    pub fn get(&self, id: NodeId) -> &NodeState {
+        &self.nodes[id as usize]
+    }
+
+    /// Sets the state of a new node in slot `id`.
+    pub fn insert(&mut self, id: NodeId, state: NodeState) {
+        let slot = id as usize;
+        if slot >= self.nodes.len() {
+            self.nodes.resize(slot + 1, NodeState::VACANT);
+        }
+        self.nodes[slot] = state;
+    }
+
+    /// Empties slot `id` (its node was removed).
+    pub fn vacate(&mut self, id: NodeId) {
+        self.nodes[id as usize] = NodeState::VACANT;
+    }
+
+    /// Changes node `id` with `change`, recording what the placement rules see change.
+    pub fn update(
+        &mut self,
+        id: NodeId,
+        changes: &mut Changes,
+        change: impl FnOnce(&mut NodeState),
+    ) {
+        let state = &mut self.nodes[id as usize];
+        let before = state.feasible_free();
+        change(state);
+        let after = state.feasible_free();
+        if before != after {
+            changes.push(NodeChange {
+                node: id,
+                before,
+                after,
+            });
+        }
+    }
+}
