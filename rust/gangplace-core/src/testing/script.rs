@@ -1,7 +1,7 @@
 //! Operation scripts: arbitrary bytes decoded into a sequence of engine operations, run
 //! against a small two-level cluster while every guarantee is checked after every step.
 //!
-//! This is the harness of the property tests (`tests/engine.rs`) and of the cargo-fuzz
+//! This is the harness of the property tests (`tests/scripts.rs`) and of the cargo-fuzz
 //! targets (`fuzz/`): any byte string is a valid script, so a fuzzer explores operation
 //! sequences directly. [`run`] returns `Err` with a description when a guarantee breaks:
 //!
