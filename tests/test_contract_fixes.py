@@ -72,7 +72,7 @@ def test_reprs_are_pythons_own() -> None:
     level = cluster.explain(GangRequest(1, 1)).levels[0]
     assert repr(level) == (
         "LevelExplanation(level='node', domain=('r\\n1', \"n'0\"), capacity=1, needed=1, "
-        "gpus_to_free=0)"
+        "gpus_to_free=0, preemption_victims=None, preemption_max_priority=None)"
     )
 
 

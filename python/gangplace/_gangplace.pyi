@@ -11,12 +11,15 @@ __all__ = [
     "Allocation",
     "Cluster",
     "ClusterStats",
+    "DefragPlan",
     "Explanation",
     "GangRequest",
     "LevelExplanation",
+    "Move",
     "NodeInfo",
     "Placement",
     "PodPlacement",
+    "PreemptionPlan",
     "Reservation",
     "__version__",
 ]
@@ -45,6 +48,11 @@ class GangRequest:
             ``"cluster"`` (the same as ``None``).
         selector: Labels every chosen node must carry (all of them).
         name: Free text shown in reasons and reprs.
+        priority: In -2**31..2**31-1 (a Kubernetes PriorityClass value fits). Higher
+            preempts lower; equal priorities never preempt each other.
+        preemptible: ``False``: its allocations are never victims of preemption.
+        movable: ``True``: its allocations can be checkpointed and restarted elsewhere
+            (candidates of ``Cluster.plan_defrag``).
 
     Example:
         >>> GangRequest(4, 8, required_level="rack")
@@ -61,6 +69,9 @@ class GangRequest:
         required_level: str | None = None,
         selector: Mapping[str, str] | None = None,
         name: str = "",
+        priority: int = 0,
+        preemptible: bool = True,
+        movable: bool = False,
     ) -> GangRequest: ...
     @property
     def pods(self) -> int: ...
@@ -78,6 +89,12 @@ class GangRequest:
     @property
     def total_gpus(self) -> int:
         """``pods * gpus_per_pod``."""
+    @property
+    def priority(self) -> int: ...
+    @property
+    def preemptible(self) -> bool: ...
+    @property
+    def movable(self) -> bool: ...
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -138,6 +155,16 @@ class Reservation:
     @property
     def owner(self) -> str | None:
         """Who holds it; ``None`` when reserved without an owner."""
+    @property
+    def priority(self) -> int:
+        """Priority (from the request; ``Cluster.set_priority`` changes it)."""
+    @property
+    def preemptible(self) -> bool: ...
+    @property
+    def movable(self) -> bool: ...
+    @property
+    def since(self) -> float:
+        """Clock time of ``reserve``."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -153,8 +180,70 @@ class Allocation:
     @property
     def owner(self) -> str | None:
         """Who holds it; ``None`` when reserved without an owner."""
+    @property
+    def priority(self) -> int:
+        """Priority (from the request; ``Cluster.set_priority`` changes it)."""
+    @property
+    def preemptible(self) -> bool: ...
+    @property
+    def movable(self) -> bool: ...
+    @property
+    def since(self) -> float:
+        """Clock time of ``commit`` (``min_runtime`` counts from it)."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
+
+@final
+class PreemptionPlan:
+    """What ``Cluster.plan_preemption`` proposes: allocations to end, and where the gang goes."""
+
+    @property
+    def request(self) -> GangRequest: ...
+    @property
+    def placement(self) -> Placement:
+        """Exactly what ``Cluster.preempt`` will hold."""
+    @property
+    def victims(self) -> tuple[str, ...]:
+        """Ids of the allocations to end, sorted (empty when the gang fits as it is)."""
+    @property
+    def victim_gpus(self) -> int:
+        """GPUs the victims hold in total, healthy or not."""
+    @property
+    def max_victim_priority(self) -> int | None:
+        """The highest victim priority; ``None`` without victims."""
+    def __eq__(self, value: object, /) -> bool: ...
+
+@final
+class Move:
+    """One move of a defragmentation: an allocation, where it is, where it goes."""
+
+    @property
+    def allocation(self) -> str: ...
+    @property
+    def source(self) -> Placement: ...
+    @property
+    def target(self) -> Placement: ...
+    def __eq__(self, value: object, /) -> bool: ...
+
+@final
+class DefragPlan:
+    """What ``Cluster.plan_defrag`` proposes: moves (and evictions) that make room."""
+
+    @property
+    def request(self) -> GangRequest: ...
+    @property
+    def placement(self) -> Placement:
+        """Exactly what ``Cluster.apply_defrag`` will hold for the gang."""
+    @property
+    def moves(self) -> tuple[Move, ...]:
+        """Sorted by allocation id."""
+    @property
+    def evictions(self) -> tuple[str, ...]:
+        """Allocations preempted because they could not move (``evict_unplaceable``)."""
+    @property
+    def moved_gpus(self) -> int:
+        """GPUs the moved allocations hold in total."""
+    def __eq__(self, value: object, /) -> bool: ...
 
 @final
 class NodeInfo:
@@ -239,6 +328,15 @@ class LevelExplanation:
 
         0 if it fits, ``None`` if it cannot fit even emptied.
         """
+    @property
+    def preemption_victims(self) -> int | None:
+        """When the gang does not fit: victims ``plan_preemption`` would take here alone.
+
+        ``None`` when it fits, or when no preemption at this level makes room.
+        """
+    @property
+    def preemption_max_priority(self) -> int | None:
+        """The highest priority among those victims."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -380,6 +478,109 @@ class Cluster:
                 counts or indices. The cluster is left exactly as it was.
             LimitExceeded: The cluster already has 4,194,304 nodes.
 
+        """
+    def set_priority(
+        self, hold: Reservation | Allocation | str, priority: int, *, owner: str | None = None
+    ) -> Reservation | Allocation:
+        """Changes a live hold's priority; returns the hold as it is now.
+
+        Raises:
+            UnknownReservation: Unknown id (or another owner's).
+            ReservationError: The hold has ended.
+            InvalidRequest: ``priority`` out of -2**31..2**31-1.
+
+        """
+    def hold_status(self, hold: Reservation | Allocation | str, *, owner: str | None = None) -> str:
+        """``"reserved"``, ``"allocated"``, or how the hold ended.
+
+        Endings: ``"released"``, ``"rolled-back"``, ``"expired"``, ``"revoked"``,
+        ``"preempted"``, ``"migrated"``. Snapshots keep them.
+
+        Raises:
+            UnknownReservation: Unknown id, another owner's, or ended too long ago.
+
+        """
+    def plan_preemption(
+        self,
+        request: GangRequest,
+        *,
+        max_victims: int | None = None,
+        min_runtime: float = 0.0,
+        exempt_owners: Iterable[str] = (),
+    ) -> PreemptionPlan | None:
+        """Which allocations to end so that the gang fits, and where it then goes.
+
+        A pure query (README, rules P1-P6): a gang that fits as it is gets a plan without
+        victims. Victims are whole live allocations, preemptible, of a strictly lower
+        priority, committed at least ``min_runtime`` seconds ago, of owners not in
+        ``exempt_owners``; the plan is 1-minimal, and the finest level that yields one wins.
+
+        Returns:
+            The plan, or ``None`` when no set within ``max_victims`` makes room.
+
+        Raises:
+            InvalidRequest: Negative ``max_victims``, bad ``min_runtime``, or an unknown level.
+
+        """
+    def preempt(
+        self, plan: PreemptionPlan, *, ttl: float = 30.0, owner: str | None = None
+    ) -> Reservation:
+        """Ends the plan's victims and reserves its placement, in one atomic mutation.
+
+        The reservation carries the request's priority and flags. The victims'
+        ``hold_status`` becomes ``"preempted"``; releasing them returns ``False``. The caller
+        stops their pods before binding; the ttl covers their grace period.
+
+        Raises:
+            Conflict: Anything moved since the plan (a victim ended or changed priority, a
+                GPU of the placement was taken, a node was cordoned or removed). Nothing
+                changed.
+            LimitExceeded: The owner's cap.
+
+        """
+    def plan_defrag(
+        self,
+        request: GangRequest,
+        *,
+        max_moves: int = 16,
+        allow_downgrade: bool = False,
+        evict_unplaceable: bool = False,
+        min_runtime: float = 0.0,
+        exempt_owners: Iterable[str] = (),
+    ) -> DefragPlan | None:
+        """Which movable jobs to move where so that the gang fits (README, rules D1-D4).
+
+        A pure query. Candidates are movable allocations of a priority at most the
+        request's; a set is chosen per domain as for preemption and accepted only if every
+        member can be placed again outside the gang's domain by its own request (biggest
+        first, best-fit sends them to the fullest domains), never at a coarser level than it
+        has unless ``allow_downgrade``. With ``evict_unplaceable`` a member that cannot move
+        is preempted instead, if it is a preemption candidate.
+
+        Returns:
+            The plan (no moves when the gang fits), or ``None``.
+
+        """
+    def apply_defrag(
+        self, plan: DefragPlan, *, ttl: float = 300.0, owner: str | None = None
+    ) -> tuple[Reservation, dict[str, Reservation]]:
+        """Moves and evicts in one atomic mutation.
+
+        Returns the gang's reservation and, per moved allocation id, its new reservation
+        (same owner, priority and flags). Moved allocations end as ``"migrated"``, evicted
+        ones as ``"preempted"``. A moved job that does not commit its new reservation before
+        its ttl loses it: it has then in effect been preempted.
+
+        Raises:
+            Conflict: Anything moved since the plan. Nothing changed.
+            LimitExceeded: The owner's cap (for the gang's reservation).
+
+        """
+    def capacity_for(self, request: GangRequest) -> int:
+        """How many disjoint copies of ``request`` ``reserve_many`` would place now.
+
+        The fragmentation figure to track before and after a decision (owner caps aside).
+        Costs one placement per copy.
         """
     def remove_node(self, name: str) -> list[str]:
         """Removes a node, as a node failure would.

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from gangplace.errors import (
     Conflict,
     InvalidRequest,
-    InvalidSnapshot,
     LimitExceeded,
     ReservationError,
     ReservationExpired,
@@ -29,7 +28,8 @@ from gangplace.errors import (
     UnknownReservation,
     Unschedulable,
 )
-from gangplace.reference import rules
+from gangplace.reference import rules, snapshots
+from gangplace.reference.removals import COMMITTED_ENDINGS, Removals
 from gangplace.reference.values import (
     CLUSTER,
     DEFAULT_TTL_SECONDS,
@@ -77,6 +77,34 @@ class _Hold:
     gpus: dict[str, set[int]]
     placement: Placement
     owner: str | None = None
+    priority: int = 0
+    preemptible: bool = True
+    movable: bool = False
+    since: float = 0.0
+    request: Request | None = None
+
+    def reservation(self, hid: str) -> Reservation:
+        return Reservation(
+            hid,
+            self.placement,
+            self.expires_at,
+            self.owner,
+            self.priority,
+            self.preemptible,
+            self.movable,
+            self.since,
+        )
+
+    def allocation(self, hid: str) -> Allocation:
+        return Allocation(
+            hid,
+            self.placement,
+            self.owner,
+            self.priority,
+            self.preemptible,
+            self.movable,
+            self.since,
+        )
 
     def gpu_count(self) -> int:
         return sum(len(gpus) for gpus in self.gpus.values())
@@ -89,7 +117,7 @@ def _check_name(what: str, name: str) -> None:
         raise InvalidRequest(f"{what} is longer than {MAX_NAME_BYTES} bytes")
 
 
-class Cluster:
+class Cluster(Removals):
     """The reference cluster: same constructor and methods as ``gangplace.Cluster``."""
 
     def __init__(
@@ -122,6 +150,7 @@ class Cluster:
         self._nodes: dict[str, _Node] = {}
         self._holds: dict[str, _Hold] = {}
         self._ended: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
+        self._next_id: int | None = None
 
     # ----------------------------------------------------------------- inventory
 
@@ -356,9 +385,32 @@ class Cluster:
         self._check_cap(owner, sum(len(pod.gpus) for pod in placement.pods))
         for name, held in gpus.items():
             self._nodes[name].reserved.update(held)
-        hid = "gp-" + secrets.token_hex(16)
-        self._holds[hid] = _Hold(False, now + ttl, gpus, placement, owner)
-        return Reservation(hid, placement, now + ttl, owner)
+        hid = self._new_id()
+        is_request = hasattr(request, "gpus_per_pod")
+        hold = _Hold(
+            False,
+            now + ttl,
+            gpus,
+            placement,
+            owner,
+            getattr(request, "priority", 0),
+            getattr(request, "preemptible", True),
+            getattr(request, "movable", False),
+            now,
+            request if is_request else None,  # type: ignore[arg-type]
+        )
+        self._holds[hid] = hold
+        return hold.reservation(hid)
+
+    def _new_id(self) -> str:
+        if self._next_id is not None:
+            self._next_id += 1
+            return f"gp-{self._next_id - 1:032x}"
+        return "gp-" + secrets.token_hex(16)
+
+    def _use_sequential_ids(self, start: int) -> None:
+        """Testing only: ids count up from ``start``, as the engine's test build can."""
+        self._next_id = start
 
     def _reserve_plan(self, request: Request, owner: str | None) -> Placement:
         self._depth_of(request.required_level)  # an unknown level is invalid, whatever the cap
@@ -369,22 +421,27 @@ class Cluster:
             raise Unschedulable(self._reason(request))
         return placement
 
+    def _pod_node(self, placement: PlacementLike, name: str) -> _Node:
+        """The live, uncordoned node of a placement's pod, inside the placement's domain."""
+        node = self._nodes.get(name)
+        if node is None:
+            raise Conflict(f"the placement is stale: node {json.dumps(name)} is gone")
+        if node.cordoned:
+            raise Conflict(f"the placement is stale: node {json.dumps(name)} is cordoned")
+        path = (*node.path, node.name)
+        if path[: len(placement.domain)] != tuple(placement.domain):
+            raise Conflict(
+                f"the placement is stale: node {json.dumps(name)} is no longer in "
+                + "/".join(placement.domain)
+            )
+        return node
+
     def _check_placement(self, placement: PlacementLike) -> Placement:
         """Conflict unless every GPU of the placement is still free, healthy and usable."""
         seen: set[tuple[str, int]] = set()
         duplicate = False
         for pod in placement.pods:
-            node = self._nodes.get(pod.node)
-            if node is None:
-                raise Conflict(f"the placement is stale: node {json.dumps(pod.node)} is gone")
-            if node.cordoned:
-                raise Conflict(f"the placement is stale: node {json.dumps(pod.node)} is cordoned")
-            path = (*node.path, node.name)
-            if path[: len(placement.domain)] != tuple(placement.domain):
-                raise Conflict(
-                    f"the placement is stale: node {json.dumps(pod.node)} is no longer in "
-                    + "/".join(placement.domain)
-                )
+            node = self._pod_node(placement, pod.node)
             if not pod.gpus:
                 raise InvalidRequest(f"a pod on node {json.dumps(pod.node)} has no GPUs")
             if len(set(pod.gpus)) != len(pod.gpus) or not all(
@@ -443,37 +500,38 @@ class Cluster:
             return ReservationExpired(f"reservation {hid} expired")
         if ending == "revoked":
             return ReservationRevoked(f"reservation {hid} was revoked")
-        if ending == "rolled back":
+        if ending == "rolled-back":
             return ReservationError(f"cannot {doing} {hid}: it was rolled back")
-        if ending == "released":
-            return ReservationError(f"cannot {doing} {hid}: it was released")
+        if ending in COMMITTED_ENDINGS:
+            return ReservationError(f"cannot {doing} {hid}: it was {ending}")
         return UnknownReservation(f"unknown reservation {hid!r}")
 
     def commit(self, reservation: Reservation | str, *, owner: str | None = None) -> Allocation:
         """Turns a reservation into an allocation; idempotent."""
-        self._reclaim()
+        now = self._reclaim()
         hid = self._id(reservation)
         hold, ending = self._visible(hid, owner)
         if hold is None:
             raise self._ended_error(hid, ending, "commit")
         if not hold.committed:
             hold.committed = True
+            hold.since = now
             for name, gpus in hold.gpus.items():
                 self._nodes[name].reserved.difference_update(gpus)
                 self._nodes[name].allocated.update(gpus)
-        return Allocation(hid, hold.placement, hold.owner)
+        return hold.allocation(hid)
 
     def rollback(self, reservation: Reservation | str, *, owner: str | None = None) -> bool:
         """Frees a reservation; False if it had already ended."""
         self._reclaim()
         hid = self._id(reservation)
         hold, ending = self._visible(hid, owner)
-        if (hold is not None and hold.committed) or ending == "released":
+        if (hold is not None and hold.committed) or ending in COMMITTED_ENDINGS:
             raise ReservationError(
                 f"cannot roll back {hid}: it was committed; release the allocation instead"
             )
         if hold is not None:
-            self._end(hid, "rolled back")
+            self._end(hid, "rolled-back")
             return True
         if ending is None:
             raise UnknownReservation(f"unknown reservation {hid!r}")
@@ -491,7 +549,7 @@ class Cluster:
             raise ReservationError(
                 f"cannot release {hid}: it is not committed; roll it back instead"
             )
-        if ending == "released":
+        if ending in COMMITTED_ENDINGS:
             return False
         raise self._ended_error(hid, ending, "release")
 
@@ -499,7 +557,7 @@ class Cluster:
         """Live reservations sorted by id; only ``owner``'s when given."""
         self._reclaim()
         return [
-            Reservation(hid, hold.placement, hold.expires_at, hold.owner)
+            hold.reservation(hid)
             for hid, hold in sorted(self._holds.items())
             if not hold.committed and (owner is None or hold.owner == owner)
         ]
@@ -508,7 +566,7 @@ class Cluster:
         """Live allocations sorted by id; only ``owner``'s when given."""
         self._reclaim()
         return [
-            Allocation(hid, hold.placement, hold.owner)
+            hold.allocation(hid)
             for hid, hold in sorted(self._holds.items())
             if hold.committed and (owner is None or hold.owner == owner)
         ]
@@ -520,69 +578,9 @@ class Cluster:
 
     def snapshot(self) -> bytes:
         """The state as JSON bytes (the reference's own format, not the engine's)."""
-        now = self._reclaim()
-        state = {
-            "format": "gangplace-reference/1",
-            "levels": list(self.levels),
-            "policy": self.policy,
-            "cap": self.max_held_gpus_per_owner,
-            "taken_at": now,
-            "nodes": [
-                [n.name, n.gpus, list(n.path), n.labels, n.cordoned, sorted(n.unhealthy)]
-                for n in sorted(self._nodes.values(), key=lambda n: n.name)
-            ],
-            "holds": [
-                [
-                    hid,
-                    hold.committed,
-                    hold.expires_at,
-                    hold.owner,
-                    {name: sorted(gpus) for name, gpus in sorted(hold.gpus.items())},
-                    [[pod.node, list(pod.gpus)] for pod in hold.placement.pods],
-                    hold.placement.level,
-                    list(hold.placement.domain),
-                ]
-                for hid, hold in sorted(self._holds.items())
-            ],
-            "ended": [[hid, ending, owner] for hid, (ending, owner) in self._ended.items()],
-        }
-        return json.dumps(state, sort_keys=True).encode()
+        return snapshots.dump(self)
 
     @classmethod
     def restore(cls, data: bytes, *, clock: Callable[[], float] | None = None) -> Cluster:
         """Rebuilds a reference cluster from its own ``snapshot`` bytes."""
-        try:
-            state = json.loads(data)
-            if state.get("format") != "gangplace-reference/1":
-                raise ValueError("not a reference snapshot")
-            cluster = cls(
-                state["levels"],
-                policy=state["policy"],
-                clock=clock,
-                max_held_gpus_per_owner=state["cap"],
-            )
-            offset = cluster._now() - state["taken_at"]
-            for name, gpus, path, labels, cordoned, unhealthy in state["nodes"]:
-                cluster.add_node(
-                    name,
-                    gpus=gpus,
-                    topology=dict(zip(cluster.levels, path, strict=True)),
-                    labels=labels,
-                    unhealthy=unhealthy,
-                )
-                cluster._nodes[name].cordoned = cordoned
-            for hid, committed, expires_at, owner, gpus, pods, level, domain in state["holds"]:
-                held = {name: set(indices) for name, indices in gpus.items()}
-                placement = Placement(
-                    tuple(PodPlacement(node, tuple(g)) for node, g in pods), level, tuple(domain)
-                )
-                deadline = expires_at if committed else expires_at + offset
-                cluster._holds[hid] = _Hold(committed, deadline, held, placement, owner)
-                for name, indices in held.items():
-                    node = cluster._nodes[name]
-                    (node.allocated if committed else node.reserved).update(indices)
-            for hid, ending, owner in state["ended"]:
-                cluster._remember(hid, ending, owner)
-        except (ValueError, KeyError, TypeError, InvalidRequest) as error:
-            raise InvalidSnapshot(f"invalid snapshot: {error}") from None
-        return cluster
+        return snapshots.load(cls, data, clock)

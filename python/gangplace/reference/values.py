@@ -15,10 +15,13 @@ from gangplace._gangplace import LIMITS
 __all__ = [
     "Allocation",
     "ClusterStats",
+    "DefragPlan",
+    "Move",
     "NodeInfo",
     "Placement",
     "PlacementLike",
     "PodPlacement",
+    "PreemptionPlan",
     "Request",
     "Reservation",
 ]
@@ -61,6 +64,18 @@ class Request(Protocol):
     @property
     def name(self) -> str:
         """Free text."""
+
+    @property
+    def priority(self) -> int:
+        """Higher preempts lower."""
+
+    @property
+    def preemptible(self) -> bool:
+        """Whether its holds may be preempted."""
+
+    @property
+    def movable(self) -> bool:
+        """Whether its holds may be moved by defragmentation."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +139,10 @@ class Reservation:
     placement: Placement
     expires_at: float
     owner: str | None = None
+    priority: int = 0
+    preemptible: bool = True
+    movable: bool = False
+    since: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -133,6 +152,41 @@ class Allocation:
     id: str
     placement: Placement
     owner: str | None = None
+    priority: int = 0
+    preemptible: bool = True
+    movable: bool = False
+    since: float = 0.0
+
+
+@dataclass(frozen=True)
+class PreemptionPlan:
+    """What ``plan_preemption`` proposes (see ``gangplace.PreemptionPlan``)."""
+
+    request: Request
+    placement: Placement
+    victims: tuple[str, ...]
+    victim_gpus: int
+    max_victim_priority: int | None
+
+
+@dataclass(frozen=True)
+class Move:
+    """One move of a defragmentation."""
+
+    allocation: str
+    source: Placement
+    target: Placement
+
+
+@dataclass(frozen=True)
+class DefragPlan:
+    """What ``plan_defrag`` proposes (see ``gangplace.DefragPlan``)."""
+
+    request: Request
+    placement: Placement
+    moves: tuple[Move, ...]
+    evictions: tuple[str, ...]
+    moved_gpus: int
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::error::{CoreResult, internal};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::limits::REMEMBERED_ENDED_HOLDS;
-use crate::model::Placement;
+use crate::model::{GangRequest, Placement, Terms};
 use crate::state::{Changes, NodeStates};
 
 /// Whether a live hold is a reservation or an allocation.
@@ -32,6 +32,24 @@ pub enum Ending {
     Revoked,
     /// `release` freed the allocation.
     Released,
+    /// `preempt` (or `apply_defrag`'s evictions) ended the allocation for a higher priority.
+    Preempted,
+    /// `apply_defrag` moved the allocation elsewhere (a new hold replaces it).
+    Migrated,
+}
+
+impl Ending {
+    /// The name `hold_status` reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ending::RolledBack => "rolled-back",
+            Ending::Expired => "expired",
+            Ending::Revoked => "revoked",
+            Ending::Released => "released",
+            Ending::Preempted => "preempted",
+            Ending::Migrated => "migrated",
+        }
+    }
 }
 
 /// A live hold.
@@ -47,6 +65,12 @@ pub struct Hold {
     pub placement: Arc<Placement>,
     /// Who may commit, roll back or release it (`None`: anyone).
     pub owner: Option<Arc<str>>,
+    /// Priority and flags.
+    pub terms: Terms,
+    /// Clock time of `reserve`, then of `commit`.
+    pub since: f64,
+    /// The request it was placed for (`None` for `reserve(placement)`).
+    pub request: Option<Arc<GangRequest>>,
 }
 
 impl Hold {
@@ -105,11 +129,20 @@ pub struct Ledger {
     /// Test-only failpoint: panic between two node updates of a hold or an ending.
     #[cfg(feature = "testing")]
     pub(crate) panic_mid_apply: bool,
+    /// Test-only: hand out ids counting up from this value instead of random ones, so that a
+    /// test can compare id tie-breaks with the reference.
+    #[cfg(feature = "testing")]
+    pub(crate) next_sequential_id: std::cell::Cell<Option<u128>>,
 }
 
 impl Ledger {
     /// A fresh id with 128 random bits, unused so far.
     pub fn new_id(&self) -> CoreResult<HoldId> {
+        #[cfg(feature = "testing")]
+        if let Some(next) = self.next_sequential_id.get() {
+            self.next_sequential_id.set(Some(next.wrapping_add(1)));
+            return Ok(HoldId::from_bits(next));
+        }
         loop {
             let mut bytes = [0u8; 16];
             getrandom::fill(&mut bytes)
@@ -222,8 +255,15 @@ impl Ledger {
         self.live.insert(id, hold);
     }
 
-    /// Turns a reservation into an allocation; the GPUs stay held.
-    pub fn commit(&mut self, states: &mut NodeStates, changes: &mut Changes, id: HoldId) {
+    /// Changes a live hold's priority.
+    pub fn set_priority(&mut self, id: HoldId, priority: i32) {
+        if let Some(hold) = self.live.get_mut(&id) {
+            hold.terms.priority = priority;
+        }
+    }
+
+    /// Turns a reservation into an allocation at `now`; the GPUs stay held.
+    pub fn commit(&mut self, states: &mut NodeStates, changes: &mut Changes, id: HoldId, now: f64) {
         let Some(hold) = self.live.get_mut(&id) else {
             return;
         };
@@ -231,6 +271,7 @@ impl Ledger {
             return;
         }
         hold.state = HoldState::Committed;
+        hold.since = now;
         self.expiries.remove(&Expiry {
             at: hold.expires_at,
             id,

@@ -16,10 +16,12 @@
 //! - `state`: the mutable GPU state per node, with one change record per changed node.
 //! - `capacity`: what is derived from both (aggregates, free-GPU index, selector pools),
 //!   updated once per mutation from the change records.
-//! - `search`: the placement rules over a capacity view.
+//! - `search`: the placement rules over a capacity view (the cluster's, a selector's, or a
+//!   what-if overlay of either).
+//! - `preemption`: who must make room for a gang (preemption and defragmentation sets).
 //! - `ledger`: reservations, allocations, expiry, ended holds, holders per node.
-//! - `engine`: the operations ([`Engine`]), with `engine::transactions`, `engine::explain`
-//!   and `engine::snapshot`.
+//! - `engine`: the operations ([`Engine`]), with `engine::transactions`, `engine::explain`,
+//!   `engine::preemption`, `engine::defrag` and `engine::snapshot`.
 //! - `testing` (feature `testing` only): operation scripts, the snapshot framing for the
 //!   fuzzers, and the failpoint.
 
@@ -31,6 +33,7 @@ mod ids;
 mod ledger;
 mod limits;
 mod model;
+mod preemption;
 mod search;
 mod state;
 mod topology;
@@ -49,6 +52,7 @@ pub use limits::{
     MAX_PODS, MAX_TTL_SECONDS, REMEMBERED_ENDED_HOLDS,
 };
 pub use model::{
-    Allocation, ClusterStats, GangRequest, GpuState, NodeInfo, Placement, PodPlacement, Reservation,
+    Allocation, ClusterStats, DefragOptions, DefragPlan, GangRequest, GpuState, Held, Move,
+    NodeInfo, Placement, PodPlacement, PreemptionPlan, RemovalLimits, Reservation, Terms,
 };
 pub use topology::NodeSpec;

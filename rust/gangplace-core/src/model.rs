@@ -7,6 +7,50 @@ use crate::error::{CoreResult, invalid};
 use crate::ids::{GpuIndexError, GpuSet, HoldId};
 use crate::limits::{MAX_GANG_GPUS, MAX_GPUS_PER_NODE, MAX_NAME_BYTES, MAX_PODS};
 
+/// What a hold's owner agreed to: how it may be disturbed for others (README, "Priorities,
+/// preemption and defragmentation").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Terms {
+    /// Higher preempts lower; equal priorities never preempt each other.
+    pub priority: i32,
+    /// `false`: never a victim of preemption.
+    pub preemptible: bool,
+    /// `true`: can be checkpointed and restarted elsewhere (a defragmentation candidate).
+    pub movable: bool,
+}
+
+impl Default for Terms {
+    fn default() -> Self {
+        Self {
+            priority: 0,
+            preemptible: true,
+            movable: false,
+        }
+    }
+}
+
+impl Terms {
+    /// Terms with a priority given as a user's integer (`-2^31..2^31-1`).
+    pub fn new(priority: i64, preemptible: bool, movable: bool) -> CoreResult<Self> {
+        Ok(Self {
+            priority: check_priority(priority)?,
+            preemptible,
+            movable,
+        })
+    }
+}
+
+/// A priority in `-2^31..2^31-1` (a Kubernetes PriorityClass value fits).
+pub fn check_priority(priority: i64) -> CoreResult<i32> {
+    i32::try_from(priority).map_err(|_| {
+        invalid(format!(
+            "priority must be between {} and {}, got {priority}",
+            i32::MIN,
+            i32::MAX
+        ))
+    })
+}
+
 /// A gang: `pods` pods of `gpus_per_pod` GPUs, placed whole or not at all.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct GangRequest {
@@ -22,6 +66,8 @@ pub struct GangRequest {
     pub selector: Vec<(String, String)>,
     /// Free text shown in reasons and reprs.
     pub name: String,
+    /// Priority and flags its holds carry.
+    pub terms: Terms,
 }
 
 impl GangRequest {
@@ -92,7 +138,18 @@ impl GangRequest {
             required_level,
             selector,
             name,
+            terms: Terms::default(),
         })
+    }
+
+    /// The same request with these terms.
+    pub fn with_terms(self, terms: Terms) -> Self {
+        Self { terms, ..self }
+    }
+
+    /// GPUs of the smallest gang accepted (`min_pods`, or `pods`).
+    pub fn min_gpus(&self) -> u64 {
+        self.min_pods.unwrap_or(self.pods) * u64::from(self.gpus_per_pod)
     }
 
     /// Total GPUs of the full gang, at most `MAX_GANG_GPUS`.
@@ -173,10 +230,14 @@ pub struct Reservation {
     pub expires_at: f64,
     /// Who holds it (`None`: made without an owner).
     pub owner: Option<String>,
+    /// Priority and flags.
+    pub terms: Terms,
+    /// Clock time it was reserved.
+    pub since: f64,
 }
 
 /// A committed reservation.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Allocation {
     /// The id of the reservation it came from.
     pub id: HoldId,
@@ -184,6 +245,19 @@ pub struct Allocation {
     pub placement: Arc<Placement>,
     /// Who holds it (`None`: made without an owner).
     pub owner: Option<String>,
+    /// Priority and flags.
+    pub terms: Terms,
+    /// Clock time it was committed.
+    pub since: f64,
+}
+
+/// A live hold, as `set_priority` hands it back.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Held {
+    /// Not committed yet.
+    Reservation(Reservation),
+    /// Committed.
+    Allocation(Allocation),
 }
 
 /// One node, as `Cluster.node` reports it.
@@ -254,4 +328,102 @@ pub struct GpuState {
     pub allocated_mask: Vec<u64>,
     /// See `free_mask`.
     pub unhealthy_mask: Vec<u64>,
+}
+
+/// The filters of `plan_preemption` and `plan_defrag` on which allocations may be removed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RemovalLimits {
+    /// At most this many victims (preemption) or moves (defragmentation); `None`: no bound.
+    pub max_members: Option<usize>,
+    /// Only allocations committed at least this many seconds ago.
+    pub min_runtime: f64,
+    /// Never allocations of these owners.
+    pub exempt_owners: Vec<String>,
+}
+
+impl RemovalLimits {
+    /// Validated limits: `max_members >= 0`, `min_runtime` finite and `>= 0`, owner names of
+    /// 1 to 253 bytes.
+    pub fn new(
+        max_members: Option<i64>,
+        min_runtime: f64,
+        exempt_owners: Vec<String>,
+        what: &str,
+    ) -> CoreResult<Self> {
+        let max_members = max_members
+            .map(|most| {
+                usize::try_from(most)
+                    .map_err(|_| invalid(format!("{what} must be >= 0, got {most}")))
+            })
+            .transpose()?;
+        if !(min_runtime.is_finite() && min_runtime >= 0.0) {
+            return Err(invalid(format!(
+                "min_runtime must be a finite number of seconds >= 0, got {min_runtime}"
+            )));
+        }
+        if let Some(owner) = exempt_owners
+            .iter()
+            .find(|owner| owner.is_empty() || owner.len() > MAX_NAME_BYTES)
+        {
+            return Err(invalid(format!(
+                "exempt_owners: owner {owner:?} must be 1 to {MAX_NAME_BYTES} bytes long"
+            )));
+        }
+        Ok(Self {
+            max_members,
+            min_runtime,
+            exempt_owners,
+        })
+    }
+}
+
+/// What `plan_preemption` proposes: a placement and the allocations to end for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreemptionPlan {
+    /// The request planned for.
+    pub request: Arc<GangRequest>,
+    /// Exactly what `preempt` will hold.
+    pub placement: Arc<Placement>,
+    /// The allocations to end, sorted by id.
+    pub victims: Vec<HoldId>,
+    /// GPUs the victims hold in total, healthy or not.
+    pub victim_gpus: u64,
+    /// The highest victim priority; `None` without victims.
+    pub max_victim_priority: Option<i32>,
+}
+
+/// One move of a defragmentation: an allocation and where it goes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Move {
+    /// The allocation moved.
+    pub allocation: HoldId,
+    /// Where it is now.
+    pub source: Arc<Placement>,
+    /// Where it goes.
+    pub target: Arc<Placement>,
+}
+
+/// What `plan_defrag` proposes: a placement, the moves that make room for it, and the
+/// allocations preempted because they could not move.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DefragPlan {
+    /// The request planned for.
+    pub request: Arc<GangRequest>,
+    /// Exactly what `apply_defrag` will hold for the gang.
+    pub placement: Arc<Placement>,
+    /// The moves, sorted by allocation id.
+    pub moves: Vec<Move>,
+    /// Allocations preempted instead of moved (with `evict_unplaceable`), sorted.
+    pub evictions: Vec<HoldId>,
+    /// GPUs the moved allocations hold in total.
+    pub moved_gpus: u64,
+}
+
+/// The options of `plan_defrag` besides its removal limits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DefragOptions {
+    /// A moved job may land at a coarser level than it has now (up to its request's).
+    pub allow_downgrade: bool,
+    /// A member that cannot move is preempted instead, if it is a preemption candidate.
+    pub evict_unplaceable: bool,
 }

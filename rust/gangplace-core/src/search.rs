@@ -14,11 +14,10 @@ use crate::capacity::{CapacityView, FreeIndex};
 use crate::config::Policy;
 use crate::error::{CoreResult, internal};
 use crate::ids::{DomainId, GpuSet, NodeId, ROOT};
-use crate::state::NodeStates;
 use crate::topology::Topology;
 
 /// A domain or a node: the things a level is made of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Item {
     /// A domain (the root, or a domain of a named level).
     Domain(DomainId),
@@ -74,22 +73,15 @@ pub struct LevelBest {
 #[derive(Debug)]
 pub struct Search<'a, V> {
     topology: &'a Topology,
-    states: &'a NodeStates,
     view: &'a V,
     gpus_per_pod: u32,
 }
 
 impl<'a, V: CapacityView> Search<'a, V> {
     /// A search for pods of `gpus_per_pod` GPUs. The topology must be settled.
-    pub fn new(
-        topology: &'a Topology,
-        states: &'a NodeStates,
-        view: &'a V,
-        gpus_per_pod: u32,
-    ) -> Self {
+    pub fn new(topology: &'a Topology, view: &'a V, gpus_per_pod: u32) -> Self {
         Self {
             topology,
-            states,
             view,
             gpus_per_pod,
         }
@@ -98,22 +90,22 @@ impl<'a, V: CapacityView> Search<'a, V> {
     /// Pods of this search's size that fit in `item` (rule 1).
     pub fn capacity(&self, item: Item) -> u64 {
         match item {
-            Item::Domain(id) => self
-                .view
-                .domain(id)
-                .map_or(0, |aggregate| aggregate.capacity(self.gpus_per_pod)),
+            Item::Domain(id) => self.view.domain_capacity(id, self.gpus_per_pod),
             Item::Node(id) => self
                 .view
                 .node_free(id)
-                .map_or(0, |free| u64::from(free / self.gpus_per_pod)),
+                .map_or(0, |free| u64::from(free.count() / self.gpus_per_pod)),
         }
     }
 
     /// Free healthy GPUs over the feasible nodes of `item` (rule 3's best-fit key).
     pub fn free_gpus(&self, item: Item) -> u64 {
         match item {
-            Item::Domain(id) => self.view.domain(id).map_or(0, |a| a.free_gpus()),
-            Item::Node(id) => self.view.node_free(id).map_or(0, u64::from),
+            Item::Domain(id) => self.view.domain_free(id),
+            Item::Node(id) => self
+                .view
+                .node_free(id)
+                .map_or(0, |free| u64::from(free.count())),
         }
     }
 
@@ -146,14 +138,55 @@ impl<'a, V: CapacityView> Search<'a, V> {
         let Some((depth, item)) = self.finest_fitting(pods, demand.coarsest_depth, policy) else {
             return Err(internal("elastic fallback lost its domain"));
         };
+        self.plan_in(depth, item, pods).map(Some)
+    }
+
+    /// Rules 4-6 inside one chosen domain (or node) `item` at `depth`: `pods` pods spread
+    /// and ranked. The item must hold them.
+    pub fn plan_in(&self, depth: usize, item: Item, pods: u64) -> CoreResult<Plan> {
         let mut planned = Vec::new();
         self.spread(item, pods, &mut planned)?;
         self.rank(&mut planned);
-        Ok(Some(Plan {
+        Ok(Plan {
             depth,
             item,
             pods: planned,
-        }))
+        })
+    }
+
+    /// The item of `depth` that holds `node` (the node itself at the node depth).
+    pub fn item_of(&self, node: NodeId, depth: usize) -> Item {
+        if depth == self.topology.node_depth() {
+            return Item::Node(node);
+        }
+        let domain = self
+            .topology
+            .ancestors(self.topology.node(node).domain)
+            .find(|&id| self.topology.domain(id).depth == depth);
+        Item::Domain(domain.unwrap_or(ROOT))
+    }
+
+    /// The path of an item: its domain path, or the node's path at the node depth.
+    pub fn item_path(&self, item: Item) -> Vec<&'a str> {
+        match item {
+            Item::Domain(id) => self.topology.domain_path(id),
+            Item::Node(id) => self.topology.node_path(id),
+        }
+    }
+
+    /// The topology searched.
+    pub fn topology(&self) -> &'a Topology {
+        self.topology
+    }
+
+    /// The view searched.
+    pub fn view(&self) -> &'a V {
+        self.view
+    }
+
+    /// GPUs per pod of this search.
+    pub fn gpus_per_pod(&self) -> u32 {
+        self.gpus_per_pod
     }
 
     /// Rules 2 and 3: the finest level at or below `coarsest_depth` with a domain holding
@@ -311,7 +344,7 @@ impl<'a, V: CapacityView> Search<'a, V> {
 
     /// Rule 5: gives `pods` pods the lowest-indexed free healthy GPUs of `node`.
     fn take_gpus(&self, node: NodeId, pods: u64, out: &mut Vec<PlannedPod>) -> CoreResult<()> {
-        let mut free = self.states.get(node).free();
+        let mut free = self.view.node_free(node).unwrap_or_default();
         for _ in 0..pods {
             let gpus = free.lowest_n(self.gpus_per_pod);
             if gpus.count() < self.gpus_per_pod {
@@ -326,7 +359,7 @@ impl<'a, V: CapacityView> Search<'a, V> {
     /// Rule 6: sorts pods by (node's domain path, node name, first GPU index). With an
     /// index, a node's rank is its position in that order.
     fn rank(&self, pods: &mut [PlannedPod]) {
-        match self.view.index() {
+        match self.view.ranks() {
             Some(index) => {
                 pods.sort_unstable_by_key(|pod| (index.node_rank(pod.node), pod.gpus.lowest()))
             }

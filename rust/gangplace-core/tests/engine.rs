@@ -1,10 +1,22 @@
 //! Engine scenarios through the public facade (a default build: no test machinery).
 #![allow(clippy::unwrap_used)] // test helpers: a failed setup should panic loudly
 
-use gangplace_core::{CoreError, Engine, EngineConfig, GangRequest, HoldId, NodeSpec, Policy};
+use std::sync::Arc;
 
-fn request(pods: i64, gpus_per_pod: i64) -> GangRequest {
-    GangRequest::new(pods, gpus_per_pod, None, None, Vec::new(), String::new()).unwrap()
+use gangplace_core::{
+    CoreError, DefragOptions, Engine, EngineConfig, GangRequest, HoldId, NodeSpec, Placement,
+    PodPlacement, Policy, RemovalLimits, Terms,
+};
+
+fn request(pods: i64, gpus_per_pod: i64) -> Arc<GangRequest> {
+    Arc::new(GangRequest::new(pods, gpus_per_pod, None, None, Vec::new(), String::new()).unwrap())
+}
+
+fn ranked(pods: i64, gpus_per_pod: i64, level: Option<&str>, priority: i64) -> Arc<GangRequest> {
+    let level = level.map(str::to_owned);
+    let request = GangRequest::new(pods, gpus_per_pod, None, level, Vec::new(), String::new());
+    let terms = Terms::new(priority, true, false).unwrap();
+    Arc::new(request.unwrap().with_terms(terms))
 }
 
 fn rack_cluster(racks: usize, nodes: usize, gpus: i64) -> Engine {
@@ -107,4 +119,170 @@ fn malformed_ids_are_unknown_reservations() {
             Err(CoreError::UnknownReservation(text.to_owned()))
         );
     }
+}
+
+/// Racks of 8-GPU nodes, each labelled `host=<its name>`.
+fn labelled_cluster(racks: usize, nodes: usize) -> Engine {
+    let config = EngineConfig::new(vec!["rack".into()], Policy::BestFit, None).unwrap();
+    let mut engine = Engine::new(config);
+    for rack in 0..racks {
+        for node in 0..nodes {
+            let name = format!("r{rack}-n{node}");
+            engine
+                .add_node(NodeSpec {
+                    labels: vec![("host".into(), name.clone())],
+                    name,
+                    gpus: 8,
+                    topology: vec![("rack".into(), format!("r{rack}"))],
+                    ..NodeSpec::default()
+                })
+                .unwrap();
+        }
+    }
+    engine
+}
+
+/// Holds `gpus` GPUs of `node` with these terms, committed, through a request pinned to the
+/// node by its `host` label (so the allocation keeps a request to be placed again by).
+fn hold_on(engine: &mut Engine, node: &str, gpus: i64, terms: Terms) -> HoldId {
+    let selector = vec![("host".to_owned(), node.to_owned())];
+    let request = GangRequest::new(1, gpus, None, Some("node".into()), selector, String::new());
+    let request = Arc::new(request.unwrap().with_terms(terms));
+    let held = engine.reserve(&request, 30.0, None, 0.0).unwrap();
+    assert_eq!(&*held.placement.pods[0].node, node);
+    engine.commit(held.id, None, 0.0).unwrap().id
+}
+
+#[test]
+fn defragmentation_moves_two_small_jobs_to_the_edge() {
+    // Racks r0..r2 of two 8-GPU nodes. Two movable 1 x 2 jobs land on r0-n0 (best-fit on an
+    // empty cluster: the first node, then the fullest); pinned jobs that cannot move keep
+    // r1 and r2 busy. A 2 x 8 gang required in one rack fits nowhere; moving the two small
+    // jobs to the fullest nodes elsewhere (the edge) frees r0.
+    let mut engine = labelled_cluster(3, 2);
+    let movable = Terms::new(0, true, true).unwrap();
+    let small_request = Arc::new(
+        GangRequest::new(1, 2, None, Some("node".into()), Vec::new(), String::new())
+            .unwrap()
+            .with_terms(movable),
+    );
+    let small: Vec<HoldId> = (0..2)
+        .map(|_| {
+            let held = engine.reserve(&small_request, 30.0, None, 0.0).unwrap();
+            assert_eq!(&*held.placement.pods[0].node, "r0-n0");
+            engine.commit(held.id, None, 0.0).unwrap().id
+        })
+        .collect();
+    let fixed = Terms::new(0, false, false).unwrap();
+    for (node, gpus) in [("r1-n0", 8), ("r1-n1", 4), ("r2-n0", 6), ("r2-n1", 2)] {
+        hold_on(&mut engine, node, gpus, fixed);
+    }
+    let gang = ranked(2, 8, Some("rack"), 1);
+    assert_eq!(engine.place(&gang, 0.0).unwrap(), None);
+    let limits = RemovalLimits::new(Some(16), 0.0, Vec::new(), "max_moves").unwrap();
+    let plan = engine
+        .plan_defrag(&gang, &limits, DefragOptions::default(), 1.0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(plan.placement.domain, vec!["r0".to_owned()]);
+    let moved: Vec<HoldId> = plan.moves.iter().map(|m| m.allocation).collect();
+    let mut expected = small.clone();
+    expected.sort_unstable();
+    assert_eq!(moved, expected);
+    assert!(plan.evictions.is_empty());
+    assert_eq!(plan.moved_gpus, 4);
+    // Best-fit sends them to the fullest nodes outside r0: r2-n0 (2 free), then r1-n1 (4).
+    let mut targets: Vec<&str> = plan.moves.iter().map(|m| &*m.target.pods[0].node).collect();
+    targets.sort_unstable();
+    assert_eq!(targets, vec!["r1-n1", "r2-n0"]);
+    // At most one move: no plan.
+    let one = RemovalLimits::new(Some(1), 0.0, Vec::new(), "max_moves").unwrap();
+    let bounded = engine.plan_defrag(&gang, &one, DefragOptions::default(), 1.0);
+    assert_eq!(bounded.unwrap(), None);
+    let (reservation, replaced) = engine.apply_defrag(&plan, 300.0, None, 2.0).unwrap();
+    assert_eq!(reservation.placement.domain, vec!["r0".to_owned()]);
+    assert_eq!(replaced.len(), 2);
+    for &id in &small {
+        assert_eq!(engine.hold_status(id, None, 2.0).unwrap(), "migrated");
+        assert!(!engine.release(id, None, 2.0).unwrap());
+    }
+    for (_, moved_to) in &replaced {
+        assert!(moved_to.terms.movable);
+    }
+    assert!(matches!(
+        engine.apply_defrag(&plan, 300.0, None, 2.0),
+        Err(CoreError::Conflict(_))
+    ));
+    engine.check_invariants().unwrap();
+}
+
+#[test]
+fn a_high_priority_gang_preempts_the_fewest_lowest_jobs_in_one_rack() {
+    // Two racks of two 8-GPU nodes. Rack r0 carries one 4-GPU job of priority 1; rack r1
+    // carries two 2-GPU jobs of priority 0. A 2 x 8 gang of priority 5 required in one rack
+    // must preempt: r1 costs two victims of priority 0, r0 one victim of priority 1; the
+    // lowest highest-victim-priority wins (P5), so r1.
+    let mut engine = rack_cluster(2, 2, 8);
+    let mut hold = |node: &str, gpus: i64, priority| {
+        let pod = PodPlacement::new(node.to_owned(), 0..gpus).unwrap();
+        let rack = node.split('-').next().unwrap().to_owned();
+        let placement = Placement {
+            pods: vec![pod],
+            level: "node".into(),
+            domain: vec![rack, node.to_owned()],
+        };
+        let terms = Terms::new(priority, true, false).unwrap();
+        let placed = engine
+            .reserve_placement(&Arc::new(placement), 30.0, None, terms, 0.0)
+            .unwrap();
+        engine.commit(placed.id, None, 0.0).unwrap()
+    };
+    let r0_job = hold("r0-n0", 4, 1);
+    let r1_jobs = [hold("r1-n0", 2, 0), hold("r1-n1", 2, 0)];
+    let gang = ranked(2, 8, Some("rack"), 5);
+    assert_eq!(engine.place(&gang, 0.0).unwrap(), None);
+    let plan = engine
+        .plan_preemption(&gang, &RemovalLimits::default(), 1.0)
+        .unwrap()
+        .unwrap();
+    let mut expected: Vec<HoldId> = r1_jobs.iter().map(|a| a.id).collect();
+    expected.sort_unstable();
+    assert_eq!(plan.victims, expected);
+    assert_eq!(plan.max_victim_priority, Some(0));
+    assert_eq!(plan.placement.domain, vec!["r1".to_owned()]);
+    // Bounded to one victim, only r0 qualifies.
+    let one = RemovalLimits::new(Some(1), 0.0, Vec::new(), "max_victims").unwrap();
+    let bounded = engine.plan_preemption(&gang, &one, 1.0).unwrap().unwrap();
+    assert_eq!(bounded.victims, vec![r0_job.id]);
+    let reservation = engine.preempt(&plan, 30.0, Some("team-a"), 1.0).unwrap();
+    assert_eq!(reservation.terms.priority, 5);
+    assert_eq!(
+        engine.hold_status(r1_jobs[0].id, None, 1.0).unwrap(),
+        "preempted"
+    );
+    assert!(!engine.release(r1_jobs[1].id, None, 1.0).unwrap());
+    assert!(matches!(
+        engine.preempt(&plan, 30.0, None, 1.0),
+        Err(CoreError::Conflict(_))
+    ));
+    engine.check_invariants().unwrap();
+}
+
+#[test]
+fn equal_priorities_never_preempt_and_capacity_counts_copies() {
+    let mut engine = rack_cluster(1, 2, 8);
+    let job = ranked(1, 8, None, 3);
+    let held = engine.reserve(&job, 30.0, None, 0.0).unwrap();
+    engine.commit(held.id, None, 0.0).unwrap();
+    assert_eq!(engine.capacity_for(&request(1, 4), 0.0).unwrap(), 2);
+    assert_eq!(engine.capacity_for(&request(1, 8), 0.0).unwrap(), 1);
+    let same = ranked(2, 8, None, 3);
+    let limits = RemovalLimits::default();
+    assert_eq!(engine.plan_preemption(&same, &limits, 0.0).unwrap(), None);
+    let higher = ranked(2, 8, None, 4);
+    let plan = engine
+        .plan_preemption(&higher, &limits, 0.0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(plan.victims, vec![held.id]);
 }

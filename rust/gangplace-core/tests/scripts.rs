@@ -22,7 +22,7 @@ proptest! {
 fn scripts_exercise_every_operation() {
     // A fixed script that walks through each operation kind, so a decoder change that
     // silently drops one shows up here.
-    let params = [3, 1, 3, 2, 6, 6, 4, 2, 2, 2, 1];
+    let params = [3, 1, 3, 2, 6, 6, 4, 2, 2, 2, 1, 4, 4];
     let mut bytes: Vec<u8> = Vec::new();
     for (selector, count) in (0u8..).zip(params) {
         bytes.push(selector);
@@ -39,7 +39,7 @@ fn scripts_exercise_every_operation() {
                 .to_owned()
         })
         .collect();
-    assert_eq!(kinds.len(), 12, "{kinds:?}");
+    assert_eq!(kinds.len(), 13, "{kinds:?}");
     let outcome = script::run(&bytes).unwrap();
     assert_eq!(outcome.operations, 6 + script::decode(&bytes).len());
 }

@@ -44,7 +44,7 @@ impl Cluster {
     }
 
     /// Reads the clock. Called before the lock is taken: Python code never runs under it.
-    fn now(&self, py: Python<'_>) -> PyResult<f64> {
+    pub(crate) fn now(&self, py: Python<'_>) -> PyResult<f64> {
         let reading = self.clock.bind(py).call0()?;
         let now = convert::seconds(&reading, "the clock's reading")?;
         if !now.is_finite() {
@@ -54,7 +54,7 @@ impl Cluster {
     }
 
     /// Runs `call` on the engine, containing panics (the cluster then fails closed).
-    fn run<T>(
+    pub(crate) fn run<T>(
         &self,
         call: impl FnOnce(&mut Engine) -> Result<T, CallError>,
     ) -> Result<T, CallError> {
@@ -70,7 +70,7 @@ impl Cluster {
     }
 
     /// Like `run`, with the GIL released for the duration (for searches).
-    fn run_detached<T: Send>(
+    pub(crate) fn run_detached<T: Send>(
         &self,
         py: Python<'_>,
         call: impl FnOnce(&mut Engine) -> Result<T, CallError> + Send,
@@ -353,7 +353,8 @@ impl Cluster {
         } else if let Ok(placement) = request.cast::<Placement>() {
             let placement = Arc::clone(&placement.get().inner);
             self.run_detached(py, |engine| {
-                Ok(engine.reserve_placement(&placement, ttl, owner.as_deref(), now)?)
+                let terms = gangplace_core::Terms::default();
+                Ok(engine.reserve_placement(&placement, ttl, owner.as_deref(), terms, now)?)
             })?
         } else {
             return Err(PyTypeError::new_err(format!(
@@ -442,6 +443,15 @@ impl Cluster {
         let armed = convert::boolean(armed, "armed")?;
         Ok(self.run(|engine| {
             engine.set_failpoint(armed);
+            Ok(())
+        })?)
+    }
+
+    /// Testing only (built with the `testing` feature): ids count up from `start`.
+    #[cfg(feature = "testing")]
+    fn _use_sequential_ids(&self, start: u128) -> PyResult<()> {
+        Ok(self.run(|engine| {
+            engine.set_sequential_ids(Some(start));
             Ok(())
         })?)
     }

@@ -77,7 +77,9 @@ pub fn new_engine(
 }
 
 /// A sequence of `GangRequest`s, copied out of Python.
-pub fn gang_requests(requests: &Bound<'_, PyAny>) -> PyResult<Vec<gangplace_core::GangRequest>> {
+pub fn gang_requests(
+    requests: &Bound<'_, PyAny>,
+) -> PyResult<Vec<std::sync::Arc<gangplace_core::GangRequest>>> {
     requests
         .try_iter()?
         .map(|request| {

@@ -49,18 +49,40 @@ pub fn int(value: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
     }
 }
 
-/// `GangRequest`'s `gpus_per_pod`, which defaults to 1: unlike an `Option<...>` argument, an
-/// explicit `None` is a `TypeError`, as for any other wrong type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GpusPerPod(pub i64);
+/// Arguments that have a default: unlike an `Option<...>` argument, an explicit `None` is a
+/// `TypeError`, as for any other wrong type. Each names itself in the message.
+macro_rules! typed_argument {
+    ($(#[$doc:meta])* $name:ident($type:ty) = $extract:ident($what:literal)) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $name(pub $type);
 
-impl<'a, 'py> FromPyObject<'a, 'py> for GpusPerPod {
-    type Error = PyErr;
+        impl<'a, 'py> FromPyObject<'a, 'py> for $name {
+            type Error = PyErr;
 
-    fn extract(value: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-        int(&value.to_owned(), "gpus_per_pod").map(GpusPerPod)
-    }
+            fn extract(value: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+                $extract(&value.to_owned(), $what).map($name)
+            }
+        }
+    };
 }
+
+typed_argument!(
+    /// `GangRequest(gpus_per_pod=...)`, default 1.
+    GpusPerPod(i64) = int("gpus_per_pod")
+);
+typed_argument!(
+    /// `priority=...`, default 0.
+    Priority(i64) = int("priority")
+);
+typed_argument!(
+    /// `preemptible=...`, default `True`.
+    Preemptible(bool) = boolean("preemptible")
+);
+typed_argument!(
+    /// `movable=...`, default `False`.
+    Movable(bool) = boolean("movable")
+);
 
 /// A hold id given as a `str`; a malformed one is an unknown reservation.
 pub fn hold_id(text: &str) -> PyResult<HoldId> {

@@ -60,18 +60,34 @@ impl LevelExplanation {
         self.inner.gpus_to_free
     }
 
+    /// When the gang does not fit: how many allocations `plan_preemption` would end at this
+    /// level alone (`None`: it fits, or no preemption here makes room).
+    #[getter]
+    fn preemption_victims(&self) -> Option<u64> {
+        self.inner.preemption.map(|(count, _)| count)
+    }
+
+    /// The highest priority among those victims.
+    #[getter]
+    fn preemption_max_priority(&self) -> Option<i32> {
+        self.inner.preemption.map(|(_, priority)| priority)
+    }
+
     fn __str__(&self) -> String {
         level_line(&self.inner)
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!(
-            "LevelExplanation(level={}, domain={}, capacity={}, needed={}, gpus_to_free={})",
+            "LevelExplanation(level={}, domain={}, capacity={}, needed={}, gpus_to_free={}, \
+             preemption_victims={}, preemption_max_priority={})",
             py_repr(py, &self.inner.level)?,
             py_repr(py, self.domain(py)?)?,
             self.inner.capacity,
             self.inner.needed,
-            py_repr(py, self.inner.gpus_to_free)?
+            py_repr(py, self.inner.gpus_to_free)?,
+            py_repr(py, self.preemption_victims())?,
+            py_repr(py, self.preemption_max_priority())?
         ))
     }
 }
@@ -88,8 +104,15 @@ fn level_line(level: &CoreLevel) -> String {
         None if level.domain.is_some() => "cannot fit even if emptied".to_owned(),
         None => "no domain holds a pod".to_owned(),
     };
+    let preempting = match level.preemption {
+        Some((1, priority)) => format!("; preempting 1 job of priority {priority} makes room"),
+        Some((count, priority)) => {
+            format!("; preempting {count} jobs of priority <= {priority} makes room")
+        }
+        None => String::new(),
+    };
     format!(
-        "  {:<8} best {:<24} holds {} of {} pods; {}",
+        "  {:<8} best {:<24} holds {} of {} pods; {}{preempting}",
         level.level, domain, level.capacity, level.needed, freeing
     )
 }

@@ -7,6 +7,7 @@ mod cluster_args;
 mod convert;
 mod errors;
 mod explain;
+mod preemption;
 mod types;
 
 use pyo3::prelude::*;
@@ -18,6 +19,8 @@ mod _gangplace {
     use crate::cluster::Cluster;
     #[pymodule_export]
     use crate::explain::{Explanation, LevelExplanation};
+    #[pymodule_export]
+    use crate::preemption::{DefragPlan, Move, PreemptionPlan};
     #[pymodule_export]
     use crate::types::{
         Allocation, ClusterStats, GangRequest, NodeInfo, Placement, PodPlacement, Reservation,

@@ -9,7 +9,7 @@ use pyo3::BoundObject;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use crate::convert::{self, GpusPerPod};
+use crate::convert::{self, GpusPerPod, Movable, Preemptible, Priority};
 use crate::errors::core_to_py;
 
 fn dict<'py>(py: Python<'py>, pairs: &[(String, String)]) -> PyResult<Bound<'py, PyDict>> {
@@ -27,6 +27,21 @@ pub fn py_repr<'py>(py: Python<'py>, value: impl IntoPyObject<'py>) -> PyResult<
     Ok(object.into_any().into_bound().repr()?.to_string())
 }
 
+/// The keyword parts of terms that differ from the defaults.
+fn terms_parts(terms: model::Terms) -> Vec<String> {
+    let mut parts = Vec::new();
+    if terms.priority != 0 {
+        parts.push(format!("priority={}", terms.priority));
+    }
+    if !terms.preemptible {
+        parts.push("preemptible=False".to_owned());
+    }
+    if terms.movable {
+        parts.push("movable=True".to_owned());
+    }
+    parts
+}
+
 /// `Name(arg, ..., key=value, ...)`: positional and keyword parts already as reprs.
 fn call_repr(name: &str, parts: &[String]) -> String {
     format!("{name}({})", parts.join(", "))
@@ -36,16 +51,18 @@ fn call_repr(name: &str, parts: &[String]) -> String {
 #[pyclass(frozen, eq, hash, module = "gangplace._gangplace")]
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct GangRequest {
-    pub inner: model::GangRequest,
+    /// Shared with the holds placed for it (they keep their request).
+    pub inner: Arc<model::GangRequest>,
 }
 
 #[pymethods]
 impl GangRequest {
     #[new]
     #[pyo3(
-        text_signature = "(pods, gpus_per_pod=1, *, min_pods=None, required_level=None, selector=None, name='')"
+        text_signature = "(pods, gpus_per_pod=1, *, min_pods=None, required_level=None, selector=None, name='', priority=0, preemptible=True, movable=False)"
     )]
-    #[pyo3(signature = (pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, required_level = None, selector = None, name = String::new()))]
+    #[pyo3(signature = (pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, required_level = None, selector = None, name = String::new(), priority = Priority(0), preemptible = Preemptible(true), movable = Movable(false)))]
+    #[allow(clippy::too_many_arguments)] // the documented signature of GangRequest
     fn new(
         pods: &Bound<'_, PyAny>,
         gpus_per_pod: GpusPerPod,
@@ -53,7 +70,11 @@ impl GangRequest {
         required_level: Option<&Bound<'_, PyAny>>,
         selector: Option<&Bound<'_, PyAny>>,
         name: String,
+        priority: Priority,
+        preemptible: Preemptible,
+        movable: Movable,
     ) -> PyResult<Self> {
+        let terms = model::Terms::new(priority.0, preemptible.0, movable.0).map_err(core_to_py)?;
         let pods = convert::int(pods, "pods")?;
         let GpusPerPod(gpus_per_pod) = gpus_per_pod;
         let min_pods = min_pods.map(|m| convert::int(m, "min_pods")).transpose()?;
@@ -64,7 +85,9 @@ impl GangRequest {
         let inner =
             model::GangRequest::new(pods, gpus_per_pod, min_pods, required_level, selector, name)
                 .map_err(core_to_py)?;
-        Ok(Self { inner })
+        Ok(Self {
+            inner: Arc::new(inner.with_terms(terms)),
+        })
     }
 
     #[getter]
@@ -103,6 +126,24 @@ impl GangRequest {
         self.inner.total_gpus()
     }
 
+    /// Higher preempts lower.
+    #[getter]
+    fn priority(&self) -> i32 {
+        self.inner.terms.priority
+    }
+
+    /// Whether its holds may be preempted.
+    #[getter]
+    fn preemptible(&self) -> bool {
+        self.inner.terms.preemptible
+    }
+
+    /// Whether its holds may be moved by defragmentation.
+    #[getter]
+    fn movable(&self) -> bool {
+        self.inner.terms.movable
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let request = &self.inner;
         let mut parts = vec![request.pods.to_string(), request.gpus_per_pod.to_string()];
@@ -119,6 +160,7 @@ impl GangRequest {
         if !request.name.is_empty() {
             parts.push(format!("name={}", py_repr(py, &request.name)?));
         }
+        parts.extend(terms_parts(request.terms));
         Ok(call_repr("GangRequest", &parts))
     }
 }
@@ -251,6 +293,8 @@ impl PartialEq for Reservation {
             && self.inner.placement == other.inner.placement
             && self.inner.expires_at.to_bits() == other.inner.expires_at.to_bits()
             && self.inner.owner == other.inner.owner
+            && self.inner.terms == other.inner.terms
+            && self.inner.since.to_bits() == other.inner.since.to_bits()
     }
 }
 
@@ -262,6 +306,8 @@ impl Hash for Reservation {
         self.inner.placement.hash(state);
         self.inner.expires_at.to_bits().hash(state);
         self.inner.owner.hash(state);
+        self.inner.terms.hash(state);
+        self.inner.since.to_bits().hash(state);
     }
 }
 
@@ -289,22 +335,70 @@ impl Reservation {
         self.inner.owner.as_deref()
     }
 
+    /// Priority of the request it was placed for.
+    #[getter]
+    fn priority(&self) -> i32 {
+        self.inner.terms.priority
+    }
+
+    /// Whether it may be preempted once committed.
+    #[getter]
+    fn preemptible(&self) -> bool {
+        self.inner.terms.preemptible
+    }
+
+    /// Whether defragmentation may move it once committed.
+    #[getter]
+    fn movable(&self) -> bool {
+        self.inner.terms.movable
+    }
+
+    /// Clock time of `reserve`.
+    #[getter]
+    fn since(&self) -> f64 {
+        self.inner.since
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let parts = [
             format!("id={}", py_repr(py, self.id())?),
             format!("expires_at={}", py_repr(py, self.inner.expires_at)?),
             format!("owner={}", py_repr(py, self.owner())?),
-            format!("placement={}", self.placement().__repr__(py)?),
         ];
+        let mut parts = parts.to_vec();
+        parts.extend(terms_parts(self.inner.terms));
+        parts.push(format!("placement={}", self.placement().__repr__(py)?));
         Ok(call_repr("Reservation", &parts))
     }
 }
 
 /// A committed reservation: GPUs held until `release`.
 #[pyclass(frozen, eq, hash, module = "gangplace._gangplace")]
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone)]
 pub struct Allocation {
     pub inner: model::Allocation,
+}
+
+impl PartialEq for Allocation {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner.id == other.inner.id
+            && self.inner.placement == other.inner.placement
+            && self.inner.owner == other.inner.owner
+            && self.inner.terms == other.inner.terms
+            && self.inner.since.to_bits() == other.inner.since.to_bits()
+    }
+}
+
+impl Eq for Allocation {}
+
+impl Hash for Allocation {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.inner.id.hash(state);
+        self.inner.placement.hash(state);
+        self.inner.owner.hash(state);
+        self.inner.terms.hash(state);
+        self.inner.since.to_bits().hash(state);
+    }
 }
 
 #[pymethods]
@@ -326,12 +420,38 @@ impl Allocation {
         self.inner.owner.as_deref()
     }
 
+    /// Priority (see `Cluster.set_priority`).
+    #[getter]
+    fn priority(&self) -> i32 {
+        self.inner.terms.priority
+    }
+
+    /// Whether it may be preempted.
+    #[getter]
+    fn preemptible(&self) -> bool {
+        self.inner.terms.preemptible
+    }
+
+    /// Whether defragmentation may move it.
+    #[getter]
+    fn movable(&self) -> bool {
+        self.inner.terms.movable
+    }
+
+    /// Clock time of `commit`.
+    #[getter]
+    fn since(&self) -> f64 {
+        self.inner.since
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let parts = [
             format!("id={}", py_repr(py, self.id())?),
             format!("owner={}", py_repr(py, self.owner())?),
-            format!("placement={}", self.placement().__repr__(py)?),
         ];
+        let mut parts = parts.to_vec();
+        parts.extend(terms_parts(self.inner.terms));
+        parts.push(format!("placement={}", self.placement().__repr__(py)?));
         Ok(call_repr("Allocation", &parts))
     }
 }

@@ -10,21 +10,23 @@
 
 mod aggregate;
 mod index;
+mod overlay;
 mod pools;
 mod propagate;
 
 pub use aggregate::Aggregate;
 pub use index::FreeIndex;
+pub use overlay::Overlay;
 pub use pools::SelectorPool;
 
-use crate::ids::{DomainId, NodeId};
+use crate::ids::{DomainId, GpuSet, NodeId};
 use crate::state::{NodeChange, NodeStates};
 use crate::topology::Topology;
 use pools::Pools;
 use propagate::propagate;
 
 /// The derived views of one cluster.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Capacity {
     /// Per domain slot: the aggregate over its feasible nodes.
     aggregates: Vec<Aggregate>,
@@ -160,14 +162,20 @@ impl Capacity {
     }
 }
 
-/// Which nodes a request may use, and the aggregates over just those nodes.
+/// Which nodes a request may use, and what they hold: what the search reads.
 pub trait CapacityView {
-    /// The aggregate of a domain's feasible nodes; `None` when it has none.
-    fn domain(&self, domain: DomainId) -> Option<&Aggregate>;
+    /// Pods of `gpus_per_pod` GPUs the domain's usable nodes hold.
+    fn domain_capacity(&self, domain: DomainId, gpus_per_pod: u32) -> u64;
+    /// Free healthy GPUs over the domain's usable nodes.
+    fn domain_free(&self, domain: DomainId) -> u64;
     /// The node's free healthy GPUs if the request may place pods on it.
-    fn node_free(&self, node: NodeId) -> Option<u32>;
-    /// The per-level free-GPU index, when it is current.
+    fn node_free(&self, node: NodeId) -> Option<GpuSet>;
+    /// The per-level free-GPU index for searching, when it is current for this view.
     fn index(&self) -> Option<&FreeIndex>;
+    /// An index whose ranks give path order (for ranking pods), when one is current.
+    fn ranks(&self) -> Option<&FreeIndex> {
+        self.index()
+    }
 }
 
 /// Every uncordoned node.
@@ -178,12 +186,17 @@ pub struct ClusterView<'a> {
 }
 
 impl CapacityView for ClusterView<'_> {
-    fn domain(&self, domain: DomainId) -> Option<&Aggregate> {
-        Some(self.capacity.aggregate(domain))
+    fn domain_capacity(&self, domain: DomainId, gpus_per_pod: u32) -> u64 {
+        self.capacity.aggregate(domain).capacity(gpus_per_pod)
     }
 
-    fn node_free(&self, node: NodeId) -> Option<u32> {
-        self.states.get(node).feasible_free()
+    fn domain_free(&self, domain: DomainId) -> u64 {
+        self.capacity.aggregate(domain).free_gpus()
+    }
+
+    fn node_free(&self, node: NodeId) -> Option<GpuSet> {
+        let state = self.states.get(node);
+        (!state.cordoned).then(|| state.free())
     }
 
     fn index(&self) -> Option<&FreeIndex> {
@@ -201,13 +214,20 @@ pub struct SelectorView<'a> {
 }
 
 impl CapacityView for SelectorView<'_> {
-    fn domain(&self, domain: DomainId) -> Option<&Aggregate> {
-        self.pool.aggregates.get(&domain)
+    fn domain_capacity(&self, domain: DomainId, gpus_per_pod: u32) -> u64 {
+        let aggregate = self.pool.aggregates.get(&domain);
+        aggregate.map_or(0, |aggregate| aggregate.capacity(gpus_per_pod))
     }
 
-    fn node_free(&self, node: NodeId) -> Option<u32> {
-        let free = self.states.get(node).feasible_free();
-        free.filter(|_| self.pools.contains(self.pool, node))
+    fn domain_free(&self, domain: DomainId) -> u64 {
+        let aggregate = self.pool.aggregates.get(&domain);
+        aggregate.map_or(0, Aggregate::free_gpus)
+    }
+
+    fn node_free(&self, node: NodeId) -> Option<GpuSet> {
+        let state = self.states.get(node);
+        let usable = !state.cordoned && self.pools.contains(self.pool, node);
+        usable.then(|| state.free())
     }
 
     fn index(&self) -> Option<&FreeIndex> {

@@ -34,7 +34,7 @@ pub struct SelectorPool {
 }
 
 /// The pools kept, and per node the pools it belongs to.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Pools {
     pools: Vec<(u64, SelectorPool)>,
     /// Node slot -> bit mask of the pools it belongs to.

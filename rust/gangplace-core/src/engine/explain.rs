@@ -7,8 +7,9 @@
 //! best domains, so `explain` costs O(nodes): a diagnostic, not a scheduling-loop call.
 
 use super::Engine;
+use super::preemption::Purpose;
 use crate::error::CoreResult;
-use crate::model::{GangRequest, Placement};
+use crate::model::{GangRequest, Placement, RemovalLimits};
 use crate::search::{Demand, Item, LevelBest};
 
 /// One level tried.
@@ -26,6 +27,10 @@ pub struct LevelExplanation {
     /// Fewest held GPUs that would have to be freed in that domain for the gang to fit;
     /// `Some(0)` when it fits; `None` when it cannot fit even with every GPU freed.
     pub gpus_to_free: Option<u64>,
+    /// When the gang does not fit: what `plan_preemption` would take at this level alone (by
+    /// its rules, without limits): the victim count and the highest victim priority. `None`
+    /// when it fits, or when no preemption at this level makes room.
+    pub preemption: Option<(u64, i32)>,
 }
 
 /// Nodes that cannot take even one pod of the gang, by the first reason that applies.
@@ -72,9 +77,12 @@ impl Engine {
             ),
             None => self.reason_text(request, &demand, &bests),
         };
+        let preemption =
+            self.preemption_by_level(request, &demand, &bests, placement.is_some(), now)?;
         let levels = bests
             .iter()
-            .map(|best| LevelExplanation {
+            .zip(preemption)
+            .map(|(best, preemption)| LevelExplanation {
                 level: self.topology.level_name(best.depth).to_owned(),
                 domain: best.item.map(|item| self.item_path(item)),
                 capacity: best.capacity,
@@ -82,6 +90,7 @@ impl Engine {
                 gpus_to_free: best
                     .item
                     .and_then(|item| self.gpus_to_free(item, request, demand.pods)),
+                preemption,
             })
             .collect();
         Ok(Explanation {
@@ -89,6 +98,28 @@ impl Engine {
             levels,
             excluded: self.exclusions(request),
             summary,
+        })
+    }
+
+    /// Per level tried: what preemption at that level alone would take (none if it fits).
+    fn preemption_by_level(
+        &self,
+        request: &GangRequest,
+        demand: &Demand,
+        bests: &[LevelBest],
+        fits: bool,
+        now: f64,
+    ) -> CoreResult<Vec<Option<(u64, i32)>>> {
+        if fits {
+            return Ok(vec![None; bests.len()]);
+        }
+        let limits = RemovalLimits::default();
+        let candidates = self.candidates(request, &limits, Purpose::Preemption, now);
+        self.with_search(request, |search| {
+            bests
+                .iter()
+                .map(|best| search.removal_at(best.depth, demand.pods, &candidates))
+                .collect()
         })
     }
 

@@ -7,7 +7,9 @@
 //! Submodules: [`transactions`] (reserve, commit, rollback, release, listings, batches),
 //! [`explain`] (why a gang fits or not), [`snapshot`] (the versioned state format).
 
+pub(crate) mod defrag;
 pub(crate) mod explain;
+pub(crate) mod preemption;
 pub(crate) mod snapshot;
 pub(crate) mod transactions;
 
@@ -19,6 +21,7 @@ use crate::error::{CoreResult, internal, invalid};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, HoldState, Ledger};
 use crate::model::{ClusterStats, GangRequest, GpuState, NodeInfo, Placement, PodPlacement};
+use crate::preemption::{Candidate, Choice, Found, World};
 use crate::search::{Demand, Item, LevelBest, Plan, Search};
 use crate::state::{Changes, NodeState, NodeStates};
 use crate::topology::{NodeSpec, Topology};
@@ -70,6 +73,12 @@ impl Engine {
     #[cfg(feature = "testing")]
     pub fn set_failpoint(&mut self, armed: bool) {
         self.ledger.panic_mid_apply = armed;
+    }
+
+    /// Test-only: ids count up from `start` (`None`: random again).
+    #[cfg(feature = "testing")]
+    pub fn set_sequential_ids(&mut self, start: Option<u128>) {
+        self.ledger.next_sequential_id.set(start);
     }
 
     /// Hands a mutation's change records to the capacity views.
@@ -304,16 +313,22 @@ impl Engine {
         request: &GangRequest,
         search: impl FnOnce(&dyn SearchOps) -> R,
     ) -> CoreResult<R> {
-        let (topology, states, size) = (&self.topology, &self.states, request.gpus_per_pod);
-        if request.selector.is_empty() {
-            let view = self.capacity.cluster_view(states);
-            return Ok(search(&Search::new(topology, states, &view, size)));
+        search_over(
+            &self.topology,
+            &self.states,
+            &self.capacity,
+            request,
+            search,
+        )
+    }
+
+    /// A what-if copy of the GPU state and its derived views, over the same topology.
+    pub(crate) fn scratch_copy(&self) -> Scratch<'_> {
+        Scratch {
+            topology: &self.topology,
+            states: self.states.clone(),
+            capacity: self.capacity.clone(),
         }
-        let view = self
-            .capacity
-            .selector_view(states, &request.selector)
-            .ok_or_else(|| internal("a selector lost its pool"))?;
-        Ok(search(&Search::new(topology, states, &view, size)))
     }
 
     pub(crate) fn plan(
@@ -400,10 +415,70 @@ impl Engine {
     }
 }
 
+/// Runs `search` over the view `request` calls for on this state.
+fn search_over<R>(
+    topology: &Topology,
+    states: &NodeStates,
+    capacity: &Capacity,
+    request: &GangRequest,
+    search: impl FnOnce(&dyn SearchOps) -> R,
+) -> CoreResult<R> {
+    let size = request.gpus_per_pod;
+    if request.selector.is_empty() {
+        let view = capacity.cluster_view(states);
+        return Ok(search(&Search::new(topology, &view, size)));
+    }
+    let view = capacity
+        .selector_view(states, &request.selector)
+        .ok_or_else(|| internal("a selector lost its pool"))?;
+    Ok(search(&Search::new(topology, &view, size)))
+}
+
+/// A what-if copy of the GPU state and its views (see [`Engine::scratch_copy`]).
+#[derive(Debug)]
+pub(crate) struct Scratch<'a> {
+    pub topology: &'a Topology,
+    pub states: NodeStates,
+    pub capacity: Capacity,
+}
+
+impl Scratch<'_> {
+    /// Runs `search` over the view `request` calls for on this copy.
+    pub fn with_search<R>(
+        &self,
+        request: &GangRequest,
+        search: impl FnOnce(&dyn SearchOps) -> R,
+    ) -> CoreResult<R> {
+        search_over(self.topology, &self.states, &self.capacity, request, search)
+    }
+}
+
 /// The operations the engine needs of a search, whatever its view.
 pub(crate) trait SearchOps {
     fn plan(&self, demand: &Demand, policy: Policy) -> CoreResult<Option<Plan>>;
     fn largest_capacity(&self, depth: usize) -> LevelBest;
+    fn removal(
+        &self,
+        demand: &Demand,
+        candidates: &[Candidate],
+        max_members: Option<usize>,
+    ) -> CoreResult<Option<Found>>;
+    fn removal_at(&self, depth: usize, pods: u64, candidates: &[Candidate]) -> Option<(u64, i32)>;
+    fn removal_choices(&self, candidates: &[Candidate], depth: usize, pods: u64) -> Vec<Choice>;
+    fn place_after_removal(
+        &self,
+        candidates: &[Candidate],
+        members: &[usize],
+        depth: usize,
+        item: Item,
+        pods: u64,
+    ) -> CoreResult<Plan>;
+    fn plan_in_world(
+        &self,
+        world: &World,
+        demand: &Demand,
+        policy: Policy,
+    ) -> CoreResult<Option<Plan>>;
 }
 
 impl<V: CapacityView> SearchOps for Search<'_, V> {
@@ -413,5 +488,42 @@ impl<V: CapacityView> SearchOps for Search<'_, V> {
 
     fn largest_capacity(&self, depth: usize) -> LevelBest {
         Search::largest_capacity(self, depth)
+    }
+
+    fn removal(
+        &self,
+        demand: &Demand,
+        candidates: &[Candidate],
+        max_members: Option<usize>,
+    ) -> CoreResult<Option<Found>> {
+        crate::preemption::find(self, demand, candidates, max_members)
+    }
+
+    fn removal_at(&self, depth: usize, pods: u64, candidates: &[Candidate]) -> Option<(u64, i32)> {
+        crate::preemption::best_at(self, candidates, depth, pods)
+    }
+
+    fn removal_choices(&self, candidates: &[Candidate], depth: usize, pods: u64) -> Vec<Choice> {
+        crate::preemption::all_at(self, candidates, depth, pods)
+    }
+
+    fn place_after_removal(
+        &self,
+        candidates: &[Candidate],
+        members: &[usize],
+        depth: usize,
+        item: Item,
+        pods: u64,
+    ) -> CoreResult<Plan> {
+        crate::preemption::place_after_removal(self, candidates, members, depth, item, pods)
+    }
+
+    fn plan_in_world(
+        &self,
+        world: &World,
+        demand: &Demand,
+        policy: Policy,
+    ) -> CoreResult<Option<Plan>> {
+        crate::preemption::plan_in_world(self, world, demand, policy)
     }
 }

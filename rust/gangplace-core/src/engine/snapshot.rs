@@ -12,9 +12,10 @@
 //! | 24.. | body: a postcard encoding of [`Body`] |
 //!
 //! The body lists nodes sorted by name, live holds sorted by id and remembered ended holds
-//! oldest first, so equal states give equal bytes. Reservation deadlines are stored as clock
-//! readings together with the clock reading at the snapshot; a restore shifts them by the
-//! difference between its own clock reading and that one, keeping each remaining lifetime.
+//! oldest first, so equal states give equal bytes. Reservation deadlines and every hold's
+//! start time (`since`) are stored as clock readings together with the clock reading at the
+//! snapshot; a restore shifts them by the difference between its own clock reading and that
+//! one, keeping each remaining lifetime and each hold's age.
 //!
 //! Restoring validates everything: the header, the checksum, the encoding, and then the
 //! state itself, rebuilt through the same checked operations as a live cluster (names,
@@ -31,7 +32,7 @@ use crate::error::{CoreError, CoreResult};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{EndedHold, Ending, Hold, HoldState};
 use crate::limits::{MAX_NAME_BYTES, REMEMBERED_ENDED_HOLDS};
-use crate::model::{Placement, PodPlacement};
+use crate::model::{GangRequest, Placement, PodPlacement, Terms};
 use crate::state::Changes;
 use crate::topology::NodeSpec;
 
@@ -86,6 +87,67 @@ struct HoldRecord {
     pods: Vec<(String, Vec<u32>)>,
     level: String,
     domain: Vec<String>,
+    terms: TermsRecord,
+    since: f64,
+    request: Option<RequestRecord>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct TermsRecord {
+    priority: i64,
+    preemptible: bool,
+    movable: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct RequestRecord {
+    pods: i64,
+    gpus_per_pod: i64,
+    min_pods: Option<i64>,
+    required_level: Option<String>,
+    selector: Vec<(String, String)>,
+    name: String,
+    terms: TermsRecord,
+}
+
+fn terms_record(terms: Terms) -> TermsRecord {
+    TermsRecord {
+        priority: i64::from(terms.priority),
+        preemptible: terms.preemptible,
+        movable: terms.movable,
+    }
+}
+
+fn terms_from(record: &TermsRecord) -> CoreResult<Terms> {
+    Terms::new(record.priority, record.preemptible, record.movable).map_err(as_snapshot_error)
+}
+
+fn request_record(request: &GangRequest) -> RequestRecord {
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    RequestRecord {
+        pods: count(request.pods),
+        gpus_per_pod: i64::from(request.gpus_per_pod),
+        min_pods: request.min_pods.map(count),
+        required_level: request.required_level.clone(),
+        selector: request.selector.clone(),
+        name: request.name.clone(),
+        terms: terms_record(request.terms),
+    }
+}
+
+/// A snapshot's request, validated as a new one would be.
+fn request_from(record: RequestRecord) -> CoreResult<GangRequest> {
+    let terms = terms_from(&record.terms)?;
+    let request = GangRequest::new(
+        record.pods,
+        record.gpus_per_pod,
+        record.min_pods,
+        record.required_level,
+        record.selector,
+        record.name,
+    )
+    .map_err(as_snapshot_error)?;
+    Ok(request.with_terms(terms))
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -105,6 +167,8 @@ fn ending_code(ending: Ending) -> u8 {
         Ending::Expired => 1,
         Ending::Revoked => 2,
         Ending::Released => 3,
+        Ending::Preempted => 4,
+        Ending::Migrated => 5,
     }
 }
 
@@ -114,6 +178,8 @@ fn ending_from(code: u8) -> CoreResult<Ending> {
         1 => Ok(Ending::Expired),
         2 => Ok(Ending::Revoked),
         3 => Ok(Ending::Released),
+        4 => Ok(Ending::Preempted),
+        5 => Ok(Ending::Migrated),
         other => Err(bad(format!("unknown ending code {other}"))),
     }
 }
@@ -191,6 +257,9 @@ impl Engine {
                         .collect(),
                     level: placement.level.clone(),
                     domain: placement.domain.clone(),
+                    terms: terms_record(hold.terms),
+                    since: hold.since,
+                    request: hold.request.as_deref().map(request_record),
                 }
             });
         let ended = self.ledger.ended_in_order().map(|(id, ended)| EndedRecord {
@@ -339,11 +408,19 @@ impl Engine {
             gpus_by_node,
             placement: Arc::new(placement),
             owner: owner_from(record.owner)?,
+            terms: terms_from(&record.terms)?,
+            since: record.since + offset,
+            request: record.request.map(request_from).transpose()?.map(Arc::new),
         };
+        if !hold.since.is_finite() {
+            return Err(bad("a hold has no finite start time"));
+        }
         let mut changes = Changes::new();
         self.ledger.hold(&mut self.states, &mut changes, id, hold);
         if committed {
-            self.ledger.commit(&mut self.states, &mut changes, id);
+            let since = hold_since(&self.ledger, id);
+            self.ledger
+                .commit(&mut self.states, &mut changes, id, since);
         }
         self.apply(&changes);
         Ok(())
@@ -390,6 +467,11 @@ fn decode(bytes: &[u8]) -> CoreResult<Body> {
         return Err(bad("trailing bytes after the body"));
     }
     Ok(decoded)
+}
+
+/// The start time a restored hold was recorded with (commit keeps it).
+fn hold_since(ledger: &crate::ledger::Ledger, id: HoldId) -> f64 {
+    ledger.live(id).map_or(0.0, |hold| hold.since)
 }
 
 fn as_snapshot_error(error: CoreError) -> CoreError {

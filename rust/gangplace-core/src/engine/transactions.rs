@@ -9,13 +9,13 @@ use crate::error::{CoreError, CoreResult, internal, invalid};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, Hold, HoldState};
 use crate::limits::{MAX_NAME_BYTES, MAX_TTL_SECONDS};
-use crate::model::{Allocation, GangRequest, Placement, Reservation};
+use crate::model::{Allocation, GangRequest, Held, Placement, Reservation, Terms, check_priority};
 use crate::state::Changes;
 
 /// Who acts on a hold: an owner name, or nobody in particular.
 pub type Owner<'a> = Option<&'a str>;
 
-fn check_ttl(ttl: f64) -> CoreResult<()> {
+pub(crate) fn check_ttl(ttl: f64) -> CoreResult<()> {
     if ttl.is_finite() && ttl > 0.0 && ttl <= MAX_TTL_SECONDS {
         return Ok(());
     }
@@ -24,7 +24,7 @@ fn check_ttl(ttl: f64) -> CoreResult<()> {
     )))
 }
 
-fn check_owner(owner: Owner<'_>) -> CoreResult<()> {
+pub(crate) fn check_owner(owner: Owner<'_>) -> CoreResult<()> {
     match owner {
         Some(name) if name.is_empty() || name.len() > MAX_NAME_BYTES => Err(invalid(format!(
             "owner must be 1 to {MAX_NAME_BYTES} bytes long, got {} bytes",
@@ -41,7 +41,9 @@ fn may_act(owner: Option<&Arc<str>>, caller: Owner<'_>) -> bool {
 
 /// Merges per-pod GPU sets into one set per node, sorted by node id; `None` if two pods name
 /// the same GPU.
-fn gpus_by_node(pods: impl Iterator<Item = (NodeId, GpuSet)>) -> Option<Vec<(NodeId, GpuSet)>> {
+pub(crate) fn gpus_by_node(
+    pods: impl Iterator<Item = (NodeId, GpuSet)>,
+) -> Option<Vec<(NodeId, GpuSet)>> {
     let mut pods: Vec<(NodeId, GpuSet)> = pods.collect();
     pods.sort_unstable_by_key(|&(node, _)| node);
     let mut merged: Vec<(NodeId, GpuSet)> = Vec::with_capacity(pods.len());
@@ -59,34 +61,58 @@ fn gpus_by_node(pods: impl Iterator<Item = (NodeId, GpuSet)>) -> Option<Vec<(Nod
     Some(merged)
 }
 
-fn held_gpus(held: &[(NodeId, GpuSet)]) -> u64 {
+pub(crate) fn held_gpus(held: &[(NodeId, GpuSet)]) -> u64 {
     held.iter().map(|&(_, gpus)| u64::from(gpus.count())).sum()
 }
 
-fn reservation_of(id: HoldId, hold: &Hold) -> Reservation {
+pub(crate) fn reservation_of(id: HoldId, hold: &Hold) -> Reservation {
     Reservation {
         id,
         placement: Arc::clone(&hold.placement),
         expires_at: hold.expires_at,
         owner: hold.owner.as_deref().map(str::to_owned),
+        terms: hold.terms,
+        since: hold.since,
     }
 }
 
-fn allocation_of(id: HoldId, hold: &Hold) -> Allocation {
+pub(crate) fn allocation_of(id: HoldId, hold: &Hold) -> Allocation {
     Allocation {
         id,
         placement: Arc::clone(&hold.placement),
         owner: hold.owner.as_deref().map(str::to_owned),
+        terms: hold.terms,
+        since: hold.since,
     }
+}
+
+/// What a new hold is made of, besides its GPUs.
+pub(crate) struct NewHold<'a> {
+    pub placement: Arc<Placement>,
+    pub expires_at: f64,
+    pub owner: Owner<'a>,
+    pub terms: Terms,
+    pub since: f64,
+    pub request: Option<Arc<GangRequest>>,
 }
 
 impl Engine {
     /// Refuses a hold of `gpus` more GPUs that would take `owner` past its cap.
-    fn check_cap(&self, owner: Owner<'_>, gpus: u64) -> CoreResult<()> {
+    pub(crate) fn check_cap(&self, owner: Owner<'_>, gpus: u64) -> CoreResult<()> {
+        self.check_cap_after(owner, gpus, 0)
+    }
+
+    /// The same, when `released` GPUs of `owner` are freed by the same operation.
+    pub(crate) fn check_cap_after(
+        &self,
+        owner: Owner<'_>,
+        gpus: u64,
+        released: u64,
+    ) -> CoreResult<()> {
         let Some(cap) = self.config.max_held_gpus_per_owner() else {
             return Ok(());
         };
-        let held = self.ledger.held_by(owner);
+        let held = self.ledger.held_by(owner).saturating_sub(released);
         if held.saturating_add(gpus) <= cap {
             return Ok(());
         }
@@ -97,25 +123,50 @@ impl Engine {
         )))
     }
 
-    /// Records a new hold and hands out its reservation. Cannot fail.
-    fn hold(
+    /// Fresh ids for `count` new holds, distinct from each other and from every known id.
+    /// Taken before a mutation starts, so that nothing after it can fail.
+    pub(crate) fn new_ids(&self, count: usize) -> CoreResult<Vec<HoldId>> {
+        let mut ids: Vec<HoldId> = Vec::with_capacity(count);
+        while ids.len() < count {
+            let id = self.ledger.new_id()?;
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Records a new hold with id `id` into `changes` and hands out its reservation.
+    pub(crate) fn hold_into(
         &mut self,
-        placement: Arc<Placement>,
+        changes: &mut Changes,
+        id: HoldId,
         gpus_by_node: Vec<(NodeId, GpuSet)>,
-        expires_at: f64,
-        owner: Owner<'_>,
-    ) -> CoreResult<Reservation> {
-        let id = self.ledger.new_id()?;
+        new: NewHold<'_>,
+    ) -> Reservation {
         let hold = Hold {
             state: HoldState::Reserved,
-            expires_at,
+            expires_at: new.expires_at,
             gpus_by_node,
-            placement,
-            owner: owner.map(Arc::from),
+            placement: new.placement,
+            owner: new.owner.map(Arc::from),
+            terms: new.terms,
+            since: new.since,
+            request: new.request,
         };
         let reservation = reservation_of(id, &hold);
+        self.ledger.hold(&mut self.states, changes, id, hold);
+        reservation
+    }
+
+    fn hold(
+        &mut self,
+        gpus_by_node: Vec<(NodeId, GpuSet)>,
+        new: NewHold<'_>,
+    ) -> CoreResult<Reservation> {
+        let id = self.ledger.new_id()?;
         let mut changes = Changes::new();
-        self.ledger.hold(&mut self.states, &mut changes, id, hold);
+        let reservation = self.hold_into(&mut changes, id, gpus_by_node, new);
         self.apply(&changes);
         Ok(reservation)
     }
@@ -123,7 +174,7 @@ impl Engine {
     /// Places the gang and holds its GPUs until `now + ttl`.
     pub fn reserve(
         &mut self,
-        request: &GangRequest,
+        request: &Arc<GangRequest>,
         ttl: f64,
         owner: Owner<'_>,
         now: f64,
@@ -132,8 +183,7 @@ impl Engine {
         check_owner(owner)?;
         self.reclaim(now);
         self.demand(request)?; // an unknown level is an invalid request, whatever the cap
-        let smallest = request.min_pods.unwrap_or(request.pods) * u64::from(request.gpus_per_pod);
-        self.check_cap(owner, smallest)?;
+        self.check_cap(owner, request.min_gpus())?;
         let (demand, plan) = self.plan(request, now)?;
         let Some(plan) = plan else {
             return Err(CoreError::Unschedulable(
@@ -144,17 +194,27 @@ impl Engine {
         let held = gpus_by_node(pods).ok_or_else(|| internal("a plan took one GPU twice"))?;
         self.check_cap(owner, held_gpus(&held))?;
         let placement = Arc::new(self.placement(&plan));
-        self.hold(placement, held, now + ttl, owner)
+        let new = NewHold {
+            placement,
+            expires_at: now + ttl,
+            owner,
+            terms: request.terms,
+            since: now,
+            request: Some(Arc::clone(request)),
+        };
+        self.hold(held, new)
     }
 
     /// Holds exactly the GPUs of an earlier placement, if every one of them is still free,
     /// healthy and on an uncordoned node inside the placement's domain; otherwise
-    /// [`CoreError::Conflict`] and nothing is held. Closes the decide-then-bind race.
+    /// [`CoreError::Conflict`] and nothing is held. Closes the decide-then-bind race. The hold
+    /// carries `terms` (a placement does not know its request's).
     pub fn reserve_placement(
         &mut self,
         placement: &Arc<Placement>,
         ttl: f64,
         owner: Owner<'_>,
+        terms: Terms,
         now: f64,
     ) -> CoreResult<Reservation> {
         check_ttl(ttl)?;
@@ -173,11 +233,19 @@ impl Engine {
             CoreError::Conflict("the placement takes one GPU for two pods".into())
         })?;
         self.check_cap(owner, held_gpus(&held))?;
-        self.hold(Arc::clone(placement), held, now + ttl, owner)
+        let new = NewHold {
+            placement: Arc::clone(placement),
+            expires_at: now + ttl,
+            owner,
+            terms,
+            since: now,
+            request: None,
+        };
+        self.hold(held, new)
     }
 
     /// The live, uncordoned node of a placement's pod, inside the placement's domain.
-    fn pod_node(&self, placement: &Placement, name: &str) -> CoreResult<NodeId> {
+    pub(crate) fn pod_node(&self, placement: &Placement, name: &str) -> CoreResult<NodeId> {
         let stale = |why: &str| CoreError::Conflict(format!("the placement is stale: {why}"));
         let id = self
             .topology
@@ -225,7 +293,11 @@ impl Engine {
 
     /// The live state and the remembered ending of a hold, as `caller` may see them: a hold
     /// owned by someone else looks unknown.
-    fn visible(&self, id: HoldId, caller: Owner<'_>) -> (Option<HoldState>, Option<Ending>) {
+    pub(crate) fn visible(
+        &self,
+        id: HoldId,
+        caller: Owner<'_>,
+    ) -> (Option<HoldState>, Option<Ending>) {
         if let Some(hold) = self.ledger.live(id) {
             if may_act(hold.owner.as_ref(), caller) {
                 return (Some(hold.state), None);
@@ -246,10 +318,54 @@ impl Engine {
             Some(Ending::RolledBack) => {
                 CoreError::ReservationError(format!("cannot {doing} {id}: it was rolled back"))
             }
-            Some(Ending::Released) => {
-                CoreError::ReservationError(format!("cannot {doing} {id}: it was released"))
+            Some(ending @ (Ending::Released | Ending::Preempted | Ending::Migrated)) => {
+                CoreError::ReservationError(format!(
+                    "cannot {doing} {id}: it was {}",
+                    ending.as_str()
+                ))
             }
         }
+    }
+
+    /// `"reserved"`, `"allocated"`, or how the hold ended (see [`Ending::as_str`]).
+    pub fn hold_status(
+        &mut self,
+        id: HoldId,
+        caller: Owner<'_>,
+        now: f64,
+    ) -> CoreResult<&'static str> {
+        self.reclaim(now);
+        match self.visible(id, caller) {
+            (Some(HoldState::Reserved), _) => Ok("reserved"),
+            (Some(HoldState::Committed), _) => Ok("allocated"),
+            (None, Some(ending)) => Ok(ending.as_str()),
+            (None, None) => Err(CoreError::UnknownReservation(id.to_string())),
+        }
+    }
+
+    /// Changes a live hold's priority; returns the hold as it is now.
+    pub fn set_priority(
+        &mut self,
+        id: HoldId,
+        priority: i64,
+        caller: Owner<'_>,
+        now: f64,
+    ) -> CoreResult<Held> {
+        let priority = check_priority(priority)?;
+        self.reclaim(now);
+        match self.visible(id, caller) {
+            (Some(_), _) => {}
+            (None, ending) => return Err(Self::ended_error(id, ending, "change the priority of")),
+        }
+        self.ledger.set_priority(id, priority);
+        let hold = self
+            .ledger
+            .live(id)
+            .ok_or_else(|| internal("a live hold vanished"))?;
+        Ok(match hold.state {
+            HoldState::Reserved => Held::Reservation(reservation_of(id, hold)),
+            HoldState::Committed => Held::Allocation(allocation_of(id, hold)),
+        })
     }
 
     /// Turns a reservation into an allocation; again on the same id returns the same.
@@ -260,7 +376,7 @@ impl Engine {
             return Err(Self::ended_error(id, ending, "commit"));
         }
         let mut changes = Changes::new();
-        self.ledger.commit(&mut self.states, &mut changes, id);
+        self.ledger.commit(&mut self.states, &mut changes, id, now);
         self.apply(&changes);
         let hold = self.ledger.live(id);
         let hold = hold.ok_or_else(|| internal("a committed hold vanished"))?;
@@ -275,7 +391,8 @@ impl Engine {
                 self.end_hold(id, Ending::RolledBack);
                 Ok(true)
             }
-            (Some(HoldState::Committed), _) | (None, Some(Ending::Released)) => {
+            (Some(HoldState::Committed), _)
+            | (None, Some(Ending::Released | Ending::Preempted | Ending::Migrated)) => {
                 Err(CoreError::ReservationError(format!(
                     "cannot roll back {id}: it was committed; release the allocation instead"
                 )))
@@ -296,7 +413,7 @@ impl Engine {
             (Some(HoldState::Reserved), _) => Err(CoreError::ReservationError(format!(
                 "cannot release {id}: it is not committed; roll it back instead"
             ))),
-            (None, Some(Ending::Released)) => Ok(false),
+            (None, Some(Ending::Released | Ending::Preempted | Ending::Migrated)) => Ok(false),
             (None, ending) => Err(Self::ended_error(id, ending, "release")),
         }
     }
@@ -333,7 +450,7 @@ impl Engine {
     /// Every request is validated first: an invalid one fails the whole batch.
     pub fn place_many(
         &mut self,
-        requests: &[GangRequest],
+        requests: &[Arc<GangRequest>],
         now: f64,
     ) -> CoreResult<Vec<Option<Placement>>> {
         self.reclaim(now);
@@ -351,7 +468,7 @@ impl Engine {
     /// request is validated first: an invalid one fails the batch before anything is held.
     pub fn reserve_many(
         &mut self,
-        requests: &[GangRequest],
+        requests: &[Arc<GangRequest>],
         ttl: f64,
         owner: Owner<'_>,
         now: f64,

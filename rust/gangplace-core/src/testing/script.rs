@@ -18,7 +18,7 @@ use crate::config::{EngineConfig, Policy};
 use crate::engine::Engine;
 use crate::error::CoreError;
 use crate::ids::HoldId;
-use crate::model::GangRequest;
+use crate::model::{DefragOptions, GangRequest, RemovalLimits, Terms};
 use crate::topology::NodeSpec;
 
 /// One decoded operation; the small integers are reduced modulo the script's ranges.
@@ -32,7 +32,8 @@ pub enum Op {
     Health { slot: u8, gpu: u8, healthy: bool },
     /// Cordons or uncordons a node.
     Cordon { slot: u8, cordoned: bool },
-    /// Reserves a gang (with a label selector when the top bit of `ttl` is set).
+    /// Reserves a gang of priority `priority` (with a label selector when the top bit of
+    /// `ttl` is set).
     Reserve {
         pods: u8,
         gpus_per_pod: u8,
@@ -40,6 +41,16 @@ pub enum Op {
         level: u8,
         owner: u8,
         ttl: u8,
+        priority: u8,
+    },
+    /// Plans a preemption (or, with `defrag`, a defragmentation) for a gang of priority
+    /// `priority` and applies the plan.
+    Preempt {
+        pods: u8,
+        gpus_per_pod: u8,
+        priority: u8,
+        owner: u8,
+        defrag: bool,
     },
     /// Places a gang, marks GPU 0 of node `n{flip_slot}` unhealthy when that slot exists
     /// (possibly making the placement stale), then reserves the placement.
@@ -87,7 +98,7 @@ pub fn decode(bytes: &[u8]) -> Vec<Op> {
             }
             (params, count.min(tail.len()))
         };
-        let (op, used) = match selector % 12 {
+        let (op, used) = match selector % 13 {
             0 => {
                 let (p, used) = take(3);
                 (
@@ -134,6 +145,7 @@ pub fn decode(bytes: &[u8]) -> Vec<Op> {
                     level: p[3] % 6,
                     owner: p[4] % 3,
                     ttl: p[5],
+                    priority: p[3] / 6 % 3,
                 };
                 (op, used)
             }
@@ -180,6 +192,17 @@ pub fn decode(bytes: &[u8]) -> Vec<Op> {
             10 => {
                 let (p, used) = take(1);
                 (Op::Tick { seconds: p[0] }, used)
+            }
+            12 => {
+                let (p, used) = take(4);
+                let op = Op::Preempt {
+                    pods: p[0] % 6,
+                    gpus_per_pod: p[1] % 9,
+                    priority: p[2] % 4,
+                    owner: p[3] % 3,
+                    defrag: p[3] & 0x80 != 0,
+                };
+                (op, used)
             }
             _ => {
                 let (p, used) = take(4);
@@ -325,10 +348,14 @@ impl Run {
                 level,
                 owner,
                 ttl,
+                priority,
             } => {
                 // The top bit of `ttl` adds a label selector: exercises the selector pools.
                 let label = (ttl & 0x80 != 0).then(|| ("pool".to_owned(), format!("p{}", ttl & 1)));
                 let request = request(pods, gpus_per_pod, min_pods, level, label)?;
+                // Odd levels' jobs are movable: defragmentation has candidates.
+                let terms = Terms::new(i64::from(priority), true, level % 2 == 1)?;
+                let request = Arc::new(request.with_terms(terms));
                 let owner = OWNERS[usize::from(owner)];
                 let ttl = f64::from(ttl & 0x7f) / 4.0;
                 let reservation = engine.reserve(&request, ttl, owner, now)?;
@@ -352,10 +379,13 @@ impl Run {
                 }
                 let owner = OWNERS[usize::from(owner)];
                 let before = self.engine.snapshot(now)?;
-                match self
-                    .engine
-                    .reserve_placement(&Arc::new(placement), 30.0, owner, now)
-                {
+                match self.engine.reserve_placement(
+                    &Arc::new(placement),
+                    30.0,
+                    owner,
+                    Terms::default(),
+                    now,
+                ) {
                     Ok(reservation) => self.ids.push(reservation.id),
                     Err(CoreError::Conflict(_) | CoreError::LimitExceeded(_)) => {
                         if self.engine.snapshot(now)? != before {
@@ -385,6 +415,43 @@ impl Run {
                 self.engine
                     .release(id, OWNERS[usize::from(owner)], now)
                     .map(drop)
+            }
+            Op::Preempt {
+                pods,
+                gpus_per_pod,
+                priority,
+                owner,
+                defrag,
+            } => {
+                let request = request(pods, gpus_per_pod, 0, 0, None)?;
+                let terms = Terms::new(i64::from(priority), true, false)?;
+                let request = Arc::new(request.with_terms(terms));
+                let limits = RemovalLimits::default();
+                let owner = OWNERS[usize::from(owner)];
+                if defrag {
+                    let options = DefragOptions {
+                        allow_downgrade: priority % 2 == 0,
+                        evict_unplaceable: priority > 1,
+                    };
+                    if let Some(plan) = engine.plan_defrag(&request, &limits, options, now)? {
+                        let (reservation, moved) = engine.apply_defrag(&plan, 30.0, owner, now)?;
+                        self.ids.push(reservation.id);
+                        self.ids.extend(moved.into_iter().map(|(_, r)| r.id));
+                    }
+                    return Ok(());
+                }
+                let Some(plan) = engine.plan_preemption(&request, &limits, now)? else {
+                    return Ok(());
+                };
+                let outranked = plan.max_victim_priority.is_none_or(|p| p < terms.priority);
+                if !outranked {
+                    return Err(CoreError::InternalError(
+                        "a victim outranks the gang".into(),
+                    ));
+                }
+                let reservation = engine.preempt(&plan, 30.0, owner, now)?;
+                self.ids.push(reservation.id);
+                Ok(())
             }
             Op::Tick { seconds } => {
                 self.now += f64::from(seconds) / 2.0;

@@ -1,0 +1,312 @@
+"""Who must make room for a gang: the rules of preemption and defragmentation.
+
+The README's rules P1-P6 (preemption) and D1-D3 (defragmentation), as pure functions over a
+picture of the nodes. Readable rather than fast: every capacity is recomputed from the nodes. A
+:class:`Candidate` is an allocation that may be removed, with the healthy GPUs its removal
+would return per node. The oracle (:mod:`gangplace.reference.oracle`) builds the candidates
+from its holds and calls :func:`find` and :func:`defrag_choices`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+from gangplace.reference import rules
+from gangplace.reference.rules import Gang, NodeView
+from gangplace.reference.values import Path, Placement
+
+__all__ = ["Candidate", "Choice", "choices", "find", "place_after_removal"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An allocation that may be removed.
+
+    Attributes:
+        id: Its id.
+        priority: Its priority.
+        since: When it was committed.
+        held: GPUs it holds in total, healthy or not.
+        freed: Node name -> the healthy GPUs its removal returns there.
+
+    """
+
+    id: str
+    priority: int
+    since: float
+    held: int
+    freed: Mapping[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The set chosen in one domain (P4): members in removal order."""
+
+    depth: int
+    path: Path
+    members: tuple[Candidate, ...]
+    free_after: int
+
+
+def with_removed(nodes: Sequence[NodeView], removed: Sequence[Candidate]) -> list[NodeView]:
+    """The nodes as they would be with ``removed`` ended: their healthy GPUs free again."""
+    freed: dict[str, set[int]] = {}
+    for candidate in removed:
+        for node, gpus in candidate.freed.items():
+            freed.setdefault(node, set()).update(gpus)
+    return [
+        replace(node, free=tuple(sorted({*node.free, *freed.get(node.name, ())}))) for node in nodes
+    ]
+
+
+def _touches(candidate: Candidate, members: Sequence[NodeView]) -> bool:
+    return any(candidate.freed.get(node.name) for node in members)
+
+
+def _freed_inside(candidate: Candidate, members: Sequence[NodeView]) -> int:
+    return sum(len(candidate.freed.get(node.name, ())) for node in members)
+
+
+def _choose(
+    members: list[NodeView],
+    depth: int,
+    path: Path,
+    pods: int,
+    size: int,
+    touching: list[Candidate],
+) -> Choice:
+    """P4 in one domain: greedy removal in order, then restoration in reverse order."""
+
+    def order(candidate: Candidate) -> tuple[int, Fraction, float, str]:
+        share = Fraction(_freed_inside(candidate, members), max(candidate.held, 1))
+        return (candidate.priority, -share, -candidate.since, candidate.id)
+
+    def fits(removed: Sequence[Candidate]) -> bool:
+        return rules.capacity(with_removed(members, removed), size) >= pods
+
+    removed: list[Candidate] = []
+    for candidate in sorted(touching, key=order):
+        if fits(removed):
+            break
+        removed.append(candidate)
+    for candidate in reversed(list(removed)):
+        rest = [other for other in removed if other is not candidate]
+        if fits(rest):
+            removed = rest
+    after = with_removed(members, removed)
+    return Choice(depth, path, tuple(removed), sum(len(node.free) for node in after))
+
+
+def choices(
+    nodes: Sequence[NodeView],
+    levels: Sequence[str],
+    gang: Gang,
+    depth: int,
+    pods: int,
+    candidates: Sequence[Candidate],
+) -> list[Choice]:
+    """P3-P4 at ``depth``: the domains that could hold ``pods``, each with its 1-minimal set.
+
+    A domain qualifies if a candidate touches it and it would hold ``pods`` with all the
+    candidates touching it removed.
+    """
+    usable = rules.feasible(nodes, gang.selector)
+    found = []
+    for path, members in sorted(rules.domains_at(usable, depth).items()):
+        touching = [c for c in candidates if _touches(c, members)]
+        if not touching:
+            continue
+        if rules.capacity(with_removed(members, touching), gang.gpus_per_pod) < pods:
+            continue
+        found.append(_choose(members, depth, path, pods, gang.gpus_per_pod, touching))
+    return found
+
+
+def preemption_key(choice: Choice) -> tuple[int, int, int, int, Path]:
+    """P5: (highest member priority, members, GPUs they hold, free GPUs after, path)."""
+    highest = max(member.priority for member in choice.members)
+    held = sum(member.held for member in choice.members)
+    return (highest, len(choice.members), held, choice.free_after, choice.path)
+
+
+def find(
+    nodes: Sequence[NodeView],
+    levels: Sequence[str],
+    gang: Gang,
+    candidates: Sequence[Candidate],
+    max_members: int | None = None,
+) -> tuple[Choice, Placement] | None:
+    """P3-P6: the best choice at the finest level that has one, and the gang's placement.
+
+    P6: when no level yields a choice and the gang is elastic, the largest capacity of one
+    domain at the coarsest allowed level, with every candidate touching it removed, is tried
+    (if it reaches ``min_pods``).
+    """
+    coarsest = rules.depth_of(levels, gang.required_level)
+    found = _best(nodes, levels, gang, gang.pods, coarsest, candidates, max_members)
+    pods = gang.pods
+    if found is None and gang.min_pods is not None and gang.min_pods < gang.pods:
+        usable = rules.feasible(nodes, gang.selector)
+        widest = 0
+        for members in rules.domains_at(usable, coarsest).values():
+            touching = [c for c in candidates if _touches(c, members)]
+            widest = max(widest, rules.capacity(with_removed(members, touching), gang.gpus_per_pod))
+        if widest >= gang.min_pods:
+            pods = min(widest, gang.pods)
+            found = _best(nodes, levels, gang, pods, coarsest, candidates, max_members)
+    if found is None:
+        return None
+    return found, place_after_removal(nodes, levels, gang, found, pods)
+
+
+def _best(
+    nodes: Sequence[NodeView],
+    levels: Sequence[str],
+    gang: Gang,
+    pods: int,
+    coarsest: int,
+    candidates: Sequence[Candidate],
+    max_members: int | None,
+) -> Choice | None:
+    for depth in range(len(levels) + 1, coarsest - 1, -1):
+        allowed = [
+            choice
+            for choice in choices(nodes, levels, gang, depth, pods, candidates)
+            if max_members is None or len(choice.members) <= max_members
+        ]
+        if allowed:
+            return min(allowed, key=preemption_key)
+    return None
+
+
+def place_after_removal(
+    nodes: Sequence[NodeView], levels: Sequence[str], gang: Gang, choice: Choice, pods: int
+) -> Placement:
+    """Rules 4-6 inside the chosen domain on the nodes with the members removed."""
+    after = rules.feasible(with_removed(nodes, choice.members), gang.selector)
+    node_depth = len(levels) + 1
+    placed = rules.spread(after, node_depth, choice.depth, choice.path, pods, gang.gpus_per_pod)
+    paths = {node.name: node.full_path for node in after}
+    return Placement(
+        rules.ranked(placed, paths), rules.level_name(levels, choice.depth), choice.path
+    )
+
+
+@dataclass(frozen=True)
+class Mover:
+    """A defragmentation member as D2 re-places it: its own request, its current size."""
+
+    candidate: Candidate
+    gang: Gang | None  # None: held from a placement, nothing to place it by again
+    pods: int
+    level: str
+    evictable: bool
+
+
+def defrag_choices(
+    nodes: Sequence[NodeView],
+    levels: Sequence[str],
+    gang: Gang,
+    candidates: Sequence[Candidate],
+    movers: Mapping[str, Mover],
+    policy: str,
+    allow_downgrade: bool,
+    evict_unplaceable: bool,
+    max_moves: int | None,
+) -> tuple[Choice, Placement, list[tuple[str, Placement]], list[str]] | None:
+    """D1-D3: the accepted set at the finest level that has one.
+
+    Sets are ranked by (moves, moved GPUs, evictions, path); the answer carries the gang's
+    placement, the moves and the evictions.
+    """
+    coarsest = rules.depth_of(levels, gang.required_level)
+    for depth in range(len(levels) + 1, coarsest - 1, -1):
+        accepted = []
+        for choice in choices(nodes, levels, gang, depth, gang.pods, candidates):
+            placement = place_after_removal(nodes, levels, gang, choice, gang.pods)
+            outcome = _moves(
+                nodes, levels, choice, movers, policy, allow_downgrade, evict_unplaceable
+            )
+            if outcome is None:
+                continue
+            moves, evictions = outcome
+            if max_moves is not None and len(moves) > max_moves:
+                continue
+            moved = sum(movers[hid].candidate.held for hid, _ in moves)
+            key = (len(moves), moved, len(evictions), choice.path)
+            accepted.append((key, choice, placement, moves, evictions))
+        if accepted:
+            _, choice, placement, moves, evictions = min(accepted, key=lambda item: item[0])
+            return choice, placement, moves, evictions
+    return None
+
+
+def _moves(
+    nodes: Sequence[NodeView],
+    levels: Sequence[str],
+    choice: Choice,
+    movers: Mapping[str, Mover],
+    policy: str,
+    allow_downgrade: bool,
+    evict_unplaceable: bool,
+) -> tuple[list[tuple[str, Placement]], list[str]] | None:
+    """D2: every member placed again outside the gang's domain, or ``None``.
+
+    Biggest first (GPUs held, then id), each by its own request, each seeing the GPUs the
+    earlier ones took.
+    """
+    inside = {node.name for node in nodes if node.full_path[: len(choice.path)] == choice.path}
+    world = [
+        replace(node, cordoned=node.cordoned or node.name in inside)
+        for node in with_removed(nodes, choice.members)
+    ]
+    moves: list[tuple[str, Placement]] = []
+    evictions: list[str] = []
+    for member in sorted(choice.members, key=lambda c: (-c.held, c.id)):
+        mover = movers[member.id]
+        target = _replace(world, levels, mover, policy, allow_downgrade)
+        if target is None:
+            if evict_unplaceable and mover.evictable:
+                evictions.append(member.id)
+                continue
+            return None
+        world = _taking(world, target)
+        moves.append((member.id, target))
+    return moves, evictions
+
+
+def _replace(
+    world: Sequence[NodeView],
+    levels: Sequence[str],
+    mover: Mover,
+    policy: str,
+    allow_downgrade: bool,
+) -> Placement | None:
+    if mover.gang is None:
+        return None
+    required = mover.gang.required_level
+    if not allow_downgrade:
+        deepest = max(rules.depth_of(levels, required), rules.depth_of(levels, mover.level))
+        required = rules.level_name(levels, deepest)
+    gang = replace(mover.gang, pods=mover.pods, min_pods=None, required_level=required)
+    return rules.place(world, levels, gang, policy)
+
+
+def _taking(world: Sequence[NodeView], placement: Placement) -> list[NodeView]:
+    taken: dict[str, set[int]] = {}
+    for pod in placement.pods:
+        taken.setdefault(pod.node, set()).update(pod.gpus)
+    return [
+        replace(node, free=tuple(g for g in node.free if g not in taken.get(node.name, ())))
+        for node in world
+    ]
+
+
+def as_candidates(
+    holds: Mapping[str, object], make: Callable[[str, object], Candidate | None]
+) -> list[Candidate]:
+    """The holds ``make`` turns into candidates, sorted by id."""
+    found = (make(hid, hold) for hid, hold in sorted(holds.items()))
+    return [candidate for candidate in found if candidate is not None]

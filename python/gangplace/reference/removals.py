@@ -1,0 +1,368 @@
+"""The oracle's priority, preemption and defragmentation operations.
+
+README, "Priorities, preemption and defragmentation": a mixin of
+:class:`gangplace.reference.Cluster`, built on the pure rules of
+:mod:`gangplace.reference.preemption`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from gangplace.errors import Conflict, InvalidRequest, LimitExceeded, UnknownReservation
+from gangplace.reference import preemption, rules
+from gangplace.reference.values import (
+    MAX_NAME_BYTES,
+    MAX_TTL_SECONDS,
+    Allocation,
+    DefragPlan,
+    Move,
+    Placement,
+    PlacementLike,
+    PreemptionPlan,
+    Request,
+    Reservation,
+)
+
+if TYPE_CHECKING:
+    from gangplace.reference.oracle import _Hold, _Node
+
+__all__ = ["COMMITTED_ENDINGS", "Removals"]
+
+COMMITTED_ENDINGS = ("released", "preempted", "migrated")
+PRIORITY_RANGE = (-(2**31), 2**31 - 1)
+
+
+def check_priority(priority: int) -> int:
+    """A priority in ``-2**31..2**31-1``."""
+    low, high = PRIORITY_RANGE
+    if not low <= priority <= high:
+        raise InvalidRequest(f"priority must be between {low} and {high}, got {priority}")
+    return priority
+
+
+def _limits(
+    max_members: int | None, min_runtime: float, exempt: Iterable[str], what: str
+) -> tuple[int | None, float, tuple[str, ...]]:
+    if max_members is not None and max_members < 0:
+        raise InvalidRequest(f"{what} must be >= 0, got {max_members}")
+    if not (math.isfinite(min_runtime) and min_runtime >= 0):
+        raise InvalidRequest(
+            f"min_runtime must be a finite number of seconds >= 0, got {min_runtime}"
+        )
+    owners = tuple(exempt)
+    for owner in owners:
+        if not 0 < len(owner.encode()) <= MAX_NAME_BYTES:
+            raise InvalidRequest(
+                f"exempt_owners: owner {owner!r} must be 1 to {MAX_NAME_BYTES} bytes long"
+            )
+    return max_members, min_runtime, owners
+
+
+class Removals:
+    """Mixin: what the oracle offers beyond reserve/commit/rollback/release."""
+
+    if TYPE_CHECKING:
+        levels: tuple[str, ...]
+        policy: str
+        max_held_gpus_per_owner: int | None
+        _nodes: dict[str, _Node]
+        _holds: dict[str, _Hold]
+
+        def _reclaim(self) -> float: ...
+        def _views(self) -> list[rules.NodeView]: ...
+        def _gang(self, request: Request) -> rules.Gang: ...
+        def _plan(self, request: Request) -> Placement | None: ...
+        def _visible(self, hid: str, owner: str | None) -> tuple[_Hold | None, str | None]: ...
+        def _end(self, hid: str, ending: str) -> None: ...
+        def _new_id(self) -> str: ...
+        def _held_by(self, owner: str | None) -> int: ...
+        def _check_placement(self, placement: PlacementLike) -> Placement: ...
+        def _pod_node(self, placement: PlacementLike, name: str) -> _Node: ...
+        @staticmethod
+        def _id(value: Any) -> str: ...
+        @staticmethod
+        def _ended_error(hid: str, ending: str | None, doing: str) -> Exception: ...
+
+    # ----------------------------------------------------------------- holds
+
+    def hold_status(self, hold: Reservation | Allocation | str, *, owner: str | None = None) -> str:
+        """``"reserved"``, ``"allocated"``, or how the hold ended."""
+        self._reclaim()
+        hid = self._id(hold)
+        live, ending = self._visible(hid, owner)
+        if live is not None:
+            return "allocated" if live.committed else "reserved"
+        if ending is None:
+            raise UnknownReservation(f"unknown reservation {hid!r}")
+        return ending
+
+    def set_priority(
+        self, hold: Reservation | Allocation | str, priority: int, *, owner: str | None = None
+    ) -> Reservation | Allocation:
+        """Changes a live hold's priority; returns it as it is now."""
+        check_priority(priority)
+        self._reclaim()
+        hid = self._id(hold)
+        live, ending = self._visible(hid, owner)
+        if live is None:
+            raise self._ended_error(hid, ending, "change the priority of")
+        live.priority = priority
+        return live.allocation(hid) if live.committed else live.reservation(hid)
+
+    # ----------------------------------------------------------------- preemption
+
+    def _candidates(
+        self, request: Request, kind: str, min_runtime: float, exempt: tuple[str, ...], now: float
+    ) -> list[preemption.Candidate]:
+        found = []
+        for hid, hold in sorted(self._holds.items()):
+            if kind == "preempt":
+                eligible = hold.preemptible and hold.priority < request.priority
+            else:
+                eligible = hold.movable and hold.priority <= request.priority
+            if not hold.committed or not eligible or now - hold.since < min_runtime:
+                continue
+            if hold.owner is not None and hold.owner in exempt:
+                continue
+            freed = {
+                name: tuple(sorted(gpus - self._nodes[name].unhealthy))
+                for name, gpus in hold.gpus.items()
+            }
+            found.append(
+                preemption.Candidate(hid, hold.priority, hold.since, hold.gpu_count(), freed)
+            )
+        return found
+
+    def plan_preemption(
+        self,
+        request: Request,
+        *,
+        max_victims: int | None = None,
+        min_runtime: float = 0.0,
+        exempt_owners: Iterable[str] = (),
+    ) -> PreemptionPlan | None:
+        """Which allocations to end, and where the gang then goes (rules P1-P6)."""
+        most, min_runtime, exempt = _limits(max_victims, min_runtime, exempt_owners, "max_victims")
+        now = self._reclaim()
+        placement = self._plan(request)
+        if placement is not None:
+            return PreemptionPlan(request, placement, (), 0, None)
+        candidates = self._candidates(request, "preempt", min_runtime, exempt, now)
+        found = preemption.find(self._views(), self.levels, self._gang(request), candidates, most)
+        if found is None:
+            return None
+        choice, placement = found
+        victims = tuple(sorted(member.id for member in choice.members))
+        held = sum(member.held for member in choice.members)
+        return PreemptionPlan(
+            request, placement, victims, held, max(m.priority for m in choice.members)
+        )
+
+    def _check_victims(
+        self, victims: Iterable[str], allowed: Any
+    ) -> tuple[dict[str, set[int]], dict[str | None, int]]:
+        freed: dict[str, set[int]] = {}
+        returned: dict[str | None, int] = {}
+        for hid in victims:
+            hold = self._holds.get(hid)
+            if hold is None or not hold.committed or not allowed(hold):
+                raise Conflict(f"the plan is stale: allocation {hid} ended or its priority changed")
+            for name, gpus in hold.gpus.items():
+                freed.setdefault(name, set()).update(gpus - self._nodes[name].unhealthy)
+            returned[hold.owner] = returned.get(hold.owner, 0) + hold.gpu_count()
+        return freed, returned
+
+    def _check_target(
+        self, placement: Placement, freed: Mapping[str, set[int]]
+    ) -> dict[str, set[int]]:
+        held: dict[str, set[int]] = {}
+        duplicate = False
+        for pod in placement.pods:
+            node = self._pod_node(placement, pod.node)
+            usable = set(node.free()) | freed.get(pod.node, set())
+            taken = sorted(gpu for gpu in pod.gpus if gpu not in usable)
+            if taken:
+                raise Conflict(
+                    f"the plan is stale: GPU {taken[0]} of node {json.dumps(pod.node)} "
+                    "is no longer free"
+                )
+            duplicate |= bool(held.get(pod.node, set()) & set(pod.gpus))
+            held.setdefault(pod.node, set()).update(pod.gpus)
+        if duplicate:
+            raise Conflict("the plan takes one GPU for two pods")
+        return held
+
+    def _check_cap_after(self, owner: str | None, gpus: int, released: int) -> None:
+        cap = self.max_held_gpus_per_owner
+        if cap is None:
+            return
+        held = max(self._held_by(owner) - released, 0)
+        if held + gpus > cap:
+            who = "holds without an owner" if owner is None else json.dumps(owner)
+            raise LimitExceeded(
+                f"{who} would hold {held + gpus} GPUs; the cap per owner is {cap} "
+                f"(held now: {held})"
+            )
+
+    def _check_call(self, ttl: float, owner: str | None) -> float:
+        if not (math.isfinite(ttl) and 0 < ttl <= MAX_TTL_SECONDS):
+            raise InvalidRequest(f"ttl must be in (0, {MAX_TTL_SECONDS}], got {ttl}")
+        if owner is not None and not 0 < len(owner.encode()) <= MAX_NAME_BYTES:
+            raise InvalidRequest(f"owner must be 1 to {MAX_NAME_BYTES} bytes long")
+        return self._reclaim()
+
+    def _hold_new(
+        self,
+        placement: Placement,
+        held: Mapping[str, set[int]],
+        now: float,
+        ttl: float,
+        owner: str | None,
+        terms: tuple[int, bool, bool],
+        request: Request | None,
+    ) -> Reservation:
+        from gangplace.reference.oracle import _Hold
+
+        hid = self._new_id()
+        for name, gpus in held.items():
+            self._nodes[name].reserved.update(gpus)
+        hold = _Hold(
+            False,
+            now + ttl,
+            {n: set(g) for n, g in held.items()},
+            placement,
+            owner,
+            *terms,
+            now,
+            request,
+        )
+        self._holds[hid] = hold
+        return hold.reservation(hid)
+
+    def preempt(
+        self, plan: PreemptionPlan, *, ttl: float = 30.0, owner: str | None = None
+    ) -> Reservation:
+        """Ends the plan's victims and holds its placement, or raises ``Conflict``."""
+        now = self._check_call(ttl, owner)
+        request = plan.request
+        freed, returned = self._check_victims(
+            plan.victims, lambda hold: hold.preemptible and hold.priority < request.priority
+        )
+        held = self._check_target(plan.placement, freed)
+        self._check_cap_after(owner, sum(len(g) for g in held.values()), returned.get(owner, 0))
+        for victim in plan.victims:
+            self._end(victim, "preempted")
+        terms = (request.priority, request.preemptible, request.movable)
+        return self._hold_new(plan.placement, held, now, ttl, owner, terms, request)
+
+    def capacity_for(self, request: Request) -> int:
+        """How many disjoint copies of ``request`` ``reserve_many`` would place now."""
+        self._reclaim()
+        self._gang(request)
+        views = self._views()
+        copies = 0
+        while (
+            placement := rules.place(views, self.levels, self._gang(request), self.policy)
+        ) is not None:
+            views = preemption._taking(views, placement)
+            copies += 1
+        return copies
+
+    # ----------------------------------------------------------------- defragmentation
+
+    def plan_defrag(
+        self,
+        request: Request,
+        *,
+        max_moves: int | None = 16,
+        allow_downgrade: bool = False,
+        evict_unplaceable: bool = False,
+        min_runtime: float = 0.0,
+        exempt_owners: Iterable[str] = (),
+    ) -> DefragPlan | None:
+        """Which movable jobs to move where so that the gang fits (rules D1-D4)."""
+        most, min_runtime, exempt = _limits(max_moves, min_runtime, exempt_owners, "max_moves")
+        now = self._reclaim()
+        placement = self._plan(request)
+        if placement is not None:
+            return DefragPlan(request, placement, (), (), 0)
+        candidates = self._candidates(request, "defrag", min_runtime, exempt, now)
+        movers = {}
+        for candidate in candidates:
+            hold = self._holds[candidate.id]
+            gang = None if hold.request is None else self._gang(hold.request)
+            evictable = hold.preemptible and hold.priority < request.priority
+            movers[candidate.id] = preemption.Mover(
+                candidate, gang, len(hold.placement.pods), hold.placement.level, evictable
+            )
+        found = preemption.defrag_choices(
+            self._views(),
+            self.levels,
+            self._gang(request),
+            candidates,
+            movers,
+            self.policy,
+            allow_downgrade,
+            evict_unplaceable,
+            most,
+        )
+        if found is None:
+            return None
+        _, placement, moves, evictions = found
+        steps = tuple(
+            Move(hid, self._holds[hid].placement, target) for hid, target in sorted(moves)
+        )
+        moved = sum(movers[hid].candidate.held for hid, _ in moves)
+        return DefragPlan(request, placement, steps, tuple(sorted(evictions)), moved)
+
+    def apply_defrag(
+        self, plan: DefragPlan, *, ttl: float = 300.0, owner: str | None = None
+    ) -> tuple[Reservation, dict[str, Reservation]]:
+        """Moves and evicts atomically after re-validating, or raises ``Conflict``."""
+        now = self._check_call(ttl, owner)
+        request = plan.request
+        for step in plan.moves:
+            hold = self._holds.get(step.allocation)
+            if hold is None or hold.placement != step.source:
+                raise Conflict(f"the plan is stale: allocation {step.allocation} ended or changed")
+        moved = [step.allocation for step in plan.moves]
+        freed, returned = self._check_victims(
+            moved, lambda h: h.movable and h.priority <= request.priority
+        )
+        more, returned_more = self._check_victims(
+            plan.evictions, lambda h: h.preemptible and h.priority < request.priority
+        )
+        for name, gpus in more.items():
+            freed.setdefault(name, set()).update(gpus)
+        for who, count in returned_more.items():
+            returned[who] = returned.get(who, 0) + count
+        taken: dict[str, set[int]] = {}
+        targets = []
+        for target in [plan.placement, *(step.target for step in plan.moves)]:
+            held = self._check_target(target, freed)
+            for name, gpus in held.items():
+                if taken.get(name, set()) & gpus:
+                    raise Conflict("the plan's targets take one GPU twice")
+                taken.setdefault(name, set()).update(gpus)
+            targets.append(held)
+        gang = targets[0]
+        self._check_cap_after(owner, sum(len(g) for g in gang.values()), returned.get(owner, 0))
+        old = {hid: self._holds[hid] for hid in moved}
+        for hid in moved:
+            self._end(hid, "migrated")
+        for hid in plan.evictions:
+            self._end(hid, "preempted")
+        terms = (request.priority, request.preemptible, request.movable)
+        reservation = self._hold_new(plan.placement, gang, now, ttl, owner, terms, request)
+        replaced = {}
+        for step, held in zip(plan.moves, targets[1:], strict=True):
+            was = old[step.allocation]
+            terms = (was.priority, was.preemptible, was.movable)
+            replaced[step.allocation] = self._hold_new(
+                step.target, held, now, ttl, was.owner, terms, was.request
+            )
+        return reservation, replaced

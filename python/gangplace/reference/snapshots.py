@@ -1,0 +1,146 @@
+"""The reference's own snapshot format (JSON).
+
+What ``Cluster.snapshot`` writes and ``Cluster.restore`` reads. Not the engine's format; the
+two never exchange bytes.
+
+Like the engine, a restore shifts every reservation deadline and every hold's start time
+(``since``) by the difference between the restoring clock and the snapshot's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from gangplace.errors import InvalidRequest, InvalidSnapshot
+from gangplace.reference.values import Placement, PodPlacement, Request
+
+if TYPE_CHECKING:
+    from gangplace.reference.oracle import Cluster
+
+__all__ = ["RequestRecord", "dump", "load"]
+
+FORMAT = "gangplace-reference/2"
+C = TypeVar("C", bound="Cluster")
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """A request as a snapshot keeps it: the fields the reference reads of one."""
+
+    pods: int
+    gpus_per_pod: int
+    min_pods: int | None
+    required_level: str | None
+    selector: dict[str, str] = field(default_factory=dict)
+    name: str = ""
+    priority: int = 0
+    preemptible: bool = True
+    movable: bool = False
+
+
+def record(request: Request) -> dict[str, Any]:
+    """The fields of a request, for a snapshot."""
+    return asdict(
+        RequestRecord(
+            request.pods,
+            request.gpus_per_pod,
+            request.min_pods,
+            request.required_level,
+            dict(request.selector),
+            request.name,
+            request.priority,
+            request.preemptible,
+            request.movable,
+        )
+    )
+
+
+def dump(cluster: Cluster) -> bytes:
+    """The state of ``cluster`` as JSON bytes."""
+    now = cluster._reclaim()
+    state = {
+        "format": FORMAT,
+        "levels": list(cluster.levels),
+        "policy": cluster.policy,
+        "cap": cluster.max_held_gpus_per_owner,
+        "taken_at": now,
+        "nodes": [
+            [n.name, n.gpus, list(n.path), n.labels, n.cordoned, sorted(n.unhealthy)]
+            for n in sorted(cluster._nodes.values(), key=lambda n: n.name)
+        ],
+        "holds": [
+            {
+                "id": hid,
+                "committed": hold.committed,
+                "expires_at": hold.expires_at,
+                "owner": hold.owner,
+                "gpus": {name: sorted(gpus) for name, gpus in sorted(hold.gpus.items())},
+                "pods": [[pod.node, list(pod.gpus)] for pod in hold.placement.pods],
+                "level": hold.placement.level,
+                "domain": list(hold.placement.domain),
+                "terms": [hold.priority, hold.preemptible, hold.movable],
+                "since": hold.since,
+                "request": None if hold.request is None else record(hold.request),
+            }
+            for hid, hold in sorted(cluster._holds.items())
+        ],
+        "ended": [[hid, ending, owner] for hid, (ending, owner) in cluster._ended.items()],
+    }
+    return json.dumps(state, sort_keys=True).encode()
+
+
+def load(cls: type[C], data: bytes, clock: Callable[[], float] | None) -> C:
+    """A cluster of class ``cls`` rebuilt from ``dump`` bytes."""
+    from gangplace.reference.oracle import _Hold
+
+    try:
+        state = json.loads(data)
+        if state.get("format") != FORMAT:
+            raise ValueError("not a reference snapshot")
+        cluster = cls(
+            state["levels"],
+            policy=state["policy"],
+            clock=clock,
+            max_held_gpus_per_owner=state["cap"],
+        )
+        offset = cluster._now() - state["taken_at"]
+        for name, gpus, path, labels, cordoned, unhealthy in state["nodes"]:
+            cluster.add_node(
+                name,
+                gpus=gpus,
+                topology=dict(zip(cluster.levels, path, strict=True)),
+                labels=labels,
+                unhealthy=unhealthy,
+            )
+            cluster._nodes[name].cordoned = cordoned
+        for entry in state["holds"]:
+            held = {name: set(indices) for name, indices in entry["gpus"].items()}
+            pods = tuple(PodPlacement(node, tuple(g)) for node, g in entry["pods"])
+            placement = Placement(pods, entry["level"], tuple(entry["domain"]))
+            committed = entry["committed"]
+            deadline = entry["expires_at"] + (0.0 if committed else offset)
+            priority, preemptible, movable = entry["terms"]
+            request = entry["request"]
+            cluster._holds[entry["id"]] = _Hold(
+                committed,
+                deadline,
+                held,
+                placement,
+                entry["owner"],
+                priority,
+                preemptible,
+                movable,
+                entry["since"] + offset,
+                None if request is None else RequestRecord(**request),
+            )
+            for name, indices in held.items():
+                node = cluster._nodes[name]
+                (node.allocated if committed else node.reserved).update(indices)
+        for hid, ending, owner in state["ended"]:
+            cluster._remember(hid, ending, owner)
+    except (ValueError, KeyError, TypeError, InvalidRequest) as error:
+        raise InvalidSnapshot(f"invalid snapshot: {error}") from None
+    return cluster

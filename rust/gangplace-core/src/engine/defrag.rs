@@ -1,0 +1,391 @@
+//! Defragmentation as operations: `plan_defrag` (a pure query: which movable jobs to move to
+//! the edge, and where, so that a gang fits) and `apply_defrag` (one re-validated mutation).
+//! README, "Priorities, preemption and defragmentation", rules D1-D4.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::Engine;
+use super::preemption::Purpose;
+use super::transactions::{NewHold, Owner, check_owner, check_ttl, held_gpus};
+use crate::error::{CoreError, CoreResult, internal};
+use crate::ids::{GpuSet, HoldId, NodeId};
+use crate::ledger::{Ending, Hold};
+use crate::model::{DefragOptions, DefragPlan, GangRequest, Move, RemovalLimits, Reservation};
+use crate::preemption::{Candidate, Choice, World};
+use crate::search::{Demand, Item, Plan};
+use crate::state::Changes;
+
+/// A choice that passed D2: the gang's plan, the moves' plans and the evictions.
+struct Accepted {
+    choice: Choice,
+    gang: Plan,
+    moves: Vec<(usize, Plan)>,
+    evictions: Vec<usize>,
+}
+
+impl Engine {
+    /// Which movable jobs to move where so that `request` fits (README, D1-D4). Changes
+    /// nothing but expired reservations (and selector pools, which are caches).
+    pub fn plan_defrag(
+        &mut self,
+        request: &Arc<GangRequest>,
+        limits: &RemovalLimits,
+        options: DefragOptions,
+        now: f64,
+    ) -> CoreResult<Option<DefragPlan>> {
+        let (demand, plan) = self.plan(request, now)?;
+        if let Some(plan) = plan {
+            return Ok(Some(self.defrag_plan(request, &plan, &[], Vec::new(), &[])));
+        }
+        let candidates = self.candidates(request, limits, Purpose::Defragmentation, now);
+        let node_depth = self.topology.node_depth();
+        for depth in (demand.coarsest_depth..=node_depth).rev() {
+            let choices = self.with_search(request, |search| {
+                search.removal_choices(&candidates, depth, demand.pods)
+            })?;
+            let mut best: Option<(DefragKey, Accepted)> = None;
+            for choice in choices {
+                self.capacity
+                    .ensure_pool(&self.topology, &self.states, &request.selector);
+                let Some(accepted) =
+                    self.accept(request, &demand, &candidates, depth, choice, options)?
+                else {
+                    continue;
+                };
+                if limits
+                    .max_members
+                    .is_some_and(|most| accepted.moves.len() > most)
+                {
+                    continue;
+                }
+                let key = self.defrag_key(&candidates, &accepted);
+                if best.as_ref().is_none_or(|(held, _)| key < *held) {
+                    best = Some((key, accepted));
+                }
+            }
+            if let Some((_, accepted)) = best {
+                let moves: Vec<(&Candidate, &Plan)> = accepted
+                    .moves
+                    .iter()
+                    .map(|(member, plan)| (&candidates[*member], plan))
+                    .collect();
+                let evictions: Vec<HoldId> = accepted
+                    .evictions
+                    .iter()
+                    .map(|&m| candidates[m].id)
+                    .collect();
+                let moved: Vec<usize> = accepted.moves.iter().map(|(m, _)| *m).collect();
+                let plan = self.defrag_plan(request, &accepted.gang, &moves, evictions, &moved);
+                return Ok(Some(self.with_moved_gpus(plan, &candidates, &moved)));
+            }
+        }
+        Ok(None)
+    }
+
+    fn with_moved_gpus(
+        &self,
+        mut plan: DefragPlan,
+        candidates: &[Candidate],
+        moved: &[usize],
+    ) -> DefragPlan {
+        plan.moved_gpus = moved.iter().map(|&m| candidates[m].held).sum();
+        plan
+    }
+
+    fn defrag_plan(
+        &self,
+        request: &Arc<GangRequest>,
+        gang: &Plan,
+        moves: &[(&Candidate, &Plan)],
+        mut evictions: Vec<HoldId>,
+        _moved: &[usize],
+    ) -> DefragPlan {
+        let mut moves: Vec<Move> = moves
+            .iter()
+            .filter_map(|(candidate, target)| {
+                let hold = self.ledger.live(candidate.id)?;
+                Some(Move {
+                    allocation: candidate.id,
+                    source: Arc::clone(&hold.placement),
+                    target: Arc::new(self.placement(target)),
+                })
+            })
+            .collect();
+        moves.sort_unstable_by_key(|step| step.allocation);
+        evictions.sort_unstable();
+        DefragPlan {
+            request: Arc::clone(request),
+            placement: Arc::new(self.placement(gang)),
+            moves,
+            evictions,
+            moved_gpus: 0,
+        }
+    }
+
+    /// D3's key: (moves, moved GPUs, evictions, path of the gang's domain).
+    fn defrag_key(&self, candidates: &[Candidate], accepted: &Accepted) -> DefragKey {
+        let moved = accepted
+            .moves
+            .iter()
+            .map(|(m, _)| candidates[*m].held)
+            .sum();
+        let path = match accepted.choice.item {
+            Item::Domain(id) => self.topology.domain_path(id),
+            Item::Node(id) => self.topology.node_path(id),
+        };
+        (
+            accepted.moves.len(),
+            moved,
+            accepted.evictions.len(),
+            path.into_iter().map(str::to_owned).collect(),
+        )
+    }
+
+    /// D2: the choice is accepted if every member can be placed again outside the gang's
+    /// domain, biggest first, each seeing the GPUs the gang and the earlier moves take.
+    fn accept(
+        &mut self,
+        request: &Arc<GangRequest>,
+        demand: &Demand,
+        candidates: &[Candidate],
+        depth: usize,
+        choice: Choice,
+        options: DefragOptions,
+    ) -> CoreResult<Option<Accepted>> {
+        let members = choice.members.clone();
+        let gang = self.with_search(request, |search| {
+            search.place_after_removal(candidates, &members, depth, choice.item, demand.pods)
+        })??;
+        let mut world = self.defrag_world(candidates, &members, choice.item, &gang)?;
+        let mut order = members.clone();
+        order.sort_unstable_by_key(|&m| (std::cmp::Reverse(candidates[m].held), candidates[m].id));
+        let (mut moves, mut evictions) = (Vec::new(), Vec::new());
+        for member in order {
+            match self.replace(candidates[member].id, &world, options)? {
+                Some(plan) => {
+                    for pod in &plan.pods {
+                        let free = world.get(&pod.node).copied().flatten();
+                        let free = free.unwrap_or_else(|| self.states.get(pod.node).free());
+                        world.insert(pod.node, Some(free & !pod.gpus));
+                    }
+                    moves.push((member, plan));
+                }
+                None if options.evict_unplaceable
+                    && self.evictable(request, candidates[member].id) =>
+                {
+                    evictions.push(member);
+                }
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(Accepted {
+            choice,
+            gang,
+            moves,
+            evictions,
+        }))
+    }
+
+    /// Whether a member that cannot move may be preempted for `request` instead.
+    fn evictable(&self, request: &GangRequest, id: HoldId) -> bool {
+        self.ledger.live(id).is_some_and(|hold| {
+            hold.terms.preemptible && hold.terms.priority < request.terms.priority
+        })
+    }
+
+    /// The state moves are placed on: the members removed (their healthy GPUs free), the
+    /// gang's domain unusable (so it holds the gang's GPUs and nothing moves into it).
+    fn defrag_world(
+        &self,
+        candidates: &[Candidate],
+        members: &[usize],
+        item: Item,
+        gang: &Plan,
+    ) -> CoreResult<World> {
+        let mut world = World::new();
+        for &member in members {
+            for &(node, gpus) in &candidates[member].freed {
+                let free = world
+                    .get(&node)
+                    .copied()
+                    .flatten()
+                    .unwrap_or_else(|| self.states.get(node).free());
+                world.insert(node, Some(free | gpus));
+            }
+        }
+        for node in self.nodes_under(item) {
+            world.insert(node, None);
+        }
+        if gang
+            .pods
+            .iter()
+            .any(|pod| world.get(&pod.node) != Some(&None))
+        {
+            return Err(internal("the gang's placement left its domain"));
+        }
+        Ok(world)
+    }
+
+    /// Every node under `item`.
+    fn nodes_under(&self, item: Item) -> Vec<NodeId> {
+        let mut nodes = Vec::new();
+        let mut stack = vec![item];
+        while let Some(item) = stack.pop() {
+            match item {
+                Item::Node(node) => nodes.push(node),
+                Item::Domain(id) => {
+                    let domain = self.topology.domain(id);
+                    stack.extend(domain.child_domains.iter().map(|&d| Item::Domain(d)));
+                    stack.extend(domain.child_nodes.iter().map(|&n| Item::Node(n)));
+                }
+            }
+        }
+        nodes
+    }
+
+    /// Where allocation `id` would go again by its own request on `world`: the same number
+    /// of pods, never coarser than its level now unless `allow_downgrade`.
+    fn replace(
+        &mut self,
+        id: HoldId,
+        world: &World,
+        options: DefragOptions,
+    ) -> CoreResult<Option<Plan>> {
+        let Some(hold) = self.ledger.live(id) else {
+            return Ok(None);
+        };
+        let Some(request) = hold.request.clone() else {
+            return Ok(None); // held from a placement: no request to place it by again
+        };
+        let pods = hold.placement.pods.len() as u64;
+        let level_now = self.topology.depth_of(&hold.placement.level).unwrap_or(0);
+        let mut demand = self.demand(&request)?;
+        demand.pods = pods;
+        demand.min_pods = pods;
+        if !options.allow_downgrade {
+            demand.coarsest_depth = demand.coarsest_depth.max(level_now);
+        }
+        if !request.selector.is_empty() {
+            self.capacity
+                .ensure_pool(&self.topology, &self.states, &request.selector);
+        }
+        let policy = self.policy();
+        self.with_search(&request, |search| {
+            search.plan_in_world(world, &demand, policy)
+        })?
+    }
+
+    /// Moves and evicts atomically after re-validating everything (README, D4); on any change
+    /// since the plan, [`CoreError::Conflict`] and nothing changes. Returns the gang's
+    /// reservation and, per moved allocation id, its new reservation.
+    pub fn apply_defrag(
+        &mut self,
+        plan: &DefragPlan,
+        ttl: f64,
+        owner: Owner<'_>,
+        now: f64,
+    ) -> CoreResult<(Reservation, Vec<(HoldId, Reservation)>)> {
+        check_ttl(ttl)?;
+        check_owner(owner)?;
+        self.reclaim(now);
+        let priority = plan.request.terms.priority;
+        for step in &plan.moves {
+            let same = self.ledger.live(step.allocation).is_some_and(|hold| {
+                Arc::ptr_eq(&hold.placement, &step.source) || *hold.placement == *step.source
+            });
+            if !same {
+                return Err(CoreError::Conflict(format!(
+                    "the plan is stale: allocation {} ended or changed",
+                    step.allocation
+                )));
+            }
+        }
+        let moved: Vec<HoldId> = plan.moves.iter().map(|step| step.allocation).collect();
+        let (mut freed, mut returned) = self.check_victims(&moved, |hold| {
+            hold.terms.movable && hold.terms.priority <= priority
+        })?;
+        let (evicted_freed, evicted_returned) = self.check_victims(&plan.evictions, |hold| {
+            hold.terms.preemptible && hold.terms.priority < priority
+        })?;
+        for (node, gpus) in evicted_freed {
+            *freed.entry(node).or_default() |= gpus;
+        }
+        for (who, gpus) in evicted_returned {
+            *returned.entry(who).or_default() += gpus;
+        }
+        let gang = self.check_target(&plan.placement, &freed)?;
+        let mut taken: HashMap<NodeId, GpuSet> = HashMap::new();
+        let mut targets = Vec::with_capacity(plan.moves.len());
+        claim(&mut taken, &gang)?;
+        for step in &plan.moves {
+            let held = self.check_target(&step.target, &freed)?;
+            claim(&mut taken, &held)?;
+            targets.push(held);
+        }
+        let own = returned.get(&owner.map(Arc::from)).copied().unwrap_or(0);
+        self.check_cap_after(owner, held_gpus(&gang), own)?;
+        let moved_holds: Vec<Hold> = moved
+            .iter()
+            .map(|&id| self.ledger.live(id).cloned())
+            .collect::<Option<_>>()
+            .ok_or_else(|| internal("a moved allocation vanished"))?;
+        let ids = self.new_ids(1 + plan.moves.len())?;
+        let mut changes = Changes::new();
+        for &id in &moved {
+            let (states, ledger) = (&mut self.states, &mut self.ledger);
+            ledger.end(states, &mut changes, id, Ending::Migrated);
+        }
+        for &id in &plan.evictions {
+            let (states, ledger) = (&mut self.states, &mut self.ledger);
+            ledger.end(states, &mut changes, id, Ending::Preempted);
+        }
+        let new = NewHold {
+            placement: Arc::clone(&plan.placement),
+            expires_at: now + ttl,
+            owner,
+            terms: plan.request.terms,
+            since: now,
+            request: Some(Arc::clone(&plan.request)),
+        };
+        let reservation = self.hold_into(&mut changes, ids[0], gang, new);
+        let mut replaced = Vec::with_capacity(plan.moves.len());
+        let steps = plan
+            .moves
+            .iter()
+            .zip(targets)
+            .zip(moved_holds)
+            .zip(&ids[1..]);
+        for (((step, held), old), &id) in steps {
+            let new = NewHold {
+                placement: Arc::clone(&step.target),
+                expires_at: now + ttl,
+                owner: old.owner.as_deref(),
+                terms: old.terms,
+                since: now,
+                request: old.request.clone(),
+            };
+            let moved_to = self.hold_into(&mut changes, id, held, new);
+            replaced.push((step.allocation, moved_to));
+        }
+        self.apply(&changes);
+        Ok((reservation, replaced))
+    }
+}
+
+/// D3's key: moves, moved GPUs, evictions, path.
+type DefragKey = (usize, u64, usize, Vec<String>);
+
+/// Records `held` as taken, refusing a GPU two targets of one plan take.
+fn claim(taken: &mut HashMap<NodeId, GpuSet>, held: &[(NodeId, GpuSet)]) -> CoreResult<()> {
+    for &(node, gpus) in held {
+        let already = taken.entry(node).or_default();
+        if already.intersects(gpus) {
+            return Err(CoreError::Conflict(
+                "the plan's targets take one GPU twice".into(),
+            ));
+        }
+        *already |= gpus;
+    }
+    Ok(())
+}

@@ -1,0 +1,232 @@
+//! Priority preemption as operations: `plan_preemption` (a pure query), `preempt` (one
+//! re-validated mutation), and `capacity_for` (how many copies of a gang fit now). The sets
+//! themselves are chosen by [`crate::preemption`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::Engine;
+use super::transactions::{NewHold, Owner, check_owner, check_ttl, gpus_by_node, held_gpus};
+use crate::error::{CoreError, CoreResult, internal};
+use crate::ids::{GpuSet, HoldId, NodeId};
+use crate::ledger::{Ending, HoldState};
+use crate::model::{GangRequest, Placement, PreemptionPlan, RemovalLimits, Reservation};
+use crate::preemption::Candidate;
+use crate::search::Plan;
+use crate::state::Changes;
+
+/// Healthy GPUs about to be freed, per node.
+pub(crate) type FreedGpus = HashMap<NodeId, GpuSet>;
+/// GPUs about to be given back, per owner (`None`: holds without an owner).
+pub(crate) type ReturnedGpus = HashMap<Option<Arc<str>>, u64>;
+
+/// Which allocations may be removed, and for what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    /// Victims of preemption: preemptible, priority strictly below the request's.
+    Preemption,
+    /// Movers of defragmentation: movable, priority at most the request's.
+    Defragmentation,
+}
+
+impl Engine {
+    /// The live allocations that `purpose` may remove for `request`, by id.
+    pub(crate) fn candidates(
+        &self,
+        request: &GangRequest,
+        limits: &RemovalLimits,
+        purpose: Purpose,
+        now: f64,
+    ) -> Vec<Candidate> {
+        let priority = request.terms.priority;
+        let mut candidates = Vec::new();
+        for (id, hold) in self.ledger.live_holds_by_id() {
+            let eligible = match purpose {
+                Purpose::Preemption => hold.terms.preemptible && hold.terms.priority < priority,
+                Purpose::Defragmentation => hold.terms.movable && hold.terms.priority <= priority,
+            };
+            let exempt = hold
+                .owner
+                .as_deref()
+                .is_some_and(|owner| limits.exempt_owners.iter().any(|e| e == owner));
+            let old_enough = now - hold.since >= limits.min_runtime;
+            if hold.state != HoldState::Committed || !eligible || exempt || !old_enough {
+                continue;
+            }
+            let freed = hold
+                .gpus_by_node
+                .iter()
+                .map(|&(node, gpus)| (node, gpus & !self.states.get(node).unhealthy))
+                .collect();
+            candidates.push(Candidate {
+                id,
+                priority: hold.terms.priority,
+                since: hold.since,
+                held: hold.gpu_count(),
+                freed,
+            });
+        }
+        candidates
+    }
+
+    /// The plan of a gang that fits as it is: no victims.
+    fn plan_without_victims(&self, request: &Arc<GangRequest>, plan: &Plan) -> PreemptionPlan {
+        PreemptionPlan {
+            request: Arc::clone(request),
+            placement: Arc::new(self.placement(plan)),
+            victims: Vec::new(),
+            victim_gpus: 0,
+            max_victim_priority: None,
+        }
+    }
+
+    /// Which allocations to end, and where the gang then goes (README, rules P1-P6). Changes
+    /// nothing but expired reservations.
+    pub fn plan_preemption(
+        &mut self,
+        request: &Arc<GangRequest>,
+        limits: &RemovalLimits,
+        now: f64,
+    ) -> CoreResult<Option<PreemptionPlan>> {
+        let (demand, plan) = self.plan(request, now)?;
+        if let Some(plan) = plan {
+            return Ok(Some(self.plan_without_victims(request, &plan)));
+        }
+        let candidates = self.candidates(request, limits, Purpose::Preemption, now);
+        let found = self.with_search(request, |search| {
+            search.removal(&demand, &candidates, limits.max_members)
+        })??;
+        let Some(found) = found else {
+            return Ok(None);
+        };
+        let members = found.choice.members.iter().map(|&m| &candidates[m]);
+        let mut victims: Vec<HoldId> = members.clone().map(|c| c.id).collect();
+        victims.sort_unstable();
+        Ok(Some(PreemptionPlan {
+            request: Arc::clone(request),
+            placement: Arc::new(self.placement(&found.plan)),
+            victims,
+            victim_gpus: members.clone().map(|c| c.held).sum(),
+            max_victim_priority: members.map(|c| c.priority).max(),
+        }))
+    }
+
+    /// Refuses a plan whose victims are no longer live allocations ranking below
+    /// `priority`; returns the healthy GPUs they hold per node and the GPUs each owner
+    /// would get back.
+    pub(crate) fn check_victims(
+        &self,
+        victims: &[HoldId],
+        allowed: impl Fn(&crate::ledger::Hold) -> bool,
+    ) -> CoreResult<(FreedGpus, ReturnedGpus)> {
+        let mut freed: HashMap<NodeId, GpuSet> = HashMap::new();
+        let mut returned: HashMap<Option<Arc<str>>, u64> = HashMap::new();
+        for &id in victims {
+            let hold = self
+                .ledger
+                .live(id)
+                .filter(|hold| hold.state == HoldState::Committed && allowed(hold));
+            let hold = hold.ok_or_else(|| {
+                CoreError::Conflict(format!(
+                    "the plan is stale: allocation {id} ended or its priority changed"
+                ))
+            })?;
+            for &(node, gpus) in &hold.gpus_by_node {
+                let healthy = gpus & !self.states.get(node).unhealthy;
+                *freed.entry(node).or_default() |= healthy;
+            }
+            *returned.entry(hold.owner.clone()).or_default() += hold.gpu_count();
+        }
+        Ok((freed, returned))
+    }
+
+    /// The GPUs of `placement` per node, refusing any that is not free (or, with `freed`,
+    /// about to be freed) and healthy on a live, uncordoned node inside its domain.
+    pub(crate) fn check_target(
+        &self,
+        placement: &Placement,
+        freed: &HashMap<NodeId, GpuSet>,
+    ) -> CoreResult<Vec<(NodeId, GpuSet)>> {
+        let mut pods = Vec::with_capacity(placement.pods.len());
+        for pod in &placement.pods {
+            let node = self.pod_node(placement, &pod.node)?;
+            let state = self.states.get(node);
+            let usable = state.free() | freed.get(&node).copied().unwrap_or_default();
+            if let Some(gpu) = (pod.gpus & !usable).lowest() {
+                return Err(CoreError::Conflict(format!(
+                    "the plan is stale: GPU {gpu} of node {:?} is no longer free",
+                    pod.node
+                )));
+            }
+            pods.push((node, pod.gpus));
+        }
+        gpus_by_node(pods.into_iter())
+            .ok_or_else(|| CoreError::Conflict("the plan takes one GPU for two pods".into()))
+    }
+
+    /// Ends the plan's victims and holds its placement, atomically, after re-validating
+    /// everything; on any change since the plan, [`CoreError::Conflict`] and nothing changes.
+    pub fn preempt(
+        &mut self,
+        plan: &PreemptionPlan,
+        ttl: f64,
+        owner: Owner<'_>,
+        now: f64,
+    ) -> CoreResult<Reservation> {
+        check_ttl(ttl)?;
+        check_owner(owner)?;
+        self.reclaim(now);
+        let priority = plan.request.terms.priority;
+        let (freed, returned) = self.check_victims(&plan.victims, |hold| {
+            hold.terms.preemptible && hold.terms.priority < priority
+        })?;
+        let held = self.check_target(&plan.placement, &freed)?;
+        let own = returned.get(&owner.map(Arc::from)).copied().unwrap_or(0);
+        self.check_cap_after(owner, held_gpus(&held), own)?;
+        let new = NewHold {
+            placement: Arc::clone(&plan.placement),
+            expires_at: now + ttl,
+            owner,
+            terms: plan.request.terms,
+            since: now,
+            request: Some(Arc::clone(&plan.request)),
+        };
+        let id = self.ledger.new_id()?;
+        let mut changes = Changes::new();
+        for &victim in &plan.victims {
+            let (states, ledger) = (&mut self.states, &mut self.ledger);
+            ledger.end(states, &mut changes, victim, Ending::Preempted);
+        }
+        let reservation = self.hold_into(&mut changes, id, held, new);
+        self.apply(&changes);
+        Ok(reservation)
+    }
+
+    /// How many disjoint copies of `request` `reserve_many` would place now, each seeing the
+    /// GPUs the previous ones took (owner caps aside). Changes nothing but expired
+    /// reservations.
+    pub fn capacity_for(&mut self, request: &GangRequest, now: f64) -> CoreResult<u64> {
+        self.plan(request, now)?; // reclaims, settles, validates, makes the selector's pool
+        let demand = self.demand(request)?;
+        let policy = self.policy();
+        let mut what_if = self.scratch_copy();
+        let mut copies = 0u64;
+        loop {
+            let plan = what_if.with_search(request, |search| search.plan(&demand, policy))??;
+            let Some(plan) = plan else {
+                return Ok(copies);
+            };
+            let mut changes = Changes::new();
+            for pod in &plan.pods {
+                what_if
+                    .states
+                    .update(pod.node, &mut changes, |state| state.reserved |= pod.gpus);
+            }
+            what_if.capacity.apply(what_if.topology, &changes);
+            copies += 1;
+            if copies > crate::limits::MAX_GANG_GPUS {
+                return Err(internal("capacity_for did not converge"));
+            }
+        }
+    }
+}

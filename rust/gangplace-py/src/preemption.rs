@@ -1,0 +1,362 @@
+//! Priority preemption in Python: `PreemptionPlan` and the `Cluster` methods that plan and
+//! apply it (`plan_preemption`, `preempt`, `set_priority`, `hold_status`, `capacity_for`).
+
+use std::sync::Arc;
+
+use gangplace_core::{
+    DEFAULT_TTL_SECONDS, DefragOptions, DefragPlan as CoreDefrag, Held, Move as CoreMove,
+    PreemptionPlan as CorePlan, RemovalLimits,
+};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyTuple};
+
+use crate::cluster::Cluster;
+use crate::cluster_args::{hold_id, owner as owner_name};
+use crate::convert;
+use crate::errors::core_to_py;
+use crate::types::{Allocation, GangRequest, Placement, Reservation, py_repr};
+
+/// Moves at most, when `plan_defrag` is given no `max_moves`.
+const DEFAULT_MAX_MOVES: usize = 16;
+/// Lifetime of `apply_defrag`'s reservations when none is given: moved jobs restart from a
+/// checkpoint before they commit.
+const DEFAULT_DEFRAG_TTL: f64 = 300.0;
+
+/// Which allocations to end for a gang, and where it then goes (see `Cluster.plan_preemption`).
+#[pyclass(frozen, eq, module = "gangplace._gangplace")]
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreemptionPlan {
+    pub inner: CorePlan,
+}
+
+#[pymethods]
+impl PreemptionPlan {
+    /// The request planned for.
+    #[getter]
+    fn request(&self) -> GangRequest {
+        GangRequest {
+            inner: Arc::clone(&self.inner.request),
+        }
+    }
+
+    /// Exactly what `preempt` will hold.
+    #[getter]
+    fn placement(&self) -> Placement {
+        Placement {
+            inner: Arc::clone(&self.inner.placement),
+        }
+    }
+
+    /// Ids of the allocations to end, sorted.
+    #[getter]
+    fn victims<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let ids = self.inner.victims.iter().map(|id| id.to_string());
+        PyTuple::new(py, ids)
+    }
+
+    /// GPUs the victims hold in total, healthy or not.
+    #[getter]
+    fn victim_gpus(&self) -> u64 {
+        self.inner.victim_gpus
+    }
+
+    /// The highest victim priority, or `None` without victims.
+    #[getter]
+    fn max_victim_priority(&self) -> Option<i32> {
+        self.inner.max_victim_priority
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let request = py_repr(py, self.request())?;
+        Ok(format!(
+            "PreemptionPlan(request={request}, victims={}, victim_gpus={}, \
+             max_victim_priority={}, placement={})",
+            py_repr(py, self.victims(py)?)?,
+            self.inner.victim_gpus,
+            py_repr(py, self.inner.max_victim_priority)?,
+            py_repr(py, self.placement())?
+        ))
+    }
+}
+
+/// One move of a defragmentation (see `Cluster.plan_defrag`).
+#[pyclass(frozen, eq, module = "gangplace._gangplace")]
+#[derive(Debug, Clone, PartialEq)]
+pub struct Move {
+    pub inner: CoreMove,
+}
+
+#[pymethods]
+impl Move {
+    /// Id of the allocation moved.
+    #[getter]
+    fn allocation(&self) -> String {
+        self.inner.allocation.to_string()
+    }
+
+    /// Where it is now.
+    #[getter]
+    fn source(&self) -> Placement {
+        Placement {
+            inner: Arc::clone(&self.inner.source),
+        }
+    }
+
+    /// Where it goes.
+    #[getter]
+    fn target(&self) -> Placement {
+        Placement {
+            inner: Arc::clone(&self.inner.target),
+        }
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "Move(allocation={}, source={}, target={})",
+            py_repr(py, self.allocation())?,
+            py_repr(py, self.source())?,
+            py_repr(py, self.target())?
+        ))
+    }
+}
+
+/// Which movable jobs to move where so that a gang fits (see `Cluster.plan_defrag`).
+#[pyclass(frozen, eq, module = "gangplace._gangplace")]
+#[derive(Debug, Clone, PartialEq)]
+pub struct DefragPlan {
+    pub inner: CoreDefrag,
+}
+
+#[pymethods]
+impl DefragPlan {
+    /// The request planned for.
+    #[getter]
+    fn request(&self) -> GangRequest {
+        GangRequest {
+            inner: Arc::clone(&self.inner.request),
+        }
+    }
+
+    /// Exactly what `apply_defrag` will hold for the gang.
+    #[getter]
+    fn placement(&self) -> Placement {
+        Placement {
+            inner: Arc::clone(&self.inner.placement),
+        }
+    }
+
+    /// The moves, sorted by allocation id.
+    #[getter]
+    fn moves<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let moves = self.inner.moves.iter().map(|inner| Move {
+            inner: inner.clone(),
+        });
+        PyTuple::new(py, moves)
+    }
+
+    /// Ids of the allocations preempted because they could not move, sorted.
+    #[getter]
+    fn evictions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.inner.evictions.iter().map(|id| id.to_string()))
+    }
+
+    /// GPUs the moved allocations hold in total.
+    #[getter]
+    fn moved_gpus(&self) -> u64 {
+        self.inner.moved_gpus
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "DefragPlan(request={}, moves={}, evictions={}, moved_gpus={}, placement={})",
+            py_repr(py, self.request())?,
+            py_repr(py, self.moves(py)?)?,
+            py_repr(py, self.evictions(py)?)?,
+            self.inner.moved_gpus,
+            py_repr(py, self.placement())?
+        ))
+    }
+}
+
+/// The removal limits of `plan_preemption` and `plan_defrag`.
+pub fn removal_limits(
+    max_members: Option<&Bound<'_, PyAny>>,
+    what: &str,
+    min_runtime: Option<&Bound<'_, PyAny>>,
+    exempt_owners: Option<&Bound<'_, PyAny>>,
+) -> PyResult<RemovalLimits> {
+    let max_members = max_members
+        .filter(|most| !most.is_none())
+        .map(|most| convert::int(most, what))
+        .transpose()?;
+    let min_runtime = min_runtime.map_or(Ok(0.0), |m| convert::seconds(m, "min_runtime"))?;
+    let exempt = exempt_owners.map_or(Ok(Vec::new()), |e| {
+        convert::str_sequence(e, "exempt_owners")
+    })?;
+    RemovalLimits::new(max_members, min_runtime, exempt, what).map_err(core_to_py)
+}
+
+/// A live hold as its Python object.
+pub fn held(py: Python<'_>, held: Held) -> PyResult<Py<PyAny>> {
+    Ok(match held {
+        Held::Reservation(inner) => Reservation { inner }.into_pyobject(py)?.into_any().unbind(),
+        Held::Allocation(inner) => Allocation { inner }.into_pyobject(py)?.into_any().unbind(),
+    })
+}
+
+#[pymethods]
+impl Cluster {
+    #[pyo3(
+        signature = (request, *, max_victims = None, min_runtime = None, exempt_owners = None),
+        text_signature = "(self, request, *, max_victims=None, min_runtime=0.0, exempt_owners=())"
+    )]
+    fn plan_preemption(
+        &self,
+        py: Python<'_>,
+        request: &Bound<'_, GangRequest>,
+        max_victims: Option<&Bound<'_, PyAny>>,
+        min_runtime: Option<&Bound<'_, PyAny>>,
+        exempt_owners: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<PreemptionPlan>> {
+        let request = Arc::clone(&request.get().inner);
+        let limits = removal_limits(max_victims, "max_victims", min_runtime, exempt_owners)?;
+        let now = self.now(py)?;
+        let plan = self.run_detached(py, |engine| {
+            Ok(engine.plan_preemption(&request, &limits, now)?)
+        })?;
+        Ok(plan.map(|inner| PreemptionPlan { inner }))
+    }
+
+    #[pyo3(
+        signature = (plan, *, ttl = None, owner = None),
+        text_signature = "(self, plan, *, ttl=30.0, owner=None)"
+    )]
+    fn preempt(
+        &self,
+        py: Python<'_>,
+        plan: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        owner: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Reservation> {
+        let plan = plan.cast::<PreemptionPlan>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "plan must be a PreemptionPlan, not {}",
+                convert::type_name(plan)
+            ))
+        })?;
+        let plan = plan.get().inner.clone();
+        let ttl = ttl.map_or(Ok(DEFAULT_TTL_SECONDS), |t| convert::seconds(t, "ttl"))?;
+        let owner = owner_name(owner)?;
+        let now = self.now(py)?;
+        let inner = self.run_detached(py, |engine| {
+            Ok(engine.preempt(&plan, ttl, owner.as_deref(), now)?)
+        })?;
+        Ok(Reservation { inner })
+    }
+
+    #[pyo3(signature = (hold, priority, *, owner = None))]
+    fn set_priority(
+        &self,
+        py: Python<'_>,
+        hold: &Bound<'_, PyAny>,
+        priority: &Bound<'_, PyAny>,
+        owner: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let id = hold_id(hold, "hold")?;
+        let priority = convert::int(priority, "priority")?;
+        let owner = owner_name(owner)?;
+        let now = self.now(py)?;
+        let changed =
+            self.run(|engine| Ok(engine.set_priority(id, priority, owner.as_deref(), now)?))?;
+        held(py, changed)
+    }
+
+    #[pyo3(signature = (hold, *, owner = None))]
+    fn hold_status(
+        &self,
+        py: Python<'_>,
+        hold: &Bound<'_, PyAny>,
+        owner: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyString>> {
+        let id = hold_id(hold, "hold")?;
+        let owner = owner_name(owner)?;
+        let now = self.now(py)?;
+        let status = self.run(|engine| Ok(engine.hold_status(id, owner.as_deref(), now)?))?;
+        Ok(PyString::intern(py, status).unbind())
+    }
+
+    #[pyo3(
+        signature = (
+            request, *, max_moves = None, allow_downgrade = None, evict_unplaceable = None,
+            min_runtime = None, exempt_owners = None
+        ),
+        text_signature = "(self, request, *, max_moves=16, allow_downgrade=False, evict_unplaceable=False, min_runtime=0.0, exempt_owners=())"
+    )]
+    #[allow(clippy::too_many_arguments)] // the documented signature of plan_defrag
+    fn plan_defrag(
+        &self,
+        py: Python<'_>,
+        request: &Bound<'_, GangRequest>,
+        max_moves: Option<&Bound<'_, PyAny>>,
+        allow_downgrade: Option<&Bound<'_, PyAny>>,
+        evict_unplaceable: Option<&Bound<'_, PyAny>>,
+        min_runtime: Option<&Bound<'_, PyAny>>,
+        exempt_owners: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<DefragPlan>> {
+        let request = Arc::clone(&request.get().inner);
+        let mut limits = removal_limits(max_moves, "max_moves", min_runtime, exempt_owners)?;
+        if max_moves.is_none() {
+            limits.max_members = Some(DEFAULT_MAX_MOVES);
+        }
+        let flag = |value: Option<&Bound<'_, PyAny>>, what| {
+            value.map_or(Ok(false), |v| convert::boolean(v, what))
+        };
+        let options = DefragOptions {
+            allow_downgrade: flag(allow_downgrade, "allow_downgrade")?,
+            evict_unplaceable: flag(evict_unplaceable, "evict_unplaceable")?,
+        };
+        let now = self.now(py)?;
+        let plan = self.run_detached(py, |engine| {
+            Ok(engine.plan_defrag(&request, &limits, options, now)?)
+        })?;
+        Ok(plan.map(|inner| DefragPlan { inner }))
+    }
+
+    #[pyo3(
+        signature = (plan, *, ttl = None, owner = None),
+        text_signature = "(self, plan, *, ttl=300.0, owner=None)"
+    )]
+    fn apply_defrag<'py>(
+        &self,
+        py: Python<'py>,
+        plan: &Bound<'py, PyAny>,
+        ttl: Option<&Bound<'py, PyAny>>,
+        owner: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<(Reservation, Bound<'py, PyDict>)> {
+        let plan = plan.cast::<DefragPlan>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "plan must be a DefragPlan, not {}",
+                convert::type_name(plan)
+            ))
+        })?;
+        let plan = plan.get().inner.clone();
+        let ttl = ttl.map_or(Ok(DEFAULT_DEFRAG_TTL), |t| convert::seconds(t, "ttl"))?;
+        let owner = owner_name(owner)?;
+        let now = self.now(py)?;
+        let (gang, moved) = self.run_detached(py, |engine| {
+            Ok(engine.apply_defrag(&plan, ttl, owner.as_deref(), now)?)
+        })?;
+        let moves = PyDict::new(py);
+        for (old, inner) in moved {
+            moves.set_item(old.to_string(), Reservation { inner })?;
+        }
+        Ok((Reservation { inner: gang }, moves))
+    }
+
+    fn capacity_for(&self, py: Python<'_>, request: &Bound<'_, GangRequest>) -> PyResult<u64> {
+        let request = Arc::clone(&request.get().inner);
+        let now = self.now(py)?;
+        Ok(self.run_detached(py, |engine| Ok(engine.capacity_for(&request, now)?))?)
+    }
+}
