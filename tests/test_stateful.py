@@ -1,9 +1,12 @@
 """A hypothesis state machine drives the engine and the reference through the same operations.
 
 Rules: add and remove nodes, flip GPU health (also between reserve and commit), cordon, move
-the clock by small and huge steps, reserve by request and by a possibly stale placement, commit,
-roll back and release (twice, out of order, as the wrong owner), and snapshot-and-restore in
-the middle of a run, continuing on the restored copies.
+the clock by small and huge steps, reserve by request (with random priorities and flags) and by
+a possibly stale placement, commit, roll back and release (twice, out of order, as the wrong
+owner), change priorities, ask hold statuses, plan and apply preemptions and
+defragmentations, and snapshot-and-restore in the middle of a run, continuing on the
+restored copies. Both sides hand out sequential ids (a test-build switch), so that tie-breaks
+by id agree.
 
 After every step: no GPU is held twice; on every node free + reserved + allocated +
 unhealthy-and-unheld == gpus; ``check_invariants()`` passes; and the engine agrees with
@@ -59,7 +62,15 @@ class EngineVersusReference(RuleBasedStateMachine):
         self.oracle = reference.Cluster(LEVELS, clock=self.clock, max_held_gpus_per_owner=CAP)
         fill(self.engine, LEVELS, NODES)
         fill(self.oracle, LEVELS, NODES)
+        self.restores = 0
+        self._sequential()
         self.ids: dict[str, str] = {UNKNOWN: UNKNOWN}  # engine id -> reference id
+
+    def _sequential(self) -> None:
+        """Sequential ids on both sides, from a fresh range after every restore."""
+        start = 1 + self.restores * 10**6
+        self.engine._use_sequential_ids(start)  # type: ignore[attr-defined]
+        self.oracle._use_sequential_ids(start)
 
     def _both(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
         got = outcome(getattr(self.engine, name), *args, **kwargs)
@@ -86,6 +97,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         level=st.sampled_from((None, "node", "rack", "spine")),
         ttl=st.sampled_from((1.0, 5.0, 30.0)),
         owner=st.sampled_from(OWNERS),
+        terms=st.tuples(st.integers(-1, 2), st.booleans(), st.booleans()),
     )
     def reserve(
         self,
@@ -95,12 +107,16 @@ class EngineVersusReference(RuleBasedStateMachine):
         level: str | None,
         ttl: float,
         owner: str | None,
+        terms: tuple[int, bool, bool],
     ) -> str:
         request = GangRequest(
             pods,
             gpus_per_pod,
             min_pods=min(min_pods, pods) if min_pods else None,
             required_level=level,
+            priority=terms[0],
+            preemptible=terms[1],
+            movable=terms[2],
         )
         return self._held(*self._both("reserve", request, ttl=ttl, owner=owner))
 
@@ -140,6 +156,101 @@ class EngineVersusReference(RuleBasedStateMachine):
         got = outcome(self.engine.release, hold, owner=owner)
         assert got == outcome(self.oracle.release, self.ids[hold], owner=owner)
 
+    @rule(hold=holds, priority=st.integers(-2, 3), owner=st.sampled_from(OWNERS))
+    def set_priority(self, hold: str, priority: int, owner: str | None) -> None:
+        got = outcome(self.engine.set_priority, hold, priority, owner=owner)
+        expected = outcome(self.oracle.set_priority, self.ids[hold], priority, owner=owner)
+        if got[0] == expected[0] == "ok":
+            assert (got[1].priority, type(got[1]).__name__) == (
+                expected[1].priority,
+                type(expected[1]).__name__,
+            )
+        else:
+            assert got == expected
+
+    @rule(hold=holds, owner=st.sampled_from(OWNERS))
+    def hold_status(self, hold: str, owner: str | None) -> None:
+        got = outcome(self.engine.hold_status, hold, owner=owner)
+        assert got == outcome(self.oracle.hold_status, self.ids[hold], owner=owner)
+
+    @rule(
+        target=holds,
+        gpus=st.sampled_from((1, 2, 4)),
+        terms=st.tuples(st.integers(-1, 1), st.booleans(), st.booleans()),
+        owner=st.sampled_from(OWNERS),
+    )
+    def run_small_job(self, gpus: int, terms: tuple[int, bool, bool], owner: str | None) -> str:
+        """Reserves and commits a one-pod job at once: work for preemption to move or end."""
+        request = GangRequest(1, gpus, priority=terms[0], preemptible=terms[1], movable=terms[2])
+        hold = self._held(*self._both("reserve", request, owner=owner))
+        if hold != UNKNOWN:
+            self.engine.commit(hold, owner=owner)
+            self.oracle.commit(self.ids[hold], owner=owner)
+        return hold
+
+    gangs = st.tuples(
+        st.integers(2, 8),
+        st.sampled_from((1, 2, 4, 8)),
+        st.integers(-1, 3),
+        st.sampled_from((None, "node", "rack", "spine")),
+    )
+
+    @rule(
+        target=holds,
+        gang=gangs,
+        max_victims=st.none() | st.integers(0, 2),
+        owner=st.sampled_from(OWNERS),
+    )
+    def preempt(
+        self, gang: tuple[int, int, int, str | None], max_victims: int | None, owner: str | None
+    ) -> str:
+        pods, size, priority, level = gang
+        request = GangRequest(pods, size, required_level=level, priority=priority)
+        got, expected = self._both("plan_preemption", request, max_victims=max_victims)
+        if got[0] != "ok" or got[1] is None or expected[1] is None:
+            assert (got[0], got[1] is None) == (expected[0], expected[1] is None)
+            return UNKNOWN
+        plan, oracle_plan = got[1], expected[1]
+        assert as_tuple(plan.placement) == as_tuple(oracle_plan.placement)
+        assert sorted(self.ids[v] for v in plan.victims) == list(oracle_plan.victims)
+        assert (plan.victim_gpus, plan.max_victim_priority) == (
+            oracle_plan.victim_gpus,
+            oracle_plan.max_victim_priority,
+        )
+        got = outcome(self.engine.preempt, plan, owner=owner)
+        return self._held(got, outcome(self.oracle.preempt, oracle_plan, owner=owner))
+
+    @rule(gang=gangs, evict=st.booleans(), downgrade=st.booleans(), owner=st.sampled_from(OWNERS))
+    def defrag(
+        self,
+        gang: tuple[int, int, int, str | None],
+        evict: bool,
+        downgrade: bool,
+        owner: str | None,
+    ) -> None:
+        pods, size, priority, level = gang
+        request = GangRequest(pods, size, required_level=level, priority=priority)
+        options = {"evict_unplaceable": evict, "allow_downgrade": downgrade}
+        got, expected = self._both("plan_defrag", request, **options)
+        if got[0] != "ok" or got[1] is None or expected[1] is None:
+            assert (got[0], got[1] is None) == (expected[0], expected[1] is None)
+            return
+        plan, oracle_plan = got[1], expected[1]
+        assert as_tuple(plan.placement) == as_tuple(oracle_plan.placement)
+        assert [(self.ids[m.allocation], as_tuple(m.target)) for m in plan.moves] == [
+            (m.allocation, as_tuple(m.target)) for m in oracle_plan.moves
+        ]
+        assert [self.ids[e] for e in plan.evictions] == list(oracle_plan.evictions)
+        got = outcome(self.engine.apply_defrag, plan, owner=owner)
+        expected = outcome(self.oracle.apply_defrag, oracle_plan, owner=owner)
+        assert got[0] == expected[0]
+        if got[0] == "ok":
+            self.ids[got[1][0].id] = expected[1][0].id
+            for old, new in got[1][1].items():
+                self.ids[new.id] = expected[1][1][self.ids[old]].id
+        else:
+            assert got == expected
+
     @rule(node=st.sampled_from(NAMES), gpu=st.integers(0, 7), healthy=st.booleans())
     def set_health(self, node: str, gpu: int, healthy: bool) -> None:
         got, expected = self._both("set_gpu_health", node, gpu, healthy)
@@ -176,6 +287,8 @@ class EngineVersusReference(RuleBasedStateMachine):
         assert restored.snapshot() == data
         oracle = reference.Cluster.restore(self.oracle.snapshot(), clock=self.clock)
         self.engine, self.oracle = restored, oracle  # later steps run on the copies
+        self.restores += 1
+        self._sequential()
 
     @invariant()
     def conservation_and_agreement(self) -> None:
@@ -214,8 +327,15 @@ class EngineVersusReference(RuleBasedStateMachine):
             expected = {h.id: h for h in getattr(self.oracle, listing)()}
             assert got.keys() == expected.keys(), listing
             for hold_id, hold in got.items():
-                assert as_tuple(hold.placement) == as_tuple(expected[hold_id].placement)
-                assert hold.owner == expected[hold_id].owner
+                other = expected[hold_id]
+                assert as_tuple(hold.placement) == as_tuple(other.placement)
+                assert (hold.owner, hold.priority, hold.preemptible, hold.movable) == (
+                    other.owner,
+                    other.priority,
+                    other.preemptible,
+                    other.movable,
+                )
+                assert hold.since == other.since
         for reservation in self.engine.reservations():
             for pod in reservation.placement.pods:
                 for gpu in pod.gpus:
