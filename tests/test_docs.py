@@ -28,6 +28,8 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "rack ('s1', 'r2') ('r2-n0', 'r2-n1', 'r2-n2', 'r2-n3')" in printed
     assert "best rack s1/r2 holds 4 of 5" in printed
     assert "[True, True, False]" in printed  # the bulk example's reserve_many
+    assert "('r1',) True -5" in printed  # preemption: the rack whose job matters least
+    assert "('r0',) ['r1-n1', 'r2-n0']" in printed  # defragmentation: moves to the edge
 
 
 @pytest.mark.parametrize(

@@ -48,12 +48,21 @@ pub struct Choice {
     pub free_after: u64,
 }
 
-/// One candidate's GPUs on one usable node of a domain.
+/// One candidate's GPUs on one usable node of a domain; `slot` numbers the domain's nodes.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     candidate: usize,
     node: NodeId,
+    slot: usize,
     freed: u32,
+}
+
+/// The entries of one domain, sorted by node, and its nodes' free GPUs by slot.
+#[derive(Debug)]
+struct Group {
+    item: Item,
+    entries: Vec<Entry>,
+    node_free: Vec<u32>,
 }
 
 /// The removal sets of one search (one view, one pod size).
@@ -62,34 +71,47 @@ pub struct Planner<'s, 'a, V> {
     search: &'s Search<'a, V>,
     candidates: &'s [Candidate],
     gpus_per_pod: u32,
+    /// Every candidate GPU set on a usable node as (node, candidate, GPUs), in path order of
+    /// the nodes (then candidate): the entries of any one domain, at any depth, are
+    /// consecutive.
+    ordered: Vec<(NodeId, usize, u32)>,
 }
 
 /// A domain's running capacity while its candidates are removed and restored.
-struct Tally<'v, V> {
-    view: &'v V,
+struct Tally {
     gpus_per_pod: u32,
-    extra: HashMap<NodeId, u32>,
+    node_free: Vec<u32>,
+    extra: Vec<u32>,
     capacity: u64,
     free: u64,
 }
 
-impl<V: CapacityView> Tally<'_, V> {
-    fn pods_on(&self, node: NodeId, extra: u32) -> u64 {
-        let free = self.view.node_free(node).map_or(0, GpuSet::count);
-        u64::from((free + extra) / self.gpus_per_pod)
+impl Tally {
+    fn new(group: &Group, capacity: u64, free: u64, gpus_per_pod: u32) -> Self {
+        Self {
+            gpus_per_pod,
+            node_free: group.node_free.clone(),
+            extra: vec![0; group.node_free.len()],
+            capacity,
+            free,
+        }
+    }
+
+    fn pods_on(&self, slot: usize, extra: u32) -> u64 {
+        u64::from((self.node_free[slot] + extra) / self.gpus_per_pod)
     }
 
     /// Frees (`free`) or holds again one entry's GPUs.
     fn apply(&mut self, entry: Entry, free: bool) {
-        let extra = self.extra.get(&entry.node).copied().unwrap_or(0);
-        let before = self.pods_on(entry.node, extra);
+        let extra = self.extra[entry.slot];
+        let before = self.pods_on(entry.slot, extra);
         let after_extra = if free {
             extra + entry.freed
         } else {
             extra - entry.freed
         };
-        let after = self.pods_on(entry.node, after_extra);
-        self.extra.insert(entry.node, after_extra);
+        let after = self.pods_on(entry.slot, after_extra);
+        self.extra[entry.slot] = after_extra;
         self.capacity = self.capacity + after - before;
         let freed = u64::from(entry.freed);
         self.free = if free {
@@ -100,56 +122,85 @@ impl<V: CapacityView> Tally<'_, V> {
     }
 }
 
+/// One candidate touching a domain: its GPUs freed there and its entries (`start..end` in
+/// the group's entries sorted by candidate).
+#[derive(Debug, Clone, Copy)]
+struct Touching {
+    candidate: usize,
+    freed: u64,
+    start: usize,
+    end: usize,
+}
+
 impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
     /// A planner over `search`'s view for these candidates.
     pub fn new(search: &'s Search<'a, V>, candidates: &'s [Candidate], gpus_per_pod: u32) -> Self {
+        let view = search.view();
+        let mut ordered: Vec<(NodeId, usize, u32)> = Vec::new();
+        for (candidate, held) in candidates.iter().enumerate() {
+            for &(node, gpus) in &held.freed {
+                if view.node_free(node).is_some() {
+                    ordered.push((node, candidate, gpus.count()));
+                }
+            }
+        }
+        match view.ranks() {
+            Some(ranks) => ordered.sort_unstable_by_key(|&(node, c, _)| (ranks.node_rank(node), c)),
+            None => {
+                ordered.sort_by_cached_key(|&(node, c, _)| (search.item_path(Item::Node(node)), c))
+            }
+        }
         Self {
             search,
             candidates,
             gpus_per_pod,
+            ordered,
         }
     }
 
-    /// The candidates' GPUs on usable nodes, grouped by the item of `depth` holding them;
-    /// items in id order (the choice among them never depends on this order).
-    fn entries_by_item(&self, depth: usize) -> Vec<(Item, Vec<Entry>)> {
+    /// The candidates' GPUs on usable nodes, grouped by the item of `depth` holding them,
+    /// in path order (the choice among them never depends on this order).
+    fn groups(&self, depth: usize) -> Vec<Group> {
         let view = self.search.view();
-        let mut groups: HashMap<Item, Vec<Entry>> = HashMap::new();
-        for (candidate, held) in self.candidates.iter().enumerate() {
-            for &(node, gpus) in &held.freed {
-                if view.node_free(node).is_none() {
-                    continue;
-                }
-                let entry = Entry {
-                    candidate,
-                    node,
-                    freed: gpus.count(),
-                };
-                groups
-                    .entry(self.search.item_of(node, depth))
-                    .or_default()
-                    .push(entry);
+        let mut groups: Vec<Group> = Vec::new();
+        for &(node, candidate, freed) in &self.ordered {
+            let item = self.search.item_of(node, depth);
+            if groups.last().is_none_or(|group| group.item != item) {
+                groups.push(Group {
+                    item,
+                    entries: Vec::new(),
+                    node_free: Vec::new(),
+                });
             }
+            let Some(group) = groups.last_mut() else {
+                continue;
+            };
+            let same_node = group.entries.last().is_some_and(|last| last.node == node);
+            if !same_node {
+                let free = view.node_free(node).map_or(0, GpuSet::count);
+                group.node_free.push(free);
+            }
+            let slot = group.node_free.len() - 1;
+            group.entries.push(Entry {
+                candidate,
+                node,
+                slot,
+                freed,
+            });
         }
-        let mut items: Vec<(Item, Vec<Entry>)> = groups.into_iter().collect();
-        items.sort_unstable_by_key(|(item, _)| *item);
-        items
+        groups
     }
 
-    fn tally(&self, item: Item) -> Tally<'a, V> {
-        Tally {
-            view: self.search.view(),
-            gpus_per_pod: self.gpus_per_pod,
-            extra: HashMap::new(),
-            capacity: self.search.capacity(item),
-            free: self.search.free_gpus(item),
-        }
+    fn tally(&self, group: &Group) -> Tally {
+        let capacity = self.search.capacity(group.item);
+        let free = self.search.free_gpus(group.item);
+        Tally::new(group, capacity, free, self.gpus_per_pod)
     }
 
-    /// Pods `item` would hold with every candidate touching it removed.
-    fn capacity_with_all_removed(&self, item: Item, entries: &[Entry]) -> u64 {
-        let mut tally = self.tally(item);
-        for &entry in entries {
+    /// Pods the group's item would hold with every candidate touching it removed.
+    fn capacity_with_all_removed(&self, group: &Group) -> u64 {
+        let mut tally = self.tally(group);
+        for &entry in &group.entries {
             tally.apply(entry, true);
         }
         tally.capacity
@@ -158,47 +209,69 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
     /// P3-P4 at `depth`: for every item that holds `pods` with all its candidates removed,
     /// the 1-minimal set found greedily. Items in id order.
     pub fn choices(&self, depth: usize, pods: u64) -> Vec<Choice> {
-        self.entries_by_item(depth)
+        if !self.may_fit(depth, pods) {
+            return Vec::new();
+        }
+        self.groups(depth)
             .into_iter()
-            .filter(|(item, entries)| self.capacity_with_all_removed(*item, entries) >= pods)
-            .map(|(item, entries)| self.choose(item, &entries, pods))
+            .filter(|group| self.capacity_with_all_removed(group) >= pods)
+            .map(|group| self.choose(group, pods))
             .collect()
+    }
+
+    /// Whether a domain of `depth` can hold `pods` at all (however much is removed).
+    fn may_fit(&self, depth: usize, pods: u64) -> bool {
+        let need = pods.saturating_mul(u64::from(self.gpus_per_pod));
+        self.search
+            .view()
+            .largest_domain(depth)
+            .is_none_or(|largest| largest >= need)
     }
 
     /// The largest capacity any touched item of `depth` reaches with all its candidates
     /// removed (the elastic fallback, P6).
     pub fn largest_with_all_removed(&self, depth: usize) -> u64 {
-        self.entries_by_item(depth)
+        self.groups(depth)
             .iter()
-            .map(|(item, entries)| self.capacity_with_all_removed(*item, entries))
+            .map(|group| self.capacity_with_all_removed(group))
             .max()
             .unwrap_or(0)
     }
 
     /// P4 in one item.
-    fn choose(&self, item: Item, entries: &[Entry], pods: u64) -> Choice {
-        let mut inside: HashMap<usize, (u64, Vec<Entry>)> = HashMap::new();
-        for &entry in entries {
-            let slot = inside.entry(entry.candidate).or_default();
-            slot.0 += u64::from(entry.freed);
-            slot.1.push(entry);
+    fn choose(&self, mut group: Group, pods: u64) -> Choice {
+        let mut tally = self.tally(&group);
+        group.entries.sort_unstable_by_key(|entry| entry.candidate);
+        let mut touching: Vec<Touching> = Vec::new();
+        for (index, entry) in group.entries.iter().enumerate() {
+            match touching.last_mut() {
+                Some(last) if last.candidate == entry.candidate => {
+                    last.freed += u64::from(entry.freed);
+                    last.end = index + 1;
+                }
+                _ => touching.push(Touching {
+                    candidate: entry.candidate,
+                    freed: u64::from(entry.freed),
+                    start: index,
+                    end: index + 1,
+                }),
+            }
         }
-        let mut order: Vec<usize> = inside.keys().copied().collect();
-        order.sort_unstable_by(|&a, &b| self.removal_order(a, inside[&a].0, b, inside[&b].0));
-        let mut tally = self.tally(item);
-        let mut removed = Vec::new();
-        for &candidate in &order {
+        touching.sort_unstable_by(|a, b| self.removal_order(a, b));
+        let entries = &group.entries;
+        let mut removed: Vec<Touching> = Vec::new();
+        for &candidate in &touching {
             if tally.capacity >= pods {
                 break;
             }
-            for &entry in &inside[&candidate].1 {
+            for &entry in &entries[candidate.start..candidate.end] {
                 tally.apply(entry, true);
             }
             removed.push(candidate);
         }
         let mut kept = vec![true; removed.len()];
-        for (slot, &candidate) in removed.iter().enumerate().rev() {
-            let own = &inside[&candidate].1;
+        for (slot, candidate) in removed.iter().enumerate().rev() {
+            let own = &entries[candidate.start..candidate.end];
             for &entry in own {
                 tally.apply(entry, false);
             }
@@ -213,10 +286,10 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
         let members = removed
             .into_iter()
             .zip(kept)
-            .filter_map(|(candidate, kept)| kept.then_some(candidate))
+            .filter_map(|(candidate, kept)| kept.then_some(candidate.candidate))
             .collect();
         Choice {
-            item,
+            item: group.item,
             members,
             free_after: tally.free,
         }
@@ -224,14 +297,14 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
 
     /// P4's order: priority ascending, then GPUs freed inside the item per GPU held in total
     /// descending, then `since` descending (least work lost), then id.
-    fn removal_order(&self, a: usize, freed_a: u64, b: usize, freed_b: u64) -> Ordering {
-        let (x, y) = (&self.candidates[a], &self.candidates[b]);
+    fn removal_order(&self, a: &Touching, b: &Touching) -> Ordering {
+        let (x, y) = (&self.candidates[a.candidate], &self.candidates[b.candidate]);
         // freed_a / held_a > freed_b / held_b, compared exactly by cross-multiplication.
         x.priority
             .cmp(&y.priority)
             .then_with(|| {
-                let left = u128::from(freed_a) * u128::from(y.held.max(1));
-                let right = u128::from(freed_b) * u128::from(x.held.max(1));
+                let left = u128::from(a.freed) * u128::from(y.held.max(1));
+                let right = u128::from(b.freed) * u128::from(x.held.max(1));
                 right.cmp(&left)
             })
             .then_with(|| y.since.total_cmp(&x.since))

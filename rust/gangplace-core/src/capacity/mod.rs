@@ -33,6 +33,9 @@ pub struct Capacity {
     index: FreeIndex,
     pools: Pools,
     touched: Vec<(DomainId, u64)>,
+    /// Per depth, the most GPUs (healthy or not) any one domain (or node) has: no gang
+    /// larger than that fits there, whatever is removed. Rebuilt with the index.
+    largest: Vec<u64>,
 }
 
 impl Default for Capacity {
@@ -42,6 +45,7 @@ impl Default for Capacity {
             index: FreeIndex::stale(),
             pools: Pools::default(),
             touched: Vec::new(),
+            largest: Vec::new(),
         }
     }
 }
@@ -89,7 +93,13 @@ impl Capacity {
     pub fn settle(&mut self, topology: &Topology, states: &NodeStates) {
         if self.index.is_stale() {
             self.index = self.built_index(topology, states);
+            self.largest = largest_by_depth(topology);
         }
+    }
+
+    /// The most GPUs one domain of `depth` has (`None` before the first settle).
+    pub fn largest_domain(&self, depth: usize) -> Option<u64> {
+        self.largest.get(depth).copied()
     }
 
     fn built_index(&self, topology: &Topology, states: &NodeStates) -> FreeIndex {
@@ -162,6 +172,25 @@ impl Capacity {
     }
 }
 
+/// Per depth, the most GPUs of one domain (the last depth: one node).
+fn largest_by_depth(topology: &Topology) -> Vec<u64> {
+    let node_depth = topology.node_depth();
+    let mut totals = vec![0u64; topology.domain_slots()];
+    let mut largest = vec![0u64; node_depth + 1];
+    for (_, node) in topology.nodes() {
+        let gpus = u64::from(node.gpus);
+        largest[node_depth] = largest[node_depth].max(gpus);
+        for domain in topology.ancestors(node.domain) {
+            totals[domain as usize] += gpus;
+        }
+    }
+    for (id, total) in totals.into_iter().enumerate() {
+        let depth = topology.domain(DomainId::try_from(id).unwrap_or(0)).depth;
+        largest[depth] = largest[depth].max(total);
+    }
+    largest
+}
+
 /// Which nodes a request may use, and what they hold: what the search reads.
 pub trait CapacityView {
     /// Pods of `gpus_per_pod` GPUs the domain's usable nodes hold.
@@ -175,6 +204,10 @@ pub trait CapacityView {
     /// An index whose ranks give path order (for ranking pods), when one is current.
     fn ranks(&self) -> Option<&FreeIndex> {
         self.index()
+    }
+    /// An upper bound on the GPUs of any one domain of `depth` (`None`: unknown).
+    fn largest_domain(&self, _depth: usize) -> Option<u64> {
+        None
     }
 }
 
@@ -202,6 +235,10 @@ impl CapacityView for ClusterView<'_> {
     fn index(&self) -> Option<&FreeIndex> {
         let index = &self.capacity.index;
         (!index.is_stale()).then_some(index)
+    }
+
+    fn largest_domain(&self, depth: usize) -> Option<u64> {
+        self.capacity.largest_domain(depth)
     }
 }
 

@@ -95,4 +95,8 @@ impl<V: CapacityView> CapacityView for Overlay<'_, V> {
     fn ranks(&self) -> Option<&FreeIndex> {
         self.base.ranks()
     }
+
+    fn largest_domain(&self, depth: usize) -> Option<u64> {
+        self.base.largest_domain(depth)
+    }
 }

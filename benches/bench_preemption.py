@@ -1,0 +1,204 @@
+"""Preemption and defragmentation benchmarks (README, "Priorities, preemption and
+defragmentation"; figures in docs/performance.md).
+
+Clusters, built once per session (seeded):
+
+- ``colossus100k@100``: the 102,400-GPU shape filled to the last GPU by ``synth.fill`` with
+  gangs of mixed priorities (each -1 or +1 with equal odds) of which 30% are movable. At
+  95% fill a 64 x 8 gang still fits without preemption (its plan has no victims and costs
+  microseconds), so the preemption figure is taken where it must preempt.
+- ``2k@95``: 16 blocks x 16 racks x 8 nodes x 8 GPUs (2,048 nodes, 16,384 GPUs) at 95%,
+  78% of the gangs at priority -1: about 700 preemption candidates for a gang of priority 0,
+  the size of the Kueue report (kueue #13148).
+- ``fragmented2k``: the same shape with one movable 2-GPU job on the first node of every rack
+  and the rest filled with fixed gangs to 90%: no rack is whole, defragmentation must move.
+
+The README's test command runs them once on small versions with ``--benchmark-disable``.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from gangplace import Cluster, GangRequest, reference, synth
+
+SMALL = synth.Shape("small", ("block", "rack"), (2, 2, 4), 8, "smoke-test size")
+TWO_K = synth.Shape("2k", ("block", "rack"), (16, 16, 8), 8, "about 2,000 nodes")
+
+
+def _cluster(shape: synth.Shape, seed: int = 1) -> Cluster:
+    data = synth.columns(shape, unhealthy=0.002, seed=seed)
+    return Cluster.from_arrays(
+        shape.levels,
+        data["names"],
+        data["domains"],
+        data["gpus"],
+        data["unhealthy_mask"],
+        data["labels"],
+    )
+
+
+def _mixed(low_share: float, movable_share: float) -> Any:
+    def mix(rng: random.Random, gpus_per_node: int) -> GangRequest:
+        base = synth.gang_mix(rng, gpus_per_node)
+        priority = -1 if rng.random() < low_share else 1
+        movable = rng.random() < movable_share
+        return GangRequest(base.pods, base.gpus_per_pod, priority=priority, movable=movable)
+
+    return mix
+
+
+def _filled(shape: synth.Shape, fill: float, low_share: float) -> Cluster:
+    cluster = _cluster(shape)
+    synth.fill(cluster, fill, seed=1, gpus_per_node=shape.gpus_per_node, mix=_mixed(low_share, 0.3))
+    return cluster
+
+
+def _fragmented(shape: synth.Shape, fill: float) -> Cluster:
+    """One movable 2-GPU job on the first node of every rack, then fixed gangs to `fill`."""
+    cluster = _cluster(shape)
+    names = cluster.nodes()
+    for name in names:
+        cluster.cordon(name)
+    nodes_per_rack = shape.fanout[-1]
+    for first in names[::nodes_per_rack]:
+        cluster.uncordon(first)
+        job = GangRequest(1, 2, required_level="node", movable=True, preemptible=False)
+        cluster.commit(cluster.reserve(job))
+        cluster.cordon(first)
+    for name in names:
+        cluster.uncordon(name)
+
+    def fixed(rng: random.Random, gpus_per_node: int) -> GangRequest:
+        base = synth.gang_mix(rng, gpus_per_node)
+        return GangRequest(base.pods, base.gpus_per_pod, preemptible=False)
+
+    synth.fill(cluster, fill, seed=2, gpus_per_node=shape.gpus_per_node, mix=fixed)
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def clusters(request: pytest.FixtureRequest) -> dict[str, Cluster]:
+    smoke = request.config.getoption("benchmark_disable", default=False)
+    big = SMALL if smoke else synth.SHAPES["colossus100k"]
+    two_k = SMALL if smoke else TWO_K
+    return {
+        "full": _filled(big, 1.0, 0.5),
+        "2k": _filled(two_k, 0.95, 0.78),
+        "fragmented": _fragmented(two_k, 0.5 if smoke else 0.9),
+    }
+
+
+def _preempting_gang(cluster: Cluster) -> GangRequest:
+    """64 x 8 GPUs, or a quarter of a smaller cluster."""
+    return _gang(cluster, min(512, cluster.stats().total // 4), priority=0)
+
+
+def _gang(cluster: Cluster, total_gpus: int, **kwargs: Any) -> GangRequest:
+    gpus = cluster.node(cluster.nodes()[0]).gpus
+    return GangRequest(max(1, total_gpus // gpus), gpus, **kwargs)
+
+
+def bench_plan_preemption_full(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """A 64 x 8 (512-GPU) gang of priority 0 on a full cluster: it must preempt."""
+    cluster = clusters["full"]
+    request = _preempting_gang(cluster)
+    assert cluster.place_gang(request) is None
+    plan = benchmark(cluster.plan_preemption, request)
+    assert plan is not None and plan.victims and plan.max_victim_priority == -1
+    benchmark.extra_info.update(victims=len(plan.victims), level=plan.placement.level)
+
+
+def _candidates(cluster: Cluster, priority: int) -> int:
+    return sum(1 for a in cluster.allocations() if a.preemptible and a.priority < priority)
+
+
+def bench_plan_preemption_2k(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """About 700 candidates on about 2,000 nodes: a 128 x 8 gang of priority 0."""
+    cluster = clusters["2k"]
+    request = _gang(cluster, min(1024, cluster.stats().total // 2), priority=0)
+    plan = benchmark(cluster.plan_preemption, request)
+    benchmark.extra_info.update(
+        candidates=_candidates(cluster, 0),
+        nodes=len(cluster),
+        victims=None if plan is None else len(plan.victims),
+    )
+
+
+def bench_plan_preemption_2k_reference(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """The same plan by ``gangplace.reference`` (one round: it takes seconds)."""
+    cluster = clusters["2k"]
+    oracle = _twin(cluster)
+    request = _gang(cluster, min(1024, cluster.stats().total // 2), priority=0)
+    got = benchmark.pedantic(oracle.plan_preemption, args=(request,), rounds=1, iterations=1)
+    # Ids and start times differ between the twins, so tie-breaks may pick other victims.
+    assert (got is None) == (cluster.plan_preemption(request) is None)
+
+
+def _twin(cluster: Cluster) -> reference.Cluster:
+    """The cluster rebuilt in the reference: nodes, health, and its allocations as placed."""
+    twin = reference.Cluster(cluster.levels)
+    for name in cluster.nodes():
+        info = cluster.node(name)
+        twin.add_node(
+            name,
+            gpus=info.gpus,
+            topology=info.topology,
+            labels=info.labels,
+            unhealthy=info.unhealthy,
+        )
+    for allocation in cluster.allocations():
+        held = twin.reserve(allocation.placement)
+        twin.commit(held)
+        hold = twin._holds[held.id]
+        hold.priority, hold.preemptible, hold.movable = (
+            allocation.priority,
+            allocation.preemptible,
+            allocation.movable,
+        )
+    return twin
+
+
+def bench_plan_defrag_full(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """A 2 x 8 gang required in one rack on the full cluster: no free GPU to move to."""
+    cluster = clusters["full"]
+    request = _gang(cluster, 16, priority=1, required_level=cluster.levels[-1])
+    benchmark(cluster.plan_defrag, request)
+
+
+def bench_plan_defrag_moves(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """A whole-rack gang on the fragmented cluster: one movable job must go elsewhere."""
+    cluster = clusters["fragmented"]
+    first = cluster.node(cluster.nodes()[0]).topology
+    nodes_per_rack = sum(1 for n in cluster.nodes() if cluster.node(n).topology == first)
+    request = _gang(cluster, 8 * nodes_per_rack, required_level=cluster.levels[-1])
+    assert cluster.place_gang(request) is None
+    plan = benchmark(cluster.plan_defrag, request)
+    assert plan is not None and plan.moves
+    benchmark.extra_info.update(moves=len(plan.moves), moved_gpus=plan.moved_gpus)
+
+
+def bench_capacity_for(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """How many 8-GPU pods still fit on the 2k cluster at 95%."""
+    cluster = clusters["2k"]
+    benchmark(cluster.capacity_for, _gang(cluster, 8))
+
+
+def bench_plan_defrag_moves_reference(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """The same defragmentation by ``gangplace.reference`` (one round)."""
+    cluster = clusters["fragmented"]
+    oracle = _twin(cluster)
+    mover = GangRequest(1, 2, required_level="node", movable=True, preemptible=False)
+    for hold in oracle._holds.values():
+        if hold.movable:
+            hold.request = mover  # what the fragmented cluster's movers were reserved with
+    first = cluster.node(cluster.nodes()[0]).topology
+    nodes_per_rack = sum(1 for n in cluster.nodes() if cluster.node(n).topology == first)
+    request = _gang(cluster, 8 * nodes_per_rack, required_level=cluster.levels[-1])
+    got = benchmark.pedantic(oracle.plan_defrag, args=(request,), rounds=1, iterations=1)
+    expected = cluster.plan_defrag(request)
+    assert got is not None and expected is not None
+    assert len(got.moves) == len(expected.moves)
