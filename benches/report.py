@@ -40,8 +40,13 @@ def key(bench: dict[str, Any]) -> tuple[str, str, str]:
 def tables(results: dict[str, Any]) -> str:
     by_cluster: dict[str, dict[tuple[str, str, str], dict[str, Any]]] = defaultdict(dict)
     reference: dict[str, dict[tuple[str, str, str], dict[str, Any]]] = defaultdict(dict)
+    others: list[dict[str, Any]] = []
     for bench in results["benchmarks"]:
-        shape, fill = bench["params"]["setup"]
+        params = bench.get("params") or {}
+        if "setup" not in params:  # benchmarks on their own clusters (bench_preemption.py)
+            others.append(bench)
+            continue
+        shape, fill = params["setup"]
         cluster = f"{shape} at {round(fill * 100)}% fill"
         target = reference if bench["extra_info"].get("impl") == "reference" else by_cluster
         target[cluster][key(bench)] = bench
@@ -64,6 +69,21 @@ def tables(results: dict[str, Any]) -> str:
                 f"| {op} | {gang} | {constraint} | {fmt_time(stats['median'])} | "
                 f"{fmt_time(p99(stats.get('data', [])))} | {stats['ops']:,.0f} | "
                 f"{ref_median} | {ratio} |"
+            )
+        lines.append("")
+    if others:
+        lines += [
+            "### Preemption and defragmentation (benches/bench_preemption.py)",
+            "",
+            "| benchmark | median | p99 | rounds | answer |",
+            "| --- | ---: | ---: | ---: | --- |",
+        ]
+        for bench in sorted(others, key=lambda b: b["name"]):
+            stats = bench["stats"]
+            answer = ", ".join(f"{k} {v}" for k, v in sorted(bench["extra_info"].items()))
+            lines.append(
+                f"| {bench['name']} | {fmt_time(stats['median'])} | "
+                f"{fmt_time(p99(stats.get('data', [])))} | {stats['rounds']} | {answer} |"
             )
         lines.append("")
     return "\n".join(lines)
