@@ -52,17 +52,24 @@ pub struct Choice {
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     candidate: usize,
-    node: NodeId,
     slot: usize,
     freed: u32,
 }
 
-/// The entries of one domain, sorted by node, and its nodes' free GPUs by slot.
-#[derive(Debug)]
-struct Group {
+/// A candidate GPU set on a usable node, as the planner keeps it (in path order).
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    node: NodeId,
+    candidate: usize,
+    freed: u32,
+}
+
+/// The entries of one domain at one depth: a span of the planner's entries in path order.
+#[derive(Debug, Clone, Copy)]
+struct Span {
     item: Item,
-    entries: Vec<Entry>,
-    node_free: Vec<u32>,
+    start: usize,
+    end: usize,
 }
 
 /// The removal sets of one search (one view, one pod size).
@@ -71,10 +78,9 @@ pub struct Planner<'s, 'a, V> {
     search: &'s Search<'a, V>,
     candidates: &'s [Candidate],
     gpus_per_pod: u32,
-    /// Every candidate GPU set on a usable node as (node, candidate, GPUs), in path order of
-    /// the nodes (then candidate): the entries of any one domain, at any depth, are
-    /// consecutive.
-    ordered: Vec<(NodeId, usize, u32)>,
+    /// Every candidate GPU set on a usable node, in path order of the nodes (then
+    /// candidate): the entries of any one domain, at any depth, are consecutive.
+    ordered: Vec<Held>,
 }
 
 /// A domain's running capacity while its candidates are removed and restored.
@@ -87,16 +93,6 @@ struct Tally {
 }
 
 impl Tally {
-    fn new(group: &Group, capacity: u64, free: u64, gpus_per_pod: u32) -> Self {
-        Self {
-            gpus_per_pod,
-            node_free: group.node_free.clone(),
-            extra: vec![0; group.node_free.len()],
-            capacity,
-            free,
-        }
-    }
-
     fn pods_on(&self, slot: usize, extra: u32) -> u64 {
         u64::from((self.node_free[slot] + extra) / self.gpus_per_pod)
     }
@@ -123,7 +119,7 @@ impl Tally {
 }
 
 /// One candidate touching a domain: its GPUs freed there and its entries (`start..end` in
-/// the group's entries sorted by candidate).
+/// the domain's entries sorted by candidate).
 #[derive(Debug, Clone, Copy)]
 struct Touching {
     candidate: usize,
@@ -136,86 +132,98 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
     /// A planner over `search`'s view for these candidates.
     pub fn new(search: &'s Search<'a, V>, candidates: &'s [Candidate], gpus_per_pod: u32) -> Self {
         let view = search.view();
-        let mut ordered: Vec<(NodeId, usize, u32)> = Vec::new();
+        let mut keyed: Vec<(u64, Held)> = Vec::new();
+        let ranks = view.ranks();
         for (candidate, held) in candidates.iter().enumerate() {
             for &(node, gpus) in &held.freed {
                 if view.node_free(node).is_some() {
-                    ordered.push((node, candidate, gpus.count()));
+                    let rank = ranks.map_or(0, |ranks| u64::from(ranks.node_rank(node)));
+                    let key = (rank << 32) | candidate as u64;
+                    let freed = gpus.count();
+                    keyed.push((
+                        key,
+                        Held {
+                            node,
+                            candidate,
+                            freed,
+                        },
+                    ));
                 }
             }
         }
-        match view.ranks() {
-            Some(ranks) => ordered.sort_unstable_by_key(|&(node, c, _)| (ranks.node_rank(node), c)),
-            None => {
-                ordered.sort_by_cached_key(|&(node, c, _)| (search.item_path(Item::Node(node)), c))
-            }
+        match ranks {
+            Some(_) => keyed.sort_unstable_by_key(|&(key, _)| key),
+            None => keyed.sort_by_cached_key(|&(_, held)| {
+                (search.item_path(Item::Node(held.node)), held.candidate)
+            }),
         }
         Self {
             search,
             candidates,
             gpus_per_pod,
-            ordered,
+            ordered: keyed.into_iter().map(|(_, held)| held).collect(),
         }
     }
 
-    /// The candidates' GPUs on usable nodes, grouped by the item of `depth` holding them,
-    /// in path order (the choice among them never depends on this order).
-    fn groups(&self, depth: usize) -> Vec<Group> {
-        let view = self.search.view();
-        let mut groups: Vec<Group> = Vec::new();
-        for &(node, candidate, freed) in &self.ordered {
-            let item = self.search.item_of(node, depth);
-            if groups.last().is_none_or(|group| group.item != item) {
-                groups.push(Group {
-                    item,
-                    entries: Vec::new(),
-                    node_free: Vec::new(),
-                });
-            }
-            let Some(group) = groups.last_mut() else {
+    /// The spans of the items of `depth` that candidates touch, in path order (the choice
+    /// among them never depends on this order).
+    fn spans(&self, depth: usize) -> Vec<Span> {
+        let mut spans: Vec<Span> = Vec::new();
+        let mut last_node = None;
+        for (index, held) in self.ordered.iter().enumerate() {
+            if last_node == Some(held.node) {
+                if let Some(span) = spans.last_mut() {
+                    span.end = index + 1;
+                }
                 continue;
-            };
-            let same_node = group.entries.last().is_some_and(|last| last.node == node);
-            if !same_node {
-                let free = view.node_free(node).map_or(0, GpuSet::count);
-                group.node_free.push(free);
             }
-            let slot = group.node_free.len() - 1;
-            group.entries.push(Entry {
-                candidate,
-                node,
-                slot,
-                freed,
-            });
+            last_node = Some(held.node);
+            let item = self.search.item_of(held.node, depth);
+            match spans.last_mut() {
+                Some(span) if span.item == item => span.end = index + 1,
+                _ => spans.push(Span {
+                    item,
+                    start: index,
+                    end: index + 1,
+                }),
+            }
         }
-        groups
+        spans
     }
 
-    fn tally(&self, group: &Group) -> Tally {
-        let capacity = self.search.capacity(group.item);
-        let free = self.search.free_gpus(group.item);
-        Tally::new(group, capacity, free, self.gpus_per_pod)
+    fn node_free(&self, node: NodeId) -> u32 {
+        self.search.view().node_free(node).map_or(0, GpuSet::count)
     }
 
-    /// Pods the group's item would hold with every candidate touching it removed.
-    fn capacity_with_all_removed(&self, group: &Group) -> u64 {
-        let mut tally = self.tally(group);
-        for &entry in &group.entries {
-            tally.apply(entry, true);
+    /// Pods the span's item would hold with every candidate touching it removed.
+    fn capacity_with_all_removed(&self, span: &Span) -> u64 {
+        let size = self.gpus_per_pod;
+        let mut capacity = self.search.capacity(span.item);
+        let entries = &self.ordered[span.start..span.end];
+        let mut index = 0;
+        while index < entries.len() {
+            let node = entries[index].node;
+            let mut freed = 0u32;
+            while index < entries.len() && entries[index].node == node {
+                freed += entries[index].freed;
+                index += 1;
+            }
+            let free = self.node_free(node);
+            capacity += u64::from((free + freed) / size) - u64::from(free / size);
         }
-        tally.capacity
+        capacity
     }
 
     /// P3-P4 at `depth`: for every item that holds `pods` with all its candidates removed,
-    /// the 1-minimal set found greedily. Items in id order.
+    /// the 1-minimal set found greedily. Items in path order.
     pub fn choices(&self, depth: usize, pods: u64) -> Vec<Choice> {
         if !self.may_fit(depth, pods) {
             return Vec::new();
         }
-        self.groups(depth)
+        self.spans(depth)
             .into_iter()
-            .filter(|group| self.capacity_with_all_removed(group) >= pods)
-            .map(|group| self.choose(group, pods))
+            .filter(|span| self.capacity_with_all_removed(span) >= pods)
+            .map(|span| self.choose(&span, pods))
             .collect()
     }
 
@@ -231,19 +239,45 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
     /// The largest capacity any touched item of `depth` reaches with all its candidates
     /// removed (the elastic fallback, P6).
     pub fn largest_with_all_removed(&self, depth: usize) -> u64 {
-        self.groups(depth)
+        self.spans(depth)
             .iter()
-            .map(|group| self.capacity_with_all_removed(group))
+            .map(|span| self.capacity_with_all_removed(span))
             .max()
             .unwrap_or(0)
     }
 
+    /// The span's entries with their nodes numbered, and a tally of its item.
+    fn tally(&self, span: &Span) -> (Vec<Entry>, Tally) {
+        let mut entries = Vec::with_capacity(span.end - span.start);
+        let mut node_free: Vec<u32> = Vec::new();
+        let mut last_node = None;
+        for held in &self.ordered[span.start..span.end] {
+            if last_node != Some(held.node) {
+                last_node = Some(held.node);
+                node_free.push(self.node_free(held.node));
+            }
+            entries.push(Entry {
+                candidate: held.candidate,
+                slot: node_free.len() - 1,
+                freed: held.freed,
+            });
+        }
+        let tally = Tally {
+            gpus_per_pod: self.gpus_per_pod,
+            extra: vec![0; node_free.len()],
+            node_free,
+            capacity: self.search.capacity(span.item),
+            free: self.search.free_gpus(span.item),
+        };
+        (entries, tally)
+    }
+
     /// P4 in one item.
-    fn choose(&self, mut group: Group, pods: u64) -> Choice {
-        let mut tally = self.tally(&group);
-        group.entries.sort_unstable_by_key(|entry| entry.candidate);
+    fn choose(&self, span: &Span, pods: u64) -> Choice {
+        let (mut entries, mut tally) = self.tally(span);
+        entries.sort_unstable_by_key(|entry| entry.candidate);
         let mut touching: Vec<Touching> = Vec::new();
-        for (index, entry) in group.entries.iter().enumerate() {
+        for (index, entry) in entries.iter().enumerate() {
             match touching.last_mut() {
                 Some(last) if last.candidate == entry.candidate => {
                     last.freed += u64::from(entry.freed);
@@ -258,7 +292,6 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
             }
         }
         touching.sort_unstable_by(|a, b| self.removal_order(a, b));
-        let entries = &group.entries;
         let mut removed: Vec<Touching> = Vec::new();
         for &candidate in &touching {
             if tally.capacity >= pods {
@@ -289,7 +322,7 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
             .filter_map(|(candidate, kept)| kept.then_some(candidate.candidate))
             .collect();
         Choice {
-            item: group.item,
+            item: span.item,
             members,
             free_after: tally.free,
         }

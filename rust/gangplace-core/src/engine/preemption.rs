@@ -40,7 +40,8 @@ impl Engine {
     ) -> Vec<Candidate> {
         let priority = request.terms.priority;
         let mut candidates = Vec::new();
-        for (id, hold) in self.ledger.live_holds_by_id() {
+        // Any order here: the candidates are sorted by id below, before anything decides.
+        for (id, hold) in self.ledger.live_holds() {
             let eligible = match purpose {
                 Purpose::Preemption => hold.terms.preemptible && hold.terms.priority < priority,
                 Purpose::Defragmentation => hold.terms.movable && hold.terms.priority <= priority,
@@ -66,6 +67,7 @@ impl Engine {
                 freed,
             });
         }
+        candidates.sort_unstable_by_key(|candidate| candidate.id);
         candidates
     }
 
