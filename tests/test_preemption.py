@@ -379,8 +379,10 @@ def test_bad_inputs_raise_typed_errors_and_change_nothing() -> None:
             call()
         assert engine.snapshot() == before
     engine.release(low, owner="a")
+    before = engine.snapshot()
     with pytest.raises(Conflict):
         engine.preempt(plan)  # stale: its victim ended
+    assert engine.snapshot() == before
     with pytest.raises(ReservationError):
         engine.set_priority(low, 1, owner="a")  # released
     assert engine.hold_status(low, owner="a") == "released"
@@ -451,3 +453,17 @@ def test_defrag_plans_agree_on_fragmented_layouts(
         k: as_tuple(v.placement) for k, v in oracle_moved.items()
     }
     same_state(engine, oracle)
+
+
+def test_stale_defrag_plans_conflict_and_change_nothing() -> None:
+    engine, _ = pair((2, 1), gpus=4)
+    mover = engine.commit(engine.reserve(GangRequest(1, 2, required_level="node", movable=True)))
+    pin(engine, "r1-n0", 2)
+    plan = engine.plan_defrag(GangRequest(1, 4, required_level="node", priority=1))
+    assert plan is not None and [m.allocation for m in plan.moves] == [mover.id]
+    engine.commit(engine.reserve(GangRequest(1, 2, selector={"host": "r1-n0"})))  # the target
+    before = engine.snapshot()
+    with pytest.raises(Conflict):
+        engine.apply_defrag(plan)
+    assert engine.snapshot() == before
+    assert engine.hold_status(mover) == "allocated"
