@@ -123,6 +123,16 @@ def same_plan(got: Any, expected: Any) -> None:
             assert getattr(got, field) == getattr(expected, field), field
 
 
+def contended(
+    specs: list[tuple[Any, ...]], gang_spec: tuple[Any, ...]
+) -> tuple[Any, Any, GangRequest]:
+    """Both clusters (2 racks x 3 nodes x 4 GPUs) loaded with `specs`, and the gang."""
+    engine, oracle = pair((2, 3), gpus=4)
+    load((engine, oracle), specs)
+    pods, size, priority, level = gang_spec
+    return engine, oracle, GangRequest(pods, size, required_level=level, priority=priority)
+
+
 # ------------------------------------------------------------------ scenarios
 
 
@@ -233,10 +243,7 @@ def test_evict_unplaceable_preempts_a_member_that_cannot_move() -> None:
 def test_plans_agree_with_the_reference_and_apply_identically(
     specs: list[tuple[Any, ...]], gang_spec: tuple[Any, ...]
 ) -> None:
-    engine, oracle = pair((2, 3), gpus=4)
-    load((engine, oracle), specs)
-    pods, size, priority, level = gang_spec
-    gang = GangRequest(pods, size, required_level=level, priority=priority)
+    engine, oracle, gang = contended(specs, gang_spec)
     for max_victims in (None, 1):
         got = engine.plan_preemption(gang, max_victims=max_victims)
         same_plan(got, oracle.plan_preemption(gang, max_victims=max_victims))
@@ -285,10 +292,8 @@ def capacity_after(cluster: Any, domain: tuple[str, ...], removed: list[Any], si
 def test_brute_force_minimality_and_priorities(
     specs: list[tuple[Any, ...]], gang_spec: tuple[Any, ...]
 ) -> None:
-    engine, oracle = pair((2, 3), gpus=4)
-    load((engine, oracle), specs)
+    engine, _, gang = contended(specs, gang_spec)
     pods, size, priority, level = gang_spec
-    gang = GangRequest(pods, size, required_level=level, priority=priority)
     plan = engine.plan_preemption(gang)
     by_id = {a.id: a for a in engine.allocations()}
     candidates = [a for a in by_id.values() if a.preemptible and a.priority < priority]
@@ -325,10 +330,7 @@ def test_brute_force_minimality_and_priorities(
 def test_brute_force_moves_never_overlap(
     specs: list[tuple[Any, ...]], gang_spec: tuple[Any, ...]
 ) -> None:
-    engine, oracle = pair((2, 3), gpus=4)
-    load((engine, oracle), specs)
-    pods, size, priority, level = gang_spec
-    gang = GangRequest(pods, size, required_level=level, priority=priority)
+    engine, _, gang = contended(specs, gang_spec)
     plan = engine.plan_defrag(gang)
     if plan is None:
         return
@@ -467,3 +469,20 @@ def test_stale_defrag_plans_conflict_and_change_nothing() -> None:
         engine.apply_defrag(plan)
     assert engine.snapshot() == before
     assert engine.hold_status(mover) == "allocated"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "plan_preemption",
+        "preempt",
+        "plan_defrag",
+        "apply_defrag",
+        "set_priority",
+        "hold_status",
+        "capacity_for",
+    ],
+)
+def test_the_new_methods_explain_themselves_in_help(name: str) -> None:
+    doc = getattr(Cluster, name).__doc__
+    assert doc and len(doc.split()) >= 8, name

@@ -207,6 +207,9 @@ pub fn held(py: Python<'_>, held: Held) -> PyResult<Py<PyAny>> {
 
 #[pymethods]
 impl Cluster {
+    /// Which allocations to end so that the gang fits, and where it then goes: a pure query
+    /// (README, "Priorities, preemption and defragmentation", rules P1-P6). `None` when no
+    /// set within `max_victims` makes room.
     #[pyo3(
         signature = (request, *, max_victims = None, min_runtime = None, exempt_owners = None),
         text_signature = "(self, request, *, max_victims=None, min_runtime=0.0, exempt_owners=())"
@@ -228,6 +231,8 @@ impl Cluster {
         Ok(plan.map(|inner| PreemptionPlan { inner }))
     }
 
+    /// Ends the plan's victims and reserves its placement in one atomic mutation; raises
+    /// `Conflict` (changing nothing) if anything moved since the plan.
     #[pyo3(
         signature = (plan, *, ttl = None, owner = None),
         text_signature = "(self, plan, *, ttl=30.0, owner=None)"
@@ -255,6 +260,7 @@ impl Cluster {
         Ok(Reservation { inner })
     }
 
+    /// Changes a live hold's priority; returns the hold as it is now.
     #[pyo3(signature = (hold, priority, *, owner = None))]
     fn set_priority(
         &self,
@@ -272,6 +278,8 @@ impl Cluster {
         held(py, changed)
     }
 
+    /// `"reserved"`, `"allocated"`, or how the hold ended (`"released"`, `"rolled-back"`,
+    /// `"expired"`, `"revoked"`, `"preempted"`, `"migrated"`).
     #[pyo3(signature = (hold, *, owner = None))]
     fn hold_status(
         &self,
@@ -286,6 +294,8 @@ impl Cluster {
         Ok(PyString::intern(py, status).unbind())
     }
 
+    /// Which movable jobs to move where so that the gang fits: a pure query (README, rules
+    /// D1-D4). `None` when no accepted set within `max_moves` exists.
     #[pyo3(
         signature = (
             request, *, max_moves = None, allow_downgrade = None, evict_unplaceable = None,
@@ -323,6 +333,9 @@ impl Cluster {
         Ok(plan.map(|inner| DefragPlan { inner }))
     }
 
+    /// Moves and evicts in one atomic mutation; returns the gang's reservation and, per moved
+    /// allocation id, its new reservation. Raises `Conflict` (changing nothing) if anything
+    /// moved since the plan.
     #[pyo3(
         signature = (plan, *, ttl = None, owner = None),
         text_signature = "(self, plan, *, ttl=300.0, owner=None)"
@@ -354,6 +367,8 @@ impl Cluster {
         Ok((Reservation { inner: gang }, moves))
     }
 
+    /// How many disjoint copies of `request` `reserve_many` would place now (owner caps
+    /// aside): the fragmentation figure to track before and after a decision.
     fn capacity_for(&self, py: Python<'_>, request: &Bound<'_, GangRequest>) -> PyResult<u64> {
         let request = Arc::clone(&request.get().inner);
         let now = self.now(py)?;
