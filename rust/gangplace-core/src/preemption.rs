@@ -32,9 +32,59 @@ pub struct Candidate {
     pub since: f64,
     /// GPUs it holds in total, healthy or not.
     pub held: u64,
-    /// Per node it holds GPUs on, in node id order: the healthy ones, which its removal
-    /// returns to the pool.
-    pub freed: Vec<(NodeId, GpuSet)>,
+    /// Where, in [`Candidates::freed`], its per-node healthy GPUs are (the GPUs its removal
+    /// returns to the pool).
+    pub freed: std::ops::Range<usize>,
+}
+
+/// The candidates of one plan, sorted by id, and their freed GPUs in one buffer (one
+/// allocation for all of them, not one each).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Candidates {
+    list: Vec<Candidate>,
+    gpus: Vec<(NodeId, GpuSet)>,
+}
+
+impl Candidates {
+    /// Adds a candidate whose removal frees `freed` (per node, healthy GPUs).
+    pub fn push(
+        &mut self,
+        id: HoldId,
+        priority: i32,
+        since: f64,
+        held: u64,
+        freed: impl Iterator<Item = (NodeId, GpuSet)>,
+    ) {
+        let start = self.gpus.len();
+        self.gpus.extend(freed);
+        let freed = start..self.gpus.len();
+        self.list.push(Candidate {
+            id,
+            priority,
+            since,
+            held,
+            freed,
+        });
+    }
+
+    /// Sorts the candidates by id: the order every later tie-break assumes nothing about,
+    /// fixed so that nothing depends on the order they were found in.
+    pub fn sort_by_id(&mut self) {
+        self.list.sort_unstable_by_key(|candidate| candidate.id);
+    }
+
+    /// The GPUs candidate `index`'s removal frees, per node.
+    pub fn freed(&self, index: usize) -> &[(NodeId, GpuSet)] {
+        &self.gpus[self.list[index].freed.clone()]
+    }
+}
+
+impl std::ops::Deref for Candidates {
+    type Target = [Candidate];
+
+    fn deref(&self) -> &[Candidate] {
+        &self.list
+    }
 }
 
 /// The set chosen in one domain at one depth.
@@ -76,7 +126,7 @@ struct Span {
 #[derive(Debug)]
 pub struct Planner<'s, 'a, V> {
     search: &'s Search<'a, V>,
-    candidates: &'s [Candidate],
+    candidates: &'s Candidates,
     gpus_per_pod: u32,
     /// Every candidate GPU set on a usable node, in path order of the nodes (then
     /// candidate): the entries of any one domain, at any depth, are consecutive.
@@ -130,12 +180,12 @@ struct Touching {
 
 impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
     /// A planner over `search`'s view for these candidates.
-    pub fn new(search: &'s Search<'a, V>, candidates: &'s [Candidate], gpus_per_pod: u32) -> Self {
+    pub fn new(search: &'s Search<'a, V>, candidates: &'s Candidates, gpus_per_pod: u32) -> Self {
         let view = search.view();
         let mut keyed: Vec<(u64, Held)> = Vec::new();
         let ranks = view.ranks();
-        for (candidate, held) in candidates.iter().enumerate() {
-            for &(node, gpus) in &held.freed {
+        for candidate in 0..candidates.len() {
+            for &(node, gpus) in candidates.freed(candidate) {
                 if view.node_free(node).is_some() {
                     let rank = ranks.map_or(0, |ranks| u64::from(ranks.node_rank(node)));
                     let key = (rank << 32) | candidate as u64;
@@ -376,7 +426,7 @@ pub struct Found {
 pub fn find<V: CapacityView>(
     search: &Search<'_, V>,
     demand: &Demand,
-    candidates: &[Candidate],
+    candidates: &Candidates,
     max_members: Option<usize>,
 ) -> CoreResult<Option<Found>> {
     let planner = Planner::new(search, candidates, demand.gpus_per_pod);
@@ -411,7 +461,7 @@ pub fn find<V: CapacityView>(
 /// The best choice (P5) at one depth alone, as (member count, highest member priority).
 pub fn best_at<V: CapacityView>(
     search: &Search<'_, V>,
-    candidates: &[Candidate],
+    candidates: &Candidates,
     depth: usize,
     pods: u64,
 ) -> Option<(u64, i32)> {
@@ -445,7 +495,7 @@ fn best_choice<V: CapacityView>(
 /// Rules 4-6 inside `item` on the state where `members` are removed.
 pub fn place_after_removal<V: CapacityView>(
     search: &Search<'_, V>,
-    candidates: &[Candidate],
+    candidates: &Candidates,
     members: &[usize],
     depth: usize,
     item: Item,
@@ -453,7 +503,7 @@ pub fn place_after_removal<V: CapacityView>(
 ) -> CoreResult<Plan> {
     let mut overlay = Overlay::new(search.topology(), search.view());
     for &member in members {
-        for &(node, gpus) in &candidates[member].freed {
+        for &(node, gpus) in candidates.freed(member) {
             overlay.free(node, gpus);
         }
     }
@@ -487,7 +537,7 @@ pub fn plan_in_world<V: CapacityView>(
 /// Every choice at `depth` (P3-P4), with its P5 key's path, for defragmentation to rank.
 pub fn all_at<V: CapacityView>(
     search: &Search<'_, V>,
-    candidates: &[Candidate],
+    candidates: &Candidates,
     depth: usize,
     pods: u64,
 ) -> Vec<Choice> {

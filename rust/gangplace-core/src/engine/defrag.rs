@@ -12,7 +12,7 @@ use crate::error::{CoreError, CoreResult, internal};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, Hold};
 use crate::model::{DefragOptions, DefragPlan, GangRequest, Move, RemovalLimits, Reservation};
-use crate::preemption::{Candidate, Choice, World};
+use crate::preemption::{Candidate, Candidates, Choice, World};
 use crate::search::{Demand, Item, Plan};
 use crate::state::Changes;
 
@@ -86,7 +86,7 @@ impl Engine {
     fn with_moved_gpus(
         &self,
         mut plan: DefragPlan,
-        candidates: &[Candidate],
+        candidates: &Candidates,
         moved: &[usize],
     ) -> DefragPlan {
         plan.moved_gpus = moved.iter().map(|&m| candidates[m].held).sum();
@@ -124,7 +124,7 @@ impl Engine {
     }
 
     /// D3's key: (moves, moved GPUs, evictions, path of the gang's domain).
-    fn defrag_key(&self, candidates: &[Candidate], accepted: &Accepted) -> DefragKey {
+    fn defrag_key(&self, candidates: &Candidates, accepted: &Accepted) -> DefragKey {
         let moved = accepted
             .moves
             .iter()
@@ -148,7 +148,7 @@ impl Engine {
         &mut self,
         request: &Arc<GangRequest>,
         demand: &Demand,
-        candidates: &[Candidate],
+        candidates: &Candidates,
         depth: usize,
         choice: Choice,
         options: DefragOptions,
@@ -198,14 +198,14 @@ impl Engine {
     /// gang's domain unusable (so it holds the gang's GPUs and nothing moves into it).
     fn defrag_world(
         &self,
-        candidates: &[Candidate],
+        candidates: &Candidates,
         members: &[usize],
         item: Item,
         gang: &Plan,
     ) -> CoreResult<World> {
         let mut world = World::new();
         for &member in members {
-            for &(node, gpus) in &candidates[member].freed {
+            for &(node, gpus) in candidates.freed(member) {
                 let free = world
                     .get(&node)
                     .copied()

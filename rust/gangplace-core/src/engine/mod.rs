@@ -21,7 +21,7 @@ use crate::error::{CoreResult, internal, invalid};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, HoldState, Ledger};
 use crate::model::{ClusterStats, GangRequest, GpuState, NodeInfo, Placement, PodPlacement};
-use crate::preemption::{Candidate, Choice, Found, World};
+use crate::preemption::{Candidates, Choice, Found, World};
 use crate::search::{Demand, Item, LevelBest, Plan, Search};
 use crate::state::{Changes, NodeState, NodeStates};
 use crate::topology::{NodeSpec, Topology};
@@ -460,14 +460,14 @@ pub(crate) trait SearchOps {
     fn removal(
         &self,
         demand: &Demand,
-        candidates: &[Candidate],
+        candidates: &Candidates,
         max_members: Option<usize>,
     ) -> CoreResult<Option<Found>>;
-    fn removal_at(&self, depth: usize, pods: u64, candidates: &[Candidate]) -> Option<(u64, i32)>;
-    fn removal_choices(&self, candidates: &[Candidate], depth: usize, pods: u64) -> Vec<Choice>;
+    fn removal_at(&self, depth: usize, pods: u64, candidates: &Candidates) -> Option<(u64, i32)>;
+    fn removal_choices(&self, candidates: &Candidates, depth: usize, pods: u64) -> Vec<Choice>;
     fn place_after_removal(
         &self,
-        candidates: &[Candidate],
+        candidates: &Candidates,
         members: &[usize],
         depth: usize,
         item: Item,
@@ -493,23 +493,23 @@ impl<V: CapacityView> SearchOps for Search<'_, V> {
     fn removal(
         &self,
         demand: &Demand,
-        candidates: &[Candidate],
+        candidates: &Candidates,
         max_members: Option<usize>,
     ) -> CoreResult<Option<Found>> {
         crate::preemption::find(self, demand, candidates, max_members)
     }
 
-    fn removal_at(&self, depth: usize, pods: u64, candidates: &[Candidate]) -> Option<(u64, i32)> {
+    fn removal_at(&self, depth: usize, pods: u64, candidates: &Candidates) -> Option<(u64, i32)> {
         crate::preemption::best_at(self, candidates, depth, pods)
     }
 
-    fn removal_choices(&self, candidates: &[Candidate], depth: usize, pods: u64) -> Vec<Choice> {
+    fn removal_choices(&self, candidates: &Candidates, depth: usize, pods: u64) -> Vec<Choice> {
         crate::preemption::all_at(self, candidates, depth, pods)
     }
 
     fn place_after_removal(
         &self,
-        candidates: &[Candidate],
+        candidates: &Candidates,
         members: &[usize],
         depth: usize,
         item: Item,

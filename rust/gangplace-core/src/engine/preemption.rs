@@ -11,7 +11,7 @@ use crate::error::{CoreError, CoreResult, internal};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, HoldState};
 use crate::model::{GangRequest, Placement, PreemptionPlan, RemovalLimits, Reservation};
-use crate::preemption::Candidate;
+use crate::preemption::Candidates;
 use crate::search::Plan;
 use crate::state::Changes;
 
@@ -37,9 +37,9 @@ impl Engine {
         limits: &RemovalLimits,
         purpose: Purpose,
         now: f64,
-    ) -> Vec<Candidate> {
+    ) -> Candidates {
         let priority = request.terms.priority;
-        let mut candidates = Vec::new();
+        let mut candidates = Candidates::default();
         // Any order here: the candidates are sorted by id below, before anything decides.
         for (id, hold) in self.ledger.live_holds() {
             let eligible = match purpose {
@@ -54,20 +54,14 @@ impl Engine {
             if hold.state != HoldState::Committed || !eligible || exempt || !old_enough {
                 continue;
             }
+            let states = &self.states;
             let freed = hold
                 .gpus_by_node
                 .iter()
-                .map(|&(node, gpus)| (node, gpus & !self.states.get(node).unhealthy))
-                .collect();
-            candidates.push(Candidate {
-                id,
-                priority: hold.terms.priority,
-                since: hold.since,
-                held: hold.gpu_count(),
-                freed,
-            });
+                .map(|&(node, gpus)| (node, gpus & !states.get(node).unhealthy));
+            candidates.push(id, hold.terms.priority, hold.since, hold.gpu_count(), freed);
         }
-        candidates.sort_unstable_by_key(|candidate| candidate.id);
+        candidates.sort_by_id();
         candidates
     }
 
