@@ -37,7 +37,6 @@ from gangplace.reference.values import (
     MAX_LEVELS,
     MAX_NAME_BYTES,
     MAX_NODES,
-    MAX_TTL_SECONDS,
     NODE,
     REMEMBERED_ENDED_HOLDS,
     Allocation,
@@ -370,11 +369,7 @@ class Cluster(Removals):
         owner: str | None = None,
     ) -> Reservation:
         """Holds a new placement of a request, or exactly an earlier placement's GPUs."""
-        if not (math.isfinite(ttl) and 0 < ttl <= MAX_TTL_SECONDS):
-            raise InvalidRequest(f"ttl must be in (0, {MAX_TTL_SECONDS}], got {ttl}")
-        if owner is not None and not 0 < len(owner.encode()) <= MAX_NAME_BYTES:
-            raise InvalidRequest(f"owner must be 1 to {MAX_NAME_BYTES} bytes long")
-        now = self._reclaim()
+        now = self._check_call(ttl, owner)
         if hasattr(request, "gpus_per_pod"):
             placement = self._reserve_plan(request, owner)  # type: ignore[arg-type]
         else:

@@ -9,7 +9,7 @@ from its holds and calls :func:`find` and :func:`defrag_choices`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -272,7 +272,7 @@ def _moves(
                 evictions.append(member.id)
                 continue
             return None
-        world = _taking(world, target)
+        world = taking(world, target)
         moves.append((member.id, target))
     return moves, evictions
 
@@ -294,7 +294,8 @@ def _replace(
     return rules.place(world, levels, gang, policy)
 
 
-def _taking(world: Sequence[NodeView], placement: Placement) -> list[NodeView]:
+def taking(world: Sequence[NodeView], placement: Placement) -> list[NodeView]:
+    """The nodes with ``placement``'s GPUs taken."""
     taken: dict[str, set[int]] = {}
     for pod in placement.pods:
         taken.setdefault(pod.node, set()).update(pod.gpus)
@@ -302,11 +303,3 @@ def _taking(world: Sequence[NodeView], placement: Placement) -> list[NodeView]:
         replace(node, free=tuple(g for g in node.free if g not in taken.get(node.name, ())))
         for node in world
     ]
-
-
-def as_candidates(
-    holds: Mapping[str, object], make: Callable[[str, object], Candidate | None]
-) -> list[Candidate]:
-    """The holds ``make`` turns into candidates, sorted by id."""
-    found = (make(hid, hold) for hid, hold in sorted(holds.items()))
-    return [candidate for candidate in found if candidate is not None]

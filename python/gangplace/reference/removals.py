@@ -209,6 +209,7 @@ class Removals:
             )
 
     def _check_call(self, ttl: float, owner: str | None) -> float:
+        """Refuses a bad ``ttl`` or owner name, then reclaims expired holds; returns now."""
         if not (math.isfinite(ttl) and 0 < ttl <= MAX_TTL_SECONDS):
             raise InvalidRequest(f"ttl must be in (0, {MAX_TTL_SECONDS}], got {ttl}")
         if owner is not None and not 0 < len(owner.encode()) <= MAX_NAME_BYTES:
@@ -268,7 +269,7 @@ class Removals:
         while (
             placement := rules.place(views, self.levels, self._gang(request), self.policy)
         ) is not None:
-            views = preemption._taking(views, placement)
+            views = preemption.taking(views, placement)
             copies += 1
         return copies
 

@@ -67,8 +67,7 @@ impl Candidates {
         });
     }
 
-    /// Sorts the candidates by id: the order every later tie-break assumes nothing about,
-    /// fixed so that nothing depends on the order they were found in.
+    /// Sorts the candidates by id, so that nothing depends on the order they were found in.
     pub fn sort_by_id(&mut self) {
         self.list.sort_unstable_by_key(|candidate| candidate.id);
     }
@@ -469,7 +468,7 @@ pub fn best_at<V: CapacityView>(
     let best = planner
         .choices(depth, pods)
         .into_iter()
-        .min_by(|a, b| planner.key(a).cmp(&planner.key(b)))?;
+        .min_by_key(|choice| planner.key(choice))?;
     let (highest, count, ..) = planner.key(&best);
     Some((count as u64, highest))
 }
@@ -487,7 +486,7 @@ fn best_choice<V: CapacityView>(
             .choices(depth, pods)
             .into_iter()
             .filter(|choice| max_members.is_none_or(|most| choice.members.len() <= most))
-            .min_by(|a, b| planner.key(a).cmp(&planner.key(b)))
+            .min_by_key(|choice| planner.key(choice))
             .map(|choice| (depth, choice))
     })
 }

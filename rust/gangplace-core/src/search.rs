@@ -25,6 +25,16 @@ pub enum Item {
     Node(NodeId),
 }
 
+impl Item {
+    /// Its path: the domain's path, or the node's path (domain path, then name).
+    pub fn path(self, topology: &Topology) -> Vec<&str> {
+        match self {
+            Item::Domain(id) => topology.domain_path(id),
+            Item::Node(id) => topology.node_path(id),
+        }
+    }
+}
+
 /// What the search needs of a request, already validated.
 #[derive(Debug, Clone, Copy)]
 pub struct Demand {
@@ -168,10 +178,7 @@ impl<'a, V: CapacityView> Search<'a, V> {
 
     /// The path of an item: its domain path, or the node's path at the node depth.
     pub fn item_path(&self, item: Item) -> Vec<&'a str> {
-        match item {
-            Item::Domain(id) => self.topology.domain_path(id),
-            Item::Node(id) => self.topology.node_path(id),
-        }
+        item.path(self.topology)
     }
 
     /// The topology searched.

@@ -110,13 +110,17 @@ impl Capacity {
         )
     }
 
-    /// Makes sure `selector` has a pool. The topology must be settled.
+    /// Makes sure `selector` has a pool (an empty selector needs none: it reads the
+    /// cluster's own views). The topology must be settled.
     pub fn ensure_pool(
         &mut self,
         topology: &Topology,
         states: &NodeStates,
         selector: &[(String, String)],
     ) {
+        if selector.is_empty() {
+            return;
+        }
         self.pools.ensure(topology, states, selector);
     }
 

@@ -36,7 +36,7 @@ impl Engine {
     ) -> CoreResult<Option<DefragPlan>> {
         let (demand, plan) = self.plan(request, now)?;
         if let Some(plan) = plan {
-            return Ok(Some(self.defrag_plan(request, &plan, &[], Vec::new(), &[])));
+            return Ok(Some(self.defrag_plan(request, &plan, &[], Vec::new())));
         }
         let candidates = self.candidates(request, limits, Purpose::Defragmentation, now);
         let node_depth = self.topology.node_depth();
@@ -75,22 +75,15 @@ impl Engine {
                     .iter()
                     .map(|&m| candidates[m].id)
                     .collect();
-                let moved: Vec<usize> = accepted.moves.iter().map(|(m, _)| *m).collect();
-                let plan = self.defrag_plan(request, &accepted.gang, &moves, evictions, &moved);
-                return Ok(Some(self.with_moved_gpus(plan, &candidates, &moved)));
+                return Ok(Some(self.defrag_plan(
+                    request,
+                    &accepted.gang,
+                    &moves,
+                    evictions,
+                )));
             }
         }
         Ok(None)
-    }
-
-    fn with_moved_gpus(
-        &self,
-        mut plan: DefragPlan,
-        candidates: &Candidates,
-        moved: &[usize],
-    ) -> DefragPlan {
-        plan.moved_gpus = moved.iter().map(|&m| candidates[m].held).sum();
-        plan
     }
 
     fn defrag_plan(
@@ -99,8 +92,8 @@ impl Engine {
         gang: &Plan,
         moves: &[(&Candidate, &Plan)],
         mut evictions: Vec<HoldId>,
-        _moved: &[usize],
     ) -> DefragPlan {
+        let moved_gpus = moves.iter().map(|(candidate, _)| candidate.held).sum();
         let mut moves: Vec<Move> = moves
             .iter()
             .filter_map(|(candidate, target)| {
@@ -119,7 +112,7 @@ impl Engine {
             placement: Arc::new(self.placement(gang)),
             moves,
             evictions,
-            moved_gpus: 0,
+            moved_gpus,
         }
     }
 
@@ -130,10 +123,7 @@ impl Engine {
             .iter()
             .map(|(m, _)| candidates[*m].held)
             .sum();
-        let path = match accepted.choice.item {
-            Item::Domain(id) => self.topology.domain_path(id),
-            Item::Node(id) => self.topology.node_path(id),
-        };
+        let path = accepted.choice.item.path(&self.topology);
         (
             accepted.moves.len(),
             moved,
@@ -266,10 +256,8 @@ impl Engine {
         if !options.allow_downgrade {
             demand.coarsest_depth = demand.coarsest_depth.max(level_now);
         }
-        if !request.selector.is_empty() {
-            self.capacity
-                .ensure_pool(&self.topology, &self.states, &request.selector);
-        }
+        self.capacity
+            .ensure_pool(&self.topology, &self.states, &request.selector);
         let policy = self.policy();
         self.with_search(&request, |search| {
             search.plan_in_world(world, &demand, policy)

@@ -124,10 +124,7 @@ impl Engine {
     }
 
     fn item_path(&self, item: Item) -> Vec<String> {
-        let path = match item {
-            Item::Domain(id) => self.topology.domain_path(id),
-            Item::Node(id) => self.topology.node_path(id),
-        };
+        let path = item.path(&self.topology);
         path.into_iter().map(str::to_owned).collect()
     }
 

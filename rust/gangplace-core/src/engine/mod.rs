@@ -331,29 +331,31 @@ impl Engine {
         }
     }
 
+    /// Everything a search needs first: expired holds reclaimed, the tree settled, the
+    /// request validated, its selector's pool made.
+    pub(crate) fn prepare(&mut self, request: &GangRequest, now: f64) -> CoreResult<Demand> {
+        self.reclaim(now);
+        self.settle();
+        let demand = self.demand(request)?;
+        let (topology, states) = (&self.topology, &self.states);
+        self.capacity
+            .ensure_pool(topology, states, &request.selector);
+        Ok(demand)
+    }
+
     pub(crate) fn plan(
         &mut self,
         request: &GangRequest,
         now: f64,
     ) -> CoreResult<(Demand, Option<Plan>)> {
-        self.reclaim(now);
-        self.settle();
-        let demand = self.demand(request)?;
-        if !request.selector.is_empty() {
-            let (topology, states) = (&self.topology, &self.states);
-            self.capacity
-                .ensure_pool(topology, states, &request.selector);
-        }
+        let demand = self.prepare(request, now)?;
         let policy = self.policy();
         let plan = self.with_search(request, |search| search.plan(&demand, policy))??;
         Ok((demand, plan))
     }
 
     pub(crate) fn placement(&self, plan: &Plan) -> Placement {
-        let domain = match plan.item {
-            Item::Domain(id) => self.topology.domain_path(id),
-            Item::Node(id) => self.topology.node_path(id),
-        };
+        let domain = plan.item.path(&self.topology);
         Placement {
             pods: plan
                 .pods

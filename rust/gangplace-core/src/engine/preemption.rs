@@ -202,8 +202,7 @@ impl Engine {
     /// GPUs the previous ones took (owner caps aside). Changes nothing but expired
     /// reservations.
     pub fn capacity_for(&mut self, request: &GangRequest, now: f64) -> CoreResult<u64> {
-        self.plan(request, now)?; // reclaims, settles, validates, makes the selector's pool
-        let demand = self.demand(request)?;
+        let demand = self.prepare(request, now)?;
         let policy = self.policy();
         let mut what_if = self.scratch_copy();
         let mut copies = 0u64;
