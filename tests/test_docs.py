@@ -30,6 +30,8 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "[True, True, False]" in printed  # the bulk example's reserve_many
     assert "('r1',) True -5" in printed  # preemption: the rack whose job matters least
     assert "('r0',) ['r1-n1', 'r2-n0']" in printed  # defragmentation: moves to the edge
+    assert "[('pretrain', False), ('eval', True)]" in printed  # the scheduler's backfill
+    assert "['finetune']" in printed
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,7 @@ from gangplace._gangplace import (
 from gangplace._quick import place_gang
 from gangplace.errors import (
     Conflict,
+    DuplicateJob,
     GangplaceError,
     InternalError,
     InvalidRequest,
@@ -46,10 +47,12 @@ from gangplace.errors import (
     ReservationError,
     ReservationExpired,
     ReservationRevoked,
+    UnknownJob,
     UnknownNode,
     UnknownReservation,
     Unschedulable,
 )
+from gangplace.scheduler import Decisions, PendingJob, RunningJob, Scheduler, Started
 
 if TYPE_CHECKING:
     from gangplace import synth
@@ -60,7 +63,9 @@ __all__ = [
     "Cluster",
     "ClusterStats",
     "Conflict",
+    "Decisions",
     "DefragPlan",
+    "DuplicateJob",
     "Explanation",
     "GangRequest",
     "GangplaceError",
@@ -71,6 +76,7 @@ __all__ = [
     "LimitExceeded",
     "Move",
     "NodeInfo",
+    "PendingJob",
     "Placement",
     "PodPlacement",
     "PreemptionPlan",
@@ -78,6 +84,10 @@ __all__ = [
     "ReservationError",
     "ReservationExpired",
     "ReservationRevoked",
+    "RunningJob",
+    "Scheduler",
+    "Started",
+    "UnknownJob",
     "UnknownNode",
     "UnknownReservation",
     "Unschedulable",

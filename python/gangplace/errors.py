@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "Conflict",
+    "DuplicateJob",
     "GangplaceError",
     "InternalError",
     "InvalidRequest",
@@ -17,6 +18,7 @@ __all__ = [
     "ReservationError",
     "ReservationExpired",
     "ReservationRevoked",
+    "UnknownJob",
     "UnknownNode",
     "UnknownReservation",
     "Unschedulable",
@@ -113,3 +115,23 @@ class InternalError(GangplaceError):
     When it happens inside an operation, the cluster refuses every further call (it fails
     closed); restore a snapshot taken earlier to continue.
     """
+
+
+class UnknownJob(GangplaceError, KeyError):
+    """A :class:`~gangplace.Scheduler` has no pending or running job with that id.
+
+    Attributes:
+        job_id: The id that was looked up.
+
+    """
+
+    def __init__(self, message: str, job_id: str | None = None) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class DuplicateJob(GangplaceError, ValueError):
+    """``Scheduler.submit`` of a job id that is already pending or running; nothing changed."""

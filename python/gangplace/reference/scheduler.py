@@ -1,0 +1,327 @@
+"""The Scheduler rules of the README (S1-S9), implemented naively, for the tests.
+
+Every cycle sorts the whole queue and walks it job by job; every form change is found by
+looking at every job. Nothing here is grouped, cached or indexed: it is the readable
+statement that :class:`gangplace.Scheduler` (which groups jobs into classes) must match
+decision for decision.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from gangplace._gangplace import Allocation, Cluster, GangRequest
+from gangplace.errors import DuplicateJob, LimitExceeded, UnknownJob, Unschedulable
+from gangplace.scheduler.values import Decisions, Moved, Started
+
+__all__ = ["ReferenceScheduler"]
+
+
+@dataclass
+class _Job:
+    job_id: str
+    request: GangRequest
+    owner: str | None
+    walltime: float | None
+    timeout: float | None
+    ladder: tuple[tuple[float, str | None], ...]
+    sequence: int
+    wait_began: float = 0.0
+    form: tuple[str | None, bool] = (None, False)
+    timed_out: bool = False
+    allocation: Allocation | None = None
+    started_at: float | None = None
+
+
+class ReferenceScheduler:
+    """Same constructor, ``submit``, ``cancel``, ``finish``, ``requeue`` and ``cycle``."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        order: str = "fifo",
+        backfill: str = "easy",
+        preemption: bool = False,
+        defrag: bool = False,
+        quotas: dict[str, int] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.order = order
+        self.backfill = backfill
+        self.preemption = preemption
+        self.defrag = defrag
+        self.quotas = dict(quotas or {})
+        self.pending: list[_Job] = []
+        self.running: list[_Job] = []
+        self.sequence = 0
+
+    # ---------------------------------------------------------------- S1-S3: the queue
+
+    def submit(
+        self,
+        job_id: str,
+        request: GangRequest,
+        *,
+        now: float,
+        owner: str | None = None,
+        walltime: float | None = None,
+        timeout: float | None = None,
+        ladder: tuple[tuple[float, str | None], ...] = (),
+    ) -> None:
+        """S2: refuse what can never start; otherwise queue it, its wait beginning now."""
+        if any(job.job_id == job_id for job in self.pending + self.running):
+            raise DuplicateJob(job_id)
+        levels = [request.required_level, *(level for _, level in ladder)]
+        loosest = GangRequest(
+            request.min_pods or request.pods,
+            request.gpus_per_pod,
+            required_level=self._coarsest(levels),
+            selector=request.selector,
+        )
+        quota = self.quotas.get(owner) if owner is not None else None
+        if self._empty_copy().place_gang(loosest) is None or (
+            quota is not None and loosest.total_gpus > quota
+        ):
+            raise Unschedulable(f"job {job_id!r} can never start")
+        self.sequence += 1
+        job = _Job(job_id, request, owner, walltime, timeout, tuple(ladder), self.sequence)
+        self._queue(job, now)
+
+    def _queue(self, job: _Job, now: float) -> None:
+        job.wait_began = now
+        job.timed_out = False
+        job.form = self._form(job, now)
+        self.pending.append(job)
+
+    def _coarsest(self, levels: list[str | None]) -> str | None:
+        order = ["cluster", *self.cluster.levels, "node"]
+        names = ["cluster" if level is None else level for level in levels]
+        coarsest = min(names, key=order.index)
+        return None if coarsest == "cluster" else coarsest
+
+    def _empty_copy(self) -> Cluster:
+        copy = Cluster(self.cluster.levels, policy=self.cluster.policy)  # type: ignore[arg-type]
+        for name in self.cluster.nodes():
+            info = self.cluster.node(name)
+            copy.add_node(name, gpus=info.gpus, topology=info.topology, labels=info.labels)
+        return copy
+
+    def _form(self, job: _Job, now: float) -> tuple[str | None, bool]:
+        """S3: the ladder's level and whether the gang may start smaller."""
+        level = job.request.required_level
+        for seconds, step in job.ladder:
+            if job.wait_began + seconds <= now:
+                level = step
+        elastic = job.request.min_pods is not None and (
+            job.timeout is None or job.wait_began + job.timeout <= now
+        )
+        return level, elastic
+
+    def cancel(self, job_id: str) -> bool:
+        """Drops a pending job or releases a running one."""
+        for job in self.pending:
+            if job.job_id == job_id:
+                self.pending.remove(job)
+                return False
+        self._end(self._running(job_id), release=True)
+        return True
+
+    def finish(self, job_id: str) -> None:
+        """Releases a running job."""
+        self._end(self._running(job_id), release=True)
+
+    def requeue(self, job_id: str, now: float) -> None:
+        """Releases a running job and queues it again at its old position."""
+        job = self._running(job_id)
+        self._end(job, release=True)
+        self._queue(job, now)
+
+    def _running(self, job_id: str) -> _Job:
+        for job in self.running:
+            if job.job_id == job_id:
+                return job
+        raise UnknownJob(job_id, job_id)
+
+    def _end(self, job: _Job, *, release: bool) -> None:
+        assert job.allocation is not None
+        if release:
+            self.cluster.release(job.allocation, owner=job.owner)
+        self.running.remove(job)
+        job.allocation = job.started_at = None
+
+    # ---------------------------------------------------------------- S4-S9: a cycle
+
+    def cycle(self, now: float) -> Decisions:
+        """S4: apply due form changes, then walk the queue until no walk makes room."""
+        timed_out, degraded = [], []
+        for job in sorted(self.pending, key=self._order):
+            form = self._form(job, now)
+            passed = bool(job.timeout) and job.wait_began + (job.timeout or 0.0) <= now
+            if passed and not job.timed_out:
+                job.timed_out = True
+                timed_out.append(job.job_id)
+            if form[0] != job.form[0]:
+                degraded.append((job.job_id, form[0]))
+            job.form = form
+        started: list[Started] = []
+        evicted: list[str] = []
+        moved: list[Moved] = []
+        while self._walk(now, started, evicted, moved):
+            pass
+        return Decisions(
+            now,
+            tuple(started),
+            tuple(evicted),
+            tuple(moved),
+            tuple(timed_out),
+            tuple(degraded),
+            len(self.pending),
+        )
+
+    def _order(self, job: _Job) -> tuple[int, int]:
+        """S1: submission order, or priority first."""
+        priority = job.request.priority if self.order == "priority" else 0
+        return (-priority, job.sequence)
+
+    def _walk(
+        self, now: float, started: list[Started], evicted: list[str], moved: list[Moved]
+    ) -> bool:
+        """S5-S7: one walk; True when room was made for the head (start over)."""
+        head: _Job | None = None
+        shadow = 0.0
+        for job in sorted(self.pending, key=self._order):
+            if head is not None:
+                if self.backfill == "none":
+                    break
+                if self.backfill == "easy" and (
+                    job.walltime is None or now + job.walltime > shadow
+                ):
+                    continue
+            outcome = self._try(job, now, head is not None)
+            if isinstance(outcome, Started):
+                started.append(outcome)
+                continue
+            if outcome == "quota" or head is not None:
+                continue
+            made = self._make_room(job, now)
+            if made is not None:
+                started.append(made[0])
+                evicted.extend(made[1])
+                moved.extend(made[2])
+                return True
+            head = job
+            shadow = self._shadow(job, now)
+        return False
+
+    def _request(self, job: _Job) -> GangRequest:
+        request = job.request
+        level, elastic = job.form
+        pods = request.pods
+        quota = self.quotas.get(job.owner) if job.owner is not None else None
+        if quota is not None:
+            pods = min(pods, (quota - self._usage(job.owner)) // request.gpus_per_pod)
+        return GangRequest(
+            pods,
+            request.gpus_per_pod,
+            min_pods=min(request.min_pods or pods, pods) if elastic else None,
+            required_level=level,
+            selector=request.selector,
+            name=request.name or job.job_id,
+            priority=request.priority,
+            preemptible=request.preemptible,
+            movable=request.movable,
+        )
+
+    def _usage(self, owner: str | None) -> int:
+        return sum(
+            job.allocation.placement.total_gpus
+            for job in self.running
+            if job.owner == owner and job.allocation is not None
+        )
+
+    def _fewest(self, job: _Job) -> int:
+        request = job.request
+        pods = (request.min_pods or request.pods) if job.form[1] else request.pods
+        return pods * request.gpus_per_pod
+
+    def _try(self, job: _Job, now: float, backfilled: bool) -> Started | str:
+        quota = self.quotas.get(job.owner) if job.owner is not None else None
+        if quota is not None and self._fewest(job) > quota - self._usage(job.owner):
+            return "quota"
+        try:
+            reservation = self.cluster.reserve(self._request(job), ttl=60.0, owner=job.owner)
+        except Unschedulable:
+            return "nofit"
+        except LimitExceeded:
+            return "quota"
+        return self._start(job, self.cluster.commit(reservation, owner=job.owner), now, backfilled)
+
+    def _start(
+        self, job: _Job, allocation: Allocation, now: float, backfilled: bool, evicted: Any = ()
+    ) -> Started:
+        self.pending.remove(job)
+        job.allocation, job.started_at = allocation, now
+        self.running.append(job)
+        return Started(job.job_id, allocation, now - job.wait_began, backfilled, tuple(evicted))
+
+    def _shadow(self, head: _Job, now: float) -> float:
+        """S6: a lower bound on the head's earliest start, by the running jobs' walltimes."""
+        ends = sorted(
+            (
+                math.inf
+                if job.walltime is None or job.started_at is None
+                else job.started_at + job.walltime,
+                job.allocation.placement.total_gpus if job.allocation else 0,
+            )
+            for job in self.running
+        )
+        free, need = self.cluster.stats().free, self._fewest(head)
+        if free >= need:
+            return max(ends[0][0], now) if ends else math.inf
+        for end, gpus in ends:
+            free += gpus
+            if free >= need:
+                return max(end, now)
+        return math.inf
+
+    def _make_room(self, head: _Job, now: float) -> tuple[Started, list[str], list[Moved]] | None:
+        """S8: preemption first, then defragmentation."""
+        request = self._request(head)
+        if self.preemption:
+            plan = self.cluster.plan_preemption(request)
+            if plan is not None and plan.victims:
+                reservation = self.cluster.preempt(plan, owner=head.owner)
+                evicted = self._evict(plan.victims, now)
+                allocation = self.cluster.commit(reservation, owner=head.owner)
+                return self._start(head, allocation, now, False, evicted), evicted, []
+        if self.defrag:
+            defrag = self.cluster.plan_defrag(request)
+            if defrag is not None and (defrag.moves or defrag.evictions):
+                reservation, new = self.cluster.apply_defrag(defrag, owner=head.owner)
+                moved = []
+                for move in defrag.moves:
+                    renewed = new[move.allocation]
+                    allocation = self.cluster.commit(renewed, owner=renewed.owner)
+                    for job in self.running:
+                        if job.allocation is not None and job.allocation.id == move.allocation:
+                            job.allocation = allocation
+                            moved.append(Moved(job.job_id, move, allocation))
+                evicted = self._evict(defrag.evictions, now)
+                allocation = self.cluster.commit(reservation, owner=head.owner)
+                return self._start(head, allocation, now, False, evicted), evicted, moved
+        return None
+
+    def _evict(self, hold_ids: tuple[str, ...], now: float) -> list[str]:
+        names = []
+        for hold_id in hold_ids:
+            match = [j for j in self.running if j.allocation and j.allocation.id == hold_id]
+            if not match:
+                names.append(hold_id)
+                continue
+            self._end(match[0], release=False)
+            self._queue(match[0], now)
+            names.append(match[0].job_id)
+        return names

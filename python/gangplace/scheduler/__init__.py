@@ -1,0 +1,12 @@
+"""A gang scheduler around the engine: queue, backfill, priorities, timeouts, metrics.
+
+:class:`Scheduler` is what an embedder puts around a :class:`~gangplace.Cluster` and what
+``gangplace simulate`` drives. The rules are the README's "Scheduler" section (S1-S9);
+:mod:`gangplace.reference.scheduler` is a naive implementation of the same rules that the
+tests compare it with.
+"""
+
+from gangplace.scheduler.core import Scheduler
+from gangplace.scheduler.values import Decisions, Moved, PendingJob, RunningJob, Started
+
+__all__ = ["Decisions", "Moved", "PendingJob", "RunningJob", "Scheduler", "Started"]

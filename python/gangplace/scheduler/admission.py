@@ -1,0 +1,95 @@
+"""Admission: whether a job could ever start (README, Scheduler rule S2).
+
+A job is refused at ``submit`` when its most relaxed form (``min_pods`` if elastic, the
+coarsest level its ladder reaches) cannot be placed on the cluster *as built*: every node
+present, every GPU healthy, no node cordoned, nothing held. The check runs on an empty twin
+of the cluster, rebuilt when the node count or the total GPU count changes.
+"""
+
+from __future__ import annotations
+
+from gangplace._gangplace import Cluster, GangRequest
+
+__all__ = ["EmptyTwin", "relaxed"]
+
+
+def relaxed(
+    request: GangRequest,
+    ladder: tuple[tuple[float, str | None], ...],
+    levels: tuple[str, ...],
+) -> GangRequest:
+    """The most relaxed form ``request`` can reach: smallest size, coarsest level."""
+    candidates = [request.required_level, *(level for _, level in ladder)]
+    level = _coarsest(candidates, levels)
+    return GangRequest(
+        request.min_pods or request.pods,
+        request.gpus_per_pod,
+        required_level=level,
+        selector=request.selector,
+        name=request.name,
+    )
+
+
+def _coarsest(candidates: list[str | None], levels: tuple[str, ...]) -> str | None:
+    """The coarsest of level names (``None``/``"cluster"`` coarsest, ``"node"`` finest).
+
+    Unknown names are returned as they are, so that the engine reports them.
+    """
+    rank = {"cluster": -1, **{name: index for index, name in enumerate(levels)}}
+    rank["node"] = len(levels)
+    best: str | None = candidates[0]
+    for level in candidates:
+        if level is None or level == "cluster":
+            return None
+        if level not in rank:
+            return level
+        if best is not None and rank[level] < rank.get(best, len(levels)):
+            best = level
+    return best
+
+
+class EmptyTwin:
+    """An empty, all-healthy, uncordoned copy of a cluster's nodes, for admission checks."""
+
+    def __init__(self) -> None:
+        self._twin: Cluster | None = None
+        self._fingerprint: tuple[int, int] | None = None
+
+    def of(self, cluster: Cluster) -> Cluster:
+        """The twin of ``cluster``, rebuilt if its nodes changed in number or GPUs."""
+        fingerprint = (len(cluster), cluster.stats().total)
+        if self._twin is None or fingerprint != self._fingerprint:
+            self._twin = _build_twin(cluster)
+            self._fingerprint = fingerprint
+        return self._twin
+
+    def fits(self, cluster: Cluster, request: GangRequest) -> str | None:
+        """``None`` when ``request`` fits the empty twin, else the engine's reason.
+
+        Raises:
+            InvalidRequest: The request names an unknown level.
+
+        """
+        twin = self.of(cluster)
+        if twin.place_gang(request) is not None:
+            return None
+        return twin.explain(request).summary
+
+
+def _build_twin(cluster: Cluster) -> Cluster:
+    state = cluster.gpu_state()
+    names = [str(name) for name in state["node"]]
+    labels: dict[str, list[str | None]] = {}
+    for index, name in enumerate(names):
+        for key, value in cluster.node(name).labels.items():
+            labels.setdefault(key, [None] * len(names))[index] = value
+    levels = cluster.levels
+    return Cluster.from_arrays(
+        levels,
+        names=names,
+        domains=[[str(value) for value in state["domains"][level]] for level in levels],
+        gpus=state["gpus"],
+        unhealthy_mask=[0] * len(names),
+        labels=labels or None,
+        policy="first-fit" if cluster.policy == "first-fit" else "best-fit",
+    )

@@ -1,0 +1,557 @@
+"""The Scheduler: a gang queue and its cycle around a :class:`~gangplace.Cluster`.
+
+The contract is the README's "Scheduler" section (rules S1-S9); this module implements it,
+and :mod:`gangplace.reference.scheduler` implements it again, naively, for the tests.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal
+
+from gangplace._gangplace import Allocation, Cluster, GangRequest
+from gangplace.errors import (
+    DuplicateJob,
+    InvalidRequest,
+    LimitExceeded,
+    UnknownJob,
+    Unschedulable,
+)
+from gangplace.scheduler.admission import EmptyTwin, relaxed
+from gangplace.scheduler.cycle import run_cycle
+from gangplace.scheduler.metrics import SchedulerMetrics
+from gangplace.scheduler.queue import PendingQueue, QueuedJob, shadow_time
+from gangplace.scheduler.values import Decisions, Moved, PendingJob, RunningJob, Started
+
+__all__ = ["Scheduler"]
+
+ORDERS = ("fifo", "priority")
+BACKFILLS = ("easy", "none", "any")
+# Reservations are committed in the same call; the ttl only has to outlive that call.
+HOLD_TTL = 60.0
+
+
+class Scheduler:
+    """A gang queue with backfill, priorities, timeouts and metrics around one cluster.
+
+    The scheduler owns the holds it makes: a started job's GPUs are reserved and committed
+    at once (the caller binds its pods), and released by :meth:`finish` or :meth:`cancel`.
+    The simulator (``gangplace simulate``) drives this same class. See the README's
+    "Scheduler" section for the rules (S1-S9).
+
+    Args:
+        cluster: The cluster to place on.
+        order: ``"fifo"`` (submission order) or ``"priority"`` (higher
+            ``GangRequest.priority`` first, then submission order).
+        backfill: ``"easy"`` (default): a job may start ahead of the blocked head only if
+            it ends, by its walltime, before the head's earliest possible start; a job
+            without a walltime never passes the head. ``"none"``: nothing passes a blocked
+            head. ``"any"``: anything that fits starts.
+        preemption: Let the blocked head evict lower-priority preemptible allocations
+            (``Cluster.plan_preemption``); evicted jobs go back to the queue.
+        defrag: Let the blocked head move movable jobs (``Cluster.plan_defrag``).
+        clock: Zero-argument callable returning seconds (default ``time.monotonic``);
+            ``cycle(now=...)`` overrides it.
+        metrics: A ``prometheus_client`` registry to publish metrics in (extra
+            ``gangplace[metrics]``); ``None``: no metrics.
+        quotas: Owner -> the most GPUs that owner's running jobs may hold at once. Owners
+            not listed have no quota.
+
+    Raises:
+        InvalidRequest: Unknown ``order`` or ``backfill``, or a negative quota.
+        TypeError: ``cluster`` is not a ``Cluster``.
+
+    Example:
+        >>> from gangplace import Cluster, GangRequest, Scheduler
+        >>> cluster = Cluster(("rack",))
+        >>> cluster.add_node("a", gpus=8, topology={"rack": "r1"})
+        >>> scheduler = Scheduler(cluster, clock=lambda: 0.0)
+        >>> scheduler.submit("train", GangRequest(1, 8), walltime=3600)
+        >>> [s.job_id for s in scheduler.cycle().started]
+        ['train']
+
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        order: Literal["fifo", "priority"] = "fifo",
+        backfill: Literal["easy", "none", "any"] = "easy",
+        preemption: bool = False,
+        defrag: bool = False,
+        clock: Callable[[], float] | None = None,
+        metrics: Any = None,
+        quotas: Mapping[str, int] | None = None,
+    ) -> None:
+        if not isinstance(cluster, Cluster):
+            raise TypeError(f"cluster must be a gangplace.Cluster, not {type(cluster).__name__}")
+        if order not in ORDERS:
+            raise InvalidRequest(f"order must be one of {', '.join(ORDERS)}; got {order!r}")
+        if backfill not in BACKFILLS:
+            raise InvalidRequest(
+                f"backfill must be one of {', '.join(BACKFILLS)}; got {backfill!r}"
+            )
+        self.quotas = _checked_quotas(quotas)
+        self.cluster = cluster
+        self.order = order
+        self.backfill = backfill
+        self.preemption = bool(preemption)
+        self.defrag = bool(defrag)
+        self.clock = clock or time.monotonic
+        self.metrics = SchedulerMetrics(metrics) if metrics is not None else None
+        self._queue = PendingQueue()
+        self._running: dict[str, QueuedJob] = {}
+        self._by_hold: dict[str, str] = {}
+        self._ends: list[tuple[float, int, str]] = []  # (predicted end, GPUs, job id)
+        self._allocations: dict[str, Allocation] = {}
+        self._usage: dict[str | None, int] = {}
+        self._stages: list[tuple[float, tuple[int, int], str, int]] = []
+        self._sequence = 0
+        self._twin = EmptyTwin()
+        self._last_cycle = -math.inf
+
+    # ------------------------------------------------------------------ queue
+
+    def submit(
+        self,
+        job_id: str,
+        request: GangRequest,
+        *,
+        owner: str | None = None,
+        walltime: float | None = None,
+        timeout: float | None = None,
+        ladder: Iterable[tuple[float, str | None]] | None = None,
+    ) -> None:
+        """Queues a job (README, rules S1-S3).
+
+        Args:
+            job_id: Unique among pending and running jobs.
+            request: The gang; its ``priority`` orders the queue under ``order="priority"``.
+            owner: Who runs it: the cluster owner of its holds, and the key of ``quotas``.
+            walltime: Its run-time limit in seconds; EASY backfill needs it.
+            timeout: Seconds of waiting after which an elastic gang (``min_pods``) may start
+                smaller; before it, only whole. ``None``: elastic at once.
+            ladder: ``(seconds waited, required_level or None)`` steps, increasing: the
+                level the gang may span from that wait on (a soft constraint that degrades).
+
+        Raises:
+            Unschedulable: It cannot fit even the empty, all-healthy cluster (or its
+                owner's quota); it is not queued. ``.reason`` says why.
+            DuplicateJob: ``job_id`` is pending or running.
+            InvalidRequest: Bad walltime, timeout or ladder, or an unknown level.
+            TypeError: Wrong argument types.
+
+        """
+        if not isinstance(job_id, str) or not job_id:
+            raise TypeError("job_id must be a non-empty str")
+        if not isinstance(request, GangRequest):
+            raise TypeError(f"request must be a GangRequest, not {type(request).__name__}")
+        if owner is not None and not isinstance(owner, str):
+            raise TypeError("owner must be a str or None")
+        if job_id in self._queue.by_id or job_id in self._running:
+            raise DuplicateJob(f"job {job_id!r} is already pending or running")
+        walltime = _seconds("walltime", walltime, positive=True)
+        timeout = _seconds("timeout", timeout, positive=False)
+        steps = _checked_ladder(ladder, self.cluster.levels)
+        self._admit(job_id, request, owner, steps)
+        self._sequence += 1
+        priority = request.priority if self.order == "priority" else 0
+        job = QueuedJob(
+            job_id, request, owner, walltime, timeout, steps, (-priority, self._sequence), 0.0
+        )
+        self._enqueue(job, self.clock())
+
+    def _admit(
+        self,
+        job_id: str,
+        request: GangRequest,
+        owner: str | None,
+        steps: tuple[tuple[float, str | None], ...],
+    ) -> None:
+        loosest = relaxed(request, steps, self.cluster.levels)
+        reason = self._twin.fits(self.cluster, loosest)
+        quota = self.quotas.get(owner) if owner is not None else None
+        if reason is None and quota is not None and loosest.total_gpus > quota:
+            reason = f"needs {loosest.total_gpus} GPUs, above owner {owner!r}'s quota of {quota}"
+        if reason is not None:
+            if self.metrics is not None:
+                self.metrics.attempts.labels(result="rejected").inc()
+                self.metrics.rejections.inc()
+            raise Unschedulable(f"job {job_id!r} can never start on this cluster: {reason}")
+
+    def _enqueue(self, job: QueuedJob, now: float) -> None:
+        job.wait_began = now
+        job.generation += 1
+        job.timed_out = False
+        job.level, job.elastic = job.form_at(now)
+        job.class_key = self._class_key(job)
+        self._queue.add(job)
+        for due in job.due_times():
+            heapq.heappush(self._stages, (due, job.order, job.job_id, job.generation))
+
+    def _class_key(self, job: QueuedJob) -> tuple[object, ...]:
+        request = job.request
+        return (
+            request.pods,
+            request.gpus_per_pod,
+            request.min_pods if job.elastic else None,
+            job.level,
+            tuple(sorted(request.selector.items())),
+            job.owner,
+        )
+
+    def cancel(self, job_id: str) -> bool:
+        """Removes a pending job, or ends a running one and frees its GPUs.
+
+        Returns:
+            ``True`` if it was running (its GPUs were released), ``False`` if it was pending.
+
+        Raises:
+            UnknownJob: Neither pending nor running.
+
+        """
+        if job_id in self._queue.by_id:
+            self._queue.remove(self._queue.by_id[job_id])
+            self._set_pending_gauge()
+            return False
+        if job_id in self._running:
+            self._end_running(job_id, release=True)
+            return True
+        raise UnknownJob(f"job {job_id!r} is neither pending nor running", job_id)
+
+    def finish(self, job_id: str) -> None:
+        """A running job ended: frees its GPUs.
+
+        Raises:
+            UnknownJob: Not running.
+
+        """
+        if job_id not in self._running:
+            raise UnknownJob(f"job {job_id!r} is not running", job_id)
+        self._end_running(job_id, release=True)
+
+    def requeue(self, job_id: str, now: float | None = None) -> None:
+        """Ends a running job and queues it again at its old position (a new wait begins).
+
+        For a job whose pods failed or were evicted by something else than this scheduler.
+
+        Raises:
+            UnknownJob: Not running.
+
+        """
+        if job_id not in self._running:
+            raise UnknownJob(f"job {job_id!r} is not running", job_id)
+        job = self._end_running(job_id, release=True)
+        self._enqueue(job, self._now(now))
+        self._set_pending_gauge()
+
+    def _end_running(self, job_id: str, *, release: bool) -> QueuedJob:
+        job = self._running.pop(job_id)
+        allocation_id = job.allocation_id
+        assert allocation_id is not None
+        if release:
+            self.cluster.release(allocation_id, owner=job.owner)
+        del self._by_hold[allocation_id]
+        gpus = self._allocations.pop(job_id).placement.total_gpus
+        self._usage[job.owner] = self._usage.get(job.owner, 0) - gpus
+        end = _predicted_end(job)
+        del self._ends[bisect.bisect_left(self._ends, (end, gpus, job_id))]
+        job.allocation_id = job.started_at = None
+        return job
+
+    # ------------------------------------------------------------------ queries
+
+    def pending(self) -> list[PendingJob]:
+        """The queued jobs in queue order, each with the reason it is not running.
+
+        Costs one ``Cluster.explain`` per job: a report, not part of a cycle.
+        """
+        now = self.clock()
+        reports = []
+        for job in self._queue.in_order():
+            request = job.effective()
+            reason = self._quota_reason(job) or self.cluster.explain(request).summary
+            reports.append(PendingJob(job.job_id, request, job.owner, now - job.wait_began, reason))
+        return reports
+
+    def running(self) -> list[RunningJob]:
+        """The running jobs, in the order they started."""
+        jobs = sorted(self._running.values(), key=lambda job: (job.started_at or 0.0, job.order))
+        return [
+            RunningJob(
+                job.job_id,
+                self._allocations[job.job_id],
+                job.owner,
+                job.started_at or 0.0,
+                job.walltime,
+            )
+            for job in jobs
+        ]
+
+    def status(self, job_id: str) -> Literal["pending", "running"]:
+        """``"pending"`` or ``"running"``.
+
+        Raises:
+            UnknownJob: Neither (never submitted, finished or cancelled).
+
+        """
+        if job_id in self._queue.by_id:
+            return "pending"
+        if job_id in self._running:
+            return "running"
+        raise UnknownJob(f"job {job_id!r} is neither pending nor running", job_id)
+
+    def next_wakeup(self) -> float | None:
+        """The earliest time a pending job's form changes (a ladder step or timeout).
+
+        An event loop cycles then even when nothing else happens; ``None`` if no change is due.
+        """
+        while self._stages:
+            due, _, job_id, generation = self._stages[0]
+            job = self._queue.by_id.get(job_id)
+            if job is not None and job.generation == generation:
+                return due
+            heapq.heappop(self._stages)
+        return None
+
+    def __len__(self) -> int:
+        """Pending plus running jobs."""
+        return len(self._queue) + len(self._running)
+
+    def __repr__(self) -> str:
+        return (
+            f"Scheduler(order={self.order!r}, backfill={self.backfill!r}, "
+            f"pending={len(self._queue)}, running={len(self._running)})"
+        )
+
+    # ------------------------------------------------------------------ the cycle
+
+    def cycle(self, now: float | None = None) -> Decisions:
+        """One scheduling pass (README, rules S4-S9): starts what the rules allow.
+
+        Args:
+            now: The cycle's time; default ``clock()``.
+
+        Returns:
+            What was decided. Started jobs are already committed; the caller binds them,
+            stops the preempted ones and migrates the moved ones.
+
+        Raises:
+            InvalidRequest: ``now`` is not finite, or before the previous cycle's.
+
+        """
+        began = time.perf_counter()
+        now = self._now(now)
+        if now < self._last_cycle:
+            raise InvalidRequest(
+                f"cycle at {now} s is before the previous cycle ({self._last_cycle} s)"
+            )
+        self._last_cycle = now
+
+        timed_out, degraded = self._apply_stages(now)
+        started, preempted, moved = run_cycle(self, now)
+        decisions = Decisions(
+            now,
+            tuple(started),
+            tuple(preempted),
+            tuple(moved),
+            tuple(timed_out),
+            tuple(degraded),
+            len(self._queue),
+        )
+        if self.metrics is not None:
+            self.metrics.attempts.labels(result="waiting").inc(len(self._queue))
+            self.metrics.cycle_duration.observe(time.perf_counter() - began)
+            self._set_pending_gauge()
+        return decisions
+
+    def _apply_stages(self, now: float) -> tuple[list[str], list[tuple[str, str | None]]]:
+        timed_out: list[str] = []
+        degraded: list[tuple[str, str | None]] = []
+        changed: dict[str, QueuedJob] = {}
+        while self._stages and self._stages[0][0] <= now:
+            _, _, job_id, generation = heapq.heappop(self._stages)
+            job = self._queue.by_id.get(job_id)
+            if job is not None and job.generation == generation:
+                changed[job_id] = job
+        for job in sorted(changed.values(), key=lambda job: job.order):
+            level, elastic = job.form_at(now)
+            if (
+                not job.timed_out
+                and job.timeout  # a timeout of 0 never passes: elastic from the start
+                and job.wait_began + job.timeout <= now
+            ):
+                job.timed_out = True
+                timed_out.append(job.job_id)
+            if level != job.level:
+                degraded.append((job.job_id, level))
+            if level != job.level or elastic != job.elastic:
+                self._queue.remove(job)
+                job.level, job.elastic = level, elastic
+                job.class_key = self._class_key(job)
+                self._queue.add(job)
+        return timed_out, degraded
+
+    # ------------------------------------------------------------------ for the cycle
+
+    def _now(self, now: float | None) -> float:
+        value = self.clock() if now is None else now
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise InvalidRequest(f"now must be a finite number of seconds, got {value!r}")
+        return float(value)
+
+    def _quota_reason(self, job: QueuedJob) -> str | None:
+        quota = self.quotas.get(job.owner) if job.owner is not None else None
+        if quota is None:
+            return None
+        room = quota - self._usage.get(job.owner, 0)
+        if job.fewest_gpus > room:
+            return f"owner {job.owner!r} has {room} of its {quota} GPUs of quota left"
+        return None
+
+    def _room_in_quota(self, job: QueuedJob) -> int | None:
+        quota = self.quotas.get(job.owner) if job.owner is not None else None
+        return None if quota is None else quota - self._usage.get(job.owner, 0)
+
+    def _try_start(self, job: QueuedJob, now: float, backfilled: bool) -> Started | str:
+        """Starts ``job`` if it fits now: the ``Started``, or ``"quota"``/``"nofit"``."""
+        room = self._room_in_quota(job)
+        if room is not None and job.fewest_gpus > room:
+            return "quota"
+        if job.fewest_gpus > self.cluster.stats().free:
+            return "nofit"
+        max_pods = None if room is None else room // job.request.gpus_per_pod
+        try:
+            reservation = self.cluster.reserve(
+                job.effective(max_pods), ttl=HOLD_TTL, owner=job.owner
+            )
+        except Unschedulable:
+            return "nofit"
+        except LimitExceeded:
+            return "quota"
+        allocation = self.cluster.commit(reservation, owner=job.owner)
+        return self._started(job, allocation, now, backfilled)
+
+    def _started(
+        self,
+        job: QueuedJob,
+        allocation: Allocation,
+        now: float,
+        backfilled: bool,
+        preempted: tuple[str, ...] = (),
+    ) -> Started:
+        self._queue.remove(job)
+        job.allocation_id = allocation.id
+        job.started_at = now
+        self._running[job.job_id] = job
+        self._by_hold[allocation.id] = job.job_id
+        self._allocations[job.job_id] = allocation
+        gpus = allocation.placement.total_gpus
+        self._usage[job.owner] = self._usage.get(job.owner, 0) + gpus
+        bisect.insort(self._ends, (_predicted_end(job), gpus, job.job_id))
+        waited = now - job.wait_began
+        if self.metrics is not None:
+            self.metrics.pending_duration.observe(waited)
+            self.metrics.attempts.labels(result="started").inc()
+            self.metrics.placements.inc()
+        return Started(job.job_id, allocation, waited, backfilled, preempted)
+
+    def _shadow(self, head: QueuedJob, now: float) -> float:
+        ends = [(end, gpus) for end, gpus, _ in self._ends]
+        return shadow_time(now, self.cluster.stats().free, head.fewest_gpus, ends)
+
+    def _evicted(self, hold_ids: Iterable[str], now: float) -> list[str]:
+        """Requeues the scheduler's jobs among evicted holds; returns job or hold ids."""
+        names = []
+        for hold_id in hold_ids:
+            job_id = self._by_hold.get(hold_id)
+            if job_id is None:
+                names.append(hold_id)
+                continue
+            job = self._end_running(job_id, release=False)
+            self._enqueue(job, now)
+            names.append(job_id)
+            if self.metrics is not None:
+                self.metrics.preemptions.inc()
+        return names
+
+    def _moved(self, moves: Mapping[str, Any], plan_moves: Iterable[Any]) -> list[Moved]:
+        moved = []
+        for move in plan_moves:
+            job_id = self._by_hold.get(move.allocation)
+            reservation = moves[move.allocation]
+            owner = reservation.owner
+            allocation = self.cluster.commit(reservation, owner=owner)
+            if job_id is None:
+                continue
+            job = self._running[job_id]
+            del self._by_hold[move.allocation]
+            job.allocation_id = allocation.id
+            self._by_hold[allocation.id] = job_id
+            self._allocations[job_id] = allocation
+            moved.append(Moved(job_id, move, allocation))
+            if self.metrics is not None:
+                self.metrics.moves.inc()
+        return moved
+
+    def _set_pending_gauge(self) -> None:
+        if self.metrics is not None:
+            self.metrics.pending.set(len(self._queue))
+
+
+def _predicted_end(job: QueuedJob) -> float:
+    if job.walltime is None or job.started_at is None:
+        return math.inf
+    return job.started_at + job.walltime
+
+
+def _seconds(what: str, value: float | None, *, positive: bool) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds or None")
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise InvalidRequest(f"{what} must be finite and {bound} seconds, got {value!r}")
+    return float(value)
+
+
+def _checked_ladder(
+    ladder: Iterable[tuple[float, str | None]] | None, levels: tuple[str, ...]
+) -> tuple[tuple[float, str | None], ...]:
+    if ladder is None:
+        return ()
+    steps: list[tuple[float, str | None]] = []
+    known = {"node", "cluster", *levels}
+    for step in ladder:
+        try:
+            seconds, level = step
+        except (TypeError, ValueError):
+            raise TypeError("ladder steps must be (seconds, level or None) pairs") from None
+        checked = _seconds("ladder step", seconds, positive=False)
+        assert checked is not None
+        if level is not None and level not in known:
+            raise InvalidRequest(
+                f"ladder level {level!r} is not a level of this cluster "
+                f"({', '.join(['node', *levels, 'cluster'])})"
+            )
+        if steps and checked <= steps[-1][0]:
+            raise InvalidRequest("ladder steps must have strictly increasing seconds")
+        steps.append((checked, None if level == "cluster" else level))
+    return tuple(steps)
+
+
+def _checked_quotas(quotas: Mapping[str, int] | None) -> dict[str | None, int]:
+    checked: dict[str | None, int] = {}
+    for owner, gpus in (quotas or {}).items():
+        if not isinstance(owner, str) or isinstance(gpus, bool) or not isinstance(gpus, int):
+            raise TypeError("quotas must map owner names (str) to GPU counts (int)")
+        if gpus < 0:
+            raise InvalidRequest(f"quota of owner {owner!r} must be >= 0, got {gpus}")
+        checked[owner] = gpus
+    return checked

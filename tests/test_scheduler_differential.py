@@ -1,0 +1,177 @@
+"""gangplace.Scheduler against the naive reference of the README's rules S1-S9.
+
+Both run on identical clusters (sequential hold ids, so that preemption's tie-breaks by id
+agree) through the same random operations; every cycle's decisions must be equal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from gangplace import Cluster, GangRequest, Scheduler, Unschedulable
+from gangplace.errors import UnknownJob
+from gangplace.reference.scheduler import ReferenceScheduler
+
+LEVELS = ("spine", "rack")
+
+
+def _cluster(clock: Any, unhealthy: list[tuple[int, int]]) -> Cluster:
+    cluster = Cluster(LEVELS, clock=clock)
+    cluster._use_sequential_ids(1)  # type: ignore[attr-defined]
+    for index in range(8):
+        cluster.add_node(
+            f"n{index}",
+            gpus=4,
+            topology={"spine": f"s{index // 4}", "rack": f"r{index // 2}"},
+            labels={"zone": "a" if index < 6 else "b"},
+        )
+    for node, gpu in unhealthy:
+        cluster.set_gpu_health(f"n{node}", gpu, False)
+    return cluster
+
+
+requests = st.builds(
+    lambda pods, gpus, elastic, level, priority, movable, zone: GangRequest(
+        pods,
+        gpus,
+        min_pods=max(1, pods // 2) if elastic else None,
+        required_level=level,
+        priority=priority,
+        movable=movable,
+        selector={"zone": "b"} if zone else None,
+    ),
+    st.integers(1, 6),
+    st.sampled_from([1, 2, 4]),
+    st.booleans(),
+    st.sampled_from([None, None, "rack", "spine", "node"]),
+    st.integers(0, 2),
+    st.booleans(),
+    st.sampled_from([False, False, True]),
+)
+ladders = st.sampled_from([(), ((30.0, "spine"),), ((10.0, "rack"), (40.0, None))])
+submits = st.tuples(
+    st.just("submit"),
+    requests,
+    st.sampled_from([None, "a", "b"]),
+    st.sampled_from([None, 20.0, 50.0, 200.0]),
+    st.sampled_from([None, 0.0, 25.0]),
+    ladders,
+)
+operations = st.lists(
+    st.one_of(
+        submits,
+        st.one_of(
+            st.tuples(st.sampled_from(["finish", "cancel", "requeue"]), st.integers(0, 15)),
+            st.tuples(st.just("cycle"), st.sampled_from([0.0, 5.0, 10.0, 30.0])),
+        ),
+    ),
+    min_size=10,
+    max_size=60,
+)
+configs = st.fixed_dictionaries(
+    {
+        "order": st.sampled_from(["fifo", "priority"]),
+        "backfill": st.sampled_from(["easy", "none", "any"]),
+        "preemption": st.booleans(),
+        "defrag": st.booleans(),
+        "quotas": st.sampled_from([{}, {"a": 8}, {"a": 6, "b": 12}]),
+    }
+)
+
+
+def _decisions(decisions: Any) -> tuple[Any, ...]:
+    return (
+        decisions.now,
+        tuple(
+            (s.job_id, s.allocation.placement, s.waited, s.backfilled, s.preempted)
+            for s in decisions.started
+        ),
+        decisions.preempted,
+        tuple((m.job_id, m.move.target) for m in decisions.moved),
+        decisions.timed_out,
+        decisions.degraded,
+        decisions.pending,
+    )
+
+
+@settings(max_examples=1000)
+@given(
+    configs,
+    operations,
+    st.lists(st.tuples(st.integers(0, 7), st.integers(0, 3)), max_size=3, unique=True),
+)
+def test_scheduler_matches_the_reference(
+    config: dict[str, Any], ops: list[Any], unhealthy: list[tuple[int, int]]
+) -> None:
+    now = [0.0]
+    fast_cluster = _cluster(lambda: now[0], unhealthy)
+    slow_cluster = _cluster(lambda: now[0], unhealthy)
+    fast = Scheduler(fast_cluster, clock=lambda: now[0], **config)
+    slow = ReferenceScheduler(slow_cluster, **config)
+    submitted = 0
+    for op in ops:
+        if op[0] == "submit":
+            _, request, owner, walltime, timeout, ladder = op
+            job_id = f"j{submitted}"
+            submitted += 1
+            outcomes = []
+            for scheduler in (fast, slow):
+                try:
+                    if scheduler is fast:
+                        fast.submit(
+                            job_id,
+                            request,
+                            owner=owner,
+                            walltime=walltime,
+                            timeout=timeout,
+                            ladder=ladder,
+                        )
+                    else:
+                        slow.submit(
+                            job_id,
+                            request,
+                            now=now[0],
+                            owner=owner,
+                            walltime=walltime,
+                            timeout=timeout,
+                            ladder=ladder,
+                        )
+                    outcomes.append("queued")
+                except Unschedulable:
+                    outcomes.append("refused")
+            assert outcomes[0] == outcomes[1], (job_id, request, outcomes)
+        elif op[0] in ("finish", "cancel", "requeue"):
+            job_id = f"j{op[1]}"
+            results: list[object] = []
+            for scheduler in (fast, slow):
+                try:
+                    if op[0] == "finish":
+                        scheduler.finish(job_id)
+                        results.append("finished")
+                    elif op[0] == "cancel":
+                        results.append(scheduler.cancel(job_id))
+                    else:
+                        scheduler.requeue(job_id, now[0])
+                        results.append("requeued")
+                except UnknownJob:
+                    results.append("unknown")
+            assert results[0] == results[1], (op, results)
+        else:
+            now[0] += op[1]
+            got = _decisions(fast.cycle(now[0]))
+            want = _decisions(slow.cycle(now[0]))
+            assert got == want
+            if any(started[3] for started in got[1]):
+                event("backfilled")
+            for kind, index in (("evicted", 2), ("moved", 3)):
+                if got[index]:
+                    event(kind)
+            if got[4]:
+                event("timed out")
+            if got[5]:
+                event("degraded")
+        fast_cluster.check_invariants()
+    assert fast_cluster.snapshot() == slow_cluster.snapshot()
