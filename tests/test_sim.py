@@ -6,13 +6,15 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gangplace import Cluster, GangRequest, Unschedulable
 from gangplace.sim.clusters import parse_cluster
 from gangplace.sim.metrics import summarize
-from gangplace.sim.replay import Replay
+from gangplace.sim.replay import Replay, RunResult
+from gangplace.sim.settings import SimSettings
 from gangplace.sim.traces import Job
 
 # 1 spine, racks s0-r0 and s0-r1, 2 nodes each, 4 GPUs per node (16 GPUs).
@@ -42,9 +44,13 @@ EXPECTED_STARTS = {
 }
 
 
-def starts(policy: str, jobs: list[Job], cluster: str = SMALL, **kwargs: object) -> list[float]:
-    result = Replay(jobs, parse_cluster(cluster), policy, **kwargs).run()  # type: ignore[arg-type]
+def starts(policy: str, jobs: list[Job], cluster: str = SMALL, **settings: Any) -> list[float]:
+    result = Replay(jobs, parse_cluster(cluster), policy, SimSettings(**settings)).run()
     return [record.start_s if record.start_s is not None else -1 for record in result.records]
+
+
+def run(policy: str, jobs: list[Job], cluster: str = SMALL, **settings: Any) -> RunResult:
+    return Replay(jobs, parse_cluster(cluster), policy, SimSettings(**settings)).run()
 
 
 @pytest.mark.parametrize("policy", sorted(EXPECTED_STARTS))
@@ -58,7 +64,7 @@ def test_five_jobs_blind() -> None:
     r0-n0; at t=20 J2 takes r1-n0 again, J3 r0-n1, and the gang finds one 4-GPU node only
     (r1-n1) until J3 ends at t=50; it then spans both racks."""
     spec = parse_cluster(SMALL)
-    result = Replay(FIVE, spec, "blind", seed=0).run()
+    result = run("blind", FIVE)
     assert [r.start_s for r in result.records] == [0, 0, 20, 20, 50]
     assert [r.nodes for r in result.records] == [
         ("s0-r1-n0",),
@@ -67,21 +73,22 @@ def test_five_jobs_blind() -> None:
         ("s0-r0-n1",),
         ("s0-r0-n1", "s0-r1-n1"),
     ]
-    assert summarize(result, spec)["locality"]["spine"] == 1
+    assert summarize(result, spec, (0.0, 20.0))["locality"]["spine"] == 1.0
 
 
-def test_five_jobs_metrics() -> None:
+def test_five_jobs_metrics_over_the_common_window() -> None:
     spec = parse_cluster(SMALL)
-    best = summarize(Replay(FIVE, spec, "best-fit").run(), spec)
-    first = summarize(Replay(FIVE, spec, "first-fit").run(), spec)
-    assert best["makespan_s"] == first["makespan_s"] == 120
-    busy = 4 * 10 + 3 * 100 + 1 * 100 + 4 * 30 + 8 * 40
-    assert best["utilization"] == pytest.approx(busy / (16 * 120))
+    best = summarize(run("best-fit", FIVE), spec, (0.0, 20.0))
+    first = summarize(run("first-fit", FIVE), spec, (0.0, 20.0))
+    assert best["end_s"] == first["end_s"] == 120
+    # Inside the window [0, 20]: J0 (4 GPUs, 0-10) and J1 (3 GPUs, 0-20).
+    assert best["utilization"] == first["utilization"] == pytest.approx((40 + 60) / (16 * 20))
+    assert best["drain_h"] == pytest.approx(100 / 3600)
     assert best["wait_s"]["mean"] == 0 and first["wait_s"]["mean"] == pytest.approx(30 / 5)
-    assert best["fragmentation_waits"] == 0 and first["fragmentation_waits"] == 1
-    assert best["locality"] == {"node": 0, "rack": 1, "spine": 0, "wider": 0}
+    assert best["locality"] == {"multi_pod_gangs": 1, "rack": 1.0, "spine": 0.0, "wider": 0.0}
     assert best["jobs_finished"] == best["jobs_total"] == 5
-    assert best["deadlocks"] == 0 and best["idle_held_gpu_hours"] == 0
+    assert best["never_started"] == 0 and best["jobs_rejected"] == 0
+    assert best["deadlock_h"] == 0 and best["idle_held_gpu_hours"] == 0
 
 
 def test_ladder_waits_for_a_rack_until_t1() -> None:
@@ -89,28 +96,92 @@ def test_ladder_waits_for_a_rack_until_t1() -> None:
     # only across racks: best-fit places it at once, the ladder after T1 = 300 s.
     jobs = [job("J0", 0, 1000, 1, 3), job("J1", 0, 1000, 1, 3), job("G", 0, 10, 2, 1)]
     assert starts("best-fit", jobs, "tree:1,2,1,4") == [0, 0, 0]
-    assert starts("ladder", jobs, "tree:1,2,1,4", ladder=(300.0, 1800.0)) == [0, 0, 300]
+    assert starts("ladder", jobs, "tree:1,2,1,4", ladder_s=(300.0, 1800.0)) == [0, 0, 300]
 
 
-def test_pod_by_pod_deadlocks_where_gangs_do_not() -> None:
-    """The lesson's example: two 8-GPU jobs, 8 free GPUs."""
-    jobs = [job("A", 0, 100, 2, 4), job("B", 0, 100, 2, 4)]
+def test_pod_by_pod_interleaved_deadlocks_and_the_run_stops_as_a_standoff() -> None:
+    """The lesson's example: two 8-GPU jobs, 8 free GPUs, pods handed out in turn."""
+    jobs = [job("A", 0, 100, 2, 4), job("B", 0, 100, 2, 4), job("C", 10, 5, 1, 1)]
     spec = parse_cluster("tree:1,1,2,4")
-    stuck = Replay(jobs, spec, "pod-by-pod", pod_timeout_s=None).run()
-    assert stuck.deadlocks == 1
-    assert [r.start_s for r in stuck.records] == [None, None]
-    gang = Replay(jobs, spec, "best-fit").run()
-    assert gang.deadlocks == 0
-    assert [r.start_s for r in gang.records] == [0, 100]
+    stuck = run("pod-by-pod", jobs, "tree:1,1,2,4", pod_timeout_s=None, pod_order="interleaved")
+    assert [r.start_s for r in stuck.records] == [None, None, None]
+    assert stuck.standoff is not None and stuck.standoff.held_gpus == 8
+    figures = summarize(stuck, spec, (0.0, 10.0))
+    assert figures["never_started"] == 3
+    # The run stops when the standoff window (24 h) closes; the waits are censored there.
+    assert stuck.end_s == 24 * 3600 and figures["standoff"]["nothing_started_for_h"] == 24
+    assert figures["wait_s"]["p50"] == 24 * 3600 and figures["wait_s"]["censored"] == 3
+    assert figures["wait_s"]["mean"] == pytest.approx((2 * 86400 + 86390) / 3)
+    assert figures["idle_held_share"] == 1.0 and figures["deadlock_h"] == 24
+    # kube-scheduler's order binds a job's pods together: A runs, then B.
+    assert starts("pod-by-pod", jobs, "tree:1,1,2,4", pod_timeout_s=None) == [0, 100, 200]
+    assert starts("best-fit", jobs, "tree:1,1,2,4") == [0, 100, 200]
 
 
 def test_pod_by_pod_timeouts_break_the_deadlock_and_count_idle_gpus() -> None:
     jobs = [job("A", 0, 100, 2, 4), job("B", 0, 100, 2, 4)]
-    result = Replay(jobs, parse_cluster("tree:1,1,2,4"), "pod-by-pod", pod_timeout_s=60).run()
+    result = run("pod-by-pod", jobs, "tree:1,1,2,4", pod_timeout_s=60, pod_order="interleaved")
     assert all(record.end_s is not None for record in result.records)
-    assert result.deadlocks >= 1
+    assert result.standoff is None and result.deadlock_s >= 60
+    figures = summarize(result, parse_cluster("tree:1,1,2,4"), (0.0, 0.0))
     # Each partial gang held one 4-GPU pod idle for the 60 s until the timeout.
-    assert result.idle_held_gpu_seconds >= 2 * 4 * 60
+    assert figures["idle_held_gpu_hours"] * 3600 >= 2 * 4 * 60
+
+
+def test_a_standoff_stops_the_run_when_its_window_closes() -> None:
+    # A and B each hold one pod while X runs for 1e6 s: nothing starts after t=0, so the run
+    # stops at the end of the window (1 h), not when X ends.
+    jobs = [job("A", 0, 100, 2, 4), job("B", 0, 100, 2, 4), job("X", 0, 1e6, 1, 4)]
+    result = run(
+        "pod-by-pod", jobs, "tree:1,1,3,4", pod_timeout_s=None, pod_order="interleaved",
+        standoff_s=3600,
+    )  # fmt: skip
+    assert result.standoff is not None
+    assert (result.standoff.since_s, result.standoff.at_s, result.end_s) == (0, 3600, 3600)
+    assert result.standoff.held_gpus == 8 and result.standoff.held_gpu_hours == 8.0
+    assert result.deadlock_s == 0  # X was running: a standoff, not a deadlock
+
+
+def test_a_job_that_can_never_fit_is_rejected_not_queued() -> None:
+    jobs = [job("huge", 0, 10, 5, 4), job("next", 1, 10, 1, 4)]
+    for policy in ("best-fit", "pod-by-pod", "blind"):
+        result = run(policy, jobs, backfill="none")
+        assert result.records[0].rejected is not None and "never fits" in result.records[0].rejected
+        assert result.records[1].start_s == 1
+
+
+def test_arrival_only_jobs_are_rejected_without_room() -> None:
+    jobs = [Job(f"p{i}", float(i), None, 4, 1, 4) for i in range(6)]
+    for policy in ("best-fit", "pod-by-pod"):
+        result = run(policy, jobs)
+        figures = summarize(result, parse_cluster(SMALL), (0.0, 5.0))
+        assert figures["jobs_rejected"] == 2 and figures["allocation_at_end"] == 1.0
+        assert figures["load_curve"][-1] == [1.5, 1.0]
+
+
+def test_preemption_policy_evicts_low_priority_work() -> None:
+    jobs = [
+        Job("low", 0, 1000, 16, 4, 4, priority=0),
+        Job("high", 10, 10, 8, 2, 4, priority=5),
+    ]
+    plain = run("best-fit", jobs)
+    assert [r.start_s for r in plain.records] == [0, 1000]
+    preempting = run("best-fit+preempt", jobs, order="priority")
+    low, high = preempting.records
+    assert high.start_s == 10 and preempting.preemptions == 1
+    assert low.restarts == 1 and low.lost_gpu_s == 16 * 10
+    assert low.end_s is not None and low.end_s == 20 + 1000
+
+
+def test_failures_requeue_jobs_and_cost_goodput() -> None:
+    jobs = [job(f"J{i}", i * 100.0, 2000, 2, 4) for i in range(20)]
+    result = run("best-fit", jobs, failures_per_gpu_hour=0.05, repair_s=600)
+    figures = summarize(result, parse_cluster(SMALL), (0.0, 1900.0))
+    assert result.failures > 0 and figures["restarts"] > 0
+    assert figures["lost_gpu_hours"] > 0 and figures["goodput"] < 1
+    assert figures["jobs_finished"] == 20
+    again = run("best-fit", jobs, failures_per_gpu_hour=0.05, repair_s=600)
+    assert again.failures == result.failures  # seeded
 
 
 def test_explain_counts_exclusions_and_gpus_to_free() -> None:
@@ -164,26 +235,70 @@ def test_cli_simulates_the_bundled_default(tmp_path: Path) -> None:
     done = run_cli("simulate", "--out", str(tmp_path / "out"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "out" / "report.json").read_text())
-    assert set(report) >= {"trace", "cluster", "seed", "policies"}
+    assert set(report) >= {"trace", "cluster", "seeds", "policies", "runs", "assumptions"}
     assert set(report["policies"]) == {"best-fit", "first-fit", "blind", "pod-by-pod", "ladder"}
-    for figures in report["policies"].values():
+    for figures in report["runs"]["0"].values():
         assert set(figures) >= {
             "jobs_finished",
             "jobs_total",
-            "makespan_s",
+            "never_started",
+            "jobs_rejected",
             "wait_s",
             "utilization",
-            "idle_held_gpu_hours",
-            "deadlocks",
+            "idle_held_share",
+            "deadlock_h",
+            "standoff",
             "locality",
-            "fragmentation_waits",
-            "placements_per_s",
         }
-        assert set(figures["wait_s"]) == {"mean", "p50", "p95", "p99"}
+        assert set(figures["wait_s"]) == {"mean", "p50", "p95", "p99", "censored"}
         assert 0 <= figures["utilization"] <= 1
     for name in ("utilization.png", "wait_cdf.png", "locality.png"):
         assert (tmp_path / "out" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "wrote" in done.stdout and "best-fit" in done.stdout
+    assert "SYNTHETIC" in done.stdout and "easy backfill" in done.stdout
+
+
+def test_several_seeds_give_intervals_and_a_failing_policy_gets_its_row(tmp_path: Path) -> None:
+    trace = tmp_path / "levels.csv"
+    rows = ["arrival_s,duration_s,gpus,required_level"]
+    rows += [f"{i * 50},{300 + 97 * i % 700},{(i % 3 + 1) * 4},rack" for i in range(30)]
+    trace.write_text("\n".join(rows) + "\n")
+    done = run_cli(
+        "simulate", "--trace", str(trace), "--cluster", "tree:1,2,2,8", "--seeds", "0-2",
+        "--out", str(tmp_path / "out"), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "blind" in done.stdout and "FAILED" in done.stdout
+    assert "policy blind cannot replay job" in done.stdout
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["policies"]["blind"]["seeds_run"] == 0
+    assert report["policies"]["best-fit"]["seeds_run"] == 3
+    assert report["policies"]["best-fit"]["wait_s.mean"]["n"] == 3
+
+
+def test_owners_quotas_and_per_owner_waits() -> None:
+    from gangplace.sim.run import simulate
+
+    first = DATA / "philly-gavel-vc-traces" / "ed69ec.trace"
+    second = DATA / "philly-gavel-vc-traces" / "103959.trace"
+    if not first.exists():
+        pytest.skip("../shared/data is not beside the clone")
+    result = simulate(
+        [first, second],
+        cluster="tree:1,2,4,8",
+        policies=("best-fit",),
+        settings=SimSettings(quotas={"ed69ec": 32}),
+    )
+    figures = result.report["runs"]["0"]["best-fit"]
+    assert set(figures["wait_by_owner_s"]) == {"ed69ec", "103959"}
+    assert result.report["jobs"]["owners"] == ["103959", "ed69ec"]
+    assert (
+        figures["wait_by_owner_s"]["ed69ec"]["jobs"] + figures["wait_by_owner_s"]["103959"]["jobs"]
+        == figures["jobs_total"] - figures["jobs_rejected"]
+    )
+
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 @pytest.mark.parametrize(
@@ -193,6 +308,15 @@ def test_cli_simulates_the_bundled_default(tmp_path: Path) -> None:
         ("simulate", "--policies", "best-fit,worst-fit"),
         ("simulate", "--cluster", "tree:1,2"),
         ("simulate", "--ladder", "10"),
+        ("simulate", "--pod-timeout", "-1"),
+        ("simulate", "--walltime-factor", "0.5"),
+        ("simulate", "--seeds", "x"),
+        ("simulate", "--seeds", "3-1"),
+        ("simulate", "--backfill", "always"),
+        ("simulate", "--standoff-hours", "0"),
+        ("simulate", "--quota", "a=b"),
+        ("simulate", "--failures", "often"),
+        ("sweep", "--traces", "x.trace"),
         ("explain", "--pods", "x"),
         ("explain", "--pods", "1", "--required-level", "row"),
         ("frobnicate",),
@@ -200,7 +324,7 @@ def test_cli_simulates_the_bundled_default(tmp_path: Path) -> None:
 )
 def test_cli_bad_arguments_exit_2_with_one_line(args: tuple[str, ...], tmp_path: Path) -> None:
     done = run_cli(*args, cwd=tmp_path)
-    assert done.returncode == 2
+    assert done.returncode == 2, done.stdout
     assert "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) <= 3  # argparse adds a usage line
 
@@ -235,9 +359,10 @@ def test_reports_are_deterministic_for_a_seed(tmp_path: Path) -> None:
     from gangplace.sim.run import simulate
 
     def figures() -> dict[str, object]:
-        report = simulate(TRACE, cluster="tree:1,2,2,8", seed=3).report
-        for policy in report["policies"].values():
-            del policy["placements_per_s"], policy["wall_s"]  # timings
+        report = simulate(TRACE, cluster="tree:1,2,2,8", seeds=(3,)).report
+        for policy in report["runs"]["3"].values():
+            del policy["scheduler_seconds"], policy["wall_s"]  # timings
+        del report["policies"]  # holds wall times too, through nothing else than the runs
         return report
 
     assert figures() == figures()

@@ -8,11 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from gangplace.sim.stats import percentiles
 from gangplace.sim.traces import (
+    PHILLY_MAX_S,
     PHILLY_MEDIAN_S,
     TraceError,
     gang_shape,
     read_alibaba,
+    read_alibaba_trace,
     read_csv,
     read_philly,
     read_trace,
@@ -133,6 +136,59 @@ def test_real_philly_vc_durations_follow_the_published_median() -> None:
 
 @needs_data
 def test_real_alibaba_default_trace() -> None:
-    jobs = read_trace(DATA / "alibaba-gpu-v2023" / "openb_pod_list_default.csv")
-    assert len(jobs) == 8152 - 1088  # pods without GPUs are skipped
+    trace = read_alibaba_trace(DATA / "alibaba-gpu-v2023" / "openb_pod_list_default.csv")
+    jobs = trace.jobs
+    # 8,152 pods, 1,088 without GPUs (skipped), 861 of the rest never scheduled (counted).
+    assert len(jobs) == 8152 - 1088 - 861 and trace.never_ran == 861
     assert all(job.duration_s is not None and math.isfinite(job.duration_s) for job in jobs)
+    # Run time is scheduled -> deleted; the real queue time is kept apart.
+    first = jobs[0]
+    assert (first.id, first.arrival_s, first.duration_s, first.real_wait_s) == (
+        "openb-pod-0000",
+        0.0,
+        12537496.0,
+        0.0,
+    )
+    waits = percentiles([job.real_wait_s or 0.0 for job in jobs])
+    assert waits["p50"] == 2.0 and 250 < (waits["p95"] or 0) < 300
+
+
+def test_alibaba_run_time_starts_at_scheduling_and_never_run_pods_are_counted(
+    tmp_path: Path,
+) -> None:
+    pods = tmp_path / "pods.csv"
+    header = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+    header += "creation_time,deletion_time,scheduled_time"
+    pods.write_text(
+        header
+        + "\np0,1,1,1,1000,,LS,Running,10,110,40\np1,1,1,2,1000,,BE,Pending,20,30,\n"
+        + "p2,1,1,1,1000,,LS,Running,10,110,200\n"
+    )
+    with pytest.raises(TraceError, match=r"pods\.csv:4: scheduled_time is outside"):
+        read_alibaba(pods)
+    pods.write_text(
+        header + "\np0,1,1,1,1000,,LS,Running,10,110,40\np1,1,1,2,1000,,BE,Pending,20,30,\n"
+    )
+    trace = read_alibaba_trace(pods)
+    assert [(j.id, j.arrival_s, j.duration_s, j.real_wait_s) for j in trace.jobs] == [
+        ("p0", 10.0, 70.0, 30.0)
+    ]
+    assert trace.never_ran == 1
+
+
+def test_philly_durations_are_capped_at_the_published_maximum(tmp_path: Path) -> None:
+    trace = tmp_path / "vc.trace"
+    trace.write_text("\n".join(PHILLY_ROW.format(arrival=i, gpus=1) for i in range(3000)) + "\n")
+    jobs = read_philly(trace, seed=1)
+    assert max(job.duration_s or 0 for job in jobs) == PHILLY_MAX_S
+    assert sum(1 for job in jobs if job.duration_s == PHILLY_MAX_S) >= 1
+
+
+def test_csv_owner_and_priority_columns(tmp_path: Path) -> None:
+    plain = tmp_path / "jobs.csv"
+    plain.write_text("arrival_s,duration_s,gpus,owner,priority\n0,10,8,team-a,5\n1,10,4,,\n")
+    jobs = read_csv(plain)
+    assert [(j.owner, j.priority) for j in jobs] == [("team-a", 5), (None, 0)]
+    plain.write_text("arrival_s,duration_s,gpus,priority\n0,10,8,high\n")
+    with pytest.raises(TraceError, match=r"jobs\.csv:2: priority 'high' is not an integer"):
+        read_csv(plain)

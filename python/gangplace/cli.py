@@ -1,4 +1,7 @@
-"""The ``gangplace`` command: ``simulate`` (trace replay) and ``explain`` (why a gang fits or not).
+"""The ``gangplace`` command: ``simulate``, ``sweep`` and ``explain``.
+
+``simulate`` replays a trace, ``sweep`` runs many replays in parallel, ``explain`` says why a
+gang fits or not.
 
 Bad arguments and unreadable files end with exit status 2 and a one-line message, never a
 traceback.
@@ -13,7 +16,15 @@ from importlib import resources
 
 from gangplace.errors import GangplaceError
 from gangplace.sim.errors import SimError
-from gangplace.sim.policies import POLICIES
+from gangplace.sim.policies import ALL_POLICIES, POLICIES
+from gangplace.sim.settings import (
+    BACKFILLS,
+    LLAMA3_FAILURES_PER_GPU_HOUR,
+    ORDERS,
+    POD_ORDERS,
+    SimSettings,
+    parse_seeds,
+)
 
 __all__ = ["DEFAULT_CLUSTER", "DEFAULT_TRACE", "main"]
 
@@ -39,12 +50,115 @@ def _ladder(text: str) -> tuple[float, float]:
 
 def _policies(text: str) -> tuple[str, ...]:
     chosen = tuple(part.strip() for part in text.split(",") if part.strip())
-    unknown = [name for name in chosen if name not in POLICIES]
+    unknown = [name for name in chosen if name not in ALL_POLICIES]
     if unknown or not chosen:
         raise argparse.ArgumentTypeError(
-            f"unknown policies {', '.join(unknown) or '(none)'}; choose from {','.join(POLICIES)}"
+            f"unknown policies {', '.join(unknown) or '(none)'}; "
+            f"choose from {','.join(ALL_POLICIES)}"
         )
     return chosen
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--policies",
+        type=_policies,
+        default=POLICIES,
+        help=f"comma-separated from {','.join(ALL_POLICIES)} (default: {','.join(POLICIES)})",
+    )
+    parser.add_argument(
+        "--seeds", type=_seeds, default=(0,), help="workload seeds: 3, 0-9 or 1,4,7 (default 0)"
+    )
+    parser.add_argument("--seed", type=_seeds, dest="seeds", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--policy-seed", type=int, default=0, help="blind order and pod-by-pod backoffs (0)"
+    )
+    parser.add_argument("--order", choices=ORDERS, default="fifo", help="queue order (fifo)")
+    parser.add_argument(
+        "--backfill", choices=BACKFILLS, default="easy", help="gang policies' backfill (easy)"
+    )
+    parser.add_argument(
+        "--walltime-factor",
+        type=float,
+        default=1.0,
+        help="walltime given to the scheduler = run time x this, >= 1 (default 1)",
+    )
+    parser.add_argument(
+        "--ladder",
+        type=_ladder,
+        default=(300.0, 1800.0),
+        help="T1,T2: require a rack for T1 s of waiting, a spine until T2 s (default 300,1800)",
+    )
+    parser.add_argument(
+        "--pod-timeout",
+        type=float,
+        default=600.0,
+        help="pod-by-pod: seconds before a partial gang releases (default 600; 0: never)",
+    )
+    parser.add_argument(
+        "--pod-order", choices=POD_ORDERS, default="kube", help="pod-by-pod order (kube)"
+    )
+    parser.add_argument(
+        "--standoff-hours",
+        type=float,
+        default=24.0,
+        help="stop a run after this long with partial gangs holding GPUs and no start (24)",
+    )
+    parser.add_argument(
+        "--quota",
+        action="append",
+        default=[],
+        metavar="OWNER=GPUS",
+        help="a GPU quota for an owner (repeatable)",
+    )
+    parser.add_argument(
+        "--failures",
+        default="0",
+        help="GPU failures per GPU-hour, or 'llama3' (419 in 54 days per 16,384 GPUs); 0: none",
+    )
+    parser.add_argument(
+        "--repair-hours", type=float, default=4.0, help="a failed GPU is back after this (4)"
+    )
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        return parse_seeds(text)
+    except SimError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _settings(args: argparse.Namespace) -> SimSettings:
+    quotas = {}
+    for item in args.quota:
+        owner, _, gpus = item.partition("=")
+        if not owner or not gpus.isdigit():
+            raise SimError(f"--quota expects OWNER=GPUS, got {item!r}")
+        quotas[owner] = int(gpus)
+    if args.failures == "llama3":
+        rate = LLAMA3_FAILURES_PER_GPU_HOUR
+    else:
+        try:
+            rate = float(args.failures)
+        except ValueError:
+            raise SimError(
+                f"--failures expects a rate or 'llama3', got {args.failures!r}"
+            ) from None
+    if args.pod_timeout < 0:
+        raise SimError(f"--pod-timeout must be >= 0 seconds (0: never), got {args.pod_timeout}")
+    return SimSettings(
+        order=args.order,
+        backfill=args.backfill,
+        walltime_factor=args.walltime_factor,
+        ladder_s=args.ladder,
+        pod_timeout_s=args.pod_timeout or None,
+        pod_order=args.pod_order,
+        standoff_s=args.standoff_hours * 3600.0,
+        policy_seed=args.policy_seed,
+        quotas=quotas,
+        failures_per_gpu_hour=rate,
+        repair_s=args.repair_hours * 3600.0,
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,7 +174,10 @@ def _parser() -> argparse.ArgumentParser:
         "waits, utilization, locality, deadlocks and fragmentation.",
     )
     simulate.add_argument(
-        "--trace", default=DEFAULT_TRACE, help="trace file (default: a bundled Philly VC)"
+        "--trace",
+        default=DEFAULT_TRACE,
+        help="trace file, or several comma-separated replayed together (each file's jobs "
+        "owned by its name, e.g. Philly VCs); default: a bundled Philly VC",
     )
     simulate.add_argument(
         "--format",
@@ -72,27 +189,24 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_CLUSTER,
         help="a gangplace.synth shape, tree:S,R,N,G, or a node-list CSV (default: bundled)",
     )
-    simulate.add_argument(
-        "--policies",
-        type=_policies,
-        default=POLICIES,
-        help=f"comma-separated from {','.join(POLICIES)} (default: all)",
-    )
-    simulate.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    _add_run_options(simulate)
     simulate.add_argument("--out", default="out/simulation", help="output directory")
-    simulate.add_argument(
-        "--ladder",
-        type=_ladder,
-        default=(300.0, 1800.0),
-        help="T1,T2: require a rack for T1 s of waiting, a spine until T2 s (default 300,1800)",
+
+    sweep = commands.add_parser(
+        "sweep",
+        help="simulate traces x clusters x policies x seeds in parallel, one report",
+        description="Runs every (trace, cluster, policy, seed) on a local process pool or on "
+        "Ray, and writes one aggregated report with 95%% intervals over the seeds.",
     )
-    simulate.add_argument(
-        "--pod-timeout",
-        type=float,
-        default=600.0,
-        help="pod-by-pod: seconds before a partial gang releases (default 600; 0: never)",
+    sweep.add_argument("--traces", required=True, help="comma-separated trace files")
+    sweep.add_argument("--clusters", required=True, help="comma-separated cluster specs")
+    _add_run_options(sweep)
+    sweep.add_argument(
+        "--executor", choices=("process", "ray"), default="process", help="default: process"
     )
-    simulate.add_argument("--backfill", action="store_true", help="EASY backfilling (in GPUs)")
+    sweep.add_argument("--workers", type=int, default=None, help="processes (default: CPUs)")
+    sweep.add_argument("--address", help="Ray: address of an existing cluster (default: local)")
+    sweep.add_argument("--out", default="out/sweep", help="output directory")
 
     explain = commands.add_parser(
         "explain",
@@ -115,23 +229,41 @@ def _parser() -> argparse.ArgumentParser:
 def _simulate(args: argparse.Namespace) -> int:
     from gangplace.sim.run import simulate
 
+    traces = [part for part in args.trace.split(",") if part]
     result = simulate(
-        args.trace,
+        traces if len(traces) > 1 else traces[0],
         trace_format=args.format,
         cluster=args.cluster,
         policies=args.policies,
-        seed=args.seed,
+        seeds=args.seeds,
+        settings=_settings(args),
         out=args.out,
-        ladder=args.ladder,
-        pod_timeout_s=args.pod_timeout or None,
-        backfill=args.backfill,
         progress=sys.stderr.isatty(),
     )
     report = result.report
     print(
-        f"trace {report['trace']}: {report['jobs']['count']} jobs; cluster "
+        f"trace {','.join(report['trace'])}: {report['jobs']['count']} jobs; cluster "
         f"{report['cluster']['spec']}: {report['cluster']['nodes']} nodes, "
         f"{report['cluster']['gpus']} GPUs"
+    )
+    print(result.table())
+    print(f"wrote {', '.join(str(path) for path in result.files)}")
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from gangplace.sim.sweep import sweep
+
+    result = sweep(
+        [part for part in args.traces.split(",") if part],
+        [part for part in args.clusters.split(",") if part],
+        policies=args.policies,
+        seeds=args.seeds,
+        settings=_settings(args),
+        executor=args.executor,
+        workers=args.workers,
+        address=args.address,
+        out=args.out,
     )
     print(result.table())
     print(f"wrote {', '.join(str(path) for path in result.files)}")
@@ -157,6 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "simulate":
             return _simulate(args)
+        if args.command == "sweep":
+            return _sweep(args)
         return _explain(args)
     except (SimError, GangplaceError, OSError, ValueError) as error:
         print(f"gangplace {args.command}: error: {error}", file=sys.stderr)

@@ -319,6 +319,19 @@ class Scheduler:
             heapq.heappop(self._stages)
         return None
 
+    def pending_ids(self) -> list[str]:
+        """The pending jobs' ids in queue order."""
+        return [job.job_id for job in self._queue.in_order()]
+
+    def job_of(self, hold_id: str) -> str | None:
+        """The running job holding allocation ``hold_id``, or ``None``."""
+        return self._by_hold.get(hold_id)
+
+    @property
+    def queue_length(self) -> int:
+        """Jobs pending."""
+        return len(self._queue)
+
     def __len__(self) -> int:
         """Pending plus running jobs."""
         return len(self._queue) + len(self._running)

@@ -1,81 +1,81 @@
-"""Metrics of a replay: the figures of ``report.json``.
+"""Metrics of a replay: the figures of ``report.json`` (README, "Simulation").
 
-Definitions (all times in seconds of the trace):
+Definitions (times in seconds of the trace):
 
-- ``wait_s``: start minus arrival, over the jobs that started (``mean``, ``p50``, ``p95``,
-  ``p99``); ``wait_by_gpus_s`` the same per gang size (1, 2-8, 9-64, 65+ GPUs).
-- ``utilization``: GPU-seconds of running jobs over healthy GPUs x makespan (GPUs held by
-  partial pod-by-pod gangs do not count: they are ``idle_held_gpu_hours``);
-  ``utilization_over_time`` the same per time bin (``bin_s`` wide, at most 500 bins).
-- ``locality``: for gangs of more than one pod, how many ran within one ``node``, one
-  ``rack`` (innermost level), one ``spine`` (the level above) or ``wider``.
-- ``jobs_total`` counts the jobs that arrived (arrival-only replays stop once 130% of the
-  healthy GPUs have arrived); ``jobs_rejected`` those an arrival-only replay could not start
-  on arrival; ``allocation_at_end`` the share of healthy GPUs busy at the end.
-- ``fragmentation_waits``: jobs that, at least once, could not start although the cluster
-  had at least their number of GPUs free in total.
-- ``placements_per_s``: engine placement calls per second of time spent inside them.
+- Waits are over **every job that arrived and was not rejected**: start minus arrival for
+  jobs that started; for jobs that never started, a *censored* wait: the run's end minus
+  arrival (the least they waited). ``wait_s`` (mean, p50, p95, p99) therefore never hides
+  a job that never ran; ``never_started`` counts those; ``wait_started_s`` is the same over
+  started jobs only, for comparison. ``wait_by_gpus_s`` per gang size, ``wait_by_owner_s``
+  per owner.
+- ``utilization``: GPU-seconds of running jobs inside the **common window** (first to last
+  arrival of the trace, the same for every policy) over healthy GPUs x the window;
+  ``idle_held_share`` the same for GPUs held by partial pod-by-pod gangs; ``drain_h`` the
+  time from the last arrival to the run's end (each policy's own busy period after arrivals).
+- ``deadlock_h``: time during which partial gangs held GPUs and no job ran; ``standoff``:
+  where the run was stopped (see :mod:`gangplace.sim.replay`).
+- ``locality``: shares of the multi-pod gangs that ran within one rack (innermost level),
+  one spine (the level above, but not one rack) or wider.
+- ``rejected``: jobs refused because they cannot fit the cluster as built, or (arrival-only)
+  because there was no room on arrival; ``allocation_at_end`` the busy share of healthy GPUs
+  at the end; ``load_curve`` (arrival-only) the allocated share against the arrived load.
+- ``lost_gpu_hours``: work thrown away by preemptions and failures (restarts from scratch);
+  ``goodput`` the share of busy GPU-time that was not lost.
+- ``real_wait_s``: the waits the trace itself recorded (Alibaba), beside the simulated ones.
 """
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from gangplace.sim.clusters import ClusterSpec
 from gangplace.sim.replay import JobRecord, RunResult
+from gangplace.sim.stats import percentiles
 
-__all__ = ["SIZE_BUCKETS", "percentiles", "summarize"]
+__all__ = ["SIZE_BUCKETS", "Window", "summarize", "utilization_series"]
 
 SIZE_BUCKETS = (("1", 1, 1), ("2-8", 2, 8), ("9-64", 9, 64), ("65+", 65, 1 << 62))
+Window = tuple[float, float]
 
 
-def percentiles(values: list[float]) -> dict[str, float | None]:
-    """Mean, median, p95 and p99 (``None`` when there are no values)."""
-    if not values:
-        return {"mean": None, "p50": None, "p95": None, "p99": None}
-    ordered = sorted(values)
-
-    def at(share: float) -> float:
-        return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
-
-    return {
-        "mean": statistics.fmean(ordered),
-        "p50": statistics.median(ordered),
-        "p95": at(0.95),
-        "p99": at(0.99),
-    }
+def _integrate(samples: list[tuple[float, int, int, int]], column: int, window: Window) -> float:
+    """The integral of one sample column (piecewise constant after each sample) on ``window``."""
+    low, high = window
+    total = 0.0
+    for (start, *values), nxt in zip(samples, [*samples[1:], None], strict=True):
+        end = nxt[0] if nxt is not None else start
+        lo, hi = max(start, low), min(end, high)
+        if hi > lo:
+            total += values[column - 1] * (hi - lo)
+    return total
 
 
 def utilization_series(
-    result: RunResult, spec: ClusterSpec, bins: int = 500
-) -> tuple[float, list[float]]:
-    """Busy share of the healthy GPUs per time bin, up to the makespan.
+    result: RunResult, window: Window, bins: int = 200
+) -> tuple[float, list[float], list[float]]:
+    """Busy and idle-held shares of the healthy GPUs per time bin over ``window``.
 
-    At most ``bins`` equal bins, at least an hour wide: the series behind the utilization
-    plot. Returns the bin width and the shares.
+    Returns the bin width and the two series (at most ``bins`` bins).
     """
-    if not result.samples or not spec.healthy_gpus or result.makespan_s <= 0:
-        return 0.0, []
-    width = max(3600.0, result.makespan_s / bins)
-    count = max(1, int(result.makespan_s // width) + 1)
-    busy = [0.0] * count
-    samples = result.samples
-    for (start, gpus, _), (end, _, _) in zip(samples, [*samples[1:], samples[-1]], strict=True):
-        first = min(int(start // width), count - 1)
-        last = min(int(end // width), count - 1)
-        for index in range(first, last + 1):
-            overlap = min(end, (index + 1) * width) - max(start, index * width)
-            if overlap > 0:
-                busy[index] += gpus * overlap
-    return width, [round(value / (width * spec.healthy_gpus), 4) for value in busy]
+    low, high = window
+    if high <= low or not result.healthy_gpus:
+        return 0.0, [], []
+    width = (high - low) / bins
+    busy, held = [], []
+    for index in range(bins):
+        part = (low + index * width, low + (index + 1) * width)
+        capacity = width * result.healthy_gpus
+        busy.append(round(_integrate(result.samples, 1, part) / capacity, 4))
+        held.append(round(_integrate(result.samples, 2, part) / capacity, 4))
+    return width, busy, held
+
+
+def _first_wait(record: JobRecord) -> float | None:
+    return record.first_start_s - record.job.arrival_s if record.first_start_s is not None else None
 
 
 def _locality(record: JobRecord, spec: ClusterSpec, paths: dict[str, tuple[str, ...]]) -> str:
-    nodes = record.nodes
-    if len(nodes) <= 1:
-        return "node"
-    racks = {paths[node] for node in nodes}
+    racks = {paths[node] for node in record.nodes}
     if len(racks) == 1:
         return "rack"
     if len(spec.levels) >= 2 and len({rack[:-1] for rack in racks}) == 1:
@@ -83,47 +83,96 @@ def _locality(record: JobRecord, spec: ClusterSpec, paths: dict[str, tuple[str, 
     return "wider"
 
 
-def summarize(result: RunResult, spec: ClusterSpec) -> dict[str, Any]:
-    """The figures of one policy's run."""
+def summarize(result: RunResult, spec: ClusterSpec, window: Window) -> dict[str, Any]:
+    """The figures of one policy's run, over the common ``window``."""
     arrived = [r for r in result.records if r.arrived]
-    started = [r for r in arrived if r.start_s is not None]
-    finished = [r for r in result.records if r.end_s is not None]
-    waits = [(r.start_s or 0.0) - r.job.arrival_s for r in started]
-    by_size = {
-        label: percentiles(
-            [(r.start_s or 0.0) - r.job.arrival_s for r in started if low <= r.job.gpus <= high]
-        )
-        for label, low, high in SIZE_BUCKETS
-    }
+    admitted = [r for r in arrived if r.rejected is None]
+    ever_started = [r for r in admitted if r.first_start_s is not None]
+    never = [r for r in admitted if r.first_start_s is None]
+    finished = [r for r in admitted if r.end_s is not None]
+
+    def wait(record: JobRecord) -> float:
+        first = _first_wait(record)
+        return first if first is not None else max(0.0, result.end_s - record.job.arrival_s)
+
+    def waits_of(records: list[JobRecord]) -> dict[str, Any]:
+        figures: dict[str, Any] = dict(percentiles([wait(r) for r in records]))
+        figures["jobs"] = len(records)
+        figures["never_started"] = sum(1 for r in records if r.first_start_s is None)
+        return figures
+
     paths = dict(zip(spec.names, spec.paths, strict=True))
-    locality = {"node": 0, "rack": 0, "spine": 0, "wider": 0}
-    for record in started:
-        if record.job.pods > 1:
-            locality[_locality(record, spec, paths)] += 1
-    capacity = spec.healthy_gpus * result.makespan_s
-    bin_s, series = utilization_series(result, spec)
+    multi = [r for r in ever_started if r.job.pods > 1 and r.nodes]
+    counts = {"rack": 0, "spine": 0, "wider": 0}
+    for record in multi:
+        counts[_locality(record, spec, paths)] += 1
+    low, high = window
+    span = max(high - low, 0.0)
+    capacity = result.healthy_gpus * span
+    busy = _integrate(result.samples, 1, window)
+    held = _integrate(result.samples, 2, window)
+    busy_total = _integrate(result.samples, 1, (-1e300, 1e300))
+    lost = sum(r.lost_gpu_s for r in result.records)
+    owners = sorted({r.job.owner for r in admitted if r.job.owner is not None})
+    real = [r.job.real_wait_s for r in admitted if r.job.real_wait_s is not None]
+    standoff = result.standoff
     return {
         "jobs_total": len(arrived),
-        "jobs_started": len(started),
+        "jobs_started": len(ever_started),
         "jobs_finished": len(finished),
-        "makespan_s": result.makespan_s,
-        "wait_s": percentiles(waits),
-        "wait_by_gpus_s": by_size,
-        "utilization": result.busy_gpu_seconds / capacity if capacity else 0.0,
-        "utilization_over_time": {"bin_s": bin_s, "share": series},
-        "idle_held_gpu_hours": result.idle_held_gpu_seconds / 3600.0,
-        "deadlocks": result.deadlocks,
-        "locality": locality,
-        "fragmentation_waits": sum(1 for r in result.records if r.waited_with_free_gpus),
+        "never_started": len(never),
+        "jobs_rejected": len(arrived) - len(admitted),
+        "rejected_never_fit": sum(1 for r in arrived if (r.rejected or "").startswith("never")),
+        "end_s": result.end_s,
+        "drain_h": max(0.0, result.end_s - high) / 3600.0,
+        "wait_s": {**percentiles([wait(r) for r in admitted]), "censored": len(never)},
+        "wait_started_s": percentiles([wait(r) for r in ever_started]),
+        "wait_by_gpus_s": {
+            label: waits_of([r for r in admitted if low_ <= r.job.gpus <= high_])
+            for label, low_, high_ in SIZE_BUCKETS
+        },
+        "wait_by_owner_s": {
+            owner: waits_of([r for r in admitted if r.job.owner == owner]) for owner in owners
+        },
+        "window_s": [low, high],
+        "utilization": busy / capacity if capacity else None,
+        "idle_held_share": held / capacity if capacity else None,
+        "idle_held_gpu_hours": _integrate(result.samples, 2, (-1e300, 1e300)) / 3600.0,
+        "deadlock_h": result.deadlock_s / 3600.0,
+        "standoff": None
+        if standoff is None
+        else {
+            "at_h": standoff.at_s / 3600.0,
+            "nothing_started_for_h": (standoff.at_s - standoff.since_s) / 3600.0,
+            "held_gpus": standoff.held_gpus,
+            "held_gpu_hours": standoff.held_gpu_hours,
+        },
+        "locality": {
+            "multi_pod_gangs": len(multi),
+            **{kind: (count / len(multi) if multi else None) for kind, count in counts.items()},
+        },
         "placements": result.placements,
-        "truncated": result.truncated,
-        "jobs_rejected": sum(1 for r in result.records if r.rejected),
+        "preemptions": result.preemptions,
+        "moves": result.moves,
+        "failures": result.failures,
+        "restarts": sum(r.restarts for r in result.records),
+        "lost_gpu_hours": lost / 3600.0,
+        "goodput": 1.0 - lost / busy_total if busy_total else None,
         "allocation_at_end": (
-            result.samples[-1][1] / spec.healthy_gpus
-            if result.samples and spec.healthy_gpus
+            result.samples[-1][1] / result.healthy_gpus
+            if result.samples and result.healthy_gpus
             else 0.0
         ),
-        "placements_per_s": (
-            result.placements / result.engine_seconds if result.engine_seconds else None
-        ),
+        "load_curve": _thin(result.load_curve, 200),
+        "real_wait_s": percentiles(real) if real else None,
+        "scheduler_seconds": result.engine_seconds,
     }
+
+
+def _thin(points: list[tuple[float, float]], most: int) -> list[list[float]]:
+    """At most ``most`` evenly spaced points of a curve (the last one kept)."""
+    if len(points) <= most:
+        return [[round(x, 4), round(y, 4)] for x, y in points]
+    step = len(points) / most
+    chosen = [points[int(index * step)] for index in range(most - 1)] + [points[-1]]
+    return [[round(x, 4), round(y, 4)] for x, y in chosen]

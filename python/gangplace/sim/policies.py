@@ -1,104 +1,176 @@
-"""The placement policies a replay compares, one object each behind one protocol.
+"""The placement policies a replay compares, one object each.
 
-A :class:`Policy` builds the cluster it schedules on, reacts to arrivals, turns a queued job
-into a request, and runs one scheduling pass over the queue; the replay loop
-(:mod:`gangplace.sim.replay`) only moves time and calls them. :func:`policy_for` makes one by
-name (:data:`POLICIES`):
-
-- ``best-fit``, ``first-fit`` (:class:`GangPolicy`): gangplace with that policy
-  (topology-aware, all or nothing).
+- ``best-fit``, ``first-fit`` (:class:`GangPolicy`): gangplace's :class:`~gangplace.Scheduler`
+  with that placement rule (topology-aware, all or nothing), the settings' order and backfill.
+- ``best-fit+preempt``, ``best-fit+defrag``: the same with preemption, or defragmentation, for
+  the blocked head (jobs of the trace carry their priorities; every job is preemptible and,
+  for defragmentation, movable).
 - ``blind`` (:class:`BlindPolicy`): all or nothing but topology-blind: a cluster without
   levels whose nodes are renamed in a seeded random order, first-fit.
-- ``pod-by-pod`` (:class:`PodByPodPolicy`): each pod bound on its own, as a default
-  Kubernetes scheduler does (see the replay's module docs for timeouts and deadlocks).
-- ``ladder`` (:class:`LadderPolicy`): best-fit that requires the rack level for the first
-  ``T1`` seconds of a job's wait, then the level above until ``T2``, then anywhere (like
-  Slurm's ``--switches=count@max-time``).
+- ``ladder`` (:class:`GangPolicy` with a ladder): best-fit that requires the rack for the
+  first ``T1`` seconds of a job's wait, then the level above until ``T2``, then anywhere
+  (Slurm's ``--switches=count@max-time``).
+- ``pod-by-pod`` (:class:`PodByPodPolicy`): each pod bound on its own as a default Kubernetes
+  scheduler does; bound pods hold their GPUs until the whole job is bound.
+
+Every policy refuses, on arrival, a job that cannot fit the cluster as built (Scheduler rule
+S2), so all of them are compared on the same set of admissible jobs.
 """
 
 from __future__ import annotations
 
-import random
-from typing import TYPE_CHECKING, Protocol
+import bisect
+import math
+from typing import TYPE_CHECKING
 
 from gangplace._gangplace import Cluster, GangRequest
-from gangplace.errors import Unschedulable
+from gangplace.errors import InvalidRequest, Unschedulable
+from gangplace.scheduler import Scheduler
+from gangplace.scheduler.admission import EmptyTwin
 from gangplace.sim.clusters import ClusterSpec
 from gangplace.sim.errors import PolicyError
+from gangplace.sim.replay import TIMEOUT, WAKE
+from gangplace.sim.settings import SimSettings
 
 if TYPE_CHECKING:
     from gangplace.sim.replay import JobRecord, Replay, SimClock
 
-__all__ = [
-    "POLICIES",
-    "BlindPolicy",
-    "GangPolicy",
-    "LadderPolicy",
-    "PodByPodPolicy",
-    "Policy",
-    "policy_for",
-]
+__all__ = ["ALL_POLICIES", "POLICIES", "BlindPolicy", "GangPolicy", "PodByPodPolicy", "policy_for"]
 
 POLICIES = ("best-fit", "first-fit", "blind", "pod-by-pod", "ladder")
-
-
-class Policy(Protocol):
-    """What a replay needs of a policy."""
-
-    name: str
-
-    def build(self, spec: ClusterSpec, clock: SimClock) -> tuple[Cluster, dict[str, str]]:
-        """The cluster to schedule on, and its node names -> the spec's (for reports)."""
-
-    def arrived(self, replay: Replay, record: JobRecord, now: float) -> None:
-        """A job joined the queue (a policy may schedule later events for it)."""
-
-    def schedule(self, replay: Replay, now: float) -> None:
-        """One scheduling pass over the queue at time ``now``."""
+EXTRA_POLICIES = ("best-fit+preempt", "best-fit+defrag")
+ALL_POLICIES = POLICIES + EXTRA_POLICIES
 
 
 class GangPolicy:
-    """Whole gangs through gangplace, in queue order, blocking or backfilling behind a head."""
+    """Whole gangs through :class:`gangplace.Scheduler`."""
 
-    def __init__(self, name: str, kind: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        *,
+        preemption: bool = False,
+        defrag: bool = False,
+        ladder: tuple[float, float] | None = None,
+    ) -> None:
         self.name = name
         self.kind = kind
+        self.preemption = preemption
+        self.defrag = defrag
+        self.ladder = ladder
+        self.alias: dict[str, str] = {}
+        self.scheduler: Scheduler | None = None
 
-    def build(self, spec: ClusterSpec, clock: SimClock) -> tuple[Cluster, dict[str, str]]:
-        """The spec's cluster with this policy's placement rule."""
-        return spec.build(policy=self.kind, clock=clock), {}
+    def build(self, spec: ClusterSpec, clock: SimClock, settings: SimSettings) -> Cluster:
+        """The spec's cluster with this policy's placement rule, and its scheduler."""
+        cluster = self.make_cluster(spec, clock)
+        self.levels = spec.levels
+        self.settings = settings
+        self.scheduler = Scheduler(
+            cluster,
+            order=settings.order,  # type: ignore[arg-type]
+            backfill=settings.backfill,  # type: ignore[arg-type]
+            preemption=self.preemption,
+            defrag=self.defrag,
+            clock=clock,
+            quotas=settings.quotas,
+        )
+        return cluster
+
+    def make_cluster(self, spec: ClusterSpec, clock: SimClock) -> Cluster:
+        """The cluster to schedule on."""
+        return spec.build(policy=self.kind, clock=clock)
+
+    def node_name(self, name: str) -> str:
+        """The cluster's name of the spec's node ``name``."""
+        return name
+
+    def request(self, record: JobRecord) -> tuple[GangRequest, list[tuple[float, str | None]]]:
+        """The job as a gang and its ladder."""
+        job = record.job
+        level = job.required_level
+        ladder: list[tuple[float, str | None]] = []
+        if self.ladder is not None and level is None and self.levels:
+            level = self.levels[-1]
+            above = self.levels[-2] if len(self.levels) >= 2 else None
+            first, second = self.ladder
+            ladder = [(first, above), (second, None)] if second > first else [(first, None)]
+        request = GangRequest(
+            job.pods,
+            job.gpus_per_pod,
+            required_level=level,
+            name=job.id,
+            priority=job.priority,
+            movable=self.defrag,
+        )
+        return request, ladder
 
     def arrived(self, replay: Replay, record: JobRecord, now: float) -> None:
-        """Nothing to do: the next pass looks at the queue."""
-
-    def request(self, replay: Replay, record: JobRecord, now: float) -> GangRequest:
-        """The job as a gang, with its own required level."""
+        """Submits the job; a job that can never fit is rejected."""
+        assert self.scheduler is not None
         job = record.job
-        return GangRequest(
-            job.pods, job.gpus_per_pod, required_level=job.required_level, name=job.id
-        )
+        request, ladder = self.request(record)
+        walltime = None
+        if job.duration_s is not None:
+            walltime = max(job.duration_s * self.settings.walltime_factor, 1e-6)
+        try:
+            self.scheduler.submit(
+                job.id, request, owner=job.owner, walltime=walltime, ladder=ladder
+            )
+        except Unschedulable as error:
+            replay.reject(record, f"never fits: {error.reason}")
+        except InvalidRequest as error:
+            raise PolicyError(f"policy {self.name} cannot replay job {job.id}: {error}") from None
 
     def schedule(self, replay: Replay, now: float) -> None:
-        """Starts what fits, in queue order; behind a blocked head only with backfill."""
-        blocked: JobRecord | None = None
-        for record in list(replay.queue):
-            if blocked is not None and not replay.may_backfill(blocked, record, now):
-                continue
-            try:
-                reservation = replay.reserve(self.request(replay, record, now))
-            except Unschedulable:
-                replay.note_waiting(record)
-                if record.job.duration_s is None:
-                    replay.reject(record)
-                    continue
-                if blocked is None:
-                    blocked = record
-                    if not replay.backfill:
-                        return
-                continue
-            allocation = replay.cluster.commit(reservation)
-            replay.queue.remove(record)
-            replay.start(record, [allocation], now)
+        """One :meth:`Scheduler.cycle`; arrival-only replays reject what did not start."""
+        import time
+
+        assert self.scheduler is not None
+        began = time.perf_counter()
+        decisions = self.scheduler.cycle(now)
+        replay.engine_seconds += time.perf_counter() - began
+        for victim in decisions.preempted:
+            record = replay.by_id.get(victim)
+            if record is not None and record.start_s is not None:
+                replay.stopped(record, now)
+                replay.preemptions += 1
+        for started in decisions.started:
+            replay.placements += 1
+            replay.started(replay.by_id[started.job_id], started.allocation.placement.nodes, now)
+        for moved in decisions.moved:
+            record = replay.by_id[moved.job_id]
+            record.nodes = tuple(sorted(moved.allocation.placement.nodes))
+            replay.moves += 1
+        wake = self.scheduler.next_wakeup()
+        if wake is not None and wake > now:
+            replay.push(wake, WAKE, None)
+        if replay.arrival_only:
+            for pending in self.scheduler.pending_ids():
+                self.scheduler.cancel(pending)
+                replay.reject(replay.by_id[pending], "no room on arrival (arrival-only replay)")
+
+    def finished(self, replay: Replay, record: JobRecord) -> None:
+        """Frees the job's GPUs."""
+        assert self.scheduler is not None
+        self.scheduler.finish(record.job.id)
+
+    def timeout(self, replay: Replay, record: JobRecord, now: float) -> None:
+        """Gang policies set no pod timeouts."""
+
+    def lost(self, replay: Replay, holders: list[str], now: float) -> None:
+        """A GPU failed under these holds: their jobs go back to the queue."""
+        assert self.scheduler is not None
+        for hold_id in holders:
+            job_id = self.scheduler.job_of(hold_id)
+            if job_id is not None:
+                self.scheduler.requeue(job_id, now)
+                replay.stopped(replay.by_id[job_id], now)
+
+    def queued(self, replay: Replay) -> int:
+        """Jobs waiting."""
+        return self.scheduler.queue_length if self.scheduler is not None else 0
 
 
 class BlindPolicy(GangPolicy):
@@ -107,19 +179,32 @@ class BlindPolicy(GangPolicy):
     def __init__(self, seed: int) -> None:
         super().__init__("blind", "first-fit")
         self.seed = seed
+        self.renamed: dict[str, str] = {}
 
-    def build(self, spec: ClusterSpec, clock: SimClock) -> tuple[Cluster, dict[str, str]]:
+    def make_cluster(self, spec: ClusterSpec, clock: SimClock) -> Cluster:
         """A flat cluster whose node names sort in a seeded random order."""
+        import random
+
         order = list(range(len(spec.names)))
         random.Random(self.seed).shuffle(order)
         flat = [""] * len(order)
-        alias: dict[str, str] = {}
         for position, index in enumerate(order):
             flat[index] = f"{position:07d}"
-            alias[flat[index]] = spec.names[index]
-        return spec.build(policy="first-fit", clock=clock, flat=flat), alias
+            self.alias[flat[index]] = spec.names[index]
+            self.renamed[spec.names[index]] = flat[index]
+        return spec.build(policy="first-fit", clock=clock, flat=flat)
 
-    def request(self, replay: Replay, record: JobRecord, now: float) -> GangRequest:
+    def node_name(self, name: str) -> str:
+        """The shuffled name of the spec's node ``name``."""
+        return self.renamed[name]
+
+    def build(self, spec: ClusterSpec, clock: SimClock, settings: SimSettings) -> Cluster:
+        """As for gangs, on the flat cluster (no levels, so no required level)."""
+        cluster = super().build(spec, clock, settings)
+        self.levels = ()
+        return cluster
+
+    def request(self, record: JobRecord) -> tuple[GangRequest, list[tuple[float, str | None]]]:
         """The job as a gang; a required level cannot be honoured without levels."""
         job = record.job
         if job.required_level is not None:
@@ -127,73 +212,175 @@ class BlindPolicy(GangPolicy):
                 f"policy blind cannot replay job {job.id}: it has no levels for "
                 f"required_level {job.required_level!r}"
             )
-        return GangRequest(job.pods, job.gpus_per_pod, name=job.id)
-
-
-class LadderPolicy(GangPolicy):
-    """Best-fit that widens a job's required level as it waits: rack, the level above, any."""
-
-    def __init__(self, steps: tuple[float, float]) -> None:
-        super().__init__("ladder", "best-fit")
-        self.steps = steps
-
-    def arrived(self, replay: Replay, record: JobRecord, now: float) -> None:
-        """Wakes the queue when the job reaches each step."""
-        for step in self.steps:
-            replay.wake(now + step, record)
-
-    def request(self, replay: Replay, record: JobRecord, now: float) -> GangRequest:
-        """The job as a gang at the level its wait so far allows."""
-        job = record.job
-        level = job.required_level
-        if level is None:
-            waited = now - job.arrival_s
-            rack, above = replay.spec.levels[-1], replay.spec.levels[-2:-1]
-            if waited < self.steps[0]:
-                level = rack
-            elif waited < self.steps[1]:
-                level = above[0] if above else None
-        return GangRequest(job.pods, job.gpus_per_pod, required_level=level, name=job.id)
+        return GangRequest(job.pods, job.gpus_per_pod, name=job.id, priority=job.priority), []
 
 
 class PodByPodPolicy:
-    """Each pod bound on its own as soon as a node fits it, one pod per job per round."""
+    """Each pod bound on its own as soon as a node fits it (see the module docstring).
+
+    ``kube`` order: pending jobs by (priority descending, arrival), each job's pods together,
+    as kube-scheduler's active queue orders pods; a pod that does not fit is passed over and
+    the next job's pods are tried. ``interleaved``: one pod per job per round (the worst
+    case). A job still partial ``pod_timeout_s`` after its first pod bound releases its pods
+    and retries after a seeded random backoff of up to one timeout.
+    """
 
     name = "pod-by-pod"
 
-    def build(self, spec: ClusterSpec, clock: SimClock) -> tuple[Cluster, dict[str, str]]:
+    def __init__(self) -> None:
+        self.alias: dict[str, str] = {}
+        self.pending: list[tuple[int, float, int, JobRecord]] = []
+        self.sizes: list[int] = []
+        self.index = 0
+        self.owner_of: dict[str, JobRecord] = {}
+        self.keys: dict[int, tuple[int, float, int]] = {}
+
+    def build(self, spec: ClusterSpec, clock: SimClock, settings: SimSettings) -> Cluster:
         """The spec's cluster, best-fit nodes."""
-        return spec.build(policy="best-fit", clock=clock), {}
+        self.settings = settings
+        self.twin = EmptyTwin()
+        self.cluster = spec.build(policy="best-fit", clock=clock)
+        return self.cluster
+
+    def node_name(self, name: str) -> str:
+        """Node names are the spec's."""
+        return name
 
     def arrived(self, replay: Replay, record: JobRecord, now: float) -> None:
-        """Nothing to do: the next pass binds its pods."""
+        """Queues the job's pods, unless the job can never fit."""
+        job = record.job
+        reason = self.twin.fits(self.cluster, GangRequest(job.pods, job.gpus_per_pod))
+        if reason is not None:
+            replay.reject(record, f"never fits: {reason}")
+            return
+        self._queue(record)
+
+    def _queue(self, record: JobRecord) -> None:
+        self.index += 1
+        key = (-record.job.priority, record.job.arrival_s, self.index)
+        self.keys[id(record)] = key
+        position = bisect.bisect_left(self.pending, key, key=lambda item: item[:3])
+        self.pending.insert(position, (*key, record))
+        bisect.insort(self.sizes, record.job.gpus_per_pod)
+
+    def _dequeue(self, record: JobRecord) -> None:
+        key = self.keys.pop(id(record))
+        del self.pending[bisect.bisect_left(self.pending, key, key=lambda item: item[:3])]
+        del self.sizes[bisect.bisect_left(self.sizes, record.job.gpus_per_pod)]
 
     def schedule(self, replay: Replay, now: float) -> None:
-        """Binds pods round by round until none binds; a job starts with its last pod."""
-        progress = True
-        while progress:
-            progress = False
-            for record in list(replay.queue):
-                job = record.job
-                if record.start_s is not None or len(record.bound) >= job.pods:
-                    continue  # started earlier in this pass, or fully bound
-                if record.retry_at_s > now:
-                    continue  # backing off after a timeout
-                try:
-                    reservation = replay.reserve(GangRequest(1, job.gpus_per_pod, name=job.id))
-                except Unschedulable:
-                    replay.note_waiting(record)
-                    if job.duration_s is None:
-                        replay.drop_partial(record)
-                        replay.reject(record)
-                    continue
-                replay.bind_pod(record, replay.cluster.commit(reservation), now)
+        """Binds pods until none binds; a job starts when its last pod binds."""
+        if self.settings.pod_order == "kube":
+            self._kube_pass(replay, now)
+        else:
+            while self._interleaved_round(replay, now):
+                pass
+        if replay.arrival_only:
+            for *_, record in list(self.pending):
+                self._drop_partial(replay, record, now, retry=False)
+                self._dequeue(record)
+                replay.reject(record, "no room on arrival (arrival-only replay)")
+
+    def _kube_pass(self, replay: Replay, now: float) -> None:
+        smallest_failed = math.inf
+        for *_, record in list(self.pending):
+            if self.sizes and smallest_failed <= self.sizes[0]:
+                break  # no pending pod is small enough to fit any more
+            size = record.job.gpus_per_pod
+            if record.retry_at_s > now or size >= smallest_failed:
+                continue
+            while len(record.bound) < record.job.pods:
+                if not self._bind_one(replay, record, now):
+                    smallest_failed = size
+                    break
+
+    def _interleaved_round(self, replay: Replay, now: float) -> bool:
+        progress = False
+        smallest_failed = math.inf
+        for *_, record in list(self.pending):
+            size = record.job.gpus_per_pod
+            if record.retry_at_s > now or size >= smallest_failed:
+                continue
+            if self._bind_one(replay, record, now):
                 progress = True
-        replay.note_deadlock()
+            else:
+                smallest_failed = size
+        return progress
+
+    def _bind_one(self, replay: Replay, record: JobRecord, now: float) -> bool:
+        job = record.job
+        replay.placements += 1
+        try:
+            reservation = self.cluster.reserve(GangRequest(1, job.gpus_per_pod, name=job.id))
+        except Unschedulable:
+            return False
+        allocation = self.cluster.commit(reservation)
+        self.owner_of[allocation.id] = record
+        record.bound.append(allocation)
+        replay.held_partial += job.gpus_per_pod
+        if record.first_bound_s is None:
+            record.first_bound_s = now
+            if self.settings.pod_timeout_s is not None:
+                replay.push(now + self.settings.pod_timeout_s, TIMEOUT, record)
+        if len(record.bound) == job.pods:
+            replay.held_partial -= job.gpus
+            self._dequeue(record)
+            record.first_bound_s = None
+            nodes = tuple({node for a in record.bound for node in a.placement.nodes})
+            replay.started(record, nodes, now)
+        return True
+
+    def timeout(self, replay: Replay, record: JobRecord, now: float) -> None:
+        """Releases a partial gang whose timeout passed; it retries after a backoff."""
+        timeout = self.settings.pod_timeout_s
+        first = record.first_bound_s
+        partial = record.start_s is None and record.bound and first is not None
+        if partial and timeout is not None and first is not None and now >= first + timeout:
+            self._drop_partial(replay, record, now, retry=True)
+
+    def _drop_partial(self, replay: Replay, record: JobRecord, now: float, *, retry: bool) -> None:
+        for allocation in record.bound:
+            self.cluster.release(allocation)
+            self.owner_of.pop(allocation.id, None)
+        replay.held_partial -= len(record.bound) * record.job.gpus_per_pod
+        record.bound = []
+        record.first_bound_s = None
+        if retry:
+            record.retry_at_s = now + replay.rng.uniform(0.0, self.settings.pod_timeout_s or 0.0)
+            replay.push(record.retry_at_s, WAKE, None)
+
+    def finished(self, replay: Replay, record: JobRecord) -> None:
+        """Frees every pod of the job."""
+        for allocation in record.bound:
+            self.cluster.release(allocation)
+            self.owner_of.pop(allocation.id, None)
+        record.bound = []
+
+    def lost(self, replay: Replay, holders: list[str], now: float) -> None:
+        """A GPU failed: a running job restarts from the queue; a partial one loses the pod."""
+        for hold_id in holders:
+            record = self.owner_of.get(hold_id)
+            if record is None:
+                continue
+            if record.start_s is not None:
+                self.finished(replay, record)
+                replay.stopped(record, now)
+                self._queue(record)
+            else:
+                lost = [a for a in record.bound if a.id == hold_id]
+                for allocation in lost:
+                    self.cluster.release(allocation)
+                    record.bound.remove(allocation)
+                    self.owner_of.pop(hold_id, None)
+                    replay.held_partial -= record.job.gpus_per_pod
+
+    def queued(self, replay: Replay) -> int:
+        """Jobs waiting (partial or not)."""
+        return len(self.pending)
 
 
-def policy_for(name: str, *, ladder: tuple[float, float], seed: int) -> Policy:
-    """The policy called ``name`` (one of :data:`POLICIES`).
+def policy_for(name: str, settings: SimSettings) -> GangPolicy | PodByPodPolicy:
+    """A fresh policy object called ``name`` (one of :data:`ALL_POLICIES`).
 
     Raises:
         PolicyError: An unknown name.
@@ -201,10 +388,14 @@ def policy_for(name: str, *, ladder: tuple[float, float], seed: int) -> Policy:
     """
     if name in ("best-fit", "first-fit"):
         return GangPolicy(name, name)
+    if name == "best-fit+preempt":
+        return GangPolicy(name, "best-fit", preemption=True)
+    if name == "best-fit+defrag":
+        return GangPolicy(name, "best-fit", defrag=True)
     if name == "blind":
-        return BlindPolicy(seed)
+        return BlindPolicy(settings.policy_seed)
     if name == "ladder":
-        return LadderPolicy(ladder)
+        return GangPolicy(name, "best-fit", ladder=settings.ladder_s)
     if name == "pod-by-pod":
         return PodByPodPolicy()
-    raise PolicyError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
+    raise PolicyError(f"unknown policy {name!r}; choose from {', '.join(ALL_POLICIES)}")

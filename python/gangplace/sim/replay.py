@@ -1,47 +1,36 @@
 """The event-driven replay: one job stream, one cluster, one policy.
 
-Events at the same instant are handled in this order: finishes (they free GPUs), pod-by-pod
-timeouts, arrivals, ladder steps; then one scheduling pass runs. The queue is FIFO by arrival
-(ties by trace order). Without backfill the first job that cannot start blocks the ones behind
-it; with ``backfill=True`` a later job may start when it fits now and its run ends before the
-blocked head's shadow time (the earliest instant at which, by the running jobs' ends, enough
-GPUs in total are free for the head): EASY backfilling counted in GPUs.
+Gang policies run :class:`gangplace.Scheduler` (the same code an embedder uses); pod-by-pod
+binds pods itself (:mod:`gangplace.sim.policies`). Events at one instant are handled in this
+order: finishes, failures and repairs, pod-by-pod timeouts, arrivals, wake-ups; then one
+scheduling pass. Arrival-only traces (no durations) keep no queue: a job that cannot start
+when it arrives is rejected, as the FGD paper replays the Alibaba multigpu lists.
 
-The policies themselves are objects of :mod:`gangplace.sim.policies`. Pod-by-pod details:
-pods of the queued jobs are interleaved, one pod per job per round, in queue order. Bound pods
-hold their GPUs until the whole job is bound; a job starts when its last pod binds. A job
-still partial ``pod_timeout_s`` after its first pod bound releases its pods and retries after
-a seeded random backoff of up to one timeout (as coscheduling plugins back off). A deadlock is
-counted each time the cluster enters a state where partial jobs hold GPUs, no pod can bind
-and nothing is running.
-
-Arrival-only traces (no durations: jobs never end) keep no queue: a job that cannot start when
-it arrives is rejected (pod-by-pod: its bound pods are released), and the figure that matters
-is the share of GPUs allocated at the end.
+A run ends when no event is left, or as a **standoff**: partial gangs held GPUs and no job
+started for ``standoff_s``; the run stops there and the report says so. Every job that
+arrived and never started is a censored wait (at least the run's end minus its arrival).
 """
 
 from __future__ import annotations
 
 import heapq
-import math
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from gangplace._gangplace import Allocation, GangRequest, Reservation
+from gangplace._gangplace import Allocation, Cluster
 from gangplace.sim.clusters import ClusterSpec
-from gangplace.sim.policies import POLICIES, policy_for
+from gangplace.sim.settings import SimSettings
 from gangplace.sim.traces import Job
 
-__all__ = ["POLICIES", "JobRecord", "Replay", "RunResult", "SimClock"]
+__all__ = ["JobRecord", "Replay", "RunResult", "SimClock", "Standoff"]
 
-FINISH, TIMEOUT, ARRIVAL, STEP = 0, 1, 2, 3
-TTL = 7 * 24 * 3600.0
+FINISH, FAILURE, REPAIR, TIMEOUT, ARRIVAL, WAKE = range(6)
 
 
 class SimClock:
-    """The simulated time, read by the cluster for reservation lifetimes."""
+    """The simulated time, read by the cluster and the scheduler."""
 
     def __init__(self) -> None:
         self.now = 0.0
@@ -56,239 +45,249 @@ class JobRecord:
     """What happened to one job."""
 
     job: Job
+    arrived: bool = False
     start_s: float | None = None
     end_s: float | None = None
     nodes: tuple[str, ...] = ()
-    waited_with_free_gpus: bool = False
+    rejected: str | None = None  # why, when it was refused or had no room on arrival
+    first_start_s: float | None = None
+    restarts: int = 0
+    lost_gpu_s: float = 0.0
+    generation: int = 0  # bumps when a start is undone (stale finish events are ignored)
+    # pod-by-pod
     bound: list[Allocation] = field(default_factory=list)
     first_bound_s: float | None = None
     retry_at_s: float = 0.0
-    rejected: bool = False
-    arrived: bool = False
+
+
+@dataclass(frozen=True)
+class Standoff:
+    """Where a run was stopped: partial gangs held GPUs while nothing started."""
+
+    at_s: float
+    since_s: float
+    held_gpus: int
+    held_gpu_hours: float
 
 
 @dataclass
 class RunResult:
-    """A finished replay: the job records and the time series."""
+    """A finished replay: the job records, the time series and the counters."""
 
     policy: str
     records: list[JobRecord]
-    makespan_s: float
-    busy_gpu_seconds: float
-    idle_held_gpu_seconds: float
-    deadlocks: int
+    end_s: float
+    samples: list[tuple[float, int, int, int]]  # (time, busy GPUs, idle-held GPUs, queued)
+    deadlock_s: float
     placements: int
     engine_seconds: float
-    samples: list[tuple[float, int, int]]  # (time, busy GPUs, queued jobs)
-    truncated: bool = False
+    healthy_gpus: int
+    standoff: Standoff | None = None
+    preemptions: int = 0
+    moves: int = 0
+    failures: int = 0
+    load_curve: list[tuple[float, float]] = field(default_factory=list)
 
 
 class Replay:
-    """Replays ``jobs`` on a fresh cluster of ``spec`` under ``policy``."""
+    """Replays ``jobs`` on a fresh cluster of ``spec`` under ``policy``.
+
+    ``policy`` is a name of :data:`gangplace.sim.policies.ALL_POLICIES` or a policy object.
+    """
 
     def __init__(
         self,
         jobs: list[Job],
         spec: ClusterSpec,
-        policy: str,
+        policy: Any,
+        settings: SimSettings | None = None,
         *,
-        ladder: tuple[float, float] = (300.0, 1800.0),
-        pod_timeout_s: float | None = 600.0,
-        backfill: bool = False,
-        seed: int = 0,
+        workload_seed: int = 0,
         stop_after_gpus: float | None = None,
     ) -> None:
-        self.rules = policy_for(policy, ladder=ladder, seed=seed)
+        self.settings = settings or SimSettings()
+        if isinstance(policy, str):
+            from gangplace.sim.policies import policy_for  # policies import this module
+
+            policy = policy_for(policy, self.settings)
         self.policy = policy
         self.spec = spec
-        self.jobs = jobs
-        self.ladder = ladder
-        self.pod_timeout_s = pod_timeout_s
-        self.backfill = backfill
-        self.stop_after_gpus = stop_after_gpus
         self.clock = SimClock()
-        self.cluster, self.alias = self.rules.build(spec, self.clock)
+        self.cluster: Cluster = policy.build(spec, self.clock, self.settings)
         self.records = [JobRecord(job) for job in jobs]
-        self.queue: list[JobRecord] = []
-        self.running: dict[int, tuple[float, int]] = {}  # id(record) -> (end, gpus)
-        self.events: list[tuple[float, int, int, JobRecord]] = []
+        self.by_id = {record.job.id: record for record in self.records}
+        self.stop_after_gpus = stop_after_gpus
+        self.events: list[tuple[float, int, int, Any]] = []
         self.sequence = 0
         self.busy = 0
         self.held_partial = 0
-        self.busy_gpu_seconds = 0.0
-        self.idle_held_gpu_seconds = 0.0
-        self.deadlocks = 0
+        self.last_start_s = 0.0
+        self.held_since_start = 0.0
+        self.deadlock_s = 0.0
         self.in_deadlock = False
         self.placements = 0
         self.engine_seconds = 0.0
-        self.samples: list[tuple[float, int, int]] = []
-        self.rng = random.Random(seed)
-        # A safety stop: a livelock (partial gangs timing out and re-binding forever) must not
-        # hang the simulation. Hitting it is reported as `truncated`.
-        self.max_events = 1000 * max(len(jobs), 1)
+        self.preemptions = self.moves = self.failures = 0
+        self.samples: list[tuple[float, int, int, int]] = []
+        self.load_curve: list[tuple[float, float]] = []
+        self.arrived_gpus = 0
+        self.rng = random.Random(self.settings.policy_seed)
+        self.failure_rng = random.Random(workload_seed * 7919 + 1)
+        self.arrival_only = any(job.duration_s is None for job in jobs)
+        self.job_events = 0  # events other than failures and repairs still queued
+        self.standoff_check: float | None = None
 
-    # ------------------------------------------------------------------ events
+    # ------------------------------------------------------------------ the loop
 
-    def _push(self, at: float, kind: int, record: JobRecord) -> None:
+    def push(self, at: float, kind: int, payload: Any) -> None:
+        """Schedules an event."""
         self.sequence += 1
-        heapq.heappush(self.events, (at, kind, self.sequence, record))
+        if kind not in (FAILURE, REPAIR):
+            self.job_events += 1
+        heapq.heappush(self.events, (at, kind, self.sequence, payload))
 
     def run(self, progress: Callable[[int], object] | None = None) -> RunResult:
-        """Runs to the end; ``progress`` is called with the number of events handled."""
+        """Runs to the end or to a standoff; ``progress`` gets the events handled."""
         arrived = 0.0
         for record in self.records:
             if self.stop_after_gpus is not None and arrived >= self.stop_after_gpus:
                 break
             arrived += record.job.gpus
-            self._push(record.job.arrival_s, ARRIVAL, record)
-        last = 0.0
-        handled_total = 0
-        truncated = False
-        while self.events:
-            if handled_total >= self.max_events:
-                truncated = True
-                break
+            self.push(record.job.arrival_s, ARRIVAL, record)
+        if self.settings.failures_per_gpu_hour and self.records:
+            self._next_failure(self.records[0].job.arrival_s)
+        last = self.events[0][0] if self.events else 0.0
+        standoff = None
+        while self.job_events:
             now = self.events[0][0]
             self._advance(last, now)
             last = now
             handled = 0
             while self.events and self.events[0][0] == now:
-                _, kind, _, record = heapq.heappop(self.events)
-                self._handle(kind, record, now)
+                _, kind, _, payload = heapq.heappop(self.events)
+                if kind not in (FAILURE, REPAIR):
+                    self.job_events -= 1
+                self._handle(kind, payload, now)
                 handled += 1
-            handled_total += handled
-            self.rules.schedule(self, now)
-            self.samples.append((now, self.busy, len(self.queue)))
+            self.policy.schedule(self, now)
+            self._note_deadlock()
+            if self.held_partial and self.standoff_check != self.last_start_s:
+                # Wake up when the standoff window would close, even if nothing else happens.
+                self.standoff_check = self.last_start_s
+                self.push(self.last_start_s + self.settings.standoff_s, WAKE, None)
+            self.samples.append((now, self.busy, self.held_partial, self.policy.queued(self)))
+            if self.arrival_only and self.spec.healthy_gpus:
+                healthy = self.spec.healthy_gpus
+                self.load_curve.append((self.arrived_gpus / healthy, self.busy / healthy))
+            standoff = self._standoff(now)
+            if standoff is not None:
+                break
             if progress is not None:
                 progress(handled)
+        if standoff is None and self.held_partial and self.policy.queued(self):
+            standoff = Standoff(
+                last, self.last_start_s, self.held_partial, self.held_since_start / 3600.0
+            )
         return RunResult(
-            self.policy,
+            self.policy.name,
             self.records,
             last,
-            self.busy_gpu_seconds,
-            self.idle_held_gpu_seconds,
-            self.deadlocks,
+            self.samples,
+            self.deadlock_s,
             self.placements,
             self.engine_seconds,
-            self.samples,
-            truncated,
+            self.spec.healthy_gpus,
+            standoff,
+            self.preemptions,
+            self.moves,
+            self.failures,
+            self.load_curve,
         )
 
     def _advance(self, last: float, now: float) -> None:
         span = now - last
-        self.busy_gpu_seconds += self.busy * span
-        self.idle_held_gpu_seconds += self.held_partial * span
+        if self.in_deadlock:
+            self.deadlock_s += span
+        self.held_since_start += self.held_partial * span
         self.clock.now = now
 
-    def _handle(self, kind: int, record: JobRecord, now: float) -> None:
+    def _handle(self, kind: int, payload: Any, now: float) -> None:
         if kind == FINISH:
-            for allocation in record.bound:
-                self.cluster.release(allocation)
-            self.busy -= record.job.gpus
-            record.bound = []
-            record.end_s = now
-            del self.running[id(record)]
+            record, generation = payload
+            if generation == record.generation and record.start_s is not None:
+                self.policy.finished(self, record)
+                self.busy -= record.job.gpus
+                record.end_s = now
+        elif kind == FAILURE:
+            self._fail(payload, now)
+        elif kind == REPAIR:
+            node, gpu = payload
+            self.cluster.set_gpu_health(node, gpu, True)
         elif kind == TIMEOUT:
-            first = record.first_bound_s if record.first_bound_s is not None else math.inf
-            deadline = first + (self.pod_timeout_s if self.pod_timeout_s is not None else math.inf)
-            if record.start_s is None and record.bound and now >= deadline:
-                self.drop_partial(record)
+            self.policy.timeout(self, payload, now)
         elif kind == ARRIVAL:
-            record.arrived = True
-            self.queue.append(record)
-            self.rules.arrived(self, record, now)
-        # STEP: nothing to do but let the pass below look again.
+            payload.arrived = True
+            self.arrived_gpus += payload.job.gpus
+            self.policy.arrived(self, payload, now)
+        # WAKE: only the pass below.
 
     # ------------------------------------------------------------------ for the policies
 
-    def wake(self, at: float, record: JobRecord) -> None:
-        """Runs a scheduling pass at ``at`` for ``record`` (a ladder step, a retry)."""
-        self._push(at, STEP, record)
-
-    def reserve(self, request: GangRequest) -> Reservation:
-        """A reservation (raises ``Unschedulable``), timed for ``placements_per_s``."""
-        start = time.perf_counter()
-        try:
-            return self.cluster.reserve(request, ttl=TTL)
-        finally:
-            self.engine_seconds += time.perf_counter() - start
-            self.placements += 1
-
-    def note_waiting(self, record: JobRecord) -> None:
-        """The job could not start: notes whether enough GPUs were free in total."""
-        if self.cluster.stats().free >= record.job.gpus:
-            record.waited_with_free_gpus = True
-
-    def start(self, record: JobRecord, allocations: list[Allocation], now: float) -> None:
-        """The job runs from ``now`` on its allocations."""
-        record.bound = allocations
+    def started(self, record: JobRecord, nodes: tuple[str, ...], now: float) -> None:
+        """A job runs from ``now`` on ``nodes``."""
         record.start_s = now
-        nodes = {self.alias.get(n, n) for a in allocations for n in a.placement.nodes}
-        record.nodes = tuple(sorted(nodes))
+        record.end_s = None
+        if record.first_start_s is None:
+            record.first_start_s = now
+        record.nodes = tuple(sorted(self.policy.alias.get(n, n) for n in nodes))
         self.busy += record.job.gpus
-        end = now + record.job.duration_s if record.job.duration_s is not None else math.inf
-        self.running[id(record)] = (end, record.job.gpus)
-        if math.isfinite(end):
-            self._push(end, FINISH, record)
+        self.last_start_s = now
+        self.held_since_start = 0.0
+        duration = record.job.duration_s
+        if duration is not None:
+            self.push(now + duration, FINISH, (record, record.generation))
 
-    def may_backfill(self, head: JobRecord, record: JobRecord, now: float) -> bool:
-        """EASY backfilling in GPUs: whether ``record`` may pass the blocked ``head``.
+    def stopped(self, record: JobRecord, now: float) -> None:
+        """A running job was ended early (preempted, or a GPU failed): its work is lost."""
+        assert record.start_s is not None
+        record.lost_gpu_s += (now - record.start_s) * record.job.gpus
+        record.restarts += 1
+        record.generation += 1
+        record.start_s = None
+        record.nodes = ()
+        self.busy -= record.job.gpus
 
-        It may when it ends by the head's shadow time: the earliest instant at which, by the
-        running jobs' ends, enough GPUs in total are free for the head.
-        """
-        if not self.backfill or record.job.duration_s is None:
-            return False
-        free = self.cluster.stats().free
-        shadow = math.inf
-        for end, gpus in sorted(self.running.values()):
-            free += gpus
-            if free >= head.job.gpus:
-                shadow = end
-                break
-        return now + record.job.duration_s <= shadow
+    def reject(self, record: JobRecord, why: str) -> None:
+        """The job will never run here (refused, or no room on arrival in arrival-only mode)."""
+        record.rejected = why
 
-    def bind_pod(self, record: JobRecord, allocation: Allocation, now: float) -> None:
-        """Pod-by-pod: one more pod of ``record`` is bound; the last one starts the job."""
-        job = record.job
-        record.bound.append(allocation)
-        self.held_partial += job.gpus_per_pod
-        if record.first_bound_s is None:
-            record.first_bound_s = now
-            if self.pod_timeout_s is not None:
-                self._push(now + self.pod_timeout_s, TIMEOUT, record)
-        if len(record.bound) == job.pods:
-            self.held_partial -= job.gpus
-            self.queue.remove(record)
-            bound, record.bound = record.bound, []
-            self.start(record, bound, now)
+    def _note_deadlock(self) -> None:
+        self.in_deadlock = bool(self.held_partial) and self.busy == 0
 
-    def note_deadlock(self) -> None:
-        """Pod-by-pod: counts entering a state where partial gangs hold GPUs and none run."""
-        partial = any(record.bound for record in self.queue)
-        stuck = partial and not self.running
-        if stuck and not self.in_deadlock:
-            self.deadlocks += 1
-        self.in_deadlock = stuck
+    def _standoff(self, now: float) -> Standoff | None:
+        window = self.settings.standoff_s
+        if self.held_since_start > 0 and now - self.last_start_s >= window:
+            return Standoff(
+                now, self.last_start_s, self.held_partial, self.held_since_start / 3600.0
+            )
+        return None
 
-    def reject(self, record: JobRecord) -> None:
-        """Rejects a job of an arrival-only replay that does not fit when it arrives.
+    # ------------------------------------------------------------------ failures
 
-        Such replays keep no queue, as the FGD paper's replay of the Alibaba lists.
-        """
-        record.rejected = True
-        self.queue.remove(record)
+    def _next_failure(self, after: float) -> None:
+        rate = self.settings.failures_per_gpu_hour * self.spec.total_gpus / 3600.0
+        at = after + self.failure_rng.expovariate(rate)
+        index = self.failure_rng.randrange(len(self.spec.names))
+        gpu = self.failure_rng.randrange(self.spec.gpus[index])
+        self.push(at, FAILURE, (self.spec.names[index], gpu))
 
-    def drop_partial(self, record: JobRecord) -> None:
-        """Releases a timed-out partial gang.
-
-        It retries after a seeded random backoff of up to one timeout, so that gangs that
-        timed out together do not re-bind in lockstep.
-        """
-        for allocation in record.bound:
-            self.cluster.release(allocation)
-        self.held_partial -= len(record.bound) * record.job.gpus_per_pod
-        record.bound = []
-        record.first_bound_s = None
-        record.retry_at_s = self.clock.now + self.rng.uniform(0.0, self.pod_timeout_s or 0.0)
-        self.wake(record.retry_at_s, record)
+    def _fail(self, payload: tuple[str, int], now: float) -> None:
+        node, gpu = payload
+        name = self.policy.node_name(node)
+        if gpu not in self.cluster.node(name).unhealthy:
+            self.failures += 1
+            holders = self.cluster.set_gpu_health(name, gpu, False)
+            self.policy.lost(self, holders, now)
+            self.push(now + self.settings.repair_s, REPAIR, (name, gpu))
+        if self.job_events:
+            self._next_failure(now)

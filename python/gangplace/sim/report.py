@@ -1,116 +1,154 @@
-"""Outputs of a simulation: the terminal table, ``report.json`` and the PNG plots."""
+"""Outputs of a simulation: the terminal table, ``report.json`` and the PNG plots.
+
+The table shows every policy's row, tails beside means, the jobs that never started and
+those rejected, in a unit that fits the waits; with several seeds each figure is a mean with
+its 95% interval. A policy that could not run, or stopped in a standoff, says so in its row.
+The assumptions (order, backfill, walltimes, synthetic durations...) are printed under it.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from gangplace.sim.replay import RunResult
 
-__all__ = ["table", "write_json", "write_plots"]
+__all__ = ["table", "wait_unit", "write_json", "write_plots"]
+
+UNITS = (("s", 1.0), ("min", 60.0), ("h", 3600.0))
 
 
-def _hours(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds / 3600:.2f} h"
+def wait_unit(report: dict[str, Any]) -> tuple[str, float]:
+    """The unit that fits the largest wait p95 of the report: s, min or h."""
+    largest = 0.0
+    for entry in report["policies"].values():
+        value = entry["wait_s.p95"]["mean"]
+        if value is not None:
+            largest = max(largest, value)
+    if largest < 120:
+        return UNITS[0]
+    if largest < 2 * 3600:
+        return UNITS[1]
+    return UNITS[2]
 
 
-def table(policies: dict[str, dict[str, Any]]) -> str:
-    """One row per policy: the headline figures."""
+def _cell(entry: dict[str, Any], scale: float = 1.0, form: str = "{:.1f}") -> str:
+    mean = entry["mean"]
+    if mean is None:
+        return "-"
+    text = form.format(mean / scale)
+    if entry["low"] is not None:
+        text += "±" + form.format((entry["high"] - entry["mean"]) / scale)
+    return text
+
+
+def _share(entry: dict[str, Any]) -> str:
+    mean = entry["mean"]
+    if mean is None:
+        return "-"
+    text = f"{mean:.1%}"
+    if entry["low"] is not None:
+        text += f"±{(entry['high'] - mean) * 100:.1f}"
+    return text
+
+
+def table(report: dict[str, Any]) -> str:
+    """One row per policy; arrival-only reports show allocation and rejections instead."""
+    if report.get("arrival_only"):
+        return _arrival_only_table(report)
+    unit, scale = wait_unit(report)
     header = (
-        f"{'policy':11} {'finished':>13} {'wait mean':>10} {'wait p95':>10} {'util':>6} "
-        f"{'idle held':>10} {'deadlk':>6} {'1 rack':>7} {'frag':>6} {'place/s':>9}"
+        f"{'policy':17} {'finished':>10} {'never':>6} {'rejct':>5} {'wait mean':>11} "
+        f"{'p50':>9} {'p95':>9} {'p99':>9} {'util':>11} {'idle held':>9} {'deadlk h':>8} "
+        f"{'1 rack':>7}  status"
     )
     lines = [header, "-" * len(header)]
-    for name, figures in policies.items():
-        locality = figures["locality"]
-        multi = sum(locality.values())
-        in_rack = (locality["node"] + locality["rack"]) / multi if multi else 0.0
-        rate = figures["placements_per_s"]
+    notes: list[str] = []
+    for name, entry in report["policies"].items():
+        if not entry["seeds_run"]:
+            lines.append(f"{name:17} {'-':>10}  FAILED (see below)")
+            notes.extend(f"{name}: {error}" for error in entry["errors"])
+            continue
+        status = "ok"
+        if entry["standoffs"]:
+            status = f"STANDOFF in {entry['standoffs']}/{entry['seeds_run']} seed(s)"
+        if entry["errors"]:
+            status += f"; failed in {len(report['seeds']) - entry['seeds_run']} seed(s)"
+            notes.extend(f"{name}: {error}" for error in entry["errors"])
+        finished = f"{_cell(entry['jobs_finished'], form='{:.0f}')}"
         lines.append(
-            f"{name:11} {figures['jobs_finished']:>6}/{figures['jobs_total']:<6} "
-            f"{_hours(figures['wait_s']['mean']):>10} {_hours(figures['wait_s']['p95']):>10} "
-            f"{figures['utilization']:>6.1%} {figures['idle_held_gpu_hours']:>8.1f} h "
-            f"{figures['deadlocks']:>6} {in_rack:>7.0%} {figures['fragmentation_waits']:>6} "
-            f"{(rate or 0):>9,.0f}"
+            f"{name:17} {finished:>10} {_cell(entry['never_started'], form='{:.0f}'):>6} "
+            f"{_cell(entry['jobs_rejected'], form='{:.0f}'):>5} "
+            f"{_cell(entry['wait_s.mean'], scale):>11} {_cell(entry['wait_s.p50'], scale):>9} "
+            f"{_cell(entry['wait_s.p95'], scale):>9} {_cell(entry['wait_s.p99'], scale):>9} "
+            f"{_share(entry['utilization']):>11} {_share(entry['idle_held_share']):>9} "
+            f"{_cell(entry['deadlock_h']):>8} {_share(entry['locality.rack']):>7}  {status}"
+        )
+    seeds = report["seeds"]
+    over = f"seed {seeds[0]}" if len(seeds) == 1 else f"{len(seeds)} seeds (mean±95% interval)"
+    window = _window_text(report)
+    lines.append(
+        f"over {over}; waits in {unit}, over every admitted job (never-started ones censored at "
+        "the run's end); util and idle held: shares of healthy GPU-time in the common window "
+        f"{window}; 1 rack: multi-pod gangs within one rack; rejct: can never fit the cluster"
+    )
+    lines.extend(f"assumption: {line}" for line in report["assumptions"])
+    lines.extend(f"error: {note}" for note in notes)
+    return "\n".join(lines)
+
+
+def _window_text(report: dict[str, Any]) -> str:
+    jobs = report["jobs"]
+    first, last = jobs["first_arrival_s"], jobs["last_arrival_s"]
+    if first is None:
+        return "(empty)"
+    return f"{first / 3600:.1f}-{last / 3600:.1f} h (first to last arrival)"
+
+
+def _arrival_only_table(report: dict[str, Any]) -> str:
+    header = f"{'policy':17} {'arrived':>8} {'rejected':>10} {'allocation at end':>18}  status"
+    lines = [header, "-" * len(header)]
+    notes: list[str] = []
+    for name, entry in report["policies"].items():
+        if not entry["seeds_run"]:
+            lines.append(f"{name:17} {'-':>8}  FAILED (see below)")
+            notes.extend(f"{name}: {error}" for error in entry["errors"])
+            continue
+        lines.append(
+            f"{name:17} {_cell(entry['jobs_total'], form='{:.0f}'):>8} "
+            f"{_cell(entry['jobs_rejected'], form='{:.0f}'):>10} "
+            f"{_share(entry['allocation_at_end']):>18}  ok"
         )
     lines.append(
-        "wait: queue wait; util: GPU-time used / available until the makespan; idle held: "
-        "GPU-hours held by partial gangs; 1 rack: multi-pod gangs within one rack (or node); "
-        "frag: jobs that waited with enough GPUs free in total"
+        "arrival-only replay (the trace has no times): jobs arrive in file order until "
+        f"{report['settings'].get('arrival_only_until_load', 1.3):.0%} of the healthy GPUs "
+        "have arrived; a job without room on arrival is rejected; allocation at end: busy "
+        "share of healthy GPUs"
     )
+    lines.extend(f"assumption: {line}" for line in report["assumptions"][1:2])
+    lines.extend(f"error: {note}" for note in notes)
     return "\n".join(lines)
 
 
 def write_json(path: Path, report: dict[str, Any]) -> None:
-    """Writes ``report`` as indented JSON."""
-    path.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
+    """Writes ``report`` as indented JSON (infinities as null)."""
+    path.write_text(json.dumps(_finite(report), indent=1, sort_keys=False) + "\n")
 
 
-def write_plots(out: Path, results: dict[str, RunResult], figures: dict[str, Any]) -> list[Path]:
-    """Utilization and queue length over time, CDF of waits, locality bars. Returns the files."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    written = []
-    total = max((max((s[1] for s in r.samples), default=0) for r in results.values()), default=1)
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
-    for name, result in results.items():
-        times = [s[0] / 3600 for s in result.samples]
-        top.step(times, [s[1] for s in result.samples], where="post", label=name, linewidth=1)
-        bottom.step(times, [s[2] for s in result.samples], where="post", label=name, linewidth=1)
-    top.set_ylabel("busy GPUs")
-    top.set_ylim(0, max(total, 1) * 1.05)
-    bottom.set_ylabel("queued jobs")
-    bottom.set_xlabel("time (hours)")
-    top.legend(loc="upper right", fontsize="small")
-    top.set_title("GPUs in use and queue length over time")
-    fig.tight_layout()
-    written.append(out / "utilization.png")
-    fig.savefig(written[-1], dpi=110)
-    plt.close(fig)
-
-    fig, axis = plt.subplots(figsize=(8, 5))
-    for name, result in results.items():
-        waits = sorted(
-            (r.start_s - r.job.arrival_s) / 3600 for r in result.records if r.start_s is not None
-        )
-        if waits:
-            shares = [(index + 1) / len(waits) for index in range(len(waits))]
-            axis.step(waits, shares, where="post", label=name)
-    axis.set_xscale("symlog", linthresh=0.01)
-    axis.set_xlabel("queue wait (hours, log scale above 0.01 h)")
-    axis.set_ylabel("share of started jobs")
-    written.append(_save(fig, axis, "CDF of queue waits", out / "wait_cdf.png"))
-
-    fig, axis = plt.subplots(figsize=(8, 5))
-    kinds = ("node", "rack", "spine", "wider")
-    names = list(figures)
-    width = 0.8 / max(len(kinds), 1)
-    for offset, kind in enumerate(kinds):
-        counts = [figures[name]["locality"][kind] for name in names]
-        positions = [index + offset * width for index in range(len(names))]
-        axis.bar(
-            positions,
-            counts,
-            width=width,
-            label=f"within one {kind}" if kind != "wider" else "wider",
-        )
-    axis.set_xticks([index + 1.5 * width for index in range(len(names))], names)
-    axis.set_ylabel("multi-pod gangs")
-    written.append(_save(fig, axis, "Where multi-pod gangs ran", out / "locality.png"))
-    return written
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
-def _save(fig: Any, axis: Any, title: str, path: Path) -> Path:
-    """Titles, lays out, writes and closes a figure."""
-    import matplotlib.pyplot as plt
+def write_plots(out: Path, results: dict[str, RunResult], report: dict[str, Any]) -> list[Path]:
+    """The plots of the first seed's runs (see :mod:`gangplace.sim.plots`). Returns files."""
+    from gangplace.sim.plots import plot_all
 
-    axis.set_title(title)
-    axis.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return plot_all(out, results, report)

@@ -1,107 +1,213 @@
-"""One simulation: a trace, a cluster, the policies side by side on identical job streams."""
+"""One simulation: traces, a cluster, the policies side by side on identical job streams.
+
+Over one or several workload seeds; figures are summarised with 95% intervals.
+"""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gangplace.sim.clusters import ClusterSpec, parse_cluster
-from gangplace.sim.metrics import summarize
-from gangplace.sim.replay import POLICIES, Replay, RunResult
+from gangplace.sim.errors import SimError
+from gangplace.sim.metrics import Window, summarize
+from gangplace.sim.policies import POLICIES, policy_for
+from gangplace.sim.replay import Replay, RunResult
 from gangplace.sim.report import table, write_json, write_plots
-from gangplace.sim.traces import Job, read_trace
+from gangplace.sim.settings import SimSettings, assumptions
+from gangplace.sim.stats import interval
+from gangplace.sim.traces import Job, Trace, read_traces
 
-__all__ = ["Simulation", "simulate"]
+__all__ = ["HEADLINE", "Simulation", "aggregate", "run_policy", "simulate"]
 
 # Arrival-only traces (no durations) are replayed until this share of capacity has arrived,
 # as the FGD paper replays the Alibaba multigpu lists.
 ARRIVAL_ONLY_LOAD = 1.3
 
+# The figures summarised over seeds (dotted paths into one run's figures).
+HEADLINE = (
+    "jobs_total",
+    "jobs_finished",
+    "never_started",
+    "jobs_rejected",
+    "wait_s.mean",
+    "wait_s.p50",
+    "wait_s.p95",
+    "wait_s.p99",
+    "utilization",
+    "idle_held_share",
+    "idle_held_gpu_hours",
+    "deadlock_h",
+    "drain_h",
+    "locality.rack",
+    "allocation_at_end",
+    "preemptions",
+    "lost_gpu_hours",
+    "goodput",
+)
+
 
 @dataclass
 class Simulation:
-    """The outcome: per-policy figures (``report``) and raw results (``results``)."""
+    """The outcome: the report (``report.json``), raw results of the first seed, files."""
 
     report: dict[str, Any]
     results: dict[str, RunResult]
-    files: list[Path]
+    files: list[Path] = field(default_factory=list)
 
     def table(self) -> str:
-        """The terminal table."""
-        return table(self.report["policies"])
+        """The terminal table with its assumptions."""
+        return table(self.report)
+
+
+def run_policy(
+    jobs: list[Job],
+    spec: ClusterSpec,
+    policy: str,
+    settings: SimSettings,
+    *,
+    window: Window,
+    workload_seed: int,
+    stop_after_gpus: float | None,
+    progress: bool = False,
+) -> tuple[dict[str, Any], RunResult | None]:
+    """One policy on one job stream: its figures, or ``{"error": ...}`` when it cannot run."""
+    began = time.perf_counter()
+    try:
+        replay = Replay(
+            jobs,
+            spec,
+            policy_for(policy, settings),
+            settings,
+            workload_seed=workload_seed,
+            stop_after_gpus=stop_after_gpus,
+        )
+        result = _run(replay, len(jobs), policy, progress)
+    except SimError as error:
+        return {"error": str(error)}, None
+    figures = summarize(result, spec, window)
+    figures["wall_s"] = round(time.perf_counter() - began, 3)
+    return figures, result
 
 
 def simulate(
-    trace: str | Path,
+    trace: str | Path | list[str | Path],
     *,
     trace_format: str | None = None,
     cluster: str = "tiny",
     policies: tuple[str, ...] = POLICIES,
-    seed: int = 0,
+    seeds: tuple[int, ...] = (0,),
+    settings: SimSettings | None = None,
     out: str | Path | None = None,
-    ladder: tuple[float, float] = (300.0, 1800.0),
-    pod_timeout_s: float | None = 600.0,
-    backfill: bool = False,
     progress: bool = False,
 ) -> Simulation:
-    """Replays ``trace`` on ``cluster`` under each policy; writes outputs to ``out`` if given.
+    """Replays the trace(s) on ``cluster`` under each policy and each workload seed.
 
     Args:
-        trace: A trace file (see :mod:`gangplace.sim.traces`).
+        trace: A trace file, or several replayed together (each file's jobs owned by its
+            stem, e.g. a Philly VC).
         trace_format: ``philly``, ``alibaba`` or ``csv``; from the file when ``None``.
-        cluster: A ``gangplace.synth`` shape, ``tree:S,R,N,G`` or a node-list CSV.
-        policies: Names from :data:`gangplace.sim.replay.POLICIES`.
-        seed: Seeds Philly durations and the blind policy's node order.
+        cluster: A ``gangplace.synth`` shape, ``tree:S,R,N,G``, a node-list CSV or JSON.
+        policies: Names from :data:`gangplace.sim.policies.ALL_POLICIES`.
+        seeds: Workload seeds (they draw synthetic durations and failures); the policy seed
+            is ``settings.policy_seed``.
+        settings: How the policies run (:class:`SimSettings`).
         out: Directory for ``report.json`` and the PNG plots.
-        ladder: ``(T1, T2)`` seconds of the ladder policy.
-        pod_timeout_s: Pod-by-pod partial gangs release after this long (``None``: never).
-        backfill: EASY backfilling (in GPUs) behind a blocked queue head.
         progress: Show a progress bar (tqdm) on stderr.
 
+    A policy that cannot replay the trace gets ``{"error": ...}`` in its row; the others run.
+
     """
-    spec = parse_cluster(cluster, seed=seed)
-    jobs = read_trace(trace, format=trace_format, seed=seed, gpus_per_node=spec.gpus_per_node)
-    arrival_only = any(job.duration_s is None for job in jobs)
-    stop = ARRIVAL_ONLY_LOAD * spec.healthy_gpus if arrival_only else None
-    results: dict[str, RunResult] = {}
-    figures: dict[str, Any] = {}
-    for policy in policies:
-        replay = Replay(
-            jobs,
-            spec,
-            policy,
-            ladder=ladder,
-            pod_timeout_s=pod_timeout_s,
-            backfill=backfill,
-            seed=seed,
-            stop_after_gpus=stop,
+    settings = settings or SimSettings()
+    paths = trace if isinstance(trace, list) else [trace]
+    spec = parse_cluster(cluster, seed=settings.policy_seed)
+    runs: dict[str, dict[str, Any]] = {}
+    first_results: dict[str, RunResult] = {}
+    loaded: Trace | None = None
+    for seed in seeds:
+        loaded = read_traces(
+            paths, format=trace_format, seed=seed, gpus_per_node=spec.gpus_per_node
         )
-        started = time.perf_counter()
-        results[policy] = _run(replay, len(jobs), policy, progress)
-        figures[policy] = summarize(results[policy], spec)
-        figures[policy]["wall_s"] = round(time.perf_counter() - started, 3)
+        jobs = loaded.jobs
+        arrival_only = any(job.duration_s is None for job in jobs)
+        stop = ARRIVAL_ONLY_LOAD * spec.healthy_gpus if arrival_only else None
+        window = _window(jobs, stop)
+        runs[str(seed)] = {}
+        for policy in policies:
+            figures, result = run_policy(
+                jobs,
+                spec,
+                policy,
+                settings,
+                window=window,
+                workload_seed=seed,
+                stop_after_gpus=stop,
+                progress=progress,
+            )
+            runs[str(seed)][policy] = figures
+            if result is not None and seed == seeds[0]:
+                first_results[policy] = result
+    assert loaded is not None
+    arrival_only = any(job.duration_s is None for job in loaded.jobs)
     report = {
-        "trace": str(trace),
+        "trace": [str(path) for path in paths],
         "cluster": _describe(spec),
-        "seed": seed,
-        "settings": {
-            "ladder_s": list(ladder),
-            "pod_timeout_s": pod_timeout_s,
-            "backfill": backfill,
-            "arrival_only_until_load": ARRIVAL_ONLY_LOAD if arrival_only else None,
-        },
-        "jobs": _describe_jobs(jobs),
-        "policies": figures,
+        "seeds": list(seeds),
+        "settings": {**asdict(settings), "arrival_only_until_load": ARRIVAL_ONLY_LOAD}
+        if arrival_only
+        else asdict(settings),
+        "arrival_only": arrival_only,
+        "synthetic_durations": loaded.synthetic_durations,
+        "assumptions": assumptions(settings, synthetic_durations=loaded.synthetic_durations),
+        "jobs": _describe_jobs(loaded),
+        "policies": aggregate(runs, policies),
+        "runs": runs,
     }
     files: list[Path] = []
     if out is not None:
         directory = Path(out)
         directory.mkdir(parents=True, exist_ok=True)
         write_json(directory / "report.json", report)
-        files = [directory / "report.json", *write_plots(directory, results, figures)]
-    return Simulation(report, results, files)
+        files = [directory / "report.json", *write_plots(directory, first_results, report)]
+    return Simulation(report, first_results, files)
+
+
+def aggregate(runs: dict[str, dict[str, Any]], policies: tuple[str, ...]) -> dict[str, Any]:
+    """Per policy: each headline figure's mean and 95% interval over the seeds, and errors."""
+    summary: dict[str, Any] = {}
+    for policy in policies:
+        rows = [runs[seed][policy] for seed in runs if policy in runs[seed]]
+        errors = sorted({row["error"] for row in rows if "error" in row})
+        good = [row for row in rows if "error" not in row]
+        entry: dict[str, Any] = {
+            name: interval([_get(row, name) for row in good]) for name in HEADLINE
+        }
+        entry["seeds_run"] = len(good)
+        entry["errors"] = errors
+        entry["standoffs"] = sum(1 for row in good if row.get("standoff"))
+        summary[policy] = entry
+    return summary
+
+
+def _get(row: dict[str, Any], dotted: str) -> Any:
+    value: Any = row
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _window(jobs: list[Job], stop: float | None) -> Window:
+    """First to last arrival of the jobs the replay will see (the common window)."""
+    arrived, last = 0.0, None
+    for job in jobs:
+        if stop is not None and arrived >= stop:
+            break
+        arrived += job.gpus
+        last = job.arrival_s
+    first = jobs[0].arrival_s if jobs else 0.0
+    return (first, last if last is not None else first)
 
 
 def _run(replay: Replay, jobs: int, policy: str, progress: bool) -> RunResult:
@@ -124,11 +230,14 @@ def _describe(spec: ClusterSpec) -> dict[str, Any]:
     }
 
 
-def _describe_jobs(jobs: list[Job]) -> dict[str, Any]:
+def _describe_jobs(trace: Trace) -> dict[str, Any]:
+    jobs = trace.jobs
     return {
         "count": len(jobs),
         "gpus": sum(job.gpus for job in jobs),
         "multi_pod": sum(1 for job in jobs if job.pods > 1),
         "first_arrival_s": jobs[0].arrival_s if jobs else None,
         "last_arrival_s": jobs[-1].arrival_s if jobs else None,
+        "never_ran_in_trace": trace.never_ran,
+        "owners": list(trace.owners),
     }

@@ -22,20 +22,25 @@ from pathlib import Path
 from gangplace.sim.errors import TraceError
 
 __all__ = [
+    "PHILLY_MAX_S",
     "PHILLY_MEAN_S",
     "PHILLY_MEDIAN_S",
     "Job",
+    "Trace",
     "TraceError",
     "gang_shape",
     "read_alibaba",
+    "read_alibaba_trace",
     "read_csv",
     "read_philly",
     "read_trace",
+    "read_traces",
 ]
 
 # Published Philly statistics (../shared/data/trace-summaries/acme_cluster_summary.csv).
 PHILLY_MEDIAN_S = 874.0
 PHILLY_MEAN_S = 18_006.0
+PHILLY_MAX_S = 4_240_676.0  # the longest GPU job of the published Philly summary
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,10 @@ class Job:
         pods: Pods of the gang.
         gpus_per_pod: GPUs per pod (``pods * gpus_per_pod == gpus``).
         required_level: Coarsest level the gang may span, if the trace says.
+        owner: The tenant (a Philly VC, a CSV ``owner`` column), if known.
+        priority: Its priority (a CSV ``priority`` column; default 0).
+        real_wait_s: The wait the trace itself recorded (Alibaba ``scheduled_time`` minus
+            ``creation_time``), to report beside the simulated one.
 
     """
 
@@ -60,6 +69,28 @@ class Job:
     pods: int
     gpus_per_pod: int
     required_level: str | None = None
+    owner: str | None = None
+    priority: int = 0
+    real_wait_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The jobs of one or more trace files and what the reader knows about them.
+
+    Attributes:
+        jobs: Sorted by (arrival, id).
+        synthetic_durations: The durations were drawn (guessed), not read.
+        never_ran: Jobs the trace says never ran (Alibaba ``Pending`` pods without a
+            ``scheduled_time``): left out of the replay, counted here.
+        owners: The owners, sorted (empty when the trace has none).
+
+    """
+
+    jobs: list[Job]
+    synthetic_durations: bool = False
+    never_ran: int = 0
+    owners: tuple[str, ...] = ()
 
 
 def gang_shape(gpus: int, gpus_per_node: int) -> tuple[int, int]:
@@ -90,12 +121,16 @@ def _number(text: str, what: str, where: str, *, integer: bool = False) -> float
     return value
 
 
-def read_philly(path: str | Path, *, seed: int = 0, gpus_per_node: int = 8) -> list[Job]:
+def read_philly(
+    path: str | Path, *, seed: int = 0, gpus_per_node: int = 8, owner: str | None = None
+) -> list[Job]:
     """A Philly per-VC trace (tab-separated, 7 fields; field 6 arrival s, field 7 GPUs).
 
     The traces carry no real durations, so each job draws one from a log-normal fitted to the
     published Philly figures: median 874 s (mu = ln 874) and mean 18,006 s
-    (sigma = sqrt(2 ln(18006 / 874)) = 2.46), seeded by ``seed``.
+    (sigma = sqrt(2 ln(18006 / 874)) = 2.46), seeded by ``seed``, and capped at Philly's
+    published maximum run time (4,240,676 s). These durations are guesses: reports label
+    them synthetic.
     """
     path = Path(path)
     rng = random.Random(seed)
@@ -112,8 +147,10 @@ def read_philly(path: str | Path, *, seed: int = 0, gpus_per_node: int = 8) -> l
         if gpus < 1:
             raise TraceError(f"{where}: GPU count must be >= 1, got {gpus}")
         pods, size = gang_shape(gpus, gpus_per_node)
-        duration = rng.lognormvariate(mu, sigma)
-        jobs.append(Job(f"{path.stem}-{number - 1}", arrival, duration, gpus, pods, size))
+        duration = min(rng.lognormvariate(mu, sigma), PHILLY_MAX_S)
+        jobs.append(
+            Job(f"{path.stem}-{number - 1}", arrival, duration, gpus, pods, size, owner=owner)
+        )
     return sorted(jobs, key=lambda job: job.arrival_s)
 
 
@@ -121,11 +158,19 @@ def read_alibaba(path: str | Path, *, gpus_per_node: int = 8) -> list[Job]:
     """An Alibaba GPU trace v2023 pod list (``openb_pod_list_*.csv``).
 
     Pods without GPUs are skipped; a pod asking a fraction of a GPU (``gpu_milli < 1000``)
-    takes a whole one (gangplace places whole GPUs). With ``creation_time`` and
-    ``deletion_time`` a pod arrives at its creation and runs until its deletion; the
-    ``multigpu*`` lists have no times and give arrival-only jobs (``arrival_s`` = position,
-    ``duration_s`` = ``None``), to be replayed as the FGD paper does.
+    takes a whole one (gangplace places whole GPUs). With times, a pod arrives at its
+    ``creation_time`` and runs from its ``scheduled_time`` to its ``deletion_time`` (so its
+    queue time in the real cluster is not counted as run time); ``real_wait_s`` keeps that
+    real queue time. A pod without a ``scheduled_time`` never ran: it is left out and counted
+    (see :func:`read_alibaba_trace`). The ``multigpu*`` lists have no times and give
+    arrival-only jobs (``arrival_s`` = position, ``duration_s`` = ``None``), to be replayed
+    as the FGD paper does.
     """
+    return read_alibaba_trace(path, gpus_per_node=gpus_per_node).jobs
+
+
+def read_alibaba_trace(path: str | Path, *, gpus_per_node: int = 8) -> Trace:
+    """:func:`read_alibaba` with the count of never-run pods."""
     path = Path(path)
     rows = list(_lines(path))
     if not rows:
@@ -135,6 +180,7 @@ def read_alibaba(path: str | Path, *, gpus_per_node: int = 8) -> list[Job]:
         raise TraceError(f"{path}:{rows[0][0]}: no num_gpu column in the header")
     timed = "creation_time" in header and "deletion_time" in header
     jobs = []
+    never_ran = 0
     for number, line in rows[1:]:
         where = f"{path}:{number}"
         values = next(csv.reader([line]))
@@ -149,19 +195,39 @@ def read_alibaba(path: str | Path, *, gpus_per_node: int = 8) -> list[Job]:
         if timed:
             created = _number(row["creation_time"], "creation_time", where)
             deleted = _number(row["deletion_time"], "deletion_time", where)
+            scheduled_text = (row.get("scheduled_time") or "").strip()
             if deleted < created:
                 raise TraceError(f"{where}: deletion_time is before creation_time")
-            jobs.append(Job(name, created, deleted - created, gpus, pods, size))
+            if "scheduled_time" in row and not scheduled_text:
+                never_ran += 1
+                continue
+            scheduled = (
+                _number(scheduled_text, "scheduled_time", where) if scheduled_text else created
+            )
+            if not created <= scheduled <= deleted:
+                raise TraceError(f"{where}: scheduled_time is outside creation..deletion")
+            jobs.append(
+                Job(
+                    name,
+                    created,
+                    deleted - scheduled,
+                    gpus,
+                    pods,
+                    size,
+                    real_wait_s=scheduled - created,
+                )
+            )
         else:
             jobs.append(Job(name, float(len(jobs)), None, gpus, pods, size))
-    return sorted(jobs, key=lambda job: job.arrival_s)
+    return Trace(sorted(jobs, key=lambda job: job.arrival_s), never_ran=never_ran)
 
 
 def read_csv(path: str | Path, *, gpus_per_node: int = 8) -> list[Job]:
-    """A plain CSV: ``arrival_s,duration_s,gpus[,pods,gpus_per_pod,required_level]``.
+    """A plain CSV: ``arrival_s,duration_s,gpus[,pods,gpus_per_pod,required_level,owner,priority]``.
 
     A header row naming these columns is required. ``pods`` and ``gpus_per_pod`` default to
     the split described in the module docstring; when given, their product must be ``gpus``.
+    ``owner`` names the tenant, ``priority`` is an integer (default 0).
     """
     path = Path(path)
     rows = list(_lines(path))
@@ -198,9 +264,21 @@ def read_csv(path: str | Path, *, gpus_per_node: int = 8) -> list[Job]:
                 pods,
                 size,
                 row.get("required_level") or None,
+                owner=row.get("owner") or None,
+                priority=_priority(row.get("priority") or "0", where),
             )
         )
     return sorted(jobs, key=lambda job: job.arrival_s)
+
+
+def _priority(text: str, where: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise TraceError(f"{where}: priority {text!r} is not an integer") from None
+    if not -(2**31) <= value < 2**31:
+        raise TraceError(f"{where}: priority {value} is outside -2**31..2**31-1")
+    return value
 
 
 def read_trace(
@@ -213,11 +291,7 @@ def read_trace(
     """
     path = Path(path)
     if format is None:
-        if path.suffix == ".trace":
-            format = "philly"
-        else:
-            first = next((line for _, line in _lines(path)), "")
-            format = "alibaba" if "num_gpu" in first.split(",") else "csv"
+        format = _format_of(path)
     if format == "philly":
         return read_philly(path, seed=seed, gpus_per_node=gpus_per_node)
     if format == "alibaba":
@@ -225,3 +299,54 @@ def read_trace(
     if format == "csv":
         return read_csv(path, gpus_per_node=gpus_per_node)
     raise TraceError(f"unknown trace format {format!r}; use philly, alibaba or csv")
+
+
+def read_traces(
+    paths: list[str | Path],
+    *,
+    format: str | None = None,
+    seed: int = 0,
+    gpus_per_node: int = 8,
+) -> Trace:
+    """Reads one trace, or several replayed together on one cluster.
+
+    With several files every job's owner is its file's stem (a Philly VC name), unless the
+    file names owners itself; durations are drawn with seeds derived from ``seed`` and the
+    file's position, so adding a file does not change the others' draws.
+    """
+    jobs: list[Job] = []
+    synthetic = False
+    never_ran = 0
+    for index, raw in enumerate(paths):
+        path = Path(raw)
+        kind = format or _format_of(path)
+        owner = path.stem if len(paths) > 1 else None
+        if kind == "philly":
+            synthetic = True
+            read = read_philly(
+                path, seed=seed * 1009 + index, gpus_per_node=gpus_per_node, owner=owner
+            )
+        elif kind == "alibaba":
+            trace = read_alibaba_trace(path, gpus_per_node=gpus_per_node)
+            read, never_ran = trace.jobs, never_ran + trace.never_ran
+        else:
+            read = read_trace(path, format=kind, seed=seed, gpus_per_node=gpus_per_node)
+        if owner is not None:
+            read = [job if job.owner else _with_owner(job, owner) for job in read]
+        jobs.extend(read)
+    jobs.sort(key=lambda job: job.arrival_s)  # stable: file order, then row order
+    owners = tuple(sorted({job.owner for job in jobs if job.owner is not None}))
+    return Trace(jobs, synthetic, never_ran, owners)
+
+
+def _with_owner(job: Job, owner: str) -> Job:
+    from dataclasses import replace
+
+    return replace(job, owner=owner)
+
+
+def _format_of(path: Path) -> str:
+    if path.suffix == ".trace":
+        return "philly"
+    first = next((line for _, line in _lines(path)), "")
+    return "alibaba" if "num_gpu" in first.split(",") else "csv"

@@ -1,0 +1,133 @@
+"""The knobs of a replay, validated in one place (a bad value is a :class:`SimError`).
+
+Every default is an assumption the report prints under its table (:func:`assumptions`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from gangplace.sim.errors import SimError
+
+__all__ = ["BACKFILLS", "ORDERS", "POD_ORDERS", "SimSettings", "assumptions", "parse_seeds"]
+
+BACKFILLS = ("easy", "none", "any")
+ORDERS = ("fifo", "priority")
+POD_ORDERS = ("kube", "interleaved")
+# Llama 3 (Meta, 2024): 419 unexpected interruptions in 54 days on 16,384 H100 GPUs.
+LLAMA3_FAILURES_PER_GPU_HOUR = 419 / (54 * 24 * 16_384)
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """How the policies run (see the README's "Simulation" section for each one).
+
+    Attributes:
+        order: Queue order of the gang policies: ``"fifo"`` or ``"priority"``.
+        backfill: ``"easy"`` (default), ``"none"`` or ``"any"`` (Scheduler rule S5).
+        walltime_factor: Walltime given to the scheduler = run time x this (>= 1). A job's
+            run time is its trace duration; EASY backfill trusts walltimes.
+        ladder_s: ``(T1, T2)`` of the ladder policy: a rack for T1 s, the level above until T2.
+        pod_timeout_s: Pod-by-pod: a partial gang releases its pods after this long
+            (``None``: never).
+        pod_order: Pod-by-pod order: ``"kube"`` (priority, then creation time, a job's pods
+            together: kube-scheduler's queue) or ``"interleaved"`` (one pod per job per
+            round, the worst case).
+        standoff_s: A run stops as a standoff when partial gangs hold GPUs and no job starts
+            for this long.
+        policy_seed: Seeds the blind policy's node order and pod-by-pod's backoffs (apart
+            from the workload seed).
+        quotas: Owner -> GPU quota for every gang policy.
+        failures_per_gpu_hour: Rate of injected GPU failures (0: none).
+        repair_s: How long a failed GPU stays unhealthy.
+
+    """
+
+    order: str = "fifo"
+    backfill: str = "easy"
+    walltime_factor: float = 1.0
+    ladder_s: tuple[float, float] = (300.0, 1800.0)
+    pod_timeout_s: float | None = 600.0
+    pod_order: str = "kube"
+    standoff_s: float = 24 * 3600.0
+    policy_seed: int = 0
+    quotas: dict[str, int] = field(default_factory=dict)
+    failures_per_gpu_hour: float = 0.0
+    repair_s: float = 4 * 3600.0
+
+    def __post_init__(self) -> None:
+        _choice("order", self.order, ORDERS)
+        _choice("backfill", self.backfill, BACKFILLS)
+        _choice("pod order", self.pod_order, POD_ORDERS)
+        _at_least("walltime factor", self.walltime_factor, 1.0)
+        first, second = self.ladder_s
+        _at_least("ladder T1", first, 0.0)
+        if second < first or not math.isfinite(second):
+            raise SimError(f"ladder needs T1 <= T2 (finite), got {first},{second}")
+        if self.pod_timeout_s is not None:
+            _positive("pod timeout", self.pod_timeout_s)
+        _positive("standoff window", self.standoff_s)
+        _at_least("failure rate", self.failures_per_gpu_hour, 0.0)
+        _positive("repair time", self.repair_s)
+        for owner, gpus in self.quotas.items():
+            if gpus < 0:
+                raise SimError(f"quota of {owner!r} must be >= 0 GPUs, got {gpus}")
+
+
+def _choice(what: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise SimError(f"{what} must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def _at_least(what: str, value: float, low: float) -> None:
+    if not math.isfinite(value) or value < low:
+        raise SimError(f"{what} must be a finite number >= {low:g}, got {value!r}")
+
+
+def _positive(what: str, value: float) -> None:
+    if not math.isfinite(value) or value <= 0:
+        raise SimError(f"{what} must be a finite number of seconds > 0, got {value!r}")
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """``"3"``, ``"0-9"`` or ``"1,4,7"`` -> the seeds (each >= 0, at most 1,000)."""
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            if "-" in part.strip()[1:]:
+                low, high = part.split("-", 1)
+                seeds.extend(range(int(low), int(high) + 1))
+            else:
+                seeds.append(int(part))
+    except ValueError:
+        raise SimError(f"seeds must look like 3, 0-9 or 1,4,7; got {text!r}") from None
+    if not seeds or min(seeds) < 0 or len(seeds) > 1000 or len(set(seeds)) != len(seeds):
+        raise SimError(f"seeds must be 1 to 1,000 distinct integers >= 0; got {text!r}")
+    return tuple(seeds)
+
+
+def assumptions(settings: SimSettings, *, synthetic_durations: bool) -> list[str]:
+    """The settings as sentences, printed under every table."""
+    lines = [
+        f"gang policies: {settings.order} order, {settings.backfill} backfill, walltime = "
+        f"run time x {settings.walltime_factor:g}",
+        f"pod-by-pod: {settings.pod_order} order, partial gangs release after "
+        + (f"{settings.pod_timeout_s:g} s" if settings.pod_timeout_s else "never"),
+        f"a run stops as a standoff after {settings.standoff_s / 3600:g} h with partial gangs "
+        "holding GPUs and no start",
+    ]
+    if synthetic_durations:
+        lines.append(
+            "durations are SYNTHETIC (guessed): log-normal, Philly median 874 s and mean "
+            "18,006 s, capped at Philly's maximum 4,240,676 s"
+        )
+    if settings.quotas:
+        lines.append("quotas: " + ", ".join(f"{o}={g}" for o, g in sorted(settings.quotas.items())))
+    if settings.failures_per_gpu_hour:
+        lines.append(
+            f"GPU failures injected at {settings.failures_per_gpu_hour:.3g} per GPU-hour "
+            f"(seeded), each GPU repaired after {settings.repair_s / 3600:g} h; the job "
+            "using it is requeued and restarts from scratch"
+        )
+    return lines
