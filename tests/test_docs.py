@@ -13,6 +13,7 @@ import gangplace
 import gangplace._quick
 import gangplace.k8s
 import gangplace.reference
+import gangplace.scheduler.core
 import gangplace.slurm
 import gangplace.synth
 
@@ -41,6 +42,7 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
         gangplace._quick,
         gangplace.k8s,
         gangplace.reference,
+        gangplace.scheduler.core,
         gangplace.slurm,
         gangplace.synth,
     ],

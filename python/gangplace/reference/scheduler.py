@@ -57,6 +57,7 @@ class ReferenceScheduler:
         self.pending: list[_Job] = []
         self.running: list[_Job] = []
         self.sequence = 0
+        self._copy: tuple[tuple[int, int], Cluster] | None = None
 
     # ---------------------------------------------------------------- S1-S3: the queue
 
@@ -103,6 +104,12 @@ class ReferenceScheduler:
         return None if coarsest == "cluster" else coarsest
 
     def _empty_copy(self) -> Cluster:
+        key = (len(self.cluster), self.cluster.stats().total)
+        if self._copy is None or self._copy[0] != key:
+            self._copy = (key, self._build_empty_copy())
+        return self._copy[1]
+
+    def _build_empty_copy(self) -> Cluster:
         copy = Cluster(self.cluster.levels, policy=self.cluster.policy)  # type: ignore[arg-type]
         for name in self.cluster.nodes():
             info = self.cluster.node(name)

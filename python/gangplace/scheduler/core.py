@@ -475,8 +475,7 @@ class Scheduler:
         return Started(job.job_id, allocation, waited, backfilled, preempted)
 
     def _shadow(self, head: QueuedJob, now: float) -> float:
-        ends = [(end, gpus) for end, gpus, _ in self._ends]
-        return shadow_time(now, self.cluster.stats().free, head.fewest_gpus, ends)
+        return shadow_time(now, self.cluster.stats().free, head.fewest_gpus, self._ends)
 
     def _evicted(self, hold_ids: Iterable[str], now: float) -> list[str]:
         """Requeues the scheduler's jobs among evicted holds; returns job or hold ids."""

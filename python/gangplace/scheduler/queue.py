@@ -157,10 +157,10 @@ class PendingQueue:
         return sorted(self.by_id.values(), key=lambda job: job.order)
 
 
-def shadow_time(now: float, free: int, need: int, ends: list[tuple[float, int]]) -> float:
+def shadow_time(now: float, free: int, need: int, ends: list[tuple[float, int, str]]) -> float:
     """A lower bound on the blocked head's earliest start, by the running jobs' walltimes.
 
-    ``ends`` is sorted ``(predicted end, GPUs)`` of the running jobs (``inf`` for a job
+    ``ends`` is sorted ``(predicted end, GPUs, job id)`` of the running jobs (``inf`` for a job
     without a walltime; a job past its walltime is taken to end ``now``). When fewer than
     ``need`` GPUs are free, the first instant at which enough are free in total; when enough
     are free but the head does not fit (the free GPUs are in the wrong places), the first
@@ -169,7 +169,7 @@ def shadow_time(now: float, free: int, need: int, ends: list[tuple[float, int]])
     """
     if free >= need:
         return max(ends[0][0], now) if ends else math.inf
-    for end, gpus in ends:
+    for end, gpus, _ in ends:  # stops at the first instant with enough: O(jobs ending first)
         free += gpus
         if free >= need:
             return max(end, now)

@@ -55,19 +55,32 @@ def utilization_series(
 ) -> tuple[float, list[float], list[float]]:
     """Busy and idle-held shares of the healthy GPUs per time bin over ``window``.
 
-    Returns the bin width and the two series (at most ``bins`` bins).
+    One pass over the samples. Returns the bin width and the two series (``bins`` bins).
     """
     low, high = window
     if high <= low or not result.healthy_gpus:
         return 0.0, [], []
     width = (high - low) / bins
-    busy, held = [], []
-    for index in range(bins):
-        part = (low + index * width, low + (index + 1) * width)
-        capacity = width * result.healthy_gpus
-        busy.append(round(_integrate(result.samples, 1, part) / capacity, 4))
-        held.append(round(_integrate(result.samples, 2, part) / capacity, 4))
-    return width, busy, held
+    busy, held = [0.0] * bins, [0.0] * bins
+    samples = result.samples
+    for (start, busy_gpus, held_gpus, _), nxt in zip(samples, [*samples[1:], None], strict=True):
+        end = nxt[0] if nxt is not None else start
+        lo, hi = max(start, low), min(end, high)
+        if hi <= lo or not (busy_gpus or held_gpus):
+            continue
+        first = min(int((lo - low) / width), bins - 1)
+        last = min(int((hi - low) / width), bins - 1)
+        for index in range(first, last + 1):
+            overlap = min(hi, low + (index + 1) * width) - max(lo, low + index * width)
+            if overlap > 0:
+                busy[index] += busy_gpus * overlap
+                held[index] += held_gpus * overlap
+    capacity = width * result.healthy_gpus
+    return (
+        width,
+        [round(value / capacity, 4) for value in busy],
+        [round(value / capacity, 4) for value in held],
+    )
 
 
 def _first_wait(record: JobRecord) -> float | None:

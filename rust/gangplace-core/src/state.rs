@@ -79,10 +79,55 @@ pub struct NodeChange {
 /// The change records of one mutation, in the order the nodes changed.
 pub type Changes = Vec<NodeChange>;
 
+/// GPU counts over every node, kept current by every change (so `stats` is O(1)).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Totals {
+    /// All GPUs.
+    pub total: u64,
+    /// Healthy GPUs that nothing holds (also on cordoned nodes).
+    pub free: u64,
+    /// GPUs held by reservations.
+    pub reserved: u64,
+    /// GPUs held by allocations.
+    pub allocated: u64,
+    /// Unhealthy GPUs.
+    pub unhealthy: u64,
+}
+
+impl Totals {
+    /// The counts of one node.
+    pub fn of(state: &NodeState) -> Self {
+        Self {
+            total: u64::from(state.gpus.count()),
+            free: u64::from(state.free_count()),
+            reserved: u64::from(state.reserved.count()),
+            allocated: u64::from(state.allocated.count()),
+            unhealthy: u64::from(state.unhealthy.count()),
+        }
+    }
+
+    fn add(&mut self, other: Self) {
+        self.total += other.total;
+        self.free += other.free;
+        self.reserved += other.reserved;
+        self.allocated += other.allocated;
+        self.unhealthy += other.unhealthy;
+    }
+
+    fn remove(&mut self, other: Self) {
+        self.total -= other.total;
+        self.free -= other.free;
+        self.reserved -= other.reserved;
+        self.allocated -= other.allocated;
+        self.unhealthy -= other.unhealthy;
+    }
+}
+
 /// The state of every node slot.
 #[derive(Debug, Default, Clone)]
 pub struct NodeStates {
     nodes: Vec<NodeState>,
+    totals: Totals,
 }
 
 impl NodeStates {
@@ -91,17 +136,34 @@ impl NodeStates {
         &self.nodes[id as usize]
     }
 
+    /// The GPU counts over every node.
+    pub fn totals(&self) -> Totals {
+        self.totals
+    }
+
+    /// The totals recounted node by node (for the invariant check).
+    pub fn recount(&self) -> Totals {
+        let mut totals = Totals::default();
+        for state in &self.nodes {
+            totals.add(Totals::of(state));
+        }
+        totals
+    }
+
     /// Sets the state of a new node in slot `id`.
     pub fn insert(&mut self, id: NodeId, state: NodeState) {
         let slot = id as usize;
         if slot >= self.nodes.len() {
             self.nodes.resize(slot + 1, NodeState::VACANT);
         }
+        self.totals.remove(Totals::of(&self.nodes[slot]));
+        self.totals.add(Totals::of(&state));
         self.nodes[slot] = state;
     }
 
     /// Empties slot `id` (its node was removed).
     pub fn vacate(&mut self, id: NodeId) {
+        self.totals.remove(Totals::of(&self.nodes[id as usize]));
         self.nodes[id as usize] = NodeState::VACANT;
     }
 
@@ -114,7 +176,9 @@ impl NodeStates {
     ) {
         let state = &mut self.nodes[id as usize];
         let before = state.feasible_free();
+        self.totals.remove(Totals::of(state));
         change(state);
+        self.totals.add(Totals::of(state));
         let after = state.feasible_free();
         if before != after {
             changes.push(NodeChange {

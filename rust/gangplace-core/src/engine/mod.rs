@@ -271,17 +271,15 @@ impl Engine {
     /// GPU counts over the cluster.
     pub fn stats(&mut self, now: f64) -> ClusterStats {
         self.reclaim(now);
-        let mut stats = ClusterStats::default();
-        for (id, _) in self.topology.nodes() {
-            let state = self.states.get(id);
-            stats.total += u64::from(state.gpus.count());
-            stats.free += u64::from(state.free_count());
-            stats.reserved += u64::from(state.reserved.count());
-            stats.allocated += u64::from(state.allocated.count());
-            stats.unhealthy += u64::from(state.unhealthy.count());
+        let totals = self.states.totals();
+        ClusterStats {
+            total: totals.total,
+            healthy: totals.total - totals.unhealthy,
+            free: totals.free,
+            reserved: totals.reserved,
+            allocated: totals.allocated,
+            unhealthy: totals.unhealthy,
         }
-        stats.healthy = stats.total - stats.unhealthy;
-        stats
     }
 
     pub(crate) fn demand(&self, request: &GangRequest) -> CoreResult<Demand> {
@@ -382,6 +380,9 @@ impl Engine {
             .check(&self.topology, &self.states)
             .map_err(internal)?;
         self.ledger.check_holders().map_err(internal)?;
+        if self.states.totals() != self.states.recount() {
+            return Err(internal("the GPU totals drifted from the nodes"));
+        }
         let slots = self.topology.node_slots();
         let mut reserved = vec![GpuSet::EMPTY; slots];
         let mut allocated = vec![GpuSet::EMPTY; slots];

@@ -1,0 +1,98 @@
+"""Scheduler benchmarks (README, "Scheduler"; figures in docs/performance.md).
+
+``colossus100k@90``: the 102,400-GPU shape filled to 90% by ``synth.fill``, then 10,000
+gangs of the benchmark mix submitted (seeded, walltimes 1 s to 1 day). One cycle is timed
+from the same state every round: each round's setup cancels what the previous cycle started
+and submits it again at its old place in the queue (requeue keeps the position).
+
+- ``cycle_10k[easy|any]``: ``gangplace.Scheduler.cycle`` with EASY or "any" backfill: it
+  tries classes, not jobs.
+- ``cycle_10k_reference[easy|any]``: the naive job-by-job walk of
+  ``gangplace.reference.scheduler`` on the same state (one round).
+
+The README's test command runs them once on a small cluster with ``--benchmark-disable``.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from gangplace import Cluster, GangRequest, Scheduler, synth
+from gangplace.reference.scheduler import ReferenceScheduler
+
+SMALL = synth.Shape("small", ("block", "rack"), (2, 2, 4), 8, "smoke-test size")
+
+
+def _state(smoke: bool) -> tuple[Cluster, list[tuple[str, GangRequest, float]]]:
+    shape = SMALL if smoke else synth.SHAPES["colossus100k"]
+    data = synth.columns(shape, unhealthy=0.002, seed=1)
+    cluster = Cluster.from_arrays(
+        shape.levels, data["names"], data["domains"], data["gpus"], data["unhealthy_mask"]
+    )
+    synth.fill(cluster, 0.9, seed=1, gpus_per_node=shape.gpus_per_node)
+    rng = random.Random(7)
+    jobs = []
+    for index in range(200 if smoke else 10_000):
+        request = synth.gang_mix(rng, shape.gpus_per_node)
+        jobs.append((f"job{index:05d}", request, rng.uniform(1.0, 86_400.0)))
+    return cluster, jobs
+
+
+@pytest.fixture(scope="module")
+def loaded(request: pytest.FixtureRequest) -> tuple[Cluster, list[Any]]:
+    smoke = request.config.getoption("benchmark_disable", default=False)
+    return _state(smoke)
+
+
+@pytest.mark.parametrize("backfill", ["easy", "any"])
+def bench_cycle_10k(benchmark: Any, loaded: tuple[Cluster, list[Any]], backfill: Any) -> None:
+    """One cycle over 10,000 pending gangs at 90% fill."""
+    cluster, jobs = loaded
+    scheduler = Scheduler(cluster, clock=lambda: 0.0, backfill=backfill)
+    for job_id, request, walltime in jobs:
+        scheduler.submit(job_id, request, walltime=walltime)
+    started: list[str] = []
+
+    def setup() -> None:
+        for job_id in started:
+            scheduler.requeue(job_id, 0.0)
+        started.clear()
+
+    def cycle() -> Any:
+        decisions = scheduler.cycle(0.0)
+        started.extend(s.job_id for s in decisions.started)
+        return decisions
+
+    benchmark.pedantic(cycle, setup=setup, rounds=20, iterations=1, warmup_rounds=1)
+    setup()
+    decisions = scheduler.cycle(0.0)
+    benchmark.extra_info.update(
+        pending=len(jobs), started=len(decisions.started), classes=len(scheduler._queue.classes)
+    )
+    for started_job in decisions.started:
+        scheduler.cancel(started_job.job_id)
+    assert decisions.started, "some gangs fit the 10% left"
+
+
+@pytest.mark.parametrize("backfill", ["easy", "any"])
+def bench_cycle_10k_reference(
+    benchmark: Any, loaded: tuple[Cluster, list[Any]], backfill: Any
+) -> None:
+    """The same cycle by the naive walk of ``gangplace.reference.scheduler`` (one round)."""
+    cluster, jobs = loaded
+    fast = Scheduler(cluster, clock=lambda: 0.0, backfill=backfill)
+    slow = ReferenceScheduler(cluster, backfill=backfill)
+    for job_id, request, walltime in jobs:
+        fast.submit(job_id, request, walltime=walltime)
+    for job_id, request, walltime in jobs:
+        slow.submit(job_id, request, now=0.0, walltime=walltime)
+    want = fast.cycle(0.0)
+    for started in want.started:
+        fast.cancel(started.job_id)
+    got = benchmark.pedantic(slow.cycle, args=(0.0,), rounds=1, iterations=1)
+    assert [s.job_id for s in got.started] == [s.job_id for s in want.started]
+    for started in got.started:
+        slow.cancel(started.job_id)

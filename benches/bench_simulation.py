@@ -1,0 +1,62 @@
+"""Simulator benchmarks: whole replays, one round each (figures in docs/simulation.md).
+
+- ``replay_20k[policy]``: 20,000 jobs on 1,024 GPUs (2 spines x 8 racks x 8 nodes x 8 GPUs)
+  offering 1.2x the cluster's GPUs, FIFO with EASY backfill (pod-by-pod: kube order).
+- ``replay_200k``: 200,000 jobs on ``colossus100k`` (102,400 GPUs) at 1.2x, best-fit.
+
+Workloads come from :mod:`benches.workloads` (real Philly GPU counts, GUESSED durations).
+The README's test command runs small versions once with ``--benchmark-disable``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benches.workloads import write_workload
+from gangplace.sim.run import simulate
+
+POLICIES = ("best-fit", "first-fit", "blind", "ladder", "pod-by-pod")
+
+
+def _smoke(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("benchmark_disable", default=False))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def bench_replay_20k(
+    benchmark: Any, policy: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """20,000 jobs on 1,024 GPUs at 1.2x offered load."""
+    smoke = _smoke(request)
+    jobs, cluster = (400, "tree:1,2,2,8") if smoke else (20_000, "tree:2,8,8,8")
+    gpus = 32 if smoke else 1024
+    trace = write_workload(tmp_path / "w.csv", jobs, gpus, load=1.2)
+    result = benchmark.pedantic(
+        simulate, args=(trace,), kwargs={"cluster": cluster, "policies": (policy,)}, rounds=1
+    )
+    figures = result.report["runs"]["0"][policy]
+    benchmark.extra_info.update(
+        jobs=figures["jobs_total"],
+        utilization=round(figures["utilization"], 4),
+        mean_wait_h=round(figures["wait_s"]["mean"] / 3600, 2),
+        never_started=figures["never_started"],
+    )
+    assert figures["jobs_finished"] + figures["jobs_rejected"] + figures["never_started"] == jobs
+
+
+def bench_replay_200k(benchmark: Any, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """200,000 jobs on colossus100k at 1.2x offered load, best-fit with EASY backfill."""
+    smoke = _smoke(request)
+    jobs, cluster, gpus = (500, "tiny", 256) if smoke else (200_000, "colossus100k", 102_400)
+    trace = write_workload(tmp_path / "w.csv", jobs, gpus, load=1.2)
+    result = benchmark.pedantic(
+        simulate, args=(trace,), kwargs={"cluster": cluster, "policies": ("best-fit",)}, rounds=1
+    )
+    figures = result.report["runs"]["0"]["best-fit"]
+    benchmark.extra_info.update(
+        jobs=figures["jobs_total"], utilization=round(figures["utilization"], 4)
+    )
+    assert figures["jobs_total"] == jobs

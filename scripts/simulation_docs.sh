@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Regenerates the runs of docs/simulation.md (not part of the test command: about 10 minutes
+# on 2 cores). Needs ../shared/data beside the clone. Each run writes report.json and plots
+# into docs/simulation/<run>/ and its table into docs/simulation/<run>/table.txt.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+data=../shared/data
+philly=$data/philly-gavel-vc-traces
+alibaba=$data/alibaba-gpu-v2023
+run() {
+    local name=$1
+    shift
+    echo "simulation_docs: $name: gangplace simulate $*" >&2
+    mkdir -p "docs/simulation/$name"
+    python -m gangplace simulate "$@" --out "docs/simulation/$name" \
+        | tee "docs/simulation/$name/table.txt"
+}
+run philly-b436b2-64gpus --trace $philly/b436b2.trace --cluster tree:2,2,2,8 --seeds 0-9
+run philly-b436b2-64gpus-nobackfill --trace $philly/b436b2.trace --cluster tree:2,2,2,8 \
+    --seeds 0-9 --backfill none
+run philly-6c71a0-64gpus --trace $philly/6c71a0.trace --cluster tree:2,2,2,8 --seeds 0-9
+run philly-3vcs-256gpus --trace $philly/6c71a0.trace,$philly/b436b2.trace,$philly/11cb48.trace \
+    --cluster tree:2,4,4,8 --seeds 0-4 --policies best-fit,pod-by-pod,blind
+run philly-b436b2-failures --trace $philly/b436b2.trace --cluster tree:2,2,2,8 --seeds 0-9 \
+    --policies best-fit,pod-by-pod --failures 0.001 --repair-hours 4
+run alibaba-default --trace $alibaba/openb_pod_list_default.csv \
+    --cluster $alibaba/openb_node_list_gpu_node.csv --policies best-fit,first-fit,pod-by-pod
+run alibaba-multigpu50 --trace $alibaba/openb_pod_list_multigpu50.csv \
+    --cluster $alibaba/openb_node_list_gpu_node.csv --policies best-fit,first-fit,pod-by-pod
