@@ -20,10 +20,13 @@ run philly-b436b2-64gpus-nobackfill --trace $philly/b436b2.trace --cluster tree:
     --seeds 0-9 --backfill none
 run philly-6c71a0-64gpus --trace $philly/6c71a0.trace --cluster tree:2,2,2,8 --seeds 0-9
 run philly-3vcs-256gpus --trace $philly/6c71a0.trace,$philly/b436b2.trace,$philly/11cb48.trace \
-    --cluster tree:2,4,4,8 --seeds 0-4 --policies best-fit,pod-by-pod,blind
+    --cluster tree:2,2,4,8 --seeds 0-4 --policies best-fit,pod-by-pod,blind
 run philly-b436b2-failures --trace $philly/b436b2.trace --cluster tree:2,2,2,8 --seeds 0-9 \
     --policies best-fit,pod-by-pod --failures 0.001 --repair-hours 4
 run alibaba-default --trace $alibaba/openb_pod_list_default.csv \
     --cluster $alibaba/openb_node_list_gpu_node.csv --policies best-fit,first-fit,pod-by-pod
 run alibaba-multigpu50 --trace $alibaba/openb_pod_list_multigpu50.csv \
     --cluster $alibaba/openb_node_list_gpu_node.csv --policies best-fit,first-fit,pod-by-pod
+run philly-b436b2-priorities --trace $philly/b436b2.trace --cluster tree:2,2,2,8 --seeds 0-9 \
+    --order priority --high-priority-share 0.2 \
+    --policies best-fit,best-fit+preempt,best-fit+defrag

@@ -94,6 +94,7 @@ def _decisions(decisions: Any) -> tuple[Any, ...]:
         decisions.timed_out,
         decisions.degraded,
         decisions.pending,
+        decisions.head,
     )
 
 

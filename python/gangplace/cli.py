@@ -119,6 +119,18 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--repair-hours", type=float, default=4.0, help="a failed GPU is back after this (4)"
     )
+    parser.add_argument(
+        "--high-priority-share",
+        type=float,
+        default=0.0,
+        help="priorities scenario: this share of jobs made priority 1 at random (0)",
+    )
+    parser.add_argument(
+        "--checkpoint-hours",
+        type=float,
+        default=1.0,
+        help="a stopped job resumes from its last checkpoint, taken this often (1; 0: none)",
+    )
 
 
 def _seeds(text: str) -> tuple[int, ...]:
@@ -158,6 +170,8 @@ def _settings(args: argparse.Namespace) -> SimSettings:
         quotas=quotas,
         failures_per_gpu_hour=rate,
         repair_s=args.repair_hours * 3600.0,
+        checkpoint_s=args.checkpoint_hours * 3600.0 if args.checkpoint_hours else None,
+        high_priority_share=args.high_priority_share,
     )
 
 

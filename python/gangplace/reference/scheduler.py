@@ -58,6 +58,7 @@ class ReferenceScheduler:
         self.running: list[_Job] = []
         self.sequence = 0
         self._copy: tuple[tuple[int, int], Cluster] | None = None
+        self.head: str | None = None
 
     # ---------------------------------------------------------------- S1-S3: the queue
 
@@ -178,6 +179,7 @@ class ReferenceScheduler:
         moved: list[Moved] = []
         while self._walk(now, started, evicted, moved):
             pass
+        head = self.head
         return Decisions(
             now,
             tuple(started),
@@ -186,6 +188,7 @@ class ReferenceScheduler:
             tuple(timed_out),
             tuple(degraded),
             len(self.pending),
+            head,
         )
 
     def _order(self, job: _Job) -> tuple[int, int]:
@@ -198,6 +201,7 @@ class ReferenceScheduler:
     ) -> bool:
         """S5-S7: one walk; True when room was made for the head (start over)."""
         head: _Job | None = None
+        self.head = None
         shadow = 0.0
         for job in sorted(self.pending, key=self._order):
             if head is not None:
@@ -220,6 +224,7 @@ class ReferenceScheduler:
                 moved.extend(made[2])
                 return True
             head = job
+            self.head = job.job_id
             shadow = self._shadow(job, now)
         return False
 

@@ -367,7 +367,7 @@ class Scheduler:
         self._last_cycle = now
 
         timed_out, degraded = self._apply_stages(now)
-        started, preempted, moved = run_cycle(self, now)
+        started, preempted, moved, head = run_cycle(self, now)
         decisions = Decisions(
             now,
             tuple(started),
@@ -376,6 +376,7 @@ class Scheduler:
             tuple(timed_out),
             tuple(degraded),
             len(self._queue),
+            head,
         )
         if self.metrics is not None:
             self.metrics.attempts.labels(result="waiting").inc(len(self._queue))

@@ -22,14 +22,17 @@ if TYPE_CHECKING:
 __all__ = ["run_cycle"]
 
 
-def run_cycle(scheduler: Scheduler, now: float) -> tuple[list[Started], list[str], list[Moved]]:
-    """Runs one cycle at ``now``: the jobs started, the evicted ids, the moved jobs."""
+def run_cycle(
+    scheduler: Scheduler, now: float
+) -> tuple[list[Started], list[str], list[Moved], str | None]:
+    """Runs one cycle at ``now``: started jobs, evicted ids, moved jobs, the blocked head."""
     started: list[Started] = []
     preempted: list[str] = []
     moved: list[Moved] = []
-    while _walk(scheduler, now, started, preempted, moved):
+    head: list[str | None] = [None]
+    while _walk(scheduler, now, started, preempted, moved, head):
         pass
-    return started, preempted, moved
+    return started, preempted, moved, head[0]
 
 
 def _walk(
@@ -38,8 +41,13 @@ def _walk(
     started: list[Started],
     preempted: list[str],
     moved: list[Moved],
+    blocked: list[str | None],
 ) -> bool:
-    """One walk over the queue; ``True`` when room was made and the walk must start over."""
+    """One walk over the queue; ``True`` when room was made and the walk must start over.
+
+    ``blocked[0]`` is set to the walk's blocked head (``None`` if none).
+    """
+    blocked[0] = None
     queue = scheduler._queue
     failed: set[ClassKey] = set()
     heap: list[tuple[OrderKey, ClassKey]] = []
@@ -75,6 +83,7 @@ def _walk(
             moved.extend(room[2])
             return True
         head = job
+        blocked[0] = job.job_id
         if scheduler.backfill == "none":
             break
         if scheduler.backfill == "easy":

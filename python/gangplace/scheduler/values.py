@@ -57,6 +57,8 @@ class Decisions:
             start with ``min_pods``; a rigid one only gets reported.
         degraded: ``(job_id, required_level)`` for every ladder step taken in this cycle.
         pending: Jobs still queued after the cycle.
+        head: The blocked head of the last walk (the first job that did not fit, not for
+            quota), or ``None`` when no job was blocked.
 
     """
 
@@ -67,6 +69,7 @@ class Decisions:
     timed_out: tuple[str, ...] = ()
     degraded: tuple[tuple[str, str | None], ...] = ()
     pending: int = 0
+    head: str | None = None
 
 
 @dataclass(frozen=True)

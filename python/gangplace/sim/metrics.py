@@ -147,6 +147,10 @@ def summarize(result: RunResult, spec: ClusterSpec, window: Window) -> dict[str,
         "wait_by_owner_s": {
             owner: waits_of([r for r in admitted if r.job.owner == owner]) for owner in owners
         },
+        "wait_by_priority_s": {
+            str(priority): waits_of([r for r in admitted if r.job.priority == priority])
+            for priority in sorted({r.job.priority for r in admitted})
+        },
         "window_s": [low, high],
         "utilization": busy / capacity if capacity else None,
         "idle_held_share": held / capacity if capacity else None,

@@ -162,8 +162,8 @@ def _load_curve(
     axis.plot([0, 100], [0, 100], color="#cccccc", linewidth=0.8, linestyle="--")
     axis.set_xlabel("arrived load (% of healthy GPUs)")
     axis.set_ylabel("GPUs allocated (%)")
-    axis.set_xlim(0, 130)
-    axis.set_ylim(0, 100)
+    axis.set_xlim(0, 135)
+    axis.set_ylim(0, 105)
     axis.legend(loc="lower right", fontsize="small")
     axis.set_title(f"Allocation against arrived load, as the FGD paper plots it ({label})",
                    fontsize="small")  # fmt: skip

@@ -140,8 +140,7 @@ class GangPolicy:
             replay.placements += 1
             replay.started(replay.by_id[started.job_id], started.allocation.placement.nodes, now)
         for moved in decisions.moved:
-            record = replay.by_id[moved.job_id]
-            record.nodes = tuple(sorted(moved.allocation.placement.nodes))
+            replay.moved(replay.by_id[moved.job_id], moved.allocation.placement.nodes, now)
             replay.moves += 1
         wake = self.scheduler.next_wakeup()
         if wake is not None and wake > now:

@@ -53,6 +53,7 @@ class JobRecord:
     first_start_s: float | None = None
     restarts: int = 0
     lost_gpu_s: float = 0.0
+    done_s: float = 0.0  # run time saved by checkpoints before a stop
     generation: int = 0  # bumps when a start is undone (stale finish events are ignored)
     # pod-by-pod
     bound: list[Allocation] = field(default_factory=list)
@@ -245,17 +246,44 @@ class Replay:
         self.held_since_start = 0.0
         duration = record.job.duration_s
         if duration is not None:
+            duration -= record.done_s
             self.push(now + duration, FINISH, (record, record.generation))
 
     def stopped(self, record: JobRecord, now: float) -> None:
-        """A running job was ended early (preempted, or a GPU failed): its work is lost."""
+        """A running job was ended early (preempted, or a GPU failed).
+
+        It keeps the work up to its last checkpoint (every ``checkpoint_s`` of run time, or
+        none); the rest is lost and counted.
+        """
         assert record.start_s is not None
-        record.lost_gpu_s += (now - record.start_s) * record.job.gpus
+        ran = now - record.start_s
+        every = self.settings.checkpoint_s
+        saved = (ran // every) * every if every else 0.0
+        record.done_s += saved
+        record.lost_gpu_s += (ran - saved) * record.job.gpus
         record.restarts += 1
         record.generation += 1
         record.start_s = None
         record.nodes = ()
         self.busy -= record.job.gpus
+
+    def moved(self, record: JobRecord, nodes: tuple[str, ...], now: float) -> None:
+        """Defragmentation moved a running job: it restarts on ``nodes`` from its checkpoint.
+
+        The work since its last checkpoint is lost (as for a stop) and its end moves later.
+        """
+        assert record.start_s is not None
+        ran = now - record.start_s
+        every = self.settings.checkpoint_s
+        saved = (ran // every) * every if every else 0.0
+        record.done_s += saved
+        record.lost_gpu_s += (ran - saved) * record.job.gpus
+        record.generation += 1
+        record.start_s = now
+        record.nodes = tuple(sorted(self.policy.alias.get(n, n) for n in nodes))
+        duration = record.job.duration_s
+        if duration is not None:
+            self.push(now + duration - record.done_s, FINISH, (record, record.generation))
 
     def reject(self, record: JobRecord, why: str) -> None:
         """The job will never run here (refused, or no room on arrival in arrival-only mode)."""

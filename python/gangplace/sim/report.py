@@ -15,7 +15,7 @@ from typing import Any
 
 from gangplace.sim.replay import RunResult
 
-__all__ = ["table", "wait_unit", "write_json", "write_plots"]
+__all__ = ["markdown", "table", "wait_unit", "write_json", "write_plots"]
 
 UNITS = (("s", 1.0), ("min", 60.0), ("h", 3600.0))
 
@@ -94,9 +94,78 @@ def table(report: dict[str, Any]) -> str:
         "the run's end); util and idle held: shares of healthy GPU-time in the common window "
         f"{window}; 1 rack: multi-pod gangs within one rack; rejct: can never fit the cluster"
     )
+    lines.extend(_group_lines(report, scale, unit))
+    lines.extend(_trace_lines(report))
     lines.extend(f"assumption: {line}" for line in report["assumptions"])
     lines.extend(f"error: {note}" for note in notes)
     return "\n".join(lines)
+
+
+def _group_lines(report: dict[str, Any], scale: float, unit: str) -> list[str]:
+    """Mean waits per priority and per owner, when there is more than one of either."""
+    lines = []
+    groups = (("wait_by_priority_mean_s", "priority"), ("wait_by_owner_mean_s", "owner"))
+    for group, title in groups:
+        for name, entry in report["policies"].items():
+            waits = entry.get(group, {})
+            if len(waits) > 1:
+                cells = ", ".join(f"{key}: {_cell(value, scale)}" for key, value in waits.items())
+                lines.append(f"mean wait ({unit}) by {title}, {name}: {cells}")
+        for name, entry in report["policies"].items():
+            lost = entry.get("lost_gpu_hours", {}).get("mean")
+            if title == "owner" and lost:
+                lines.append(
+                    f"work lost to stops, {name}: {_cell(entry['lost_gpu_hours'])} GPU-h, "
+                    f"goodput {_share(entry['goodput'])}, preemptions "
+                    f"{_cell(entry['preemptions'], form='{:.0f}')}"
+                )
+    return lines
+
+
+def _trace_lines(report: dict[str, Any]) -> list[str]:
+    """What the trace itself recorded: its real waits and the jobs that never ran in it."""
+    lines = []
+    first_seed: dict[str, Any] = next(iter(report["runs"].values()), {})
+    real = next((row.get("real_wait_s") for row in first_seed.values() if "error" not in row), None)
+    if real:
+        lines.append(
+            "the trace's own waits (real, for comparison): "
+            + ", ".join(f"{key} {real[key]:,.0f} s" for key in ("mean", "p50", "p95", "p99"))
+        )
+    never = report["jobs"].get("never_ran_in_trace")
+    if never:
+        lines.append(f"left out: {never} jobs that never ran in the trace (no scheduled_time)")
+    return lines
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The table as Markdown (for docs), the same cells as :func:`table`."""
+    unit, scale = wait_unit(report)
+    rows = [
+        f"| policy | finished | never started | rejected | wait mean ({unit}) | p50 | p95 | p99 "
+        "| util | idle held | 1 rack | status |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for name, entry in report["policies"].items():
+        if not entry["seeds_run"]:
+            rows.append(f"| {name} | | | | | | | | | | | failed: {entry['errors'][0]} |")
+            continue
+        status = (
+            f"standoff in {entry['standoffs']} of {entry['seeds_run']} seeds"
+            if entry["standoffs"]
+            else "ok"
+        )
+        cells = [
+            _cell(entry["jobs_finished"], form="{:.0f}"),
+            _cell(entry["never_started"], form="{:.0f}"),
+            _cell(entry["jobs_rejected"], form="{:.0f}"),
+            *(_cell(entry[f"wait_s.{key}"], scale) for key in ("mean", "p50", "p95", "p99")),
+            _share(entry["utilization"]),
+            _share(entry["idle_held_share"]),
+            _share(entry["locality.rack"]),
+        ]
+        rows.append(f"| {name} | " + " | ".join(cells) + f" | {status} |")
+    return "\n".join(rows)
 
 
 def _window_text(report: dict[str, Any]) -> str:

@@ -16,6 +16,7 @@ from gangplace.sim.metrics import Window, summarize
 from gangplace.sim.policies import POLICIES, policy_for
 from gangplace.sim.replay import Replay, RunResult
 from gangplace.sim.report import table, write_json, write_plots
+from gangplace.sim.scenarios import apply_scenarios
 from gangplace.sim.settings import SimSettings, assumptions
 from gangplace.sim.stats import interval
 from gangplace.sim.traces import Job, Trace, read_traces
@@ -127,8 +128,10 @@ def simulate(
     first_results: dict[str, RunResult] = {}
     loaded: Trace | None = None
     for seed in seeds:
-        loaded = read_traces(
-            paths, format=trace_format, seed=seed, gpus_per_node=spec.gpus_per_node
+        loaded = apply_scenarios(
+            read_traces(paths, format=trace_format, seed=seed, gpus_per_node=spec.gpus_per_node),
+            settings,
+            seed,
         )
         jobs = loaded.jobs
         arrival_only = any(job.duration_s is None for job in jobs)
@@ -184,6 +187,12 @@ def aggregate(runs: dict[str, dict[str, Any]], policies: tuple[str, ...]) -> dic
         entry: dict[str, Any] = {
             name: interval([_get(row, name) for row in good]) for name in HEADLINE
         }
+        for group in ("wait_by_priority_s", "wait_by_owner_s"):
+            keys = sorted({key for row in good for key in row.get(group, {})})
+            entry[group.replace("_s", "_mean_s")] = {
+                key: interval([row[group][key]["mean"] for row in good if key in row[group]])
+                for key in keys
+            }
         entry["seeds_run"] = len(good)
         entry["errors"] = errors
         entry["standoffs"] = sum(1 for row in good if row.get("standoff"))

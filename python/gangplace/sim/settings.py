@@ -41,6 +41,10 @@ class SimSettings:
         quotas: Owner -> GPU quota for every gang policy.
         failures_per_gpu_hour: Rate of injected GPU failures (0: none).
         repair_s: How long a failed GPU stays unhealthy.
+        checkpoint_s: A stopped job (failure, preemption) resumes from its last checkpoint,
+            taken every this many seconds of run time (``None``: restarts from scratch).
+        high_priority_share: Share of jobs made priority 1 (the priorities scenario of
+            :mod:`gangplace.sim.scenarios`).
 
     """
 
@@ -55,6 +59,8 @@ class SimSettings:
     quotas: dict[str, int] = field(default_factory=dict)
     failures_per_gpu_hour: float = 0.0
     repair_s: float = 4 * 3600.0
+    checkpoint_s: float | None = 3600.0
+    high_priority_share: float = 0.0
 
     def __post_init__(self) -> None:
         _choice("order", self.order, ORDERS)
@@ -70,6 +76,10 @@ class SimSettings:
         _positive("standoff window", self.standoff_s)
         _at_least("failure rate", self.failures_per_gpu_hour, 0.0)
         _positive("repair time", self.repair_s)
+        if not 0.0 <= self.high_priority_share <= 1.0:
+            raise SimError(f"high-priority share must be in 0..1, got {self.high_priority_share}")
+        if self.checkpoint_s is not None:
+            _positive("checkpoint interval", self.checkpoint_s)
         for owner, gpus in self.quotas.items():
             if gpus < 0:
                 raise SimError(f"quota of {owner!r} must be >= 0 GPUs, got {gpus}")
@@ -122,12 +132,23 @@ def assumptions(settings: SimSettings, *, synthetic_durations: bool) -> list[str
             "durations are SYNTHETIC (guessed): log-normal, Philly median 874 s and mean "
             "18,006 s, capped at Philly's maximum 4,240,676 s"
         )
+    if settings.high_priority_share:
+        lines.append(
+            f"priorities scenario: {settings.high_priority_share:.0%} of the jobs made "
+            "priority 1 at random (GUESSED: the trace has no priorities)"
+        )
     if settings.quotas:
         lines.append("quotas: " + ", ".join(f"{o}={g}" for o, g in sorted(settings.quotas.items())))
     if settings.failures_per_gpu_hour:
         lines.append(
             f"GPU failures injected at {settings.failures_per_gpu_hour:.3g} per GPU-hour "
             f"(seeded), each GPU repaired after {settings.repair_s / 3600:g} h; the job "
-            "using it is requeued and restarts from scratch"
+            "using it is requeued"
         )
+    lines.append(
+        "a stopped or moved job (failure, preemption, defragmentation) resumes from its last "
+        f"checkpoint, every {settings.checkpoint_s / 3600:g} h of run time (GUESSED)"
+        if settings.checkpoint_s
+        else "a stopped or moved job restarts from scratch"
+    )
     return lines

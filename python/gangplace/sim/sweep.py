@@ -69,12 +69,17 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
     """One replay in a worker: returns the task with its figures (no raw records)."""
     from gangplace.sim.clusters import parse_cluster
     from gangplace.sim.run import _window
+    from gangplace.sim.scenarios import apply_scenarios
     from gangplace.sim.traces import read_traces
 
     settings = SimSettings(**{**task["settings"], "ladder_s": tuple(task["settings"]["ladder_s"])})
     try:
         spec = parse_cluster(task["cluster"], seed=settings.policy_seed)
-        trace = read_traces([task["trace"]], seed=task["seed"], gpus_per_node=spec.gpus_per_node)
+        trace = apply_scenarios(
+            read_traces([task["trace"]], seed=task["seed"], gpus_per_node=spec.gpus_per_node),
+            settings,
+            task["seed"],
+        )
     except SimError as error:
         return {**task, "figures": {"error": str(error)}}
     arrival_only = any(job.duration_s is None for job in trace.jobs)
