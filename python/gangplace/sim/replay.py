@@ -249,11 +249,11 @@ class Replay:
             duration -= record.done_s
             self.push(now + duration, FINISH, (record, record.generation))
 
-    def stopped(self, record: JobRecord, now: float) -> None:
-        """A running job was ended early (preempted, or a GPU failed).
+    def _interrupt(self, record: JobRecord, now: float) -> None:
+        """Keeps a running job's work up to its last checkpoint; counts the rest as lost.
 
-        It keeps the work up to its last checkpoint (every ``checkpoint_s`` of run time, or
-        none); the rest is lost and counted.
+        Checkpoints come every ``checkpoint_s`` of run time (none: everything is lost).
+        Finish events scheduled before are made stale.
         """
         assert record.start_s is not None
         ran = now - record.start_s
@@ -261,24 +261,19 @@ class Replay:
         saved = (ran // every) * every if every else 0.0
         record.done_s += saved
         record.lost_gpu_s += (ran - saved) * record.job.gpus
-        record.restarts += 1
         record.generation += 1
+
+    def stopped(self, record: JobRecord, now: float) -> None:
+        """A running job was ended early (preempted, or a GPU failed); it waits again."""
+        self._interrupt(record, now)
+        record.restarts += 1
         record.start_s = None
         record.nodes = ()
         self.busy -= record.job.gpus
 
     def moved(self, record: JobRecord, nodes: tuple[str, ...], now: float) -> None:
-        """Defragmentation moved a running job: it restarts on ``nodes`` from its checkpoint.
-
-        The work since its last checkpoint is lost (as for a stop) and its end moves later.
-        """
-        assert record.start_s is not None
-        ran = now - record.start_s
-        every = self.settings.checkpoint_s
-        saved = (ran // every) * every if every else 0.0
-        record.done_s += saved
-        record.lost_gpu_s += (ran - saved) * record.job.gpus
-        record.generation += 1
+        """Defragmentation moved a running job: it restarts on ``nodes`` from its checkpoint."""
+        self._interrupt(record, now)
         record.start_s = now
         record.nodes = tuple(sorted(self.policy.alias.get(n, n) for n in nodes))
         duration = record.job.duration_s
