@@ -19,7 +19,7 @@ run philly-b436b2-64gpus --trace $philly/b436b2.trace --cluster tree:2,2,2,8 --s
 run philly-b436b2-64gpus-nobackfill --trace $philly/b436b2.trace --cluster tree:2,2,2,8 \
     --seeds 0-9 --backfill none
 run philly-6c71a0-64gpus --trace $philly/6c71a0.trace --cluster tree:2,2,2,8 --seeds 0-9
-run philly-3vcs-256gpus --trace $philly/6c71a0.trace,$philly/b436b2.trace,$philly/11cb48.trace \
+run philly-3vcs-128gpus --trace $philly/6c71a0.trace,$philly/b436b2.trace,$philly/11cb48.trace \
     --cluster tree:2,2,4,8 --seeds 0-4 --policies best-fit,pod-by-pod,blind
 run philly-b436b2-failures --trace $philly/b436b2.trace --cluster tree:2,2,2,8 --seeds 0-9 \
     --policies best-fit,pod-by-pod --failures 0.001 --repair-hours 4
