@@ -113,8 +113,11 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--failures",
+        nargs="?",
+        const="llama3",
         default="0",
-        help="GPU failures per GPU-hour, or 'llama3' (419 in 54 days per 16,384 GPUs); 0: none",
+        help="inject GPU failures: a rate per GPU-hour, or llama3 (419 in 54 days per 16,384 "
+        "GPUs, the default when the option has no value); 0: none (default)",
     )
     parser.add_argument(
         "--repair-hours", type=float, default=4.0, help="a failed GPU is back after this (4)"
