@@ -33,6 +33,7 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "('r0',) ['r1-n1', 'r2-n0']" in printed  # defragmentation: moves to the edge
     assert "[('pretrain', False), ('eval', True)]" in printed  # the scheduler's backfill
     assert "['finetune']" in printed
+    assert "rack ('r0',) 8" in printed  # adopt
 
 
 @pytest.mark.parametrize(

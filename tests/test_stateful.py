@@ -2,11 +2,11 @@
 
 Rules: add and remove nodes, flip GPU health (also between reserve and commit), cordon, move
 the clock by small and huge steps, reserve by request (with random priorities and flags) and by
-a possibly stale placement, commit, roll back and release (twice, out of order, as the wrong
-owner), change priorities, ask hold statuses, plan and apply preemptions and
-defragmentations, and snapshot-and-restore in the middle of a run, continuing on the
-restored copies. Both sides hand out sequential ids (a test-build switch), so that tie-breaks
-by id agree.
+a possibly stale placement, adopt running work (explicit GPUs or counts), commit, roll back
+and release (twice, out of order, as the wrong owner), change priorities, ask hold statuses,
+plan and apply preemptions and defragmentations, and snapshot-and-restore in the middle of a
+run, continuing on the restored copies. Both sides hand out sequential ids (a test-build
+switch), so that tie-breaks by id agree.
 
 After every step: no GPU is held twice; on every node free + reserved + allocated +
 unhealthy-and-unheld == gpus; ``check_invariants()`` passes; and the engine agrees with
@@ -22,7 +22,7 @@ from typing import Any
 
 import hypothesis.strategies as st
 from helpers import FakeClock, as_tuple, fill, regular_nodes
-from hypothesis import settings
+from hypothesis import event, settings
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 from watchdog import watched
 
@@ -135,6 +135,38 @@ class EngineVersusReference(RuleBasedStateMachine):
         got = outcome(self.engine.reserve, placement[0], ttl=30.0, owner=owner)
         expected = outcome(self.oracle.reserve, placement[1], ttl=30.0, owner=owner)
         return self._held(got, expected)
+
+    @rule(
+        target=holds,
+        entries=st.lists(
+            st.tuples(
+                st.sampled_from(NAMES),
+                st.integers(1, 4)
+                | st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True),
+            ),
+            min_size=1,
+            max_size=3,
+        ),
+        owner=st.sampled_from(OWNERS),
+        priority=st.integers(-1, 2),
+    )
+    def adopt(self, entries: list[tuple[str, Any]], owner: str | None, priority: int) -> str:
+        """Records running work: explicit GPUs (maybe held, twice, out of range) or counts."""
+        pods = [
+            gangplace.PodPlacement(name, gpus) if isinstance(gpus, list) else (name, gpus)
+            for name, gpus in entries
+        ]
+        got = outcome(self.engine.adopt, pods, owner=owner, priority=priority)
+        expected = outcome(self.oracle.adopt, pods, owner=owner, priority=priority)
+        if got[0] == expected[0] == "ok":
+            assert as_tuple(got[1].placement) == as_tuple(expected[1].placement)
+            assert (got[1].owner, got[1].priority) == (expected[1].owner, expected[1].priority)
+            self.ids[got[1].id] = expected[1].id
+            event("adopt: adopted")
+            return str(got[1].id)
+        assert got == expected
+        event(f"adopt: {got[1][0] if got[0] == 'error' else 'ok'}")
+        return UNKNOWN
 
     @rule(hold=holds, owner=st.sampled_from(OWNERS))
     def commit(self, hold: str, owner: str | None) -> None:

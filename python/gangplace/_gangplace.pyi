@@ -576,6 +576,33 @@ class Cluster:
             LimitExceeded: The owner's cap (for the gang's reservation).
 
         """
+    def adopt(
+        self,
+        pods: Iterable[PodPlacement | tuple[str, int]],
+        *,
+        owner: str | None = None,
+        priority: int = 0,
+        preemptible: bool = True,
+        movable: bool = False,
+    ) -> Allocation:
+        """Records pods that already run as one allocation; no placement rule applies.
+
+        For a scheduler that starts up and finds work bound to nodes (Kubernetes pods, Slurm
+        ``GresUsed``). Each entry is a ``PodPlacement`` (exactly those GPUs) or a
+        ``(node, count)`` pair (that many of the node's lowest-indexed free healthy GPUs).
+        Every GPU must exist, be free and healthy, and be named once; cordoned nodes are
+        accepted. The result is an ordinary allocation (release, snapshots, caps, owners,
+        preemption), at the finest level whose one domain holds all of its nodes.
+
+        Raises:
+            Conflict: A GPU is held, unhealthy, named twice, or a node has too few free GPUs
+                for a count. Nothing changed.
+            UnknownNode: No node has an entry's name.
+            InvalidRequest: No pods, a GPU index or count out of range, a bad priority or
+                owner.
+            LimitExceeded: The owner's cap.
+
+        """
     def capacity_for(self, request: GangRequest) -> int:
         """How many disjoint copies of ``request`` ``reserve_many`` would place now.
 

@@ -29,6 +29,7 @@ from gangplace.errors import (
     Unschedulable,
 )
 from gangplace.reference import rules, snapshots
+from gangplace.reference.adoption import Adoption
 from gangplace.reference.removals import COMMITTED_ENDINGS, Removals
 from gangplace.reference.values import (
     CLUSTER,
@@ -116,7 +117,7 @@ def _check_name(what: str, name: str) -> None:
         raise InvalidRequest(f"{what} is longer than {MAX_NAME_BYTES} bytes")
 
 
-class Cluster(Removals):
+class Cluster(Removals, Adoption):
     """The reference cluster: same constructor and methods as ``gangplace.Cluster``."""
 
     def __init__(

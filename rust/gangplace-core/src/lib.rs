@@ -52,7 +52,7 @@ pub use limits::{
     MAX_PODS, MAX_TTL_SECONDS, REMEMBERED_ENDED_HOLDS,
 };
 pub use model::{
-    Allocation, ClusterStats, DefragOptions, DefragPlan, GangRequest, GpuState, Held, Move,
-    NodeInfo, Placement, PodPlacement, PreemptionPlan, RemovalLimits, Reservation, Terms,
+    AdoptedPod, Allocation, ClusterStats, DefragOptions, DefragPlan, GangRequest, GpuState, Held,
+    Move, NodeInfo, Placement, PodPlacement, PreemptionPlan, RemovalLimits, Reservation, Terms,
 };
 pub use topology::NodeSpec;

@@ -427,3 +427,32 @@ pub struct DefragOptions {
     /// A member that cannot move is preempted instead, if it is a preemption candidate.
     pub evict_unplaceable: bool,
 }
+
+/// One pod of work already running, for [`crate::Engine::adopt`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdoptedPod {
+    /// Exactly these GPUs of the node.
+    Gpus {
+        /// The node's name.
+        node: String,
+        /// The GPUs the pod uses.
+        gpus: GpuSet,
+    },
+    /// This many of the node's lowest-indexed free healthy GPUs (when the indices are not
+    /// known, as Slurm prints `GresUsed` without `-d`).
+    Count {
+        /// The node's name.
+        node: String,
+        /// How many GPUs.
+        count: u32,
+    },
+}
+
+impl AdoptedPod {
+    /// The node's name.
+    pub fn node(&self) -> &str {
+        match self {
+            AdoptedPod::Gpus { node, .. } | AdoptedPod::Count { node, .. } => node,
+        }
+    }
+}

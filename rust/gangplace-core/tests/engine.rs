@@ -286,3 +286,42 @@ fn equal_priorities_never_preempt_and_capacity_counts_copies() {
         .unwrap();
     assert_eq!(plan.victims, vec![held.id]);
 }
+
+#[test]
+fn adopted_work_is_held_and_bad_adoptions_change_nothing() {
+    use gangplace_core::{AdoptedPod, GpuSet};
+    let mut engine = rack_cluster(2, 2, 8);
+    let pods = [
+        AdoptedPod::Count {
+            node: "r1-n1".into(),
+            count: 3,
+        },
+        AdoptedPod::Gpus {
+            node: "r1-n0".into(),
+            gpus: GpuSet::single(7),
+        },
+    ];
+    let adopted = engine
+        .adopt(&pods, Some("kubelet"), Terms::default(), 5.0)
+        .unwrap();
+    assert_eq!(adopted.placement.level, "rack");
+    assert_eq!(adopted.placement.domain, vec!["r1".to_owned()]);
+    let nodes: Vec<&str> = adopted.placement.pods.iter().map(|p| &*p.node).collect();
+    assert_eq!(nodes, ["r1-n0", "r1-n1"]);
+    assert_eq!(engine.stats(5.0).allocated, 4);
+    let before = engine.snapshot(5.0);
+    let taken = [AdoptedPod::Gpus {
+        node: "r1-n1".into(),
+        gpus: GpuSet::single(2),
+    }];
+    let refused = engine.adopt(&taken, None, Terms::default(), 6.0);
+    assert!(matches!(refused, Err(CoreError::Conflict(_))));
+    let unknown = [AdoptedPod::Count {
+        node: "nowhere".into(),
+        count: 1,
+    }];
+    let refused = engine.adopt(&unknown, None, Terms::default(), 6.0);
+    assert!(matches!(refused, Err(CoreError::UnknownNode(_))));
+    assert_eq!(engine.snapshot(5.0), before);
+    engine.check_invariants().unwrap();
+}

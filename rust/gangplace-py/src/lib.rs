@@ -1,6 +1,7 @@
 //! The pyo3 binding of gangplace-core: converts arguments, calls the core, maps errors.
 //! Python imports it as `gangplace._gangplace`; the public API is `gangplace`.
 
+mod adopt;
 mod arrays;
 mod cluster;
 mod cluster_args;

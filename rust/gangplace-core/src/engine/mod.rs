@@ -7,6 +7,7 @@
 //! Submodules: [`transactions`] (reserve, commit, rollback, release, listings, batches),
 //! [`explain`] (why a gang fits or not), [`snapshot`] (the versioned state format).
 
+pub(crate) mod adopt;
 pub(crate) mod defrag;
 pub(crate) mod explain;
 pub(crate) mod preemption;

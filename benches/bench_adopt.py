@@ -1,0 +1,83 @@
+"""``Cluster.adopt`` benchmarks (README, "Adopting running work"; figures in
+docs/performance.md).
+
+``colossus100k@80``: the 102,400-GPU shape filled to 80% by ``synth.fill``. Adopted: a job of
+64 pods, one per node, each naming the free GPUs of one of the 64 first nodes with any
+(``PodPlacement``), and the same job given as ``(node, count)`` pairs. Each round's setup
+releases the previous round's allocation. The reference (``gangplace.reference``) adopts the
+same pods on a twin with the same nodes and holds (one round).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gangplace import Cluster, PodPlacement, reference, synth
+
+SMALL = synth.Shape("small", ("block", "rack"), (2, 2, 4), 8, "smoke-test size")
+
+
+@pytest.fixture(scope="module")
+def loaded(request: pytest.FixtureRequest) -> tuple[Cluster, list[PodPlacement]]:
+    smoke = request.config.getoption("benchmark_disable", default=False)
+    cluster, _ = synth.build(SMALL if smoke else "colossus100k", fill=0.8, seed=1)
+    pods = []
+    for name in cluster.nodes():
+        free = cluster.node(name).free
+        if free:
+            pods.append(PodPlacement(name, free))
+        if len(pods) == (8 if smoke else 64):
+            break
+    return cluster, pods
+
+
+def _adopt_rounds(benchmark: Any, cluster: Any, pods: list[Any]) -> Any:
+    adopted: list[Any] = []
+
+    def setup() -> None:
+        for allocation in adopted:
+            cluster.release(allocation)
+        adopted.clear()
+
+    def adopt() -> Any:
+        allocation = cluster.adopt(pods)
+        adopted.append(allocation)
+        return allocation
+
+    benchmark.pedantic(adopt, setup=setup, rounds=200, iterations=1, warmup_rounds=2)
+    setup()
+
+
+@pytest.mark.parametrize("form", ["placements", "counts"])
+def bench_adopt_64_pods(
+    benchmark: Any, loaded: tuple[Cluster, list[PodPlacement]], form: str
+) -> None:
+    """64 running pods on 64 nodes, as explicit GPUs or as counts."""
+    cluster, pods = loaded
+    entries: list[Any] = pods if form == "placements" else [(p.node, len(p.gpus)) for p in pods]
+    _adopt_rounds(benchmark, cluster, entries)
+    benchmark.extra_info.update(pods=len(pods), gpus=sum(len(p.gpus) for p in pods))
+
+
+def bench_adopt_64_pods_reference(
+    benchmark: Any, loaded: tuple[Cluster, list[PodPlacement]]
+) -> None:
+    """The same adoption by ``gangplace.reference`` on a twin (one round)."""
+    cluster, pods = loaded
+    twin = reference.Cluster(cluster.levels)
+    for name in cluster.nodes():
+        info = cluster.node(name)
+        twin.add_node(
+            name, gpus=info.gpus, topology=info.topology, labels=info.labels,
+            unhealthy=info.unhealthy,
+        )  # fmt: skip
+    for allocation in cluster.allocations():
+        twin.adopt(allocation.placement.pods)
+    got = benchmark.pedantic(twin.adopt, args=(pods,), rounds=1, iterations=1)
+    want = cluster.adopt(pods)
+    assert got.placement.pods == tuple(
+        reference.PodPlacement(p.node, tuple(p.gpus)) for p in want.placement.pods
+    )
+    cluster.release(want)

@@ -1,0 +1,148 @@
+"""The oracle's ``adopt``: work that is already running, as one allocation.
+
+README, "Adopting running work": a mixin of :class:`gangplace.reference.Cluster`. No
+placement rule applies; every GPU must exist, be free and healthy, and be named once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from gangplace.errors import Conflict, InvalidRequest, UnknownNode
+from gangplace.reference.values import MAX_GPUS_PER_NODE, Allocation, Placement, PodPlacement
+
+if TYPE_CHECKING:
+    from gangplace.reference.oracle import _Node
+
+__all__ = ["Adoption"]
+
+
+class Adoption:
+    """``Cluster.adopt``, read top to bottom."""
+
+    _nodes: dict[str, _Node]
+    levels: tuple[str, ...]
+
+    def adopt(
+        self,
+        pods: Iterable[Any],
+        *,
+        owner: str | None = None,
+        priority: int = 0,
+        preemptible: bool = True,
+        movable: bool = False,
+    ) -> Allocation:
+        """Records ``pods`` (``PodPlacement`` or ``(node, count)``) as one allocation."""
+        from gangplace.reference.oracle import _Hold
+        from gangplace.reference.removals import check_priority
+
+        entries = list(_entries(pods))
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise TypeError(f"priority must be an int, not {type(priority).__name__}")
+        for what, flag in (("preemptible", preemptible), ("movable", movable)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{what} must be a bool, not {type(flag).__name__}")
+        check_priority(priority)
+        now = self._check_call(1.0, owner)  # type: ignore[attr-defined]
+        if not entries:
+            raise InvalidRequest("adopt needs at least one pod")
+        taken: list[tuple[str, tuple[int, ...]]] = []
+        for name, gpus, count in entries:
+            taken.append((name, self._adopted_gpus(name, gpus, count, taken)))
+        held: dict[str, set[int]] = {}
+        for name, gpus in taken:
+            held.setdefault(name, set()).update(gpus)
+        self._check_cap(owner, sum(len(g) for g in held.values()))  # type: ignore[attr-defined]
+        for name, gpus_held in held.items():
+            self._nodes[name].allocated.update(gpus_held)
+        placement = self._adopted_placement(taken)
+        hold = _Hold(True, now, held, placement, owner, priority, preemptible, movable, now)
+        hid = self._new_id()  # type: ignore[attr-defined]
+        self._holds[hid] = hold  # type: ignore[attr-defined]
+        return hold.allocation(hid)
+
+    def _adopted_gpus(
+        self,
+        name: str,
+        gpus: tuple[int, ...] | None,
+        count: int | None,
+        taken: list[tuple[str, tuple[int, ...]]],
+    ) -> tuple[int, ...]:
+        node = self._nodes.get(name)
+        if node is None:
+            raise UnknownNode(f"unknown node {json.dumps(name)}", name)
+        earlier = {gpu for other, chosen in taken if other == name for gpu in chosen}
+        if gpus is None:
+            assert count is not None
+            free = [gpu for gpu in node.free() if gpu not in earlier]
+            if len(free) < count:
+                raise Conflict(
+                    f"node {json.dumps(name)} has {len(free)} free healthy GPUs "
+                    f"for a pod of {count}"
+                )
+            gpus = tuple(free[:count])
+        elif not gpus:
+            raise InvalidRequest(f"a pod on node {json.dumps(name)} names no GPUs")
+        elif any(gpu >= node.gpus for gpu in gpus):
+            bad = min(gpu for gpu in gpus if gpu >= node.gpus)
+            raise InvalidRequest(
+                f"node {json.dumps(name)} has {node.gpus} GPUs (0 to {node.gpus - 1}); "
+                f"GPU {bad} is not one of them"
+            )
+        twice = sorted(set(gpus) & earlier)
+        if twice:
+            raise Conflict(f"adopt names GPU {twice[0]} of node {json.dumps(name)} for two pods")
+        busy = sorted(set(gpus) - set(node.free()))
+        if busy:
+            why = "unhealthy" if busy[0] in node.unhealthy else (
+                "held by another reservation or allocation"
+            )  # fmt: skip
+            raise Conflict(f"GPU {busy[0]} of node {json.dumps(name)} is {why}")
+        return tuple(sorted(gpus))
+
+    def _adopted_placement(self, taken: list[tuple[str, tuple[int, ...]]]) -> Placement:
+        """Pods by rule 6, at the finest level whose one domain holds all their nodes."""
+        paths = {name: (*self._nodes[name].path, name) for name, _ in taken}
+        ranked = sorted(taken, key=lambda pod: (paths[pod[0]], pod[1][0]))
+        first = paths[ranked[0][0]]
+        common = len(first)
+        for name, _ in ranked:
+            path = paths[name]
+            common = next(
+                (i for i in range(min(common, len(path))) if first[i] != path[i]),
+                min(common, len(path)),
+            )
+        depth = min(common, len(self.levels) + 1)
+        level = ["cluster", *self.levels, "node"][depth]
+        pods = tuple(PodPlacement(name, gpus) for name, gpus in ranked)
+        return Placement(pods, level, tuple(first[:common]))
+
+
+def _entries(pods: Iterable[Any]) -> Iterable[tuple[str, tuple[int, ...] | None, int | None]]:
+    """Each entry as ``(node, gpus, count)``; type and count errors first, as the binding."""
+    if isinstance(pods, str):
+        raise TypeError("pods must be an iterable of PodPlacement or (node, count), not a str")
+    checked: list[tuple[str, tuple[int, ...] | None, int | None]] = []
+    for entry in pods:
+        if hasattr(entry, "gpus") and hasattr(entry, "node"):
+            checked.append((entry.node, tuple(entry.gpus), None))
+            continue
+        if not isinstance(entry, tuple) or len(entry) != 2:
+            raise TypeError(
+                "each pod must be a PodPlacement or a (node, count) tuple, "
+                f"not {type(entry).__name__}"
+            )
+        node, count = entry
+        if not isinstance(node, str):
+            raise TypeError(f"node must be a str, not {type(node).__name__}")
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise TypeError(f"count must be an int, not {type(count).__name__}")
+        if not 1 <= count <= MAX_GPUS_PER_NODE:
+            raise InvalidRequest(
+                f"a pod on node {json.dumps(node)} must take 1 to {MAX_GPUS_PER_NODE} GPUs, "
+                f"not {count}"
+            )
+        checked.append((node, None, count))
+    return checked

@@ -1,0 +1,106 @@
+//! `Cluster.adopt`: work that is already running, as one allocation (README, "Adopting
+//! running work"). Converts the entries, calls the core, maps its errors.
+
+use gangplace_core::{AdoptedPod, CoreError, MAX_GPUS_PER_NODE, Terms};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+use crate::cluster::Cluster;
+use crate::cluster_args::owner as owner_name;
+use crate::convert::{self, Movable, Preemptible, Priority};
+use crate::errors::core_to_py;
+use crate::types::{Allocation, PodPlacement};
+
+/// Pods given to `adopt` at most (the gang limit bounds them anyway; this bounds the copy).
+const MAX_ADOPTED_PODS: usize = 1 << 20;
+
+#[pymethods]
+impl Cluster {
+    /// Records pods that already run as one allocation; no placement rule applies.
+    ///
+    /// For a scheduler that starts up and finds work bound to nodes (Kubernetes pods, Slurm
+    /// `GresUsed`). Each entry is a `PodPlacement` (exactly those GPUs) or a `(node, count)`
+    /// pair (that many of the node's lowest-indexed free healthy GPUs). Every GPU must exist,
+    /// be free and healthy, and be named once; cordoned nodes are accepted. The result is an
+    /// ordinary allocation (release, snapshots, caps, owners, preemption), at the finest level
+    /// whose one domain holds all of its nodes.
+    ///
+    /// Raises:
+    ///     Conflict: A GPU is held, unhealthy, named twice, or a node has too few free GPUs
+    ///         for a count. Nothing changed.
+    ///     UnknownNode: No node has an entry's name.
+    ///     InvalidRequest: No pods, a GPU index or count out of range, a bad priority or
+    ///         owner.
+    ///     LimitExceeded: The owner's cap.
+    #[pyo3(
+        signature = (pods, *, owner = None, priority = Priority(0), preemptible = Preemptible(true), movable = Movable(false)),
+        text_signature = "(self, pods, *, owner=None, priority=0, preemptible=True, movable=False)"
+    )]
+    fn adopt(
+        &self,
+        py: Python<'_>,
+        pods: &Bound<'_, PyAny>,
+        owner: Option<&Bound<'_, PyAny>>,
+        priority: Priority,
+        preemptible: Preemptible,
+        movable: Movable,
+    ) -> PyResult<Allocation> {
+        let pods = adopted_pods(pods)?;
+        let owner = owner_name(owner)?;
+        let terms = Terms::new(priority.0, preemptible.0, movable.0).map_err(core_to_py)?;
+        let now = self.now(py)?;
+        let inner = self.run(|engine| Ok(engine.adopt(&pods, owner.as_deref(), terms, now)?))?;
+        Ok(Allocation { inner })
+    }
+}
+
+/// The entries: each a `PodPlacement`, or a `(node, count)` pair.
+fn adopted_pods(pods: &Bound<'_, PyAny>) -> PyResult<Vec<AdoptedPod>> {
+    if pods.is_instance_of::<pyo3::types::PyString>() {
+        return Err(PyTypeError::new_err(
+            "pods must be an iterable of PodPlacement or (node, count), not a str",
+        ));
+    }
+    let mut adopted = Vec::new();
+    for entry in pods.try_iter()? {
+        let entry = entry?;
+        if adopted.len() >= MAX_ADOPTED_PODS {
+            return Err(core_to_py(CoreError::LimitExceeded(format!(
+                "adopt takes at most {MAX_ADOPTED_PODS} pods"
+            ))));
+        }
+        adopted.push(adopted_pod(&entry)?);
+    }
+    Ok(adopted)
+}
+
+fn adopted_pod(entry: &Bound<'_, PyAny>) -> PyResult<AdoptedPod> {
+    if let Ok(pod) = entry.cast::<PodPlacement>() {
+        let pod = &pod.get().inner;
+        return Ok(AdoptedPod::Gpus {
+            node: pod.node.to_string(),
+            gpus: pod.gpus,
+        });
+    }
+    let wrong = || {
+        PyTypeError::new_err(format!(
+            "each pod must be a PodPlacement or a (node, count) tuple, not {}",
+            convert::type_name(entry)
+        ))
+    };
+    let pair = entry.cast::<PyTuple>().map_err(|_| wrong())?;
+    if pair.len() != 2 {
+        return Err(wrong());
+    }
+    let node = convert::string(&pair.get_item(0)?, "node")?;
+    let count = convert::int(&pair.get_item(1)?, "count")?;
+    match u32::try_from(count) {
+        Ok(count) if (1..=MAX_GPUS_PER_NODE).contains(&count) => {
+            Ok(AdoptedPod::Count { node, count })
+        }
+        _ => Err(core_to_py(CoreError::InvalidRequest(format!(
+            "a pod on node {node:?} must take 1 to {MAX_GPUS_PER_NODE} GPUs, not {count}"
+        )))),
+    }
+}
