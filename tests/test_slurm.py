@@ -7,13 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from gangplace import Cluster
+from gangplace import Cluster, Conflict, GangRequest, PodPlacement
 from gangplace.slurm import (
     SlurmError,
+    apply_scontrol_nodes,
     cluster_from_topology_conf,
     compress_hostlist,
     expand_hostlist,
     gpus_from_conf,
+    sbatch_args,
     to_topology_conf,
 )
 
@@ -186,3 +188,86 @@ def test_repeated_domain_names_are_qualified_only_where_they_collide() -> None:
     assert "SwitchName=cluster Switches=s1,s2" in lines
     again = cluster_from_topology_conf("\n".join(lines), gpus=8)
     assert partition(again) == partition(cluster)
+
+
+# ------------------------------------------------------------------ scontrol show node
+
+FIVE_NODES = "SwitchName=top Switches=leaf[1-2]\nSwitchName=leaf1 Nodes=gpu[01-03]\n"
+FIVE_NODES += "SwitchName=leaf2 Nodes=gpu[04-05]\n"
+
+
+def test_scontrol_d_output_is_adopted_and_cordons_unusable_nodes() -> None:
+    cluster = cluster_from_topology_conf(FIVE_NODES, gpus=8)
+    state = apply_scontrol_nodes(cluster, (FIXTURES / "scontrol_show_node_d.txt").read_text())
+    assert sorted(state.adopted) == ["gpu01", "gpu03", "gpu04"]
+    assert cluster.node("gpu01").allocated == (0, 1, 2, 3)
+    assert cluster.node("gpu03").allocated == tuple(range(8))
+    assert cluster.node("gpu04").allocated == (1, 6)  # IDX:1,6, a node being drained
+    assert state.cordoned == ["gpu02", "gpu04", "gpu05"]  # IDLE+DRAIN, MIXED+DRAIN, DOWN*
+    assert state.unknown == [] and state.warnings == []
+    assert all(a.owner == "slurm" for a in state.adopted.values())
+    # Applying fresh output again replaces the earlier adoption instead of conflicting.
+    again = apply_scontrol_nodes(cluster, (FIXTURES / "scontrol_show_node_d.txt").read_text())
+    assert cluster.stats().allocated == 14 and again.cordoned == []
+    placement = cluster.place_gang(GangRequest(1, 4, required_level="node"))
+    assert placement is not None and placement.nodes == ("gpu01",)
+    assert sbatch_args(placement) == [
+        "--nodelist=gpu01",
+        "--nodes=1",
+        "--ntasks=1",
+        "--ntasks-per-node=1",
+        "--gres=gpu:4",
+    ]
+
+
+def test_scontrol_without_d_gives_counts_and_unknown_nodes_are_listed() -> None:
+    cluster = cluster_from_topology_conf("SwitchName=leaf1 Nodes=gpu[01-02,09]\n", gpus=8)
+    cluster.adopt([PodPlacement("gpu01", [0])], owner="kubelet")  # someone else's
+    text = (FIXTURES / "scontrol_show_node_o.txt").read_text()
+    state = apply_scontrol_nodes(cluster, text + "NodeName=gpu09 Gres=gpu:4 State=IDLE\n")
+    assert cluster.node("gpu01").allocated == (0, 1, 2, 3, 4)  # no IDX: the lowest free
+    assert state.unknown == ["gpu03"]
+    assert state.cordoned == ["gpu02"]
+    assert state.warnings == ["gpu09: Slurm has 4 GPUs, the cluster 8"]
+
+
+def test_sbatch_args_pin_a_multi_node_gang() -> None:
+    cluster = cluster_from_topology_conf(FIVE_NODES, gpus=8)
+    placement = cluster.place_gang(GangRequest(4, 8))
+    assert placement is not None
+    assert sbatch_args(placement) == [
+        "--nodelist=gpu[01-04]",
+        "--nodes=4",
+        "--ntasks=4",
+        "--ntasks-per-node=1",
+        "--gres=gpu:8",
+    ]
+    uneven = cluster.adopt([PodPlacement("gpu05", [0, 1]), PodPlacement("gpu04", [0])])
+    with pytest.raises(SlurmError, match="per node"):
+        sbatch_args(uneven.placement)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("Gres=gpu:8 State=IDLE\n", "expected NodeName="),
+        ("NodeName= Gres=gpu:8\n", "without a name"),
+        ("NodeName=gpu01 GresUsed=gpu:h100:2(IDX:0-x) State=MIXED\n", "bad GPU index list"),
+        ("NodeName=gpu01 GresUsed=gpu:h100:3(IDX:0-1) State=MIXED\n", "names 2 GPUs but counts 3"),
+    ],
+)
+def test_malformed_scontrol_output_names_the_line_and_changes_nothing(
+    text: str, message: str
+) -> None:
+    cluster = cluster_from_topology_conf(FIVE_NODES, gpus=8, clock=lambda: 0.0)
+    before = cluster.snapshot()
+    with pytest.raises(SlurmError, match=message):
+        apply_scontrol_nodes(cluster, text + "NodeName=gpu05 GresUsed=gpu:1 State=IDLE\n")
+    assert cluster.snapshot() == before
+
+
+def test_scontrol_conflicting_with_other_holds_names_the_gpu() -> None:
+    cluster = cluster_from_topology_conf(FIVE_NODES, gpus=8)
+    cluster.adopt([PodPlacement("gpu01", [2])], owner="kubelet")
+    with pytest.raises(Conflict, match='GPU 2 of node "gpu01"'):
+        apply_scontrol_nodes(cluster, "NodeName=gpu01 GresUsed=gpu:4(IDX:0-3) State=MIXED\n")

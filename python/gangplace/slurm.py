@@ -1,4 +1,8 @@
-r"""Slurm: clusters from ``topology.conf`` (tree or block plugin), and back.
+r"""Slurm: ``topology.conf`` both ways, node state from ``scontrol``, ``sbatch`` arguments.
+
+Clusters come from ``topology.conf`` (tree or block plugin) and go back to it;
+:func:`apply_scontrol_nodes` reads the GPUs in use and the node states of
+``scontrol show node``; :func:`sbatch_args` pins a job to a placement.
 
 Tree plugin lines (``SwitchName=s1 Switches=s[2-3]``, ``SwitchName=s2 Nodes=node[01-18]``;
 ``LinkSpeed`` is ignored) become levels by switch depth: when one switch is at the top it is
@@ -27,17 +31,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from gangplace._gangplace import Cluster
+from gangplace._gangplace import Allocation, Cluster, Placement, PodPlacement
 from gangplace.errors import GangplaceError
 
 __all__ = [
+    "UNUSABLE_STATES",
     "SlurmError",
+    "SlurmNodeState",
+    "apply_scontrol_nodes",
     "cluster_from_topology_conf",
     "compress_hostlist",
     "expand_hostlist",
     "gpus_from_conf",
+    "sbatch_args",
     "to_topology_conf",
 ]
 
@@ -47,13 +56,14 @@ class SlurmError(GangplaceError, ValueError):
 
 
 def _split_top_level(expression: str) -> list[str]:
+    """Splits at commas outside brackets and parentheses (hostlists, GRES index lists)."""
     parts: list[str] = []
     current: list[str] = []
     depth = 0
     for char in expression:
-        if char == "[":
+        if char in "[(":
             depth += 1
-        elif char == "]":
+        elif char in "])":
             depth -= 1
         if char == "," and depth == 0:
             parts.append("".join(current))
@@ -341,3 +351,187 @@ def to_topology_conf(cluster: Cluster) -> str:
     if not levels:
         lines = [f"SwitchName=cluster Nodes={compress_hostlist(cluster.nodes())}"]
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------- node state
+
+# Base states and flags of `scontrol show node` that take a node out of scheduling.
+UNUSABLE_STATES = frozenset(
+    {
+        "DOWN",
+        "DRAIN",
+        "DRAINED",
+        "DRAINING",
+        "FAIL",
+        "FAILING",
+        "MAINT",
+        "FUTURE",
+        "INVAL",
+        "UNKNOWN",
+        "NOT_RESPONDING",
+        "POWER_DOWN",
+        "POWERED_DOWN",
+        "POWERING_DOWN",
+        "POWERING_UP",
+        "REBOOT_ISSUED",
+        "REBOOT_REQUESTED",
+    }
+)
+
+
+@dataclass(frozen=True)
+class SlurmNodeState:
+    """What :func:`apply_scontrol_nodes` did.
+
+    Attributes:
+        adopted: Node -> the allocation recording its used GPUs (``GresUsed``).
+        cordoned: Nodes cordoned because of their state (``DRAIN``, ``DOWN``, ``*``...).
+        uncordoned: Nodes uncordoned because their state is usable again.
+        unknown: Nodes of the output that the cluster does not have (skipped).
+        warnings: Anything else worth knowing (GPU counts that disagree, missing fields).
+
+    """
+
+    adopted: dict[str, Allocation] = field(default_factory=dict)
+    cordoned: list[str] = field(default_factory=list)
+    uncordoned: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _node_records(text: str) -> list[tuple[int, str]]:
+    """Each node's text (one ``-o`` line, or the indented block of the default format)."""
+    records: list[tuple[int, str]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("NodeName="):
+            records.append((number, stripped))
+        elif records:
+            records[-1] = (records[-1][0], records[-1][1] + " " + stripped)
+        else:
+            raise SlurmError(f"scontrol:{number}: expected NodeName=..., got {stripped[:40]!r}")
+    return records
+
+
+def _gpu_count(gres: str) -> int:
+    """GPUs of a ``Gres=``/``GresUsed=`` value: ``gpu:8``, ``gpu:h100:8(S:0-1)``, several."""
+    total = 0
+    for part in _split_top_level(gres):
+        match = re.fullmatch(r"gpu(?::[^:(]+)?:(\d+)(\(.*\))?", part.strip())
+        if match:
+            total += int(match.group(1))
+    return total
+
+
+def _used_indices(used: str, where: str) -> tuple[int, list[int] | None]:
+    """``(count, indices)`` of ``GresUsed``; indices ``None`` when Slurm printed none."""
+    count, named = 0, True
+    indices: list[int] = []
+    for part in _split_top_level(used):
+        match = re.fullmatch(r"gpu(?::[^:(]+)?:(\d+)(?:\(IDX:([^)]*)\))?", part.strip())
+        if match is None:
+            continue
+        count += int(match.group(1))
+        spec = match.group(2)
+        if spec is None:
+            named = False
+        elif spec != "N/A":
+            for item in spec.split(","):
+                low, _, high = item.partition("-")
+                if not low.isdigit() or (high and not high.isdigit()):
+                    raise SlurmError(f"{where}: bad GPU index list {spec!r} in GresUsed")
+                indices.extend(range(int(low), int(high or low) + 1))
+    if named and len(indices) != count:
+        raise SlurmError(f"{where}: GresUsed names {len(indices)} GPUs but counts {count}")
+    return count, (indices if named else None)
+
+
+def apply_scontrol_nodes(cluster: Cluster, text: str, *, owner: str = "slurm") -> SlurmNodeState:
+    """Reads ``scontrol -d show node`` output (``-o`` one-line or the default form).
+
+    For every node the cluster has: the GPUs of ``GresUsed`` are adopted as one allocation of
+    ``owner`` (with ``-d`` Slurm prints their indices, ``gpu:h100:4(IDX:0-3)``; without it
+    only counts, and the lowest-indexed free GPUs are taken); a node whose ``State`` has a
+    base state or flag of :data:`UNUSABLE_STATES` (``DRAIN``, ``DOWN``, ``DOWN*``,
+    ``MIXED+DRAIN``...) or ends in ``*`` (not responding) is cordoned, any other node is
+    uncordoned. Allocations ``owner`` held before are released first, so calling it again
+    with fresh output brings the cluster up to date. Nodes unknown to the cluster are
+    listed and skipped.
+
+    Raises:
+        SlurmError: Malformed output (the message names the line); nothing changed.
+        Conflict: A used GPU is held by something else or unhealthy in the cluster; the
+            nodes before it were applied (the error names the node).
+
+    """
+    parsed = []
+    for number, record in _node_records(text):
+        where = f"scontrol:{number}"
+        fields = dict(re.findall(r"(\w+)=(\S*)", record))
+        name = fields.get("NodeName", "")
+        if not name:
+            raise SlurmError(f"{where}: a node record without a name")
+        used = _used_indices(fields.get("GresUsed", ""), where)
+        parsed.append((name, fields, used))
+    result = SlurmNodeState()
+    for allocation in cluster.allocations(owner=owner):
+        cluster.release(allocation, owner=owner)
+    known = set(cluster.nodes())
+    for name, fields, (count, indices) in parsed:
+        if name not in known:
+            result.unknown.append(name)
+            continue
+        info = cluster.node(name)
+        configured = _gpu_count(fields.get("Gres", ""))
+        if "Gres" in fields and configured != info.gpus:
+            result.warnings.append(f"{name}: Slurm has {configured} GPUs, the cluster {info.gpus}")
+        _apply_state(cluster, name, fields.get("State", ""), info.cordoned, result)
+        if count:
+            pods: list[Any] = [PodPlacement(name, indices)] if indices else [(name, count)]
+            result.adopted[name] = cluster.adopt(pods, owner=owner)
+    return result
+
+
+def _apply_state(
+    cluster: Cluster, name: str, state: str, cordoned: bool, result: SlurmNodeState
+) -> None:
+    if not state:
+        result.warnings.append(f"{name}: no State field; left as it was")
+        return
+    parts = {part.rstrip("*~#!%$@^-") for part in state.split("+")}
+    unusable = state.endswith("*") or bool(parts & UNUSABLE_STATES)
+    if unusable and not cordoned:
+        cluster.cordon(name)
+        result.cordoned.append(name)
+    elif not unusable and cordoned:
+        cluster.uncordon(name)
+        result.uncordoned.append(name)
+
+
+def sbatch_args(placement: Placement) -> list[str]:
+    """``sbatch``/``srun`` arguments that pin a job to ``placement``.
+
+    ``--nodelist`` (a compressed hostlist), ``--nodes``, ``--ntasks`` (one task per pod),
+    ``--ntasks-per-node`` and ``--gres=gpu:N`` per node. Slurm's ``--gres`` is per node, so a
+    placement whose nodes hold different numbers of its GPUs or pods cannot be pinned exactly
+    and raises :class:`SlurmError`.
+    """
+    per_node: dict[str, list[int]] = {}
+    for pod in placement.pods:
+        per_node.setdefault(pod.node, []).append(len(pod.gpus))
+    gpus = {sum(counts) for counts in per_node.values()}
+    tasks = {len(counts) for counts in per_node.values()}
+    if len(gpus) != 1 or len(tasks) != 1:
+        raise SlurmError(
+            "Slurm's --gres and --ntasks-per-node are per node; this placement gives its "
+            f"nodes {sorted(gpus)} GPUs and {sorted(tasks)} pods"
+        )
+    return [
+        f"--nodelist={compress_hostlist(list(per_node))}",
+        f"--nodes={len(per_node)}",
+        f"--ntasks={len(placement.pods)}",
+        f"--ntasks-per-node={tasks.pop()}",
+        f"--gres=gpu:{gpus.pop()}",
+    ]
