@@ -1,17 +1,31 @@
-"""Kubernetes: clusters from ``Node`` objects, and binding plans for placements.
+"""Kubernetes: clusters from ``Node`` objects and running pods, and bindings for placements.
 
 ``nodes`` are ``kubernetes.client.V1Node`` objects or plain dicts as ``kubectl get nodes -o
 json`` prints them (a ``NodeList`` with ``items`` is accepted too). The ``kubernetes`` package
 is only needed for the model objects (``pip install gangplace[k8s]``).
 
-Rules of :func:`cluster_from_nodes`:
+Rules of :func:`cluster_from_nodes` (it never fails on one bad node: every node it leaves
+out or cordons is named in the returned warnings):
 
-- GPUs per node: ``status.capacity[gpu_resource]``. Nodes without it are left out silently.
+- GPUs per node: ``status.capacity[gpu_resource]``. Nodes without it (CPU nodes) are left
+  out silently; a count that is not an integer, or above 64 (time-slicing or MPS replicas
+  advertise ``"128"``), leaves the node out with a warning.
 - Unhealthy GPUs: the annotation ``gangplace.io/unhealthy-gpus: "3,5"`` names them exactly;
   otherwise, when ``status.allocatable`` is lower than capacity, the missing GPUs count as
   unhealthy (the device plugin withdraws dead GPUs that way), taken from the highest indices.
-- Cordoned: ``spec.unschedulable``, a ``NoSchedule`` or ``NoExecute`` taint that the given
-  ``tolerations`` do not tolerate, or a ``Ready`` condition that is not ``True``.
+- Cordoned (with a warning naming the reason): ``spec.unschedulable``, a ``NoSchedule`` or
+  ``NoExecute`` taint that the given ``tolerations`` do not tolerate, or a ``Ready``
+  condition that is not ``True``. The default tolerations, :data:`DEFAULT_TOLERATIONS`,
+  tolerate the usual GPU taint ``nvidia.com/gpu`` (GKE puts ``nvidia.com/gpu=present:
+  NoSchedule`` on every GPU node and adds the toleration to GPU pods).
+- Running work (``pods``): every pod bound to a node (``spec.nodeName``) and not finished
+  (phase neither ``Succeeded`` nor ``Failed``) that requests GPUs is adopted
+  (:meth:`gangplace.Cluster.adopt`), one allocation per pod, owned by ``pod_owner``. Its
+  GPUs: ``limits`` (else ``requests``) of ``gpu_resource``, the larger of the sum over
+  containers and the largest init container (as Kubernetes counts them); their indices
+  come from the ``gangplace.io/gpus`` annotation when gangplace bound the pod, otherwise
+  the lowest-indexed free GPUs are taken. A pod on a node left out, or that does not fit,
+  is named in the warnings.
 - ``levels`` maps each level name to a node label key, outermost first. A node missing one of
   those labels is left out and named in the returned warnings, never merged silently.
 
@@ -32,30 +46,52 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gangplace._gangplace import Cluster, Placement
+from gangplace._gangplace import Cluster, Placement, PodPlacement
+from gangplace.errors import GangplaceError
 
-__all__ = ["UNHEALTHY_ANNOTATION", "binding_patches", "binding_plan", "cluster_from_nodes"]
+__all__ = [
+    "DEFAULT_TOLERATIONS",
+    "GPUS_ANNOTATION",
+    "RANK_ANNOTATION",
+    "UNHEALTHY_ANNOTATION",
+    "binding_patches",
+    "binding_plan",
+    "bindings",
+    "cluster_from_nodes",
+]
 
 UNHEALTHY_ANNOTATION = "gangplace.io/unhealthy-gpus"
+GPUS_ANNOTATION = "gangplace.io/gpus"
+RANK_ANNOTATION = "gangplace.io/rank"
+DEFAULT_TOLERATIONS: tuple[Mapping[str, Any], ...] = (
+    {"key": "nvidia.com/gpu", "operator": "Exists"},
+)
+MAX_GPUS = 64
 
 
-def _plain(node: Any) -> dict[str, Any]:
-    """A dict view of a node: dicts as they are, client model objects through ``to_dict``."""
-    if isinstance(node, Mapping):
-        return dict(node)
-    to_dict = getattr(node, "to_dict", None)
-    if callable(to_dict):
-        result = to_dict()
+def _plain(obj: Any, kind: str = "V1Node") -> dict[str, Any]:
+    """A dict view: dicts as they are, client model objects through the API's own names.
+
+    Model objects are serialized by the client (``sanitize_for_serialization``), which uses
+    the API's camelCase keys (``nodeName``, ``initContainers``), as ``kubectl -o json``.
+    """
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    if hasattr(obj, "to_dict") and hasattr(obj, "openapi_types"):
+        from kubernetes.client import ApiClient
+
+        result = ApiClient().sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
         if isinstance(result, dict):
             return result
-    raise TypeError(f"expected a V1Node or a dict, not {type(node).__name__}")
+    raise TypeError(f"expected a {kind} or a dict, not {type(obj).__name__}")
 
 
-def _count(value: Any) -> int:
+def _count(value: Any) -> int | None:
+    """An integer quantity, or ``None`` when it is not one."""
     try:
         return int(str(value))
     except ValueError:
-        return 0
+        return None
 
 
 def _tolerated(taint: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> bool:
@@ -72,17 +108,21 @@ def _tolerated(taint: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]
     return False
 
 
-def _cordoned(node: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> bool:
+def _cordon_reason(node: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> str:
+    """Why the node takes no new pods (empty when it does)."""
     spec = node.get("spec") or {}
     if spec.get("unschedulable"):
-        return True
+        return "spec.unschedulable"
     for taint in spec.get("taints") or []:
         blocking = taint.get("effect") in ("NoSchedule", "NoExecute")
         if blocking and not _tolerated(taint, tolerations):
-            return True
+            value = f"={taint['value']}" if taint.get("value") else ""
+            return f"taint {taint.get('key')}{value}:{taint.get('effect')}"
     conditions = (node.get("status") or {}).get("conditions") or []
     ready = [c for c in conditions if c.get("type") == "Ready"]
-    return bool(ready) and ready[0].get("status") != "True"
+    if ready and ready[0].get("status") != "True":
+        return f"Ready={ready[0].get('status')}"
+    return ""
 
 
 def _unhealthy(node: Mapping[str, Any], gpus: int, allocatable: int) -> list[int]:
@@ -98,10 +138,12 @@ def cluster_from_nodes(
     *,
     levels: Mapping[str, str],
     gpu_resource: str = "nvidia.com/gpu",
-    tolerations: Sequence[Mapping[str, Any]] = (),
+    tolerations: Sequence[Mapping[str, Any]] = DEFAULT_TOLERATIONS,
+    pods: Iterable[Any] | Mapping[str, Any] = (),
+    pod_owner: str | None = None,
     **cluster_kw: Any,
 ) -> tuple[Cluster, list[str]]:
-    """A cluster from Kubernetes nodes; returns it with warnings about nodes left out.
+    """A cluster from Kubernetes nodes (and the pods running on them), with warnings.
 
     Args:
         nodes: ``V1Node`` objects, node dicts, or a ``NodeList`` dict with ``items``.
@@ -109,7 +151,13 @@ def cluster_from_nodes(
         gpu_resource: The extended resource that counts GPUs.
         tolerations: Tolerations (dicts with ``key``, ``operator``, ``value``, ``effect``)
             of the gangs to place: a taint they tolerate does not cordon the node.
+            Default: :data:`DEFAULT_TOLERATIONS`.
+        pods: ``V1Pod`` objects, pod dicts or a ``PodList``: running work to adopt.
+        pod_owner: Owner of the adopted pods' allocations.
         **cluster_kw: Passed to :class:`gangplace.Cluster` (``policy``, ``clock``...).
+
+    Returns:
+        The cluster, and one warning per node left out or cordoned and per pod not adopted.
 
     """
     if isinstance(nodes, Mapping):
@@ -117,29 +165,107 @@ def cluster_from_nodes(
     cluster = Cluster(tuple(levels), **cluster_kw)
     warnings: list[str] = []
     for raw in nodes:
-        node = _plain(raw)
-        metadata = node.get("metadata") or {}
-        status = node.get("status") or {}
-        name = metadata.get("name", "?")
-        gpus = _count((status.get("capacity") or {}).get(gpu_resource, 0))
-        if gpus <= 0:
-            continue
-        labels = metadata.get("labels") or {}
-        missing = [key for key in levels.values() if key not in labels]
-        if missing:
-            warnings.append(f"node {name} left out: no label {', '.join(missing)}")
-            continue
-        allocatable = _count((status.get("allocatable") or {}).get(gpu_resource, gpus))
-        cluster.add_node(
-            name,
-            gpus=gpus,
-            topology={level: labels[key] for level, key in levels.items()},
-            labels={str(k): str(v) for k, v in labels.items()},
-            unhealthy=_unhealthy(node, gpus, allocatable),
-        )
-        if _cordoned(node, tolerations):
-            cluster.cordon(name)
+        _add_node(cluster, _plain(raw), levels, gpu_resource, tolerations, warnings)
+    _adopt_pods(cluster, pods, gpu_resource, pod_owner, warnings)
     return cluster, warnings
+
+
+def _add_node(
+    cluster: Cluster,
+    node: Mapping[str, Any],
+    levels: Mapping[str, str],
+    gpu_resource: str,
+    tolerations: Sequence[Mapping[str, Any]],
+    warnings: list[str],
+) -> None:
+    metadata = node.get("metadata") or {}
+    status = node.get("status") or {}
+    name = metadata.get("name")
+    capacity = (status.get("capacity") or {}).get(gpu_resource)
+    if capacity is None:
+        return
+    if not name:
+        warnings.append(f"a node without metadata.name left out ({gpu_resource}: {capacity})")
+        return
+    gpus = _count(capacity)
+    if gpus is None or not 0 <= gpus <= MAX_GPUS:
+        warnings.append(
+            f"node {name} left out: {gpu_resource} capacity {capacity!r} is not a GPU count "
+            f"in 0..{MAX_GPUS} (time-slicing or MPS replicas?)"
+        )
+        return
+    if gpus == 0:
+        return
+    labels = metadata.get("labels") or {}
+    missing = [key for key in levels.values() if key not in labels]
+    if missing:
+        warnings.append(f"node {name} left out: no label {', '.join(missing)}")
+        return
+    allocatable = _count((status.get("allocatable") or {}).get(gpu_resource, gpus))
+    cluster.add_node(
+        name,
+        gpus=gpus,
+        topology={level: labels[key] for level, key in levels.items()},
+        labels={str(k): str(v) for k, v in labels.items()},
+        unhealthy=_unhealthy(node, gpus, gpus if allocatable is None else allocatable),
+    )
+    reason = _cordon_reason(node, tolerations)
+    if reason:
+        cluster.cordon(name)
+        warnings.append(f"node {name} cordoned: {reason}")
+
+
+def _pod_gpus(pod: Mapping[str, Any], gpu_resource: str) -> int:
+    """The pod's GPUs as Kubernetes counts them: max(sum of containers, largest init)."""
+    spec = pod.get("spec") or {}
+
+    def wanted(container: Mapping[str, Any]) -> int:
+        resources = container.get("resources") or {}
+        for kind in ("limits", "requests"):
+            value = (resources.get(kind) or {}).get(gpu_resource)
+            if value is not None:
+                return _count(value) or 0
+        return 0
+
+    running = sum(wanted(c) for c in spec.get("containers") or spec.get("Containers") or [])
+    init = max((wanted(c) for c in spec.get("initContainers") or []), default=0)
+    return max(running, init)
+
+
+def _adopt_pods(
+    cluster: Cluster,
+    pods: Iterable[Any] | Mapping[str, Any],
+    gpu_resource: str,
+    owner: str | None,
+    warnings: list[str],
+) -> None:
+    if isinstance(pods, Mapping):
+        pods = pods.get("items") or []
+    known = set(cluster.nodes())
+    for raw in pods:
+        pod = _plain(raw, kind="V1Pod")
+        metadata = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        name = f"{metadata.get('namespace', 'default')}/{metadata.get('name', '?')}"
+        node = spec.get("nodeName") or spec.get("node_name")
+        phase = (pod.get("status") or {}).get("phase")
+        gpus = _pod_gpus(pod, gpu_resource)
+        if not node or phase in ("Succeeded", "Failed") or gpus <= 0:
+            continue
+        if node not in known:
+            warnings.append(f"pod {name} not adopted: its node {node} is not in the cluster")
+            continue
+        named = ((metadata.get("annotations") or {}).get(GPUS_ANNOTATION) or "").strip()
+        entry: Any = (node, gpus)
+        if named:
+            try:
+                entry = PodPlacement(node, [int(part) for part in named.split(",")])
+            except (ValueError, GangplaceError) as error:
+                warnings.append(f"pod {name}: bad {GPUS_ANNOTATION} {named!r} ({error})")
+        try:
+            cluster.adopt([entry], owner=owner)
+        except GangplaceError as error:
+            warnings.append(f"pod {name} not adopted: {error}")
 
 
 def binding_plan(placement: Placement, pod_names: Sequence[str]) -> list[dict[str, Any]]:
@@ -158,25 +284,66 @@ def binding_plan(placement: Placement, pod_names: Sequence[str]) -> list[dict[st
 
 
 def binding_patches(plan: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """Per pod, the JSON patch (RFC 6902) a controller applies.
+    """Per pod, the JSON merge patch (RFC 7386) recording its rank and GPU indices.
 
-    It sets ``spec.nodeName`` and records the rank and GPU indices as the annotations
-    ``gangplace.io/rank`` and ``gangplace.io/gpus``.
+    ``{"metadata": {"annotations": {"gangplace.io/rank": ..., "gangplace.io/gpus": ...}}}``:
+    a merge patch also works on a pod without annotations. The pod is bound to its node
+    through the ``pods/binding`` subresource (:func:`bindings`), not by patching
+    ``spec.nodeName``.
     """
     patches = {}
     for entry in plan:
-        operations = [
-            {"op": "add", "path": "/spec/nodeName", "value": entry["nodeName"]},
-            {
-                "op": "add",
-                "path": "/metadata/annotations/gangplace.io~1rank",
-                "value": str(entry["rank"]),
-            },
-            {
-                "op": "add",
-                "path": "/metadata/annotations/gangplace.io~1gpus",
-                "value": ",".join(str(gpu) for gpu in entry["gpus"]),
-            },
-        ]
-        patches[str(entry["pod"])] = json.dumps(operations)
+        annotations = {
+            RANK_ANNOTATION: str(entry["rank"]),
+            GPUS_ANNOTATION: ",".join(str(gpu) for gpu in entry["gpus"]),
+        }
+        patches[str(entry["pod"])] = json.dumps({"metadata": {"annotations": annotations}})
     return patches
+
+
+def bindings(
+    placement: Placement,
+    pod_names: Sequence[str],
+    *,
+    namespace: str = "default",
+    as_dicts: bool = False,
+) -> list[tuple[Any, str]]:
+    """Per rank: the ``Binding`` to create and the merge patch of the pod's annotations.
+
+    A scheduler binds a pod by creating a ``Binding`` (``POST .../pods/<name>/binding``,
+    ``CoreV1Api.create_namespaced_binding``); patch the annotations first (the GPU indices
+    the device plugin or a webhook reads), then bind. ``as_dicts=True`` (or no ``kubernetes``
+    package) gives plain dicts in the API's JSON shape instead of ``V1Binding`` objects.
+
+    Raises:
+        ValueError: ``pod_names`` does not name one pod per placed pod.
+
+    """
+    plan = binding_plan(placement, pod_names)
+    patches = binding_patches(plan)
+    out: list[tuple[Any, str]] = []
+    for entry in plan:
+        pod = str(entry["pod"])
+        body: Any = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": entry["nodeName"]},
+        }
+        if not as_dicts:
+            body = _binding_object(body)
+        out.append((body, patches[pod]))
+    return out
+
+
+def _binding_object(body: dict[str, Any]) -> Any:
+    try:
+        from kubernetes import client
+    except ImportError:
+        return body
+    return client.V1Binding(
+        api_version="v1",
+        kind="Binding",
+        metadata=client.V1ObjectMeta(**body["metadata"]),
+        target=client.V1ObjectReference(api_version="v1", kind="Node", name=body["target"]["name"]),
+    )
