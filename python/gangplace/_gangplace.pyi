@@ -74,27 +74,35 @@ class GangRequest:
         movable: bool = False,
     ) -> GangRequest: ...
     @property
-    def pods(self) -> int: ...
+    def pods(self) -> int:
+        """Pods wanted."""
     @property
-    def gpus_per_pod(self) -> int: ...
+    def gpus_per_pod(self) -> int:
+        """GPUs per pod (1 to 64); a pod never spans nodes."""
     @property
-    def min_pods(self) -> int | None: ...
+    def min_pods(self) -> int | None:
+        """Elastic gangs: the fewest pods accepted; ``None`` for a rigid gang."""
     @property
-    def required_level(self) -> str | None: ...
+    def required_level(self) -> str | None:
+        """The coarsest level the gang may span; ``None``: the whole cluster."""
     @property
     def selector(self) -> dict[str, str]:
         """A fresh dict, sorted by key."""
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """Free text shown in reasons and reprs."""
     @property
     def total_gpus(self) -> int:
         """``pods * gpus_per_pod``."""
     @property
-    def priority(self) -> int: ...
+    def priority(self) -> int:
+        """Higher preempts lower; equal priorities never preempt each other."""
     @property
-    def preemptible(self) -> bool: ...
+    def preemptible(self) -> bool:
+        """``False``: its allocations are never victims of preemption."""
     @property
-    def movable(self) -> bool: ...
+    def movable(self) -> bool:
+        """``True``: its allocations can be moved by defragmentation."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -104,7 +112,8 @@ class PodPlacement:
 
     def __new__(cls, node: str, gpus: Iterable[int]) -> PodPlacement: ...
     @property
-    def node(self) -> str: ...
+    def node(self) -> str:
+        """The node's name."""
     @property
     def gpus(self) -> tuple[int, ...]:
         """GPU indices, ascending."""
@@ -134,7 +143,8 @@ class Placement:
     def nodes(self) -> tuple[str, ...]:
         """Distinct node names in rank order."""
     @property
-    def total_gpus(self) -> int: ...
+    def total_gpus(self) -> int:
+        """GPUs of all pods."""
     def __len__(self) -> int: ...
     def _repr_html_(self) -> str:
         """Notebooks show the pods and their GPUs."""
@@ -149,9 +159,11 @@ class Reservation:
     def id(self) -> str:
         """Unguessable: ``"gp-"`` and 32 hex digits (128 random bits)."""
     @property
-    def placement(self) -> Placement: ...
+    def placement(self) -> Placement:
+        """Where its GPUs are."""
     @property
-    def expires_at(self) -> float: ...
+    def expires_at(self) -> float:
+        """Clock time at which it expires unless committed."""
     @property
     def owner(self) -> str | None:
         """Who holds it; ``None`` when reserved without an owner."""
@@ -159,9 +171,11 @@ class Reservation:
     def priority(self) -> int:
         """Priority (from the request; ``Cluster.set_priority`` changes it)."""
     @property
-    def preemptible(self) -> bool: ...
+    def preemptible(self) -> bool:
+        """``False``: never a victim of preemption."""
     @property
-    def movable(self) -> bool: ...
+    def movable(self) -> bool:
+        """``True``: a defragmentation candidate once committed."""
     @property
     def since(self) -> float:
         """Clock time of ``reserve``."""
@@ -173,7 +187,8 @@ class Allocation:
     """A committed reservation. Its id is the reservation's id."""
 
     @property
-    def id(self) -> str: ...
+    def id(self) -> str:
+        """Its id (``gp-`` and 32 hex digits), the same as its reservation's."""
     @property
     def placement(self) -> Placement:
         """The placement as reserved (a removed node's pods stay listed)."""
@@ -184,9 +199,11 @@ class Allocation:
     def priority(self) -> int:
         """Priority (from the request; ``Cluster.set_priority`` changes it)."""
     @property
-    def preemptible(self) -> bool: ...
+    def preemptible(self) -> bool:
+        """``False``: never a victim of preemption."""
     @property
-    def movable(self) -> bool: ...
+    def movable(self) -> bool:
+        """``True``: a defragmentation candidate."""
     @property
     def since(self) -> float:
         """Clock time of ``commit`` (``min_runtime`` counts from it)."""
@@ -198,7 +215,8 @@ class PreemptionPlan:
     """What ``Cluster.plan_preemption`` proposes: allocations to end, and where the gang goes."""
 
     @property
-    def request(self) -> GangRequest: ...
+    def request(self) -> GangRequest:
+        """The request planned for."""
     @property
     def placement(self) -> Placement:
         """Exactly what ``Cluster.preempt`` will hold."""
@@ -218,11 +236,14 @@ class Move:
     """One move of a defragmentation: an allocation, where it is, where it goes."""
 
     @property
-    def allocation(self) -> str: ...
+    def allocation(self) -> str:
+        """Id of the allocation that moves."""
     @property
-    def source(self) -> Placement: ...
+    def source(self) -> Placement:
+        """Where it is now."""
     @property
-    def target(self) -> Placement: ...
+    def target(self) -> Placement:
+        """Where it goes."""
     def __eq__(self, value: object, /) -> bool: ...
 
 @final
@@ -230,7 +251,8 @@ class DefragPlan:
     """What ``Cluster.plan_defrag`` proposes: moves (and evictions) that make room."""
 
     @property
-    def request(self) -> GangRequest: ...
+    def request(self) -> GangRequest:
+        """The request planned for."""
     @property
     def placement(self) -> Placement:
         """Exactly what ``Cluster.apply_defrag`` will hold for the gang."""
@@ -255,25 +277,32 @@ class NodeInfo:
     """
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The node's name."""
     @property
-    def gpus(self) -> int: ...
+    def gpus(self) -> int:
+        """Its GPUs, healthy or not."""
     @property
     def topology(self) -> dict[str, str]:
         """Level -> domain name, outermost first."""
     @property
-    def labels(self) -> dict[str, str]: ...
+    def labels(self) -> dict[str, str]:
+        """Its labels (a fresh dict)."""
     @property
-    def cordoned(self) -> bool: ...
+    def cordoned(self) -> bool:
+        """Whether it takes no new placements."""
     @property
     def free(self) -> tuple[int, ...]:
         """Healthy GPUs nothing holds."""
     @property
-    def reserved(self) -> tuple[int, ...]: ...
+    def reserved(self) -> tuple[int, ...]:
+        """GPU indices held by reservations."""
     @property
-    def allocated(self) -> tuple[int, ...]: ...
+    def allocated(self) -> tuple[int, ...]:
+        """GPU indices held by allocations (possibly unhealthy since)."""
     @property
-    def unhealthy(self) -> tuple[int, ...]: ...
+    def unhealthy(self) -> tuple[int, ...]:
+        """GPU indices that are never placed on (held or not)."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -286,17 +315,23 @@ class ClusterStats:
     """
 
     @property
-    def total(self) -> int: ...
+    def total(self) -> int:
+        """All GPUs."""
     @property
-    def healthy(self) -> int: ...
+    def healthy(self) -> int:
+        """``total - unhealthy``."""
     @property
-    def free(self) -> int: ...
+    def free(self) -> int:
+        """Healthy GPUs nothing holds (cordoned nodes included)."""
     @property
-    def reserved(self) -> int: ...
+    def reserved(self) -> int:
+        """GPUs held by reservations."""
     @property
-    def allocated(self) -> int: ...
+    def allocated(self) -> int:
+        """GPUs held by allocations."""
     @property
-    def unhealthy(self) -> int: ...
+    def unhealthy(self) -> int:
+        """Unhealthy GPUs, held or not."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -450,11 +485,14 @@ class Cluster:
         give equal bytes.
         """
     @property
-    def levels(self) -> tuple[str, ...]: ...
+    def levels(self) -> tuple[str, ...]:
+        """Level names, outermost first."""
     @property
-    def policy(self) -> str: ...
+    def policy(self) -> str:
+        """``"best-fit"`` or ``"first-fit"``."""
     @property
-    def max_held_gpus_per_owner(self) -> int | None: ...
+    def max_held_gpus_per_owner(self) -> int | None:
+        """The cap on GPUs one owner may hold at once; ``None``: no cap."""
     def add_node(
         self,
         name: str,

@@ -20,11 +20,11 @@ impl Cluster {
     /// Records pods that already run as one allocation; no placement rule applies.
     ///
     /// For a scheduler that starts up and finds work bound to nodes (Kubernetes pods, Slurm
-    /// `GresUsed`). Each entry is a `PodPlacement` (exactly those GPUs) or a `(node, count)`
-    /// pair (that many of the node's lowest-indexed free healthy GPUs). Every GPU must exist,
-    /// be free and healthy, and be named once; cordoned nodes are accepted. The result is an
-    /// ordinary allocation (release, snapshots, caps, owners, preemption), at the finest level
-    /// whose one domain holds all of its nodes.
+    /// ``GresUsed``). Each entry is a ``PodPlacement`` (exactly those GPUs) or a
+    /// ``(node, count)`` pair (that many of the node's lowest-indexed free healthy GPUs).
+    /// Every GPU must exist, be free and healthy, and be named once; cordoned nodes are
+    /// accepted. The result is an ordinary allocation (release, snapshots, caps, owners,
+    /// preemption), at the finest level whose one domain holds all of its nodes.
     ///
     /// Raises:
     ///     Conflict: A GPU is held, unhealthy, named twice, or a node has too few free GPUs

@@ -22,7 +22,21 @@ fn ids(ids: Vec<HoldId>) -> Vec<String> {
     ids.into_iter().map(|id| id.to_string()).collect()
 }
 
-/// A GPU cluster: topology, GPU health and holds.
+/// A GPU cluster: its topology, the health of every GPU, and the holds on them.
+///
+/// Safe to share between threads: every method is atomic. Searches run without the GIL.
+///
+/// Args:
+///     levels: Topology level names, outermost first, e.g. ``("spine", "rack")``; may be
+///         empty. ``node`` (finest) and ``cluster`` (root) are implicit and may not be named.
+///     policy: ``"best-fit"`` (default) or ``"first-fit"``.
+///     clock: Zero-argument callable returning seconds (default ``time.monotonic``); used
+///         only for reservation lifetimes.
+///     max_held_gpus_per_owner: Cap on the GPUs one owner may hold at once (reserved plus
+///         allocated); reservations made without an owner share one cap. ``None``: no cap.
+///
+/// Raises:
+///     InvalidRequest: Bad levels, policy or cap.
 #[pyclass(frozen, module = "gangplace._gangplace")]
 #[derive(Debug)]
 pub struct Cluster {
@@ -97,7 +111,24 @@ impl Cluster {
         Ok(Self::wrap(engine, clock))
     }
 
-    /// Builds a cluster from columns (numpy arrays or sequences), one entry per node.
+    /// Builds a cluster from columns, one entry per node, in one call.
+    ///
+    /// Args:
+    ///     levels: Level names, outermost first.
+    ///     names: Node names.
+    ///     domains: One column per level: the domain name of every node, either as names or
+    ///         as ``(codes, table)`` with integer codes into a table of names.
+    ///     gpus: GPUs per node (integers, 1..64).
+    ///     unhealthy_mask: Per node, a bitmask of unhealthy GPUs (bit i = GPU i), uint64.
+    ///     labels: Label key -> one value per node (``None``: the node lacks that label).
+    ///     policy: As for ``Cluster``.
+    ///     clock: As for ``Cluster``.
+    ///     max_held_gpus_per_owner: As for ``Cluster``.
+    ///
+    /// Raises:
+    ///     InvalidRequest: Columns of different lengths, codes outside their table, or any
+    ///         node ``add_node`` would refuse; no cluster is built.
+    ///     TypeError: Non-integer ``gpus`` or masks, non-str names.
     #[staticmethod]
     #[pyo3(signature = (
         levels, names, domains, gpus, unhealthy_mask, labels = None, *,
@@ -134,15 +165,22 @@ impl Cluster {
         Ok(Self::wrap(engine, clock))
     }
 
-    /// Per node, in name order: numpy arrays of GPU counts and masks by state, and the
-    /// domain of every node per level.
+    /// Per-node GPU state as numpy arrays, nodes in name order: one read for a picture.
+    ///
+    /// Keys: ``node`` (names), ``gpus``, ``free``, ``reserved``, ``allocated``,
+    /// ``unhealthy`` (uint8 counts), ``cordoned`` (bool), ``free_mask``, ``reserved_mask``,
+    /// ``allocated_mask``, ``unhealthy_mask`` (uint64, bit i: GPU i), and ``domains``: a
+    /// dict of level name -> the domain name of every node at that level.
     fn gpu_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let now = self.now(py)?;
         let state = self.run_detached(py, |engine| Ok(engine.gpu_state(now)))?;
         arrays::gpu_state_dict(py, self.config.levels(), state)
     }
 
-    /// Where each gang would go on the current state (independent answers).
+    /// ``place_gang`` for each request on the current state, in one call.
+    ///
+    /// Raises:
+    ///     InvalidRequest: Any request names an unknown level (nothing is answered).
     fn place_many(
         &self,
         py: Python<'_>,
@@ -157,7 +195,13 @@ impl Cluster {
             .collect())
     }
 
-    /// Reserves the gangs greedily in order; `None` for those that do not fit.
+    /// Reserves the gangs greedily in order, each seeing the previous ones' holds.
+    ///
+    /// A gang that does not fit, or would take ``owner`` past its cap, gets ``None``.
+    ///
+    /// Raises:
+    ///     InvalidRequest: Bad ``ttl``/``owner``, or a request names an unknown level;
+    ///         checked before anything is held.
     #[pyo3(
         signature = (requests, *, ttl = None, owner = None),
         text_signature = "(self, requests, *, ttl=30.0, owner=None)"
@@ -182,7 +226,16 @@ impl Cluster {
             .collect())
     }
 
-    /// Rebuilds a cluster from `snapshot()` bytes.
+    /// Rebuilds a cluster from ``snapshot()`` bytes.
+    ///
+    /// Reservations keep their remaining lifetimes: each deadline moves by the difference
+    /// between ``clock()`` now and the snapshot's clock reading. The restored cluster answers
+    /// every query and operation as the original did.
+    ///
+    /// Raises:
+    ///     InvalidSnapshot: Truncated, corrupted, foreign or inconsistent bytes; no cluster
+    ///         is built.
+    ///     TypeError: ``data`` is not bytes.
     #[staticmethod]
     #[pyo3(signature = (data, *, clock = None))]
     fn restore(
@@ -206,14 +259,18 @@ impl Cluster {
         Ok(Self::wrap(engine, clock))
     }
 
-    /// The whole state as versioned, checksummed bytes (see `Cluster.restore`).
+    /// The whole state as versioned, checksummed bytes.
+    ///
+    /// Levels, policy, cap, nodes, labels, health, cordons, reservations with their
+    /// remaining lifetimes, allocations, owners, and the remembered ended ids. Equal states
+    /// give equal bytes.
     fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let now = self.now(py)?;
         let bytes = self.run_detached(py, |engine| Ok(engine.snapshot(now)?))?;
         Ok(PyBytes::new(py, &bytes))
     }
 
-    /// Cap on GPUs held per owner, or `None`.
+    /// The cap on GPUs one owner may hold at once; ``None``: no cap.
     #[getter]
     fn max_held_gpus_per_owner(&self) -> Option<u64> {
         self.config.max_held_gpus_per_owner()
@@ -225,12 +282,25 @@ impl Cluster {
         PyTuple::new(py, self.config.levels())
     }
 
-    /// `"best-fit"` or `"first-fit"`.
+    /// ``"best-fit"`` or ``"first-fit"``.
     #[getter]
     fn policy(&self) -> &'static str {
         self.config.policy().as_str()
     }
 
+    /// Adds a node with ``gpus`` GPUs (1..64) under the domains ``topology`` names.
+    ///
+    /// Args:
+    ///     name: Unique, non-empty.
+    ///     gpus: Number of GPUs, 1..64.
+    ///     topology: Every level -> its domain name, and no other keys.
+    ///     labels: Labels selectors match against.
+    ///     unhealthy: GPU indices that must never be placed on.
+    ///
+    /// Raises:
+    ///     InvalidRequest: Duplicate or empty names, missing or extra levels, out-of-range
+    ///         counts or indices. The cluster is left exactly as it was.
+    ///     LimitExceeded: The cluster already has 4,194,304 nodes.
     #[pyo3(signature = (name, *, gpus, topology, labels = None, unhealthy = None))]
     fn add_node(
         &self,
@@ -251,6 +321,19 @@ impl Cluster {
         Ok(self.run(|engine| Ok(engine.add_node(spec)?))?)
     }
 
+    /// Marks one GPU healthy or unhealthy.
+    ///
+    /// A reservation holding a GPU that turns unhealthy is revoked whole (all its GPUs are
+    /// freed; ``commit`` raises ``ReservationRevoked``). An allocation stays; after its
+    /// release the GPU stays out of the pool while unhealthy.
+    ///
+    /// Returns:
+    ///     The ids of the reservations and allocations that hold that GPU, sorted, whether
+    ///     it is marked healthy or unhealthy.
+    ///
+    /// Raises:
+    ///     UnknownNode: No such node.
+    ///     InvalidRequest: ``gpu`` out of range.
     fn set_gpu_health(
         &self,
         py: Python<'_>,
@@ -266,18 +349,21 @@ impl Cluster {
         Ok(ids(holders))
     }
 
+    /// No new placements on ``node``; its reservations and allocations stay valid.
     fn cordon(&self, py: Python<'_>, node: &Bound<'_, PyAny>) -> PyResult<()> {
         let node = convert::string(node, "node")?;
         let now = self.now(py)?;
         Ok(self.run(|engine| Ok(engine.set_cordoned(&node, true, now)?))?)
     }
 
+    /// Undoes ``cordon``.
     fn uncordon(&self, py: Python<'_>, node: &Bound<'_, PyAny>) -> PyResult<()> {
         let node = convert::string(node, "node")?;
         let now = self.now(py)?;
         Ok(self.run(|engine| Ok(engine.set_cordoned(&node, false, now)?))?)
     }
 
+    /// The node's state. Raises ``UnknownNode`` (a ``KeyError``).
     fn node(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<NodeInfo> {
         let name = convert::string(name, "name")?;
         let now = self.now(py)?;
@@ -285,17 +371,39 @@ impl Cluster {
         Ok(NodeInfo { inner })
     }
 
-    /// Names of all nodes, sorted.
+    /// All node names, sorted.
     fn nodes(&self) -> PyResult<Vec<String>> {
         Ok(self.run(|engine| Ok(engine.node_names()))?)
     }
 
+    /// GPU counts over the cluster.
     fn stats(&self, py: Python<'_>) -> PyResult<ClusterStats> {
         let now = self.now(py)?;
         let inner = self.run(|engine| Ok(engine.stats(now)))?;
         Ok(ClusterStats { inner })
     }
 
+    /// Where the gang would go now, or ``None``. A pure query: it holds nothing.
+    ///
+    /// Rules (deterministic; ties always broken by domain path, then node name):
+    ///
+    /// 1. Feasible nodes are uncordoned and carry every selector label. A node holds
+    ///    floor(free healthy GPUs / gpus_per_pod) pods; a domain the sum over its nodes.
+    /// 2. Levels are tried finest first (node, the levels innermost first, cluster), none
+    ///    coarser than ``required_level``; the first level with a domain holding all pods wins.
+    /// 3. best-fit picks the domain with the fewest free healthy GPUs, then smallest path;
+    ///    first-fit the smallest path.
+    /// 4. Inside it, pods go to as few children as possible at every level: a child that can
+    ///    hold all remaining pods takes them (smallest capacity, then path); otherwise the
+    ///    largest child (then smallest path) is filled and the rest continues.
+    /// 5. On a node, pods take the lowest-indexed free healthy GPUs.
+    /// 6. Pods are ranked by (node's domain path, node name, first GPU).
+    /// 7. Elastic gangs: if nothing holds ``pods`` but one domain of the coarsest allowed
+    ///    level holds at least ``min_pods``, the largest such number of pods is placed by
+    ///    the same rules.
+    ///
+    /// Raises:
+    ///     InvalidRequest: Unknown ``required_level``.
     fn place_gang(
         &self,
         py: Python<'_>,
@@ -309,7 +417,11 @@ impl Cluster {
         }))
     }
 
-    /// The rack map as SVG (see `gangplace.pictures`); `highlight` outlines a placement.
+    /// The rack map as an SVG document (see ``gangplace.pictures``).
+    ///
+    /// One block per top-level domain, racks as columns, nodes as rows of GPU cells coloured
+    /// free / reserved / allocated / unhealthy, cordoned nodes hatched; ``highlight``
+    /// outlines a placement's GPUs. Large clusters collapse to a cell per node or rack.
     #[pyo3(signature = (highlight = None))]
     fn to_svg(slf: &Bound<'_, Self>, highlight: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
         let pictures = slf.py().import("gangplace.pictures")?;
@@ -323,7 +435,15 @@ impl Cluster {
         Self::to_svg(slf, None)
     }
 
-    /// Why the gang fits where it does, or does not fit (O(nodes): a diagnostic).
+    /// Why the gang fits where it does, or does not fit.
+    ///
+    /// For every level tried (finest first): the domain that could hold the most pods, how
+    /// many, and the held GPUs that would have to be freed there for the gang to fit; the
+    /// nodes that cannot take even one pod, by reason. Its ``summary`` is the text of
+    /// ``Unschedulable.reason``. Visits every node: a diagnostic, not a scheduling-loop call.
+    ///
+    /// Raises:
+    ///     InvalidRequest: Unknown ``required_level``.
     fn explain(&self, py: Python<'_>, request: &Bound<'_, GangRequest>) -> PyResult<Explanation> {
         let request = request.get().inner.clone();
         let now = self.now(py)?;
@@ -331,6 +451,24 @@ impl Cluster {
         Ok(Explanation { inner })
     }
 
+    /// Holds GPUs for ``ttl`` seconds (0 < ttl <= 7 days).
+    ///
+    /// Given a ``GangRequest``, places the gang now (as ``place_gang``) and holds it. Given a
+    /// ``Placement`` from an earlier ``place_gang``, holds exactly those GPUs if every one is
+    /// still free, healthy, on an uncordoned node inside the placement's domain; otherwise
+    /// raises ``Conflict``. That closes the race between deciding and binding.
+    ///
+    /// Args:
+    ///     request: What to hold.
+    ///     ttl: Lifetime in seconds; ``commit`` before it runs out.
+    ///     owner: Who holds it. Only calls with the same ``owner`` can commit, roll back or
+    ///         release it; to anyone else its id looks unknown.
+    ///
+    /// Raises:
+    ///     Unschedulable: No placement; ``.reason`` tells what each level could hold.
+    ///     Conflict: The placement is stale.
+    ///     LimitExceeded: The owner would exceed ``max_held_gpus_per_owner``.
+    ///     InvalidRequest: Bad ``ttl``, ``owner`` or ``required_level``; nothing is held.
     #[pyo3(
         signature = (request, *, ttl = None, owner = None),
         text_signature = "(self, request, *, ttl=30.0, owner=None)"
@@ -365,6 +503,13 @@ impl Cluster {
         Ok(Reservation { inner })
     }
 
+    /// Turns a reservation into an allocation. Idempotent.
+    ///
+    /// Raises:
+    ///     ReservationExpired: Its lifetime ran out.
+    ///     ReservationRevoked: One of its GPUs became unhealthy or its node was removed.
+    ///     UnknownReservation: No such id, or it belongs to another owner.
+    ///     ReservationError: It was rolled back or released.
     #[pyo3(signature = (reservation, *, owner = None))]
     fn commit(
         &self,
@@ -379,6 +524,15 @@ impl Cluster {
         Ok(Allocation { inner })
     }
 
+    /// Frees a reservation, restoring every node exactly.
+    ///
+    /// Returns:
+    ///     True if it freed something; False if it had already expired, been revoked or
+    ///     rolled back.
+    ///
+    /// Raises:
+    ///     ReservationError: It was committed (release the allocation instead).
+    ///     UnknownReservation: No such id, or it belongs to another owner.
     #[pyo3(signature = (reservation, *, owner = None))]
     fn rollback(
         &self,
@@ -392,6 +546,14 @@ impl Cluster {
         Ok(self.run(|engine| Ok(engine.rollback(id, owner.as_deref(), now)?))?)
     }
 
+    /// Frees an allocation.
+    ///
+    /// Returns:
+    ///     True the first time, False after.
+    ///
+    /// Raises:
+    ///     ReservationError: The id was never committed.
+    ///     UnknownReservation: No such id, or it belongs to another owner.
     #[pyo3(signature = (allocation, *, owner = None))]
     fn release(
         &self,
@@ -405,6 +567,7 @@ impl Cluster {
         Ok(self.run(|engine| Ok(engine.release(id, owner.as_deref(), now)?))?)
     }
 
+    /// Live reservations, sorted by id; only ``owner``'s when given, else all.
     #[pyo3(signature = (owner = None))]
     fn reservations(
         &self,
@@ -417,6 +580,7 @@ impl Cluster {
         Ok(all.into_iter().map(|inner| Reservation { inner }).collect())
     }
 
+    /// Live allocations, sorted by id; only ``owner``'s when given, else all.
     #[pyo3(signature = (owner = None))]
     fn allocations(
         &self,
@@ -429,6 +593,19 @@ impl Cluster {
         Ok(all.into_iter().map(|inner| Allocation { inner }).collect())
     }
 
+    /// Removes a node, as a node failure would.
+    ///
+    /// Every reservation touching the node is revoked (all its GPUs are freed, ``commit``
+    /// raises ``ReservationRevoked``). Allocations touching it lose the GPUs there and stay
+    /// until released; ``release`` still works.
+    ///
+    /// Returns:
+    ///     The ids of every hold that had GPUs on the node, sorted: the reservations it
+    ///     revoked and the allocations it detached (as ``set_gpu_health`` names the holds of
+    ///     a GPU). ``reservations()`` and ``allocations()`` tell them apart.
+    ///
+    /// Raises:
+    ///     UnknownNode: No such node.
     fn remove_node(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
         let name = convert::string(name, "name")?;
         let now = self.now(py)?;
@@ -456,6 +633,10 @@ impl Cluster {
         })?)
     }
 
+    /// Recomputes every aggregate and cross-checks holds.
+    ///
+    /// Raises:
+    ///     InternalError: On any mismatch (a bug in gangplace).
     fn check_invariants(&self) -> PyResult<()> {
         Ok(self.run(|engine| Ok(engine.check_invariants()?))?)
     }

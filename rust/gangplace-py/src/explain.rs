@@ -8,14 +8,18 @@ use pyo3::types::{PyDict, PyTuple};
 
 use crate::types::{Placement, py_repr};
 
-/// Why a gang fits where it does, or does not fit (see `Cluster.explain`).
+/// Why a gang fits where it does, or does not fit (see ``Cluster.explain``).
+///
+/// ``str()`` gives the summary line, one line per level tried, and the excluded nodes.
 #[pyclass(frozen, module = "gangplace._gangplace")]
 #[derive(Debug)]
 pub struct Explanation {
     pub inner: CoreExplanation,
 }
 
-/// One level tried by `Cluster.explain`: its best domain, what it holds, what freeing takes.
+/// One level tried by ``Cluster.explain``: its best domain and what freeing would take.
+///
+/// ``str()`` gives the line ``str(Explanation)`` prints for it.
 #[pyclass(frozen, eq, hash, module = "gangplace._gangplace")]
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LevelExplanation {
@@ -24,14 +28,15 @@ pub struct LevelExplanation {
 
 #[pymethods]
 impl LevelExplanation {
-    /// `"node"`, a level name, or `"cluster"`.
+    /// ``"node"``, a level name, or ``"cluster"``.
     #[getter]
     fn level(&self) -> &str {
         &self.inner.level
     }
 
-    /// Path of the domain that holds the most pods (node name last at level `node`; `()`
-    /// for the cluster), or `None` when no domain of the level holds a pod.
+    /// Path of the domain holding the most pods, or ``None`` when none holds a pod.
+    ///
+    /// The node name comes last at level ``node``; the cluster's path is ``()``.
     #[getter]
     fn domain<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
         self.inner
@@ -53,15 +58,17 @@ impl LevelExplanation {
         self.inner.needed
     }
 
-    /// Fewest held GPUs to free there for the gang to fit: 0 when it fits, `None` when it
-    /// cannot fit even if emptied.
+    /// Fewest held GPUs to free there for the gang to fit.
+    ///
+    /// 0 if it fits, ``None`` if it cannot fit even emptied.
     #[getter]
     fn gpus_to_free(&self) -> Option<u64> {
         self.inner.gpus_to_free
     }
 
-    /// When the gang does not fit: how many allocations `plan_preemption` would end at this
-    /// level alone (`None`: it fits, or no preemption here makes room).
+    /// When the gang does not fit: victims ``plan_preemption`` would take here alone.
+    ///
+    /// ``None`` when it fits, or when no preemption at this level makes room.
     #[getter]
     fn preemption_victims(&self) -> Option<u64> {
         self.inner.preemption.map(|(count, _)| count)
@@ -125,7 +132,7 @@ impl Explanation {
         self.inner.placement.is_some()
     }
 
-    /// Where it would go (what `place_gang` answers), or `None`.
+    /// Where it would go (what ``place_gang`` answers).
     #[getter]
     fn placement(&self) -> Option<Placement> {
         self.inner
@@ -134,13 +141,13 @@ impl Explanation {
             .map(|p| Placement { inner: Arc::new(p) })
     }
 
-    /// One line: `Unschedulable.reason` when the gang does not fit.
+    /// One line; ``Unschedulable.reason`` when the gang does not fit.
     #[getter]
     fn summary(&self) -> &str {
         &self.inner.summary
     }
 
-    /// The levels tried, finest first.
+    /// Levels tried, finest first.
     #[getter]
     fn levels<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let levels = self.inner.levels.iter().map(|level| LevelExplanation {
@@ -149,8 +156,10 @@ impl Explanation {
         PyTuple::new(py, levels)
     }
 
-    /// Nodes that cannot take one pod, by reason: `cordoned`, `selector_mismatch`,
-    /// `unhealthy`, `too_few_free`.
+    /// Nodes that cannot take one pod, by the first reason that applies.
+    ///
+    /// Keys: ``cordoned``, ``selector_mismatch``, ``unhealthy`` (too few healthy GPUs even if
+    /// all were free), ``too_few_free``.
     #[getter]
     fn excluded<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let excluded = self.inner.excluded;

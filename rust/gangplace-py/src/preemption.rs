@@ -23,7 +23,7 @@ const DEFAULT_MAX_MOVES: usize = 16;
 /// checkpoint before they commit.
 const DEFAULT_DEFRAG_TTL: f64 = 300.0;
 
-/// Which allocations to end for a gang, and where it then goes (see `Cluster.plan_preemption`).
+/// What ``Cluster.plan_preemption`` proposes: allocations to end, and where the gang goes.
 #[pyclass(frozen, eq, module = "gangplace._gangplace")]
 #[derive(Debug, Clone, PartialEq)]
 pub struct PreemptionPlan {
@@ -40,7 +40,7 @@ impl PreemptionPlan {
         }
     }
 
-    /// Exactly what `preempt` will hold.
+    /// Exactly what ``Cluster.preempt`` will hold.
     #[getter]
     fn placement(&self) -> Placement {
         Placement {
@@ -48,7 +48,7 @@ impl PreemptionPlan {
         }
     }
 
-    /// Ids of the allocations to end, sorted.
+    /// Ids of the allocations to end, sorted (empty when the gang fits as it is).
     #[getter]
     fn victims<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let ids = self.inner.victims.iter().map(|id| id.to_string());
@@ -61,7 +61,7 @@ impl PreemptionPlan {
         self.inner.victim_gpus
     }
 
-    /// The highest victim priority, or `None` without victims.
+    /// The highest victim priority; ``None`` without victims.
     #[getter]
     fn max_victim_priority(&self) -> Option<i32> {
         self.inner.max_victim_priority
@@ -80,7 +80,7 @@ impl PreemptionPlan {
     }
 }
 
-/// One move of a defragmentation (see `Cluster.plan_defrag`).
+/// One move of a defragmentation: an allocation, where it is, where it goes.
 #[pyclass(frozen, eq, module = "gangplace._gangplace")]
 #[derive(Debug, Clone, PartialEq)]
 pub struct Move {
@@ -89,7 +89,7 @@ pub struct Move {
 
 #[pymethods]
 impl Move {
-    /// Id of the allocation moved.
+    /// Id of the allocation that moves.
     #[getter]
     fn allocation(&self) -> String {
         self.inner.allocation.to_string()
@@ -121,7 +121,7 @@ impl Move {
     }
 }
 
-/// Which movable jobs to move where so that a gang fits (see `Cluster.plan_defrag`).
+/// What ``Cluster.plan_defrag`` proposes: moves (and evictions) that make room.
 #[pyclass(frozen, eq, module = "gangplace._gangplace")]
 #[derive(Debug, Clone, PartialEq)]
 pub struct DefragPlan {
@@ -138,7 +138,7 @@ impl DefragPlan {
         }
     }
 
-    /// Exactly what `apply_defrag` will hold for the gang.
+    /// Exactly what ``Cluster.apply_defrag`` will hold for the gang.
     #[getter]
     fn placement(&self) -> Placement {
         Placement {
@@ -146,7 +146,7 @@ impl DefragPlan {
         }
     }
 
-    /// The moves, sorted by allocation id.
+    /// Sorted by allocation id.
     #[getter]
     fn moves<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let moves = self.inner.moves.iter().map(|inner| Move {
@@ -155,7 +155,7 @@ impl DefragPlan {
         PyTuple::new(py, moves)
     }
 
-    /// Ids of the allocations preempted because they could not move, sorted.
+    /// Allocations preempted because they could not move (``evict_unplaceable``).
     #[getter]
     fn evictions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.inner.evictions.iter().map(|id| id.to_string()))
@@ -207,9 +207,18 @@ pub fn held(py: Python<'_>, held: Held) -> PyResult<Py<PyAny>> {
 
 #[pymethods]
 impl Cluster {
-    /// Which allocations to end so that the gang fits, and where it then goes: a pure query
-    /// (README, "Priorities, preemption and defragmentation", rules P1-P6). `None` when no
-    /// set within `max_victims` makes room.
+    /// Which allocations to end so that the gang fits, and where it then goes.
+    ///
+    /// A pure query (README, rules P1-P6): a gang that fits as it is gets a plan without
+    /// victims. Victims are whole live allocations, preemptible, of a strictly lower
+    /// priority, committed at least ``min_runtime`` seconds ago, of owners not in
+    /// ``exempt_owners``; the plan is 1-minimal, and the finest level that yields one wins.
+    ///
+    /// Returns:
+    ///     The plan, or ``None`` when no set within ``max_victims`` makes room.
+    ///
+    /// Raises:
+    ///     InvalidRequest: Negative ``max_victims``, bad ``min_runtime``, or an unknown level.
     #[pyo3(
         signature = (request, *, max_victims = None, min_runtime = None, exempt_owners = None),
         text_signature = "(self, request, *, max_victims=None, min_runtime=0.0, exempt_owners=())"
@@ -231,8 +240,17 @@ impl Cluster {
         Ok(plan.map(|inner| PreemptionPlan { inner }))
     }
 
-    /// Ends the plan's victims and reserves its placement in one atomic mutation; raises
-    /// `Conflict` (changing nothing) if anything moved since the plan.
+    /// Ends the plan's victims and reserves its placement, in one atomic mutation.
+    ///
+    /// The reservation carries the request's priority and flags. The victims'
+    /// ``hold_status`` becomes ``"preempted"``; releasing them returns ``False``. The caller
+    /// stops their pods before binding; the ttl covers their grace period.
+    ///
+    /// Raises:
+    ///     Conflict: Anything moved since the plan (a victim ended or changed priority, a
+    ///         GPU of the placement was taken, a node was cordoned or removed). Nothing
+    ///         changed.
+    ///     LimitExceeded: The owner's cap.
     #[pyo3(
         signature = (plan, *, ttl = None, owner = None),
         text_signature = "(self, plan, *, ttl=30.0, owner=None)"
@@ -261,6 +279,11 @@ impl Cluster {
     }
 
     /// Changes a live hold's priority; returns the hold as it is now.
+    ///
+    /// Raises:
+    ///     UnknownReservation: Unknown id (or another owner's).
+    ///     ReservationError: The hold has ended.
+    ///     InvalidRequest: ``priority`` out of -2**31..2**31-1.
     #[pyo3(signature = (hold, priority, *, owner = None))]
     fn set_priority(
         &self,
@@ -278,8 +301,13 @@ impl Cluster {
         held(py, changed)
     }
 
-    /// `"reserved"`, `"allocated"`, or how the hold ended (`"released"`, `"rolled-back"`,
-    /// `"expired"`, `"revoked"`, `"preempted"`, `"migrated"`).
+    /// ``"reserved"``, ``"allocated"``, or how the hold ended.
+    ///
+    /// Endings: ``"released"``, ``"rolled-back"``, ``"expired"``, ``"revoked"``,
+    /// ``"preempted"``, ``"migrated"``. Snapshots keep them.
+    ///
+    /// Raises:
+    ///     UnknownReservation: Unknown id, another owner's, or ended too long ago.
     #[pyo3(signature = (hold, *, owner = None))]
     fn hold_status(
         &self,
@@ -294,8 +322,17 @@ impl Cluster {
         Ok(PyString::intern(py, status).unbind())
     }
 
-    /// Which movable jobs to move where so that the gang fits: a pure query (README, rules
-    /// D1-D4). `None` when no accepted set within `max_moves` exists.
+    /// Which movable jobs to move where so that the gang fits (README, rules D1-D4).
+    ///
+    /// A pure query. Candidates are movable allocations of a priority at most the
+    /// request's; a set is chosen per domain as for preemption and accepted only if every
+    /// member can be placed again outside the gang's domain by its own request (biggest
+    /// first, best-fit sends them to the fullest domains), never at a coarser level than it
+    /// has unless ``allow_downgrade``. With ``evict_unplaceable`` a member that cannot move
+    /// is preempted instead, if it is a preemption candidate.
+    ///
+    /// Returns:
+    ///     The plan (no moves when the gang fits), or ``None``.
     #[pyo3(
         signature = (
             request, *, max_moves = None, allow_downgrade = None, evict_unplaceable = None,
@@ -333,9 +370,16 @@ impl Cluster {
         Ok(plan.map(|inner| DefragPlan { inner }))
     }
 
-    /// Moves and evicts in one atomic mutation; returns the gang's reservation and, per moved
-    /// allocation id, its new reservation. Raises `Conflict` (changing nothing) if anything
-    /// moved since the plan.
+    /// Moves and evicts in one atomic mutation.
+    ///
+    /// Returns the gang's reservation and, per moved allocation id, its new reservation
+    /// (same owner, priority and flags). Moved allocations end as ``"migrated"``, evicted
+    /// ones as ``"preempted"``. A moved job that does not commit its new reservation before
+    /// its ttl loses it: it has then in effect been preempted.
+    ///
+    /// Raises:
+    ///     Conflict: Anything moved since the plan. Nothing changed.
+    ///     LimitExceeded: The owner's cap (for the gang's reservation).
     #[pyo3(
         signature = (plan, *, ttl = None, owner = None),
         text_signature = "(self, plan, *, ttl=300.0, owner=None)"
@@ -367,8 +411,10 @@ impl Cluster {
         Ok((Reservation { inner: gang }, moves))
     }
 
-    /// How many disjoint copies of `request` `reserve_many` would place now (owner caps
-    /// aside): the fragmentation figure to track before and after a decision.
+    /// How many disjoint copies of ``request`` ``reserve_many`` would place now.
+    ///
+    /// The fragmentation figure to track before and after a decision (owner caps aside).
+    /// Costs one placement per copy.
     fn capacity_for(&self, py: Python<'_>, request: &Bound<'_, GangRequest>) -> PyResult<u64> {
         let request = Arc::clone(&request.get().inner);
         let now = self.now(py)?;

@@ -47,7 +47,30 @@ fn call_repr(name: &str, parts: &[String]) -> String {
     format!("{name}({})", parts.join(", "))
 }
 
-/// A gang of `pods` pods with `gpus_per_pod` GPUs each, placed whole or not at all.
+/// A gang: ``pods`` pods of ``gpus_per_pod`` GPUs each, placed whole or not at all.
+///
+/// Validated when built: ``pods`` >= 1, ``gpus_per_pod`` in 1..64, ``pods * gpus_per_pod`` at
+/// most 2**28 (the most GPUs a cluster at its limits holds), ``min_pods`` in 1..pods.
+/// Out-of-range values raise ``InvalidRequest`` (also for huge ints), wrong types
+/// ``TypeError``. An unknown ``required_level`` is reported when the request is placed.
+///
+/// Args:
+///     pods: Pods wanted.
+///     gpus_per_pod: GPUs per pod; a pod never spans nodes.
+///     min_pods: Elastic gangs: the fewest pods accepted when ``pods`` do not fit.
+///     required_level: The coarsest level the gang may span: ``"node"``, a level name, or
+///         ``"cluster"`` (the same as ``None``).
+///     selector: Labels every chosen node must carry (all of them).
+///     name: Free text shown in reasons and reprs.
+///     priority: In -2**31..2**31-1 (a Kubernetes PriorityClass value fits). Higher
+///         preempts lower; equal priorities never preempt each other.
+///     preemptible: ``False``: its allocations are never victims of preemption.
+///     movable: ``True``: its allocations can be checkpointed and restarted elsewhere
+///         (candidates of ``Cluster.plan_defrag``).
+///
+/// Example:
+///     >>> GangRequest(4, 8, required_level="rack")
+///     GangRequest(4, 8, required_level='rack')
 #[pyclass(frozen, eq, hash, module = "gangplace._gangplace")]
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct GangRequest {
@@ -90,55 +113,61 @@ impl GangRequest {
         })
     }
 
+    /// Pods wanted.
     #[getter]
     fn pods(&self) -> u64 {
         self.inner.pods
     }
 
+    /// GPUs per pod (1 to 64); a pod never spans nodes.
     #[getter]
     fn gpus_per_pod(&self) -> u32 {
         self.inner.gpus_per_pod
     }
 
+    /// Elastic gangs: the fewest pods accepted; ``None`` for a rigid gang.
     #[getter]
     fn min_pods(&self) -> Option<u64> {
         self.inner.min_pods
     }
 
+    /// The coarsest level the gang may span; ``None``: the whole cluster.
     #[getter]
     fn required_level(&self) -> Option<&str> {
         self.inner.required_level.as_deref()
     }
 
+    /// A fresh dict, sorted by key.
     #[getter]
     fn selector<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         dict(py, &self.inner.selector)
     }
 
+    /// Free text shown in reasons and reprs.
     #[getter]
     fn name(&self) -> &str {
         &self.inner.name
     }
 
-    /// Total GPUs of the full gang.
+    /// ``pods * gpus_per_pod``.
     #[getter]
     fn total_gpus(&self) -> u64 {
         self.inner.total_gpus()
     }
 
-    /// Higher preempts lower.
+    /// Higher preempts lower; equal priorities never preempt each other.
     #[getter]
     fn priority(&self) -> i32 {
         self.inner.terms.priority
     }
 
-    /// Whether its holds may be preempted.
+    /// ``False``: its allocations are never victims of preemption.
     #[getter]
     fn preemptible(&self) -> bool {
         self.inner.terms.preemptible
     }
 
-    /// Whether its holds may be moved by defragmentation.
+    /// ``True``: its allocations can be moved by defragmentation.
     #[getter]
     fn movable(&self) -> bool {
         self.inner.terms.movable
@@ -182,11 +211,13 @@ impl PodPlacement {
         Ok(Self { inner })
     }
 
+    /// The node's name.
     #[getter]
     fn node(&self) -> &str {
         &self.inner.node
     }
 
+    /// GPU indices, ascending.
     #[getter]
     fn gpus<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.inner.gpu_indices())
@@ -199,8 +230,9 @@ impl PodPlacement {
     }
 }
 
-/// Where a gang goes: its pods in rank order, the level and the domain chosen.
-/// Shares its data with the reservation it came from.
+/// Where a gang goes.
+///
+/// ``len(placement)`` is the number of pods placed (fewer than asked only for elastic gangs).
 #[pyclass(frozen, eq, hash, module = "gangplace._gangplace")]
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Placement {
@@ -209,6 +241,7 @@ pub struct Placement {
 
 #[pymethods]
 impl Placement {
+    /// Pods in rank order: sorted by (node's domain path, node name, first GPU).
     #[getter]
     fn pods<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let pods = self
@@ -219,22 +252,27 @@ impl Placement {
         PyTuple::new(py, pods)
     }
 
+    /// ``"node"``, a level name, or ``"cluster"``: the finest level that held the gang.
     #[getter]
     fn level(&self) -> &str {
         &self.inner.level
     }
 
+    /// Path of the chosen domain.
+    ///
+    /// The node name is appended at level ``node``; the path is ``()`` at ``cluster``.
     #[getter]
     fn domain<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, &self.inner.domain)
     }
 
+    /// Distinct node names in rank order.
     #[getter]
     fn nodes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.inner.nodes())
     }
 
-    /// Total GPUs placed.
+    /// GPUs of all pods.
     #[getter]
     fn total_gpus(&self) -> usize {
         self.inner
@@ -248,7 +286,7 @@ impl Placement {
         self.inner.pods.len()
     }
 
-    /// Notebooks show the pods and their GPUs (see `gangplace.pictures`).
+    /// Notebooks show the pods and their GPUs.
     fn _repr_html_(slf: &Bound<'_, Self>) -> PyResult<String> {
         let pictures = slf.py().import("gangplace.pictures")?;
         pictures.call_method1("placement_svg", (slf,))?.extract()
@@ -280,7 +318,7 @@ fn py_object<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
     Ok(text.into_pyobject(py)?.into_any())
 }
 
-/// A hold on a placement's GPUs until `expires_at` (seconds of the cluster's clock).
+/// A hold on a placement's GPUs until ``expires_at``, in seconds of the cluster's clock.
 #[pyclass(frozen, eq, hash, module = "gangplace._gangplace")]
 #[derive(Debug, Clone)]
 pub struct Reservation {
@@ -313,11 +351,13 @@ impl Hash for Reservation {
 
 #[pymethods]
 impl Reservation {
+    /// Unguessable: ``"gp-"`` and 32 hex digits (128 random bits).
     #[getter]
     fn id(&self) -> String {
         self.inner.id.to_string()
     }
 
+    /// Where its GPUs are.
     #[getter]
     fn placement(&self) -> Placement {
         Placement {
@@ -325,35 +365,37 @@ impl Reservation {
         }
     }
 
+    /// Clock time at which it expires unless committed.
     #[getter]
     fn expires_at(&self) -> f64 {
         self.inner.expires_at
     }
 
+    /// Who holds it; ``None`` when reserved without an owner.
     #[getter]
     fn owner(&self) -> Option<&str> {
         self.inner.owner.as_deref()
     }
 
-    /// Priority of the request it was placed for.
+    /// Priority (from the request; ``Cluster.set_priority`` changes it).
     #[getter]
     fn priority(&self) -> i32 {
         self.inner.terms.priority
     }
 
-    /// Whether it may be preempted once committed.
+    /// ``False``: never a victim of preemption.
     #[getter]
     fn preemptible(&self) -> bool {
         self.inner.terms.preemptible
     }
 
-    /// Whether defragmentation may move it once committed.
+    /// ``True``: a defragmentation candidate once committed.
     #[getter]
     fn movable(&self) -> bool {
         self.inner.terms.movable
     }
 
-    /// Clock time of `reserve`.
+    /// Clock time of ``reserve``.
     #[getter]
     fn since(&self) -> f64 {
         self.inner.since
@@ -372,7 +414,7 @@ impl Reservation {
     }
 }
 
-/// A committed reservation: GPUs held until `release`.
+/// A committed reservation. Its id is the reservation's id.
 #[pyclass(frozen, eq, hash, module = "gangplace._gangplace")]
 #[derive(Debug, Clone)]
 pub struct Allocation {
@@ -403,11 +445,13 @@ impl Hash for Allocation {
 
 #[pymethods]
 impl Allocation {
+    /// Its id (``gp-`` and 32 hex digits), the same as its reservation's.
     #[getter]
     fn id(&self) -> String {
         self.inner.id.to_string()
     }
 
+    /// The placement as reserved (a removed node's pods stay listed).
     #[getter]
     fn placement(&self) -> Placement {
         Placement {
@@ -415,30 +459,31 @@ impl Allocation {
         }
     }
 
+    /// Who holds it; ``None`` when reserved without an owner.
     #[getter]
     fn owner(&self) -> Option<&str> {
         self.inner.owner.as_deref()
     }
 
-    /// Priority (see `Cluster.set_priority`).
+    /// Priority (from the request; ``Cluster.set_priority`` changes it).
     #[getter]
     fn priority(&self) -> i32 {
         self.inner.terms.priority
     }
 
-    /// Whether it may be preempted.
+    /// ``False``: never a victim of preemption.
     #[getter]
     fn preemptible(&self) -> bool {
         self.inner.terms.preemptible
     }
 
-    /// Whether defragmentation may move it.
+    /// ``True``: a defragmentation candidate.
     #[getter]
     fn movable(&self) -> bool {
         self.inner.terms.movable
     }
 
-    /// Clock time of `commit`.
+    /// Clock time of ``commit`` (``min_runtime`` counts from it).
     #[getter]
     fn since(&self) -> f64 {
         self.inner.since
@@ -457,6 +502,10 @@ impl Allocation {
 }
 
 /// One node's description and GPU state.
+///
+/// ``free``, ``reserved`` and ``allocated`` are disjoint. ``unhealthy`` lists every unhealthy
+/// GPU: it may overlap ``allocated`` (a GPU that failed after commit stays allocated), never
+/// ``reserved`` or ``free``.
 #[pyclass(frozen, eq, hash, module = "gangplace._gangplace")]
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct NodeInfo {
@@ -465,46 +514,55 @@ pub struct NodeInfo {
 
 #[pymethods]
 impl NodeInfo {
+    /// The node's name.
     #[getter]
     fn name(&self) -> &str {
         &self.inner.name
     }
 
+    /// Its GPUs, healthy or not.
     #[getter]
     fn gpus(&self) -> u32 {
         self.inner.gpus
     }
 
+    /// Level -> domain name, outermost first.
     #[getter]
     fn topology<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         dict(py, &self.inner.topology)
     }
 
+    /// Its labels (a fresh dict).
     #[getter]
     fn labels<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         dict(py, &self.inner.labels)
     }
 
+    /// Whether it takes no new placements.
     #[getter]
     fn cordoned(&self) -> bool {
         self.inner.cordoned
     }
 
+    /// Healthy GPUs nothing holds.
     #[getter]
     fn free<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, &self.inner.free)
     }
 
+    /// GPU indices held by reservations.
     #[getter]
     fn reserved<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, &self.inner.reserved)
     }
 
+    /// GPU indices held by allocations (possibly unhealthy since).
     #[getter]
     fn allocated<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, &self.inner.allocated)
     }
 
+    /// GPU indices that are never placed on (held or not).
     #[getter]
     fn unhealthy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, &self.inner.unhealthy)
@@ -528,6 +586,9 @@ impl NodeInfo {
 }
 
 /// GPU counts over the whole cluster.
+///
+/// ``healthy == total - unhealthy``; ``free`` counts cordoned nodes too; ``unhealthy`` counts
+/// held unhealthy GPUs too.
 #[pyclass(frozen, eq, hash, module = "gangplace._gangplace")]
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ClusterStats {
@@ -536,31 +597,37 @@ pub struct ClusterStats {
 
 #[pymethods]
 impl ClusterStats {
+    /// All GPUs.
     #[getter]
     fn total(&self) -> u64 {
         self.inner.total
     }
 
+    /// ``total - unhealthy``.
     #[getter]
     fn healthy(&self) -> u64 {
         self.inner.healthy
     }
 
+    /// Healthy GPUs nothing holds (cordoned nodes included).
     #[getter]
     fn free(&self) -> u64 {
         self.inner.free
     }
 
+    /// GPUs held by reservations.
     #[getter]
     fn reserved(&self) -> u64 {
         self.inner.reserved
     }
 
+    /// GPUs held by allocations.
     #[getter]
     fn allocated(&self) -> u64 {
         self.inner.allocated
     }
 
+    /// Unhealthy GPUs, held or not.
     #[getter]
     fn unhealthy(&self) -> u64 {
         self.inner.unhealthy
