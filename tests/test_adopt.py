@@ -160,3 +160,18 @@ def test_adopt_agrees_with_the_reference(
             result = type(error).__name__, str(error)
         outcomes.append((result, [node_state(cluster, n) for n in cluster.nodes()]))
     assert outcomes[0] == outcomes[1]
+
+
+def test_holds_carry_their_request_through_snapshots() -> None:
+    cluster = _cluster()
+    request = GangRequest(2, 4, name="train", priority=3)
+    allocation = cluster.commit(cluster.reserve(request))
+    assert allocation.request == request and allocation.request.name == "train"
+    where = cluster.place_gang(GangRequest(1, 1))
+    assert where is not None
+    placed = cluster.reserve(where)
+    assert placed.request is None
+    assert cluster.adopt([("n3", 1)]).request is None
+    restored = Cluster.restore(cluster.snapshot(), clock=lambda: 100.0)
+    again = next(a for a in restored.allocations() if a.id == allocation.id)
+    assert again.request == request

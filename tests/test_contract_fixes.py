@@ -126,3 +126,27 @@ def test_synth_and_numpy_load_lazily() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False", "True"]
     assert "synth" in gangplace.__all__
+
+
+def test_in_asks_whether_a_node_exists() -> None:
+    from gangplace import Cluster, reference
+
+    for kind in (Cluster, reference.Cluster):
+        cluster = kind(("rack",))
+        cluster.add_node("n0", gpus=8, topology={"rack": "r0"})
+        assert "n0" in cluster and "n1" not in cluster and 3 not in cluster
+        cluster.remove_node("n0")
+        assert "n0" not in cluster
+
+
+def test_messages_read_as_python_and_english() -> None:
+    from gangplace import Cluster, GangRequest, InvalidRequest
+
+    with pytest.raises(InvalidRequest, match=r"gpus_per_pod must be between 1 and 64, got 65"):
+        GangRequest(1, 65)
+    with pytest.raises(InvalidRequest, match=r"min_pods must be between 1 and pods \(2\), got 3"):
+        GangRequest(2, 1, min_pods=3)
+    cluster = Cluster(())
+    cluster.add_node("n0", gpus=4, topology={})
+    assert cluster.explain(GangRequest(1, 8)).summary.startswith("gang of 1 pod x 8 GPUs")
+    assert cluster.explain(GangRequest(1, 1)).summary.startswith("gang of 1 pod x 1 GPU fits")

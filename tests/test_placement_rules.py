@@ -31,7 +31,7 @@ def test_seed_scenario_ecc_error_keeps_the_gang_pending_not_half_placed() -> Non
         cluster.reserve(request)
     # 7 healthy GPUs cannot take one 8-GPU pod, at any level.
     assert caught.value.reason == (
-        'gang "train" of 1 pods x 8 GPUs does not fit: no node holds a pod; '
+        'gang "train" of 1 pod x 8 GPUs does not fit: no node holds a pod; '
         "no rack holds a pod; no spine holds a pod; no cluster holds a pod"
     )
     assert full_state(cluster) == before

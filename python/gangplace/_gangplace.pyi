@@ -159,6 +159,9 @@ class Reservation:
     def id(self) -> str:
         """Unguessable: ``"gp-"`` and 32 hex digits (128 random bits)."""
     @property
+    def request(self) -> GangRequest | None:
+        """The request it was placed for; ``None`` for ``reserve(placement)``."""
+    @property
     def placement(self) -> Placement:
         """Where its GPUs are."""
     @property
@@ -189,6 +192,9 @@ class Allocation:
     @property
     def id(self) -> str:
         """Its id (``gp-`` and 32 hex digits), the same as its reservation's."""
+    @property
+    def request(self) -> GangRequest | None:
+        """The request it was placed for; ``None`` for ``reserve(placement)`` and ``adopt``."""
     @property
     def placement(self) -> Placement:
         """The placement as reserved (a removed node's pods stay listed)."""
@@ -838,3 +844,5 @@ class Cluster:
         """
     def __len__(self) -> int:
         """Number of nodes."""
+    def __contains__(self, name: object, /) -> bool:
+        """``"n0" in cluster``: whether a node has that name (``False`` for anything not a str)."""

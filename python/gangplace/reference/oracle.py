@@ -93,6 +93,7 @@ class _Hold:
             self.preemptible,
             self.movable,
             self.since,
+            self.request,
         )
 
     def allocation(self, hid: str) -> Allocation:
@@ -104,6 +105,7 @@ class _Hold:
             self.preemptible,
             self.movable,
             self.since,
+            self.request,
         )
 
     def gpu_count(self) -> int:
@@ -170,7 +172,7 @@ class Cluster(Removals, Adoption):
         if name in self._nodes:
             raise InvalidRequest(f"node {name!r} already exists")
         if not 1 <= gpus <= MAX_GPUS_PER_NODE:
-            raise InvalidRequest(f"node {name!r}: gpus must be in 1..={MAX_GPUS_PER_NODE}")
+            raise InvalidRequest(f"node {name!r}: gpus must be between 1 and {MAX_GPUS_PER_NODE}")
         for level, domain in topology.items():
             if level not in self.levels:
                 raise InvalidRequest(f"node {name!r}: topology names unknown level {level!r}")
@@ -280,6 +282,9 @@ class Cluster(Removals, Adoption):
 
     def __len__(self) -> int:
         return len(self._nodes)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._nodes
 
     # ----------------------------------------------------------------- placement rules
 

@@ -253,6 +253,11 @@ def unschedulable_reason(nodes: Sequence[NodeView], levels: Sequence[str], gang:
     if gang.min_pods is not None and gang.min_pods < gang.pods:
         minimum = f", at least {gang.min_pods}"
     return (
-        f"gang{quoted} of {gang.pods} pods x {gang.gpus_per_pod} GPUs{minimum} "
-        f"does not fit: {'; '.join(tried)}"
+        f"gang{quoted} of {counted(gang.pods, 'pod')} x {counted(gang.gpus_per_pod, 'GPU')}"
+        f"{minimum} does not fit: {'; '.join(tried)}"
     )
+
+
+def counted(count: int, noun: str) -> str:
+    """``1 pod``, ``2 pods``."""
+    return f"1 {noun}" if count == 1 else f"{count} {noun}s"

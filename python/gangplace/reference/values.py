@@ -143,6 +143,7 @@ class Reservation:
     preemptible: bool = True
     movable: bool = False
     since: float = 0.0
+    request: Request | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,7 @@ class Allocation:
     preemptible: bool = True
     movable: bool = False
     since: float = 0.0
+    request: Request | None = None
 
 
 @dataclass(frozen=True)

@@ -120,7 +120,7 @@ def _tree(text: str, spec: str) -> ClusterSpec:
     except ValueError:
         raise ClusterSpecError(f"cluster {spec!r}: tree: needs four integers S,R,N,G") from None
     if min(spines, racks, nodes) < 1 or not 1 <= gpus <= 64:
-        raise ClusterSpecError(f"cluster {spec!r}: counts must be >= 1 and G in 1..64")
+        raise ClusterSpecError(f"cluster {spec!r}: counts must be >= 1 and G between 1 and 64")
     names, paths = [], []
     for s in range(spines):
         for r in range(racks):

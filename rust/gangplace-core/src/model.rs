@@ -84,20 +84,21 @@ impl GangRequest {
         let pods = u64::try_from(pods)
             .ok()
             .filter(|pods| (1..=MAX_PODS).contains(pods))
-            .ok_or_else(|| invalid(format!("pods must be in 1..={MAX_PODS}, got {pods}")))?;
+            .ok_or_else(|| invalid(format!("pods must be between 1 and {MAX_PODS}, got {pods}")))?;
         let gpus_per_pod = u32::try_from(gpus_per_pod)
             .ok()
             .filter(|gpus| (1..=MAX_GPUS_PER_NODE).contains(gpus))
             .ok_or_else(|| {
                 invalid(format!(
-                    "gpus_per_pod must be in 1..={MAX_GPUS_PER_NODE}, got {gpus_per_pod}"
+                    "gpus_per_pod must be between 1 and {MAX_GPUS_PER_NODE}, got {gpus_per_pod}"
                 ))
             })?;
         let total = pods.checked_mul(u64::from(gpus_per_pod));
         if total.is_none_or(|total| total > MAX_GANG_GPUS) {
             return Err(invalid(format!(
-                "a gang of {pods} pods x {gpus_per_pod} GPUs exceeds the limit of \
-                 {MAX_GANG_GPUS} GPUs (the most a cluster can hold)"
+                "a gang of {pods} pods x {gpus_per_pod} GPUs ({} GPUs) exceeds the limit of \
+                 {MAX_GANG_GPUS} GPUs (the most a cluster can hold)",
+                u128::from(pods) * u128::from(gpus_per_pod)
             )));
         }
         let min_pods = min_pods
@@ -105,7 +106,11 @@ impl GangRequest {
                 u64::try_from(min)
                     .ok()
                     .filter(|min| (1..=pods).contains(min))
-                    .ok_or_else(|| invalid(format!("min_pods must be in 1..={pods}, got {min}")))
+                    .ok_or_else(|| {
+                        invalid(format!(
+                            "min_pods must be between 1 and pods ({pods}), got {min}"
+                        ))
+                    })
             })
             .transpose()?;
         if let Some(level) = &required_level
@@ -234,6 +239,8 @@ pub struct Reservation {
     pub terms: Terms,
     /// Clock time it was reserved.
     pub since: f64,
+    /// The request it was placed for (`None` for `reserve(placement)` and adopted work).
+    pub request: Option<Arc<GangRequest>>,
 }
 
 /// A committed reservation.
@@ -249,6 +256,8 @@ pub struct Allocation {
     pub terms: Terms,
     /// Clock time it was committed.
     pub since: f64,
+    /// The request it was placed for (`None` for `reserve(placement)` and adopted work).
+    pub request: Option<Arc<GangRequest>>,
 }
 
 /// A live hold, as `set_priority` hands it back.

@@ -645,6 +645,14 @@ impl Cluster {
         Ok(self.run(|engine| Ok(engine.topology().node_count()))?)
     }
 
+    /// ``"n0" in cluster``: whether a node has that name (``False`` for anything not a str).
+    fn __contains__(&self, name: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let Ok(name) = name.extract::<String>() else {
+            return Ok(false);
+        };
+        Ok(self.run(|engine| Ok(engine.topology().node_id(&name).is_some()))?)
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let nodes = self
             .run(|engine| Ok(engine.topology().node_count()))

@@ -119,8 +119,16 @@ fn level_line(level: &CoreLevel) -> String {
         None => String::new(),
     };
     format!(
-        "  {:<8} best {:<24} holds {} of {} pods; {}{preempting}",
-        level.level, domain, level.capacity, level.needed, freeing
+        "  {:<8} best {:<24} holds {} of {}; {}{preempting}",
+        level.level,
+        domain,
+        level.capacity,
+        if level.needed == 1 {
+            "1 pod".to_owned()
+        } else {
+            format!("{} pods", level.needed)
+        },
+        freeing
     )
 }
 

@@ -357,6 +357,14 @@ impl Reservation {
         self.inner.id.to_string()
     }
 
+    /// The request it was placed for; ``None`` for ``reserve(placement)``.
+    #[getter]
+    fn request(&self) -> Option<GangRequest> {
+        self.inner.request.as_ref().map(|inner| GangRequest {
+            inner: Arc::clone(inner),
+        })
+    }
+
     /// Where its GPUs are.
     #[getter]
     fn placement(&self) -> Placement {
@@ -449,6 +457,14 @@ impl Allocation {
     #[getter]
     fn id(&self) -> String {
         self.inner.id.to_string()
+    }
+
+    /// The request it was placed for; ``None`` for ``reserve(placement)`` and ``adopt``.
+    #[getter]
+    fn request(&self) -> Option<GangRequest> {
+        self.inner.request.as_ref().map(|inner| GangRequest {
+            inner: Arc::clone(inner),
+        })
     }
 
     /// The placement as reserved (a removed node's pods stay listed).

@@ -67,11 +67,11 @@ impl Engine {
         let bests = self.level_bests(request, &demand)?;
         let summary = match &placement {
             Some(placement) => format!(
-                "gang{} of {} pods x {} GPUs fits: {} pods at level {} {}",
+                "gang{} of {} x {} fits: {} at level {} {}",
                 quoted_name(request),
-                request.pods,
-                request.gpus_per_pod,
-                placement.pods.len(),
+                counted(request.pods, "pod"),
+                counted(u64::from(request.gpus_per_pod), "GPU"),
+                counted(placement.pods.len() as u64, "pod"),
                 placement.level,
                 placement.domain.join("/")
             ),
@@ -172,10 +172,10 @@ impl Engine {
             _ => String::new(),
         };
         format!(
-            "gang{} of {} pods x {} GPUs{minimum} does not fit: {}",
+            "gang{} of {} x {}{minimum} does not fit: {}",
             quoted_name(request),
-            request.pods,
-            request.gpus_per_pod,
+            counted(request.pods, "pod"),
+            counted(u64::from(request.gpus_per_pod), "GPU"),
             tried.join("; ")
         )
     }
@@ -250,5 +250,14 @@ fn quoted_name(request: &GangRequest) -> String {
         String::new()
     } else {
         format!(" \"{}\"", request.name)
+    }
+}
+
+/// `1 pod`, `2 pods`: a count with its noun, singular or plural as English wants.
+pub(crate) fn counted(count: u64, noun: &str) -> String {
+    if count == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{count} {noun}s")
     }
 }

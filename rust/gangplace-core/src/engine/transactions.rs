@@ -73,6 +73,7 @@ pub(crate) fn reservation_of(id: HoldId, hold: &Hold) -> Reservation {
         owner: hold.owner.as_deref().map(str::to_owned),
         terms: hold.terms,
         since: hold.since,
+        request: hold.request.clone(),
     }
 }
 
@@ -83,6 +84,7 @@ pub(crate) fn allocation_of(id: HoldId, hold: &Hold) -> Allocation {
         owner: hold.owner.as_deref().map(str::to_owned),
         terms: hold.terms,
         since: hold.since,
+        request: hold.request.clone(),
     }
 }
 
