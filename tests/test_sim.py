@@ -333,6 +333,12 @@ def test_cli_bad_arguments_exit_2_with_one_line(args: tuple[str, ...], tmp_path:
     assert len(done.stderr.strip().splitlines()) <= 3  # argparse adds a usage line
 
 
+def test_cli_explain_defaults_to_pods_of_one_node(tmp_path: Path) -> None:
+    done = run_cli("explain", "--pods", "2", cwd=tmp_path)  # the bundled 4-GPU nodes
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("gang of 2 pods x 4 GPUs fits"), done.stdout
+
+
 def test_cli_explain(tmp_path: Path) -> None:
     done = run_cli("explain", "--cluster", "tree:1,2,2,8", "--pods", "5", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -237,7 +237,12 @@ def _parser() -> argparse.ArgumentParser:
         help="a gangplace.synth shape, tree:S,R,N,G, or a node-list CSV (default: bundled)",
     )
     explain.add_argument("--pods", type=int, required=True, help="pods in the gang")
-    explain.add_argument("--gpus-per-pod", type=int, default=8, help="GPUs per pod (default 8)")
+    explain.add_argument(
+        "--gpus-per-pod",
+        type=int,
+        default=None,
+        help="GPUs per pod (default: the GPUs of the cluster's largest node)",
+    )
     explain.add_argument("--required-level", help="coarsest level the gang may span")
     explain.add_argument("--fill", type=float, default=0.0, help="synth shapes: fill 0..1")
     return parser
@@ -295,7 +300,8 @@ def _explain(args: argparse.Namespace) -> int:
     cluster = spec.build()
     if args.fill:
         synth.fill(cluster, args.fill, gpus_per_node=spec.gpus_per_node)
-    request = GangRequest(args.pods, args.gpus_per_pod, required_level=args.required_level)
+    gpus = args.gpus_per_pod if args.gpus_per_pod is not None else spec.gpus_per_node
+    request = GangRequest(args.pods, gpus, required_level=args.required_level)
     print(cluster.explain(request))
     return 0
 
