@@ -30,3 +30,5 @@ run alibaba-multigpu50 --trace $alibaba/openb_pod_list_multigpu50.csv \
 run philly-b436b2-priorities --trace $philly/b436b2.trace --cluster tree:2,2,2,8 --seeds 0-9 \
     --order priority --high-priority-share 0.2 \
     --policies best-fit,best-fit+preempt,best-fit+defrag
+echo "simulation_docs: tables of docs/simulation.md" >&2
+python scripts/simulation_tables.py

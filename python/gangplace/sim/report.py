@@ -15,7 +15,7 @@ from typing import Any
 
 from gangplace.sim.replay import RunResult
 
-__all__ = ["markdown", "table", "wait_unit", "write_json", "write_plots"]
+__all__ = ["group_lines", "markdown", "table", "wait_unit", "write_json", "write_plots"]
 
 UNITS = (("s", 1.0), ("min", 60.0), ("h", 3600.0))
 
@@ -35,23 +35,33 @@ def wait_unit(report: dict[str, Any]) -> tuple[str, float]:
 
 
 def _cell(entry: dict[str, Any], scale: float = 1.0, form: str = "{:.1f}") -> str:
+    """``mean±half`` of a symmetric interval, ``mean[low,high]`` of a clipped one."""
     mean = entry["mean"]
     if mean is None:
         return "-"
     text = form.format(mean / scale)
-    if entry["low"] is not None:
-        text += "±" + form.format((entry["high"] - entry["mean"]) / scale)
-    return text
+    low, high = entry["low"], entry["high"]
+    if low is None:
+        return text
+    upper, lower = form.format((high - mean) / scale), form.format((mean - low) / scale)
+    if upper == lower:
+        return f"{text}±{upper}"
+    return f"{text}[{form.format(low / scale)},{form.format(high / scale)}]"
 
 
 def _share(entry: dict[str, Any]) -> str:
-    mean = entry["mean"]
-    if mean is None:
+    """A share as a percentage, with its interval in percentage points."""
+    if entry["mean"] is None:
         return "-"
-    text = f"{mean:.1%}"
-    if entry["low"] is not None:
-        text += f"±{(entry['high'] - mean) * 100:.1f}"
-    return text
+    scaled = {key: None if entry[key] is None else entry[key] * 100 for key in entry}
+    text = _cell(scaled)
+    return (
+        text.replace("±", "%±", 1)
+        if "±" in text
+        else text.replace("[", "%[", 1)
+        if ("[" in text)
+        else text + "%"
+    )
 
 
 def table(report: dict[str, Any]) -> str:
@@ -94,14 +104,14 @@ def table(report: dict[str, Any]) -> str:
         "the run's end); util and idle held: shares of healthy GPU-time in the common window "
         f"{window}; 1 rack: multi-pod gangs within one rack; rejct: can never fit the cluster"
     )
-    lines.extend(_group_lines(report, scale, unit))
+    lines.extend(group_lines(report, scale, unit))
     lines.extend(_trace_lines(report))
     lines.extend(f"assumption: {line}" for line in report["assumptions"])
     lines.extend(f"error: {note}" for note in notes)
     return "\n".join(lines)
 
 
-def _group_lines(report: dict[str, Any], scale: float, unit: str) -> list[str]:
+def group_lines(report: dict[str, Any], scale: float, unit: str) -> list[str]:
     """Mean waits per priority and per owner, when there is more than one of either."""
     lines = []
     groups = (("wait_by_priority_mean_s", "priority"), ("wait_by_owner_mean_s", "owner"))

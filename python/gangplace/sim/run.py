@@ -185,7 +185,7 @@ def aggregate(runs: dict[str, dict[str, Any]], policies: tuple[str, ...]) -> dic
         errors = sorted({row["error"] for row in rows if "error" in row})
         good = [row for row in rows if "error" not in row]
         entry: dict[str, Any] = {
-            name: interval([_get(row, name) for row in good]) for name in HEADLINE
+            name: _clipped(name, interval([_get(row, name) for row in good])) for name in HEADLINE
         }
         for group in ("wait_by_priority_s", "wait_by_owner_s"):
             keys = sorted({key for row in good for key in row.get(group, {})})
@@ -197,6 +197,20 @@ def aggregate(runs: dict[str, dict[str, Any]], policies: tuple[str, ...]) -> dic
         entry["errors"] = errors
         entry["standoffs"] = sum(1 for row in good if row.get("standoff"))
         summary[policy] = entry
+    return summary
+
+
+SHARES = {"utilization", "idle_held_share", "locality.rack", "allocation_at_end", "goodput"}
+
+
+def _clipped(name: str, summary: dict[str, Any]) -> dict[str, Any]:
+    """The interval clipped to what the figure can be: shares in 0..1, the rest >= 0."""
+    high_bound = 1.0 if name in SHARES else None
+    for key in ("low", "high"):
+        value = summary[key]
+        if value is not None:
+            value = max(value, 0.0)
+            summary[key] = min(value, high_bound) if high_bound is not None else value
     return summary
 
 
