@@ -105,6 +105,7 @@ class GangRequest:
         """``True``: its allocations can be moved by defragmentation."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
+    def __getnewargs_ex__(self) -> tuple[tuple[int, int], dict[str, Any]]: ...
 
 @final
 class PodPlacement:
@@ -119,6 +120,7 @@ class PodPlacement:
         """GPU indices, ascending."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
+    def __getnewargs__(self) -> tuple[str, tuple[int, ...]]: ...
 
 @final
 class Placement:
@@ -150,6 +152,9 @@ class Placement:
         """Notebooks show the pods and their GPUs."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
+    @staticmethod
+    def _rebuild(pods: Sequence[PodPlacement], level: str, domain: Sequence[str]) -> Placement: ...
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
 @final
 class Reservation:
@@ -844,5 +849,20 @@ class Cluster:
         """
     def __len__(self) -> int:
         """Number of nodes."""
+    def seed_ids(self, seed: int | None) -> None:
+        """Hold ids from now on come from a generator seeded with ``seed``.
+
+        For repeatable runs (simulations, tests): preemption and defragmentation break their
+        last ties by id, so random ids make such runs differ. The ids stay 128-bit and
+        unique but become predictable: never seed a cluster that serves several tenants.
+        ``None`` returns to the operating system's randomness. Snapshots do not keep it.
+
+        Raises:
+            TypeError: ``seed`` is not an int or ``None``.
+
+        """
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]: ...
+    def __copy__(self) -> Cluster: ...
+    def __deepcopy__(self, memo: Any, /) -> Cluster: ...
     def __contains__(self, name: object, /) -> bool:
         """``"n0" in cluster``: whether a node has that name (``False`` for anything not a str)."""

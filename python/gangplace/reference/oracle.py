@@ -153,6 +153,7 @@ class Cluster(Removals, Adoption):
         self._holds: dict[str, _Hold] = {}
         self._ended: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
         self._next_id: int | None = None
+        self._id_state: int | None = None
 
     # ----------------------------------------------------------------- inventory
 
@@ -407,7 +408,19 @@ class Cluster(Removals, Adoption):
         if self._next_id is not None:
             self._next_id += 1
             return f"gp-{self._next_id - 1:032x}"
-        return "gp-" + secrets.token_hex(16)
+        while True:
+            if self._id_state is None:
+                hid = "gp-" + secrets.token_hex(16)
+            else:
+                high, self._id_state = splitmix64(self._id_state)
+                low, self._id_state = splitmix64(self._id_state)
+                hid = f"gp-{high:016x}{low:016x}"
+            if hid not in self._holds and hid not in self._ended:
+                return hid
+
+    def seed_ids(self, seed: int | None) -> None:
+        """Hold ids from a splitmix64 generator seeded with ``seed`` (``None``: random)."""
+        self._id_state = None if seed is None else seed % 2**64
 
     def _use_sequential_ids(self, start: int) -> None:
         """Testing only: ids count up from ``start``, as the engine's test build can."""
@@ -585,3 +598,13 @@ class Cluster(Removals, Adoption):
     def restore(cls, data: bytes, *, clock: Callable[[], float] | None = None) -> Cluster:
         """Rebuilds a reference cluster from its own ``snapshot`` bytes."""
         return snapshots.load(cls, data, clock)
+
+
+def splitmix64(state: int) -> tuple[int, int]:
+    """One step of splitmix64: the output and the next state (as the engine draws ids)."""
+    mask = 2**64 - 1
+    state = (state + 0x9E3779B97F4A7C15) & mask
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return z ^ (z >> 31), state

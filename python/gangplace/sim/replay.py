@@ -115,6 +115,9 @@ class Replay:
         self.spec = spec
         self.clock = SimClock()
         self.cluster: Cluster = policy.build(spec, self.clock, self.settings)
+        # Preemption and defragmentation break their last ties by hold id: seeded ids make
+        # every run of the same inputs identical.
+        self.cluster.seed_ids(self.settings.policy_seed)
         self.records = [JobRecord(job) for job in jobs]
         self.by_id = {record.job.id: record for record in self.records}
         self.stop_after_gpus = stop_after_gpus

@@ -126,6 +126,9 @@ pub struct Ledger {
     held_by_owner: HashMap<Option<Arc<str>>, u64>,
     /// Per node slot: the live holds with GPUs there, in the order they were made.
     holders: Vec<Vec<(HoldId, GpuSet)>>,
+    /// `Some(state)`: ids come from a seeded generator (splitmix64) instead of the operating
+    /// system's randomness, so that a run is repeatable (simulations, tests).
+    seeded_ids: std::cell::Cell<Option<u64>>,
     /// Test-only failpoint: panic between two node updates of a hold or an ending.
     #[cfg(feature = "testing")]
     pub(crate) panic_mid_apply: bool,
@@ -136,7 +139,7 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// A fresh id with 128 random bits, unused so far.
+    /// A fresh id with 128 random bits (or seeded ones), unused so far.
     pub fn new_id(&self) -> CoreResult<HoldId> {
         #[cfg(feature = "testing")]
         if let Some(next) = self.next_sequential_id.get() {
@@ -144,14 +147,30 @@ impl Ledger {
             return Ok(HoldId::from_bits(next));
         }
         loop {
-            let mut bytes = [0u8; 16];
-            getrandom::fill(&mut bytes)
-                .map_err(|error| internal(format!("no randomness: {error}")))?;
-            let id = HoldId::from_bits(u128::from_le_bytes(bytes));
+            let bits = match self.seeded_ids.get() {
+                Some(state) => {
+                    let (high, state) = splitmix64(state);
+                    let (low, state) = splitmix64(state);
+                    self.seeded_ids.set(Some(state));
+                    (u128::from(high) << 64) | u128::from(low)
+                }
+                None => {
+                    let mut bytes = [0u8; 16];
+                    getrandom::fill(&mut bytes)
+                        .map_err(|error| internal(format!("no randomness: {error}")))?;
+                    u128::from_le_bytes(bytes)
+                }
+            };
+            let id = HoldId::from_bits(bits);
             if !self.live.contains_key(&id) && !self.ended.contains_key(&id) {
                 return Ok(id);
             }
         }
+    }
+
+    /// Draws ids from a generator seeded with `seed` from now on (`None`: random again).
+    pub fn seed_ids(&mut self, seed: Option<u64>) {
+        self.seeded_ids.set(seed);
     }
 
     /// The live hold with this id.
@@ -369,6 +388,15 @@ impl Ledger {
             }
         }
     }
+}
+
+/// One step of splitmix64: the output and the next state (Steele, Lea and Flood, 2014).
+fn splitmix64(state: u64) -> (u64, u64) {
+    let next = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = next;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31), next)
 }
 
 #[cfg(test)]

@@ -58,6 +58,11 @@ impl Cluster {
     }
 
     /// Reads the clock. Called before the lock is taken: Python code never runs under it.
+    /// The clock callable (for copies).
+    pub(crate) fn clock_object<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        self.clock.bind(py).clone()
+    }
+
     pub(crate) fn now(&self, py: Python<'_>) -> PyResult<f64> {
         let reading = self.clock.bind(py).call0()?;
         let now = convert::seconds(&reading, "the clock's reading")?;

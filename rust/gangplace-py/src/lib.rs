@@ -6,8 +6,10 @@ mod arrays;
 mod cluster;
 mod cluster_args;
 mod convert;
+mod determinism;
 mod errors;
 mod explain;
+mod pickling;
 mod preemption;
 mod types;
 

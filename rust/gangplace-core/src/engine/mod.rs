@@ -76,6 +76,13 @@ impl Engine {
         self.ledger.panic_mid_apply = armed;
     }
 
+    /// Hold ids from now on come from a generator seeded with `seed` (`None`: from the
+    /// operating system's randomness again). Repeatable runs; never for a shared service,
+    /// whose ids must stay unguessable. Not kept in snapshots.
+    pub fn seed_ids(&mut self, seed: Option<u64>) {
+        self.ledger.seed_ids(seed);
+    }
+
     /// Test-only: ids count up from `start` (`None`: random again).
     #[cfg(feature = "testing")]
     pub fn set_sequential_ids(&mut self, start: Option<u128>) {

@@ -1,0 +1,112 @@
+//! `pickle` and `copy` support (README, "Pickling and copying").
+//!
+//! A `Cluster` travels as its snapshot (`Cluster.restore(snapshot)`; a copy keeps its clock,
+//! an unpickled one gets `time.monotonic`); `GangRequest` and `PodPlacement` as their
+//! constructor arguments; `Placement` as its pods, level and domain.
+
+use std::sync::Arc;
+
+use gangplace_core::Placement as CorePlacement;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+
+use crate::cluster::Cluster;
+use crate::types::{GangRequest, Placement, PodPlacement};
+
+#[pymethods]
+impl GangRequest {
+    fn __getnewargs_ex__<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyTuple>, Bound<'py, PyDict>)> {
+        let inner = &self.inner;
+        let args = PyTuple::new(py, [inner.pods, u64::from(inner.gpus_per_pod)])?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("min_pods", inner.min_pods)?;
+        kwargs.set_item("required_level", inner.required_level.as_deref())?;
+        let selector = PyDict::new(py);
+        for (key, value) in &inner.selector {
+            selector.set_item(key, value)?;
+        }
+        kwargs.set_item("selector", selector)?;
+        kwargs.set_item("name", &inner.name)?;
+        kwargs.set_item("priority", inner.terms.priority)?;
+        kwargs.set_item("preemptible", inner.terms.preemptible)?;
+        kwargs.set_item("movable", inner.terms.movable)?;
+        Ok((args, kwargs))
+    }
+}
+
+#[pymethods]
+impl PodPlacement {
+    fn __getnewargs__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let gpus = PyTuple::new(py, self.inner.gpu_indices())?;
+        PyTuple::new(
+            py,
+            [
+                self.inner.node.to_string().into_pyobject(py)?.into_any(),
+                gpus.into_any(),
+            ],
+        )
+    }
+}
+
+#[pymethods]
+impl Placement {
+    /// Rebuilds a placement from `__reduce__`'s parts (for `pickle`; `reserve` validates it).
+    #[staticmethod]
+    fn _rebuild(pods: Vec<PyRef<'_, PodPlacement>>, level: String, domain: Vec<String>) -> Self {
+        let pods = pods.iter().map(|pod| pod.inner.clone()).collect();
+        Self {
+            inner: Arc::new(CorePlacement {
+                pods,
+                level,
+                domain,
+            }),
+        }
+    }
+
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let py = slf.py();
+        let inner = &slf.get().inner;
+        let pods: Vec<PodPlacement> = inner
+            .pods
+            .iter()
+            .map(|pod| PodPlacement { inner: pod.clone() })
+            .collect();
+        let rebuild = py.get_type::<Placement>().getattr("_rebuild")?;
+        let parts = (pods, inner.level.clone(), inner.domain.clone()).into_pyobject(py)?;
+        Ok((rebuild, parts))
+    }
+}
+
+#[pymethods]
+impl Cluster {
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let py = slf.py();
+        let restore = py.get_type::<Cluster>().getattr("restore")?;
+        let snapshot = slf.call_method0("snapshot")?;
+        Ok((restore, PyTuple::new(py, [snapshot])?))
+    }
+
+    fn __copy__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("clock", slf.get().clock_object(py))?;
+        let snapshot = slf.call_method0("snapshot")?;
+        py.get_type::<Cluster>()
+            .getattr("restore")?
+            .call((snapshot,), Some(&kwargs))
+    }
+
+    fn __deepcopy__<'py>(
+        slf: &Bound<'py, Self>,
+        _memo: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        Self::__copy__(slf)
+    }
+}
