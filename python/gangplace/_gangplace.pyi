@@ -427,9 +427,12 @@ class Cluster:
             only for reservation lifetimes.
         max_held_gpus_per_owner: Cap on the GPUs one owner may hold at once (reserved plus
             allocated); reservations made without an owner share one cap. ``None``: no cap.
+        max_level: No placement spans more than one domain of this level (fabrics that
+            never join, such as Slurm switch trees without a common top); ``"node"``, a
+            level name, or ``None``/``"cluster"``: no bound. Kept in snapshots.
 
     Raises:
-        InvalidRequest: Bad levels, policy or cap.
+        InvalidRequest: Bad levels, policy, cap or max_level.
 
     """
 
@@ -440,6 +443,7 @@ class Cluster:
         policy: Literal["best-fit", "first-fit"] = "best-fit",
         clock: Callable[[], float] | None = None,
         max_held_gpus_per_owner: int | None = None,
+        max_level: str | None = None,
     ) -> Cluster: ...
     @staticmethod
     def from_arrays(
@@ -453,6 +457,7 @@ class Cluster:
         policy: Literal["best-fit", "first-fit"] = "best-fit",
         clock: Callable[[], float] | None = None,
         max_held_gpus_per_owner: int | None = None,
+        max_level: str | None = None,
     ) -> Cluster:
         """Builds a cluster from columns, one entry per node, in one call.
 
@@ -467,6 +472,7 @@ class Cluster:
             policy: As for ``Cluster``.
             clock: As for ``Cluster``.
             max_held_gpus_per_owner: As for ``Cluster``.
+            max_level: As for ``Cluster``.
 
         Raises:
             InvalidRequest: Columns of different lengths, codes outside their table, or any
@@ -504,6 +510,9 @@ class Cluster:
     @property
     def max_held_gpus_per_owner(self) -> int | None:
         """The cap on GPUs one owner may hold at once; ``None``: no cap."""
+    @property
+    def max_level(self) -> str | None:
+        """No placement spans more than one domain of this level; ``None``: no bound."""
     def add_node(
         self,
         name: str,

@@ -280,11 +280,17 @@ def cluster_from_topology_conf(
 ) -> Cluster:
     """A cluster from ``topology.conf`` text; ``gpus`` for every node, or per node.
 
+    A tree with several top switches and no common parent is several fabrics that never join:
+    Slurm never places a job across them ("no switch can reach all nodes"), so the cluster
+    gets ``max_level="switch1"`` (pass ``max_level=None`` to join them anyway).
+
     Raises:
         SlurmError: A malformed or inconsistent file, or a node without a GPU count.
 
     """
     levels, paths = parse_topology_conf(text, filename=filename)
+    if levels[:1] == ("switch1",) and len(_top_switches(text, filename)) > 1:
+        cluster_kw.setdefault("max_level", "switch1")
     cluster = Cluster(levels, **cluster_kw)
     for node in sorted(paths):
         count = gpus if isinstance(gpus, int) else gpus.get(node)
@@ -294,6 +300,19 @@ def cluster_from_topology_conf(
             continue
         cluster.add_node(node, gpus=count, topology=dict(zip(levels, paths[node], strict=True)))
     return cluster
+
+
+def _top_switches(text: str, filename: str) -> list[str]:
+    """The tree's switches that no other switch lists (several: fabrics that never join)."""
+    lines = _lines(text, filename)
+    named = [fields["switchname"] for _, fields in lines if "switchname" in fields]
+    below = {
+        child
+        for where, fields in lines
+        if "switches" in fields
+        for child in _hosts(fields["switches"], where)
+    }
+    return [name for name in named if name not in below]
 
 
 def switch_names(paths: list[tuple[str, ...]]) -> dict[tuple[str, ...], str]:

@@ -129,6 +129,7 @@ class Cluster(Removals, Adoption):
         policy: str = "best-fit",
         clock: Callable[[], float] | None = None,
         max_held_gpus_per_owner: int | None = None,
+        max_level: str | None = None,
     ) -> None:
         levels = tuple(levels)
         if len(levels) > MAX_LEVELS:
@@ -148,6 +149,9 @@ class Cluster(Removals, Adoption):
         self.levels = levels
         self.policy = policy
         self.max_held_gpus_per_owner = max_held_gpus_per_owner
+        if max_level is not None and max_level not in ("cluster", "node", *levels):
+            raise InvalidRequest(f"max_level {max_level!r} is not a level of this cluster")
+        self.max_level = None if max_level in (None, "cluster") else max_level
         self._clock = clock or time.monotonic
         self._nodes: dict[str, _Node] = {}
         self._holds: dict[str, _Hold] = {}
@@ -304,12 +308,15 @@ class Cluster(Removals, Adoption):
 
     def _gang(self, request: Request) -> rules.Gang:
         """The request as the rules read it (an unknown level is an invalid request)."""
-        self._depth_of(request.required_level)
+        depth = self._depth_of(request.required_level)
+        level = request.required_level
+        if self.max_level is not None and self._depth_of(self.max_level) > depth:
+            level = self.max_level  # no placement spans more than one max_level domain
         return rules.Gang(
             pods=request.pods,
             gpus_per_pod=request.gpus_per_pod,
             min_pods=request.min_pods,
-            required_level=request.required_level,
+            required_level=level,
             selector=dict(request.selector),
             name=request.name,
         )
@@ -319,7 +326,13 @@ class Cluster(Removals, Adoption):
 
     def _reason(self, request: Request) -> str:
         """Why nothing fits: the best domain of each level tried, finest first."""
-        return rules.unschedulable_reason(self._views(), self.levels, self._gang(request))
+        reason = rules.unschedulable_reason(self._views(), self.levels, self._gang(request))
+        bound = self.max_level
+        if bound is not None and self._depth_of(bound) >= self._depth_of(request.required_level):
+            reason += (
+                f"; no placement spans more than one {bound} (max_level: fabrics that never join)"
+            )
+        return reason
 
     # ----------------------------------------------------------------- transactions
 

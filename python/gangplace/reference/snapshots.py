@@ -66,6 +66,7 @@ def dump(cluster: Cluster) -> bytes:
         "levels": list(cluster.levels),
         "policy": cluster.policy,
         "cap": cluster.max_held_gpus_per_owner,
+        "max_level": cluster.max_level,
         "taken_at": now,
         "nodes": [
             [n.name, n.gpus, list(n.path), n.labels, n.cordoned, sorted(n.unhealthy)]
@@ -105,6 +106,7 @@ def load(cls: type[C], data: bytes, clock: Callable[[], float] | None) -> C:
             policy=state["policy"],
             clock=clock,
             max_held_gpus_per_owner=state["cap"],
+            max_level=state.get("max_level"),
         )
         offset = cluster._now() - state["taken_at"]
         for name, gpus, path, labels, cordoned, unhealthy in state["nodes"]:

@@ -58,6 +58,8 @@ pub struct EngineConfig {
     levels: Vec<String>,
     policy: Policy,
     max_held_gpus_per_owner: Option<u64>,
+    /// No placement spans more than one domain of this level (`None`: the whole cluster).
+    max_level: Option<String>,
 }
 
 /// Checks a name against the shared rules: non-empty, at most [`MAX_NAME_BYTES`] bytes.
@@ -110,7 +112,49 @@ impl EngineConfig {
             levels,
             policy,
             max_held_gpus_per_owner,
+            max_level: None,
         })
+    }
+
+    /// The same configuration where no placement spans more than one domain of `level`
+    /// (fabrics that never join: several top switches without a common parent). `"node"`
+    /// and the named levels are accepted; `None` and `"cluster"` mean no bound.
+    pub fn with_max_level(mut self, level: Option<String>) -> CoreResult<Self> {
+        self.max_level = match level {
+            None => None,
+            Some(level) if level == CLUSTER_LEVEL => None,
+            Some(level) if level == NODE_LEVEL || self.levels.contains(&level) => Some(level),
+            Some(level) => {
+                return Err(invalid(format!(
+                    "max_level {level:?} is not a level of this cluster ({})",
+                    ["cluster"]
+                        .into_iter()
+                        .chain(self.levels.iter().map(String::as_str))
+                        .chain(["node"])
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        };
+        Ok(self)
+    }
+
+    /// The level no placement may span more than one domain of (`None`: no bound).
+    pub fn max_level(&self) -> Option<&str> {
+        self.max_level.as_deref()
+    }
+
+    /// Depth of [`Self::max_level`] (0 for the cluster, `levels + 1` for a node).
+    pub fn max_level_depth(&self) -> usize {
+        match self.max_level.as_deref() {
+            None => 0,
+            Some(level) if level == NODE_LEVEL => self.levels.len() + 1,
+            Some(level) => self
+                .levels
+                .iter()
+                .position(|l| l == level)
+                .map_or(0, |i| i + 1),
+        }
     }
 
     /// Level names, outermost first.

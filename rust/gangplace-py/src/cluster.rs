@@ -34,9 +34,12 @@ fn ids(ids: Vec<HoldId>) -> Vec<String> {
 ///         only for reservation lifetimes.
 ///     max_held_gpus_per_owner: Cap on the GPUs one owner may hold at once (reserved plus
 ///         allocated); reservations made without an owner share one cap. ``None``: no cap.
+///     max_level: No placement spans more than one domain of this level (fabrics that
+///         never join, such as Slurm switch trees without a common top); ``"node"``, a
+///         level name, or ``None``/``"cluster"``: no bound. Kept in snapshots.
 ///
 /// Raises:
-///     InvalidRequest: Bad levels, policy or cap.
+///     InvalidRequest: Bad levels, policy, cap or max_level.
 #[pyclass(frozen, module = "gangplace._gangplace")]
 #[derive(Debug)]
 pub struct Cluster {
@@ -102,17 +105,19 @@ impl Cluster {
 impl Cluster {
     #[new]
     #[pyo3(
-        text_signature = "(levels, *, policy='best-fit', clock=None, max_held_gpus_per_owner=None)"
+        text_signature = "(levels, *, policy='best-fit', clock=None, max_held_gpus_per_owner=None, max_level=None)"
     )]
-    #[pyo3(signature = (levels, *, policy = None, clock = None, max_held_gpus_per_owner = None))]
+    #[pyo3(signature = (levels, *, policy = None, clock = None, max_held_gpus_per_owner = None, max_level = None))]
     fn new(
         py: Python<'_>,
         levels: &Bound<'_, PyAny>,
         policy: Option<&Bound<'_, PyAny>>,
         clock: Option<Bound<'_, PyAny>>,
         max_held_gpus_per_owner: Option<&Bound<'_, PyAny>>,
+        max_level: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let (engine, clock) = new_engine(py, levels, policy, clock, max_held_gpus_per_owner)?;
+        let cap = max_held_gpus_per_owner;
+        let (engine, clock) = new_engine(py, levels, policy, clock, cap, max_level)?;
         Ok(Self::wrap(engine, clock))
     }
 
@@ -129,6 +134,7 @@ impl Cluster {
     ///     policy: As for ``Cluster``.
     ///     clock: As for ``Cluster``.
     ///     max_held_gpus_per_owner: As for ``Cluster``.
+    ///     max_level: As for ``Cluster``.
     ///
     /// Raises:
     ///     InvalidRequest: Columns of different lengths, codes outside their table, or any
@@ -137,10 +143,10 @@ impl Cluster {
     #[staticmethod]
     #[pyo3(signature = (
         levels, names, domains, gpus, unhealthy_mask, labels = None, *,
-        policy = None, clock = None, max_held_gpus_per_owner = None
+        policy = None, clock = None, max_held_gpus_per_owner = None, max_level = None
     ))]
     #[pyo3(
-        text_signature = "(levels, names, domains, gpus, unhealthy_mask, labels=None, *, policy='best-fit', clock=None, max_held_gpus_per_owner=None)"
+        text_signature = "(levels, names, domains, gpus, unhealthy_mask, labels=None, *, policy='best-fit', clock=None, max_held_gpus_per_owner=None, max_level=None)"
     )]
     #[allow(clippy::too_many_arguments)] // the documented signature of from_arrays
     fn from_arrays(
@@ -154,8 +160,10 @@ impl Cluster {
         policy: Option<&Bound<'_, PyAny>>,
         clock: Option<Bound<'_, PyAny>>,
         max_held_gpus_per_owner: Option<&Bound<'_, PyAny>>,
+        max_level: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let (mut engine, clock) = new_engine(py, levels, policy, clock, max_held_gpus_per_owner)?;
+        let cap = max_held_gpus_per_owner;
+        let (mut engine, clock) = new_engine(py, levels, policy, clock, cap, max_level)?;
         let level_names = engine.config().levels();
         let specs = arrays::node_specs(level_names, names, domains, gpus, unhealthy_mask, labels)?;
         py.detach(|| {
@@ -279,6 +287,12 @@ impl Cluster {
     #[getter]
     fn max_held_gpus_per_owner(&self) -> Option<u64> {
         self.config.max_held_gpus_per_owner()
+    }
+
+    /// No placement spans more than one domain of this level; ``None``: no bound.
+    #[getter]
+    fn max_level(&self) -> Option<&str> {
+        self.config.max_level()
     }
 
     /// Level names, outermost first.

@@ -59,6 +59,7 @@ pub fn new_engine(
     policy: Option<&Bound<'_, PyAny>>,
     clock: Option<Bound<'_, PyAny>>,
     max_held_gpus_per_owner: Option<&Bound<'_, PyAny>>,
+    max_level: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(Engine, Py<PyAny>)> {
     let levels = convert::str_sequence(levels, "levels")?;
     let policy = match policy {
@@ -71,8 +72,14 @@ pub fn new_engine(
         .filter(|cap| !cap.is_none())
         .map(|cap| convert::int(cap, "max_held_gpus_per_owner"))
         .transpose()?;
+    let max_level = max_level
+        .filter(|level| !level.is_none())
+        .map(|level| convert::string(level, "max_level"))
+        .transpose()?;
     let clock = default_clock(py, clock)?;
-    let config = EngineConfig::new(levels, policy, cap).map_err(core_to_py)?;
+    let config = EngineConfig::new(levels, policy, cap)
+        .and_then(|config| config.with_max_level(max_level))
+        .map_err(core_to_py)?;
     Ok((Engine::new(config), clock))
 }
 

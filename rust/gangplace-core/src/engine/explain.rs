@@ -171,8 +171,14 @@ impl Engine {
             Some(min) if min < request.pods => format!(", at least {min}"),
             _ => String::new(),
         };
+        let bounded = match self.config.max_level() {
+            Some(level) if demand.coarsest_depth == self.config.max_level_depth() => format!(
+                "; no placement spans more than one {level} (max_level: fabrics that never join)"
+            ),
+            _ => String::new(),
+        };
         format!(
-            "gang{} of {} x {}{minimum} does not fit: {}",
+            "gang{} of {} x {}{minimum} does not fit: {}{bounded}",
             quoted_name(request),
             counted(request.pods, "pod"),
             counted(u64::from(request.gpus_per_pod), "GPU"),

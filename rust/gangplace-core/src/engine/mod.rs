@@ -308,7 +308,7 @@ impl Engine {
             pods: request.pods,
             gpus_per_pod: request.gpus_per_pod,
             min_pods: request.min_pods.unwrap_or(request.pods),
-            coarsest_depth,
+            coarsest_depth: coarsest_depth.max(self.config.max_level_depth()),
         })
     }
 

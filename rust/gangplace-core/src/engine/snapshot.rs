@@ -38,9 +38,11 @@ use crate::topology::NodeSpec;
 
 /// First bytes of every snapshot.
 pub const MAGIC: &[u8; 8] = b"GANGPLCE";
-/// The body format this build writes and reads. Version 2 names the policy (`"best-fit"`)
-/// where version 1 stored a flag; version 1 snapshots are refused.
-pub const FORMAT_VERSION: u16 = 2;
+/// The body format this build writes. Version 2 names the policy (`"best-fit"`) where
+/// version 1 stored a flag; version 3 adds the [`Extension`] after the version 2 body
+/// (`max_level`). Versions 2 and 3 are read; version 1 snapshots are refused.
+pub const FORMAT_VERSION: u16 = 3;
+const OLDEST_READ: u16 = 2;
 const HEADER_BYTES: usize = 24;
 
 /// The snapshot bytes of `body`: the header (magic, version, length, CRC-32), then the body.
@@ -65,6 +67,12 @@ struct Body {
     nodes: Vec<NodeRecord>,
     holds: Vec<HoldRecord>,
     ended: Vec<EndedRecord>,
+}
+
+/// What version 3 adds after the version 2 body.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Extension {
+    max_level: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -204,9 +212,14 @@ impl Engine {
     pub fn snapshot(&mut self, now: f64) -> CoreResult<Vec<u8>> {
         self.reclaim(now);
         let body = self.snapshot_body(now);
-        let body = postcard::to_stdvec(&body)
-            .map_err(|error| crate::error::internal(format!("snapshot encoding: {error}")))?;
-        Ok(frame(&body))
+        let encoding =
+            |error: postcard::Error| crate::error::internal(format!("snapshot encoding: {error}"));
+        let mut bytes = postcard::to_stdvec(&body).map_err(encoding)?;
+        let extension = Extension {
+            max_level: self.config.max_level().map(str::to_owned),
+        };
+        bytes.extend(postcard::to_stdvec(&extension).map_err(encoding)?);
+        Ok(frame(&bytes))
     }
 
     fn snapshot_body(&self, now: f64) -> Body {
@@ -284,7 +297,7 @@ impl Engine {
 
     /// Rebuilds an engine from snapshot bytes; `now` is the restoring clock's reading.
     pub fn restore(bytes: &[u8], now: f64) -> CoreResult<Engine> {
-        let body = decode(bytes)?;
+        let (body, extension) = decode(bytes)?;
         let offset = now - body.taken_at;
         if !offset.is_finite() {
             return Err(bad("the snapshot's clock reading is not finite"));
@@ -295,7 +308,9 @@ impl Engine {
             .map(|cap| i64::try_from(cap).map_err(|_| bad("the owner cap is out of range")))
             .transpose()?;
         let levels = body.levels;
-        let config = EngineConfig::new(levels.clone(), policy, cap).map_err(as_snapshot_error)?;
+        let config = EngineConfig::new(levels.clone(), policy, cap)
+            .and_then(|config| config.with_max_level(extension.max_level))
+            .map_err(as_snapshot_error)?;
         let mut engine = Engine::new(config);
         for node in body.nodes {
             engine.restore_node(&levels, node)?;
@@ -427,8 +442,8 @@ impl Engine {
     }
 }
 
-/// Checks the header and checksum and decodes the body.
-fn decode(bytes: &[u8]) -> CoreResult<Body> {
+/// Checks the header and checksum and decodes the body (and, from version 3, its extension).
+fn decode(bytes: &[u8]) -> CoreResult<(Body, Extension)> {
     let header = bytes.get(..HEADER_BYTES).ok_or_else(|| {
         bad(format!(
             "{} bytes is too short for a snapshot header",
@@ -445,9 +460,11 @@ fn decode(bytes: &[u8]) -> CoreResult<Body> {
             .fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
     };
     let version = field(8..10);
-    if version != u64::from(FORMAT_VERSION) || field(10..12) != 0 {
+    let readable = u64::from(OLDEST_READ)..=u64::from(FORMAT_VERSION);
+    if !readable.contains(&version) || field(10..12) != 0 {
         return Err(bad(format!(
-            "format version {version} is not supported (this build reads {FORMAT_VERSION})"
+            "format version {version} is not supported (this build reads versions \
+             {OLDEST_READ} to {FORMAT_VERSION})"
         )));
     }
     let body = &bytes[HEADER_BYTES..];
@@ -463,10 +480,16 @@ fn decode(bytes: &[u8]) -> CoreResult<Body> {
     }
     let (decoded, rest) = postcard::take_from_bytes::<Body>(body)
         .map_err(|error| bad(format!("malformed body: {error}")))?;
+    let (extension, rest) = if version >= 3 {
+        postcard::take_from_bytes::<Extension>(rest)
+            .map_err(|error| bad(format!("malformed extension: {error}")))?
+    } else {
+        (Extension::default(), rest)
+    };
     if !rest.is_empty() {
         return Err(bad("trailing bytes after the body"));
     }
-    Ok(decoded)
+    Ok((decoded, extension))
 }
 
 /// The start time a restored hold was recorded with (commit keeps it).
