@@ -150,3 +150,24 @@ def test_messages_read_as_python_and_english() -> None:
     cluster.add_node("n0", gpus=4, topology={})
     assert cluster.explain(GangRequest(1, 8)).summary.startswith("gang of 1 pod x 8 GPUs")
     assert cluster.explain(GangRequest(1, 1)).summary.startswith("gang of 1 pod x 1 GPU fits")
+
+
+def test_explain_names_the_domain_cheapest_to_free() -> None:
+    """Rack a holds the most pods now (3 of 4) but needs 8 GPUs freed; rack b none now but
+    only 4 (one small job per node)."""
+    from gangplace import Cluster, GangRequest, PodPlacement
+
+    cluster = Cluster(("rack",))
+    for rack in ("a", "b"):
+        for node in range(4):
+            cluster.add_node(f"{rack}{node}", gpus=8, topology={"rack": rack})
+    cluster.adopt([("a0", 8)])
+    for node in range(4):
+        cluster.adopt([PodPlacement(f"b{node}", [7])])
+    explanation = cluster.explain(GangRequest(4, 8, required_level="rack"))
+    rack = {level.level: level for level in explanation.levels}["rack"]
+    assert (rack.domain, rack.capacity, rack.gpus_to_free) == (("a",), 3, 8)
+    assert (rack.cheapest_domain, rack.cheapest_gpus_to_free) == (("b",), 4)
+    assert "cheapest: b, freeing 4 held GPUs" in str(explanation)
+    fits = cluster.explain(GangRequest(1, 8)).levels[0]
+    assert fits.cheapest_gpus_to_free == 0

@@ -383,6 +383,12 @@ class LevelExplanation:
     @property
     def preemption_max_priority(self) -> int | None:
         """The highest priority among those victims."""
+    @property
+    def cheapest_domain(self) -> tuple[str, ...] | None:
+        """The domain of this level needing the fewest held GPUs freed for the gang to fit."""
+    @property
+    def cheapest_gpus_to_free(self) -> int | None:
+        """How many held GPUs must be freed there (0 when the gang fits there now)."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 

@@ -80,6 +80,22 @@ impl LevelExplanation {
         self.inner.preemption.map(|(_, priority)| priority)
     }
 
+    /// The domain of this level needing the fewest held GPUs freed for the gang to fit.
+    #[getter]
+    fn cheapest_domain<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        self.inner
+            .cheapest
+            .as_ref()
+            .map(|(path, _)| PyTuple::new(py, path))
+            .transpose()
+    }
+
+    /// How many held GPUs must be freed there (0 when the gang fits there now).
+    #[getter]
+    fn cheapest_gpus_to_free(&self) -> Option<u64> {
+        self.inner.cheapest.as_ref().map(|&(_, gpus)| gpus)
+    }
+
     fn __str__(&self) -> String {
         level_line(&self.inner)
     }
@@ -111,6 +127,17 @@ fn level_line(level: &CoreLevel) -> String {
         None if level.domain.is_some() => "cannot fit even if emptied".to_owned(),
         None => "no domain holds a pod".to_owned(),
     };
+    let cheapest = match (&level.cheapest, level.gpus_to_free) {
+        (Some((path, gpus)), best) if *gpus > 0 && best != Some(*gpus) => {
+            let name = if path.is_empty() {
+                "the cluster".to_owned()
+            } else {
+                path.join("/")
+            };
+            format!("; cheapest: {name}, freeing {gpus} held GPUs")
+        }
+        _ => String::new(),
+    };
     let preempting = match level.preemption {
         Some((1, priority)) => format!("; preempting 1 job of priority {priority} makes room"),
         Some((count, priority)) => {
@@ -119,7 +146,7 @@ fn level_line(level: &CoreLevel) -> String {
         None => String::new(),
     };
     format!(
-        "  {:<8} best {:<24} holds {} of {}; {}{preempting}",
+        "  {:<8} best {:<24} holds {} of {}; {}{cheapest}{preempting}",
         level.level,
         domain,
         level.capacity,

@@ -31,6 +31,10 @@ pub struct LevelExplanation {
     /// its rules, without limits): the victim count and the highest victim priority. `None`
     /// when it fits, or when no preemption at this level makes room.
     pub preemption: Option<(u64, i32)>,
+    /// The domain of this level that needs the fewest held GPUs freed for the gang to fit
+    /// (then the smallest path), and how many; `None` when no domain could hold it even
+    /// emptied. It may differ from `domain`: the largest domain is not always the cheapest.
+    pub cheapest: Option<(Vec<String>, u64)>,
 }
 
 /// Nodes that cannot take even one pod of the gang, by the first reason that applies.
@@ -91,6 +95,7 @@ impl Engine {
                     .item
                     .and_then(|item| self.gpus_to_free(item, request, demand.pods)),
                 preemption,
+                cheapest: self.cheapest_at(best.depth, request, demand.pods),
             })
             .collect();
         Ok(Explanation {
@@ -202,6 +207,39 @@ impl Engine {
             }
         }
         excluded
+    }
+
+    /// The domain (or node) at `depth` needing the fewest held GPUs freed to hold `pods`
+    /// pods, ties by path: one pass over the nodes per level (an explanation, not a search).
+    fn cheapest_at(
+        &self,
+        depth: usize,
+        request: &GangRequest,
+        pods: u64,
+    ) -> Option<(Vec<String>, u64)> {
+        let mut items = vec![Item::Domain(crate::ids::ROOT)];
+        for _ in 0..depth {
+            items = items
+                .into_iter()
+                .flat_map(|item| match item {
+                    Item::Domain(id) => {
+                        let domain = self.topology.domain(id);
+                        let domains = domain.child_domains.iter().map(|&d| Item::Domain(d));
+                        let nodes = domain.child_nodes.iter().map(|&n| Item::Node(n));
+                        domains.chain(nodes).collect::<Vec<_>>()
+                    }
+                    Item::Node(_) => Vec::new(),
+                })
+                .collect();
+        }
+        items
+            .into_iter()
+            .filter_map(|item| {
+                let cost = self.gpus_to_free(item, request, pods)?;
+                Some((cost, self.item_path(item)))
+            })
+            .min()
+            .map(|(cost, path)| (path, cost))
     }
 
     /// The fewest held GPUs to free under `item` so that it holds `pods` pods.
