@@ -165,9 +165,13 @@ def test_explain_names_the_domain_cheapest_to_free() -> None:
     for node in range(4):
         cluster.adopt([PodPlacement(f"b{node}", [7])])
     explanation = cluster.explain(GangRequest(4, 8, required_level="rack"))
-    rack = {level.level: level for level in explanation.levels}["rack"]
-    assert (rack.domain, rack.capacity, rack.gpus_to_free) == (("a",), 3, 8)
-    assert (rack.cheapest_domain, rack.cheapest_gpus_to_free) == (("b",), 4)
+    by_level = {level.level: level for level in explanation.levels}
+    assert (by_level["rack"].domain, by_level["rack"].capacity) == (("a",), 3)
+    assert by_level["rack"].gpus_to_free == 8
+    assert (by_level["rack"].cheapest_domain, by_level["rack"].cheapest_gpus_to_free) == (
+        ("b",),
+        4,
+    )
     assert "cheapest: b, freeing 4 held GPUs" in str(explanation)
     fits = cluster.explain(GangRequest(1, 8)).levels[0]
     assert fits.cheapest_gpus_to_free == 0
