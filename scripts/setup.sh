@@ -21,8 +21,20 @@ export VIRTUAL_ENV="$root/.venv"
 export PATH="$VIRTUAL_ENV/bin:$PATH"
 # A release build (lto = "fat"): benchmarks and examples always run optimised code.
 features="${GANGPLACE_FEATURES:-}"
-echo "setup: maturin develop --release${features:+ --features $features} (only what changed is rebuilt; a first build takes a few minutes)" >&2
-if ! maturin develop --release ${features:+--features "$features"} >.venv/build.log 2>&1; then
-    cat .venv/build.log >&2
-    exit 1
+built=.venv/.extension-built
+extension=$(ls python/gangplace/_gangplace*.so 2>/dev/null | head -n 1 || true)
+newer=""
+if [ -n "$extension" ] && [ -f "$built" ]; then
+    newer=$(find rust Cargo.toml Cargo.lock pyproject.toml -newer "$extension" -type f \
+        -not -path "*/target/*" -not -path "*/fuzz/*" -print -quit)
+fi
+if [ -n "$extension" ] && [ -f "$built" ] && [ -z "$newer" ] && [ "$(cat "$built")" = "features=$features" ]; then
+    echo "setup: the extension is up to date (${features:+features $features, }built $(date -r "$extension" '+%Y-%m-%d %H:%M'))" >&2
+else
+    echo "setup: building the extension: maturin develop --release${features:+ --features $features} (a first build takes a few minutes; later ones rebuild what changed)" >&2
+    if ! maturin develop --release ${features:+--features "$features"} >.venv/build.log 2>&1; then
+        cat .venv/build.log >&2
+        exit 1
+    fi
+    echo "features=$features" > "$built"
 fi
