@@ -271,3 +271,14 @@ def test_scontrol_conflicting_with_other_holds_names_the_gpu() -> None:
     cluster.adopt([PodPlacement("gpu01", [2])], owner="kubelet")
     with pytest.raises(Conflict, match='GPU 2 of node "gpu01"'):
         apply_scontrol_nodes(cluster, "NodeName=gpu01 GresUsed=gpu:4(IDX:0-3) State=MIXED\n")
+
+
+def test_a_single_top_switch_keeps_its_name_through_a_round_trip() -> None:
+    conf = "SwitchName=spine Switches=leaf[1-2]\nSwitchName=leaf1 Nodes=a[1-2]\n"
+    conf += "SwitchName=leaf2 Nodes=a[3-4]\n"
+    cluster = cluster_from_topology_conf(conf, gpus=8)
+    written = to_topology_conf(cluster)
+    assert written.splitlines()[0] == "SwitchName=spine Switches=leaf1,leaf2"
+    again = cluster_from_topology_conf(written, gpus=8)
+    assert to_topology_conf(again) == written
+    assert to_topology_conf(cluster, top_switch="core").startswith("SwitchName=core ")

@@ -38,6 +38,7 @@ from gangplace._gangplace import Allocation, Cluster, Placement, PodPlacement
 from gangplace.errors import GangplaceError
 
 __all__ = [
+    "TOP_SWITCH_LABEL",
     "UNUSABLE_STATES",
     "SlurmError",
     "SlurmNodeState",
@@ -49,6 +50,9 @@ __all__ = [
     "sbatch_args",
     "to_topology_conf",
 ]
+
+
+TOP_SWITCH_LABEL = "slurm.schedmd.com/top-switch"
 
 
 class SlurmError(GangplaceError, ValueError):
@@ -280,7 +284,9 @@ def cluster_from_topology_conf(
 ) -> Cluster:
     """A cluster from ``topology.conf`` text; ``gpus`` for every node, or per node.
 
-    A tree with several top switches and no common parent is several fabrics that never join:
+    A single top switch is the whole cluster; its name is kept in every node's label
+    :data:`TOP_SWITCH_LABEL`, so that :func:`to_topology_conf` writes it back. A tree with
+    several top switches and no common parent is several fabrics that never join:
     Slurm never places a job across them ("no switch can reach all nodes"), so the cluster
     gets ``max_level="switch1"`` (pass ``max_level=None`` to join them anyway).
 
@@ -289,8 +295,10 @@ def cluster_from_topology_conf(
 
     """
     levels, paths = parse_topology_conf(text, filename=filename)
-    if levels[:1] == ("switch1",) and len(_top_switches(text, filename)) > 1:
+    tops = _top_switches(text, filename) if levels[:1] == ("switch1",) else []
+    if len(tops) > 1:
         cluster_kw.setdefault("max_level", "switch1")
+    labels = {TOP_SWITCH_LABEL: tops[0]} if len(tops) == 1 else {}
     cluster = Cluster(levels, **cluster_kw)
     for node in sorted(paths):
         count = gpus if isinstance(gpus, int) else gpus.get(node)
@@ -298,7 +306,8 @@ def cluster_from_topology_conf(
             raise SlurmError(f"{filename}: no GPU count for node {node}")
         if count == 0:
             continue
-        cluster.add_node(node, gpus=count, topology=dict(zip(levels, paths[node], strict=True)))
+        topology = dict(zip(levels, paths[node], strict=True))
+        cluster.add_node(node, gpus=count, topology=topology, labels=labels)
     return cluster
 
 
@@ -341,9 +350,17 @@ def switch_names(paths: list[tuple[str, ...]]) -> dict[tuple[str, ...], str]:
     return names
 
 
-def to_topology_conf(cluster: Cluster) -> str:
-    """``topology.conf`` (tree form) for ``cluster``; switch names as :func:`switch_names`."""
+def to_topology_conf(cluster: Cluster, *, top_switch: str | None = None) -> str:
+    """``topology.conf`` (tree form) for ``cluster``; switch names as :func:`switch_names`.
+
+    The switch above the outermost level is ``top_switch``; by default the name every node
+    carries in :data:`TOP_SWITCH_LABEL` (set by :func:`cluster_from_topology_conf`), else
+    ``cluster``.
+    """
     levels = cluster.levels
+    if top_switch is None:
+        tops = {cluster.node(name).labels.get(TOP_SWITCH_LABEL) for name in cluster.nodes()}
+        top_switch = tops.pop() if len(tops) == 1 and None not in tops else "cluster"
     lines = []
     children: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
     nodes_of: dict[tuple[str, ...], list[str]] = {}
@@ -359,7 +376,7 @@ def to_topology_conf(cluster: Cluster) -> str:
     switch_of = switch_names([below for belows in children.values() for below in belows])
 
     def switch(path: tuple[str, ...]) -> str:
-        return switch_of[path]
+        return top_switch if not path else switch_of[path]
 
     for above in sorted(children):
         if len(above) < len(levels):
@@ -368,7 +385,7 @@ def to_topology_conf(cluster: Cluster) -> str:
     for path in sorted(nodes_of):
         lines.append(f"SwitchName={switch(path)} Nodes={compress_hostlist(nodes_of[path])}")
     if not levels:
-        lines = [f"SwitchName=cluster Nodes={compress_hostlist(cluster.nodes())}"]
+        lines = [f"SwitchName={top_switch} Nodes={compress_hostlist(cluster.nodes())}"]
     return "\n".join(lines) + "\n"
 
 
