@@ -358,9 +358,9 @@ def to_topology_conf(cluster: Cluster, *, top_switch: str | None = None) -> str:
     ``cluster``.
     """
     levels = cluster.levels
-    if top_switch is None:
-        tops = {cluster.node(name).labels.get(TOP_SWITCH_LABEL) for name in cluster.nodes()}
-        top_switch = tops.pop() if len(tops) == 1 and None not in tops else "cluster"
+    tops = {cluster.node(name).labels.get(TOP_SWITCH_LABEL) for name in cluster.nodes()}
+    labelled = tops.pop() if len(tops) == 1 else None
+    top: str = top_switch or labelled or "cluster"
     lines = []
     children: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
     nodes_of: dict[tuple[str, ...], list[str]] = {}
@@ -376,7 +376,7 @@ def to_topology_conf(cluster: Cluster, *, top_switch: str | None = None) -> str:
     switch_of = switch_names([below for belows in children.values() for below in belows])
 
     def switch(path: tuple[str, ...]) -> str:
-        return top_switch if not path else switch_of[path]
+        return top if not path else switch_of[path]
 
     for above in sorted(children):
         if len(above) < len(levels):
@@ -385,7 +385,7 @@ def to_topology_conf(cluster: Cluster, *, top_switch: str | None = None) -> str:
     for path in sorted(nodes_of):
         lines.append(f"SwitchName={switch(path)} Nodes={compress_hostlist(nodes_of[path])}")
     if not levels:
-        lines = [f"SwitchName={top_switch} Nodes={compress_hostlist(cluster.nodes())}"]
+        lines = [f"SwitchName={top} Nodes={compress_hostlist(cluster.nodes())}"]
     return "\n".join(lines) + "\n"
 
 
