@@ -1,22 +1,43 @@
 #!/usr/bin/env bash
-# Renders the README's rack map: an example cluster's SVG (docs/pictures/rack-map.svg), then a
-# PNG of it with headless Chromium (Debian package `chromium`; not part of CI).
+# Renders the README's rack maps: SVGs of three clusters (docs/pictures/*.svg), then PNGs of
+# them with headless Chromium (Debian package `chromium`; not part of CI):
+#   tiny          256 GPUs, every GPU a cell, a placement outlined
+#   superpod      16,384 GPUs (2,048 nodes): one cell per rack
+#   colossus100k  102,400 GPUs (12,800 nodes): one cell per rack, a 128-GPU gang outlined
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+mkdir -p out docs/pictures
 python - <<'PY'
+import re
 from pathlib import Path
+
 from gangplace import GangRequest, synth
 
-cluster, _ = synth.build("tiny", fill=0.5, seed=2)
-cluster.reserve(GangRequest(2, 4))
-cluster.set_gpu_health("s1-r3-n2", 5, False)
-cluster.cordon("s0-r1-n3")
-highlight = cluster.place_gang(GangRequest(4, 8))
-svg = cluster.to_svg(highlight=highlight)
-Path("docs/pictures/rack-map.svg").write_text(svg)
-Path("out").mkdir(exist_ok=True)
-Path("out/rack-map.html").write_text(f"<html><body style='margin:0;background:white'>{svg}</body></html>")
+def write(name: str, svg: str) -> None:
+    Path(f"docs/pictures/{name}.svg").write_text(svg)
+    width, height = (int(v) for v in re.search(r'width="(\d+)" height="(\d+)"', svg).groups())
+    Path(f"out/{name}.html").write_text(
+        f"<html><body style='margin:0;background:white'>{svg}</body></html>"
+    )
+    Path(f"out/{name}.size").write_text(f"{width + 8},{height + 8}")
+
+tiny, _ = synth.build("tiny", fill=0.5, seed=2)
+tiny.reserve(GangRequest(2, 4))
+tiny.set_gpu_health("s1-r3-n2", 5, False)
+tiny.cordon("s0-r1-n3")
+write("rack-map", tiny.to_svg(highlight=tiny.place_gang(GangRequest(4, 8))))
+
+superpod, _ = synth.build("superpod", fill=0.7, seed=3)
+write("superpod", superpod.to_svg())
+
+colossus, _ = synth.build("colossus100k", fill=0.8, seed=4)
+for name in colossus.nodes()[:64]:
+    colossus.cordon(name)
+write("colossus100k", colossus.to_svg(highlight=colossus.place_gang(GangRequest(16, 8))))
 PY
-chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=760,260 \
-    --screenshot="$PWD/docs/pictures/rack-map.png" "file://$PWD/out/rack-map.html" 2>/dev/null
-echo "wrote docs/pictures/rack-map.svg and docs/pictures/rack-map.png"
+for name in rack-map superpod colossus100k; do
+    chromium --headless --no-sandbox --disable-gpu --hide-scrollbars \
+        --window-size="$(cat "out/$name.size")" \
+        --screenshot="$PWD/docs/pictures/$name.png" "file://$PWD/out/$name.html" 2>/dev/null
+    echo "wrote docs/pictures/$name.svg and docs/pictures/$name.png"
+done

@@ -46,11 +46,32 @@ def test_highlight_outlines_the_placement() -> None:
     assert "3 pods at level" in placement._repr_html_()
 
 
-def test_large_clusters_collapse_and_stay_small() -> None:
-    cluster, _ = synth.build("colossus100k", fill=0.5)
-    svg = cluster.to_svg()
-    assert len(svg.encode()) < 1_000_000
-    uses = list(ET.fromstring(svg).iter(f"{SVG}use"))
-    assert len(uses) == 12_800  # one cell per node above 20,000 GPUs
-    assert {use.get("href") for use in uses} <= {f"#{state}" for state in COLOURS}
-    assert "one cell per node" in svg
+def test_large_clusters_become_a_legible_rack_summary() -> None:
+    cluster, _ = synth.build("colossus100k", fill=0.5, seed=1)
+    cluster.cordon(cluster.nodes()[0])
+    placement = cluster.place_gang(GangRequest(16, 8))
+    assert placement is not None
+    svg = cluster.to_svg(highlight=placement)
+    root = ET.fromstring(svg)
+    assert len(svg.encode()) < 1_500_000
+    assert int(root.get("width") or 0) <= 1_608  # wrapped, not a 7,000-pixel strip
+    racks = [g for g in root.iter(f"{SVG}g") if g.get("class") == "rack"]
+    assert len(racks) == 1_600  # 102,400 GPUs, one cell per rack
+    halls = [t.text or "" for t in root.iter(f"{SVG}text") if t.get("class") == "hall"]
+    assert len(halls) == 4 and all("% of its healthy GPUs free" in hall for hall in halls)
+    arrays = [t for t in root.iter(f"{SVG}text") if t.get("class") == "array"]
+    assert len(arrays) == 200  # every array labelled
+    legend = " ".join(t.text or "" for t in root.iter(f"{SVG}text"))
+    for mark in ("free", "reserved", "allocated", "unhealthy", "cordoned", "the placement"):
+        assert mark in legend
+    outlined = [r for r in root.iter(f"{SVG}rect") if r.get("stroke") == "#111111"]
+    assert 1 <= len(outlined) - 1 <= 2  # the legend's, and the racks the gang uses
+    assert "one cell per rack" in svg
+
+
+def test_a_placement_draws_its_gpus_in_their_own_colour() -> None:
+    cluster = tree(("rack",), (2, 2))
+    placement = cluster.place_gang(GangRequest(2, 2))
+    assert placement is not None
+    fills = {c.get("fill") for c in cells(placement._repr_html_())}
+    assert fills == {"#b07aa1"} and COLOURS["allocated"] not in fills

@@ -1,23 +1,26 @@
 """Pictures: a cluster as an SVG rack map (``Cluster.to_svg``, ``_repr_html_`` in notebooks).
 
-Layout: one block per top-level domain (the whole cluster when there are no levels), the
-deepest domains (racks) as columns inside it, nodes as rows of GPU cells. Colours: free
-(green), reserved (amber), allocated (blue), unhealthy (red); cordoned nodes are hatched.
-``highlight`` (a placement) outlines the GPUs it takes. A legend and totals sit on top.
+Up to :data:`SUMMARY_NODES` nodes, the detailed map: one block per top-level domain (the
+whole cluster when there are no levels), the deepest domains (racks) as columns inside it,
+nodes as rows of GPU cells. Colours: free (green), reserved (amber), allocated (blue),
+unhealthy (red); cordoned nodes are hatched. ``highlight`` (a placement) outlines the GPUs it
+takes. A legend (every mark the map uses) and totals sit on top.
 
-Large clusters collapse so that the SVG stays small (under about 1 MB at 100k GPUs): above
-20,000 GPUs each node is one cell coloured by its majority state, above 200,000 each rack is;
-collapsed cells are ``<use href="#state">`` references, and racks wrap 50 to a row.
+Above it, the rack summary that stays legible at any size: one cell per rack, a small
+stacked bar of its GPUs' shares (free, reserved, allocated, unhealthy, in the same colours),
+hatched when most of its nodes are cordoned, outlined when ``highlight`` uses it. Racks are
+grouped by their parent domain (an array), labelled, and wrapped to at most
+:data:`MAX_WIDTH` pixels; top-level domains (halls) are sections, one under another, each
+with its free share.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-__all__ = ["COLOURS", "cluster_svg", "placement_svg"]
+__all__ = ["COLOURS", "MAX_WIDTH", "SUMMARY_NODES", "cluster_svg", "placement_svg"]
 
 COLOURS = {
     "free": "#59a14f",
@@ -27,9 +30,12 @@ COLOURS = {
 }
 CELL = 9
 GAP = 2
-NODE_COLLAPSE_GPUS = 20_000
 RACKS_PER_ROW = 50
-RACK_COLLAPSE_GPUS = 200_000
+SUMMARY_NODES = 2_000  # above it, one cell per rack
+MAX_WIDTH = 1_600  # pixels, the rack summary's widest row
+RACK_CELL = 14
+HIGHLIGHT = "#111111"
+PLACED = "#b07aa1"  # a placement's own GPUs in its picture
 
 
 @dataclass(frozen=True)
@@ -76,19 +82,10 @@ def _nodes_by_rack(cluster: Any) -> dict[str, dict[tuple[str, ...], list[_Node]]
     return blocks
 
 
-def _majority(states: Iterable[str]) -> str:
-    counts: dict[str, int] = {}
-    for state in states:
-        counts[state] = counts.get(state, 0) + 1
-    return max(sorted(counts), key=lambda state: counts[state]) if counts else "free"
-
-
 def cluster_svg(cluster: Any, highlight: Any = None) -> str:
     """The rack map of ``cluster`` as an SVG document (``highlight``: a placement)."""
-    total = cluster.stats().total
-    mode = (
-        "gpu" if total <= NODE_COLLAPSE_GPUS else "node" if total <= RACK_COLLAPSE_GPUS else "rack"
-    )
+    if len(cluster) > SUMMARY_NODES:
+        return _summary_svg(cluster, highlight)
     chosen = {(pod.node, gpu) for pod in highlight.pods for gpu in pod.gpus} if highlight else set()
     blocks = _nodes_by_rack(cluster)
     parts: list[str] = []
@@ -100,7 +97,7 @@ def cluster_svg(cluster: Any, highlight: Any = None) -> str:
         for index, path in enumerate(sorted(racks)):
             if index and index % RACKS_PER_ROW == 0:  # wrap: a new row of racks
                 rack_x, row_y = block_x + GAP, row_y + row_height + 14
-            width, rows = _rack(parts, racks[path], rack_x, row_y, mode, chosen)
+            width, rows = _rack(parts, racks[path], rack_x, row_y, chosen)
             label = escape(path[-1] if path else "")
             parts.append(f'<text x="{rack_x}" y="{row_y - 4}" font-size="8">{label}</text>')
             rack_x += max(width, 30) + GAP * 3
@@ -114,57 +111,140 @@ def cluster_svg(cluster: Any, highlight: Any = None) -> str:
             f"{escape(top)}</text>"
         )
         x = widest + GAP * 4
-    stats = cluster.stats()
-    legend = [
-        f'<rect class="legend" x="{4 + index * 90}" y="4" width="{CELL}" height="{CELL}" '
-        f'fill="{colour}"/><text x="{16 + index * 90}" y="12" font-size="9">{state}</text>'
-        for index, (state, colour) in enumerate(COLOURS.items())
-    ]
-    totals = (
-        f'<text x="4" y="28" font-size="9">{stats.total} GPUs: {stats.free} free, '
-        f"{stats.reserved} reserved, {stats.allocated} allocated, {stats.unhealthy} unhealthy"
-        f"{'' if mode == 'gpu' else f' (one cell per {mode})'}</text>"
-    )
-    width = max(x, 380)
+    marks = ["cordoned"] + (["highlight"] if highlight else [])
+    width = max(x, 480)
+    return _document(width, height + 8, _legend(marks) + _totals(cluster, ""), parts)
+
+
+def _document(width: int, height: int, header: str, parts: list[str]) -> str:
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 8}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'font-family="sans-serif"><defs><pattern id="hatch" width="4" height="4" '
         f'patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><line x1="0" y1="0" '
-        f'x2="0" y2="4" stroke="#000" stroke-width="1"/></pattern>'
-        + "".join(
-            f'<rect id="{state}" width="{CELL}" height="{CELL}" fill="{colour}"/>'
-            for state, colour in COLOURS.items()
-        )
-        + "</defs>"
-        + "".join(legend)
-        + totals
+        f'x2="0" y2="4" stroke="#000" stroke-width="1"/></pattern></defs>'
+        + header
         + "".join(parts)
         + "</svg>"
     )
 
 
+def _legend(marks: list[str]) -> str:
+    """A legend of the four states and of every other mark the map uses."""
+    items = []
+    for index, (state, colour) in enumerate(COLOURS.items()):
+        items.append(
+            f'<rect class="legend" x="{4 + index * 90}" y="4" width="{CELL}" height="{CELL}" '
+            f'fill="{colour}"/><text x="{16 + index * 90}" y="12" font-size="9">{state}</text>'
+        )
+    x = 4 + len(COLOURS) * 90
+    if "cordoned" in marks:
+        items.append(
+            f'<rect class="legend" x="{x}" y="4" width="{CELL}" height="{CELL}" fill="#fff" '
+            f'stroke="#999"/><rect x="{x}" y="4" width="{CELL}" height="{CELL}" '
+            f'fill="url(#hatch)"/><text x="{x + 12}" y="12" font-size="9">cordoned</text>'
+        )
+        x += 90
+    if "highlight" in marks:
+        items.append(
+            f'<rect class="legend" x="{x}" y="4" width="{CELL}" height="{CELL}" fill="none" '
+            f'stroke="{HIGHLIGHT}" stroke-width="2"/><text x="{x + 12}" y="12" '
+            f'font-size="9">the placement</text>'
+        )
+    return "".join(items)
+
+
+def _totals(cluster: Any, note: str) -> str:
+    stats = cluster.stats()
+    return (
+        f'<text x="4" y="28" font-size="9">{stats.total:,} GPUs: {stats.free:,} free, '
+        f"{stats.reserved:,} reserved, {stats.allocated:,} allocated, {stats.unhealthy:,} "
+        f"unhealthy{note}</text>"
+    )
+
+
+def _shares(nodes: list[_Node]) -> dict[str, int]:
+    counts = {state: 0 for state in COLOURS}
+    for info in nodes:
+        for gpu in range(info.gpus):
+            counts[_state_of(info, gpu)] += 1
+    return counts
+
+
+def _summary_svg(cluster: Any, highlight: Any) -> str:
+    """One cell per rack, grouped by array and hall, wrapped to :data:`MAX_WIDTH`."""
+    used = set(highlight.nodes) if highlight else set()
+    parts: list[str] = []
+    y = 44
+    step = RACK_CELL + 2
+    for top, racks in sorted(_nodes_by_rack(cluster).items()):
+        groups: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+        for path in sorted(racks):
+            groups.setdefault(path[:-1], []).append(path)
+        counts = _shares([node for nodes in racks.values() for node in nodes])
+        healthy = sum(counts.values()) - counts["unhealthy"]
+        share = counts["free"] / healthy if healthy else 0.0
+        parts.append(
+            f'<text class="hall" x="4" y="{y + 10}" font-size="11" font-weight="bold">'
+            f"{escape(top)}: {len(racks)} racks, {share:.0%} of its healthy GPUs free</text>"
+        )
+        y += 18
+        x = 4
+        for parent, paths in groups.items():
+            width = len(paths) * step + 6
+            if x + width > MAX_WIDTH and x > 4:
+                x, y = 4, y + step + 14
+            label = escape(parent[-1]) if len(parent) > 1 else ""
+            parts.append(f'<text class="array" x="{x}" y="{y + 8}" font-size="8">{label}</text>')
+            for index, path in enumerate(paths):
+                nodes = racks[path]
+                parts.append(
+                    _rack_cell(x + index * step, y + 11, nodes, any(n.name in used for n in nodes))
+                )
+            x += width
+        y += step + 24
+    note = f" (one cell per rack: {len(cluster):,} nodes)"
+    marks = ["cordoned"] + (["highlight"] if highlight else [])
+    return _document(MAX_WIDTH + 8, y, _legend(marks) + _totals(cluster, note), parts)
+
+
+def _rack_cell(x: int, y: int, nodes: list[_Node], outlined: bool) -> str:
+    """A rack as a stacked bar of its GPUs' states (left to right: free, reserved, ...)."""
+    counts = _shares(nodes)
+    total = sum(counts.values()) or 1
+    bars, offset = [], 0.0
+    for state, colour in COLOURS.items():
+        width = RACK_CELL * counts[state] / total
+        if width > 0:
+            bars.append(
+                f'<rect x="{x + offset:.1f}" y="{y}" width="{width:.1f}" height="{RACK_CELL}" '
+                f'fill="{colour}"/>'
+            )
+        offset += width
+    if sum(1 for node in nodes if node.cordoned) * 2 > len(nodes):
+        bars.append(
+            f'<rect x="{x}" y="{y}" width="{RACK_CELL}" height="{RACK_CELL}" fill="url(#hatch)"/>'
+        )
+    if outlined:
+        bars.append(
+            f'<rect x="{x - 1}" y="{y - 1}" width="{RACK_CELL + 2}" height="{RACK_CELL + 2}" '
+            f'fill="none" stroke="{HIGHLIGHT}" stroke-width="2"/>'
+        )
+    title = ", ".join(f"{counts[state]} {state}" for state in COLOURS if counts[state])
+    return f'<g class="rack"><title>{title}</title>{"".join(bars)}</g>'
+
+
 def _rack(
-    parts: list[str], nodes: list[_Node], x: int, y: int, mode: str, chosen: set[tuple[str, int]]
+    parts: list[str], nodes: list[_Node], x: int, y: int, chosen: set[tuple[str, int]]
 ) -> tuple[int, int]:
-    """Draws one rack column; returns its width and height."""
-    if mode == "rack":
-        states = [_state_of(info, gpu) for info in nodes for gpu in range(info.gpus)]
-        parts.append(f'<use href="#{_majority(states)}" x="{x}" y="{y}"/>')
-        return CELL, CELL
+    """Draws one rack column, a row of GPU cells per node; returns its width and height."""
     row = y
     width = 0
     for info in nodes:
-        states = [_state_of(info, gpu) for gpu in range(info.gpus)]
-        cells = [_majority(states)] if mode == "node" else states
+        cells = [_state_of(info, gpu) for gpu in range(info.gpus)]
         for column, state in enumerate(cells):
             cx = x + column * (CELL + 1)
-            if mode == "node":  # compact: a reference to the state's cell (under 1 MB at 100k)
-                parts.append(f'<use href="#{state}" x="{cx}" y="{row}"/>')
-                continue
             outline = (
-                ' stroke="#000" stroke-width="1.5"'
-                if mode == "gpu" and (info.name, column) in chosen
-                else ""
+                f' stroke="{HIGHLIGHT}" stroke-width="1.5"' if (info.name, column) in chosen else ""
             )
             parts.append(
                 f'<rect class="cell" data-state="{state}" x="{cx}" y="{row}" width="{CELL}" '
@@ -189,7 +269,7 @@ def placement_svg(placement: Any) -> str:
         for column, gpu in enumerate(pod.gpus):
             rows.append(
                 f'<rect class="cell" x="{120 + column * (CELL + 1)}" y="{y}" width="{CELL}" '
-                f'height="{CELL}" fill="{COLOURS["allocated"]}"><title>GPU {gpu}</title></rect>'
+                f'height="{CELL}" fill="{PLACED}"><title>GPU {gpu}</title></rect>'
             )
     domain = escape("/".join(placement.domain) or "the cluster")
     height = 24 + len(placement.pods) * (CELL + 3)
