@@ -42,6 +42,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -78,12 +79,18 @@ def _plain(obj: Any, kind: str = "V1Node") -> dict[str, Any]:
     if isinstance(obj, Mapping):
         return dict(obj)
     if hasattr(obj, "to_dict") and hasattr(obj, "openapi_types"):
-        from kubernetes.client import ApiClient
-
-        result = ApiClient().sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
+        result = _api_client().sanitize_for_serialization(obj)
         if isinstance(result, dict):
             return result
     raise TypeError(f"expected a {kind} or a dict, not {type(obj).__name__}")
+
+
+@functools.cache
+def _api_client() -> Any:
+    """One client for serializing model objects (building one per object costs a pool)."""
+    from kubernetes.client import ApiClient
+
+    return ApiClient()
 
 
 def _count(value: Any) -> int | None:

@@ -419,30 +419,32 @@ class Scheduler:
             raise InvalidRequest(f"now must be a finite number of seconds, got {value!r}")
         return float(value)
 
-    def _quota_reason(self, job: QueuedJob) -> str | None:
-        quota = self.quotas.get(job.owner) if job.owner is not None else None
-        if quota is None:
-            return None
-        room = quota - self._usage.get(job.owner, 0)
-        if job.fewest_gpus > room:
-            return f"owner {job.owner!r} has {room} of its {quota} GPUs of quota left"
-        return None
-
     def _room_in_quota(self, job: QueuedJob) -> int | None:
+        """GPUs the job's owner may still take (``None``: no quota)."""
         quota = self.quotas.get(job.owner) if job.owner is not None else None
         return None if quota is None else quota - self._usage.get(job.owner, 0)
 
+    def _quota_reason(self, job: QueuedJob) -> str | None:
+        """Why the owner's quota keeps the job waiting, or ``None`` when it does not."""
+        room = self._room_in_quota(job)
+        if room is None or job.fewest_gpus <= room:
+            return None
+        return f"owner {job.owner!r} has {room} of its {self.quotas[job.owner]} GPUs of quota left"
+
+    def _within_quota(self, job: QueuedJob) -> GangRequest:
+        """The job's current request, its pods capped by the owner's remaining quota (S4)."""
+        room = self._room_in_quota(job)
+        return job.effective(None if room is None else room // job.request.gpus_per_pod)
+
     def _try_start(self, job: QueuedJob, now: float, backfilled: bool) -> Started | str:
         """Starts ``job`` if it fits now: the ``Started``, or ``"quota"``/``"nofit"``."""
-        room = self._room_in_quota(job)
-        if room is not None and job.fewest_gpus > room:
+        if self._quota_reason(job) is not None:
             return "quota"
         if job.fewest_gpus > self.cluster.stats().free:
             return "nofit"
-        max_pods = None if room is None else room // job.request.gpus_per_pod
         try:
             reservation = self.cluster.reserve(
-                job.effective(max_pods), ttl=HOLD_TTL, owner=job.owner
+                self._within_quota(job), ttl=HOLD_TTL, owner=job.owner
             )
         except Unschedulable:
             return "nofit"

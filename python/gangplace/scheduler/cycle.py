@@ -135,7 +135,7 @@ def _make_room(
     if not (scheduler.preemption or scheduler.defrag):
         return None
     cluster = scheduler.cluster
-    request = head.effective(_quota_pods(scheduler, head))
+    request = scheduler._within_quota(head)
     if scheduler.preemption:
         plan = cluster.plan_preemption(request)
         if plan is not None and plan.victims:
@@ -152,8 +152,3 @@ def _make_room(
             allocation = cluster.commit(reservation, owner=head.owner)
             return scheduler._started(head, allocation, now, False, tuple(evicted)), evicted, moved
     return None
-
-
-def _quota_pods(scheduler: Scheduler, job: QueuedJob) -> int | None:
-    room = scheduler._room_in_quota(job)
-    return None if room is None else room // job.request.gpus_per_pod

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import time
 from typing import TYPE_CHECKING
 
 from gangplace._gangplace import Cluster, GangRequest
@@ -125,8 +126,6 @@ class GangPolicy:
 
     def schedule(self, replay: Replay, now: float) -> None:
         """One :meth:`Scheduler.cycle`; arrival-only replays reject what did not start."""
-        import time
-
         assert self.scheduler is not None
         began = time.perf_counter()
         decisions = self.scheduler.cycle(now)

@@ -55,13 +55,8 @@ def _share(entry: dict[str, Any]) -> str:
         return "-"
     scaled = {key: None if entry[key] is None else entry[key] * 100 for key in entry}
     text = _cell(scaled)
-    return (
-        text.replace("±", "%±", 1)
-        if "±" in text
-        else text.replace("[", "%[", 1)
-        if ("[" in text)
-        else text + "%"
-    )
+    cut = next((index for index, char in enumerate(text) if char in "±["), len(text))
+    return f"{text[:cut]}%{text[cut:]}"  # the percent sign after the mean
 
 
 def table(report: dict[str, Any]) -> str:
@@ -77,9 +72,7 @@ def table(report: dict[str, Any]) -> str:
     lines = [header, "-" * len(header)]
     notes: list[str] = []
     for name, entry in report["policies"].items():
-        if not entry["seeds_run"]:
-            lines.append(f"{name:17} {'-':>10}  FAILED (see below)")
-            notes.extend(f"{name}: {error}" for error in entry["errors"])
+        if _failed(name, entry, lines, notes):
             continue
         status = "ok"
         if entry["standoffs"]:
@@ -186,14 +179,21 @@ def _window_text(report: dict[str, Any]) -> str:
     return f"{first / 3600:.1f}-{last / 3600:.1f} h (first to last arrival)"
 
 
+def _failed(name: str, entry: dict[str, Any], lines: list[str], notes: list[str]) -> bool:
+    """A policy that ran in no seed: its FAILED row, and its errors for under the table."""
+    if entry["seeds_run"]:
+        return False
+    lines.append(f"{name:17} {'-':>10}  FAILED (see below)")
+    notes.extend(f"{name}: {error}" for error in entry["errors"])
+    return True
+
+
 def _arrival_only_table(report: dict[str, Any]) -> str:
     header = f"{'policy':17} {'arrived':>8} {'rejected':>10} {'allocation at end':>18}  status"
     lines = [header, "-" * len(header)]
     notes: list[str] = []
     for name, entry in report["policies"].items():
-        if not entry["seeds_run"]:
-            lines.append(f"{name:17} {'-':>8}  FAILED (see below)")
-            notes.extend(f"{name}: {error}" for error in entry["errors"])
+        if _failed(name, entry, lines, notes):
             continue
         lines.append(
             f"{name:17} {_cell(entry['jobs_total'], form='{:.0f}'):>8} "
