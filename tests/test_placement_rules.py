@@ -124,6 +124,53 @@ def test_best_fit_breaks_ties_by_path() -> None:
     assert placement is not None and placement.domain == ("s1", "r", "y")
 
 
+def test_best_fit_breaks_equal_free_nodes_by_the_fullest_rack() -> None:
+    # a, b and c are empty 8-GPU nodes; r2 also has d with 2 free GPUs, so r2 is fuller
+    # (10 free) than r1 (16): a one-node gang goes to c and keeps r1 whole (the old rule, the
+    # smallest path, took a).
+    nodes = [
+        NodeSpec("a", 8, ("s", "r1")),
+        NodeSpec("b", 8, ("s", "r1")),
+        NodeSpec("c", 8, ("s", "r2")),
+        NodeSpec("d", 8, ("s", "r2"), unhealthy=(0, 1, 2, 3, 4, 5)),
+    ]
+    placement = cluster_of(*nodes).place_gang(GangRequest(1, 8))
+    assert placement is not None and placement.domain == ("s", "r2", "c")
+    first = cluster_of(*nodes, policy="first-fit").place_gang(GangRequest(1, 8))
+    assert first is not None and first.domain == ("s", "r1", "a")
+
+
+def test_best_fit_breaks_equal_free_racks_by_the_fullest_spine() -> None:
+    # r1, r2 and r3 have 16 free GPUs each; s2 also holds r4 with 4 free, so s2 (20 free) is
+    # fuller than s1 (32): a two-node gang takes r3.
+    nodes = [
+        NodeSpec("a", 8, ("s1", "r1")),
+        NodeSpec("b", 8, ("s1", "r1")),
+        NodeSpec("c", 8, ("s1", "r2")),
+        NodeSpec("d", 8, ("s1", "r2")),
+        NodeSpec("e", 8, ("s2", "r3")),
+        NodeSpec("f", 8, ("s2", "r3")),
+        NodeSpec("h", 8, ("s2", "r4"), unhealthy=(0, 1, 2, 3)),
+    ]
+    placement = cluster_of(*nodes).place_gang(GangRequest(2, 8))
+    assert placement is not None and (placement.level, placement.domain) == ("rack", ("s2", "r3"))
+
+
+def test_best_fit_goes_up_to_the_grandparent_when_parents_tie() -> None:
+    # b and d are empty nodes in racks of equal free GPUs (8 + 2); their spines differ: s1
+    # also holds a rack with 1 free GPU, so s2 (10 free) is fuller than s1 (11) and d wins
+    # over b (the smaller path).
+    nodes = [
+        NodeSpec("a", 8, ("s1", "r1"), unhealthy=(0, 1, 2, 3, 4, 5)),
+        NodeSpec("b", 8, ("s1", "r1")),
+        NodeSpec("c", 8, ("s2", "r2"), unhealthy=(0, 1, 2, 3, 4, 5)),
+        NodeSpec("d", 8, ("s2", "r2")),
+        NodeSpec("e", 8, ("s1", "r3"), unhealthy=(0, 1, 2, 3, 4, 5, 6)),
+    ]
+    placement = cluster_of(*nodes).place_gang(GangRequest(1, 8))
+    assert placement is not None and placement.domain == ("s2", "r2", "d")
+
+
 def test_spread_uses_fewest_children_largest_first_then_smallest_that_holds_the_rest() -> None:
     # One rack, 1-GPU pods: a holds 3, b holds 5, c holds 4. A gang of 7: no node holds it;
     # b (largest) takes 5, then the smallest child holding the remaining 2 is a (3).

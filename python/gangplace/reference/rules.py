@@ -100,20 +100,37 @@ def fitting_domain(
     """Rules 2 and 3: the finest level with a domain holding ``pods``, and the chosen one.
 
     Levels are tried finest first (``node_depth`` down to ``coarsest``). Best-fit takes the
-    domain with the fewest free healthy GPUs over its feasible nodes, then the smallest path;
-    first-fit the smallest path. ``nodes`` are the feasible ones.
+    domain with the fewest free healthy GPUs over its feasible nodes, then the one whose
+    parent has the fewest (over its feasible nodes), then the grandparent's, and so on up to
+    the root, then the smallest path; first-fit the smallest path. ``nodes`` are the feasible
+    ones.
     """
+    free_by_path = free_gpus_by_path(nodes)
     for depth in range(node_depth, coarsest - 1, -1):
         candidates = []
         for path, members in domains_at(nodes, depth).items():
             if capacity(members, gpus_per_pod) >= pods:
-                free = sum(len(node.free) for node in members)
-                candidates.append((free, path))
+                candidates.append((best_fit_key(free_by_path, path), path))
         if candidates:
             if policy == "best-fit":
                 return depth, min(candidates)[1]
             return depth, min(path for _, path in candidates)
     return None
+
+
+def free_gpus_by_path(nodes: Sequence[NodeView]) -> dict[Path, int]:
+    """Free healthy GPUs over the feasible ``nodes`` of every domain (and node) path."""
+    free: dict[Path, int] = {}
+    for node in nodes:
+        for depth in range(len(node.full_path) + 1):
+            prefix = node.full_path[:depth]
+            free[prefix] = free.get(prefix, 0) + len(node.free)
+    return free
+
+
+def best_fit_key(free_by_path: Mapping[Path, int], path: Path) -> tuple[int, ...]:
+    """Rule 3's best-fit key: free GPUs of the domain, of its parent, ..., of the root."""
+    return tuple(free_by_path[path[:depth]] for depth in range(len(path), -1, -1))
 
 
 # Rules 4 and 5: spreading inside the domain, GPUs on a node.

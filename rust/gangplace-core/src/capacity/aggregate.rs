@@ -15,6 +15,9 @@ const BUCKETS: usize = MAX_GPUS_PER_NODE as usize + 1;
 pub struct Aggregate {
     free_gpus: u64,
     nodes_by_free: [u32; BUCKETS],
+    /// Bit `k` set when `nodes_by_free[k] > 0`, so that capacities visit only the buckets in
+    /// use (a handful on real nodes) instead of all 65.
+    used_buckets: u128,
 }
 
 impl Default for Aggregate {
@@ -22,6 +25,7 @@ impl Default for Aggregate {
         Self {
             free_gpus: 0,
             nodes_by_free: [0; BUCKETS],
+            used_buckets: 0,
         }
     }
 }
@@ -30,12 +34,16 @@ impl Aggregate {
     /// Counts one more feasible node with `free` free healthy GPUs.
     pub fn add_node(&mut self, free: u32) {
         self.nodes_by_free[free as usize] += 1;
+        self.used_buckets |= 1 << free;
         self.free_gpus += u64::from(free);
     }
 
     /// Forgets one feasible node that had `free` free healthy GPUs.
     pub fn remove_node(&mut self, free: u32) {
         self.nodes_by_free[free as usize] -= 1;
+        if self.nodes_by_free[free as usize] == 0 {
+            self.used_buckets &= !(1 << free);
+        }
         self.free_gpus -= u64::from(free);
     }
 
@@ -54,15 +62,21 @@ impl Aggregate {
         self.free_gpus
     }
 
+    /// Feasible nodes with exactly `free` free healthy GPUs.
+    pub fn nodes_with_free(&self, free: u32) -> u32 {
+        self.nodes_by_free.get(free as usize).copied().unwrap_or(0)
+    }
+
     /// Pods of `gpus_per_pod` GPUs (>= 1) that fit, a pod never spanning nodes.
     pub fn capacity(&self, gpus_per_pod: u32) -> u64 {
-        let first = gpus_per_pod as usize;
-        self.nodes_by_free
-            .iter()
-            .enumerate()
-            .skip(first)
-            .map(|(free, &nodes)| u64::from(nodes) * (free as u64 / u64::from(gpus_per_pod)))
-            .sum()
+        let mut buckets = self.used_buckets & (u128::MAX << gpus_per_pod.min(127));
+        let mut pods = 0;
+        while buckets != 0 {
+            let free = buckets.trailing_zeros();
+            buckets &= buckets - 1;
+            pods += u64::from(self.nodes_by_free[free as usize]) * u64::from(free / gpus_per_pod);
+        }
+        pods
     }
 }
 

@@ -209,6 +209,11 @@ pub trait CapacityView {
     fn ranks(&self) -> Option<&FreeIndex> {
         self.index()
     }
+    /// Usable nodes of the domain with exactly `free` free healthy GPUs, when an aggregate
+    /// knows it (`None`: count them).
+    fn nodes_with_free(&self, _domain: DomainId, _free: u32) -> Option<u32> {
+        None
+    }
     /// An upper bound on the GPUs of any one domain of `depth` (`None`: unknown).
     fn largest_domain(&self, _depth: usize) -> Option<u64> {
         None
@@ -239,6 +244,10 @@ impl CapacityView for ClusterView<'_> {
     fn index(&self) -> Option<&FreeIndex> {
         let index = &self.capacity.index;
         (!index.is_stale()).then_some(index)
+    }
+
+    fn nodes_with_free(&self, domain: DomainId, free: u32) -> Option<u32> {
+        Some(self.capacity.aggregate(domain).nodes_with_free(free))
     }
 
     fn largest_domain(&self, depth: usize) -> Option<u64> {
@@ -274,5 +283,10 @@ impl CapacityView for SelectorView<'_> {
     fn index(&self) -> Option<&FreeIndex> {
         let index = &self.pool.index;
         (!index.is_stale()).then_some(index)
+    }
+
+    fn nodes_with_free(&self, domain: DomainId, free: u32) -> Option<u32> {
+        let aggregate = self.pool.aggregates.get(&domain);
+        Some(aggregate.map_or(0, |aggregate| aggregate.nodes_with_free(free)))
     }
 }

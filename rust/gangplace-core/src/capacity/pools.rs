@@ -8,7 +8,7 @@
 //! [`MAX_POOLS`] selectors are kept; the least recently used one is dropped for a new one.
 //! Adding or removing nodes drops every pool (they are rebuilt on next use).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use super::aggregate::Aggregate;
 use super::index::FreeIndex;
@@ -26,7 +26,8 @@ pub struct SelectorPool {
     /// The selector, sorted by key.
     pub selector: Vec<(String, String)>,
     /// Aggregates over the pool's uncordoned nodes, for every domain holding a member.
-    pub aggregates: HashMap<DomainId, Aggregate>,
+    /// (Fx-hashed: looked up on every step of a search; never iterated by a decision.)
+    pub aggregates: FxHashMap<DomainId, Aggregate>,
     /// Domains holding members and uncordoned members, by free GPUs and path.
     pub index: FreeIndex,
     /// Which bit of a node's membership mask stands for this pool.
@@ -158,7 +159,7 @@ fn built_pool(
 ) -> (SelectorPool, Vec<NodeId>) {
     let members: Vec<NodeId> = topology.nodes_matching(selector).collect();
     let mut member = vec![false; topology.node_slots()];
-    let mut aggregates: HashMap<DomainId, Aggregate> = HashMap::new();
+    let mut aggregates: FxHashMap<DomainId, Aggregate> = FxHashMap::default();
     for &id in &members {
         member[id as usize] = true;
         let free = states.get(id).feasible_free();

@@ -24,7 +24,7 @@ impl AggregateStore for Vec<Aggregate> {
 }
 
 /// A selector pool's aggregates: only the domains that hold a member.
-impl AggregateStore for HashMap<DomainId, Aggregate> {
+impl<S: std::hash::BuildHasher> AggregateStore for HashMap<DomainId, Aggregate, S> {
     fn aggregate_mut(&mut self, domain: DomainId) -> &mut Aggregate {
         self.entry(domain).or_default()
     }

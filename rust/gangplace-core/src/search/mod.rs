@@ -5,16 +5,19 @@
 //! the rule it implements. How this code finds the answer fast:
 //!
 //! - Best-fit reads each level's free-GPU index ([`crate::capacity::FreeIndex`]) from the
-//!   fewest sufficient free GPUs upwards (rules 2 and 3).
+//!   fewest sufficient free GPUs upwards (rules 2 and 3), then breaks ties among the equally
+//!   free by their ancestors (module `best_fit`).
 //! - First-fit walks depth-first in path order, entering only subtrees that hold the gang
 //!   (capacities add up, so the domains that fit form a subtree under the root).
 //! - Capacities come from the per-domain aggregates, never from visiting nodes.
 
-use crate::capacity::{CapacityView, FreeIndex};
+use crate::capacity::CapacityView;
 use crate::config::Policy;
 use crate::error::{CoreResult, internal};
 use crate::ids::{DomainId, GpuSet, NodeId, ROOT};
 use crate::topology::Topology;
+
+mod best_fit;
 
 /// A domain or a node: the things a level is made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -221,60 +224,6 @@ impl<'a, V: CapacityView> Search<'a, V> {
                     Some((depth, item))
                 }),
         }
-    }
-
-    fn item_at(&self, depth: usize, id: u32) -> Item {
-        if depth == self.topology.node_depth() {
-            Item::Node(id)
-        } else {
-            Item::Domain(id)
-        }
-    }
-
-    /// Best-fit through the index: per level, finest first, the entries with enough free
-    /// GPUs in (free, path) order; the first whose capacity reaches `pods` wins.
-    fn best_fit_indexed(
-        &self,
-        index: &FreeIndex,
-        pods: u64,
-        coarsest_depth: usize,
-    ) -> Option<(usize, Item)> {
-        let need = pods * u64::from(self.gpus_per_pod);
-        (coarsest_depth..=self.topology.node_depth())
-            .rev()
-            .find_map(|depth| {
-                index
-                    .level(depth)
-                    .at_least(need)
-                    .map(|(_, id)| self.item_at(depth, id))
-                    .find(|&item| self.capacity(item) >= pods)
-                    .map(|item| (depth, item))
-            })
-    }
-
-    /// Best-fit by walking: the domains that fit form a subtree under the root, so a
-    /// breadth-first walk that enters only fitting domains finds the finest fitting level.
-    /// Used for selector views, which have no index.
-    fn best_fit_walk(&self, pods: u64, coarsest_depth: usize) -> Option<(usize, Item)> {
-        let mut fitting = vec![Item::Domain(ROOT)];
-        let mut depth = 0;
-        loop {
-            let next: Vec<Item> = fitting
-                .iter()
-                .flat_map(|&item| self.children(item))
-                .filter(|&child| self.capacity(child) >= pods)
-                .collect();
-            if next.is_empty() {
-                break;
-            }
-            fitting = next;
-            depth += 1;
-        }
-        if depth < coarsest_depth {
-            return None;
-        }
-        let chosen = fitting.iter().copied().min_by_key(|&i| self.free_gpus(i));
-        chosen.map(|item| (depth, item))
     }
 
     /// First-fit: the first item of `target` depth in path order that holds `pods`, found

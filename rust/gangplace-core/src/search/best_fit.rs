@@ -1,0 +1,159 @@
+//! Rule 3, best-fit: the domain (or node) with the fewest free healthy GPUs that holds the
+//! gang, then the one whose parent has the fewest, then the grandparent's, and so on up to
+//! the root, then the smallest path.
+//!
+//! How it is found fast with an index: at a domain level, the entries with enough free GPUs
+//! are read fewest first; the first that holds the gang fixes the least free count, and only
+//! the run of entries with that same count is compared by ancestors (stopping at the first
+//! common ancestor), capacity being checked only for an entry that would win. At the node
+//! level every node with enough free GPUs holds the gang, so the nodes are not read one by
+//! one: the deepest domains are read fewest first instead, keeping those with a node of
+//! exactly the least free count (their aggregates count nodes by free GPUs), and the
+//! winner's first such node in name order is taken.
+
+use std::cmp::Ordering;
+
+use super::{Item, Search};
+use crate::capacity::{CapacityView, FreeIndex};
+use crate::ids::{DomainId, NodeId};
+
+impl<V: CapacityView> Search<'_, V> {
+    /// Best-fit through the index: per level, finest first, the least free entry that holds
+    /// `pods`, ties broken by ancestors then path.
+    pub(super) fn best_fit_indexed(
+        &self,
+        index: &FreeIndex,
+        pods: u64,
+        coarsest_depth: usize,
+    ) -> Option<(usize, Item)> {
+        let need = pods * u64::from(self.gpus_per_pod);
+        let node_depth = self.topology.node_depth();
+        (coarsest_depth..=node_depth).rev().find_map(|depth| {
+            let item = if depth == node_depth {
+                self.best_node_indexed(index, need)
+            } else {
+                self.best_domain_indexed(index, depth, need, pods)
+            };
+            item.map(|item| (depth, item))
+        })
+    }
+
+    /// A domain level: the first entry that holds `pods` fixes the least free count; the
+    /// rest of that run is compared by ancestors, and capacity is checked only for an entry
+    /// that would win.
+    fn best_domain_indexed(
+        &self,
+        index: &FreeIndex,
+        depth: usize,
+        need: u64,
+        pods: u64,
+    ) -> Option<Item> {
+        let mut entries = index.level(depth).at_least(need);
+        let (least, first) = entries.find(|&(_, id)| self.capacity(Item::Domain(id)) >= pods)?;
+        let mut best = Item::Domain(first);
+        for (_, id) in entries.take_while(|&(free, _)| free == least) {
+            let item = Item::Domain(id);
+            if self.ancestry_order(item, best) == Ordering::Less && self.capacity(item) >= pods {
+                best = item;
+            }
+        }
+        Some(best)
+    }
+
+    /// The node level: every node with at least `need` free GPUs holds the gang, so the
+    /// deepest domains holding a node of the least such count are compared instead.
+    fn best_node_indexed(&self, index: &FreeIndex, need: u64) -> Option<Item> {
+        let node_depth = self.topology.node_depth();
+        let (least, _) = index.level(node_depth).at_least(need).next()?;
+        let least = u32::try_from(least).ok()?;
+        let parents = index.level(node_depth - 1).at_least(u64::from(least));
+        let mut holding = parents.filter(|&(_, id)| self.has_node_with_free(id, least));
+        let (parent_least, first) = holding.next()?;
+        let mut best = Item::Domain(first);
+        for (_, id) in holding.take_while(|&(free, _)| free == parent_least) {
+            let item = Item::Domain(id);
+            if self.ancestry_order(item, best) == Ordering::Less {
+                best = item;
+            }
+        }
+        let Item::Domain(parent) = best else {
+            return None;
+        };
+        self.first_node_with_free(parent, least).map(Item::Node)
+    }
+
+    fn has_node_with_free(&self, domain: DomainId, free: u32) -> bool {
+        match self.view.nodes_with_free(domain, free) {
+            Some(count) => count > 0,
+            None => self.first_node_with_free(domain, free).is_some(),
+        }
+    }
+
+    /// The first usable node (in name order) of a deepest domain with exactly `free` free
+    /// GPUs.
+    fn first_node_with_free(&self, domain: DomainId, free: u32) -> Option<NodeId> {
+        let nodes = &self.topology.domain(domain).child_nodes;
+        nodes.iter().copied().find(|&node| {
+            self.view
+                .node_free(node)
+                .is_some_and(|gpus| gpus.count() == free)
+        })
+    }
+
+    /// Best-fit by walking: the domains that fit form a subtree under the root, so a
+    /// breadth-first walk that enters only fitting domains finds the finest fitting level.
+    /// Used for views without an index (what-if overlays, some selector views).
+    pub(super) fn best_fit_walk(&self, pods: u64, coarsest_depth: usize) -> Option<(usize, Item)> {
+        let mut fitting = vec![Item::Domain(crate::ids::ROOT)];
+        let mut depth = 0;
+        loop {
+            let next: Vec<Item> = fitting
+                .iter()
+                .flat_map(|&item| self.children(item))
+                .filter(|&child| self.capacity(child) >= pods)
+                .collect();
+            if next.is_empty() {
+                break;
+            }
+            fitting = next;
+            depth += 1;
+        }
+        if depth < coarsest_depth {
+            return None;
+        }
+        let best = fitting.into_iter().reduce(|best, item| {
+            let order = self.free_gpus(item).cmp(&self.free_gpus(best));
+            let order = order.then_with(|| self.ancestry_order(item, best));
+            if order == Ordering::Less { item } else { best }
+        })?;
+        Some((depth, best))
+    }
+
+    /// Rule 3's order between two candidates of one depth past their own free GPUs: their
+    /// parents' free GPUs, then their grandparents', and so on up to the root (`Less`: `a`'s
+    /// ancestry is fuller). Equal from the first common ancestor up; path order breaks the
+    /// remaining ties, which the callers get by visiting candidates in path order.
+    fn ancestry_order(&self, a: Item, b: Item) -> Ordering {
+        let (mut above_a, mut above_b) = (self.parent(a), self.parent(b));
+        while let (Some(x), Some(y)) = (above_a, above_b) {
+            if x == y {
+                return Ordering::Equal;
+            }
+            let order = self.view.domain_free(x).cmp(&self.view.domain_free(y));
+            if order != Ordering::Equal {
+                return order;
+            }
+            above_a = self.topology.domain(x).parent;
+            above_b = self.topology.domain(y).parent;
+        }
+        Ordering::Equal
+    }
+
+    /// The domain directly above an item (`None` for the root).
+    fn parent(&self, item: Item) -> Option<DomainId> {
+        match item {
+            Item::Node(id) => Some(self.topology.node(id).domain),
+            Item::Domain(id) => self.topology.domain(id).parent,
+        }
+    }
+}
