@@ -93,6 +93,7 @@ def test_the_readme_limits_table_states_the_exported_limits() -> None:
     assert table["GPUs per node"] == f"1..{LIMITS['max_gpus_per_node']} (GPU sets are 64-bit masks)"
     assert number(table["nodes per cluster"]) == LIMITS["max_nodes"]
     assert number(table["levels (besides `node` and `cluster`)"]) == LIMITS["max_levels"]
+    assert number(table["slice layers per request"]) == LIMITS["max_slice_layers"]
     assert table["names, label keys and values, owners"].startswith(
         f"{LIMITS['max_name_bytes']} bytes"
     )

@@ -34,6 +34,8 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "[('pretrain', False), ('eval', True)]" in printed  # the scheduler's backfill
     assert "['finetune']" in printed
     assert "rack ('r0',) 8" in printed  # adopt
+    assert "cluster (('r0',), ('r1',), ('r2',), ('r3',))" in printed  # slices
+    assert "16 r1-t00" in printed
     assert "GangRequest(2, 8, name='pretrain') 300.0" in printed  # PodGroup
     assert "('n2', 'n3') []" in printed  # k8s: the adopted pod keeps n0 busy
     assert 'n3 {"metadata": {"annotations": {"gangplace.io/rank": "1"' in printed

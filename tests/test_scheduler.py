@@ -259,3 +259,26 @@ def test_help_shows_the_docs() -> None:
     text = pydoc.plain(pydoc.render_doc(Scheduler))
     for phrase in ("EASY", "walltime", "ladder", "Unschedulable", "quotas"):
         assert phrase in text
+
+
+def test_slice_jobs_start_whole_slices_and_bad_forms_are_refused_at_submit() -> None:
+    from gangplace import InvalidRequest
+
+    cluster = Cluster(("spine", "rack"), clock=lambda: 0.0)
+    for rack in range(2):
+        for node in range(3):
+            cluster.add_node(f"r{rack}n{node}", gpus=4, topology={"spine": "s", "rack": f"r{rack}"})
+    scheduler = Scheduler(cluster, clock=lambda: 0.0)
+    sliced = GangRequest(4, 4, slices=(("rack", 2),))
+    scheduler.submit("sliced", sliced)
+    (started,) = scheduler.cycle(0.0).started
+    placement = started.allocation.placement
+    assert len(placement.slices) == 2
+    for index, path in enumerate(placement.slices):
+        for pod in placement.pods[2 * index : 2 * index + 2]:
+            assert cluster.node(pod.node).topology["rack"] == path[1]
+    before = cluster.snapshot()
+    with pytest.raises(InvalidRequest, match="coarser than the required level"):
+        scheduler.submit("bad", GangRequest(2, 1, required_level="node", slices=(("rack", 2),)))
+    assert cluster.snapshot() == before
+    assert [job.job_id for job in scheduler.pending()] == []

@@ -50,6 +50,20 @@ requests = st.builds(
     st.integers(0, 2),
     st.booleans(),
     st.sampled_from([False, False, True]),
+) | st.builds(
+    lambda count, gpus, elastic, level, priority: GangRequest(
+        2 * count,
+        gpus,
+        min_pods=2 if elastic else None,
+        required_level=level,
+        priority=priority,
+        slices=(("rack", 2),),
+    ),
+    st.integers(1, 3),
+    st.sampled_from([1, 2, 4]),
+    st.booleans(),
+    st.sampled_from([None, "rack", "spine"]),
+    st.integers(0, 2),
 )
 ladders = st.sampled_from([(), ((30.0, "spine"),), ((10.0, "rack"), (40.0, None))])
 submits = st.tuples(

@@ -120,6 +120,40 @@ class EngineVersusReference(RuleBasedStateMachine):
         )
         return self._held(*self._both("reserve", request, ttl=ttl, owner=owner))
 
+    @rule(
+        target=holds,
+        count=st.integers(1, 3),
+        layers=st.sampled_from(
+            (
+                (("rack", 2),),
+                (("spine", 4), ("rack", 2)),
+                (("rack", 2), ("node", 1)),
+                (("node", 2),),
+                (("spine", 2), ("rack", 2), ("node", 1)),
+            )
+        ),
+        gpus_per_pod=st.sampled_from((1, 2, 4)),
+        elastic=st.booleans(),
+        owner=st.sampled_from(OWNERS),
+    )
+    def reserve_sliced(
+        self,
+        count: int,
+        layers: tuple[tuple[str, int], ...],
+        gpus_per_pod: int,
+        elastic: bool,
+        owner: str | None,
+    ) -> str:
+        """Slice gangs (README "Slices"): both sides agree, and the slices hold."""
+        outer = layers[0][1]
+        request = GangRequest(
+            outer * count, gpus_per_pod, min_pods=outer if elastic else None, slices=layers
+        )
+        got, expected = self._both("reserve", request, ttl=30.0, owner=owner)
+        if got[0] == expected[0] == "ok":
+            assert got[1].placement.slices == expected[1].placement.slices
+        return self._held(got, expected)
+
     @rule(target=placements, pods=st.integers(1, 6), gpus_per_pod=st.sampled_from((1, 2, 4, 8)))
     def place(self, pods: int, gpus_per_pod: int) -> tuple[Any, Any]:
         request = GangRequest(pods, gpus_per_pod)

@@ -36,9 +36,10 @@ class GangRequest:
     """A gang: ``pods`` pods of ``gpus_per_pod`` GPUs each, placed whole or not at all.
 
     Validated when built: ``pods`` >= 1, ``gpus_per_pod`` in 1..64, ``pods * gpus_per_pod`` at
-    most 2**28 (the most GPUs a cluster at its limits holds), ``min_pods`` in 1..pods.
-    Out-of-range values raise ``InvalidRequest`` (also for huge ints), wrong types
-    ``TypeError``. An unknown ``required_level`` is reported when the request is placed.
+    most 2**28 (the most GPUs a cluster at its limits holds), ``min_pods`` in 1..pods, slice
+    sizes (below). Out-of-range values raise ``InvalidRequest`` (also for huge ints), wrong
+    types ``TypeError``. An unknown ``required_level`` or slice level is reported when the
+    request is placed.
 
     Args:
         pods: Pods wanted.
@@ -53,10 +54,17 @@ class GangRequest:
         preemptible: ``False``: its allocations are never victims of preemption.
         movable: ``True``: its allocations can be checkpointed and restarted elsewhere
             (candidates of ``Cluster.plan_defrag``).
+        slices: ``((level, pods_per_slice), ...)``, outermost first, at most 3 layers: ranks
+            ``j*k`` to ``(j+1)*k - 1`` of every layer lie in one domain of its level (README
+            "Slices"). Each size divides ``pods`` and the outer size; levels strictly nested
+            and none coarser than ``required_level``; ``min_pods`` a multiple of the
+            outermost size.
 
     Example:
         >>> GangRequest(4, 8, required_level="rack")
         GangRequest(4, 8, required_level='rack')
+        >>> GangRequest(64, 4, slices=(("rack", 16),)).slices
+        (('rack', 16),)
 
     """
 
@@ -72,6 +80,7 @@ class GangRequest:
         priority: int = 0,
         preemptible: bool = True,
         movable: bool = False,
+        slices: Sequence[tuple[str, int]] = (),
     ) -> GangRequest: ...
     @property
     def pods(self) -> int:
@@ -91,6 +100,9 @@ class GangRequest:
     @property
     def name(self) -> str:
         """Free text shown in reasons and reprs."""
+    @property
+    def slices(self) -> tuple[tuple[str, int], ...]:
+        """Slice layers, outermost first: ``(level, pods_per_slice)`` pairs (README "Slices")."""
     @property
     def total_gpus(self) -> int:
         """``pods * gpus_per_pod``."""
@@ -145,6 +157,9 @@ class Placement:
     def nodes(self) -> tuple[str, ...]:
         """Distinct node names in rank order."""
     @property
+    def slices(self) -> tuple[tuple[str, ...], ...]:
+        """Slice gangs: the domain path of every innermost slice, in rank order."""
+    @property
     def total_gpus(self) -> int:
         """GPUs of all pods."""
     def __len__(self) -> int: ...
@@ -153,7 +168,12 @@ class Placement:
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
     @staticmethod
-    def _rebuild(pods: Sequence[PodPlacement], level: str, domain: Sequence[str]) -> Placement: ...
+    def _rebuild(
+        pods: Sequence[PodPlacement],
+        level: str,
+        domain: Sequence[str],
+        slices: Sequence[Sequence[str]] = ...,
+    ) -> Placement: ...
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
 @final

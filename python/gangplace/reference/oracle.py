@@ -29,6 +29,7 @@ from gangplace.errors import (
     Unschedulable,
 )
 from gangplace.reference import rules, snapshots
+from gangplace.reference import slices as slicing
 from gangplace.reference.adoption import Adoption
 from gangplace.reference.removals import COMMITTED_ENDINGS, Removals
 from gangplace.reference.values import (
@@ -312,14 +313,20 @@ class Cluster(Removals, Adoption):
         level = request.required_level
         if self.max_level is not None and self._depth_of(self.max_level) > depth:
             level = self.max_level  # no placement spans more than one max_level domain
-        return rules.Gang(
+        gang = rules.Gang(
             pods=request.pods,
             gpus_per_pod=request.gpus_per_pod,
             min_pods=request.min_pods,
             required_level=level,
             selector=dict(request.selector),
             name=request.name,
+            slices=tuple(request.slices),
         )
+        try:
+            slicing.resolve(gang.slices, self.levels, self._depth_of(level))
+        except ValueError as error:
+            raise InvalidRequest(str(error)) from None
+        return gang
 
     def _plan(self, request: Request) -> Placement | None:
         return rules.place(self._views(), self.levels, self._gang(request), self.policy)
@@ -505,6 +512,7 @@ class Cluster(Removals, Adoption):
             tuple(PodPlacement(pod.node, tuple(pod.gpus)) for pod in placement.pods),
             placement.level,
             tuple(placement.domain),
+            tuple(tuple(path) for path in getattr(placement, "slices", ())),
         )
 
     @staticmethod

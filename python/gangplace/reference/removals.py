@@ -147,6 +147,7 @@ class Removals:
     ) -> PreemptionPlan | None:
         """Which allocations to end, and where the gang then goes (rules P1-P6)."""
         most, min_runtime, exempt = _limits(max_victims, min_runtime, exempt_owners, "max_victims")
+        _refuse_slices(request, "plan_preemption")
         now = self._reclaim()
         placement = self._plan(request)
         if placement is not None:
@@ -287,6 +288,7 @@ class Removals:
     ) -> DefragPlan | None:
         """Which movable jobs to move where so that the gang fits (rules D1-D4)."""
         most, min_runtime, exempt = _limits(max_moves, min_runtime, exempt_owners, "max_moves")
+        _refuse_slices(request, "plan_defrag")
         now = self._reclaim()
         placement = self._plan(request)
         if placement is not None:
@@ -367,3 +369,11 @@ class Removals:
                 step.target, held, now, ttl, was.owner, terms, was.request
             )
         return reservation, replaced
+
+
+def _refuse_slices(request: Request, call: str) -> None:
+    """Preemption and defragmentation count pods, not slices (README "Slices")."""
+    if request.slices:
+        raise InvalidRequest(
+            f"{call} does not take slice gangs yet; place them with place_gang or reserve"
+        )

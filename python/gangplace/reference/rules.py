@@ -16,9 +16,10 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from gangplace.reference import slices as slicing
 from gangplace.reference.values import CLUSTER, NODE, Path, Placement, PodPlacement
 
 __all__ = ["Gang", "NodeView", "capacity", "place", "unschedulable_reason"]
@@ -45,7 +46,7 @@ class NodeView:
 
     @property
     def full_path(self) -> Path:
-        """Its domain path followed by its name: its place in path order (rule 8)."""
+        """Its domain path followed by its name: its place in path order (rule 9)."""
         return (*self.path, self.name)
 
 
@@ -59,6 +60,7 @@ class Gang:
     required_level: str | None = None
     selector: Mapping[str, str] = field(default_factory=dict)
     name: str = ""
+    slices: tuple[tuple[str, int], ...] = ()
 
 
 # Rule 1: feasible nodes, and capacity in whole pods.
@@ -96,6 +98,7 @@ def fitting_domain(
     gpus_per_pod: int,
     coarsest: int,
     policy: str,
+    held: Callable[[Path], int] | None = None,
 ) -> tuple[int, Path] | None:
     """Rules 2 and 3: the finest level with a domain holding ``pods``, and the chosen one.
 
@@ -103,13 +106,15 @@ def fitting_domain(
     domain with the fewest free healthy GPUs over its feasible nodes, then the one whose
     parent has the fewest (over its feasible nodes), then the grandparent's, and so on up to
     the root, then the smallest path; first-fit the smallest path. ``nodes`` are the feasible
-    ones.
+    ones; ``held`` gives the pods a path holds in whole slices (slice gangs), else rule 1's
+    capacity counts.
     """
     free_by_path = free_gpus_by_path(nodes)
     for depth in range(node_depth, coarsest - 1, -1):
         candidates = []
         for path, members in domains_at(nodes, depth).items():
-            if capacity(members, gpus_per_pod) >= pods:
+            room = capacity(members, gpus_per_pod) if held is None else held(path)
+            if room >= pods:
                 candidates.append((best_fit_key(free_by_path, path), path))
         if candidates:
             if policy == "best-fit":
@@ -158,18 +163,36 @@ def spread(
         for child, members in domains_at(nodes, depth + 1).items()
         if child[:depth] == path
     }
-    children = {child: held for child, held in children.items() if held > 0}
+    return fill(
+        children,
+        pods,
+        lambda child, count: spread(nodes, node_depth, depth + 1, child, count, gpus_per_pod),
+    )
+
+
+def fill(
+    children: Mapping[Path, int],
+    units: int,
+    place: Callable[[Path, int], list[PodPlacement]],
+) -> list[PodPlacement]:
+    """Rule 4 over children with their capacities (pods, or slices of a slice gang).
+
+    A child that holds all remaining units takes them (the smallest such capacity, then the
+    smallest path); otherwise the child with the largest capacity (then the smallest path) is
+    filled and the rest continues. ``place`` puts a number of units into one child.
+    """
+    left = {child: held for child, held in children.items() if held > 0}
     placed: list[PodPlacement] = []
-    remaining = pods
+    remaining = units
     while remaining > 0:
-        holding_all = [(held, child) for child, held in children.items() if held >= remaining]
+        holding_all = [(held, child) for child, held in left.items() if held >= remaining]
         if holding_all:
             _, child = min(holding_all)
-            return placed + spread(nodes, node_depth, depth + 1, child, remaining, gpus_per_pod)
-        largest, child = min((-held, child) for child, held in children.items())
-        placed += spread(nodes, node_depth, depth + 1, child, -largest, gpus_per_pod)
+            return placed + place(child, remaining)
+        largest, child = min((-held, child) for child, held in left.items())
+        placed += place(child, -largest)
         remaining += largest
-        del children[child]
+        del left[child]
     return placed
 
 
@@ -199,27 +222,118 @@ def place(
 
     Rule 7: when no allowed domain holds ``gang.pods`` and ``min_pods`` is smaller, the
     largest capacity of a single domain at the coarsest allowed level is taken if it reaches
-    ``min_pods``, and that many pods are placed by rules 2-6.
+    ``min_pods``, and that many pods are placed by rules 2-6. With slices, capacities are
+    pods in whole outermost slices and pods go by :func:`spread_slices` (README "Slices").
+
+    Raises:
+        ValueError: An unknown level, or slice levels that do not nest.
+
     """
     node_depth, size = len(levels) + 1, gang.gpus_per_pod
     coarsest = depth_of(levels, gang.required_level)
+    layers = slicing.resolve(gang.slices, levels, coarsest)
     usable = feasible(nodes, gang.selector)
+    count = slice_counter(usable, size, layers)
+    held = None if count is None else lambda path: count(path, 0) * layers[0][1]
     pods = gang.pods
-    found = fitting_domain(usable, node_depth, pods, size, coarsest, policy)
+    found = fitting_domain(usable, node_depth, pods, size, coarsest, policy, held)
     if found is None and gang.min_pods is not None and gang.min_pods < pods:
         best = max(
-            (capacity(members, size) for members in domains_at(usable, coarsest).values()),
+            (
+                capacity(members, size) if held is None else held(path)
+                for path, members in domains_at(usable, coarsest).items()
+            ),
             default=0,
         )
         if best >= gang.min_pods:
             pods = best
-            found = fitting_domain(usable, node_depth, pods, size, coarsest, policy)
+            found = fitting_domain(usable, node_depth, pods, size, coarsest, policy, held)
     if found is None:
         return None
     depth, path = found
-    placed = spread(usable, node_depth, depth, path, pods, size)
+    if count is None:
+        placed = spread(usable, node_depth, depth, path, pods, size)
+    else:
+        outer = pods // layers[0][1]
+        placed = spread_slices(usable, node_depth, path, outer, size, layers, 0, count)
     paths = {node.name: node.full_path for node in usable}
-    return Placement(ranked(placed, paths), level_name(levels, depth), path)
+    pods_in_order = ranked(placed, paths)
+    sliced = slicing.slice_paths(pods_in_order, layers, paths)
+    return Placement(pods_in_order, level_name(levels, depth), path, sliced)
+
+
+# Slices (README "Slices").
+
+SliceCounter = Callable[[Path, int], int]
+"""Slices of a layer that a path holds: ``count(path, layer)``."""
+
+
+def slice_counter(
+    nodes: Sequence[NodeView], gpus_per_pod: int, layers: slicing.Layers
+) -> SliceCounter | None:
+    """:func:`gangplace.reference.slices.units` over the feasible ``nodes``.
+
+    Returns ``None`` without slices.
+    """
+    if not layers:
+        return None
+    held: dict[Path, int] = {}
+    children: dict[Path, set[Path]] = {}
+    for node in nodes:
+        full = node.full_path
+        for depth in range(len(full) + 1):
+            held[full[:depth]] = held.get(full[:depth], 0) + len(node.free) // gpus_per_pod
+            if depth < len(full):
+                children.setdefault(full[:depth], set()).add(full[: depth + 1])
+
+    def count(path: Path, layer: int) -> int:
+        return slicing.units(
+            path,
+            layers,
+            layer,
+            lambda path: held.get(path, 0),
+            lambda path: sorted(children.get(path, ())),
+        )
+
+    return count
+
+
+def spread_slices(
+    nodes: Sequence[NodeView],
+    node_depth: int,
+    path: Path,
+    units: int,
+    gpus_per_pod: int,
+    layers: slicing.Layers,
+    layer: int,
+    count: SliceCounter,
+) -> list[PodPlacement]:
+    """Rule 4 with slices: ``units`` slices of layer ``layer`` over the domain ``path``.
+
+    Coarser than the layer's level, slices go to children as pods do (:func:`fill`, by their
+    slice counts). Inside a domain of the layer's level its slices become slices of the next
+    layer; inside the innermost one, pods follow rules 4 and 5.
+    """
+    depth, size = layers[layer]
+    if len(path) >= depth:
+        if layer + 1 < len(layers):
+            inner = units * (size // layers[layer + 1][1])
+            return spread_slices(
+                nodes, node_depth, path, inner, gpus_per_pod, layers, layer + 1, count
+            )
+        return spread(nodes, node_depth, len(path), path, units * size, gpus_per_pod)
+    children = {
+        child: count(child, layer)
+        for child in domains_at(nodes, len(path) + 1)
+        if child[: len(path)] == path
+    }
+    return fill(
+        children,
+        units,
+        lambda child, n: spread_slices(
+            nodes, node_depth, child, n, gpus_per_pod, layers, layer, count
+        ),
+    )
 
 
 def depth_of(levels: Sequence[str], level: str | None) -> int:
@@ -249,18 +363,30 @@ def level_name(levels: Sequence[str], depth: int) -> str:
 
 
 def unschedulable_reason(nodes: Sequence[NodeView], levels: Sequence[str], gang: Gang) -> str:
-    """``Unschedulable.reason``: the best domain of each level tried, finest first."""
+    """``Unschedulable.reason``: the best domain of each level tried, finest first.
+
+    With slices, a domain's count is its pods in whole outermost slices.
+    """
     usable = feasible(nodes, gang.selector)
+    coarsest = depth_of(levels, gang.required_level)
+    layers = slicing.resolve(gang.slices, levels, coarsest)
+    count = slice_counter(usable, gang.gpus_per_pod, layers)
+    unit = "pod" if count is None else "slice"
     tried = []
-    for depth in range(len(levels) + 1, depth_of(levels, gang.required_level) - 1, -1):
+    for depth in range(len(levels) + 1, coarsest - 1, -1):
         level = level_name(levels, depth)
         capacities = [
-            (capacity(members, gang.gpus_per_pod), path)
+            (
+                capacity(members, gang.gpus_per_pod)
+                if count is None
+                else count(path, 0) * layers[0][1],
+                path,
+            )
             for path, members in sorted(domains_at(usable, depth).items())
         ]
         best = max((held for held, _ in capacities), default=0)
         if best == 0:
-            tried.append(f"no {level} holds a pod")
+            tried.append(f"no {level} holds a {unit}")
             continue
         path = next(path for held, path in capacities if held == best)
         where = f" {'/'.join(path)}" if path else ""
@@ -271,8 +397,18 @@ def unschedulable_reason(nodes: Sequence[NodeView], levels: Sequence[str], gang:
         minimum = f", at least {gang.min_pods}"
     return (
         f"gang{quoted} of {counted(gang.pods, 'pod')} x {counted(gang.gpus_per_pod, 'GPU')}"
-        f"{minimum} does not fit: {'; '.join(tried)}"
+        f"{slices_text(gang.slices)}{minimum} does not fit: {'; '.join(tried)}"
     )
+
+
+def slices_text(slices: Sequence[tuple[str, int]]) -> str:
+    """`` in slices of 16 pods per rack, 4 per node`` (empty without slices)."""
+    if not slices:
+        return ""
+    (level, size), *inner = slices
+    layers = [f"{counted(size, 'pod')} per {level}"]
+    layers += [f"{inner_size} per {inner_level}" for inner_level, inner_size in inner]
+    return f" in slices of {', '.join(layers)}"
 
 
 def counted(count: int, noun: str) -> str:

@@ -77,11 +77,20 @@ class ReferenceScheduler:
         if any(job.job_id == job_id for job in self.pending + self.running):
             raise DuplicateJob(job_id)
         levels = [request.required_level, *(level for _, level in ladder)]
+        for level in levels if request.slices else ():  # slice layers must suit every form
+            form = GangRequest(
+                request.min_pods or request.pods,
+                request.gpus_per_pod,
+                required_level=level,
+                slices=request.slices,
+            )
+            self._empty_copy().place_gang(form)
         loosest = GangRequest(
             request.min_pods or request.pods,
             request.gpus_per_pod,
             required_level=self._coarsest(levels),
             selector=request.selector,
+            slices=request.slices,
         )
         quota = self.quotas.get(owner) if owner is not None else None
         if self._empty_copy().place_gang(loosest) is None or (
@@ -235,6 +244,8 @@ class ReferenceScheduler:
         quota = self.quotas.get(job.owner) if job.owner is not None else None
         if quota is not None:
             pods = min(pods, (quota - self._usage(job.owner)) // request.gpus_per_pod)
+        outer = request.slices[0][1] if request.slices else 1
+        pods = pods // outer * outer  # slice gangs shrink in whole outermost slices
         return GangRequest(
             pods,
             request.gpus_per_pod,
@@ -245,6 +256,7 @@ class ReferenceScheduler:
             priority=request.priority,
             preemptible=request.preemptible,
             movable=request.movable,
+            slices=request.slices,
         )
 
     def _usage(self, owner: str | None) -> int:
@@ -300,7 +312,9 @@ class ReferenceScheduler:
         return math.inf
 
     def _make_room(self, head: _Job, now: float) -> tuple[Started, list[str], list[Moved]] | None:
-        """S8: preemption first, then defragmentation."""
+        """S8: preemption first, then defragmentation (never for slice gangs)."""
+        if head.request.slices:
+            return None
         request = self._request(head)
         if self.preemption:
             plan = self.cluster.plan_preemption(request)

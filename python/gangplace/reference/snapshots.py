@@ -39,6 +39,7 @@ class RequestRecord:
     priority: int = 0
     preemptible: bool = True
     movable: bool = False
+    slices: tuple[tuple[str, int], ...] = ()
 
 
 def record(request: Request) -> dict[str, Any]:
@@ -54,8 +55,15 @@ def record(request: Request) -> dict[str, Any]:
             request.priority,
             request.preemptible,
             request.movable,
+            tuple((str(level), int(size)) for level, size in request.slices),
         )
     )
+
+
+def request_from(fields: dict[str, Any]) -> RequestRecord:
+    """A snapshot's request record (JSON lists back to tuples)."""
+    layers = tuple((str(level), int(size)) for level, size in fields.pop("slices", ()))
+    return RequestRecord(**fields, slices=layers)
 
 
 def dump(cluster: Cluster) -> bytes:
@@ -82,6 +90,7 @@ def dump(cluster: Cluster) -> bytes:
                 "pods": [[pod.node, list(pod.gpus)] for pod in hold.placement.pods],
                 "level": hold.placement.level,
                 "domain": list(hold.placement.domain),
+                "slices": [list(path) for path in hold.placement.slices],
                 "terms": [hold.priority, hold.preemptible, hold.movable],
                 "since": hold.since,
                 "request": None if hold.request is None else record(hold.request),
@@ -121,7 +130,8 @@ def load(cls: type[C], data: bytes, clock: Callable[[], float] | None) -> C:
         for entry in state["holds"]:
             held = {name: set(indices) for name, indices in entry["gpus"].items()}
             pods = tuple(PodPlacement(node, tuple(g)) for node, g in entry["pods"])
-            placement = Placement(pods, entry["level"], tuple(entry["domain"]))
+            slices = tuple(tuple(path) for path in entry.get("slices", ()))
+            placement = Placement(pods, entry["level"], tuple(entry["domain"]), slices)
             committed = entry["committed"]
             deadline = entry["expires_at"] + (0.0 if committed else offset)
             priority, preemptible, movable = entry["terms"]
@@ -136,7 +146,7 @@ def load(cls: type[C], data: bytes, clock: Callable[[], float] | None) -> C:
                 preemptible,
                 movable,
                 entry["since"] + offset,
-                None if request is None else RequestRecord(**request),
+                None if request is None else request_from(request),
             )
             for name, indices in held.items():
                 node = cluster._nodes[name]

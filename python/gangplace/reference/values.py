@@ -66,6 +66,10 @@ class Request(Protocol):
         """Free text."""
 
     @property
+    def slices(self) -> tuple[tuple[str, int], ...]:
+        """Slice layers, outermost first."""
+
+    @property
     def priority(self) -> int:
         """Higher preempts lower."""
 
@@ -93,6 +97,7 @@ class Placement:
     pods: tuple[PodPlacement, ...]
     level: str
     domain: Path
+    slices: tuple[Path, ...] = ()
 
     @property
     def nodes(self) -> tuple[str, ...]:

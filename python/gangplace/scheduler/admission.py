@@ -27,7 +27,27 @@ def relaxed(
         required_level=level,
         selector=request.selector,
         name=request.name,
+        slices=request.slices,
     )
+
+
+def every_form(
+    request: GangRequest, ladder: tuple[tuple[float, str | None], ...]
+) -> list[GangRequest]:
+    """The request at each level it can take: its own, then each ladder step's.
+
+    A slice gang's layers must suit all of them, which placing each on the empty twin checks.
+    """
+    levels = [request.required_level, *(level for _, level in ladder)]
+    return [
+        GangRequest(
+            request.min_pods or request.pods,
+            request.gpus_per_pod,
+            required_level=level,
+            slices=request.slices,
+        )
+        for level in levels
+    ]
 
 
 def _coarsest(candidates: list[str | None], levels: tuple[str, ...]) -> str | None:

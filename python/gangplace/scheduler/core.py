@@ -21,7 +21,7 @@ from gangplace.errors import (
     UnknownJob,
     Unschedulable,
 )
-from gangplace.scheduler.admission import EmptyTwin, relaxed
+from gangplace.scheduler.admission import EmptyTwin, every_form, relaxed
 from gangplace.scheduler.cycle import run_cycle
 from gangplace.scheduler.metrics import SchedulerMetrics
 from gangplace.scheduler.queue import PendingQueue, QueuedJob, shadow_time
@@ -173,6 +173,9 @@ class Scheduler:
         owner: str | None,
         steps: tuple[tuple[float, str | None], ...],
     ) -> None:
+        if request.slices:  # an InvalidRequest now, not in a later cycle
+            for form in every_form(request, steps):
+                self._twin.fits(self.cluster, form)
         loosest = relaxed(request, steps, self.cluster.levels)
         reason = self._twin.fits(self.cluster, loosest)
         quota = self.quotas.get(owner) if owner is not None else None
@@ -202,6 +205,7 @@ class Scheduler:
             request.min_pods if job.elastic else None,
             job.level,
             tuple(sorted(request.selector.items())),
+            request.slices,
             job.owner,
         )
 

@@ -69,6 +69,8 @@ class QueuedJob:
         """The request in its current form, at most ``max_pods`` pods when elastic."""
         request = self.request
         pods = request.pods if max_pods is None else min(request.pods, max_pods)
+        outer = request.slices[0][1] if request.slices else 1
+        pods = pods // outer * outer  # slice gangs shrink in whole outermost slices
         return GangRequest(
             pods,
             request.gpus_per_pod,
@@ -79,6 +81,7 @@ class QueuedJob:
             priority=request.priority,
             preemptible=request.preemptible,
             movable=request.movable,
+            slices=request.slices,
         )
 
     @property

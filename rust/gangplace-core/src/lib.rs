@@ -18,6 +18,7 @@
 //!   updated once per mutation from the change records.
 //! - `search`: the placement rules over a capacity view (the cluster's, a selector's, or a
 //!   what-if overlay of either).
+//! - `shapes`: gang shapes (slice layers: validation and resolution against a topology).
 //! - `preemption`: who must make room for a gang (preemption and defragmentation sets).
 //! - `ledger`: reservations, allocations, expiry, ended holds, holders per node.
 //! - `engine`: the operations ([`Engine`]), with `engine::transactions`, `engine::explain`,
@@ -35,6 +36,7 @@ mod limits;
 mod model;
 mod preemption;
 mod search;
+mod shapes;
 mod state;
 mod topology;
 
@@ -49,10 +51,11 @@ pub use error::{CoreError, CoreResult};
 pub use ids::{CLUSTER_LEVEL, GpuIndexError, GpuSet, HoldId, NODE_LEVEL};
 pub use limits::{
     DEFAULT_TTL_SECONDS, MAX_GANG_GPUS, MAX_GPUS_PER_NODE, MAX_LEVELS, MAX_NAME_BYTES, MAX_NODES,
-    MAX_PODS, MAX_TTL_SECONDS, REMEMBERED_ENDED_HOLDS,
+    MAX_PODS, MAX_SLICE_LAYERS, MAX_TTL_SECONDS, REMEMBERED_ENDED_HOLDS,
 };
 pub use model::{
     AdoptedPod, Allocation, ClusterStats, DefragOptions, DefragPlan, GangRequest, GpuState, Held,
     Move, NodeInfo, Placement, PodPlacement, PreemptionPlan, RemovalLimits, Reservation, Terms,
 };
+pub use shapes::SliceLayer;
 pub use topology::NodeSpec;

@@ -14,6 +14,8 @@ pub const MAX_NAME_BYTES: usize = 253;
 pub const MAX_GANG_GPUS: u64 = (MAX_NODES as u64) * (MAX_GPUS_PER_NODE as u64);
 /// Pods in one gang (each takes at least one GPU).
 pub const MAX_PODS: u64 = MAX_GANG_GPUS;
+/// Slice layers of one request (Kueue, KAI and Slurm nest at most three).
+pub const MAX_SLICE_LAYERS: usize = 3;
 /// Longest reservation lifetime, in seconds (7 days).
 pub const MAX_TTL_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
 /// Lifetime of a reservation when the caller gives none, in seconds.

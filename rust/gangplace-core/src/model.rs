@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::error::{CoreResult, invalid};
 use crate::ids::{GpuIndexError, GpuSet, HoldId};
 use crate::limits::{MAX_GANG_GPUS, MAX_GPUS_PER_NODE, MAX_NAME_BYTES, MAX_PODS};
+use crate::shapes::{SliceLayer, check_sizes};
 
 /// What a hold's owner agreed to: how it may be disturbed for others (README, "Priorities,
 /// preemption and defragmentation").
@@ -68,6 +69,9 @@ pub struct GangRequest {
     pub name: String,
     /// Priority and flags its holds carry.
     pub terms: Terms,
+    /// Slice layers, outermost first (empty: no slices). Sizes checked by
+    /// [`GangRequest::with_slices`]; level names when placed.
+    pub slices: Vec<SliceLayer>,
 }
 
 impl GangRequest {
@@ -144,7 +148,15 @@ impl GangRequest {
             selector,
             name,
             terms: Terms::default(),
+            slices: Vec::new(),
         })
+    }
+
+    /// The same request with these slice layers (outermost first), their sizes checked
+    /// against `pods` and `min_pods` (README "Slices").
+    pub fn with_slices(self, slices: &[(String, i64)]) -> CoreResult<Self> {
+        let slices = check_sizes(slices, self.pods, self.min_pods)?;
+        Ok(Self { slices, ..self })
     }
 
     /// The same request with these terms.
@@ -208,6 +220,9 @@ pub struct Placement {
     pub level: String,
     /// Path of the chosen domain (plus the node name at level `node`; empty for `cluster`).
     pub domain: Vec<String>,
+    /// Slice requests: the domain path of every innermost slice, in rank order (empty
+    /// otherwise).
+    pub slices: Vec<Vec<String>>,
 }
 
 impl Placement {

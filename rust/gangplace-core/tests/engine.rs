@@ -230,6 +230,7 @@ fn a_high_priority_gang_preempts_the_fewest_lowest_jobs_in_one_rack() {
             pods: vec![pod],
             level: "node".into(),
             domain: vec![rack, node.to_owned()],
+            slices: Vec::new(),
         };
         let terms = Terms::new(priority, true, false).unwrap();
         let placed = engine
@@ -324,4 +325,42 @@ fn adopted_work_is_held_and_bad_adoptions_change_nothing() {
     assert!(matches!(refused, Err(CoreError::UnknownNode(_))));
     assert_eq!(engine.snapshot(5.0), before);
     engine.check_invariants().unwrap();
+}
+
+#[test]
+fn slice_gangs_keep_every_slice_in_one_rack() {
+    // Three racks of 4 nodes x 2 GPUs: 6 pods of 2 GPUs in slices of 3 pods per rack take
+    // two racks, three pods in each; slices of 5 never fit a 4-pod rack.
+    let mut engine = rack_cluster(3, 4, 2);
+    let request = GangRequest::new(6, 2, None, None, Vec::new(), String::new())
+        .unwrap()
+        .with_slices(&[("rack".to_owned(), 3)])
+        .unwrap();
+    let placement = engine.place(&request, 0.0).unwrap().unwrap();
+    assert_eq!(
+        placement.slices,
+        vec![vec!["r0".to_owned()], vec!["r1".to_owned()]]
+    );
+    for (slice, path) in placement.slices.iter().enumerate() {
+        for pod in &placement.pods[slice * 3..slice * 3 + 3] {
+            assert!(pod.node.starts_with(&format!("{}-", path[0])));
+        }
+    }
+    let too_big = GangRequest::new(10, 2, None, None, Vec::new(), String::new())
+        .unwrap()
+        .with_slices(&[("rack".to_owned(), 5)])
+        .unwrap();
+    assert_eq!(engine.place(&too_big, 0.0).unwrap(), None);
+    let unknown = GangRequest::new(6, 2, None, None, Vec::new(), String::new())
+        .unwrap()
+        .with_slices(&[("row".to_owned(), 3)])
+        .unwrap();
+    assert!(matches!(
+        engine.place(&unknown, 0.0),
+        Err(CoreError::InvalidRequest(_))
+    ));
+    let uneven = GangRequest::new(6, 2, None, None, Vec::new(), String::new())
+        .unwrap()
+        .with_slices(&[("rack".to_owned(), 4)]);
+    assert!(matches!(uneven, Err(CoreError::InvalidRequest(_))));
 }

@@ -176,3 +176,35 @@ pub fn int_sequence(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i64>> 
         .map(|item| int(&item?, &format!("each of {what}")))
         .collect()
 }
+
+/// Slice layers: an iterable of `(level, pods_per_slice)` pairs, outermost first.
+pub fn slice_layers(value: &Bound<'_, PyAny>) -> PyResult<Vec<(String, i64)>> {
+    let expected = "slices must be a sequence of (level, pods_per_slice) pairs";
+    if value.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(format!("{expected}, not a str")));
+    }
+    let iterator = value
+        .try_iter()
+        .map_err(|_| PyTypeError::new_err(format!("{expected}, not {}", type_name(value))))?;
+    iterator
+        .map(|item| {
+            let item = item?;
+            let pair: Vec<Bound<'_, PyAny>> = match item.is_instance_of::<PyString>() {
+                true => Vec::new(),
+                false => item
+                    .try_iter()
+                    .map_or_else(|_| Ok(Vec::new()), Iterator::collect)?,
+            };
+            let [level, size] = pair.as_slice() else {
+                return Err(PyTypeError::new_err(format!(
+                    "{expected}; got {}",
+                    item.repr()?
+                )));
+            };
+            Ok((
+                string(level, "a slice level")?,
+                int(size, "pods_per_slice")?,
+            ))
+        })
+        .collect()
+}

@@ -11,6 +11,7 @@ mod errors;
 mod explain;
 mod pickling;
 mod preemption;
+mod request;
 mod types;
 
 use pyo3::prelude::*;
@@ -43,6 +44,7 @@ mod _gangplace {
         limits.set_item("max_levels", core::MAX_LEVELS)?;
         limits.set_item("max_name_bytes", core::MAX_NAME_BYTES)?;
         limits.set_item("max_gang_gpus", core::MAX_GANG_GPUS)?;
+        limits.set_item("max_slice_layers", core::MAX_SLICE_LAYERS)?;
         limits.set_item("max_ttl_seconds", core::MAX_TTL_SECONDS)?;
         limits.set_item("default_ttl_seconds", core::DEFAULT_TTL_SECONDS)?;
         limits.set_item("remembered_ended_holds", core::REMEMBERED_ENDED_HOLDS)?;

@@ -33,6 +33,7 @@ impl GangRequest {
         kwargs.set_item("priority", inner.terms.priority)?;
         kwargs.set_item("preemptible", inner.terms.preemptible)?;
         kwargs.set_item("movable", inner.terms.movable)?;
+        kwargs.set_item("slices", crate::request::slices_tuple(py, inner)?)?;
         Ok((args, kwargs))
     }
 }
@@ -55,13 +56,20 @@ impl PodPlacement {
 impl Placement {
     /// Rebuilds a placement from `__reduce__`'s parts (for `pickle`; `reserve` validates it).
     #[staticmethod]
-    fn _rebuild(pods: Vec<PyRef<'_, PodPlacement>>, level: String, domain: Vec<String>) -> Self {
+    #[pyo3(signature = (pods, level, domain, slices = Vec::new()))]
+    fn _rebuild(
+        pods: Vec<PyRef<'_, PodPlacement>>,
+        level: String,
+        domain: Vec<String>,
+        slices: Vec<Vec<String>>,
+    ) -> Self {
         let pods = pods.iter().map(|pod| pod.inner.clone()).collect();
         Self {
             inner: Arc::new(CorePlacement {
                 pods,
                 level,
                 domain,
+                slices,
             }),
         }
     }
@@ -77,7 +85,13 @@ impl Placement {
             .map(|pod| PodPlacement { inner: pod.clone() })
             .collect();
         let rebuild = py.get_type::<Placement>().getattr("_rebuild")?;
-        let parts = (pods, inner.level.clone(), inner.domain.clone()).into_pyobject(py)?;
+        let parts = (
+            pods,
+            inner.level.clone(),
+            inner.domain.clone(),
+            inner.slices.clone(),
+        )
+            .into_pyobject(py)?;
         Ok((rebuild, parts))
     }
 }

@@ -164,6 +164,7 @@ impl Engine {
                 .collect(),
             level: self.topology.level_name(depth).to_owned(),
             domain,
+            slices: Vec::new(),
         }
     }
 }

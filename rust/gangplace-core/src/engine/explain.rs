@@ -115,7 +115,7 @@ impl Engine {
         fits: bool,
         now: f64,
     ) -> CoreResult<Vec<Option<(u64, i32)>>> {
-        if fits {
+        if fits || !request.slices.is_empty() {
             return Ok(vec![None; bests.len()]);
         }
         let limits = RemovalLimits::default();
@@ -151,12 +151,17 @@ impl Engine {
     }
 
     fn reason_text(&self, request: &GangRequest, demand: &Demand, bests: &[LevelBest]) -> String {
+        let unit = if request.slices.is_empty() {
+            "pod"
+        } else {
+            "slice"
+        };
         let tried: Vec<String> = bests
             .iter()
             .map(|best| {
                 let level = self.topology.level_name(best.depth);
                 match best.item {
-                    None => format!("no {level} holds a pod"),
+                    None => format!("no {level} holds a {unit}"),
                     Some(item) => {
                         let path = self.item_path(item);
                         let where_ = if path.is_empty() {
@@ -183,10 +188,11 @@ impl Engine {
             _ => String::new(),
         };
         format!(
-            "gang{} of {} x {}{minimum} does not fit: {}{bounded}",
+            "gang{} of {} x {}{}{minimum} does not fit: {}{bounded}",
             quoted_name(request),
             counted(request.pods, "pod"),
             counted(u64::from(request.gpus_per_pod), "GPU"),
+            slices_text(request),
             tried.join("; ")
         )
     }
@@ -217,6 +223,9 @@ impl Engine {
         request: &GangRequest,
         pods: u64,
     ) -> Option<(Vec<String>, u64)> {
+        if !request.slices.is_empty() {
+            return None; // What-ifs of freeing GPUs count pods, not slices.
+        }
         let mut items = vec![Item::Domain(crate::ids::ROOT)];
         for _ in 0..depth {
             items = items
@@ -244,6 +253,9 @@ impl Engine {
 
     /// The fewest held GPUs to free under `item` so that it holds `pods` pods.
     fn gpus_to_free(&self, item: Item, request: &GangRequest, pods: u64) -> Option<u64> {
+        if !request.slices.is_empty() {
+            return None; // What-ifs of freeing GPUs count pods, not slices.
+        }
         let size = u64::from(request.gpus_per_pod);
         let mut capacity = 0u64;
         let mut costs: Vec<u64> = Vec::new();
@@ -304,4 +316,25 @@ pub(crate) fn counted(count: u64, noun: &str) -> String {
     } else {
         format!("{count} {noun}s")
     }
+}
+
+/// ` in slices of 16 pods per rack, 4 per node` (empty without slices).
+fn slices_text(request: &GangRequest) -> String {
+    let layers: Vec<String> = request
+        .slices
+        .iter()
+        .enumerate()
+        .map(|(position, layer)| match position {
+            0 => format!(
+                "{} per {}",
+                counted(layer.pods_per_slice, "pod"),
+                layer.level
+            ),
+            _ => format!("{} per {}", layer.pods_per_slice, layer.level),
+        })
+        .collect();
+    if layers.is_empty() {
+        return String::new();
+    }
+    format!(" in slices of {}", layers.join(", "))
 }

@@ -24,6 +24,7 @@ use crate::ledger::{Ending, HoldState, Ledger};
 use crate::model::{ClusterStats, GangRequest, GpuState, NodeInfo, Placement, PodPlacement};
 use crate::preemption::{Candidates, Choice, Found, World};
 use crate::search::{Demand, Item, LevelBest, Plan, Search};
+use crate::shapes::Layers;
 use crate::state::{Changes, NodeState, NodeStates};
 use crate::topology::{NodeSpec, Topology};
 
@@ -304,11 +305,13 @@ impl Engine {
                 ))
             })?,
         };
+        let coarsest_depth = coarsest_depth.max(self.config.max_level_depth());
+        Layers::resolve(&self.topology, &request.slices, coarsest_depth)?;
         Ok(Demand {
             pods: request.pods,
             gpus_per_pod: request.gpus_per_pod,
             min_pods: request.min_pods.unwrap_or(request.pods),
-            coarsest_depth: coarsest_depth.max(self.config.max_level_depth()),
+            coarsest_depth,
         })
     }
 
@@ -373,6 +376,14 @@ impl Engine {
                 .collect(),
             level: self.topology.level_name(plan.depth).to_owned(),
             domain: domain.into_iter().map(String::from).collect(),
+            slices: plan
+                .slices
+                .iter()
+                .map(|item| {
+                    let path = item.path(&self.topology);
+                    path.into_iter().map(String::from).collect()
+                })
+                .collect(),
         }
     }
 
@@ -435,14 +446,20 @@ fn search_over<R>(
     search: impl FnOnce(&dyn SearchOps) -> R,
 ) -> CoreResult<R> {
     let size = request.gpus_per_pod;
+    // The names were checked by `Engine::demand`, which every search of a request follows.
+    let layers = Layers::resolve(topology, &request.slices, 0)?;
     if request.selector.is_empty() {
         let view = capacity.cluster_view(states);
-        return Ok(search(&Search::new(topology, &view, size)));
+        return Ok(search(
+            &Search::new(topology, &view, size).with_layers(layers),
+        ));
     }
     let view = capacity
         .selector_view(states, &request.selector)
         .ok_or_else(|| internal("a selector lost its pool"))?;
-    Ok(search(&Search::new(topology, &view, size)))
+    Ok(search(
+        &Search::new(topology, &view, size).with_layers(layers),
+    ))
 }
 
 /// A what-if copy of the GPU state and its views (see [`Engine::scratch_copy`]).

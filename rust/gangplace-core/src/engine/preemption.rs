@@ -84,6 +84,7 @@ impl Engine {
         limits: &RemovalLimits,
         now: f64,
     ) -> CoreResult<Option<PreemptionPlan>> {
+        refuse_slices(request, "plan_preemption")?;
         let (demand, plan) = self.plan(request, now)?;
         if let Some(plan) = plan {
             return Ok(Some(self.plan_without_victims(request, &plan)));
@@ -224,4 +225,15 @@ impl Engine {
             }
         }
     }
+}
+
+/// Preemption and defragmentation count pods, not slices: a slice gang is refused with
+/// `InvalidRequest` (README "Slices") rather than given a plan that breaks its slices.
+pub(crate) fn refuse_slices(request: &GangRequest, call: &str) -> CoreResult<()> {
+    if request.slices.is_empty() {
+        return Ok(());
+    }
+    Err(crate::error::invalid(format!(
+        "{call} does not take slice gangs yet; place them with place_gang or reserve"
+    )))
 }

@@ -40,8 +40,9 @@ use crate::topology::NodeSpec;
 pub const MAGIC: &[u8; 8] = b"GANGPLCE";
 /// The body format this build writes. Version 2 names the policy (`"best-fit"`) where
 /// version 1 stored a flag; version 3 adds the [`Extension`] after the version 2 body
-/// (`max_level`). Versions 2 and 3 are read; version 1 snapshots are refused.
-pub const FORMAT_VERSION: u16 = 3;
+/// (`max_level`); version 4 adds [`Shapes`] after that (slice layers of every hold's request
+/// and its placement's slices). Versions 2 to 4 are read; version 1 snapshots are refused.
+pub const FORMAT_VERSION: u16 = 4;
 const OLDEST_READ: u16 = 2;
 const HEADER_BYTES: usize = 24;
 
@@ -73,6 +74,21 @@ struct Body {
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Extension {
     max_level: Option<String>,
+}
+
+/// What version 4 adds after the version 3 extension: one entry per hold of the body, in
+/// the same order.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Shapes {
+    holds: Vec<HoldShape>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct HoldShape {
+    /// The request's slice layers (empty without a request or slices).
+    slices: Vec<(String, i64)>,
+    /// The placement's innermost slice paths.
+    placement_slices: Vec<Vec<String>>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -128,6 +144,14 @@ fn terms_record(terms: Terms) -> TermsRecord {
 
 fn terms_from(record: &TermsRecord) -> CoreResult<Terms> {
     Terms::new(record.priority, record.preemptible, record.movable).map_err(as_snapshot_error)
+}
+
+fn slice_records(request: &GangRequest) -> Vec<(String, i64)> {
+    let size = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let layers = request.slices.iter();
+    layers
+        .map(|layer| (layer.level.clone(), size(layer.pods_per_slice)))
+        .collect()
 }
 
 fn request_record(request: &GangRequest) -> RequestRecord {
@@ -219,6 +243,18 @@ impl Engine {
             max_level: self.config.max_level().map(str::to_owned),
         };
         bytes.extend(postcard::to_stdvec(&extension).map_err(encoding)?);
+        let shapes = Shapes {
+            holds: self
+                .ledger
+                .live_holds_by_id()
+                .into_iter()
+                .map(|(_, hold)| HoldShape {
+                    slices: hold.request.as_deref().map_or_else(Vec::new, slice_records),
+                    placement_slices: hold.placement.slices.clone(),
+                })
+                .collect(),
+        };
+        bytes.extend(postcard::to_stdvec(&shapes).map_err(encoding)?);
         Ok(frame(&bytes))
     }
 
@@ -297,7 +333,7 @@ impl Engine {
 
     /// Rebuilds an engine from snapshot bytes; `now` is the restoring clock's reading.
     pub fn restore(bytes: &[u8], now: f64) -> CoreResult<Engine> {
-        let (body, extension) = decode(bytes)?;
+        let (body, extension, shapes) = decode(bytes)?;
         let offset = now - body.taken_at;
         if !offset.is_finite() {
             return Err(bad("the snapshot's clock reading is not finite"));
@@ -315,8 +351,13 @@ impl Engine {
         for node in body.nodes {
             engine.restore_node(&levels, node)?;
         }
+        if !shapes.holds.is_empty() && shapes.holds.len() != body.holds.len() {
+            return Err(bad("the shapes do not match the holds"));
+        }
+        let mut shapes = shapes.holds.into_iter();
         for hold in body.holds {
-            engine.restore_hold(hold, offset)?;
+            let shape = shapes.next().unwrap_or_default();
+            engine.restore_hold(hold, shape, offset)?;
         }
         if body.ended.len() > REMEMBERED_ENDED_HOLDS {
             return Err(bad("more ended holds than are ever remembered"));
@@ -371,7 +412,12 @@ impl Engine {
         Ok(())
     }
 
-    fn restore_hold(&mut self, record: HoldRecord, offset: f64) -> CoreResult<()> {
+    fn restore_hold(
+        &mut self,
+        record: HoldRecord,
+        shape: HoldShape,
+        offset: f64,
+    ) -> CoreResult<()> {
         let id = HoldId::from_bits(record.id);
         if self.ledger.live(id).is_some() {
             return Err(bad("a hold id appears twice"));
@@ -412,6 +458,17 @@ impl Engine {
                 .collect::<CoreResult<_>>()?,
             level: record.level,
             domain: record.domain,
+            slices: shape.placement_slices,
+        };
+        let request = record.request.map(request_from).transpose()?;
+        let request = match request {
+            Some(request) if !shape.slices.is_empty() => Some(
+                request
+                    .with_slices(&shape.slices)
+                    .map_err(as_snapshot_error)?,
+            ),
+            request if shape.slices.is_empty() => request,
+            _ => return Err(bad("a hold without a request has slices")),
         };
         let hold = Hold {
             state: HoldState::Reserved,
@@ -425,7 +482,7 @@ impl Engine {
             owner: owner_from(record.owner)?,
             terms: terms_from(&record.terms)?,
             since: record.since + offset,
-            request: record.request.map(request_from).transpose()?.map(Arc::new),
+            request: request.map(Arc::new),
         };
         if !hold.since.is_finite() {
             return Err(bad("a hold has no finite start time"));
@@ -443,7 +500,7 @@ impl Engine {
 }
 
 /// Checks the header and checksum and decodes the body (and, from version 3, its extension).
-fn decode(bytes: &[u8]) -> CoreResult<(Body, Extension)> {
+fn decode(bytes: &[u8]) -> CoreResult<(Body, Extension, Shapes)> {
     let header = bytes.get(..HEADER_BYTES).ok_or_else(|| {
         bad(format!(
             "{} bytes is too short for a snapshot header",
@@ -486,10 +543,16 @@ fn decode(bytes: &[u8]) -> CoreResult<(Body, Extension)> {
     } else {
         (Extension::default(), rest)
     };
+    let (shapes, rest) = if version >= 4 {
+        postcard::take_from_bytes::<Shapes>(rest)
+            .map_err(|error| bad(format!("malformed shapes: {error}")))?
+    } else {
+        (Shapes::default(), rest)
+    };
     if !rest.is_empty() {
         return Err(bad("trailing bytes after the body"));
     }
-    Ok((decoded, extension))
+    Ok((decoded, extension, shapes))
 }
 
 /// The start time a restored hold was recorded with (commit keeps it).

@@ -49,11 +49,11 @@ impl<V: CapacityView> Search<'_, V> {
         pods: u64,
     ) -> Option<Item> {
         let mut entries = index.level(depth).at_least(need);
-        let (least, first) = entries.find(|&(_, id)| self.capacity(Item::Domain(id)) >= pods)?;
+        let (least, first) = entries.find(|&(_, id)| self.holds(Item::Domain(id), pods))?;
         let mut best = Item::Domain(first);
         for (_, id) in entries.take_while(|&(free, _)| free == least) {
             let item = Item::Domain(id);
-            if self.ancestry_order(item, best) == Ordering::Less && self.capacity(item) >= pods {
+            if self.ancestry_order(item, best) == Ordering::Less && self.holds(item, pods) {
                 best = item;
             }
         }
@@ -110,7 +110,7 @@ impl<V: CapacityView> Search<'_, V> {
             let next: Vec<Item> = fitting
                 .iter()
                 .flat_map(|&item| self.children(item))
-                .filter(|&child| self.capacity(child) >= pods)
+                .filter(|&child| self.holds(child, pods))
                 .collect();
             if next.is_empty() {
                 break;

@@ -15,9 +15,11 @@ use crate::capacity::CapacityView;
 use crate::config::Policy;
 use crate::error::{CoreResult, internal};
 use crate::ids::{DomainId, GpuSet, NodeId, ROOT};
+use crate::shapes::Layers;
 use crate::topology::Topology;
 
 mod best_fit;
+mod slices;
 
 /// A domain or a node: the things a level is made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -69,6 +71,8 @@ pub struct Plan {
     pub item: Item,
     /// Pods in rank order.
     pub pods: Vec<PlannedPod>,
+    /// Slice requests: the domain (or node) of every innermost slice, in rank order.
+    pub slices: Vec<Item>,
 }
 
 /// The largest capacity found at one level, for explanations.
@@ -88,6 +92,9 @@ pub struct Search<'a, V> {
     topology: &'a Topology,
     view: &'a V,
     gpus_per_pod: u32,
+    /// The request's slice layers (none by default): domains are then compared by the
+    /// slices they hold (module `slices`).
+    layers: Layers,
 }
 
 impl<'a, V: CapacityView> Search<'a, V> {
@@ -97,7 +104,13 @@ impl<'a, V: CapacityView> Search<'a, V> {
             topology,
             view,
             gpus_per_pod,
+            layers: Layers::NONE,
         }
+    }
+
+    /// The same search for a request with these slice layers.
+    pub fn with_layers(self, layers: Layers) -> Self {
+        Self { layers, ..self }
     }
 
     /// Pods of this search's size that fit in `item` (rule 1).
@@ -140,6 +153,8 @@ impl<'a, V: CapacityView> Search<'a, V> {
         let pods = match self.finest_fitting(demand.pods, demand.coarsest_depth, policy) {
             Some(_) => demand.pods,
             None if demand.min_pods < demand.pods => {
+                // With slices, capacities are whole outermost slices (in pods): elastic slice
+                // gangs shrink in whole slices.
                 let best = self.largest_capacity(demand.coarsest_depth);
                 if best.item.is_none() || best.capacity < demand.min_pods {
                     return Ok(None);
@@ -158,12 +173,19 @@ impl<'a, V: CapacityView> Search<'a, V> {
     /// and ranked. The item must hold them.
     pub fn plan_in(&self, depth: usize, item: Item, pods: u64) -> CoreResult<Plan> {
         let mut planned = Vec::new();
-        self.spread(item, pods, &mut planned)?;
+        if self.layers.is_empty() {
+            self.spread(item, pods, &mut planned)?;
+        } else {
+            let outer = self.layers.outer_size();
+            self.spread_slices(item, 0, pods / outer, &mut planned)?;
+        }
         self.rank(&mut planned);
+        let slices = self.slice_items(&planned);
         Ok(Plan {
             depth,
             item,
             pods: planned,
+            slices,
         })
     }
 
@@ -207,7 +229,7 @@ impl<'a, V: CapacityView> Search<'a, V> {
         coarsest_depth: usize,
         policy: Policy,
     ) -> Option<(usize, Item)> {
-        if self.capacity(Item::Domain(ROOT)) < pods {
+        if !self.holds(Item::Domain(ROOT), pods) {
             return None;
         }
         match (policy, self.view.index()) {
@@ -229,7 +251,7 @@ impl<'a, V: CapacityView> Search<'a, V> {
     /// First-fit: the first item of `target` depth in path order that holds `pods`, found
     /// depth-first, entering only subtrees that hold `pods`.
     fn first_fitting(&self, item: Item, depth: usize, target: usize, pods: u64) -> Option<Item> {
-        if self.capacity(item) < pods {
+        if !self.holds(item, pods) {
             return None;
         }
         if depth == target {
@@ -243,6 +265,9 @@ impl<'a, V: CapacityView> Search<'a, V> {
     /// order), searched depth-first and pruned wherever a subtree cannot beat the best so far:
     /// a child never holds more than its parent.
     pub fn largest_capacity(&self, depth: usize) -> LevelBest {
+        if !self.layers.is_empty() {
+            return self.largest_in_slices(depth);
+        }
         let mut best = LevelBest {
             depth,
             item: None,
@@ -272,30 +297,11 @@ impl<'a, V: CapacityView> Search<'a, V> {
         if let Item::Node(node) = item {
             return self.take_gpus(node, pods, out);
         }
-        let mut children: Vec<(u64, Item)> = self
+        let children: Vec<(u64, Item)> = self
             .children(item)
             .map(|child| (self.capacity(child), child))
-            .filter(|&(capacity, _)| capacity > 0)
             .collect();
-        // Largest capacity first; the sort is stable, so equal capacities stay in path order.
-        children.sort_by_key(|&(capacity, _)| std::cmp::Reverse(capacity));
-        let mut remaining = pods;
-        let mut unused = children.as_slice();
-        while remaining > 0 {
-            let holding_all = unused.partition_point(|&(capacity, _)| capacity >= remaining);
-            if holding_all > 0 {
-                let smallest = unused[holding_all - 1].0;
-                let first = unused.partition_point(|&(capacity, _)| capacity > smallest);
-                return self.spread(unused[first].1, remaining, out);
-            }
-            let Some((&(capacity, child), rest)) = unused.split_first() else {
-                return Err(internal("a domain held fewer pods than counted"));
-            };
-            self.spread(child, capacity, out)?;
-            remaining -= capacity;
-            unused = rest;
-        }
-        Ok(())
+        fill_children(children, pods, |child, pods| self.spread(child, pods, out))
     }
 
     /// Rule 5: gives `pods` pods the lowest-indexed free healthy GPUs of `node`.
@@ -325,4 +331,34 @@ impl<'a, V: CapacityView> Search<'a, V> {
             }),
         }
     }
+}
+
+/// Rule 4 over children with their capacities (in path order; units are pods, or slices of
+/// a slice request): a child that holds all `remaining` takes them (the smallest such
+/// capacity, then the smallest path); otherwise the child with the largest capacity (then the
+/// smallest path) is filled and the rest continues. `place` puts units into one child.
+fn fill_children(
+    mut children: Vec<(u64, Item)>,
+    mut remaining: u64,
+    mut place: impl FnMut(Item, u64) -> CoreResult<()>,
+) -> CoreResult<()> {
+    children.retain(|&(capacity, _)| capacity > 0);
+    // Largest capacity first; the sort is stable, so equal capacities stay in path order.
+    children.sort_by_key(|&(capacity, _)| std::cmp::Reverse(capacity));
+    let mut unused = children.as_slice();
+    while remaining > 0 {
+        let holding_all = unused.partition_point(|&(capacity, _)| capacity >= remaining);
+        if holding_all > 0 {
+            let smallest = unused[holding_all - 1].0;
+            let first = unused.partition_point(|&(capacity, _)| capacity > smallest);
+            return place(unused[first].1, remaining);
+        }
+        let Some((&(capacity, child), rest)) = unused.split_first() else {
+            return Err(internal("a domain held fewer pods than counted"));
+        };
+        place(child, capacity)?;
+        remaining -= capacity;
+        unused = rest;
+    }
+    Ok(())
 }

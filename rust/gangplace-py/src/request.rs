@@ -1,0 +1,193 @@
+//! The request a gang is placed by: `GangRequest`, a frozen value over the core's request.
+
+use std::sync::Arc;
+
+use gangplace_core as model;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+
+use crate::convert::{self, GpusPerPod, Movable, Preemptible, Priority};
+use crate::errors::core_to_py;
+use crate::types::{call_repr, dict, py_repr, terms_parts};
+
+/// A gang: ``pods`` pods of ``gpus_per_pod`` GPUs each, placed whole or not at all.
+///
+/// Validated when built: ``pods`` >= 1, ``gpus_per_pod`` in 1..64, ``pods * gpus_per_pod`` at
+/// most 2**28 (the most GPUs a cluster at its limits holds), ``min_pods`` in 1..pods, slice
+/// sizes (below). Out-of-range values raise ``InvalidRequest`` (also for huge ints), wrong
+/// types ``TypeError``. An unknown ``required_level`` or slice level is reported when the
+/// request is placed.
+///
+/// Args:
+///     pods: Pods wanted.
+///     gpus_per_pod: GPUs per pod; a pod never spans nodes.
+///     min_pods: Elastic gangs: the fewest pods accepted when ``pods`` do not fit.
+///     required_level: The coarsest level the gang may span: ``"node"``, a level name, or
+///         ``"cluster"`` (the same as ``None``).
+///     selector: Labels every chosen node must carry (all of them).
+///     name: Free text shown in reasons and reprs.
+///     priority: In -2**31..2**31-1 (a Kubernetes PriorityClass value fits). Higher
+///         preempts lower; equal priorities never preempt each other.
+///     preemptible: ``False``: its allocations are never victims of preemption.
+///     movable: ``True``: its allocations can be checkpointed and restarted elsewhere
+///         (candidates of ``Cluster.plan_defrag``).
+///     slices: ``((level, pods_per_slice), ...)``, outermost first, at most 3 layers: ranks
+///         ``j*k`` to ``(j+1)*k - 1`` of every layer lie in one domain of its level (README
+///         "Slices"). Each size divides ``pods`` and the outer size; levels strictly nested
+///         and none coarser than ``required_level``; ``min_pods`` a multiple of the
+///         outermost size.
+///
+/// Example:
+///     >>> GangRequest(4, 8, required_level="rack")
+///     GangRequest(4, 8, required_level='rack')
+///     >>> GangRequest(64, 4, slices=(("rack", 16),)).slices
+///     (('rack', 16),)
+#[pyclass(frozen, eq, hash, module = "gangplace._gangplace")]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct GangRequest {
+    /// Shared with the holds placed for it (they keep their request).
+    pub inner: Arc<model::GangRequest>,
+}
+
+#[pymethods]
+impl GangRequest {
+    #[new]
+    #[pyo3(
+        text_signature = "(pods, gpus_per_pod=1, *, min_pods=None, required_level=None, selector=None, name='', priority=0, preemptible=True, movable=False, slices=())"
+    )]
+    #[pyo3(signature = (pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, required_level = None, selector = None, name = String::new(), priority = Priority(0), preemptible = Preemptible(true), movable = Movable(false), slices = None))]
+    #[allow(clippy::too_many_arguments)] // the documented signature of GangRequest
+    fn new(
+        pods: &Bound<'_, PyAny>,
+        gpus_per_pod: GpusPerPod,
+        min_pods: Option<&Bound<'_, PyAny>>,
+        required_level: Option<&Bound<'_, PyAny>>,
+        selector: Option<&Bound<'_, PyAny>>,
+        name: String,
+        priority: Priority,
+        preemptible: Preemptible,
+        movable: Movable,
+        slices: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let terms = model::Terms::new(priority.0, preemptible.0, movable.0).map_err(core_to_py)?;
+        let pods = convert::int(pods, "pods")?;
+        let GpusPerPod(gpus_per_pod) = gpus_per_pod;
+        let min_pods = min_pods.map(|m| convert::int(m, "min_pods")).transpose()?;
+        let required_level = required_level
+            .map(|l| convert::string(l, "required_level"))
+            .transpose()?;
+        let selector = selector.map_or(Ok(Vec::new()), |s| convert::str_mapping(s, "selector"))?;
+        let slices = slices.map_or(Ok(Vec::new()), convert::slice_layers)?;
+        let inner =
+            model::GangRequest::new(pods, gpus_per_pod, min_pods, required_level, selector, name)
+                .and_then(|request| request.with_slices(&slices))
+                .map_err(core_to_py)?;
+        Ok(Self {
+            inner: Arc::new(inner.with_terms(terms)),
+        })
+    }
+
+    /// Pods wanted.
+    #[getter]
+    fn pods(&self) -> u64 {
+        self.inner.pods
+    }
+
+    /// GPUs per pod (1 to 64); a pod never spans nodes.
+    #[getter]
+    fn gpus_per_pod(&self) -> u32 {
+        self.inner.gpus_per_pod
+    }
+
+    /// Elastic gangs: the fewest pods accepted; ``None`` for a rigid gang.
+    #[getter]
+    fn min_pods(&self) -> Option<u64> {
+        self.inner.min_pods
+    }
+
+    /// The coarsest level the gang may span; ``None``: the whole cluster.
+    #[getter]
+    fn required_level(&self) -> Option<&str> {
+        self.inner.required_level.as_deref()
+    }
+
+    /// A fresh dict, sorted by key.
+    #[getter]
+    fn selector<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        dict(py, &self.inner.selector)
+    }
+
+    /// Free text shown in reasons and reprs.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// ``pods * gpus_per_pod``.
+    #[getter]
+    fn total_gpus(&self) -> u64 {
+        self.inner.total_gpus()
+    }
+
+    /// Higher preempts lower; equal priorities never preempt each other.
+    #[getter]
+    fn priority(&self) -> i32 {
+        self.inner.terms.priority
+    }
+
+    /// ``False``: its allocations are never victims of preemption.
+    #[getter]
+    fn preemptible(&self) -> bool {
+        self.inner.terms.preemptible
+    }
+
+    /// ``True``: its allocations can be moved by defragmentation.
+    #[getter]
+    fn movable(&self) -> bool {
+        self.inner.terms.movable
+    }
+
+    /// Slice layers, outermost first: ``(level, pods_per_slice)`` pairs (README "Slices").
+    #[getter]
+    fn slices<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        slices_tuple(py, &self.inner)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let request = &self.inner;
+        let mut parts = vec![request.pods.to_string(), request.gpus_per_pod.to_string()];
+        if let Some(min) = request.min_pods {
+            parts.push(format!("min_pods={min}"));
+        }
+        if let Some(level) = &request.required_level {
+            parts.push(format!("required_level={}", py_repr(py, level)?));
+        }
+        if !request.selector.is_empty() {
+            let selector = dict(py, &request.selector)?;
+            parts.push(format!("selector={}", py_repr(py, selector)?));
+        }
+        if !request.name.is_empty() {
+            parts.push(format!("name={}", py_repr(py, &request.name)?));
+        }
+        parts.extend(terms_parts(request.terms));
+        if !request.slices.is_empty() {
+            parts.push(format!(
+                "slices={}",
+                py_repr(py, slices_tuple(py, request)?)?
+            ));
+        }
+        Ok(call_repr("GangRequest", &parts))
+    }
+}
+
+/// `((level, pods_per_slice), ...)`.
+pub(crate) fn slices_tuple<'py>(
+    py: Python<'py>,
+    request: &model::GangRequest,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let layers = request
+        .slices
+        .iter()
+        .map(|layer| (layer.level.as_str(), layer.pods_per_slice));
+    PyTuple::new(py, layers)
+}
