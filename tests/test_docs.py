@@ -37,6 +37,7 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "cluster (('r0',), ('r1',), ('r2',), ('r3',))" in printed  # slices
     assert "16 r1-t00" in printed
     assert "GangRequest(2, 8, name='pretrain') 300.0" in printed  # PodGroup
+    assert "GangRequest(64, 4, slices=(('rack', 16),))" in printed  # Kueue slices
     assert "('n2', 'n3') []" in printed  # k8s: the adopted pod keeps n0 busy
     assert 'n3 {"metadata": {"annotations": {"gangplace.io/rank": "1"' in printed
     assert "['gpu01'] ['gpu02']" in printed  # scontrol

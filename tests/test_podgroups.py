@@ -158,3 +158,57 @@ def test_bad_templates_and_wrong_types() -> None:
         request_from_pod_template(bad_level, 2, levels={"rack": "x/rack"})
     with pytest.raises(TypeError, match="expected a PodGroup"):
         gang_from_podgroup("pg")
+
+
+def _sliced_template(annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "workers", "annotations": annotations},
+        "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "4"}}}]},
+    }
+
+
+def test_kueue_slice_annotations_become_a_slice_layer() -> None:
+    levels = {
+        "block": "cloud.provider.com/topology-block",
+        "rack": "cloud.provider.com/topology-rack",
+    }
+    template = _sliced_template(
+        {
+            "kueue.x-k8s.io/podset-required-topology": "cloud.provider.com/topology-block",
+            "kueue.x-k8s.io/podset-slice-required-topology": "cloud.provider.com/topology-rack",
+            "kueue.x-k8s.io/podset-slice-size": "16",
+        }
+    )
+    request = request_from_pod_template(template, 64, levels=levels)
+    assert request == GangRequest(64, 4, required_level="block", slices=(("rack", 16),))
+    per_node = _sliced_template(
+        {
+            "kueue.x-k8s.io/podset-slice-required-topology": "kubernetes.io/hostname",
+            "kueue.x-k8s.io/podset-slice-size": "2",
+        }
+    )
+    assert request_from_pod_template(per_node, 8, levels=levels).slices == (("node", 2),)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "message"),
+    [
+        ({"kueue.x-k8s.io/podset-slice-size": "4"}, "podset-slice-size without"),
+        ({"kueue.x-k8s.io/podset-slice-required-topology": "a/rack"}, "without kueue.x-k8s.io/podset-slice-size"),
+        ({"kueue.x-k8s.io/podset-slice-required-topology": "a/row", "kueue.x-k8s.io/podset-slice-size": "4"},
+         "names 'a/row', not a level label"),
+        ({"kueue.x-k8s.io/podset-slice-required-topology": "a/rack", "kueue.x-k8s.io/podset-slice-size": "x"},
+         "podset-slice-size must be an integer"),
+        ({"kueue.x-k8s.io/podset-slice-required-topology": "a/rack", "kueue.x-k8s.io/podset-slice-size": "0"},
+         "podset-slice-size must be >= 1"),
+        ({"kueue.x-k8s.io/podset-slice-required-topology": "a/rack", "kueue.x-k8s.io/podset-slice-size": "3"},
+         r"must divide the PodSet's count \(8\)"),
+        ({"kueue.x-k8s.io/podset-slice-required-topology": "a/rack",
+          "kueue.x-k8s.io/podset-slice-size": "99999999999999999999999"},
+         "must divide"),
+    ],
+)  # fmt: skip
+def test_bad_slice_annotations_name_the_field(annotations: dict[str, str], message: str) -> None:
+    with pytest.raises(PodGroupError, match=message) as raised:
+        request_from_pod_template(_sliced_template(annotations), 8, levels={"rack": "a/rack"})
+    assert "pod template workers" in str(raised.value)

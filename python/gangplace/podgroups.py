@@ -16,7 +16,10 @@ Readers of the objects cluster operators already write, as dicts (``kubectl get 
 - :func:`request_from_pod_template`: a PodSet's pod template with Kueue's annotations
   ``kueue.x-k8s.io/podset-required-topology`` (the gang's ``required_level``) and
   ``podset-preferred-topology`` (nothing to translate: gangplace always prefers the finest
-  domain that holds the gang, rule 2).
+  domain that holds the gang, rule 2), and the slice annotations
+  ``kueue.x-k8s.io/podset-slice-required-topology`` with ``podset-slice-size`` (one slice
+  layer: ``slices=((level, size),)``, README "Slices"). Kueue's multi-layer proposal
+  (kubernetes-sigs/kueue#9046) has no settled annotations yet and is not read.
 
 Every malformed object raises :class:`PodGroupError` naming the object and the field.
 """
@@ -34,6 +37,8 @@ __all__ = [
     "HOSTNAME_LABEL",
     "PREFERRED_TOPOLOGY",
     "REQUIRED_TOPOLOGY",
+    "SLICE_REQUIRED_TOPOLOGY",
+    "SLICE_SIZE",
     "GangSpec",
     "PodGroupError",
     "gang_from_podgroup",
@@ -43,6 +48,8 @@ __all__ = [
 
 REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+SLICE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-slice-required-topology"
+SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 PODGROUP_GROUPS = ("scheduling.x-k8s.io", "scheduling.volcano.sh")
 
@@ -238,17 +245,45 @@ def request_from_pod_template(
     if gpus <= 0:
         raise PodGroupError(f"{label}: its containers request no {gpu_resource}")
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    required = annotations.get(REQUIRED_TOPOLOGY)
-    level = None
-    if required:
-        by_label = {key: level_name for level_name, key in levels.items()}
-        if required == HOSTNAME_LABEL:
-            level = "node"
-        elif required in by_label:
-            level = by_label[required]
-        else:
-            raise PodGroupError(
-                f"{label}: {REQUIRED_TOPOLOGY} names {required!r}, not a level label "
-                f"({', '.join(sorted(by_label)) or 'none'})"
-            )
-    return GangRequest(_integer(pods, f"{label}: pods"), gpus, required_level=level, name=name)
+    by_label = {key: level_name for level_name, key in levels.items()} | {HOSTNAME_LABEL: "node"}
+    level = _level_of(annotations, REQUIRED_TOPOLOGY, by_label, label)
+    count = _integer(pods, f"{label}: pods")
+    slices = _slices_of(annotations, by_label, label, count)
+    try:
+        return GangRequest(count, gpus, required_level=level, name=name, slices=slices)
+    except InvalidRequest as error:
+        raise PodGroupError(f"{label}: {error}") from None
+
+
+def _level_of(
+    annotations: Mapping[str, Any], key: str, by_label: Mapping[str, str], label: str
+) -> str | None:
+    """The level an annotation names by its node label (``None`` when absent)."""
+    named = annotations.get(key)
+    if not named:
+        return None
+    if named not in by_label:
+        known = ", ".join(sorted(set(by_label) - {HOSTNAME_LABEL})) or "none"
+        raise PodGroupError(f"{label}: {key} names {named!r}, not a level label ({known})")
+    return by_label[named]
+
+
+def _slices_of(
+    annotations: Mapping[str, Any], by_label: Mapping[str, str], label: str, pods: int
+) -> tuple[tuple[str, int], ...]:
+    """Kueue's slice annotations as one slice layer (both or neither)."""
+    level = _level_of(annotations, SLICE_REQUIRED_TOPOLOGY, by_label, label)
+    size = annotations.get(SLICE_SIZE)
+    if level is None and size is None:
+        return ()
+    if level is None:
+        raise PodGroupError(f"{label}: {SLICE_SIZE} without {SLICE_REQUIRED_TOPOLOGY}")
+    if size is None:
+        raise PodGroupError(f"{label}: {SLICE_REQUIRED_TOPOLOGY} without {SLICE_SIZE}")
+    pods_per_slice = _integer(size, f"{label}: {SLICE_SIZE}")
+    if pods % pods_per_slice:
+        raise PodGroupError(
+            f"{label}: {SLICE_SIZE} ({pods_per_slice}) must divide the PodSet's count ({pods})"
+        )
+    return ((level, pods_per_slice),)
+
