@@ -190,24 +190,22 @@ def test_kueue_slice_annotations_become_a_slice_layer() -> None:
     assert request_from_pod_template(per_node, 8, levels=levels).slices == (("node", 2),)
 
 
+SLICE_LEVEL = "kueue.x-k8s.io/podset-slice-required-topology"
+SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+
+
 @pytest.mark.parametrize(
     ("annotations", "message"),
     [
-        ({"kueue.x-k8s.io/podset-slice-size": "4"}, "podset-slice-size without"),
-        ({"kueue.x-k8s.io/podset-slice-required-topology": "a/rack"}, "without kueue.x-k8s.io/podset-slice-size"),
-        ({"kueue.x-k8s.io/podset-slice-required-topology": "a/row", "kueue.x-k8s.io/podset-slice-size": "4"},
-         "names 'a/row', not a level label"),
-        ({"kueue.x-k8s.io/podset-slice-required-topology": "a/rack", "kueue.x-k8s.io/podset-slice-size": "x"},
-         "podset-slice-size must be an integer"),
-        ({"kueue.x-k8s.io/podset-slice-required-topology": "a/rack", "kueue.x-k8s.io/podset-slice-size": "0"},
-         "podset-slice-size must be >= 1"),
-        ({"kueue.x-k8s.io/podset-slice-required-topology": "a/rack", "kueue.x-k8s.io/podset-slice-size": "3"},
-         r"must divide the PodSet's count \(8\)"),
-        ({"kueue.x-k8s.io/podset-slice-required-topology": "a/rack",
-          "kueue.x-k8s.io/podset-slice-size": "99999999999999999999999"},
-         "must divide"),
+        ({SLICE_SIZE: "4"}, "podset-slice-size without"),
+        ({SLICE_LEVEL: "a/rack"}, "without kueue.x-k8s.io/podset-slice-size"),
+        ({SLICE_LEVEL: "a/row", SLICE_SIZE: "4"}, "names 'a/row', not a level label"),
+        ({SLICE_LEVEL: "a/rack", SLICE_SIZE: "x"}, "podset-slice-size must be an integer"),
+        ({SLICE_LEVEL: "a/rack", SLICE_SIZE: "0"}, "podset-slice-size must be >= 1"),
+        ({SLICE_LEVEL: "a/rack", SLICE_SIZE: "3"}, r"must divide the PodSet's count \(8\)"),
+        ({SLICE_LEVEL: "a/rack", SLICE_SIZE: "99999999999999999999999"}, "must divide"),
     ],
-)  # fmt: skip
+)
 def test_bad_slice_annotations_name_the_field(annotations: dict[str, str], message: str) -> None:
     with pytest.raises(PodGroupError, match=message) as raised:
         request_from_pod_template(_sliced_template(annotations), 8, levels={"rack": "a/rack"})

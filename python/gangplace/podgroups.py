@@ -286,4 +286,3 @@ def _slices_of(
             f"{label}: {SLICE_SIZE} ({pods_per_slice}) must divide the PodSet's count ({pods})"
         )
     return ((level, pods_per_slice),)
-
