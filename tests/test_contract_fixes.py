@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import gangplace
-from gangplace import LIMITS, Cluster, GangRequest, PodPlacement, reference
+from gangplace import LIMITS, Cluster, GangRequest, PodPlacement, Unschedulable, reference
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 CLUSTERS: list[Any] = [Cluster, reference.Cluster]
@@ -174,5 +174,11 @@ def test_explain_names_the_domain_cheapest_to_free() -> None:
         4,
     )
     assert "cheapest: b, freeing 4 held GPUs" in str(explanation)
+    assert explanation.summary.endswith("; freeing 4 held GPUs in rack b would fit it")
+    with pytest.raises(Unschedulable) as raised:
+        cluster.reserve(GangRequest(4, 8, required_level="rack"))
+    assert (
+        explanation.summary == raised.value.reason + "; freeing 4 held GPUs in rack b would fit it"
+    )
     fits = cluster.explain(GangRequest(1, 8)).levels[0]
     assert fits.cheapest_gpus_to_free == 0

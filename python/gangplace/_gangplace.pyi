@@ -427,7 +427,10 @@ class Explanation:
         """Where it would go (what ``place_gang`` answers)."""
     @property
     def summary(self) -> str:
-        """One line; ``Unschedulable.reason`` when the gang does not fit."""
+        """One line: where it fits, or ``Unschedulable.reason`` and the cheapest domain.
+
+        The cheapest domain is the one needing the fewest held GPUs freed, when any would do.
+        """
     @property
     def levels(self) -> tuple[LevelExplanation, ...]:
         """Levels tried, finest first."""
@@ -838,7 +841,9 @@ class Cluster:
         For every level tried (finest first): the domain that could hold the most pods, how
         many, and the held GPUs that would have to be freed there for the gang to fit; the
         nodes that cannot take even one pod, by reason. Its ``summary`` is the text of
-        ``Unschedulable.reason``. Visits every node: a diagnostic, not a scheduling-loop call.
+        ``Unschedulable.reason``, followed, when freeing held GPUs would make room, by the
+        domain needing the fewest (``; freeing 4 held GPUs in rack b would fit it``). Visits
+        every node: a diagnostic, not a scheduling-loop call.
 
         Raises:
             InvalidRequest: Unknown ``required_level``.

@@ -459,7 +459,9 @@ impl Cluster {
     /// For every level tried (finest first): the domain that could hold the most pods, how
     /// many, and the held GPUs that would have to be freed there for the gang to fit; the
     /// nodes that cannot take even one pod, by reason. Its ``summary`` is the text of
-    /// ``Unschedulable.reason``. Visits every node: a diagnostic, not a scheduling-loop call.
+    /// ``Unschedulable.reason``, followed, when freeing held GPUs would make room, by the
+    /// domain needing the fewest (``; freeing 4 held GPUs in rack b would fit it``). Visits
+    /// every node: a diagnostic, not a scheduling-loop call.
     ///
     /// Raises:
     ///     InvalidRequest: Unknown ``required_level``.

@@ -176,7 +176,9 @@ impl Explanation {
             .map(|p| Placement { inner: Arc::new(p) })
     }
 
-    /// One line; ``Unschedulable.reason`` when the gang does not fit.
+    /// One line: where it fits, or ``Unschedulable.reason`` and the cheapest domain.
+    ///
+    /// The cheapest domain is the one needing the fewest held GPUs freed, when any would do.
     #[getter]
     fn summary(&self) -> &str {
         &self.inner.summary

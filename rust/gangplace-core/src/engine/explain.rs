@@ -97,7 +97,11 @@ impl Engine {
                 preemption,
                 cheapest: self.cheapest_at(best.depth, request, demand.pods),
             })
-            .collect();
+            .collect::<Vec<LevelExplanation>>();
+        let summary = match &placement {
+            Some(_) => summary,
+            None => summary + &cheapest_text(&levels),
+        };
         Ok(Explanation {
             placement,
             levels,
@@ -337,4 +341,27 @@ fn slices_text(request: &GangRequest) -> String {
         return String::new();
     }
     format!(" in slices of {}", layers.join(", "))
+}
+
+/// `; freeing 4 held GPUs in rack s1/r2 would fit it`: the domain of any level tried needing
+/// the fewest held GPUs freed (the finest level on ties), or nothing when none would do.
+fn cheapest_text(levels: &[LevelExplanation]) -> String {
+    let cheapest = levels
+        .iter()
+        .filter_map(|level| {
+            let (path, cost) = level.cheapest.as_ref()?;
+            Some((*cost, level, path))
+        })
+        .min_by_key(|&(cost, _, _)| cost);
+    match cheapest {
+        None => String::new(),
+        Some((cost, level, path)) => {
+            let place = if path.is_empty() {
+                "the cluster".to_owned()
+            } else {
+                format!("{} {}", level.level, path.join("/"))
+            };
+            format!("; freeing {} in {place} would fit it", counted(cost, "held GPU"))
+        }
+    }
 }
