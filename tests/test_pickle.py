@@ -90,3 +90,60 @@ def test_seeded_ids_repeat_and_match_the_reference() -> None:
     assert ids(Cluster, None) != ids(Cluster, None)  # back to random ids
     with pytest.raises(TypeError):
         Cluster(()).seed_ids("7")  # type: ignore[arg-type]
+
+
+def test_every_value_type_pickles_and_copies() -> None:
+    """Holds, reports, plans and explanations round-trip equal, with the same repr."""
+    cluster = Cluster(("rack",), clock=lambda: 10.0)
+    for index in range(4):
+        cluster.add_node(f"n{index}", gpus=8, topology={"rack": f"r{index // 2}"})
+    held = cluster.reserve(GangRequest(1, 4, movable=True, name="low"), owner="team")
+    allocation = cluster.commit(held, owner="team")
+    reservation = cluster.reserve(GangRequest(1, 2), ttl=60.0)
+    preemption = cluster.plan_preemption(GangRequest(2, 8, required_level="rack", priority=5))
+    defrag = cluster.plan_defrag(GangRequest(1, 8))
+    explanation = cluster.explain(GangRequest(9, 8, required_level="rack"))
+    values: list[object] = [
+        allocation,
+        reservation,
+        cluster.node("n1"),
+        cluster.stats(),
+        explanation,
+        explanation.levels[0],
+    ]
+    values += [plan for plan in (preemption, defrag) if plan is not None]
+    assert preemption is not None and defrag is not None
+    for value in values:
+        for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):
+            again = pickle.loads(pickle.dumps(value, protocol))
+            assert type(again) is type(value) and repr(again) == repr(value)
+        assert repr(copy.deepcopy(value)) == repr(value)
+    again = pickle.loads(pickle.dumps(allocation))
+    assert again == allocation and again.placement == allocation.placement
+    assert again.request == allocation.request and again.since == allocation.since
+    assert str(pickle.loads(pickle.dumps(explanation))) == str(explanation)
+    fragmented = Cluster(("rack",), clock=lambda: 10.0)  # the README's defragmentation example
+    for rack in ("r0", "r1", "r2"):
+        for n in range(2):
+            name = f"{rack}-n{n}"
+            fragmented.add_node(name, gpus=8, topology={"rack": rack}, labels={"host": name})
+    small = GangRequest(1, 2, required_level="node", movable=True, preemptible=False)
+    for _ in range(2):
+        fragmented.commit(fragmented.reserve(small))
+    for node, gpus in (("r1-n0", 8), ("r1-n1", 4), ("r2-n0", 6), ("r2-n1", 2)):
+        pinned = GangRequest(1, gpus, selector={"host": node}, preemptible=False)
+        fragmented.commit(fragmented.reserve(pinned))
+    moving = fragmented.plan_defrag(GangRequest(2, 8, required_level="rack", priority=1))
+    assert moving is not None and moving.moves
+    for value in (moving, moving.moves[0]):
+        assert repr(pickle.loads(pickle.dumps(value))) == repr(value)
+    assert cluster.release(again, owner="team")  # a hold given back is found by its id
+
+
+def test_unpickling_garbage_is_a_value_error() -> None:
+    from gangplace._gangplace import _unpickle
+
+    with pytest.raises(ValueError, match="invalid pickled Allocation"):
+        _unpickle("Allocation", b"\xff\xff")
+    with pytest.raises(ValueError, match="unknown pickled kind"):
+        _unpickle("Cluster", b"")

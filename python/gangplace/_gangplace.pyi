@@ -22,13 +22,15 @@ __all__ = [
     "PreemptionPlan",
     "Reservation",
     "__version__",
+    "_unpickle",
 ]
 __version__: str
 LIMITS: MappingProxyType[str, int | float]
 """The hard limits and defaults of the core, as the README's "Limits" table states them.
 
 Keys: ``max_gpus_per_node``, ``max_nodes``, ``max_levels``, ``max_name_bytes``,
-``max_gang_gpus``, ``max_ttl_seconds``, ``default_ttl_seconds``, ``remembered_ended_holds``.
+``max_gang_gpus``, ``max_slice_layers``, ``max_ttl_seconds``, ``default_ttl_seconds``,
+``remembered_ended_holds``.
 """
 
 @final
@@ -209,6 +211,7 @@ class Reservation:
         """Clock time of ``reserve``."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
 @final
 class Allocation:
@@ -240,6 +243,7 @@ class Allocation:
         """Clock time of ``commit`` (``min_runtime`` counts from it)."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
 @final
 class PreemptionPlan:
@@ -261,6 +265,7 @@ class PreemptionPlan:
     def max_victim_priority(self) -> int | None:
         """The highest victim priority; ``None`` without victims."""
     def __eq__(self, value: object, /) -> bool: ...
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
 @final
 class Move:
@@ -276,6 +281,7 @@ class Move:
     def target(self) -> Placement:
         """Where it goes."""
     def __eq__(self, value: object, /) -> bool: ...
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
 @final
 class DefragPlan:
@@ -297,6 +303,7 @@ class DefragPlan:
     def moved_gpus(self) -> int:
         """GPUs the moved allocations hold in total."""
     def __eq__(self, value: object, /) -> bool: ...
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
 @final
 class NodeInfo:
@@ -336,6 +343,7 @@ class NodeInfo:
         """GPU indices that are never placed on (held or not)."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
 @final
 class ClusterStats:
@@ -365,6 +373,7 @@ class ClusterStats:
         """Unhealthy GPUs, held or not."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
 @final
 class LevelExplanation:
@@ -411,6 +420,7 @@ class LevelExplanation:
         """How many held GPUs must be freed there (0 when the gang fits there now)."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
 @final
 class Explanation:
@@ -441,6 +451,7 @@ class Explanation:
         Keys: ``cordoned``, ``selector_mismatch``, ``unhealthy`` (too few healthy GPUs even if
         all were free), ``too_few_free``.
         """
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
 @final
 class Cluster:
@@ -906,3 +917,6 @@ class Cluster:
     def __deepcopy__(self, memo: Any, /) -> Cluster: ...
     def __contains__(self, name: object, /) -> bool:
         """``"n0" in cluster``: whether a node has that name (``False`` for anything not a str)."""
+
+def _unpickle(kind: str, data: bytes) -> Any:
+    """Rebuilds a value pickled by its ``__reduce__`` (``kind``: its class name)."""

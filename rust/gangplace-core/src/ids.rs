@@ -6,6 +6,7 @@
 //! - [`GpuSet`] is a set of GPU indices on one node, as a 64-bit mask (bit i: GPU i), with
 //!   the one parser of user-given index lists.
 
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::ops::{BitAnd, BitAndAssign, BitOr, BitOrAssign, Not};
 use std::str::FromStr;
@@ -26,7 +27,7 @@ pub const NODE_LEVEL: &str = "node";
 pub const CLUSTER_LEVEL: &str = "cluster";
 
 /// Identity of a reservation or allocation (the allocation keeps its reservation's id).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct HoldId(u128);
 
 const HOLD_ID_PREFIX: &str = "gp-";
@@ -69,7 +70,9 @@ impl FromStr for HoldId {
 }
 
 /// A set of GPU indices of one node, `0..64`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct GpuSet(u64);
 
 /// Why a list of GPU indices is not a set of a node's GPUs.

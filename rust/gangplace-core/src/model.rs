@@ -1,6 +1,7 @@
 //! Requests and results: plain owned values, so the binding can hand them to Python after
 //! the engine's lock is released.
 
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 use crate::error::{CoreResult, invalid};
@@ -10,7 +11,7 @@ use crate::shapes::{SliceLayer, check_sizes};
 
 /// What a hold's owner agreed to: how it may be disturbed for others (README, "Priorities,
 /// preemption and defragmentation").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Terms {
     /// Higher preempts lower; equal priorities never preempt each other.
     pub priority: i32,
@@ -53,7 +54,7 @@ pub fn check_priority(priority: i64) -> CoreResult<i32> {
 }
 
 /// A gang: `pods` pods of `gpus_per_pod` GPUs, placed whole or not at all.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct GangRequest {
     /// Pods wanted, `1..=2^28`, with `pods * gpus_per_pod <= 2^28`.
     pub pods: u64,
@@ -176,7 +177,7 @@ impl GangRequest {
 }
 
 /// One pod of a placement: a node and the GPUs it takes there.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PodPlacement {
     /// Node name (shared with the node: building a placement copies no names).
     pub node: Arc<str>,
@@ -212,7 +213,7 @@ impl PodPlacement {
 }
 
 /// Where a gang goes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Placement {
     /// Pods in rank order.
     pub pods: Vec<PodPlacement>,
@@ -240,7 +241,7 @@ impl Placement {
 }
 
 /// A hold on a placement's GPUs, until `expires_at` (clock seconds).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reservation {
     /// Unguessable id.
     pub id: HoldId,
@@ -259,7 +260,7 @@ pub struct Reservation {
 }
 
 /// A committed reservation.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Allocation {
     /// The id of the reservation it came from.
     pub id: HoldId,
@@ -285,7 +286,7 @@ pub enum Held {
 }
 
 /// One node, as `Cluster.node` reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct NodeInfo {
     /// Node name.
     pub name: String,
@@ -308,7 +309,7 @@ pub struct NodeInfo {
 }
 
 /// GPU counts over the whole cluster.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ClusterStats {
     /// All GPUs.
     pub total: u64,
@@ -402,7 +403,7 @@ impl RemovalLimits {
 }
 
 /// What `plan_preemption` proposes: a placement and the allocations to end for it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PreemptionPlan {
     /// The request planned for.
     pub request: Arc<GangRequest>,
@@ -417,7 +418,7 @@ pub struct PreemptionPlan {
 }
 
 /// One move of a defragmentation: an allocation and where it goes.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Move {
     /// The allocation moved.
     pub allocation: HoldId,
@@ -429,7 +430,7 @@ pub struct Move {
 
 /// What `plan_defrag` proposes: a placement, the moves that make room for it, and the
 /// allocations preempted because they could not move.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DefragPlan {
     /// The request planned for.
     pub request: Arc<GangRequest>,

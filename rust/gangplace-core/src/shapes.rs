@@ -10,10 +10,11 @@
 use crate::error::{CoreResult, invalid};
 use crate::limits::{MAX_NAME_BYTES, MAX_SLICE_LAYERS};
 use crate::topology::Topology;
+use serde::{Deserialize, Serialize};
 
 /// One slice layer of a request: blocks of `pods_per_slice` consecutive ranks in one domain
 /// of `level`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SliceLayer {
     /// A level name, or `"node"`.
     pub level: String,

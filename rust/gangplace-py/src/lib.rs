@@ -24,6 +24,8 @@ mod _gangplace {
     #[pymodule_export]
     use crate::explain::{Explanation, LevelExplanation};
     #[pymodule_export]
+    use crate::pickling::_unpickle;
+    #[pymodule_export]
     use crate::preemption::{DefragPlan, Move, PreemptionPlan};
     #[pymodule_export]
     use crate::types::{

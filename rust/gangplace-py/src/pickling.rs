@@ -2,16 +2,25 @@
 //!
 //! A `Cluster` travels as its snapshot (`Cluster.restore(snapshot)`; a copy keeps its clock,
 //! an unpickled one gets `time.monotonic`); `GangRequest` and `PodPlacement` as their
-//! constructor arguments; `Placement` as its pods, level and domain.
+//! constructor arguments; `Placement` as its pods, level, domain and slices. The other value
+//! types (holds, node and cluster reports, plans, explanations) travel as the postcard bytes
+//! of the core value they wrap, rebuilt by `_unpickle(kind, data)`: they are results, never
+//! inputs that would need validating again (a hold given back to the cluster is looked up by
+//! its id).
 
 use std::sync::Arc;
 
 use gangplace_core::Placement as CorePlacement;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use crate::cluster::Cluster;
-use crate::types::{GangRequest, Placement, PodPlacement};
+use crate::explain::{Explanation, LevelExplanation};
+use crate::preemption::{DefragPlan, Move, PreemptionPlan};
+use crate::types::{
+    Allocation, ClusterStats, GangRequest, NodeInfo, Placement, PodPlacement, Reservation,
+};
 
 #[pymethods]
 impl GangRequest {
@@ -124,3 +133,54 @@ impl Cluster {
         Self::__copy__(slf)
     }
 }
+
+/// `__reduce__` as `(_unpickle, (kind, postcard bytes of the wrapped core value))` for each
+/// listed class, and `_unpickle` itself, which rebuilds any of them by kind.
+macro_rules! pickled_by_value {
+    ($($class:ident),* $(,)?) => {
+        $(
+            #[pymethods]
+            impl $class {
+                fn __reduce__<'py>(
+                    slf: &Bound<'py, Self>,
+                ) -> PyResult<(Bound<'py, PyAny>, (&'static str, Bound<'py, PyBytes>))> {
+                    let py = slf.py();
+                    let bytes = postcard::to_stdvec(&slf.get().inner).map_err(|error| {
+                        PyValueError::new_err(format!("cannot pickle: {error}"))
+                    })?;
+                    let unpickle = py.import("gangplace._gangplace")?.getattr("_unpickle")?;
+                    Ok((unpickle, (stringify!($class), PyBytes::new(py, &bytes))))
+                }
+            }
+        )*
+
+        /// Rebuilds a value pickled by its `__reduce__` (the kind is its class name).
+        #[pyfunction]
+        pub fn _unpickle(py: Python<'_>, kind: &str, data: &[u8]) -> PyResult<Py<PyAny>> {
+            let bad = |error: postcard::Error| {
+                PyValueError::new_err(format!("invalid pickled {kind}: {error}"))
+            };
+            match kind {
+                $(
+                    stringify!($class) => {
+                        let inner = postcard::from_bytes(data).map_err(bad)?;
+                        Ok(Py::new(py, $class { inner })?.into_any())
+                    }
+                )*
+                other => Err(PyValueError::new_err(format!("unknown pickled kind {other:?}"))),
+            }
+        }
+    };
+}
+
+pickled_by_value!(
+    Reservation,
+    Allocation,
+    NodeInfo,
+    ClusterStats,
+    PreemptionPlan,
+    Move,
+    DefragPlan,
+    Explanation,
+    LevelExplanation,
+);

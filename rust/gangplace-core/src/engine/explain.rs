@@ -11,9 +11,10 @@ use super::preemption::Purpose;
 use crate::error::CoreResult;
 use crate::model::{GangRequest, Placement, RemovalLimits};
 use crate::search::{Demand, Item, LevelBest};
+use serde::{Deserialize, Serialize};
 
 /// One level tried.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LevelExplanation {
     /// `node`, a level name, or `cluster`.
     pub level: String,
@@ -38,7 +39,7 @@ pub struct LevelExplanation {
 }
 
 /// Nodes that cannot take even one pod of the gang, by the first reason that applies.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Exclusions {
     /// Cordoned.
     pub cordoned: u64,
@@ -51,7 +52,7 @@ pub struct Exclusions {
 }
 
 /// Why a gang fits where it does, or does not fit.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Explanation {
     /// Where it would go now (what `place_gang` answers).
     pub placement: Option<Placement>,
@@ -361,7 +362,10 @@ fn cheapest_text(levels: &[LevelExplanation]) -> String {
             } else {
                 format!("{} {}", level.level, path.join("/"))
             };
-            format!("; freeing {} in {place} would fit it", counted(cost, "held GPU"))
+            format!(
+                "; freeing {} in {place} would fit it",
+                counted(cost, "held GPU")
+            )
         }
     }
 }
