@@ -2,7 +2,8 @@
 
 The slice size is half a rack, rounded down to a power of two (4 pods on ``colossus100k``,
 8 on ``nvl72``, 2 on ``tiny``); pods take whole nodes. ``sliced-4`` is 4 slices, ``sliced-16``
-16, ``nested-16`` 16 rack slices grouped 4 per spine-level domain (two layers). Each is timed
+16, ``nested-16`` 16 rack slices grouped 4 per spine-level domain (two layers), ``balanced-16``
+the plain gang of 16 slices' pods with ``spread="balanced"``. Each is timed
 next to the plain gang of the same pods and GPUs (``plain-4``, ``plain-16``). The issue's goal:
 a slice placement at most 2x the plain one.
 """
@@ -24,18 +25,20 @@ def slice_size(setup: Setup) -> int:
 
 
 def shaped(setup: Setup, label: str) -> GangRequest:
-    """The gang ``label``: ``sliced-N``, ``nested-N`` or ``plain-N`` (N slices' pods)."""
+    """The gang ``label``: ``plain-N``, ``sliced-N``, ``nested-N`` or ``balanced-N``."""
     kind, count = label.split("-")
     size = slice_size(setup)
     pods, gpus = int(count) * size, setup.shape.gpus_per_node
     if kind == "plain":
         return GangRequest(pods, gpus)
+    if kind == "balanced":
+        return GangRequest(pods, gpus, spread="balanced")
     if kind == "sliced":
         return GangRequest(pods, gpus, slices=((setup.rack, size),))
     return GangRequest(pods, gpus, slices=((setup.spine, 4 * size), (setup.rack, size)))
 
 
-LABELS = ["plain-4", "sliced-4", "plain-16", "sliced-16", "nested-16"]
+LABELS = ["plain-4", "sliced-4", "plain-16", "sliced-16", "nested-16", "balanced-16"]
 
 
 @pytest.mark.parametrize("label", LABELS)

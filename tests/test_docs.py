@@ -36,6 +36,7 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "rack ('r0',) 8" in printed  # adopt
     assert "cluster (('r0',), ('r1',), ('r2',), ('r3',))" in printed  # slices
     assert "16 r1-t00" in printed
+    assert "pack [8, 4, 0]" in printed and "balanced [6, 6, 0]" in printed  # spreads
     assert "GangRequest(2, 8, name='pretrain') 300.0" in printed  # PodGroup
     assert "GangRequest(64, 4, slices=(('rack', 16),))" in printed  # Kueue slices
     assert "('n2', 'n3') []" in printed  # k8s: the adopted pod keeps n0 busy

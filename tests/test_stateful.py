@@ -135,6 +135,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         gpus_per_pod=st.sampled_from((1, 2, 4)),
         elastic=st.booleans(),
         owner=st.sampled_from(OWNERS),
+        spread=st.sampled_from(("pack", "balanced")),
     )
     def reserve_sliced(
         self,
@@ -143,11 +144,16 @@ class EngineVersusReference(RuleBasedStateMachine):
         gpus_per_pod: int,
         elastic: bool,
         owner: str | None,
+        spread: str,
     ) -> str:
-        """Slice gangs (README "Slices"): both sides agree, and the slices hold."""
+        """Slice gangs (README "Slices"), packed or balanced: both sides agree."""
         outer = layers[0][1]
         request = GangRequest(
-            outer * count, gpus_per_pod, min_pods=outer if elastic else None, slices=layers
+            outer * count,
+            gpus_per_pod,
+            min_pods=outer if elastic else None,
+            slices=layers,
+            spread=spread,  # type: ignore[arg-type]
         )
         got, expected = self._both("reserve", request, ttl=30.0, owner=owner)
         if got[0] == expected[0] == "ok":
@@ -266,12 +272,23 @@ class EngineVersusReference(RuleBasedStateMachine):
         gang=gangs,
         max_victims=st.none() | st.integers(0, 2),
         owner=st.sampled_from(OWNERS),
+        balanced=st.booleans(),
     )
     def preempt(
-        self, gang: tuple[int, int, int, str | None], max_victims: int | None, owner: str | None
+        self,
+        gang: tuple[int, int, int, str | None],
+        max_victims: int | None,
+        owner: str | None,
+        balanced: bool,
     ) -> str:
         pods, size, priority, level = gang
-        request = GangRequest(pods, size, required_level=level, priority=priority)
+        request = GangRequest(
+            pods,
+            size,
+            required_level=level,
+            priority=priority,
+            spread="balanced" if balanced else "pack",
+        )
         got, expected = self._both("plan_preemption", request, max_victims=max_victims)
         if got[0] != "ok" or got[1] is None or expected[1] is None:
             assert (got[0], got[1] is None) == (expected[0], expected[1] is None)

@@ -61,6 +61,9 @@ class GangRequest:
             "Slices"). Each size divides ``pods`` and the outer size; levels strictly nested
             and none coarser than ``required_level``; ``min_pods`` a multiple of the
             outermost size.
+        spread: ``"pack"`` (rule 4: as few children as possible, the largest filled first) or
+            ``"balanced"`` (as many children as pack uses, the largest, split as evenly as
+            their capacities allow; README "Balanced spread").
 
     Example:
         >>> GangRequest(4, 8, required_level="rack")
@@ -83,6 +86,7 @@ class GangRequest:
         preemptible: bool = True,
         movable: bool = False,
         slices: Sequence[tuple[str, int]] = (),
+        spread: Literal["pack", "balanced"] = "pack",
     ) -> GangRequest: ...
     @property
     def pods(self) -> int:
@@ -105,6 +109,9 @@ class GangRequest:
     @property
     def slices(self) -> tuple[tuple[str, int], ...]:
         """Slice layers, outermost first: ``(level, pods_per_slice)`` pairs (README "Slices")."""
+    @property
+    def spread(self) -> Literal["pack", "balanced"]:
+        """``"pack"`` (rule 4) or ``"balanced"`` (README "Balanced spread")."""
     @property
     def total_gpus(self) -> int:
         """``pods * gpus_per_pod``."""

@@ -321,6 +321,7 @@ class Cluster(Removals, Adoption):
             selector=dict(request.selector),
             name=request.name,
             slices=tuple(request.slices),
+            spread=request.spread,
         )
         try:
             slicing.resolve(gang.slices, self.levels, self._depth_of(level))

@@ -187,7 +187,9 @@ def place_after_removal(
     """Rules 4-6 inside the chosen domain on the nodes with the members removed."""
     after = rules.feasible(with_removed(nodes, choice.members), gang.selector)
     node_depth = len(levels) + 1
-    placed = rules.spread(after, node_depth, choice.depth, choice.path, pods, gang.gpus_per_pod)
+    placed = rules.spread(
+        after, node_depth, choice.depth, choice.path, pods, gang.gpus_per_pod, gang.spread
+    )
     paths = {node.name: node.full_path for node in after}
     return Placement(
         rules.ranked(placed, paths), rules.level_name(levels, choice.depth), choice.path

@@ -61,6 +61,7 @@ class Gang:
     selector: Mapping[str, str] = field(default_factory=dict)
     name: str = ""
     slices: tuple[tuple[str, int], ...] = ()
+    spread: str = "pack"
 
 
 # Rule 1: feasible nodes, and capacity in whole pods.
@@ -148,12 +149,14 @@ def spread(
     path: Path,
     pods: int,
     gpus_per_pod: int,
+    how: str = "pack",
 ) -> list[PodPlacement]:
     """Rule 4: ``pods`` pods over the domain ``path``, as few children as possible per level.
 
     A child that can hold all remaining pods takes them (the smallest such capacity, then the
     smallest path); otherwise the child with the largest capacity (then the smallest path) is
-    filled and the rest continues. ``nodes`` are the feasible ones.
+    filled and the rest continues. ``nodes`` are the feasible ones. With ``how="balanced"``
+    the pods are split by :func:`balanced` instead, at every level.
     """
     if depth == node_depth:
         (node,) = (node for node in nodes if node.full_path == path)
@@ -163,11 +166,59 @@ def spread(
         for child, members in domains_at(nodes, depth + 1).items()
         if child[:depth] == path
     }
-    return fill(
+    return distribute(
         children,
         pods,
-        lambda child, count: spread(nodes, node_depth, depth + 1, child, count, gpus_per_pod),
+        lambda child, count: spread(nodes, node_depth, depth + 1, child, count, gpus_per_pod, how),
+        how,
     )
+
+
+def distribute(
+    children: Mapping[Path, int],
+    units: int,
+    place: Callable[[Path, int], list[PodPlacement]],
+    how: str,
+) -> list[PodPlacement]:
+    """Units over children: rule 4's :func:`fill`, or the :func:`balanced` split."""
+    return balanced(children, units, place) if how == "balanced" else fill(children, units, place)
+
+
+def balanced(
+    children: Mapping[Path, int],
+    units: int,
+    place: Callable[[Path, int], list[PodPlacement]],
+) -> list[PodPlacement]:
+    """The balanced spread (README "Balanced spread").
+
+    As many children as :func:`fill` would use (the fewest whose largest capacities reach
+    ``units``), chosen by (capacity descending, path); each gets ``min(capacity, L)`` for the
+    largest ``L`` that does not overshoot, then the leftover units go one each to the chosen
+    children that can take one more, in path order.
+    """
+    usable = [(held, child) for child, held in sorted(children.items()) if held > 0]
+    by_size = sorted(usable, key=lambda item: -item[0])  # stable: path order among equals
+    count = next(
+        used
+        for used in range(1, len(by_size) + 1)
+        if sum(held for held, _ in by_size[:used]) >= units
+    )
+    chosen = sorted(by_size[:count], key=lambda item: item[1])
+    level = max(
+        height
+        for height in range(units + 1)
+        if sum(min(held, height) for held, _ in chosen) <= units
+    )
+    shares = [min(held, level) for held, _ in chosen]
+    left = units - sum(shares)
+    for index, (held, _) in enumerate(chosen):
+        if left and held > shares[index]:
+            shares[index] += 1
+            left -= 1
+    placed: list[PodPlacement] = []
+    for (_, child), share in zip(chosen, shares, strict=True):
+        placed += place(child, share)
+    return placed
 
 
 def fill(
@@ -252,10 +303,10 @@ def place(
         return None
     depth, path = found
     if count is None:
-        placed = spread(usable, node_depth, depth, path, pods, size)
+        placed = spread(usable, node_depth, depth, path, pods, size, gang.spread)
     else:
         outer = pods // layers[0][1]
-        placed = spread_slices(usable, node_depth, path, outer, size, layers, 0, count)
+        placed = spread_slices(usable, node_depth, path, outer, size, layers, 0, count, gang.spread)
     paths = {node.name: node.full_path for node in usable}
     pods_in_order = ranked(placed, paths)
     sliced = slicing.slice_paths(pods_in_order, layers, paths)
@@ -307,6 +358,7 @@ def spread_slices(
     layers: slicing.Layers,
     layer: int,
     count: SliceCounter,
+    how: str = "pack",
 ) -> list[PodPlacement]:
     """Rule 4 with slices: ``units`` slices of layer ``layer`` over the domain ``path``.
 
@@ -319,20 +371,21 @@ def spread_slices(
         if layer + 1 < len(layers):
             inner = units * (size // layers[layer + 1][1])
             return spread_slices(
-                nodes, node_depth, path, inner, gpus_per_pod, layers, layer + 1, count
+                nodes, node_depth, path, inner, gpus_per_pod, layers, layer + 1, count, how
             )
-        return spread(nodes, node_depth, len(path), path, units * size, gpus_per_pod)
+        return spread(nodes, node_depth, len(path), path, units * size, gpus_per_pod, how)
     children = {
         child: count(child, layer)
         for child in domains_at(nodes, len(path) + 1)
         if child[: len(path)] == path
     }
-    return fill(
+    return distribute(
         children,
         units,
         lambda child, n: spread_slices(
-            nodes, node_depth, child, n, gpus_per_pod, layers, layer, count
+            nodes, node_depth, child, n, gpus_per_pod, layers, layer, count, how
         ),
+        how,
     )
 
 

@@ -83,6 +83,7 @@ class ReferenceScheduler:
                 request.gpus_per_pod,
                 required_level=level,
                 slices=request.slices,
+                spread=request.spread,
             )
             self._empty_copy().place_gang(form)
         loosest = GangRequest(
@@ -91,6 +92,7 @@ class ReferenceScheduler:
             required_level=self._coarsest(levels),
             selector=request.selector,
             slices=request.slices,
+            spread=request.spread,
         )
         quota = self.quotas.get(owner) if owner is not None else None
         if self._empty_copy().place_gang(loosest) is None or (
@@ -257,6 +259,7 @@ class ReferenceScheduler:
             preemptible=request.preemptible,
             movable=request.movable,
             slices=request.slices,
+            spread=request.spread,
         )
 
     def _usage(self, owner: str | None) -> int:

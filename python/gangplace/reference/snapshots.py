@@ -40,6 +40,7 @@ class RequestRecord:
     preemptible: bool = True
     movable: bool = False
     slices: tuple[tuple[str, int], ...] = ()
+    spread: str = "pack"
 
 
 def record(request: Request) -> dict[str, Any]:
@@ -56,6 +57,7 @@ def record(request: Request) -> dict[str, Any]:
             request.preemptible,
             request.movable,
             tuple((str(level), int(size)) for level, size in request.slices),
+            request.spread,
         )
     )
 

@@ -70,6 +70,10 @@ class Request(Protocol):
         """Slice layers, outermost first."""
 
     @property
+    def spread(self) -> str:
+        """``"pack"`` or ``"balanced"``."""
+
+    @property
     def priority(self) -> int:
         """Higher preempts lower."""
 

@@ -28,6 +28,7 @@ def relaxed(
         selector=request.selector,
         name=request.name,
         slices=request.slices,
+        spread=request.spread,
     )
 
 
@@ -45,6 +46,7 @@ def every_form(
             request.gpus_per_pod,
             required_level=level,
             slices=request.slices,
+            spread=request.spread,
         )
         for level in levels
     ]

@@ -206,6 +206,7 @@ class Scheduler:
             job.level,
             tuple(sorted(request.selector.items())),
             request.slices,
+            request.spread,
             job.owner,
         )
 

@@ -82,6 +82,7 @@ class QueuedJob:
             preemptible=request.preemptible,
             movable=request.movable,
             slices=request.slices,
+            spread=request.spread,
         )
 
     @property

@@ -57,5 +57,5 @@ pub use model::{
     AdoptedPod, Allocation, ClusterStats, DefragOptions, DefragPlan, GangRequest, GpuState, Held,
     Move, NodeInfo, Placement, PodPlacement, PreemptionPlan, RemovalLimits, Reservation, Terms,
 };
-pub use shapes::SliceLayer;
+pub use shapes::{SliceLayer, Spread};
 pub use topology::NodeSpec;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::error::{CoreResult, invalid};
 use crate::ids::{GpuIndexError, GpuSet, HoldId};
 use crate::limits::{MAX_GANG_GPUS, MAX_GPUS_PER_NODE, MAX_NAME_BYTES, MAX_PODS};
-use crate::shapes::{SliceLayer, check_sizes};
+use crate::shapes::{SliceLayer, Spread, check_sizes};
 
 /// What a hold's owner agreed to: how it may be disturbed for others (README, "Priorities,
 /// preemption and defragmentation").
@@ -73,6 +73,8 @@ pub struct GangRequest {
     /// Slice layers, outermost first (empty: no slices). Sizes checked by
     /// [`GangRequest::with_slices`]; level names when placed.
     pub slices: Vec<SliceLayer>,
+    /// How pods are split among the children used (README "Balanced spread").
+    pub spread: Spread,
 }
 
 impl GangRequest {
@@ -150,7 +152,13 @@ impl GangRequest {
             name,
             terms: Terms::default(),
             slices: Vec::new(),
+            spread: Spread::Pack,
         })
+    }
+
+    /// The same request with this spread.
+    pub fn with_spread(self, spread: Spread) -> Self {
+        Self { spread, ..self }
     }
 
     /// The same request with these slice layers (outermost first), their sizes checked

@@ -507,7 +507,9 @@ pub fn place_after_removal<V: CapacityView>(
         }
     }
     let gpus_per_pod = search.gpus_per_pod();
-    Search::new(search.topology(), &overlay, gpus_per_pod).plan_in(depth, item, pods)
+    Search::new(search.topology(), &overlay, gpus_per_pod)
+        .with_shape(search.layers(), search.split())
+        .plan_in(depth, item, pods)
 }
 
 /// A what-if state shared by several searches with different views: per node replaced,
@@ -530,7 +532,9 @@ pub fn plan_in_world<V: CapacityView>(
             overlay.set_node(node, free);
         }
     }
-    Search::new(search.topology(), &overlay, search.gpus_per_pod()).plan(demand, policy)
+    Search::new(search.topology(), &overlay, search.gpus_per_pod())
+        .with_shape(search.layers(), search.split())
+        .plan(demand, policy)
 }
 
 /// Every choice at `depth` (P3-P4), with its P5 key's path, for defragmentation to rank.

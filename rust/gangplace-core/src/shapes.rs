@@ -1,6 +1,7 @@
-//! Gang shapes: slices (README "Slices"). A slice layer asks that every block of
-//! `pods_per_slice` consecutive ranks lie in one domain of its level; up to three layers nest,
-//! outermost first.
+//! Gang shapes: slices (README "Slices") and spreads (README "Balanced spread"). A slice
+//! layer asks that every block of `pods_per_slice` consecutive ranks lie in one domain of its
+//! level; up to three layers nest, outermost first. A spread says how the pods are split among
+//! the children a gang uses.
 //!
 //! This module holds the request side: the layers as given, their validation when a request
 //! is built (sizes), and their resolution against a topology when it is placed (level names
@@ -11,6 +12,38 @@ use crate::error::{CoreResult, invalid};
 use crate::limits::{MAX_NAME_BYTES, MAX_SLICE_LAYERS};
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
+
+/// How a gang's pods are split among the children it uses inside its domain.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Spread {
+    /// Rule 4: as few children as possible, the largest filled first (the default).
+    #[default]
+    Pack,
+    /// As many children as pack uses, the largest (then path order), split as evenly as
+    /// their capacities allow.
+    Balanced,
+}
+
+impl Spread {
+    /// `"pack"` or `"balanced"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Spread::Pack => "pack",
+            Spread::Balanced => "balanced",
+        }
+    }
+
+    /// Parses `"pack"` or `"balanced"`.
+    pub fn parse(name: &str) -> CoreResult<Spread> {
+        match name {
+            "pack" => Ok(Spread::Pack),
+            "balanced" => Ok(Spread::Balanced),
+            other => Err(invalid(format!(
+                "spread must be 'pack' or 'balanced', got {other:?}"
+            ))),
+        }
+    }
+}
 
 /// One slice layer of a request: blocks of `pods_per_slice` consecutive ranks in one domain
 /// of `level`.

@@ -36,6 +36,9 @@ use crate::types::{call_repr, dict, py_repr, terms_parts};
 ///         "Slices"). Each size divides ``pods`` and the outer size; levels strictly nested
 ///         and none coarser than ``required_level``; ``min_pods`` a multiple of the
 ///         outermost size.
+///     spread: ``"pack"`` (rule 4: as few children as possible, the largest filled first) or
+///         ``"balanced"`` (as many children as pack uses, the largest, split as evenly as
+///         their capacities allow; README "Balanced spread").
 ///
 /// Example:
 ///     >>> GangRequest(4, 8, required_level="rack")
@@ -53,9 +56,9 @@ pub struct GangRequest {
 impl GangRequest {
     #[new]
     #[pyo3(
-        text_signature = "(pods, gpus_per_pod=1, *, min_pods=None, required_level=None, selector=None, name='', priority=0, preemptible=True, movable=False, slices=())"
+        text_signature = "(pods, gpus_per_pod=1, *, min_pods=None, required_level=None, selector=None, name='', priority=0, preemptible=True, movable=False, slices=(), spread='pack')"
     )]
-    #[pyo3(signature = (pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, required_level = None, selector = None, name = String::new(), priority = Priority(0), preemptible = Preemptible(true), movable = Movable(false), slices = None))]
+    #[pyo3(signature = (pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, required_level = None, selector = None, name = String::new(), priority = Priority(0), preemptible = Preemptible(true), movable = Movable(false), slices = None, spread = None))]
     #[allow(clippy::too_many_arguments)] // the documented signature of GangRequest
     fn new(
         pods: &Bound<'_, PyAny>,
@@ -68,6 +71,7 @@ impl GangRequest {
         preemptible: Preemptible,
         movable: Movable,
         slices: Option<&Bound<'_, PyAny>>,
+        spread: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let terms = model::Terms::new(priority.0, preemptible.0, movable.0).map_err(core_to_py)?;
         let pods = convert::int(pods, "pods")?;
@@ -78,10 +82,16 @@ impl GangRequest {
             .transpose()?;
         let selector = selector.map_or(Ok(Vec::new()), |s| convert::str_mapping(s, "selector"))?;
         let slices = slices.map_or(Ok(Vec::new()), convert::slice_layers)?;
+        let spread = spread
+            .map(|value| convert::string(value, "spread"))
+            .transpose()?
+            .map_or(Ok(model::Spread::Pack), |name| model::Spread::parse(&name))
+            .map_err(core_to_py)?;
         let inner =
             model::GangRequest::new(pods, gpus_per_pod, min_pods, required_level, selector, name)
                 .and_then(|request| request.with_slices(&slices))
-                .map_err(core_to_py)?;
+                .map_err(core_to_py)?
+                .with_spread(spread);
         Ok(Self {
             inner: Arc::new(inner.with_terms(terms)),
         })
@@ -153,6 +163,12 @@ impl GangRequest {
         slices_tuple(py, &self.inner)
     }
 
+    /// ``"pack"`` (rule 4) or ``"balanced"`` (README "Balanced spread").
+    #[getter]
+    fn spread(&self) -> &'static str {
+        self.inner.spread.as_str()
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let request = &self.inner;
         let mut parts = vec![request.pods.to_string(), request.gpus_per_pod.to_string()];
@@ -175,6 +191,9 @@ impl GangRequest {
                 "slices={}",
                 py_repr(py, slices_tuple(py, request)?)?
             ));
+        }
+        if request.spread != model::Spread::Pack {
+            parts.push(format!("spread={}", py_repr(py, request.spread.as_str())?));
         }
         Ok(call_repr("GangRequest", &parts))
     }

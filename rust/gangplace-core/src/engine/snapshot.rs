@@ -33,6 +33,7 @@ use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{EndedHold, Ending, Hold, HoldState};
 use crate::limits::{MAX_NAME_BYTES, REMEMBERED_ENDED_HOLDS};
 use crate::model::{GangRequest, Placement, PodPlacement, Terms};
+use crate::shapes::Spread;
 use crate::state::Changes;
 use crate::topology::NodeSpec;
 
@@ -89,6 +90,8 @@ struct HoldShape {
     slices: Vec<(String, i64)>,
     /// The placement's innermost slice paths.
     placement_slices: Vec<Vec<String>>,
+    /// The request's spread (`"pack"` without a request).
+    spread: String,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -251,6 +254,12 @@ impl Engine {
                 .map(|(_, hold)| HoldShape {
                     slices: hold.request.as_deref().map_or_else(Vec::new, slice_records),
                     placement_slices: hold.placement.slices.clone(),
+                    spread: hold
+                        .request
+                        .as_deref()
+                        .map_or(Spread::Pack, |request| request.spread)
+                        .as_str()
+                        .to_owned(),
                 })
                 .collect(),
         };
@@ -460,7 +469,12 @@ impl Engine {
             domain: record.domain,
             slices: shape.placement_slices,
         };
+        let spread = match shape.spread.as_str() {
+            "" => Spread::Pack, // entries of older formats, which had no spread
+            name => Spread::parse(name).map_err(as_snapshot_error)?,
+        };
         let request = record.request.map(request_from).transpose()?;
+        let request = request.map(|request| request.with_spread(spread));
         let request = match request {
             Some(request) if !shape.slices.is_empty() => Some(
                 request

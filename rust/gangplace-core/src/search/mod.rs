@@ -15,9 +15,10 @@ use crate::capacity::CapacityView;
 use crate::config::Policy;
 use crate::error::{CoreResult, internal};
 use crate::ids::{DomainId, GpuSet, NodeId, ROOT};
-use crate::shapes::Layers;
+use crate::shapes::{Layers, Spread};
 use crate::topology::Topology;
 
+mod balanced;
 mod best_fit;
 mod slices;
 
@@ -95,6 +96,8 @@ pub struct Search<'a, V> {
     /// The request's slice layers (none by default): domains are then compared by the
     /// slices they hold (module `slices`).
     layers: Layers,
+    /// How units are split among the children used (module `balanced`).
+    split: Spread,
 }
 
 impl<'a, V: CapacityView> Search<'a, V> {
@@ -105,12 +108,17 @@ impl<'a, V: CapacityView> Search<'a, V> {
             view,
             gpus_per_pod,
             layers: Layers::NONE,
+            split: Spread::Pack,
         }
     }
 
-    /// The same search for a request with these slice layers.
-    pub fn with_layers(self, layers: Layers) -> Self {
-        Self { layers, ..self }
+    /// The same search for a request with these slice layers and this spread.
+    pub fn with_shape(self, layers: Layers, split: Spread) -> Self {
+        Self {
+            layers,
+            split,
+            ..self
+        }
     }
 
     /// Pods of this search's size that fit in `item` (rule 1).
@@ -216,6 +224,16 @@ impl<'a, V: CapacityView> Search<'a, V> {
         self.view
     }
 
+    /// The slice layers of this search (what-if searches keep the request's shape).
+    pub fn layers(&self) -> Layers {
+        self.layers
+    }
+
+    /// The spread of this search.
+    pub fn split(&self) -> Spread {
+        self.split
+    }
+
     /// GPUs per pod of this search.
     pub fn gpus_per_pod(&self) -> u32 {
         self.gpus_per_pod
@@ -301,7 +319,26 @@ impl<'a, V: CapacityView> Search<'a, V> {
             .children(item)
             .map(|child| (self.capacity(child), child))
             .collect();
-        fill_children(children, pods, |child, pods| self.spread(child, pods, out))
+        self.distribute(children, pods, |child, pods| self.spread(child, pods, out))
+    }
+
+    /// Units (pods or slices) over children with their capacities: rule 4's fill, or the
+    /// balanced split (README "Balanced spread").
+    fn distribute(
+        &self,
+        children: Vec<(u64, Item)>,
+        units: u64,
+        mut place: impl FnMut(Item, u64) -> CoreResult<()>,
+    ) -> CoreResult<()> {
+        match self.split {
+            Spread::Pack => fill_children(children, units, place),
+            Spread::Balanced => {
+                for (child, share) in balanced::balanced_shares(&children, units)? {
+                    place(child, share)?;
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Rule 5: gives `pods` pods the lowest-indexed free healthy GPUs of `node`.

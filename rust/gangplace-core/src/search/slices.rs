@@ -12,7 +12,7 @@
 //! soon as that many are found, and a child with fewer pods than one slice is never entered
 //! (a slice is made of pods), so a fit test costs the domains it needs, not the subtree.
 
-use super::{Item, PlannedPod, Search, fill_children};
+use super::{Item, PlannedPod, Search};
 use crate::capacity::CapacityView;
 use crate::error::CoreResult;
 use crate::ids::ROOT;
@@ -125,7 +125,7 @@ impl<V: CapacityView> Search<'_, V> {
             .filter(|&child| self.capacity(child) >= size)
             .map(|child| (self.units(child, layer, u64::MAX), child))
             .collect();
-        fill_children(children, units, |child, units| {
+        self.distribute(children, units, |child, units| {
             self.spread_slices(child, layer, units, out)
         })
     }
