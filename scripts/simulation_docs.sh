@@ -30,5 +30,12 @@ run alibaba-multigpu50 --trace $alibaba/openb_pod_list_multigpu50.csv \
 run philly-b436b2-priorities --trace $philly/b436b2.trace --cluster tree:2,2,2,8 --seeds 0-9 \
     --order priority --high-priority-share 0.2 \
     --policies best-fit,best-fit+preempt,best-fit+defrag
+# The best-fit tie-break (issue 13), measured: best-fit against best-fit-path (ties by path).
+run philly-tiebreak-3vcs --trace $philly/6c71a0.trace,$philly/b436b2.trace,$philly/11cb48.trace \
+    --cluster tree:2,2,4,8 --seeds 0-4 --policies best-fit,best-fit-path
+run alibaba-tiebreak --trace $alibaba/openb_pod_list_default.csv \
+    --cluster $alibaba/openb_node_list_gpu_node.csv --policies best-fit,best-fit-path
+run alibaba-tiebreak-multigpu50 --trace $alibaba/openb_pod_list_multigpu50.csv \
+    --cluster $alibaba/openb_node_list_gpu_node.csv --policies best-fit,best-fit-path
 echo "simulation_docs: tables of docs/simulation.md" >&2
 python scripts/simulation_tables.py

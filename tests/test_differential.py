@@ -67,7 +67,10 @@ def both_reserve(engine: Any, oracle: Any, request: GangRequest) -> None:
     assert as_tuple(held.placement) == as_tuple(oracle.reserve(request).placement)
 
 
-@given(data=st.data(), cluster=clusters(), policy=st.sampled_from(("best-fit", "first-fit")))
+POLICIES = ("best-fit", "first-fit", "best-fit-path")
+
+
+@given(data=st.data(), cluster=clusters(), policy=st.sampled_from(POLICIES))
 def test_engine_agrees_with_reference(
     data: st.DataObject, cluster: tuple[tuple[str, ...], list[NodeSpec]], policy: str
 ) -> None:

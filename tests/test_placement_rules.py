@@ -138,6 +138,8 @@ def test_best_fit_breaks_equal_free_nodes_by_the_fullest_rack() -> None:
     assert placement is not None and placement.domain == ("s", "r2", "c")
     first = cluster_of(*nodes, policy="first-fit").place_gang(GangRequest(1, 8))
     assert first is not None and first.domain == ("s", "r1", "a")
+    old = cluster_of(*nodes, policy="best-fit-path").place_gang(GangRequest(1, 8))
+    assert old is not None and old.domain == ("s", "r1", "a")  # the rule before the tie-break
 
 
 def test_best_fit_breaks_equal_free_racks_by_the_fullest_spine() -> None:

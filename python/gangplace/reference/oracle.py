@@ -141,8 +141,10 @@ class Cluster(Removals, Adoption):
                 raise InvalidRequest(f"level {level!r} is implicit and cannot be declared")
             if level in levels[:index]:
                 raise InvalidRequest(f"level {level!r} is given twice")
-        if policy not in ("best-fit", "first-fit"):
-            raise InvalidRequest(f"policy must be 'best-fit' or 'first-fit', not {policy!r}")
+        if policy not in ("best-fit", "first-fit", "best-fit-path"):
+            raise InvalidRequest(
+                f"policy must be 'best-fit', 'first-fit' or 'best-fit-path', not {policy!r}"
+            )
         if max_held_gpus_per_owner is not None and max_held_gpus_per_owner < 0:
             raise InvalidRequest(
                 f"max_held_gpus_per_owner must be >= 0, got {max_held_gpus_per_owner}"

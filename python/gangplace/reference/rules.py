@@ -106,7 +106,8 @@ def fitting_domain(
     Levels are tried finest first (``node_depth`` down to ``coarsest``). Best-fit takes the
     domain with the fewest free healthy GPUs over its feasible nodes, then the one whose
     parent has the fewest (over its feasible nodes), then the grandparent's, and so on up to
-    the root, then the smallest path; first-fit the smallest path. ``nodes`` are the feasible
+    the root, then the smallest path; best-fit-path the fewest free, then the smallest path;
+    first-fit the smallest path. ``nodes`` are the feasible
     ones; ``held`` gives the pods a path holds in whole slices (slice gangs), else rule 1's
     capacity counts.
     """
@@ -120,6 +121,8 @@ def fitting_domain(
         if candidates:
             if policy == "best-fit":
                 return depth, min(candidates)[1]
+            if policy == "best-fit-path":  # the rule before the ancestor tie-break
+                return depth, min((key[0], path) for key, path in candidates)[1]
             return depth, min(path for _, path in candidates)
     return None
 

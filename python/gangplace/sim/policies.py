@@ -2,6 +2,8 @@
 
 - ``best-fit``, ``first-fit`` (:class:`GangPolicy`): gangplace's :class:`~gangplace.Scheduler`
   with that placement rule (topology-aware, all or nothing), the settings' order and backfill.
+- ``best-fit-path``: best-fit with ties broken by path alone (the rule before the ancestor
+  tie-break), to measure what the tie-break changes.
 - ``best-fit+preempt``, ``best-fit+defrag``: the same with preemption, or defragmentation, for
   the blocked head (jobs of the trace carry their priorities; every job is preemptible and,
   for defragmentation, movable).
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["ALL_POLICIES", "POLICIES", "BlindPolicy", "GangPolicy", "PodByPodPolicy", "policy_for"]
 
 POLICIES = ("best-fit", "first-fit", "blind", "pod-by-pod", "ladder")
-EXTRA_POLICIES = ("best-fit+preempt", "best-fit+defrag")
+EXTRA_POLICIES = ("best-fit+preempt", "best-fit+defrag", "best-fit-path")
 ALL_POLICIES = POLICIES + EXTRA_POLICIES
 
 
@@ -384,7 +386,7 @@ def policy_for(name: str, settings: SimSettings) -> GangPolicy | PodByPodPolicy:
         PolicyError: An unknown name.
 
     """
-    if name in ("best-fit", "first-fit"):
+    if name in ("best-fit", "first-fit", "best-fit-path"):
         return GangPolicy(name, name)
     if name == "best-fit+preempt":
         return GangPolicy(name, "best-fit", preemption=True)

@@ -67,7 +67,7 @@ def table(report: dict[str, Any]) -> str:
     header = (
         f"{'policy':17} {'finished':>10} {'never':>6} {'rejct':>5} {'wait mean':>11} "
         f"{'p50':>9} {'p95':>9} {'p99':>9} {'util':>11} {'idle held':>9} {'deadlk h':>8} "
-        f"{'1 rack':>7}  status"
+        f"{'1 rack':>7} {'w/ room':>7}  status"
     )
     lines = [header, "-" * len(header)]
     notes: list[str] = []
@@ -87,7 +87,8 @@ def table(report: dict[str, Any]) -> str:
             f"{_cell(entry['wait_s.mean'], scale):>11} {_cell(entry['wait_s.p50'], scale):>9} "
             f"{_cell(entry['wait_s.p95'], scale):>9} {_cell(entry['wait_s.p99'], scale):>9} "
             f"{_share(entry['utilization']):>11} {_share(entry['idle_held_share']):>9} "
-            f"{_cell(entry['deadlock_h']):>8} {_share(entry['locality.rack']):>7}  {status}"
+            f"{_cell(entry['deadlock_h']):>8} {_share(entry['locality.rack']):>7} "
+            f"{_cell(entry['waited_with_room.jobs'], form='{:.0f}'):>7}  {status}"
         )
     seeds = report["seeds"]
     over = f"seed {seeds[0]}" if len(seeds) == 1 else f"{len(seeds)} seeds (mean±95% interval)"
@@ -95,7 +96,8 @@ def table(report: dict[str, Any]) -> str:
     lines.append(
         f"over {over}; waits in {unit}, over every admitted job (never-started ones censored at "
         "the run's end); util and idle held: shares of healthy GPU-time in the common window "
-        f"{window}; 1 rack: multi-pod gangs within one rack; rejct: can never fit the cluster"
+        f"{window}; 1 rack: multi-pod gangs within one rack; w/ room: jobs that waited although "
+        "enough GPUs were free in total on arrival; rejct: can never fit the cluster"
     )
     lines.extend(group_lines(report, scale, unit))
     lines.extend(_trace_lines(report))
@@ -146,12 +148,12 @@ def markdown(report: dict[str, Any]) -> str:
     unit, scale = wait_unit(report)
     rows = [
         f"| policy | finished | never started | rejected | wait mean ({unit}) | p50 | p95 | p99 "
-        "| util | idle held | 1 rack | status |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| util | idle held | 1 rack | waited with room | status |",
+        "| --- " + "| ---: " * 11 + "| --- |",
     ]
     for name, entry in report["policies"].items():
         if not entry["seeds_run"]:
-            rows.append(f"| {name} | | | | | | | | | | | failed: {entry['errors'][0]} |")
+            rows.append(f"| {name} | | | | | | | | | | | | failed: {entry['errors'][0]} |")
             continue
         status = (
             f"standoff in {entry['standoffs']} of {entry['seeds_run']} seeds"
@@ -166,6 +168,7 @@ def markdown(report: dict[str, Any]) -> str:
             _share(entry["utilization"]),
             _share(entry["idle_held_share"]),
             _share(entry["locality.rack"]),
+            _cell(entry["waited_with_room.jobs"], form="{:.0f}"),
         ]
         rows.append(f"| {name} | " + " | ".join(cells) + f" | {status} |")
     return "\n".join(rows)

@@ -43,6 +43,7 @@ HEADLINE = (
     "deadlock_h",
     "drain_h",
     "locality.rack",
+    "waited_with_room.jobs",
     "allocation_at_end",
     "preemptions",
     "lost_gpu_hours",

@@ -11,22 +11,27 @@ use crate::limits::{MAX_LEVELS, MAX_NAME_BYTES};
 /// How to choose among the fitting domains of a level (README, placement rule 3).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum Policy {
-    /// Fewest free healthy GPUs, then smallest path: packs gangs tightly.
+    /// Fewest free healthy GPUs, then the fullest parent, grandparent, ..., then smallest
+    /// path: packs gangs tightly and keeps empty racks empty.
     #[default]
     BestFit,
     /// Smallest path.
     FirstFit,
+    /// Best-fit breaking ties by path alone (the rule before the ancestor tie-break), kept to
+    /// measure what the tie-break changes.
+    BestFitPath,
 }
 
 impl Policy {
     /// Every policy, in the order the README lists them.
-    pub const ALL: [Policy; 2] = [Policy::BestFit, Policy::FirstFit];
+    pub const ALL: [Policy; 3] = [Policy::BestFit, Policy::FirstFit, Policy::BestFitPath];
 
-    /// The policy's name in the API: `"best-fit"` or `"first-fit"`.
+    /// The policy's name in the API: `"best-fit"`, `"first-fit"` or `"best-fit-path"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Policy::BestFit => "best-fit",
             Policy::FirstFit => "first-fit",
+            Policy::BestFitPath => "best-fit-path",
         }
     }
 }
@@ -46,7 +51,7 @@ impl FromStr for Policy {
             .find(|policy| policy.as_str() == name)
             .ok_or_else(|| {
                 invalid(format!(
-                    "policy must be 'best-fit' or 'first-fit', not {name:?}"
+                    "policy must be 'best-fit', 'first-fit' or 'best-fit-path', not {name:?}"
                 ))
             })
     }

@@ -29,7 +29,9 @@ fn ids(ids: Vec<HoldId>) -> Vec<String> {
 /// Args:
 ///     levels: Topology level names, outermost first, e.g. ``("spine", "rack")``; may be
 ///         empty. ``node`` (finest) and ``cluster`` (root) are implicit and may not be named.
-///     policy: ``"best-fit"`` (default) or ``"first-fit"``.
+///     policy: ``"best-fit"`` (default), ``"first-fit"``, or ``"best-fit-path"`` (best-fit
+///         with ties broken by path alone, the rule before the ancestor tie-break; kept to
+///         measure it).
 ///     clock: Zero-argument callable returning seconds (default ``time.monotonic``); used
 ///         only for reservation lifetimes.
 ///     max_held_gpus_per_owner: Cap on the GPUs one owner may hold at once (reserved plus
@@ -301,7 +303,7 @@ impl Cluster {
         PyTuple::new(py, self.config.levels())
     }
 
-    /// ``"best-fit"`` or ``"first-fit"``.
+    /// ``"best-fit"``, ``"first-fit"`` or ``"best-fit-path"``.
     #[getter]
     fn policy(&self) -> &'static str {
         self.config.policy().as_str()
@@ -410,8 +412,8 @@ impl Cluster {
     ///    floor(free healthy GPUs / gpus_per_pod) pods; a domain the sum over its nodes.
     /// 2. Levels are tried finest first (node, the levels innermost first, cluster), none
     ///    coarser than ``required_level``; the first level with a domain holding all pods wins.
-    /// 3. best-fit picks the domain with the fewest free healthy GPUs, then smallest path;
-    ///    first-fit the smallest path.
+    /// 3. best-fit picks the domain with the fewest free healthy GPUs, then the fullest
+    ///    parent, grandparent, ..., then smallest path; first-fit the smallest path.
     /// 4. Inside it, pods go to as few children as possible at every level: a child that can
     ///    hold all remaining pods takes them (smallest capacity, then path); otherwise the
     ///    largest child (then smallest path) is filled and the rest continues.

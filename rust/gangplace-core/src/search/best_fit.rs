@@ -19,20 +19,26 @@ use crate::ids::{DomainId, NodeId};
 
 impl<V: CapacityView> Search<'_, V> {
     /// Best-fit through the index: per level, finest first, the least free entry that holds
-    /// `pods`, ties broken by ancestors then path.
+    /// `pods`, ties broken by ancestors (unless `by_ancestry` is false: `best-fit-path`) then
+    /// path.
     pub(super) fn best_fit_indexed(
         &self,
         index: &FreeIndex,
         pods: u64,
         coarsest_depth: usize,
+        by_ancestry: bool,
     ) -> Option<(usize, Item)> {
         let need = pods * u64::from(self.gpus_per_pod);
         let node_depth = self.topology.node_depth();
         (coarsest_depth..=node_depth).rev().find_map(|depth| {
-            let item = if depth == node_depth {
-                self.best_node_indexed(index, need)
-            } else {
-                self.best_domain_indexed(index, depth, need, pods)
+            let item = match (by_ancestry, depth == node_depth) {
+                (true, true) => self.best_node_indexed(index, need),
+                (true, false) => self.best_domain_indexed(index, depth, need, pods),
+                (false, _) => index
+                    .level(depth)
+                    .at_least(need)
+                    .map(|(_, id)| self.item_at(depth, id))
+                    .find(|&item| self.holds(item, pods)),
             };
             item.map(|item| (depth, item))
         })
@@ -103,7 +109,12 @@ impl<V: CapacityView> Search<'_, V> {
     /// Best-fit by walking: the domains that fit form a subtree under the root, so a
     /// breadth-first walk that enters only fitting domains finds the finest fitting level.
     /// Used for views without an index (what-if overlays, some selector views).
-    pub(super) fn best_fit_walk(&self, pods: u64, coarsest_depth: usize) -> Option<(usize, Item)> {
+    pub(super) fn best_fit_walk(
+        &self,
+        pods: u64,
+        coarsest_depth: usize,
+        by_ancestry: bool,
+    ) -> Option<(usize, Item)> {
         let mut fitting = vec![Item::Domain(crate::ids::ROOT)];
         let mut depth = 0;
         loop {
@@ -123,7 +134,10 @@ impl<V: CapacityView> Search<'_, V> {
         }
         let best = fitting.into_iter().reduce(|best, item| {
             let order = self.free_gpus(item).cmp(&self.free_gpus(best));
-            let order = order.then_with(|| self.ancestry_order(item, best));
+            let order = match by_ancestry {
+                true => order.then_with(|| self.ancestry_order(item, best)),
+                false => order,
+            };
             if order == Ordering::Less { item } else { best }
         })?;
         Some((depth, best))
@@ -147,6 +161,15 @@ impl<V: CapacityView> Search<'_, V> {
             above_b = self.topology.domain(y).parent;
         }
         Ordering::Equal
+    }
+
+    /// The item of `depth` with this id (a node at the node depth).
+    fn item_at(&self, depth: usize, id: u32) -> Item {
+        if depth == self.topology.node_depth() {
+            Item::Node(id)
+        } else {
+            Item::Domain(id)
+        }
     }
 
     /// The domain directly above an item (`None` for the root).

@@ -251,8 +251,14 @@ impl<'a, V: CapacityView> Search<'a, V> {
             return None;
         }
         match (policy, self.view.index()) {
-            (Policy::BestFit, Some(index)) => self.best_fit_indexed(index, pods, coarsest_depth),
-            (Policy::BestFit, None) => self.best_fit_walk(pods, coarsest_depth),
+            (Policy::BestFit, Some(index)) => {
+                self.best_fit_indexed(index, pods, coarsest_depth, true)
+            }
+            (Policy::BestFit, None) => self.best_fit_walk(pods, coarsest_depth, true),
+            (Policy::BestFitPath, Some(index)) => {
+                self.best_fit_indexed(index, pods, coarsest_depth, false)
+            }
+            (Policy::BestFitPath, None) => self.best_fit_walk(pods, coarsest_depth, false),
             (Policy::FirstFit, index) => (coarsest_depth..=self.topology.node_depth())
                 .rev()
                 .filter(|&depth| {
