@@ -37,5 +37,10 @@ run alibaba-tiebreak --trace $alibaba/openb_pod_list_default.csv \
     --cluster $alibaba/openb_node_list_gpu_node.csv --policies best-fit,best-fit-path
 run alibaba-tiebreak-multigpu50 --trace $alibaba/openb_pod_list_multigpu50.csv \
     --cluster $alibaba/openb_node_list_gpu_node.csv --policies best-fit,best-fit-path
+run philly-tiebreak-b436b2 --trace $philly/b436b2.trace --cluster tree:2,2,2,8 --seeds 0-9 \
+    --policies best-fit,best-fit-path
+# Slices (issue 13): three Philly VCs on four NVL72-like racks (18 trays x 4 GPUs).
+run philly-nvl72-slices --trace $philly/6c71a0.trace,$philly/b436b2.trace,$philly/11cb48.trace \
+    --cluster tree:2,2,18,4 --seeds 0-4 --policies best-fit,best-fit+slices,pod-by-pod
 echo "simulation_docs: tables of docs/simulation.md" >&2
 python scripts/simulation_tables.py

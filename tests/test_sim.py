@@ -407,3 +407,18 @@ def test_priorities_scenario_preemption_serves_the_high_priority_jobs() -> None:
     assert high["best-fit+preempt"]["mean"] < high["best-fit"]["mean"]
     assert defrag["moves"] > 0 and plain["preemptions"] == plain["moves"] == 0
     assert "priorities scenario: 20%" in " ".join(report["assumptions"])
+
+
+def test_nvidia_slices_and_the_slices_policy_waits_for_whole_slices() -> None:
+    from gangplace.sim.policies import nvidia_slices
+
+    assert nvidia_slices(32, 128, "rack") == (("rack", 16),)
+    assert nvidia_slices(8, 32, "rack") == (("rack", 4),)
+    assert nvidia_slices(6, 48, "rack") == ()  # 4 does not divide 6 pods
+    assert nvidia_slices(4, 16, "rack") == ()  # under 32 GPUs: no slices
+    # Racks of 6 nodes x 4 GPUs. B0 and B1 (4 pods each) leave 2 free nodes in r0 and r1; r2
+    # is empty. A (8 pods, 32 GPUs: slices of 4) fits unsliced at once (6 in r2 + 2 in r0,
+    # which splits a slice), but with slices it waits for B0 to end and r0 to hold a slice.
+    jobs = [job("B0", 0, 100, 4, 4), job("B1", 0, 200, 4, 4), job("A", 10, 50, 8, 4)]
+    assert starts("best-fit", jobs, cluster="tree:1,3,6,4") == [0, 0, 10]
+    assert starts("best-fit+slices", jobs, cluster="tree:1,3,6,4") == [0, 0, 100]

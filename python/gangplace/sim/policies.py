@@ -4,6 +4,9 @@
   with that placement rule (topology-aware, all or nothing), the settings' order and backfill.
 - ``best-fit-path``: best-fit with ties broken by path alone (the rule before the ancestor
   tie-break), to measure what the tie-break changes.
+- ``best-fit+slices``: best-fit where every gang of 32 GPUs or more keeps slices inside one
+  domain of the innermost level (the NVLink rack on ``nvl72``), by NVIDIA's guidance for
+  GB200 NVL72 (:func:`nvidia_slices`: 16 pods per slice from 128 GPUs, 4 below).
 - ``best-fit+preempt``, ``best-fit+defrag``: the same with preemption, or defragmentation, for
   the blocked head (jobs of the trace carry their priorities; every job is preemptible and,
   for defragmentation, movable).
@@ -38,10 +41,18 @@ from gangplace.sim.settings import SimSettings
 if TYPE_CHECKING:
     from gangplace.sim.replay import JobRecord, Replay, SimClock
 
-__all__ = ["ALL_POLICIES", "POLICIES", "BlindPolicy", "GangPolicy", "PodByPodPolicy", "policy_for"]
+__all__ = [
+    "ALL_POLICIES",
+    "POLICIES",
+    "BlindPolicy",
+    "GangPolicy",
+    "PodByPodPolicy",
+    "nvidia_slices",
+    "policy_for",
+]
 
 POLICIES = ("best-fit", "first-fit", "blind", "pod-by-pod", "ladder")
-EXTRA_POLICIES = ("best-fit+preempt", "best-fit+defrag", "best-fit-path")
+EXTRA_POLICIES = ("best-fit+preempt", "best-fit+defrag", "best-fit-path", "best-fit+slices")
 ALL_POLICIES = POLICIES + EXTRA_POLICIES
 
 
@@ -55,12 +66,14 @@ class GangPolicy:
         *,
         preemption: bool = False,
         defrag: bool = False,
+        slices: bool = False,
         ladder: tuple[float, float] | None = None,
     ) -> None:
         self.name = name
         self.kind = kind
         self.preemption = preemption
         self.defrag = defrag
+        self.slices = slices
         self.ladder = ladder
         self.alias: dict[str, str] = {}
         self.scheduler: Scheduler | None = None
@@ -99,6 +112,9 @@ class GangPolicy:
             above = self.levels[-2] if len(self.levels) >= 2 else None
             first, second = self.ladder
             ladder = [(first, above), (second, None)] if second > first else [(first, None)]
+        slices = ()
+        if self.slices and self.levels:
+            slices = nvidia_slices(job.pods, job.gpus, self.levels[-1])
         request = GangRequest(
             job.pods,
             job.gpus_per_pod,
@@ -106,6 +122,7 @@ class GangPolicy:
             name=job.id,
             priority=job.priority,
             movable=self.defrag,
+            slices=slices,
         )
         return request, ladder
 
@@ -379,6 +396,19 @@ class PodByPodPolicy:
         return len(self.pending)
 
 
+def nvidia_slices(pods: int, gpus: int, level: str) -> tuple[tuple[str, int], ...]:
+    """NVIDIA's slice guidance for GB200 NVL72 as a slice layer of ``level``.
+
+    Segments of 16 pods for jobs of 128 GPUs or more, of 4 for 32 to 127 GPUs, none below;
+    only when the segment divides the pods (a job that does not split evenly keeps no
+    slices, as it could not be segmented either).
+    """
+    size = 16 if gpus >= 128 else 4 if gpus >= 32 else 0
+    if size == 0 or pods < size or pods % size:
+        return ()
+    return ((level, size),)
+
+
 def policy_for(name: str, settings: SimSettings) -> GangPolicy | PodByPodPolicy:
     """A fresh policy object called ``name`` (one of :data:`ALL_POLICIES`).
 
@@ -388,6 +418,8 @@ def policy_for(name: str, settings: SimSettings) -> GangPolicy | PodByPodPolicy:
     """
     if name in ("best-fit", "first-fit", "best-fit-path"):
         return GangPolicy(name, name)
+    if name == "best-fit+slices":
+        return GangPolicy(name, "best-fit", slices=True)
     if name == "best-fit+preempt":
         return GangPolicy(name, "best-fit", preemption=True)
     if name == "best-fit+defrag":

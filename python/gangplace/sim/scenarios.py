@@ -7,8 +7,11 @@
   high-priority jobs and cost the others (``wait_by_priority_s``, ``lost_gpu_hours``).
 - **Failures** (``failures_per_gpu_hour``): see :mod:`gangplace.sim.replay`.
 
-Slices on NVL72 racks, repair in place, hot spares and NUMA-split nodes wait for the
-features they exercise (issues 13 and 14).
+- **Slices on NVL72 racks**: the ``best-fit+slices`` policy
+  (:func:`gangplace.sim.policies.nvidia_slices`), run against ``best-fit`` on the same trace.
+
+Repair in place, hot spares and NUMA-split nodes wait for the features they exercise (issues
+13 and 14).
 """
 
 from __future__ import annotations
