@@ -348,10 +348,16 @@ class EngineVersusReference(RuleBasedStateMachine):
         node=st.sampled_from(NAMES),
         gpus=st.sampled_from((1, 4, 8)),
         rack=st.sampled_from(("s0-r0", "s0-r1", "s1-r9")),
+        grouped=st.booleans(),
     )
-    def add_node(self, node: str, gpus: int, rack: str) -> None:
+    def add_node(self, node: str, gpus: int, rack: str, grouped: bool) -> None:
+        """Adds a node, half the time with two NUMA halves of PCIe pairs (GPU groups)."""
         topology = {"spine": rack.split("-")[0], "rack": rack}
-        self._both("add_node", node, gpus=gpus, topology=topology)
+        groups = None
+        if grouped:
+            paths = tuple((gpu * 2 // gpus, gpu // 2) for gpu in range(gpus))
+            groups = gangplace.NodeTopology(("numa", "pcie"), paths)
+        self._both("add_node", node, gpus=gpus, topology=topology, gpu_topology=groups)
 
     @rule(node=st.sampled_from(NAMES))
     def remove_node(self, node: str) -> None:

@@ -52,6 +52,7 @@ from gangplace.errors import (
     UnknownReservation,
     Unschedulable,
 )
+from gangplace.gpu_topology import NodeTopology
 from gangplace.scheduler import Decisions, PendingJob, RunningJob, Scheduler, Started
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ __all__ = [
     "LimitExceeded",
     "Move",
     "NodeInfo",
+    "NodeTopology",
     "PendingJob",
     "Placement",
     "PodPlacement",

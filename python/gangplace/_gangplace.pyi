@@ -6,6 +6,8 @@ from typing import Any, Literal, final
 
 import numpy.typing as npt
 
+from gangplace.gpu_topology import NodeTopology
+
 __all__ = [
     "LIMITS",
     "Allocation",
@@ -570,6 +572,7 @@ class Cluster:
         topology: Mapping[str, str],
         labels: Mapping[str, str] | None = None,
         unhealthy: Iterable[int] | None = None,
+        gpu_topology: NodeTopology | None = None,
     ) -> None:
         """Adds a node with ``gpus`` GPUs (1..64) under the domains ``topology`` names.
 
@@ -579,10 +582,14 @@ class Cluster:
             topology: Every level -> its domain name, and no other keys.
             labels: Labels selectors match against.
             unhealthy: GPU indices that must never be placed on.
+            gpu_topology: Its GPU groups (a ``gangplace.NodeTopology``: NUMA sockets, PCIe
+                switches); pods then take the GPUs of the tightest finest group that holds
+                them (README "Inside a node").
 
         Raises:
             InvalidRequest: Duplicate or empty names, missing or extra levels, out-of-range
-                counts or indices. The cluster is left exactly as it was.
+                counts or indices, a GPU topology of another GPU count. The cluster is left
+                exactly as it was.
             LimitExceeded: The cluster already has 4,194,304 nodes.
 
         """

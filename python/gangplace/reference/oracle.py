@@ -16,6 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from gangplace.errors import (
     Conflict,
@@ -65,6 +66,8 @@ class _Node:
     unhealthy: set[int] = field(default_factory=set)
     reserved: set[int] = field(default_factory=set)
     allocated: set[int] = field(default_factory=set)
+    gpu_levels: tuple[str, ...] = ()
+    gpu_paths: tuple[tuple[int, ...], ...] | None = None
 
     def free(self) -> list[int]:
         held = self.unhealthy | self.reserved | self.allocated
@@ -172,6 +175,7 @@ class Cluster(Removals, Adoption):
         topology: Mapping[str, str],
         labels: Mapping[str, str] | None = None,
         unhealthy: Iterable[int] | None = None,
+        gpu_topology: Any = None,
     ) -> None:
         """Adds a node; see ``gangplace.Cluster.add_node``."""
         _check_name("a node name", name)
@@ -198,8 +202,11 @@ class Cluster(Removals, Adoption):
             if not 0 <= gpu < gpus:
                 raise InvalidRequest(f"node {name!r}: unhealthy GPU index {gpu} out of range")
             bad.add(gpu)
+        groups = None if gpu_topology is None else _gpu_groups(name, gpu_topology, gpus)
         path = tuple(topology[level] for level in self.levels)
         self._nodes[name] = _Node(name, gpus, path, labels, unhealthy=bad)
+        if groups is not None:
+            self._nodes[name].gpu_levels, self._nodes[name].gpu_paths = groups
 
     def _node(self, name: str) -> _Node:
         try:
@@ -305,7 +312,14 @@ class Cluster(Removals, Adoption):
     def _views(self) -> list[rules.NodeView]:
         """The picture of the nodes the rules read."""
         return [
-            rules.NodeView(node.name, node.path, tuple(node.free()), node.cordoned, node.labels)
+            rules.NodeView(
+                node.name,
+                node.path,
+                tuple(node.free()),
+                node.cordoned,
+                node.labels,
+                node.gpu_paths,
+            )
             for node in self._nodes.values()
         ]
 
@@ -632,3 +646,23 @@ def splitmix64(state: int) -> tuple[int, int]:
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
     return z ^ (z >> 31), state
+
+
+def _gpu_groups(
+    name: str, topology: Any, gpus: int
+) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]:
+    """A node's GPU groups, checked as the core checks them (README "Inside a node")."""
+    levels = tuple(topology.levels)
+    paths = tuple(tuple(path) for path in topology.paths)
+    reserved = {"node", "cluster"}
+    if not 1 <= len(levels) <= 4 or len(set(levels)) != len(levels):
+        raise InvalidRequest(f"node {name!r}: a GPU topology names 1 to 4 unique levels")
+    if any(not level or level in reserved for level in levels):
+        raise InvalidRequest(f"node {name!r}: a GPU topology level is not a usable name")
+    if len(paths) != gpus:
+        raise InvalidRequest(
+            f"node {name!r}: the GPU topology describes {len(paths)} GPUs but the node has {gpus}"
+        )
+    if any(len(path) != len(levels) or any(not 0 <= g <= 63 for g in path) for path in paths):
+        raise InvalidRequest(f"node {name!r}: each GPU needs one group id in 0..63 per level")
+    return levels, paths

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from gangplace.reference import gpus as gpus_module
 from gangplace.reference import slices as slicing
 from gangplace.reference.values import CLUSTER, NODE, Path, Placement, PodPlacement
 
@@ -43,6 +44,7 @@ class NodeView:
     free: tuple[int, ...]
     cordoned: bool = False
     labels: Mapping[str, str] = field(default_factory=dict)
+    gpu_paths: tuple[tuple[int, ...], ...] | None = None  # its GPU groups, if any
 
     @property
     def full_path(self) -> Path:
@@ -251,11 +253,22 @@ def fill(
 
 
 def take_gpus(node: NodeView, pods: int, gpus_per_pod: int) -> list[PodPlacement]:
-    """Rule 5: each pod takes the lowest-indexed free healthy GPUs of the node."""
-    return [
-        PodPlacement(node.name, node.free[i * gpus_per_pod : (i + 1) * gpus_per_pod])
-        for i in range(pods)
-    ]
+    """Rule 5: each pod takes the lowest-indexed free healthy GPUs of the node.
+
+    On a node with GPU groups, the GPUs :func:`gangplace.reference.gpus.choose` picks.
+    """
+    if node.gpu_paths is None:
+        return [
+            PodPlacement(node.name, node.free[i * gpus_per_pod : (i + 1) * gpus_per_pod])
+            for i in range(pods)
+        ]
+    placed = []
+    free = list(node.free)
+    for _ in range(pods):
+        gpus = gpus_module.choose(free, node.gpu_paths, gpus_per_pod)
+        placed.append(PodPlacement(node.name, gpus))
+        free = [gpu for gpu in free if gpu not in gpus]
+    return placed
 
 
 # Rule 6: ranks.

@@ -68,6 +68,14 @@ def request_from(fields: dict[str, Any]) -> RequestRecord:
     return RequestRecord(**fields, slices=layers)
 
 
+@dataclass(frozen=True)
+class _Groups:
+    """A node's GPU groups as a snapshot keeps them (what ``add_node`` reads)."""
+
+    levels: list[str]
+    paths: list[list[int]]
+
+
 def dump(cluster: Cluster) -> bytes:
     """The state of ``cluster`` as JSON bytes."""
     now = cluster._reclaim()
@@ -82,6 +90,11 @@ def dump(cluster: Cluster) -> bytes:
             [n.name, n.gpus, list(n.path), n.labels, n.cordoned, sorted(n.unhealthy)]
             for n in sorted(cluster._nodes.values(), key=lambda n: n.name)
         ],
+        "gpu_topologies": {
+            n.name: [list(n.gpu_levels), [list(path) for path in n.gpu_paths]]
+            for n in cluster._nodes.values()
+            if n.gpu_paths is not None
+        },
         "holds": [
             {
                 "id": hid,
@@ -120,13 +133,16 @@ def load(cls: type[C], data: bytes, clock: Callable[[], float] | None) -> C:
             max_level=state.get("max_level"),
         )
         offset = cluster._now() - state["taken_at"]
+        groups = state.get("gpu_topologies", {})
         for name, gpus, path, labels, cordoned, unhealthy in state["nodes"]:
+            given = groups.get(name)
             cluster.add_node(
                 name,
                 gpus=gpus,
                 topology=dict(zip(cluster.levels, path, strict=True)),
                 labels=labels,
                 unhealthy=unhealthy,
+                gpu_topology=None if given is None else _Groups(*given),
             )
             cluster._nodes[name].cordoned = cordoned
         for entry in state["holds"]:

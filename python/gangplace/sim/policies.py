@@ -112,7 +112,7 @@ class GangPolicy:
             above = self.levels[-2] if len(self.levels) >= 2 else None
             first, second = self.ladder
             ladder = [(first, above), (second, None)] if second > first else [(first, None)]
-        slices = ()
+        slices: tuple[tuple[str, int], ...] = ()
         if self.slices and self.levels:
             slices = nvidia_slices(job.pods, job.gpus, self.levels[-1])
         request = GangRequest(

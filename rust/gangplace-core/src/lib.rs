@@ -18,6 +18,7 @@
 //!   updated once per mutation from the change records.
 //! - `search`: the placement rules over a capacity view (the cluster's, a selector's, or a
 //!   what-if overlay of either).
+//! - `intranode`: GPU groups inside a node (NUMA, PCIe) and the GPUs a pod takes there.
 //! - `shapes`: gang shapes (slice layers: validation and resolution against a topology).
 //! - `preemption`: who must make room for a gang (preemption and defragmentation sets).
 //! - `ledger`: reservations, allocations, expiry, ended holds, holders per node.
@@ -31,6 +32,7 @@ mod config;
 mod engine;
 mod error;
 mod ids;
+mod intranode;
 mod ledger;
 mod limits;
 mod model;
@@ -49,6 +51,7 @@ pub use engine::explain::{Exclusions, Explanation, LevelExplanation};
 pub use engine::snapshot::{FORMAT_VERSION as SNAPSHOT_FORMAT_VERSION, MAGIC as SNAPSHOT_MAGIC};
 pub use error::{CoreError, CoreResult};
 pub use ids::{CLUSTER_LEVEL, GpuIndexError, GpuSet, HoldId, NODE_LEVEL};
+pub use intranode::{GpuTopology, MAX_GPU_LEVELS};
 pub use limits::{
     DEFAULT_TTL_SECONDS, MAX_GANG_GPUS, MAX_GPUS_PER_NODE, MAX_LEVELS, MAX_NAME_BYTES, MAX_NODES,
     MAX_PODS, MAX_SLICE_LAYERS, MAX_TTL_SECONDS, REMEMBERED_ENDED_HOLDS,

@@ -129,6 +129,7 @@ pub fn node_specs(
             topology,
             labels,
             unhealthy,
+            gpu_topology: None,
         });
     }
     Ok(specs)

@@ -317,12 +317,16 @@ impl Cluster {
     ///     topology: Every level -> its domain name, and no other keys.
     ///     labels: Labels selectors match against.
     ///     unhealthy: GPU indices that must never be placed on.
+    ///     gpu_topology: Its GPU groups (a ``gangplace.NodeTopology``: NUMA sockets, PCIe
+    ///         switches); pods then take the GPUs of the tightest finest group that holds
+    ///         them (README "Inside a node").
     ///
     /// Raises:
     ///     InvalidRequest: Duplicate or empty names, missing or extra levels, out-of-range
-    ///         counts or indices. The cluster is left exactly as it was.
+    ///         counts or indices, a GPU topology of another GPU count. The cluster is left
+    ///         exactly as it was.
     ///     LimitExceeded: The cluster already has 4,194,304 nodes.
-    #[pyo3(signature = (name, *, gpus, topology, labels = None, unhealthy = None))]
+    #[pyo3(signature = (name, *, gpus, topology, labels = None, unhealthy = None, gpu_topology = None))]
     fn add_node(
         &self,
         name: &Bound<'_, PyAny>,
@@ -330,6 +334,7 @@ impl Cluster {
         topology: &Bound<'_, PyAny>,
         labels: Option<&Bound<'_, PyAny>>,
         unhealthy: Option<&Bound<'_, PyAny>>,
+        gpu_topology: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let spec = NodeSpec {
             name: convert::string(name, "name")?,
@@ -338,6 +343,7 @@ impl Cluster {
             labels: labels.map_or(Ok(Vec::new()), |l| convert::str_mapping(l, "labels"))?,
             unhealthy: unhealthy
                 .map_or(Ok(Vec::new()), |u| convert::int_sequence(u, "unhealthy"))?,
+            gpu_topology: gpu_topology.map(convert::gpu_topology).transpose()?,
         };
         Ok(self.run(|engine| Ok(engine.add_node(spec)?))?)
     }

@@ -208,3 +208,35 @@ pub fn slice_layers(value: &Bound<'_, PyAny>) -> PyResult<Vec<(String, i64)>> {
         })
         .collect()
 }
+
+/// A `NodeTopology` (anything with `levels` and `paths`): level names and per-GPU group ids.
+pub fn gpu_topology(value: &Bound<'_, PyAny>) -> PyResult<(Vec<String>, Vec<Vec<u32>>)> {
+    let (Ok(levels), Ok(paths)) = (value.getattr("levels"), value.getattr("paths")) else {
+        return Err(PyTypeError::new_err(format!(
+            "gpu_topology must be a NodeTopology (levels and paths), not {}",
+            type_name(value)
+        )));
+    };
+    let levels = str_sequence(&levels, "gpu_topology.levels")?;
+    let iterator = paths.try_iter().map_err(|_| {
+        PyTypeError::new_err("gpu_topology.paths must be a sequence of group-id sequences")
+    })?;
+    let paths = iterator
+        .map(|path| {
+            let ids = int_sequence(&path?, "each GPU's group ids")?;
+            ids.into_iter()
+                .map(|id| {
+                    u32::try_from(id)
+                        .ok()
+                        .filter(|&id| id <= 63)
+                        .ok_or_else(|| {
+                            InvalidRequest::new_err(format!(
+                                "GPU group ids must be in 0..63, got {id}"
+                            ))
+                        })
+                })
+                .collect::<PyResult<Vec<u32>>>()
+        })
+        .collect::<PyResult<Vec<Vec<u32>>>>()?;
+    Ok((levels, paths))
+}

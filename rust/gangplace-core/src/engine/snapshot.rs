@@ -82,6 +82,15 @@ struct Extension {
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Shapes {
     holds: Vec<HoldShape>,
+    /// The GPU groups of the nodes that have them, by node name.
+    nodes: Vec<NodeShape>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct NodeShape {
+    name: String,
+    levels: Vec<String>,
+    paths: Vec<Vec<u32>>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -262,9 +271,27 @@ impl Engine {
                         .to_owned(),
                 })
                 .collect(),
+            nodes: self.node_shapes(),
         };
         bytes.extend(postcard::to_stdvec(&shapes).map_err(encoding)?);
         Ok(frame(&bytes))
+    }
+
+    fn node_shapes(&self) -> Vec<NodeShape> {
+        let topology = &self.topology;
+        let mut shapes: Vec<NodeShape> = topology
+            .nodes()
+            .filter_map(|(_, node)| {
+                let groups = node.gpu_topology.as_deref()?;
+                Some(NodeShape {
+                    name: node.name.to_string(),
+                    levels: groups.levels().to_vec(),
+                    paths: groups.paths().to_vec(),
+                })
+            })
+            .collect();
+        shapes.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        shapes
     }
 
     fn snapshot_body(&self, now: f64) -> Body {
@@ -357,8 +384,17 @@ impl Engine {
             .and_then(|config| config.with_max_level(extension.max_level))
             .map_err(as_snapshot_error)?;
         let mut engine = Engine::new(config);
+        let mut groups: std::collections::BTreeMap<String, (Vec<String>, Vec<Vec<u32>>)> = shapes
+            .nodes
+            .into_iter()
+            .map(|node| (node.name, (node.levels, node.paths)))
+            .collect();
         for node in body.nodes {
-            engine.restore_node(&levels, node)?;
+            let gpu_topology = groups.remove(&node.name);
+            engine.restore_node(&levels, node, gpu_topology)?;
+        }
+        if !groups.is_empty() {
+            return Err(bad("GPU groups name a node the snapshot does not have"));
         }
         if !shapes.holds.is_empty() && shapes.holds.len() != body.holds.len() {
             return Err(bad("the shapes do not match the holds"));
@@ -387,7 +423,12 @@ impl Engine {
         Ok(engine)
     }
 
-    fn restore_node(&mut self, levels: &[String], node: NodeRecord) -> CoreResult<()> {
+    fn restore_node(
+        &mut self,
+        levels: &[String],
+        node: NodeRecord,
+        gpu_topology: Option<(Vec<String>, Vec<Vec<u32>>)>,
+    ) -> CoreResult<()> {
         if node.path.len() != levels.len() {
             return Err(bad(format!(
                 "node {:?} has a path of the wrong depth",
@@ -412,6 +453,7 @@ impl Engine {
                 .iter()
                 .map(i64::from)
                 .collect(),
+            gpu_topology,
         };
         self.add_node(spec).map_err(as_snapshot_error)?;
         if node.cordoned {

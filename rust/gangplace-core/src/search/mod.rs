@@ -347,11 +347,19 @@ impl<'a, V: CapacityView> Search<'a, V> {
         }
     }
 
-    /// Rule 5: gives `pods` pods the lowest-indexed free healthy GPUs of `node`.
+    /// Rule 5: gives `pods` pods the lowest-indexed free healthy GPUs of `node`, or, on a
+    /// node with GPU groups, those of the tightest finest group that holds each pod
+    /// ([`crate::intranode`]).
     fn take_gpus(&self, node: NodeId, pods: u64, out: &mut Vec<PlannedPod>) -> CoreResult<()> {
         let mut free = self.view.node_free(node).unwrap_or_default();
+        let groups = self.topology.node(node).gpu_topology.as_deref();
         for _ in 0..pods {
-            let gpus = free.lowest_n(self.gpus_per_pod);
+            let gpus = match groups {
+                Some(groups) if free.count() >= self.gpus_per_pod => {
+                    groups.choose(free, self.gpus_per_pod)
+                }
+                _ => free.lowest_n(self.gpus_per_pod),
+            };
             if gpus.count() < self.gpus_per_pod {
                 return Err(internal("a node held fewer GPUs than counted"));
             }

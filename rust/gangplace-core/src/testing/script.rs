@@ -335,6 +335,12 @@ impl Run {
                 ],
                 labels: vec![("pool".into(), format!("p{}", slot % 2))],
                 unhealthy: Vec::new(),
+                // Odd slots have two NUMA halves, so scripts also exercise GPU groups.
+                gpu_topology: (slot % 2 == 1).then(|| {
+                    let gpus = u32::from(gpus).max(1);
+                    let halves = (0..gpus).map(|gpu| vec![gpu * 2 / gpus]).collect();
+                    (vec!["numa".to_owned()], halves)
+                }),
             }),
             Op::RemoveNode { slot } => engine.remove_node(&node_name(slot), now).map(drop),
             Op::Health { slot, gpu, healthy } => engine

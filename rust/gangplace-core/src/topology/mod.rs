@@ -18,6 +18,7 @@ use std::sync::Arc;
 use crate::config::check_name;
 use crate::error::{CoreError, CoreResult, invalid};
 use crate::ids::{CLUSTER_LEVEL, DomainId, GpuIndexError, GpuSet, NODE_LEVEL, NodeId, ROOT};
+use crate::intranode::GpuTopology;
 use crate::limits::{MAX_GPUS_PER_NODE, MAX_NAME_BYTES, MAX_NODES};
 use labels::LabelIndex;
 
@@ -59,6 +60,8 @@ pub struct Node {
     pub domain: DomainId,
     /// Labels, sorted by key.
     pub labels: BTreeMap<Box<str>, Box<str>>,
+    /// Its GPU groups (NUMA, PCIe), if given: the GPUs a pod takes follow them.
+    pub gpu_topology: Option<Arc<GpuTopology>>,
 }
 
 impl Node {
@@ -82,6 +85,7 @@ impl Node {
             gpus: 0,
             domain: ROOT,
             labels: BTreeMap::new(),
+            gpu_topology: None,
         }
     }
 }
@@ -99,6 +103,8 @@ pub struct NodeSpec {
     pub labels: Vec<(String, String)>,
     /// Indices of unhealthy GPUs.
     pub unhealthy: Vec<i64>,
+    /// Intra-node levels (outermost first) and each GPU's group ids, if known.
+    pub gpu_topology: Option<(Vec<String>, Vec<Vec<u32>>)>,
 }
 
 /// A node just added: where it went, and the GPU state its spec gave.
@@ -358,6 +364,13 @@ impl Topology {
     /// Adds a node; on error nothing changes.
     pub fn add_node(&mut self, spec: NodeSpec) -> CoreResult<AddedNode> {
         let (gpus, unhealthy) = self.validate(&spec)?;
+        let gpu_topology = match spec.gpu_topology {
+            Some((levels, paths)) => Some(Arc::new(
+                GpuTopology::new(levels, paths, gpus)
+                    .map_err(|error| invalid(format!("node {:?}: {error}", spec.name)))?,
+            )),
+            None => None,
+        };
         let mut parent = ROOT;
         for index in 0..self.levels.len() {
             let level = &self.levels[index];
@@ -379,6 +392,7 @@ impl Topology {
                 .into_iter()
                 .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
                 .collect(),
+            gpu_topology,
         };
         self.labels.insert(id, &node.labels);
         self.node_by_name.insert(node.name.clone(), id);

@@ -1,0 +1,144 @@
+"""GPU groups inside a node (README "Inside a node"): nvidia-smi, the GPU choice, the reference.
+
+The two ``nvidia-smi topo -m`` fixtures are written to match the format the tool prints: an
+HGX H100 board (NV18 between every pair of GPUs, two NUMA nodes, four NICs) and a PCIe board
+(pairs behind PCIe switches, PIX and PXB; NODE inside a socket, SYS across).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hypothesis.strategies as st
+import pytest
+from helpers import FakeClock
+from hypothesis import given, note
+
+import gangplace
+from gangplace import Cluster, GangRequest, InvalidRequest, NodeTopology, PodPlacement, reference
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def topology_of(board: str) -> NodeTopology:
+    return NodeTopology.from_nvidia_smi((FIXTURES / f"nvidia-smi-topo-{board}.txt").read_text())
+
+
+def one_node(groups: NodeTopology | None, taken: list[int]) -> Cluster:
+    cluster = Cluster((), clock=FakeClock())
+    cluster.add_node("n0", gpus=8, topology={}, gpu_topology=groups)
+    if taken:
+        cluster.adopt([PodPlacement("n0", taken)])
+    return cluster
+
+
+def test_an_hgx_h100_board_reads_as_two_sockets_of_lone_gpus() -> None:
+    h100 = topology_of("hgx-h100")
+    assert h100.levels == ("numa", "pcie")
+    assert h100.paths == tuple((gpu // 4, gpu) for gpu in range(8))  # NV18: no PCIe groups
+    # GPUs 1, 4, 5 busy: a 2-GPU pod takes the socket with fewer free GPUs (6, 7), keeping
+    # socket 0's three for a larger pod; counting GPUs alone would take 0 and 2.
+    pod = one_node(h100, [1, 4, 5]).place_gang(GangRequest(1, 2))
+    assert pod is not None and pod.pods[0].gpus == (6, 7)
+    plain = one_node(None, [1, 4, 5]).place_gang(GangRequest(1, 2))
+    assert plain is not None and plain.pods[0].gpus == (0, 2)
+
+
+def test_a_pcie_board_keeps_pods_behind_one_switch() -> None:
+    board = topology_of("pcie")
+    assert board.paths == ((0, 0), (0, 0), (0, 1), (0, 1), (1, 2), (1, 2), (1, 3), (1, 3))
+    # GPU 0 busy: a 2-GPU pod takes the pair 2-3 (whole behind its switch), not 1 and 2.
+    pods = one_node(board, [0]).place_gang(GangRequest(3, 2))
+    assert pods is not None
+    assert [pod.gpus for pod in pods.pods] == [(2, 3), (4, 5), (6, 7)]
+    plain = one_node(None, [0]).place_gang(GangRequest(1, 2))
+    assert plain is not None and plain.pods[0].gpus == (1, 2)
+
+
+def test_groups_survive_snapshots_and_bad_topologies_change_nothing() -> None:
+    cluster = one_node(topology_of("pcie"), [0])
+    restored = Cluster.restore(cluster.snapshot(), clock=FakeClock())
+    assert restored.snapshot() == cluster.snapshot()
+    assert restored.place_gang(GangRequest(1, 2)) == cluster.place_gang(GangRequest(1, 2))
+    before = cluster.snapshot()
+    with pytest.raises(InvalidRequest, match="describes 4 GPUs but the node has 8"):
+        cluster.add_node(
+            "n1", gpus=8, topology={}, gpu_topology=NodeTopology(("numa",), ((0,),) * 4)
+        )
+    with pytest.raises(TypeError, match="gpu_topology must be a NodeTopology"):
+        cluster.add_node("n1", gpus=8, topology={}, gpu_topology=42)  # type: ignore[arg-type]
+    assert cluster.snapshot() == before and "n1" not in cluster
+
+
+@pytest.mark.parametrize(
+    ("levels", "paths", "message"),
+    [
+        ((), ((0,),), "1 to 4 levels"),
+        (("numa", "numa"), ((0, 0),), "names a level twice"),
+        (("node",), ((0,),), "not a usable name"),
+        (("numa",), (), "1 to 64 GPUs"),
+        (("numa",), ((0, 1),), "2 group ids for 1 levels"),
+        (("numa",), ((64,),), "in 0..63"),
+        (("numa",), ((True,),), "must be ints"),
+    ],
+)
+def test_bad_node_topologies_are_refused(
+    levels: tuple[str, ...], paths: tuple[tuple[int, ...], ...], message: str
+) -> None:
+    with pytest.raises(InvalidRequest, match=message):
+        NodeTopology(levels, paths)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "no header line with GPU0"),
+        ("\tGPU0\tCPU Affinity\nGPU0\t X \t0-3\n", "no NUMA Affinity column"),
+        ("\tGPU0\tNUMA Affinity\n", "no GPU rows"),
+        ("\tGPU0\tGPU1\tNUMA Affinity\nGPU0\t X \t0\n", "line 2: 2 cells for 3 columns"),
+        ("\tGPU0\tNUMA Affinity\nGPU1\t X \t0\n", "line 2: expected GPU0, got GPU1"),
+    ],
+)
+def test_bad_nvidia_smi_output_names_the_line(text: str, message: str) -> None:
+    with pytest.raises(InvalidRequest, match=message):
+        NodeTopology.from_nvidia_smi(text)
+
+
+@st.composite
+def grouped_nodes(draw: st.DrawFn) -> list[tuple[int, NodeTopology | None, list[int]]]:
+    """Nodes of 2-8 GPUs, most with random 1- or 2-level groups, some GPUs taken."""
+    nodes = []
+    for _ in range(draw(st.integers(1, 4))):
+        gpus = draw(st.integers(2, 8))
+        groups = None
+        if draw(st.integers(0, 3)):
+            depth = draw(st.integers(1, 2))
+            paths = tuple(tuple(draw(st.integers(0, 2)) for _ in range(depth)) for _ in range(gpus))
+            groups = NodeTopology(("numa", "pcie")[:depth], paths)
+        taken = sorted(draw(st.sets(st.integers(0, gpus - 1), max_size=gpus - 1)))
+        nodes.append((gpus, groups, taken))
+    return nodes
+
+
+@given(nodes=grouped_nodes(), requests=st.lists(st.tuples(st.integers(1, 6), st.integers(1, 4))))
+def test_gpu_choice_agrees_with_the_reference(
+    nodes: list[tuple[int, NodeTopology | None, list[int]]], requests: list[tuple[int, int]]
+) -> None:
+    engine = gangplace.Cluster(("rack",))
+    oracle = reference.Cluster(("rack",))
+    for index, (gpus, groups, taken) in enumerate(nodes):
+        for cluster in (engine, oracle):
+            name = f"n{index}"
+            cluster.add_node(name, gpus=gpus, topology={"rack": "r"}, gpu_topology=groups)
+            if taken:
+                cluster.adopt([PodPlacement(name, taken)])
+    for pods, size in requests:
+        request = GangRequest(pods, size)
+        got, expected = engine.place_gang(request), oracle.place_gang(request)
+        note(f"{request!r}: engine {got!r}, reference {expected!r}")
+        assert (got is None) == (expected is None)
+        if got is not None and expected is not None:
+            assert [(p.node, p.gpus) for p in got.pods] == [(p.node, p.gpus) for p in expected.pods]
+            engine.reserve(got)
+            oracle.reserve(got)
+    engine.check_invariants()
