@@ -3,7 +3,8 @@
 1,024 nodes (128 racks x 8) of 8 GPUs, half of every node's GPUs taken at seeded random; with
 groups, every node is the PCIe board of ``tests/fixtures/nvidia-smi-topo-pcie.txt`` (two
 sockets, four GPU pairs behind switches). The goal of issue 13: placements on grouped nodes
-within 20% of the time on plain ones. The smoke run (``--benchmark-disable``) checks answers.
+within 20% of the time on plain ones; ``numa="single"`` gangs walk the nodes (and may not
+fit where GPUs are split over sockets). The smoke run (``--benchmark-disable``) checks answers.
 """
 
 from __future__ import annotations
@@ -38,13 +39,20 @@ def clusters(request: pytest.FixtureRequest) -> dict[bool, Cluster]:
     return {grouped: build(grouped, racks) for grouped in (False, True)}
 
 
-@pytest.mark.parametrize("grouped", [False, True], ids=["plain", "grouped"])
+@pytest.mark.parametrize(
+    ("grouped", "numa"),
+    [(False, "none"), (True, "none"), (True, "single")],
+    ids=["plain", "grouped", "grouped-numa-single"],
+)
 @pytest.mark.parametrize("label", list(GANGS))
 def bench_place_on_grouped_nodes(
-    benchmark: Any, clusters: dict[bool, Cluster], label: str, grouped: bool
+    benchmark: Any, clusters: dict[bool, Cluster], label: str, grouped: bool, numa: str
 ) -> None:
     pods, size = GANGS[label]
-    request = GangRequest(pods, size)
-    benchmark.extra_info.update(op="place_gang", gang=label, grouped=grouped)
+    request = GangRequest(pods, size, numa=numa)  # type: ignore[arg-type]
+    benchmark.extra_info.update(op="place_gang", gang=label, grouped=grouped, numa=numa)
     placement = benchmark(clusters[grouped].place_gang, request)
-    assert placement is not None and len(placement) == pods
+    if placement is None:
+        assert numa == "single"  # free GPUs split over sockets
+    else:
+        assert len(placement) == pods

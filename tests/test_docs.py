@@ -38,6 +38,7 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "16 r1-t00" in printed
     assert "pack [8, 4, 0]" in printed and "balanced [6, 6, 0]" in printed  # spreads
     assert "(2, 3)" in printed  # GPU groups inside a node
+    assert "False None" in printed  # numa="single"
     assert "GangRequest(2, 8, name='pretrain') 300.0" in printed  # PodGroup
     assert "GangRequest(64, 4, slices=(('rack', 16),))" in printed  # Kueue slices
     assert "('n2', 'n3') []" in printed  # k8s: the adopted pod keeps n0 busy

@@ -142,3 +142,57 @@ def test_gpu_choice_agrees_with_the_reference(
             engine.reserve(got)
             oracle.reserve(got)
     engine.check_invariants()
+
+
+def test_numa_single_never_places_a_pod_across_sockets() -> None:
+    # A 2x4 node whose free GPUs are split 2 + 2 (GPUs 0, 1 and 4, 5 busy): counting GPUs,
+    # a 4-GPU pod fits; with numa="single" it does not (the kubelet would reject it), and
+    # explain says why.
+    sockets = NodeTopology(("numa",), tuple((gpu // 4,) for gpu in range(8)))
+    cluster = one_node(sockets, [0, 1, 4, 5])
+    assert cluster.place_gang(GangRequest(1, 4)) is not None
+    single = GangRequest(1, 4, numa="single")
+    assert single.numa == "single" and repr(single) == "GangRequest(1, 4, numa='single')"
+    assert cluster.place_gang(single) is None
+    assert cluster.explain(single).excluded["numa_split"] == 1
+    pairs = cluster.place_gang(GangRequest(2, 2, numa="single"))
+    assert pairs is not None and [pod.gpus for pod in pairs.pods] == [(2, 3), (6, 7)]
+    with pytest.raises(InvalidRequest, match="numa must be 'none' or 'single'"):
+        GangRequest(1, 4, numa="both")  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequest, match="does not take numa='single' gangs"):
+        cluster.plan_preemption(single)
+
+
+@given(
+    nodes=grouped_nodes(),
+    requests=st.lists(st.tuples(st.integers(1, 6), st.integers(1, 4), st.booleans())),
+)
+def test_numa_single_agrees_with_the_reference_and_keeps_pods_in_one_group(
+    nodes: list[tuple[int, NodeTopology | None, list[int]]],
+    requests: list[tuple[int, int, bool]],
+) -> None:
+    engine = gangplace.Cluster(("rack",))
+    oracle = reference.Cluster(("rack",))
+    groups_of: dict[str, NodeTopology | None] = {}
+    for index, (gpus, groups, taken) in enumerate(nodes):
+        name = f"n{index}"
+        groups_of[name] = groups
+        for cluster in (engine, oracle):
+            cluster.add_node(name, gpus=gpus, topology={"rack": "r"}, gpu_topology=groups)
+            if taken:
+                cluster.adopt([PodPlacement(name, taken)])
+    for pods, size, elastic in requests:
+        request = GangRequest(pods, size, min_pods=1 if elastic else None, numa="single")
+        got, expected = engine.place_gang(request), oracle.place_gang(request)
+        note(f"{request!r}: engine {got!r}, reference {expected!r}")
+        assert (got is None) == (expected is None)
+        if got is None or expected is None:
+            continue
+        assert [(p.node, p.gpus) for p in got.pods] == [(p.node, p.gpus) for p in expected.pods]
+        for pod in got.pods:
+            groups = groups_of[pod.node]
+            if groups is not None:
+                assert len({groups.paths[gpu][0] for gpu in pod.gpus}) == 1
+        engine.reserve(got)
+        oracle.reserve(got)
+    engine.check_invariants()

@@ -337,7 +337,7 @@ def test_a_version_3_snapshot_still_restores() -> None:
     cluster.commit(cluster.reserve(GangRequest(4, 4)))
     current = cluster.snapshot()
     assert struct.unpack_from("<H", current, 8) == (4,)
-    shapes = b"\x01\x00\x00\x04pack\x00"  # a hold: no slices, pack; no GPU groups
+    shapes = b"\x01\x00\x00\x04pack\x04none\x00"  # a hold: no slices, pack, no NUMA; no groups
     assert current.endswith(shapes)
     body = current[24 : -len(shapes)]
     header = current[:8] + struct.pack("<HHQI", 3, 0, len(body), zlib.crc32(body))

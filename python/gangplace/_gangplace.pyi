@@ -66,6 +66,9 @@ class GangRequest:
         spread: ``"pack"`` (rule 4: as few children as possible, the largest filled first) or
             ``"balanced"`` (as many children as pack uses, the largest, split as evenly as
             their capacities allow; README "Balanced spread").
+        numa: ``"none"`` or ``"single"``: every pod's GPUs in one NUMA group of its node (the
+            level named ``numa`` of its ``NodeTopology``, else the outermost; a node without
+            one is one group), and capacities count pods per group (README "Inside a node").
 
     Example:
         >>> GangRequest(4, 8, required_level="rack")
@@ -89,6 +92,7 @@ class GangRequest:
         movable: bool = False,
         slices: Sequence[tuple[str, int]] = (),
         spread: Literal["pack", "balanced"] = "pack",
+        numa: Literal["none", "single"] = "none",
     ) -> GangRequest: ...
     @property
     def pods(self) -> int:
@@ -114,6 +118,9 @@ class GangRequest:
     @property
     def spread(self) -> Literal["pack", "balanced"]:
         """``"pack"`` (rule 4) or ``"balanced"`` (README "Balanced spread")."""
+    @property
+    def numa(self) -> Literal["none", "single"]:
+        """``"none"`` or ``"single"`` (README "Inside a node")."""
     @property
     def total_gpus(self) -> int:
         """``pods * gpus_per_pod``."""
@@ -458,7 +465,8 @@ class Explanation:
         """Nodes that cannot take one pod, by the first reason that applies.
 
         Keys: ``cordoned``, ``selector_mismatch``, ``unhealthy`` (too few healthy GPUs even if
-        all were free), ``too_few_free``.
+        all were free), ``too_few_free``, ``numa_split`` (``numa="single"``: free GPUs enough,
+        but no NUMA group holds a pod).
         """
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 

@@ -319,6 +319,7 @@ class Cluster(Removals, Adoption):
                 node.cordoned,
                 node.labels,
                 node.gpu_paths,
+                node.gpu_levels,
             )
             for node in self._nodes.values()
         ]
@@ -338,6 +339,7 @@ class Cluster(Removals, Adoption):
             name=request.name,
             slices=tuple(request.slices),
             spread=request.spread,
+            numa=request.numa,
         )
         try:
             slicing.resolve(gang.slices, self.levels, self._depth_of(level))

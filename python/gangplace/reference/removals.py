@@ -377,3 +377,7 @@ def _refuse_slices(request: Request, call: str) -> None:
         raise InvalidRequest(
             f"{call} does not take slice gangs yet; place them with place_gang or reserve"
         )
+    if request.numa == "single":
+        raise InvalidRequest(
+            f"{call} does not take numa='single' gangs yet; place them with place_gang or reserve"
+        )

@@ -17,7 +17,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gangplace.reference import gpus as gpus_module
 from gangplace.reference import slices as slicing
@@ -45,6 +45,23 @@ class NodeView:
     cordoned: bool = False
     labels: Mapping[str, str] = field(default_factory=dict)
     gpu_paths: tuple[tuple[int, ...], ...] | None = None  # its GPU groups, if any
+    gpu_levels: tuple[str, ...] = ()
+    numa_single: bool = False  # the request counts pods per NUMA group
+
+    def pods(self, gpus_per_pod: int) -> int:
+        """Rule 1: pods of ``gpus_per_pod`` GPUs the node holds.
+
+        With ``numa="single"``, the sum over its NUMA groups (the level named ``numa``, else
+        the outermost; a node without groups is one group).
+        """
+        if not self.numa_single or self.gpu_paths is None:
+            return len(self.free) // gpus_per_pod
+        level = self.gpu_levels.index("numa") if "numa" in self.gpu_levels else 0
+        groups: dict[tuple[int, ...], int] = {}
+        for gpu in self.free:
+            key = self.gpu_paths[gpu][: level + 1]
+            groups[key] = groups.get(key, 0) + 1
+        return sum(free // gpus_per_pod for free in groups.values())
 
     @property
     def full_path(self) -> Path:
@@ -64,23 +81,32 @@ class Gang:
     name: str = ""
     slices: tuple[tuple[str, int], ...] = ()
     spread: str = "pack"
+    numa: str = "none"
 
 
 # Rule 1: feasible nodes, and capacity in whole pods.
 
 
-def feasible(nodes: Sequence[NodeView], selector: Mapping[str, str]) -> list[NodeView]:
-    """Rule 1: the uncordoned nodes carrying every ``selector`` label."""
-    return [
+def feasible(
+    nodes: Sequence[NodeView], selector: Mapping[str, str], numa: str = "none"
+) -> list[NodeView]:
+    """Rule 1: the uncordoned nodes carrying every ``selector`` label.
+
+    With ``numa="single"`` they are marked to count pods per NUMA group.
+    """
+    usable = [
         node
         for node in nodes
         if not node.cordoned and all(node.labels.get(k) == v for k, v in selector.items())
     ]
+    if numa == "single":
+        usable = [replace(node, numa_single=True) for node in usable]
+    return usable
 
 
 def capacity(nodes: Sequence[NodeView], gpus_per_pod: int) -> int:
     """Rule 1: pods a set of feasible nodes holds; a pod never spans nodes."""
-    return sum(len(node.free) // gpus_per_pod for node in nodes)
+    return sum(node.pods(gpus_per_pod) for node in nodes)
 
 
 def domains_at(nodes: Sequence[NodeView], depth: int) -> dict[Path, list[NodeView]]:
@@ -299,7 +325,7 @@ def place(
     node_depth, size = len(levels) + 1, gang.gpus_per_pod
     coarsest = depth_of(levels, gang.required_level)
     layers = slicing.resolve(gang.slices, levels, coarsest)
-    usable = feasible(nodes, gang.selector)
+    usable = feasible(nodes, gang.selector, gang.numa)
     count = slice_counter(usable, size, layers)
     held = None if count is None else lambda path: count(path, 0) * layers[0][1]
     pods = gang.pods
@@ -349,7 +375,7 @@ def slice_counter(
     for node in nodes:
         full = node.full_path
         for depth in range(len(full) + 1):
-            held[full[:depth]] = held.get(full[:depth], 0) + len(node.free) // gpus_per_pod
+            held[full[:depth]] = held.get(full[:depth], 0) + node.pods(gpus_per_pod)
             if depth < len(full):
                 children.setdefault(full[:depth], set()).add(full[: depth + 1])
 
@@ -436,7 +462,7 @@ def unschedulable_reason(nodes: Sequence[NodeView], levels: Sequence[str], gang:
 
     With slices, a domain's count is its pods in whole outermost slices.
     """
-    usable = feasible(nodes, gang.selector)
+    usable = feasible(nodes, gang.selector, gang.numa)
     coarsest = depth_of(levels, gang.required_level)
     layers = slicing.resolve(gang.slices, levels, coarsest)
     count = slice_counter(usable, gang.gpus_per_pod, layers)

@@ -84,6 +84,7 @@ class ReferenceScheduler:
                 required_level=level,
                 slices=request.slices,
                 spread=request.spread,
+                numa=request.numa,
             )
             self._empty_copy().place_gang(form)
         loosest = GangRequest(
@@ -93,6 +94,7 @@ class ReferenceScheduler:
             selector=request.selector,
             slices=request.slices,
             spread=request.spread,
+            numa=request.numa,
         )
         quota = self.quotas.get(owner) if owner is not None else None
         if self._empty_copy().place_gang(loosest) is None or (
@@ -260,6 +262,7 @@ class ReferenceScheduler:
             movable=request.movable,
             slices=request.slices,
             spread=request.spread,
+            numa=request.numa,
         )
 
     def _usage(self, owner: str | None) -> int:
@@ -316,7 +319,7 @@ class ReferenceScheduler:
 
     def _make_room(self, head: _Job, now: float) -> tuple[Started, list[str], list[Moved]] | None:
         """S8: preemption first, then defragmentation (never for slice gangs)."""
-        if head.request.slices:
+        if head.request.slices or head.request.numa != "none":
             return None
         request = self._request(head)
         if self.preemption:

@@ -41,6 +41,7 @@ class RequestRecord:
     movable: bool = False
     slices: tuple[tuple[str, int], ...] = ()
     spread: str = "pack"
+    numa: str = "none"
 
 
 def record(request: Request) -> dict[str, Any]:
@@ -58,6 +59,7 @@ def record(request: Request) -> dict[str, Any]:
             request.movable,
             tuple((str(level), int(size)) for level, size in request.slices),
             request.spread,
+            request.numa,
         )
     )
 

@@ -74,6 +74,10 @@ class Request(Protocol):
         """``"pack"`` or ``"balanced"``."""
 
     @property
+    def numa(self) -> str:
+        """``"none"`` or ``"single"``."""
+
+    @property
     def priority(self) -> int:
         """Higher preempts lower."""
 

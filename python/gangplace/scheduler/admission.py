@@ -29,6 +29,7 @@ def relaxed(
         name=request.name,
         slices=request.slices,
         spread=request.spread,
+        numa=request.numa,
     )
 
 
@@ -47,6 +48,7 @@ def every_form(
             required_level=level,
             slices=request.slices,
             spread=request.spread,
+            numa=request.numa,
         )
         for level in levels
     ]

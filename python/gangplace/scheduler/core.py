@@ -207,6 +207,7 @@ class Scheduler:
             tuple(sorted(request.selector.items())),
             request.slices,
             request.spread,
+            request.numa,
             job.owner,
         )
 

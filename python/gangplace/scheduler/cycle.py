@@ -132,8 +132,9 @@ def _make_room(
     scheduler: Scheduler, head: QueuedJob, now: float
 ) -> tuple[Started, list[str], list[Moved]] | None:
     """Preemption, then defragmentation, for the blocked head; ``None`` if neither helps."""
-    if not (scheduler.preemption or scheduler.defrag) or head.request.slices:
-        return None  # slice gangs never make room (README "Slices": plans count pods)
+    request = head.request
+    if not (scheduler.preemption or scheduler.defrag) or request.slices or request.numa != "none":
+        return None  # slice and numa='single' gangs never make room: plans count pods
     cluster = scheduler.cluster
     request = scheduler._within_quota(head)
     if scheduler.preemption:

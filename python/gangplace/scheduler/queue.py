@@ -83,6 +83,7 @@ class QueuedJob:
             movable=request.movable,
             slices=request.slices,
             spread=request.spread,
+            numa=request.numa,
         )
 
     @property

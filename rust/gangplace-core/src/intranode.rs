@@ -90,6 +90,21 @@ impl GpuTopology {
         &self.paths
     }
 
+    /// The groups `numa="single"` counts: those of the level named `numa`, else of the
+    /// outermost level.
+    pub fn numa_groups(&self) -> &[GpuSet] {
+        let level = self.levels.iter().position(|level| level == "numa");
+        &self.groups[level.unwrap_or(0)]
+    }
+
+    /// Pods of `count` GPUs that fit among `free` with each pod inside one NUMA group.
+    pub fn numa_capacity(&self, free: GpuSet, count: u32) -> u32 {
+        self.numa_groups()
+            .iter()
+            .map(|&group| (group & free).count() / count)
+            .sum()
+    }
+
     /// The GPUs a pod of `count` GPUs takes among `free` (which holds at least `count`).
     pub fn choose(&self, free: GpuSet, count: u32) -> GpuSet {
         for level in (0..self.groups.len()).rev() {

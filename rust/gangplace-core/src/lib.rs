@@ -60,5 +60,5 @@ pub use model::{
     AdoptedPod, Allocation, ClusterStats, DefragOptions, DefragPlan, GangRequest, GpuState, Held,
     Move, NodeInfo, Placement, PodPlacement, PreemptionPlan, RemovalLimits, Reservation, Terms,
 };
-pub use shapes::{SliceLayer, Spread};
+pub use shapes::{Numa, SliceLayer, Spread};
 pub use topology::NodeSpec;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::error::{CoreResult, invalid};
 use crate::ids::{GpuIndexError, GpuSet, HoldId};
 use crate::limits::{MAX_GANG_GPUS, MAX_GPUS_PER_NODE, MAX_NAME_BYTES, MAX_PODS};
-use crate::shapes::{SliceLayer, Spread, check_sizes};
+use crate::shapes::{Numa, SliceLayer, Spread, check_sizes};
 
 /// What a hold's owner agreed to: how it may be disturbed for others (README, "Priorities,
 /// preemption and defragmentation").
@@ -75,6 +75,8 @@ pub struct GangRequest {
     pub slices: Vec<SliceLayer>,
     /// How pods are split among the children used (README "Balanced spread").
     pub spread: Spread,
+    /// Whether each pod's GPUs share a NUMA group (README "Inside a node").
+    pub numa: Numa,
 }
 
 impl GangRequest {
@@ -153,7 +155,13 @@ impl GangRequest {
             terms: Terms::default(),
             slices: Vec::new(),
             spread: Spread::Pack,
+            numa: Numa::None,
         })
+    }
+
+    /// The same request with this NUMA policy.
+    pub fn with_numa(self, numa: Numa) -> Self {
+        Self { numa, ..self }
     }
 
     /// The same request with this spread.

@@ -509,6 +509,7 @@ pub fn place_after_removal<V: CapacityView>(
     let gpus_per_pod = search.gpus_per_pod();
     Search::new(search.topology(), &overlay, gpus_per_pod)
         .with_shape(search.layers(), search.split())
+        .with_numa(search.numa())
         .plan_in(depth, item, pods)
 }
 
@@ -534,6 +535,7 @@ pub fn plan_in_world<V: CapacityView>(
     }
     Search::new(search.topology(), &overlay, search.gpus_per_pod())
         .with_shape(search.layers(), search.split())
+        .with_numa(search.numa())
         .plan(demand, policy)
 }
 

@@ -45,6 +45,38 @@ impl Spread {
     }
 }
 
+/// Whether each pod's GPUs must share a NUMA group (README "Inside a node").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Numa {
+    /// GPUs anywhere on the node (the default).
+    #[default]
+    None,
+    /// Every pod's GPUs in one NUMA group (the level named `numa`, else the outermost; a node
+    /// without groups is one), as the kubelet's `single-numa-node` policy demands.
+    Single,
+}
+
+impl Numa {
+    /// `"none"` or `"single"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Numa::None => "none",
+            Numa::Single => "single",
+        }
+    }
+
+    /// Parses `"none"` or `"single"`.
+    pub fn parse(name: &str) -> CoreResult<Numa> {
+        match name {
+            "none" => Ok(Numa::None),
+            "single" => Ok(Numa::Single),
+            other => Err(invalid(format!(
+                "numa must be 'none' or 'single', got {other:?}"
+            ))),
+        }
+    }
+}
+
 /// One slice layer of a request: blocks of `pods_per_slice` consecutive ranks in one domain
 /// of `level`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

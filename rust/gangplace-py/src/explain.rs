@@ -196,7 +196,8 @@ impl Explanation {
     /// Nodes that cannot take one pod, by the first reason that applies.
     ///
     /// Keys: ``cordoned``, ``selector_mismatch``, ``unhealthy`` (too few healthy GPUs even if
-    /// all were free), ``too_few_free``.
+    /// all were free), ``too_few_free``, ``numa_split`` (``numa="single"``: free GPUs enough,
+    /// but no NUMA group holds a pod).
     #[getter]
     fn excluded<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let excluded = self.inner.excluded;
@@ -205,6 +206,7 @@ impl Explanation {
         dict.set_item("selector_mismatch", excluded.selector_mismatch)?;
         dict.set_item("unhealthy", excluded.unhealthy)?;
         dict.set_item("too_few_free", excluded.too_few_free)?;
+        dict.set_item("numa_split", excluded.numa_split)?;
         Ok(dict)
     }
 
@@ -214,11 +216,13 @@ impl Explanation {
         let excluded = self.inner.excluded;
         lines.push(format!(
             "  excluded nodes: {} cordoned, {} without the selector's labels, {} with too few \
-             healthy GPUs for a pod, {} with too few free GPUs",
+             healthy GPUs for a pod, {} with too few free GPUs, {} with free GPUs split over \
+             NUMA groups",
             excluded.cordoned,
             excluded.selector_mismatch,
             excluded.unhealthy,
-            excluded.too_few_free
+            excluded.too_few_free,
+            excluded.numa_split
         ));
         lines.join("\n")
     }

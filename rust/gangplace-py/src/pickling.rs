@@ -44,6 +44,7 @@ impl GangRequest {
         kwargs.set_item("movable", inner.terms.movable)?;
         kwargs.set_item("slices", crate::request::slices_tuple(py, inner)?)?;
         kwargs.set_item("spread", inner.spread.as_str())?;
+        kwargs.set_item("numa", inner.numa.as_str())?;
         Ok((args, kwargs))
     }
 }

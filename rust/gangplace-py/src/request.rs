@@ -39,6 +39,9 @@ use crate::types::{call_repr, dict, py_repr, terms_parts};
 ///     spread: ``"pack"`` (rule 4: as few children as possible, the largest filled first) or
 ///         ``"balanced"`` (as many children as pack uses, the largest, split as evenly as
 ///         their capacities allow; README "Balanced spread").
+///     numa: ``"none"`` or ``"single"``: every pod's GPUs in one NUMA group of its node (the
+///         level named ``numa`` of its ``NodeTopology``, else the outermost; a node without
+///         one is one group), and capacities count pods per group (README "Inside a node").
 ///
 /// Example:
 ///     >>> GangRequest(4, 8, required_level="rack")
@@ -56,9 +59,9 @@ pub struct GangRequest {
 impl GangRequest {
     #[new]
     #[pyo3(
-        text_signature = "(pods, gpus_per_pod=1, *, min_pods=None, required_level=None, selector=None, name='', priority=0, preemptible=True, movable=False, slices=(), spread='pack')"
+        text_signature = "(pods, gpus_per_pod=1, *, min_pods=None, required_level=None, selector=None, name='', priority=0, preemptible=True, movable=False, slices=(), spread='pack', numa='none')"
     )]
-    #[pyo3(signature = (pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, required_level = None, selector = None, name = String::new(), priority = Priority(0), preemptible = Preemptible(true), movable = Movable(false), slices = None, spread = None))]
+    #[pyo3(signature = (pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, required_level = None, selector = None, name = String::new(), priority = Priority(0), preemptible = Preemptible(true), movable = Movable(false), slices = None, spread = None, numa = None))]
     #[allow(clippy::too_many_arguments)] // the documented signature of GangRequest
     fn new(
         pods: &Bound<'_, PyAny>,
@@ -72,6 +75,7 @@ impl GangRequest {
         movable: Movable,
         slices: Option<&Bound<'_, PyAny>>,
         spread: Option<&Bound<'_, PyAny>>,
+        numa: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let terms = model::Terms::new(priority.0, preemptible.0, movable.0).map_err(core_to_py)?;
         let pods = convert::int(pods, "pods")?;
@@ -87,11 +91,17 @@ impl GangRequest {
             .transpose()?
             .map_or(Ok(model::Spread::Pack), |name| model::Spread::parse(&name))
             .map_err(core_to_py)?;
+        let numa = numa
+            .map(|value| convert::string(value, "numa"))
+            .transpose()?
+            .map_or(Ok(model::Numa::None), |name| model::Numa::parse(&name))
+            .map_err(core_to_py)?;
         let inner =
             model::GangRequest::new(pods, gpus_per_pod, min_pods, required_level, selector, name)
                 .and_then(|request| request.with_slices(&slices))
                 .map_err(core_to_py)?
-                .with_spread(spread);
+                .with_spread(spread)
+                .with_numa(numa);
         Ok(Self {
             inner: Arc::new(inner.with_terms(terms)),
         })
@@ -169,6 +179,12 @@ impl GangRequest {
         self.inner.spread.as_str()
     }
 
+    /// ``"none"`` or ``"single"`` (README "Inside a node").
+    #[getter]
+    fn numa(&self) -> &'static str {
+        self.inner.numa.as_str()
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let request = &self.inner;
         let mut parts = vec![request.pods.to_string(), request.gpus_per_pod.to_string()];
@@ -194,6 +210,9 @@ impl GangRequest {
         }
         if request.spread != model::Spread::Pack {
             parts.push(format!("spread={}", py_repr(py, request.spread.as_str())?));
+        }
+        if request.numa != model::Numa::None {
+            parts.push(format!("numa={}", py_repr(py, request.numa.as_str())?));
         }
         Ok(call_repr("GangRequest", &parts))
     }

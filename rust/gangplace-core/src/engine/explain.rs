@@ -49,6 +49,8 @@ pub struct Exclusions {
     pub unhealthy: u64,
     /// Enough healthy GPUs, too few of them free.
     pub too_few_free: u64,
+    /// `numa="single"`: enough free GPUs, but no NUMA group holds a pod.
+    pub numa_split: u64,
 }
 
 /// Why a gang fits where it does, or does not fit.
@@ -215,6 +217,13 @@ impl Engine {
                 excluded.unhealthy += 1;
             } else if state.free_count() < size {
                 excluded.too_few_free += 1;
+            } else if request.numa == crate::shapes::Numa::Single
+                && node
+                    .gpu_topology
+                    .as_deref()
+                    .is_some_and(|groups| groups.numa_capacity(state.free(), size) == 0)
+            {
+                excluded.numa_split += 1;
             }
         }
         excluded

@@ -451,14 +451,18 @@ fn search_over<R>(
     if request.selector.is_empty() {
         let view = capacity.cluster_view(states);
         return Ok(search(
-            &Search::new(topology, &view, size).with_shape(layers, request.spread),
+            &Search::new(topology, &view, size)
+                .with_shape(layers, request.spread)
+                .with_numa(request.numa),
         ));
     }
     let view = capacity
         .selector_view(states, &request.selector)
         .ok_or_else(|| internal("a selector lost its pool"))?;
     Ok(search(
-        &Search::new(topology, &view, size).with_shape(layers, request.spread),
+        &Search::new(topology, &view, size)
+            .with_shape(layers, request.spread)
+            .with_numa(request.numa),
     ))
 }
 

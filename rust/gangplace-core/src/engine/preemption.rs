@@ -230,10 +230,15 @@ impl Engine {
 /// Preemption and defragmentation count pods, not slices: a slice gang is refused with
 /// `InvalidRequest` (README "Slices") rather than given a plan that breaks its slices.
 pub(crate) fn refuse_slices(request: &GangRequest, call: &str) -> CoreResult<()> {
-    if request.slices.is_empty() {
-        return Ok(());
+    if !request.slices.is_empty() {
+        return Err(crate::error::invalid(format!(
+            "{call} does not take slice gangs yet; place them with place_gang or reserve"
+        )));
     }
-    Err(crate::error::invalid(format!(
-        "{call} does not take slice gangs yet; place them with place_gang or reserve"
-    )))
+    if request.numa == crate::shapes::Numa::Single {
+        return Err(crate::error::invalid(format!(
+            "{call} does not take numa='single' gangs yet; place them with place_gang or reserve"
+        )));
+    }
+    Ok(())
 }

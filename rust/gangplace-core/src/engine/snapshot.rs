@@ -33,7 +33,7 @@ use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{EndedHold, Ending, Hold, HoldState};
 use crate::limits::{MAX_NAME_BYTES, REMEMBERED_ENDED_HOLDS};
 use crate::model::{GangRequest, Placement, PodPlacement, Terms};
-use crate::shapes::Spread;
+use crate::shapes::{Numa, Spread};
 use crate::state::Changes;
 use crate::topology::NodeSpec;
 
@@ -101,6 +101,8 @@ struct HoldShape {
     placement_slices: Vec<Vec<String>>,
     /// The request's spread (`"pack"` without a request).
     spread: String,
+    /// The request's NUMA policy (`"none"` without a request).
+    numa: String,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -267,6 +269,12 @@ impl Engine {
                         .request
                         .as_deref()
                         .map_or(Spread::Pack, |request| request.spread)
+                        .as_str()
+                        .to_owned(),
+                    numa: hold
+                        .request
+                        .as_deref()
+                        .map_or(Numa::None, |request| request.numa)
                         .as_str()
                         .to_owned(),
                 })
@@ -516,7 +524,11 @@ impl Engine {
             name => Spread::parse(name).map_err(as_snapshot_error)?,
         };
         let request = record.request.map(request_from).transpose()?;
-        let request = request.map(|request| request.with_spread(spread));
+        let numa = match shape.numa.as_str() {
+            "" => Numa::None,
+            name => Numa::parse(name).map_err(as_snapshot_error)?,
+        };
+        let request = request.map(|request| request.with_spread(spread).with_numa(numa));
         let request = match request {
             Some(request) if !shape.slices.is_empty() => Some(
                 request

@@ -15,7 +15,7 @@ use crate::capacity::CapacityView;
 use crate::config::Policy;
 use crate::error::{CoreResult, internal};
 use crate::ids::{DomainId, GpuSet, NodeId, ROOT};
-use crate::shapes::{Layers, Spread};
+use crate::shapes::{Layers, Numa, Spread};
 use crate::topology::Topology;
 
 mod balanced;
@@ -98,6 +98,8 @@ pub struct Search<'a, V> {
     layers: Layers,
     /// How units are split among the children used (module `balanced`).
     split: Spread,
+    /// `Numa::Single`: capacities count pods inside one NUMA group, by walking the nodes.
+    numa: Numa,
 }
 
 impl<'a, V: CapacityView> Search<'a, V> {
@@ -109,7 +111,14 @@ impl<'a, V: CapacityView> Search<'a, V> {
             gpus_per_pod,
             layers: Layers::NONE,
             split: Spread::Pack,
+            numa: Numa::None,
         }
+    }
+
+    /// The same search counting pods per NUMA group (README "Inside a node"): no aggregate
+    /// holds that count, so capacities walk the nodes below the item.
+    pub fn with_numa(self, numa: Numa) -> Self {
+        Self { numa, ..self }
     }
 
     /// The same search for a request with these slice layers and this spread.
@@ -123,12 +132,34 @@ impl<'a, V: CapacityView> Search<'a, V> {
 
     /// Pods of this search's size that fit in `item` (rule 1).
     pub fn capacity(&self, item: Item) -> u64 {
+        if self.numa == Numa::Single {
+            return self.numa_capacity(item);
+        }
         match item {
             Item::Domain(id) => self.view.domain_capacity(id, self.gpus_per_pod),
             Item::Node(id) => self
                 .view
                 .node_free(id)
                 .map_or(0, |free| u64::from(free.count() / self.gpus_per_pod)),
+        }
+    }
+
+    /// Pods that fit in `item` with every pod inside one NUMA group of its node (a node
+    /// without GPU groups is one group).
+    fn numa_capacity(&self, item: Item) -> u64 {
+        match item {
+            Item::Node(id) => self.view.node_free(id).map_or(0, |free| {
+                let groups = self.topology.node(id).gpu_topology.as_deref();
+                let pods = match groups {
+                    Some(groups) => groups.numa_capacity(free, self.gpus_per_pod),
+                    None => free.count() / self.gpus_per_pod,
+                };
+                u64::from(pods)
+            }),
+            Item::Domain(_) => self
+                .children(item)
+                .map(|child| self.numa_capacity(child))
+                .sum(),
         }
     }
 
@@ -234,6 +265,11 @@ impl<'a, V: CapacityView> Search<'a, V> {
         self.split
     }
 
+    /// The NUMA policy of this search.
+    pub fn numa(&self) -> Numa {
+        self.numa
+    }
+
     /// GPUs per pod of this search.
     pub fn gpus_per_pod(&self) -> u32 {
         self.gpus_per_pod
@@ -250,7 +286,9 @@ impl<'a, V: CapacityView> Search<'a, V> {
         if !self.holds(Item::Domain(ROOT), pods) {
             return None;
         }
-        match (policy, self.view.index()) {
+        // Per-NUMA counts have no index: such searches walk (the index's order is by GPUs).
+        let index = self.view.index().filter(|_| self.numa == Numa::None);
+        match (policy, index) {
             (Policy::BestFit, Some(index)) => {
                 self.best_fit_indexed(index, pods, coarsest_depth, true)
             }
