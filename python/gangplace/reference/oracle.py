@@ -29,9 +29,9 @@ from gangplace.errors import (
     UnknownReservation,
     Unschedulable,
 )
-from gangplace.reference import rules, snapshots
-from gangplace.reference import slices as slicing
+from gangplace.reference import snapshots
 from gangplace.reference.adoption import Adoption
+from gangplace.reference.planning import Planning, gpu_groups
 from gangplace.reference.removals import COMMITTED_ENDINGS, Removals
 from gangplace.reference.values import (
     CLUSTER,
@@ -123,7 +123,7 @@ def _check_name(what: str, name: str) -> None:
         raise InvalidRequest(f"{what} is longer than {MAX_NAME_BYTES} bytes")
 
 
-class Cluster(Removals, Adoption):
+class Cluster(Planning, Removals, Adoption):
     """The reference cluster: same constructor and methods as ``gangplace.Cluster``."""
 
     def __init__(
@@ -202,7 +202,7 @@ class Cluster(Removals, Adoption):
             if not 0 <= gpu < gpus:
                 raise InvalidRequest(f"node {name!r}: unhealthy GPU index {gpu} out of range")
             bad.add(gpu)
-        groups = None if gpu_topology is None else _gpu_groups(name, gpu_topology, gpus)
+        groups = None if gpu_topology is None else gpu_groups(name, gpu_topology, gpus)
         path = tuple(topology[level] for level in self.levels)
         self._nodes[name] = _Node(name, gpus, path, labels, unhealthy=bad)
         if groups is not None:
@@ -300,65 +300,6 @@ class Cluster(Removals, Adoption):
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name in self._nodes
-
-    # ----------------------------------------------------------------- placement rules
-
-    def _depth_of(self, level: str | None) -> int:
-        try:
-            return rules.depth_of(self.levels, level)
-        except ValueError as error:
-            raise InvalidRequest(str(error)) from None
-
-    def _views(self) -> list[rules.NodeView]:
-        """The picture of the nodes the rules read."""
-        return [
-            rules.NodeView(
-                node.name,
-                node.path,
-                tuple(node.free()),
-                node.cordoned,
-                node.labels,
-                node.gpu_paths,
-                node.gpu_levels,
-            )
-            for node in self._nodes.values()
-        ]
-
-    def _gang(self, request: Request) -> rules.Gang:
-        """The request as the rules read it (an unknown level is an invalid request)."""
-        depth = self._depth_of(request.required_level)
-        level = request.required_level
-        if self.max_level is not None and self._depth_of(self.max_level) > depth:
-            level = self.max_level  # no placement spans more than one max_level domain
-        gang = rules.Gang(
-            pods=request.pods,
-            gpus_per_pod=request.gpus_per_pod,
-            min_pods=request.min_pods,
-            required_level=level,
-            selector=dict(request.selector),
-            name=request.name,
-            slices=tuple(request.slices),
-            spread=request.spread,
-            numa=request.numa,
-        )
-        try:
-            slicing.resolve(gang.slices, self.levels, self._depth_of(level))
-        except ValueError as error:
-            raise InvalidRequest(str(error)) from None
-        return gang
-
-    def _plan(self, request: Request) -> Placement | None:
-        return rules.place(self._views(), self.levels, self._gang(request), self.policy)
-
-    def _reason(self, request: Request) -> str:
-        """Why nothing fits: the best domain of each level tried, finest first."""
-        reason = rules.unschedulable_reason(self._views(), self.levels, self._gang(request))
-        bound = self.max_level
-        if bound is not None and self._depth_of(bound) >= self._depth_of(request.required_level):
-            reason += (
-                f"; no placement spans more than one {bound} (max_level: fabrics that never join)"
-            )
-        return reason
 
     # ----------------------------------------------------------------- transactions
 
@@ -648,23 +589,3 @@ def splitmix64(state: int) -> tuple[int, int]:
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
     return z ^ (z >> 31), state
-
-
-def _gpu_groups(
-    name: str, topology: Any, gpus: int
-) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]:
-    """A node's GPU groups, checked as the core checks them (README "Inside a node")."""
-    levels = tuple(topology.levels)
-    paths = tuple(tuple(path) for path in topology.paths)
-    reserved = {"node", "cluster"}
-    if not 1 <= len(levels) <= 4 or len(set(levels)) != len(levels):
-        raise InvalidRequest(f"node {name!r}: a GPU topology names 1 to 4 unique levels")
-    if any(not level or level in reserved for level in levels):
-        raise InvalidRequest(f"node {name!r}: a GPU topology level is not a usable name")
-    if len(paths) != gpus:
-        raise InvalidRequest(
-            f"node {name!r}: the GPU topology describes {len(paths)} GPUs but the node has {gpus}"
-        )
-    if any(len(path) != len(levels) or any(not 0 <= g <= 63 for g in path) for path in paths):
-        raise InvalidRequest(f"node {name!r}: each GPU needs one group id in 0..63 per level")
-    return levels, paths
