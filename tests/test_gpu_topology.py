@@ -196,3 +196,28 @@ def test_numa_single_agrees_with_the_reference_and_keeps_pods_in_one_group(
         engine.reserve(got)
         oracle.reserve(got)
     engine.check_invariants()
+
+
+def test_pods_know_their_affinity_and_keep_it_through_snapshots_and_pickles() -> None:
+    import pickle
+
+    board = topology_of("pcie")  # numa 0: pairs 0-1, 2-3; numa 1: pairs 4-5, 6-7
+    cluster = one_node(board, [0])
+    placement = cluster.place_gang(GangRequest(1, 2))
+    assert placement is not None and placement.pods[0].affinity == "pcie"  # pair 2-3
+    socket = cluster.place_gang(GangRequest(1, 3))
+    assert socket is not None and socket.pods[0].affinity == "numa"  # 1, 2, 3 in socket 0
+    spanning = cluster.place_gang(GangRequest(1, 7))
+    assert spanning is not None and spanning.pods[0].affinity == "node"
+    assert PodPlacement("n0", [2, 3]).affinity == "node"  # built by hand: unknown
+    assert PodPlacement("n0", [2, 3]) == placement.pods[0]  # affinity is not identity
+    held = cluster.commit(cluster.reserve(GangRequest(1, 2)))
+    restored = Cluster.restore(cluster.snapshot(), clock=FakeClock())
+    (kept,) = [a for a in restored.allocations() if a.id == held.id]
+    assert kept.placement.pods[0].affinity == "pcie"
+    again = pickle.loads(pickle.dumps(held.placement))
+    assert again.pods[0].affinity == "pcie" and again == held.placement
+    adopted = cluster.adopt([PodPlacement("n0", [4, 5])])
+    assert adopted.placement.pods[0].affinity == "pcie"
+    plain = one_node(None, []).place_gang(GangRequest(1, 2))
+    assert plain is not None and plain.pods[0].affinity == "node"

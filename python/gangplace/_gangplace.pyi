@@ -148,9 +148,19 @@ class PodPlacement:
     @property
     def gpus(self) -> tuple[int, ...]:
         """GPU indices, ascending."""
+    @property
+    def affinity(self) -> str:
+        """The finest intra-node level holding all its GPUs, or ``"node"``.
+
+        Set by the engine for the pods it places, adopts or restores on nodes with a
+        ``NodeTopology`` (README "Inside a node"); a pod you build says ``"node"``. Not part of
+        equality.
+        """
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
-    def __getnewargs__(self) -> tuple[str, tuple[int, ...]]: ...
+    @staticmethod
+    def _rebuild(node: str, gpus: Sequence[int], affinity: str | None = None) -> PodPlacement: ...
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
 @final
 class Placement:

@@ -10,6 +10,7 @@
 //! lowest free indices are taken inside the finest groups.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::error::{CoreResult, invalid};
 use crate::ids::GpuSet;
@@ -22,6 +23,8 @@ pub const MAX_GPU_LEVELS: usize = 4;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuTopology {
     levels: Vec<String>,
+    /// The level names again, shared with the pods whose affinity they are.
+    level_names: Vec<Arc<str>>,
     paths: Vec<Vec<u32>>,
     /// Per level, outermost first: each group's GPUs, in order of their lowest index.
     groups: Vec<Vec<GpuSet>>,
@@ -73,8 +76,13 @@ impl GpuTopology {
                 sets
             })
             .collect();
+        let level_names = levels
+            .iter()
+            .map(|level| Arc::from(level.as_str()))
+            .collect();
         Ok(Self {
             levels,
+            level_names,
             paths,
             groups,
         })
@@ -88,6 +96,15 @@ impl GpuTopology {
     /// Each GPU's group ids, one per level.
     pub fn paths(&self) -> &[Vec<u32>] {
         &self.paths
+    }
+
+    /// The finest level whose one group holds all of `gpus` (`None`: no level does, the
+    /// node is the finest).
+    pub fn affinity(&self, gpus: GpuSet) -> Option<Arc<str>> {
+        let level = (0..self.groups.len())
+            .rev()
+            .find(|&level| self.groups[level].iter().any(|&group| gpus & group == gpus))?;
+        Some(Arc::clone(&self.level_names[level]))
     }
 
     /// The groups `numa="single"` counts: those of the level named `numa`, else of the

@@ -193,12 +193,33 @@ impl GangRequest {
 }
 
 /// One pod of a placement: a node and the GPUs it takes there.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+///
+/// Equality and hashing are by node and GPUs: the affinity is derived from the node's GPU
+/// groups, not part of what the pod is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PodPlacement {
     /// Node name (shared with the node: building a placement copies no names).
     pub node: Arc<str>,
     /// The GPUs.
     pub gpus: GpuSet,
+    /// The finest intra-node level holding all its GPUs, when the engine placed it on a node
+    /// with GPU groups (`None`: the node, or unknown).
+    pub affinity: Option<Arc<str>>,
+}
+
+impl PartialEq for PodPlacement {
+    fn eq(&self, other: &Self) -> bool {
+        self.node == other.node && self.gpus == other.gpus
+    }
+}
+
+impl Eq for PodPlacement {}
+
+impl std::hash::Hash for PodPlacement {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.node.hash(state);
+        self.gpus.hash(state);
+    }
 }
 
 impl PodPlacement {
@@ -214,6 +235,7 @@ impl PodPlacement {
         Ok(Self {
             node: Arc::from(node),
             gpus,
+            affinity: None,
         })
     }
 

@@ -51,15 +51,29 @@ impl GangRequest {
 
 #[pymethods]
 impl PodPlacement {
-    fn __getnewargs__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let gpus = PyTuple::new(py, self.inner.gpu_indices())?;
-        PyTuple::new(
-            py,
-            [
-                self.inner.node.to_string().into_pyobject(py)?.into_any(),
-                gpus.into_any(),
-            ],
+    /// Rebuilds a pod from `__reduce__`'s parts, its affinity included (for `pickle`).
+    #[staticmethod]
+    #[pyo3(signature = (node, gpus, affinity = None))]
+    fn _rebuild(node: String, gpus: Vec<i64>, affinity: Option<String>) -> PyResult<Self> {
+        let mut inner =
+            gangplace_core::PodPlacement::new(node, gpus).map_err(crate::errors::core_to_py)?;
+        inner.affinity = affinity.map(Arc::from);
+        Ok(Self { inner })
+    }
+
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let py = slf.py();
+        let inner = &slf.get().inner;
+        let rebuild = py.get_type::<PodPlacement>().getattr("_rebuild")?;
+        let parts = (
+            inner.node.to_string(),
+            inner.gpu_indices(),
+            inner.affinity.as_deref().map(str::to_owned),
         )
+            .into_pyobject(py)?;
+        Ok((rebuild, parts))
     }
 }
 

@@ -80,6 +80,16 @@ impl PodPlacement {
         PyTuple::new(py, self.inner.gpu_indices())
     }
 
+    /// The finest intra-node level holding all its GPUs, or ``"node"``.
+    ///
+    /// Set by the engine for the pods it places, adopts or restores on nodes with a
+    /// ``NodeTopology`` (README "Inside a node"); a pod you build says ``"node"``. Not part of
+    /// equality.
+    #[getter]
+    fn affinity(&self) -> &str {
+        self.inner.affinity.as_deref().unwrap_or("node")
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let node = py_repr(py, &*self.inner.node)?;
         let gpus = py_repr(py, PyTuple::new(py, self.inner.gpu_indices())?)?;

@@ -160,6 +160,7 @@ impl Engine {
                 .map(|&(_, _, node, gpus)| PodPlacement {
                     node: Arc::clone(&self.topology.node(node).name),
                     gpus,
+                    affinity: self.affinity_of(node, gpus),
                 })
                 .collect(),
             level: self.topology.level_name(depth).to_owned(),

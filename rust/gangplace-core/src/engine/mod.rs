@@ -372,6 +372,7 @@ impl Engine {
                 .map(|pod| PodPlacement {
                     node: Arc::clone(&self.topology.node(pod.node).name),
                     gpus: pod.gpus,
+                    affinity: self.affinity_of(pod.node, pod.gpus),
                 })
                 .collect(),
             level: self.topology.level_name(plan.depth).to_owned(),
@@ -385,6 +386,12 @@ impl Engine {
                 })
                 .collect(),
         }
+    }
+
+    /// The finest intra-node level holding all of `gpus` on `node` (`None`: the node).
+    pub(crate) fn affinity_of(&self, node: NodeId, gpus: GpuSet) -> Option<Arc<str>> {
+        let groups = self.topology.node(node).gpu_topology.as_deref()?;
+        groups.affinity(gpus)
     }
 
     /// Where the gang would go now; changes nothing but expired reservations.

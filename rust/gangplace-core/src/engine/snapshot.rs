@@ -513,7 +513,13 @@ impl Engine {
             pods: record
                 .pods
                 .into_iter()
-                .map(|(node, gpus)| pod_from_record(node, &gpus))
+                .map(|(node, gpus)| {
+                    let mut pod = pod_from_record(node, &gpus)?;
+                    if let Some(id) = self.topology.node_id(&pod.node) {
+                        pod.affinity = self.affinity_of(id, pod.gpus);
+                    }
+                    Ok(pod)
+                })
                 .collect::<CoreResult<_>>()?,
             level: record.level,
             domain: record.domain,
