@@ -221,3 +221,26 @@ def test_pods_know_their_affinity_and_keep_it_through_snapshots_and_pickles() ->
     assert adopted.placement.pods[0].affinity == "pcie"
     plain = one_node(None, []).place_gang(GangRequest(1, 2))
     assert plain is not None and plain.pods[0].affinity == "node"
+
+
+def test_from_arrays_takes_one_topology_or_codes_into_a_table() -> None:
+    import numpy as np
+
+    board = topology_of("pcie")
+    names, racks = ["a", "b", "c"], [["r0", "r0", "r1"]]
+    gpus, masks = np.array([8, 8, 8]), np.array([1, 1, 1], dtype=np.uint64)  # GPU 0 unhealthy
+    every = Cluster.from_arrays(("rack",), names, racks, gpus, masks, gpu_topology=board)
+    placement = every.place_gang(GangRequest(3, 2))
+    assert placement is not None and all(pod.affinity == "pcie" for pod in placement.pods)
+    some = Cluster.from_arrays(
+        ("rack",), names, racks, gpus, masks, gpu_topology=([0, -1, 0], [board])
+    )
+    pods = some.place_gang(GangRequest(1, 2, required_level="node"))
+    assert pods is not None and (pods.pods[0].node, pods.pods[0].affinity) == ("c", "pcie")
+    assert some.adopt([PodPlacement("b", [2, 3])]).placement.pods[0].affinity == "node"
+    with pytest.raises(InvalidRequest, match='code 1 of node "b" is outside its table of 1'):
+        Cluster.from_arrays(("rack",), names, racks, gpus, masks, gpu_topology=([0, 1, 0], [board]))
+    with pytest.raises(InvalidRequest, match="2 codes for 3 nodes"):
+        Cluster.from_arrays(("rack",), names, racks, gpus, masks, gpu_topology=([0, 0], [board]))
+    with pytest.raises(TypeError, match="NodeTopology or"):
+        Cluster.from_arrays(("rack",), names, racks, gpus, masks, gpu_topology=7)  # type: ignore[arg-type]

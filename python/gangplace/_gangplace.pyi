@@ -527,6 +527,7 @@ class Cluster:
         clock: Callable[[], float] | None = None,
         max_held_gpus_per_owner: int | None = None,
         max_level: str | None = None,
+        gpu_topology: NodeTopology | tuple[Sequence[int], Sequence[NodeTopology]] | None = None,
     ) -> Cluster:
         """Builds a cluster from columns, one entry per node, in one call.
 
@@ -542,6 +543,9 @@ class Cluster:
             clock: As for ``Cluster``.
             max_held_gpus_per_owner: As for ``Cluster``.
             max_level: As for ``Cluster``.
+            gpu_topology: GPU groups (README "Inside a node"): one ``NodeTopology`` for every
+                node, or ``(codes, table)`` with one code per node into a table of
+                topologies (-1: the node has none).
 
         Raises:
             InvalidRequest: Columns of different lengths, codes outside their table, or any

@@ -212,3 +212,51 @@ pub fn gpu_state_dict<'py>(
     )?;
     Ok(dict)
 }
+
+/// `from_arrays(gpu_topology=...)`: one `NodeTopology` for every node, or `(codes, table)`
+/// with one integer code per node into a table of topologies (-1: the node has none).
+pub fn set_gpu_topologies(specs: &mut [NodeSpec], value: &Bound<'_, PyAny>) -> PyResult<()> {
+    if value.hasattr("levels")? && value.hasattr("paths")? {
+        let groups = convert::gpu_topology(value)?;
+        for spec in specs.iter_mut() {
+            spec.gpu_topology = Some(groups.clone());
+        }
+        return Ok(());
+    }
+    let pair: Vec<Bound<'_, PyAny>> = value
+        .try_iter()
+        .map_err(|_| PyTypeError::new_err("gpu_topology must be a NodeTopology or (codes, table)"))?
+        .collect::<PyResult<_>>()?;
+    let [codes, table] = pair.as_slice() else {
+        return Err(PyTypeError::new_err(
+            "gpu_topology must be a NodeTopology or (codes, table)",
+        ));
+    };
+    let codes = convert::int_sequence(codes, "gpu_topology codes")?;
+    let table = table
+        .try_iter()?
+        .map(|entry| convert::gpu_topology(&entry?))
+        .collect::<PyResult<Vec<_>>>()?;
+    if codes.len() != specs.len() {
+        return Err(InvalidRequest::new_err(format!(
+            "gpu_topology has {} codes for {} nodes",
+            codes.len(),
+            specs.len()
+        )));
+    }
+    for (spec, code) in specs.iter_mut().zip(codes) {
+        if code == -1 {
+            continue;
+        }
+        let groups = usize::try_from(code).ok().and_then(|code| table.get(code));
+        let groups = groups.ok_or_else(|| {
+            InvalidRequest::new_err(format!(
+                "gpu_topology code {code} of node {:?} is outside its table of {}",
+                spec.name,
+                table.len()
+            ))
+        })?;
+        spec.gpu_topology = Some(groups.clone());
+    }
+    Ok(())
+}

@@ -137,6 +137,9 @@ impl Cluster {
     ///     clock: As for ``Cluster``.
     ///     max_held_gpus_per_owner: As for ``Cluster``.
     ///     max_level: As for ``Cluster``.
+    ///     gpu_topology: GPU groups (README "Inside a node"): one ``NodeTopology`` for every
+    ///         node, or ``(codes, table)`` with one code per node into a table of
+    ///         topologies (-1: the node has none).
     ///
     /// Raises:
     ///     InvalidRequest: Columns of different lengths, codes outside their table, or any
@@ -145,10 +148,11 @@ impl Cluster {
     #[staticmethod]
     #[pyo3(signature = (
         levels, names, domains, gpus, unhealthy_mask, labels = None, *,
-        policy = None, clock = None, max_held_gpus_per_owner = None, max_level = None
+        policy = None, clock = None, max_held_gpus_per_owner = None, max_level = None,
+        gpu_topology = None
     ))]
     #[pyo3(
-        text_signature = "(levels, names, domains, gpus, unhealthy_mask, labels=None, *, policy='best-fit', clock=None, max_held_gpus_per_owner=None, max_level=None)"
+        text_signature = "(levels, names, domains, gpus, unhealthy_mask, labels=None, *, policy='best-fit', clock=None, max_held_gpus_per_owner=None, max_level=None, gpu_topology=None)"
     )]
     #[allow(clippy::too_many_arguments)] // the documented signature of from_arrays
     fn from_arrays(
@@ -163,11 +167,16 @@ impl Cluster {
         clock: Option<Bound<'_, PyAny>>,
         max_held_gpus_per_owner: Option<&Bound<'_, PyAny>>,
         max_level: Option<&Bound<'_, PyAny>>,
+        gpu_topology: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let cap = max_held_gpus_per_owner;
         let (mut engine, clock) = new_engine(py, levels, policy, clock, cap, max_level)?;
         let level_names = engine.config().levels();
-        let specs = arrays::node_specs(level_names, names, domains, gpus, unhealthy_mask, labels)?;
+        let mut specs =
+            arrays::node_specs(level_names, names, domains, gpus, unhealthy_mask, labels)?;
+        if let Some(groups) = gpu_topology {
+            arrays::set_gpu_topologies(&mut specs, groups)?;
+        }
         py.detach(|| {
             contain(|| {
                 for spec in specs {
