@@ -42,5 +42,8 @@ run philly-tiebreak-b436b2 --trace $philly/b436b2.trace --cluster tree:2,2,2,8 -
 # Slices (issue 13): three Philly VCs on four NVL72-like racks (18 trays x 4 GPUs).
 run philly-nvl72-slices --trace $philly/6c71a0.trace,$philly/b436b2.trace,$philly/11cb48.trace \
     --cluster tree:2,2,18,4 --seeds 0-4 --policies best-fit,best-fit+slices,pod-by-pod
+# NUMA-split nodes (issue 13): two NUMA halves per node; best-fit against numa="single".
+run philly-numa-split --trace $philly/6c71a0.trace,$philly/b436b2.trace,$philly/11cb48.trace \
+    --cluster tree:2,2,4,8 --seeds 0-4 --policies best-fit,best-fit+numa,pod-by-pod --numa-split
 echo "simulation_docs: tables of docs/simulation.md" >&2
 python scripts/simulation_tables.py

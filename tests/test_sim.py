@@ -423,3 +423,15 @@ def test_nvidia_slices_and_the_slices_policy_waits_for_whole_slices() -> None:
     jobs = [job("B0", 0, 100, 4, 4), job("B1", 0, 200, 4, 4), job("A", 10, 50, 8, 4)]
     assert starts("best-fit", jobs, cluster="tree:1,3,6,4") == [0, 0, 10]
     assert starts("best-fit+slices", jobs, cluster="tree:1,3,6,4") == [0, 0, 100]
+
+
+def test_numa_split_scenario_counts_pods_the_kubelet_would_reject() -> None:
+    # Two 8-GPU nodes, each two NUMA halves of 4. B0 and B1 (3 GPUs each) leave n0 with GPUs
+    # 3 and 7 free, one per socket. A (2 GPUs) goes to n0 under best-fit, across sockets; with
+    # numa="single" it takes n1 instead.
+    jobs = [job("B0", 0, 100, 1, 3), job("B1", 0, 100, 1, 3), job("A", 10, 10, 1, 2)]
+    plain = run("best-fit", jobs, cluster="tree:1,1,2,8", numa_split=True)
+    single = run("best-fit+numa", jobs, cluster="tree:1,1,2,8", numa_split=True)
+    assert plain.numa_split_pods == 1 and plain.records[2].nodes == ("s0-r0-n0",)
+    assert single.numa_split_pods == 0 and single.records[2].nodes == ("s0-r0-n1",)
+    assert run("best-fit", jobs, cluster="tree:1,1,2,8").numa_split_pods == 0  # not counted

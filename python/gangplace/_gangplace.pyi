@@ -344,6 +344,9 @@ class NodeInfo:
     def name(self) -> str:
         """The node's name."""
     @property
+    def gpu_topology(self) -> NodeTopology | None:
+        """Its GPU groups (a ``gangplace.NodeTopology``), or ``None``."""
+    @property
     def gpus(self) -> int:
         """Its GPUs, healthy or not."""
     @property

@@ -123,6 +123,11 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         "--repair-hours", type=float, default=4.0, help="a failed GPU is back after this (4)"
     )
     parser.add_argument(
+        "--numa-split",
+        action="store_true",
+        help="NUMA-split scenario: nodes have two NUMA halves; counts pods spanning both",
+    )
+    parser.add_argument(
         "--high-priority-share",
         type=float,
         default=0.0,
@@ -175,6 +180,7 @@ def _settings(args: argparse.Namespace) -> SimSettings:
         repair_s=args.repair_hours * 3600.0,
         checkpoint_s=args.checkpoint_hours * 3600.0 if args.checkpoint_hours else None,
         high_priority_share=args.high_priority_share,
+        numa_split=args.numa_split,
     )
 
 

@@ -127,7 +127,13 @@ class ReferenceScheduler:
         copy = Cluster(self.cluster.levels, policy=self.cluster.policy)  # type: ignore[arg-type]
         for name in self.cluster.nodes():
             info = self.cluster.node(name)
-            copy.add_node(name, gpus=info.gpus, topology=info.topology, labels=info.labels)
+            copy.add_node(
+                name,
+                gpus=info.gpus,
+                topology=info.topology,
+                labels=info.labels,
+                gpu_topology=info.gpu_topology,
+            )
         return copy
 
     def _form(self, job: _Job, now: float) -> tuple[str | None, bool]:

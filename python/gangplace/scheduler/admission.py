@@ -9,6 +9,7 @@ of the cluster, rebuilt when the node count or the total GPU count changes.
 from __future__ import annotations
 
 from gangplace._gangplace import Cluster, GangRequest
+from gangplace.gpu_topology import NodeTopology
 
 __all__ = ["EmptyTwin", "relaxed"]
 
@@ -104,9 +105,16 @@ def _build_twin(cluster: Cluster) -> Cluster:
     state = cluster.gpu_state()
     names = [str(name) for name in state["node"]]
     labels: dict[str, list[str | None]] = {}
+    table: list[NodeTopology] = []
+    codes: list[int] = []
     for index, name in enumerate(names):
-        for key, value in cluster.node(name).labels.items():
+        info = cluster.node(name)
+        for key, value in info.labels.items():
             labels.setdefault(key, [None] * len(names))[index] = value
+        groups = info.gpu_topology  # numa="single" gangs fit the twin only as they fit here
+        if groups is not None and groups not in table:
+            table.append(groups)
+        codes.append(-1 if groups is None else table.index(groups))
     levels = cluster.levels
     return Cluster.from_arrays(
         levels,
@@ -116,4 +124,5 @@ def _build_twin(cluster: Cluster) -> Cluster:
         unhealthy_mask=[0] * len(names),
         labels=labels or None,
         policy="first-fit" if cluster.policy == "first-fit" else "best-fit",
+        gpu_topology=(codes, table) if table else None,
     )

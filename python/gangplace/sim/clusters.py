@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from gangplace._gangplace import Cluster
+from gangplace.gpu_topology import NodeTopology
 from gangplace.sim.errors import ClusterSpecError
 from gangplace.synth import SHAPES, columns
 
@@ -43,6 +44,8 @@ class ClusterSpec:
         paths: Per node, its domain names, outermost first.
         gpus: Per node, its GPUs.
         unhealthy: Per node, a bitmask of unhealthy GPUs.
+        numa_split: Every node of an even GPU count has two NUMA halves (the NUMA-split
+            scenario: GPUs ``0..g/2`` on socket 0, the rest on socket 1).
 
     """
 
@@ -52,6 +55,7 @@ class ClusterSpec:
     paths: tuple[tuple[str, ...], ...]
     gpus: tuple[int, ...]
     unhealthy: tuple[int, ...]
+    numa_split: bool = False
 
     @property
     def total_gpus(self) -> int:
@@ -95,7 +99,20 @@ class ClusterSpec:
             np.array(self.unhealthy, dtype=np.uint64),
             policy=policy,  # type: ignore[arg-type]
             clock=clock,  # type: ignore[arg-type]
+            gpu_topology=self.halves(),
         )
+
+    def halves(self) -> tuple[list[int], list[NodeTopology]] | None:
+        """The NUMA-split scenario's GPU groups, as ``from_arrays`` codes into a table."""
+        if not self.numa_split:
+            return None
+        sizes = sorted({gpus for gpus in self.gpus if gpus >= 2 and gpus % 2 == 0})
+        table = [
+            NodeTopology(("numa",), tuple((gpu * 2 // size,) for gpu in range(size)))
+            for size in sizes
+        ]
+        codes = [sizes.index(gpus) if gpus in sizes else -1 for gpus in self.gpus]
+        return codes, table
 
 
 def _from_shape(name: str, *, unhealthy: float, seed: int) -> ClusterSpec:

@@ -7,6 +7,8 @@
 - ``best-fit+slices``: best-fit where every gang of 32 GPUs or more keeps slices inside one
   domain of the innermost level (the NVLink rack on ``nvl72``), by NVIDIA's guidance for
   GB200 NVL72 (:func:`nvidia_slices`: 16 pods per slice from 128 GPUs, 4 below).
+- ``best-fit+numa``: best-fit with ``numa="single"``: no pod's GPUs span two NUMA groups
+  (with ``--numa-split``, where nodes have two NUMA halves).
 - ``best-fit+preempt``, ``best-fit+defrag``: the same with preemption, or defragmentation, for
   the blocked head (jobs of the trace carry their priorities; every job is preemptible and,
   for defragmentation, movable).
@@ -52,7 +54,13 @@ __all__ = [
 ]
 
 POLICIES = ("best-fit", "first-fit", "blind", "pod-by-pod", "ladder")
-EXTRA_POLICIES = ("best-fit+preempt", "best-fit+defrag", "best-fit-path", "best-fit+slices")
+EXTRA_POLICIES = (
+    "best-fit+preempt",
+    "best-fit+defrag",
+    "best-fit-path",
+    "best-fit+slices",
+    "best-fit+numa",
+)
 ALL_POLICIES = POLICIES + EXTRA_POLICIES
 
 
@@ -67,6 +75,7 @@ class GangPolicy:
         preemption: bool = False,
         defrag: bool = False,
         slices: bool = False,
+        numa_single: bool = False,
         ladder: tuple[float, float] | None = None,
     ) -> None:
         self.name = name
@@ -74,6 +83,7 @@ class GangPolicy:
         self.preemption = preemption
         self.defrag = defrag
         self.slices = slices
+        self.numa_single = numa_single
         self.ladder = ladder
         self.alias: dict[str, str] = {}
         self.scheduler: Scheduler | None = None
@@ -115,6 +125,7 @@ class GangPolicy:
         slices: tuple[tuple[str, int], ...] = ()
         if self.slices and self.levels:
             slices = nvidia_slices(job.pods, job.gpus, self.levels[-1])
+        numa = "single" if self.numa_single else "none"
         request = GangRequest(
             job.pods,
             job.gpus_per_pod,
@@ -123,6 +134,7 @@ class GangPolicy:
             priority=job.priority,
             movable=self.defrag,
             slices=slices,
+            numa=numa,  # type: ignore[arg-type]
         )
         return request, ladder
 
@@ -156,6 +168,7 @@ class GangPolicy:
                 replay.preemptions += 1
         for started in decisions.started:
             replay.placements += 1
+            replay.count_numa_splits(started.allocation.placement.pods)
             replay.started(replay.by_id[started.job_id], started.allocation.placement.nodes, now)
         for moved in decisions.moved:
             replay.moved(replay.by_id[moved.job_id], moved.allocation.placement.nodes, now)
@@ -344,6 +357,7 @@ class PodByPodPolicy:
             self._dequeue(record)
             record.first_bound_s = None
             nodes = tuple({node for a in record.bound for node in a.placement.nodes})
+            replay.count_numa_splits([pod for a in record.bound for pod in a.placement.pods])
             replay.started(record, nodes, now)
         return True
 
@@ -420,6 +434,8 @@ def policy_for(name: str, settings: SimSettings) -> GangPolicy | PodByPodPolicy:
         return GangPolicy(name, name)
     if name == "best-fit+slices":
         return GangPolicy(name, "best-fit", slices=True)
+    if name == "best-fit+numa":
+        return GangPolicy(name, "best-fit", numa_single=True)
     if name == "best-fit+preempt":
         return GangPolicy(name, "best-fit", preemption=True)
     if name == "best-fit+defrag":

@@ -13,6 +13,7 @@ arrived and never started is a censored wait (at least the run's end minus its a
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import random
 from collections.abc import Callable
@@ -88,6 +89,7 @@ class RunResult:
     moves: int = 0
     failures: int = 0
     load_curve: list[tuple[float, float]] = field(default_factory=list)
+    numa_split_pods: int = 0
 
 
 class Replay:
@@ -112,6 +114,8 @@ class Replay:
 
             policy = policy_for(policy, self.settings)
         self.policy = policy
+        if self.settings.numa_split:
+            spec = dataclasses.replace(spec, numa_split=True)
         self.spec = spec
         self.clock = SimClock()
         self.cluster: Cluster = policy.build(spec, self.clock, self.settings)
@@ -130,6 +134,7 @@ class Replay:
         self.deadlock_s = 0.0
         self.in_deadlock = False
         self.placements = 0
+        self.numa_split_pods = 0  # started pods whose GPUs span two NUMA groups
         self.engine_seconds = 0.0
         self.preemptions = self.moves = self.failures = 0
         self.samples: list[tuple[float, int, int, int]] = []
@@ -206,6 +211,7 @@ class Replay:
             self.moves,
             self.failures,
             self.load_curve,
+            self.numa_split_pods,
         )
 
     def _advance(self, last: float, now: float) -> None:
@@ -236,6 +242,15 @@ class Replay:
         # WAKE: only the pass below.
 
     # ------------------------------------------------------------------ for the policies
+
+    def count_numa_splits(self, pods: Any) -> None:
+        """NUMA-split scenario: counts started pods whose GPUs span two NUMA groups."""
+        if self.spec.numa_split:
+            grouped = {gpus for gpus in self.spec.gpus if gpus >= 2 and gpus % 2 == 0}
+            by_name = dict(zip(self.spec.names, self.spec.gpus, strict=True))
+            self.numa_split_pods += sum(
+                1 for pod in pods if pod.affinity == "node" and by_name.get(pod.node) in grouped
+            )
 
     def started(self, record: JobRecord, nodes: tuple[str, ...], now: float) -> None:
         """A job runs from ``now`` on ``nodes``."""

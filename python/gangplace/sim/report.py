@@ -124,6 +124,14 @@ def group_lines(report: dict[str, Any], scale: float, unit: str) -> list[str]:
                     f"goodput {_share(entry['goodput'])}, preemptions "
                     f"{_cell(entry['preemptions'], form='{:.0f}')}"
                 )
+    if report["settings"].get("numa_split"):
+        for name, entry in report["policies"].items():
+            if entry["seeds_run"]:
+                split = _cell(entry["numa_split_pods"], form="{:.0f}")
+                lines.append(
+                    f"pods spanning both NUMA halves (the kubelet would reject them), {name}: "
+                    f"{split}"
+                )
     return lines
 
 

@@ -44,6 +44,7 @@ HEADLINE = (
     "drain_h",
     "locality.rack",
     "waited_with_room.jobs",
+    "numa_split_pods",
     "allocation_at_end",
     "preemptions",
     "lost_gpu_hours",

@@ -10,8 +10,12 @@
 - **Slices on NVL72 racks**: the ``best-fit+slices`` policy
   (:func:`gangplace.sim.policies.nvidia_slices`), run against ``best-fit`` on the same trace.
 
-Repair in place, hot spares and NUMA-split nodes wait for the features they exercise (issues
-13 and 14).
+- **NUMA-split nodes** (``numa_split``, ``--numa-split``): every node of an even GPU count has
+  two NUMA halves; the report counts started pods whose GPUs span both (the kubelet's
+  ``single-numa-node`` policy would reject them); ``best-fit+numa`` places with
+  ``numa="single"``.
+
+Repair in place and hot spares wait for the features they exercise (issue 14).
 """
 
 from __future__ import annotations

@@ -45,6 +45,9 @@ class SimSettings:
             taken every this many seconds of run time (``None``: restarts from scratch).
         high_priority_share: Share of jobs made priority 1 (the priorities scenario of
             :mod:`gangplace.sim.scenarios`).
+        numa_split: Every node of an even GPU count has two NUMA halves (the NUMA-split
+            scenario): pods whose GPUs span both are counted (the kubelet's
+            ``single-numa-node`` policy would reject them).
 
     """
 
@@ -61,6 +64,7 @@ class SimSettings:
     repair_s: float = 4 * 3600.0
     checkpoint_s: float | None = 3600.0
     high_priority_share: float = 0.0
+    numa_split: bool = False
 
     def __post_init__(self) -> None:
         _choice("order", self.order, ORDERS)
@@ -136,6 +140,11 @@ def assumptions(settings: SimSettings, *, synthetic_durations: bool) -> list[str
         lines.append(
             f"priorities scenario: {settings.high_priority_share:.0%} of the jobs made "
             "priority 1 at random (GUESSED: the trace has no priorities)"
+        )
+    if settings.numa_split:
+        lines.append(
+            "NUMA-split scenario: every node of an even GPU count has two NUMA halves "
+            "(GPUs 0..g/2-1 and g/2..g-1)"
         )
     if settings.quotas:
         lines.append("quotas: " + ", ".join(f"{o}={g}" for o, g in sorted(settings.quotas.items())))

@@ -344,6 +344,8 @@ pub struct NodeInfo {
     pub allocated: Vec<u32>,
     /// Unhealthy, held or not.
     pub unhealthy: Vec<u32>,
+    /// Its GPU groups, if given: level names and each GPU's group ids.
+    pub gpu_topology: Option<(Vec<String>, Vec<Vec<u32>>)>,
 }
 
 /// GPU counts over the whole cluster.

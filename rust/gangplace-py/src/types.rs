@@ -415,6 +415,21 @@ impl NodeInfo {
         &self.inner.name
     }
 
+    /// Its GPU groups (a ``gangplace.NodeTopology``), or ``None``.
+    #[getter]
+    fn gpu_topology<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some((levels, paths)) = &self.inner.gpu_topology else {
+            return Ok(None);
+        };
+        let class = py
+            .import("gangplace.gpu_topology")?
+            .getattr("NodeTopology")?;
+        let levels = PyTuple::new(py, levels)?;
+        let paths: PyResult<Vec<Bound<'py, PyTuple>>> =
+            paths.iter().map(|path| PyTuple::new(py, path)).collect();
+        Ok(Some(class.call1((levels, PyTuple::new(py, paths?)?))?))
+    }
+
     /// Its GPUs, healthy or not.
     #[getter]
     fn gpus(&self) -> u32 {

@@ -242,6 +242,10 @@ impl Engine {
             reserved: state.reserved.indices(),
             allocated: state.allocated.indices(),
             unhealthy: state.unhealthy.indices(),
+            gpu_topology: node
+                .gpu_topology
+                .as_deref()
+                .map(|groups| (groups.levels().to_vec(), groups.paths().to_vec())),
         })
     }
 
