@@ -21,17 +21,7 @@ def relaxed(
 ) -> GangRequest:
     """The most relaxed form ``request`` can reach: smallest size, coarsest level."""
     candidates = [request.required_level, *(level for _, level in ladder)]
-    level = _coarsest(candidates, levels)
-    return GangRequest(
-        request.min_pods or request.pods,
-        request.gpus_per_pod,
-        required_level=level,
-        selector=request.selector,
-        name=request.name,
-        slices=request.slices,
-        spread=request.spread,
-        numa=request.numa,
-    )
+    return _smallest_at(request, _coarsest(candidates, levels))
 
 
 def every_form(
@@ -42,17 +32,21 @@ def every_form(
     A slice gang's layers must suit all of them, which placing each on the empty twin checks.
     """
     levels = [request.required_level, *(level for _, level in ladder)]
-    return [
-        GangRequest(
-            request.min_pods or request.pods,
-            request.gpus_per_pod,
-            required_level=level,
-            slices=request.slices,
-            spread=request.spread,
-            numa=request.numa,
-        )
-        for level in levels
-    ]
+    return [_smallest_at(request, level) for level in levels]
+
+
+def _smallest_at(request: GangRequest, level: str | None) -> GangRequest:
+    """``request`` at its smallest size (``min_pods``) and the given required level."""
+    return GangRequest(
+        request.min_pods or request.pods,
+        request.gpus_per_pod,
+        required_level=level,
+        selector=request.selector,
+        name=request.name,
+        slices=request.slices,
+        spread=request.spread,
+        numa=request.numa,
+    )
 
 
 def _coarsest(candidates: list[str | None], levels: tuple[str, ...]) -> str | None:

@@ -12,12 +12,10 @@
 //! soon as that many are found, and a child with fewer pods than one slice is never entered
 //! (a slice is made of pods), so a fit test costs the domains it needs, not the subtree.
 
-use super::{Item, PlannedPod, Search};
+use super::{Item, LevelBest, PlannedPod, Search};
 use crate::capacity::CapacityView;
 use crate::error::CoreResult;
 use crate::ids::ROOT;
-
-use super::LevelBest;
 
 impl<V: CapacityView> Search<'_, V> {
     /// Whether `item` holds `pods` pods: by capacity, or in whole outermost slices.
@@ -82,7 +80,7 @@ impl<V: CapacityView> Search<'_, V> {
             }
             if item_depth == depth {
                 let pods = self.units(item, 0, u64::MAX) * outer;
-                if pods > best.capacity || (best.item.is_none() && pods > 0) {
+                if pods > best.capacity {
                     best.capacity = pods;
                     best.item = Some(item);
                 }
