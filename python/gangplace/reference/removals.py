@@ -147,7 +147,7 @@ class Removals:
     ) -> PreemptionPlan | None:
         """Which allocations to end, and where the gang then goes (rules P1-P6)."""
         most, min_runtime, exempt = _limits(max_victims, min_runtime, exempt_owners, "max_victims")
-        _refuse_slices(request, "plan_preemption")
+        _refuse_unsupported_shapes(request, "plan_preemption")
         now = self._reclaim()
         placement = self._plan(request)
         if placement is not None:
@@ -288,7 +288,7 @@ class Removals:
     ) -> DefragPlan | None:
         """Which movable jobs to move where so that the gang fits (rules D1-D4)."""
         most, min_runtime, exempt = _limits(max_moves, min_runtime, exempt_owners, "max_moves")
-        _refuse_slices(request, "plan_defrag")
+        _refuse_unsupported_shapes(request, "plan_defrag")
         now = self._reclaim()
         placement = self._plan(request)
         if placement is not None:
@@ -371,8 +371,8 @@ class Removals:
         return reservation, replaced
 
 
-def _refuse_slices(request: Request, call: str) -> None:
-    """Preemption and defragmentation count pods, not slices (README "Slices")."""
+def _refuse_unsupported_shapes(request: Request, call: str) -> None:
+    """Preemption and defragmentation count pods, not slices or pods per NUMA group."""
     if request.slices:
         raise InvalidRequest(
             f"{call} does not take slice gangs yet; place them with place_gang or reserve"

@@ -34,7 +34,7 @@ impl Engine {
         options: DefragOptions,
         now: f64,
     ) -> CoreResult<Option<DefragPlan>> {
-        super::preemption::refuse_slices(request, "plan_defrag")?;
+        super::preemption::refuse_unsupported_shapes(request, "plan_defrag")?;
         let (demand, plan) = self.plan(request, now)?;
         if let Some(plan) = plan {
             return Ok(Some(self.defrag_plan(request, &plan, &[], Vec::new())));

@@ -84,7 +84,7 @@ impl Engine {
         limits: &RemovalLimits,
         now: f64,
     ) -> CoreResult<Option<PreemptionPlan>> {
-        refuse_slices(request, "plan_preemption")?;
+        refuse_unsupported_shapes(request, "plan_preemption")?;
         let (demand, plan) = self.plan(request, now)?;
         if let Some(plan) = plan {
             return Ok(Some(self.plan_without_victims(request, &plan)));
@@ -227,9 +227,10 @@ impl Engine {
     }
 }
 
-/// Preemption and defragmentation count pods, not slices: a slice gang is refused with
-/// `InvalidRequest` (README "Slices") rather than given a plan that breaks its slices.
-pub(crate) fn refuse_slices(request: &GangRequest, call: &str) -> CoreResult<()> {
+/// Preemption and defragmentation count pods, not slices or pods per NUMA group: a slice or
+/// `numa="single"` gang is refused with `InvalidRequest` (README "Slices", "Inside a node")
+/// rather than given a plan that breaks its shape.
+pub(crate) fn refuse_unsupported_shapes(request: &GangRequest, call: &str) -> CoreResult<()> {
     if !request.slices.is_empty() {
         return Err(crate::error::invalid(format!(
             "{call} does not take slice gangs yet; place them with place_gang or reserve"
