@@ -3,9 +3,12 @@
 The slice size is half a rack, rounded down to a power of two (4 pods on ``colossus100k``,
 8 on ``nvl72``, 2 on ``tiny``); pods take whole nodes. ``sliced-4`` is 4 slices, ``sliced-16``
 16, ``nested-16`` 16 rack slices grouped 4 per spine-level domain (two layers), ``balanced-16``
-the plain gang of 16 slices' pods with ``spread="balanced"``. Each is timed
-next to the plain gang of the same pods and GPUs (``plain-4``, ``plain-16``). The issue's goal:
-a slice placement at most 2x the plain one.
+the plain gang of 16 slices' pods with ``spread="balanced"``. Multi-role gangs (README
+"Multi-role gangs"): ``roles-16`` is the plain 16 slices' pods as two groups of half each
+(the same GPUs), ``leader-16`` those pods as one ``workers`` group plus a 1-GPU ``leader``
+colocated in the workers' rank-0 domain of the level above the rack (one GPU more). Each is
+timed next to the plain gang of the same pods and GPUs (``plain-4``, ``plain-16``). The
+issue's goal: a slice or multi-role placement at most 2x the plain one.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 import pytest
 
 from benches.clusters import Setup
-from gangplace import GangRequest
+from gangplace import GangRequest, MultiGangRequest, PodGroup
 
 
 def slice_size(setup: Setup) -> int:
@@ -24,11 +27,20 @@ def slice_size(setup: Setup) -> int:
     return 1 << (half.bit_length() - 1)
 
 
-def shaped(setup: Setup, label: str) -> GangRequest:
-    """The gang ``label``: ``plain-N``, ``sliced-N``, ``nested-N`` or ``balanced-N``."""
+def shaped(setup: Setup, label: str) -> GangRequest | MultiGangRequest:
+    """The gang ``label``: ``plain-N``, ``sliced-N``, ``nested-N``, ``balanced-N``,
+    ``roles-N`` or ``leader-N``."""
     kind, count = label.split("-")
     size = slice_size(setup)
     pods, gpus = int(count) * size, setup.shape.gpus_per_node
+    if kind == "roles":
+        half = pods // 2
+        return MultiGangRequest((PodGroup("a", half, gpus), PodGroup("b", pods - half, gpus)))
+    if kind == "leader":
+        return MultiGangRequest(
+            (PodGroup("leader", 1, 1), PodGroup("workers", pods, gpus)),
+            colocate=(("leader", "workers", setup.spine),),
+        )
     if kind == "plain":
         return GangRequest(pods, gpus)
     if kind == "balanced":
@@ -38,7 +50,16 @@ def shaped(setup: Setup, label: str) -> GangRequest:
     return GangRequest(pods, gpus, slices=((setup.spine, 4 * size), (setup.rack, size)))
 
 
-LABELS = ["plain-4", "sliced-4", "plain-16", "sliced-16", "nested-16", "balanced-16"]
+LABELS = [
+    "plain-4",
+    "sliced-4",
+    "plain-16",
+    "sliced-16",
+    "nested-16",
+    "balanced-16",
+    "roles-16",
+    "leader-16",
+]
 
 
 @pytest.mark.parametrize("label", LABELS)
@@ -48,12 +69,12 @@ def bench_place_shaped(benchmark: Any, setup: Setup, label: str) -> None:
     placement = benchmark(setup.engine.place_gang, request)
     if placement is not None:
         assert len(placement) == request.pods
-        if request.slices:
+        if isinstance(request, GangRequest) and request.slices:
             size = request.slices[-1][1]
             assert len(placement.slices) == request.pods // size
 
 
-@pytest.mark.parametrize("label", ["sliced-16"])
+@pytest.mark.parametrize("label", ["sliced-16", "roles-16", "leader-16"])
 def bench_place_shaped_reference(benchmark: Any, setup: Setup, label: str) -> None:
     request = shaped(setup, label)
     benchmark.extra_info.update(op="place_gang", gang=label, impl="reference")

@@ -94,6 +94,7 @@ def test_the_readme_limits_table_states_the_exported_limits() -> None:
     assert number(table["nodes per cluster"]) == LIMITS["max_nodes"]
     assert number(table["levels (besides `node` and `cluster`)"]) == LIMITS["max_levels"]
     assert number(table["slice layers per request"]) == LIMITS["max_slice_layers"]
+    assert number(table["groups per multi-role gang"]) == LIMITS["max_groups"]
     assert table["names, label keys and values, owners"].startswith(
         f"{LIMITS['max_name_bytes']} bytes"
     )

@@ -39,6 +39,8 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "pack [8, 4, 0]" in printed and "balanced [6, 6, 0]" in printed  # spreads
     assert "(2, 3)" in printed  # GPU groups inside a node
     assert "False None" in printed  # numa="single"
+    assert "('r1',) ['r1-n0', 'r1-n1', 'r1-n2', 'r1-n3']" in printed  # multi-role gangs
+    assert "r1-n4 True" in printed
     assert "GangRequest(2, 8, name='pretrain') 300.0" in printed  # PodGroup
     assert "GangRequest(64, 4, slices=(('rack', 16),))" in printed  # Kueue slices
     assert "('n2', 'n3') []" in printed  # k8s: the adopted pod keeps n0 busy

@@ -128,7 +128,7 @@ def test_slice_gangs_survive_reserve_commit_snapshot_and_pickle() -> None:
     restored = Cluster.restore(cluster.snapshot())
     (kept,) = restored.allocations()
     assert kept.placement.slices == allocation.placement.slices
-    assert kept.request is not None and kept.request.slices == (("rack", 16),)
+    assert isinstance(kept.request, GangRequest) and kept.request.slices == (("rack", 16),)
     assert pickle.loads(pickle.dumps(request)) == request
     placement = cluster.place_gang(GangRequest(16, 4, slices=(("rack", 8),)))
     assert placement is not None
@@ -326,20 +326,24 @@ def test_a_slice_gang_is_placeable_exactly_when_brute_force_says_so(
     assert bigger.place_gang(rigid) is not None
 
 
-def test_a_version_3_snapshot_still_restores() -> None:
-    """Version 4 appends the shapes (one entry per hold) to version 3's bytes: without them,
-    and with the header's version, length and CRC-32 rewritten, the bytes are what a version
-    3 build wrote, and they must restore to the same cluster."""
+@pytest.mark.parametrize("version", [3, 4])
+def test_older_snapshots_still_restore(version: int) -> None:
+    """Version 5 appends the roles (one entry per hold) to version 4's bytes, which append the
+    shapes to version 3's: without them, and with the header's version, length and CRC-32
+    rewritten, the bytes are what an older build wrote, and they must restore to the same
+    cluster."""
     import struct
     import zlib
 
     cluster = nvl72(2)
     cluster.commit(cluster.reserve(GangRequest(4, 4)))
     current = cluster.snapshot()
-    assert struct.unpack_from("<H", current, 8) == (4,)
+    assert struct.unpack_from("<H", current, 8) == (5,)
+    roles = b"\x01\x00\x00"  # a hold: no groups, no multi-role request
     shapes = b"\x01\x00\x00\x04pack\x04none\x00"  # a hold: no slices, pack, no NUMA; no groups
-    assert current.endswith(shapes)
-    body = current[24 : -len(shapes)]
-    header = current[:8] + struct.pack("<HHQI", 3, 0, len(body), zlib.crc32(body))
+    assert current.endswith(shapes + roles)
+    cut = len(roles) + (len(shapes) if version == 3 else 0)
+    body = current[24:-cut]
+    header = current[:8] + struct.pack("<HHQI", version, 0, len(body), zlib.crc32(body))
     restored = Cluster.restore(header + body, clock=FakeClock())
     assert restored.snapshot() == current

@@ -2,7 +2,8 @@
 
 Rules: add and remove nodes, flip GPU health (also between reserve and commit), cordon, move
 the clock by small and huge steps, reserve by request (with random priorities and flags) and by
-a possibly stale placement, adopt running work (explicit GPUs or counts), commit, roll back
+a possibly stale placement, reserve multi-role gangs (a leader colocated with its workers),
+adopt running work (explicit GPUs or counts), commit, roll back
 and release (twice, out of order, as the wrong owner), change priorities, ask hold statuses,
 plan and apply preemptions and defragmentations, and snapshot-and-restore in the middle of a
 run, continuing on the restored copies. Both sides hand out sequential ids (a test-build
@@ -27,7 +28,7 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 from watchdog import watched
 
 import gangplace
-from gangplace import GangplaceError, GangRequest, reference
+from gangplace import GangplaceError, GangRequest, MultiGangRequest, PodGroup, reference
 
 LEVELS = ("spine", "rack")
 NODES = regular_nodes(LEVELS, (2, 2, 2), 8)  # 8 nodes x 8 GPUs
@@ -158,6 +159,43 @@ class EngineVersusReference(RuleBasedStateMachine):
         got, expected = self._both("reserve", request, ttl=30.0, owner=owner)
         if got[0] == expected[0] == "ok":
             assert got[1].placement.slices == expected[1].placement.slices
+        return self._held(got, expected)
+
+    @rule(
+        target=holds,
+        workers=st.integers(1, 6),
+        gpus_per_pod=st.sampled_from((1, 2, 4, 8)),
+        leader_gpus=st.sampled_from((1, 2, 8)),
+        level=st.sampled_from((None, "node", "rack", "spine")),
+        elastic=st.booleans(),
+        owner=st.sampled_from(OWNERS),
+        priority=st.integers(-1, 2),
+    )
+    def reserve_roles(
+        self,
+        workers: int,
+        gpus_per_pod: int,
+        leader_gpus: int,
+        level: str | None,
+        elastic: bool,
+        owner: str | None,
+        priority: int,
+    ) -> str:
+        """Multi-role gangs (README "Multi-role gangs"): a leader next to its workers."""
+        request = MultiGangRequest(
+            (
+                PodGroup("leader", 1, leader_gpus),
+                PodGroup("workers", workers, gpus_per_pod, min_pods=1 if elastic else None),
+            ),
+            colocate=(("leader", "workers", level or "rack"),),
+            priority=priority,
+        )
+        got, expected = self._both("reserve", request, ttl=30.0, owner=owner)
+        if got[0] == expected[0] == "ok":
+            assert got[1].placement.groups.keys() == {"leader", "workers"}
+            assert {k: len(v) for k, v in got[1].placement.groups.items()} == {
+                k: len(v) for k, v in expected[1].placement.groups.items()
+            }
         return self._held(got, expected)
 
     @rule(target=placements, pods=st.integers(1, 6), gpus_per_pod=st.sampled_from((1, 2, 4, 8)))

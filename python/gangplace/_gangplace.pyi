@@ -18,8 +18,10 @@ __all__ = [
     "GangRequest",
     "LevelExplanation",
     "Move",
+    "MultiGangRequest",
     "NodeInfo",
     "Placement",
+    "PodGroup",
     "PodPlacement",
     "PreemptionPlan",
     "Reservation",
@@ -31,8 +33,8 @@ LIMITS: MappingProxyType[str, int | float]
 """The hard limits and defaults of the core, as the README's "Limits" table states them.
 
 Keys: ``max_gpus_per_node``, ``max_nodes``, ``max_levels``, ``max_name_bytes``,
-``max_gang_gpus``, ``max_slice_layers``, ``max_ttl_seconds``, ``default_ttl_seconds``,
-``remembered_ended_holds``.
+``max_gang_gpus``, ``max_slice_layers``, ``max_groups``, ``max_ttl_seconds``,
+``default_ttl_seconds``, ``remembered_ended_holds``.
 """
 
 @final
@@ -138,6 +140,140 @@ class GangRequest:
     def __getnewargs_ex__(self) -> tuple[tuple[int, int], dict[str, Any]]: ...
 
 @final
+class PodGroup:
+    """One role of a multi-role gang: ``pods`` pods of ``gpus_per_pod`` GPUs.
+
+    README "Multi-role gangs". Validated when built like a ``GangRequest`` (sizes,
+    ``min_pods``, selector, slice sizes); ``name`` must be 1 to 253 bytes. Its level rules come from the ``MultiGangRequest``.
+
+    Args:
+        name: The group's name, unique within its request (``Placement.groups`` key).
+        pods: Pods wanted.
+        gpus_per_pod: GPUs per pod; a pod never spans nodes.
+        min_pods: Elastic groups: when the full unit fits nowhere, the unit is tried again
+            with this group at ``min_pods``.
+        selector: Labels every node of this group must carry.
+        slices: ``((level, pods_per_slice), ...)`` as on ``GangRequest``, for this group.
+
+    Example:
+        >>> PodGroup("workers", 16, 8)
+        PodGroup('workers', 16, 8)
+
+    """
+
+    def __new__(
+        cls,
+        name: str,
+        pods: int,
+        gpus_per_pod: int = 1,
+        *,
+        min_pods: int | None = None,
+        selector: Mapping[str, str] | None = None,
+        slices: Iterable[tuple[str, int]] = (),
+    ) -> PodGroup: ...
+    @property
+    def name(self) -> str:
+        """The group's name."""
+    @property
+    def pods(self) -> int:
+        """Pods wanted."""
+    @property
+    def gpus_per_pod(self) -> int:
+        """GPUs per pod."""
+    @property
+    def min_pods(self) -> int | None:
+        """Elastic groups: the fewest pods accepted; ``None`` for a rigid group."""
+    @property
+    def selector(self) -> dict[str, str]:
+        """A fresh dict, sorted by key."""
+    @property
+    def slices(self) -> tuple[tuple[str, int], ...]:
+        """Slice layers, outermost first."""
+    @property
+    def total_gpus(self) -> int:
+        """``pods * gpus_per_pod``."""
+    def __eq__(self, value: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+    def __getnewargs_ex__(self) -> tuple[tuple[str, int, int], dict[str, Any]]: ...
+
+@final
+class MultiGangRequest:
+    """Several pod groups placed as one all-or-nothing unit in one domain.
+
+    README "Multi-role gangs": a leader and its workers, workers of different sizes.
+    Validated when built: 1 to 16 groups with unique names, at most 2**28 GPUs in total,
+    colocations naming two different groups. Level names (``required_level``, colocation
+    levels, slice levels) are checked when placed. ``place_gang``, ``reserve``, ``explain``,
+    ``place_many`` and ``reserve_many`` take it; ``plan_preemption``, ``plan_defrag`` and
+    ``capacity_for`` refuse it with ``InvalidRequest``.
+
+    Args:
+        groups: The ``PodGroup`` objects; ``Placement.pods`` lists their pods in this order.
+        required_level: The coarsest level the whole unit may span.
+        colocate: ``((group, anchor, level), ...)``: every pod of ``group`` lies in the
+            domain of ``level`` that holds rank 0 of ``anchor``.
+        name: Free text shown in reasons and reprs.
+        spread: ``"pack"`` or ``"balanced"``, for every group.
+        priority: As on ``GangRequest``.
+        preemptible: As on ``GangRequest``.
+        movable: As on ``GangRequest`` (``plan_defrag`` does not move multi-role holds).
+
+    Example:
+        >>> leader = PodGroup("leader", 1, 1)
+        >>> workers = PodGroup("workers", 4, 8)
+        >>> request = MultiGangRequest((leader, workers), colocate=(("leader", "workers", "rack"),))
+        >>> request.groups
+        (PodGroup('leader', 1, 1), PodGroup('workers', 4, 8))
+
+    """
+
+    def __new__(
+        cls,
+        groups: Iterable[PodGroup],
+        *,
+        required_level: str | None = None,
+        colocate: Iterable[tuple[str, str, str]] = (),
+        name: str = "",
+        spread: Literal["pack", "balanced"] = "pack",
+        priority: int = 0,
+        preemptible: bool = True,
+        movable: bool = False,
+    ) -> MultiGangRequest: ...
+    @property
+    def groups(self) -> tuple[PodGroup, ...]:
+        """The ``PodGroup`` objects, in request order."""
+    @property
+    def required_level(self) -> str | None:
+        """The coarsest level the unit may span; ``None``: the whole cluster."""
+    @property
+    def colocate(self) -> tuple[tuple[str, str, str], ...]:
+        """``((group, anchor, level), ...)``, as given."""
+    @property
+    def name(self) -> str:
+        """Free text shown in reasons and reprs."""
+    @property
+    def spread(self) -> Literal["pack", "balanced"]:
+        """``"pack"`` or ``"balanced"``."""
+    @property
+    def priority(self) -> int:
+        """Higher preempts lower; equal priorities never preempt each other."""
+    @property
+    def preemptible(self) -> bool:
+        """``False``: its allocations are never victims of preemption."""
+    @property
+    def movable(self) -> bool:
+        """As given; ``plan_defrag`` never moves multi-role allocations."""
+    @property
+    def total_gpus(self) -> int:
+        """GPUs of every group at full size."""
+    @property
+    def pods(self) -> int:
+        """Pods of every group at full size."""
+    def __eq__(self, value: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+    def __getnewargs_ex__(self) -> tuple[tuple[tuple[PodGroup, ...]], dict[str, Any]]: ...
+
+@final
 class PodPlacement:
     """One pod of a placement: a node and the GPU indices it takes there."""
 
@@ -188,6 +324,12 @@ class Placement:
     def slices(self) -> tuple[tuple[str, ...], ...]:
         """Slice gangs: the domain path of every innermost slice, in rank order."""
     @property
+    def groups(self) -> dict[str, tuple[PodPlacement, ...]]:
+        """Multi-role gangs: group name -> its pods in rank order, in request order.
+
+        A fresh dict; empty for a single gang.
+        """
+    @property
     def total_gpus(self) -> int:
         """GPUs of all pods."""
     def __len__(self) -> int: ...
@@ -201,6 +343,7 @@ class Placement:
         level: str,
         domain: Sequence[str],
         slices: Sequence[Sequence[str]] = ...,
+        groups: Sequence[tuple[str, int]] = ...,
     ) -> Placement: ...
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
@@ -212,7 +355,7 @@ class Reservation:
     def id(self) -> str:
         """Unguessable: ``"gp-"`` and 32 hex digits (128 random bits)."""
     @property
-    def request(self) -> GangRequest | None:
+    def request(self) -> GangRequest | MultiGangRequest | None:
         """The request it was placed for; ``None`` for ``reserve(placement)``."""
     @property
     def placement(self) -> Placement:
@@ -247,7 +390,7 @@ class Allocation:
     def id(self) -> str:
         """Its id (``gp-`` and 32 hex digits), the same as its reservation's."""
     @property
-    def request(self) -> GangRequest | None:
+    def request(self) -> GangRequest | MultiGangRequest | None:
         """The request it was placed for; ``None`` for ``reserve(placement)`` and ``adopt``."""
     @property
     def placement(self) -> Placement:
@@ -469,6 +612,13 @@ class Explanation:
         """One line: where it fits, or ``Unschedulable.reason`` and the cheapest domain.
 
         The cheapest domain is the one needing the fewest held GPUs freed, when any would do.
+        """
+    @property
+    def failed_group(self) -> tuple[str, str] | None:
+        """Multi-role gangs that do not fit: ``(group, why)`` of the first failing group.
+
+        The first group that failed in the first candidate of the coarsest level tried;
+        ``None`` otherwise (or when that level had no domain with the unit's GPUs free).
         """
     @property
     def levels(self) -> tuple[LevelExplanation, ...]:
@@ -790,7 +940,7 @@ class Cluster:
         """All node names, sorted."""
     def stats(self) -> ClusterStats:
         """GPU counts over the cluster."""
-    def place_gang(self, request: GangRequest) -> Placement | None:
+    def place_gang(self, request: GangRequest | MultiGangRequest) -> Placement | None:
         """Where the gang would go now, or ``None``. A pure query: it holds nothing.
 
         Rules (deterministic; ties always broken by domain path, then node name):
@@ -810,23 +960,26 @@ class Cluster:
            level holds at least ``min_pods``, the largest such number of pods is placed by
            the same rules.
 
+        A ``MultiGangRequest`` is placed as one unit by README "Multi-role gangs".
+
         Raises:
             InvalidRequest: Unknown ``required_level``.
 
         """
     def reserve(
         self,
-        request: GangRequest | Placement,
+        request: GangRequest | MultiGangRequest | Placement,
         *,
         ttl: float = 30.0,
         owner: str | None = None,
     ) -> Reservation:
         """Holds GPUs for ``ttl`` seconds (0 < ttl <= 7 days).
 
-        Given a ``GangRequest``, places the gang now (as ``place_gang``) and holds it. Given a
-        ``Placement`` from an earlier ``place_gang``, holds exactly those GPUs if every one is
-        still free, healthy, on an uncordoned node inside the placement's domain; otherwise
-        raises ``Conflict``. That closes the race between deciding and binding.
+        Given a ``GangRequest`` or a ``MultiGangRequest``, places the gang now (as
+        ``place_gang``) and holds all of it. Given a ``Placement`` from an earlier
+        ``place_gang``, holds exactly those GPUs if every one is still free, healthy, on an
+        uncordoned node inside the placement's domain; otherwise raises ``Conflict``. That
+        closes the race between deciding and binding.
 
         Args:
             request: What to hold.
@@ -887,7 +1040,7 @@ class Cluster:
         """
     def _repr_html_(self) -> str:
         """Notebooks show the rack map."""
-    def explain(self, request: GangRequest) -> Explanation:
+    def explain(self, request: GangRequest | MultiGangRequest) -> Explanation:
         """Why the gang fits where it does, or does not fit.
 
         For every level tried (finest first): the domain that could hold the most pods, how
@@ -895,13 +1048,16 @@ class Cluster:
         nodes that cannot take even one pod, by reason. Its ``summary`` is the text of
         ``Unschedulable.reason``, followed, when freeing held GPUs would make room, by the
         domain needing the fewest (``; freeing 4 held GPUs in rack b would fit it``). Visits
-        every node: a diagnostic, not a scheduling-loop call.
+        every node: a diagnostic, not a scheduling-loop call. For a ``MultiGangRequest``, each
+        level's first candidate and the first group that failed there (``failed_group``).
 
         Raises:
             InvalidRequest: Unknown ``required_level``.
 
         """
-    def place_many(self, requests: Iterable[GangRequest]) -> list[Placement | None]:
+    def place_many(
+        self, requests: Iterable[GangRequest | MultiGangRequest]
+    ) -> list[Placement | None]:
         """``place_gang`` for each request on the current state, in one call.
 
         Raises:
@@ -910,7 +1066,7 @@ class Cluster:
         """
     def reserve_many(
         self,
-        requests: Iterable[GangRequest],
+        requests: Iterable[GangRequest | MultiGangRequest],
         *,
         ttl: float = 30.0,
         owner: str | None = None,

@@ -31,7 +31,7 @@ from gangplace.errors import (
 )
 from gangplace.reference import snapshots
 from gangplace.reference.adoption import Adoption
-from gangplace.reference.planning import Planning, gpu_groups
+from gangplace.reference.planning import Planning, gpu_groups, is_roles
 from gangplace.reference.removals import COMMITTED_ENDINGS, Removals
 from gangplace.reference.values import (
     CLUSTER,
@@ -43,6 +43,7 @@ from gangplace.reference.values import (
     NODE,
     REMEMBERED_ENDED_HOLDS,
     Allocation,
+    AnyRequest,
     ClusterStats,
     NodeInfo,
     Path,
@@ -51,6 +52,7 @@ from gangplace.reference.values import (
     PodPlacement,
     Request,
     Reservation,
+    RolesRequest,
 )
 
 __all__ = ["Cluster"]
@@ -86,6 +88,12 @@ class _Hold:
     movable: bool = False
     since: float = 0.0
     request: Request | None = None
+    roles: RolesRequest | None = None  # a multi-role hold's request (then ``request`` is None)
+
+    @property
+    def asked(self) -> AnyRequest | None:
+        """The request it was placed for, of either kind."""
+        return self.request if self.request is not None else self.roles
 
     def reservation(self, hid: str) -> Reservation:
         return Reservation(
@@ -97,7 +105,7 @@ class _Hold:
             self.preemptible,
             self.movable,
             self.since,
-            self.request,
+            self.asked,
         )
 
     def allocation(self, hid: str) -> Allocation:
@@ -109,7 +117,7 @@ class _Hold:
             self.preemptible,
             self.movable,
             self.since,
-            self.request,
+            self.asked,
         )
 
     def gpu_count(self) -> int:
@@ -328,7 +336,7 @@ class Cluster(Planning, Removals, Adoption):
             self._ended.popitem(last=False)
         self._ended[hid] = (ending, owner)
 
-    def place_gang(self, request: Request) -> Placement | None:
+    def place_gang(self, request: AnyRequest) -> Placement | None:
         """Where the gang would go now; holds nothing."""
         self._reclaim()
         return self._plan(request)
@@ -350,17 +358,19 @@ class Cluster(Planning, Removals, Adoption):
 
     def reserve(
         self,
-        request: Request | PlacementLike,
+        request: AnyRequest | PlacementLike,
         *,
         ttl: float = DEFAULT_TTL_SECONDS,
         owner: str | None = None,
     ) -> Reservation:
         """Holds a new placement of a request, or exactly an earlier placement's GPUs."""
         now = self._check_call(ttl, owner)
-        if hasattr(request, "gpus_per_pod"):
+        is_request = hasattr(request, "gpus_per_pod") or is_roles(request)
+        if is_request:
             placement = self._reserve_plan(request, owner)  # type: ignore[arg-type]
         else:
-            placement = self._check_placement(request)
+            placement = self._check_placement(request)  # type: ignore[arg-type]
+        roles = request if is_roles(request) else None
         gpus: dict[str, set[int]] = {}
         for pod in placement.pods:
             gpus.setdefault(pod.node, set()).update(pod.gpus)
@@ -368,7 +378,6 @@ class Cluster(Planning, Removals, Adoption):
         for name, held in gpus.items():
             self._nodes[name].reserved.update(held)
         hid = self._new_id()
-        is_request = hasattr(request, "gpus_per_pod")
         hold = _Hold(
             False,
             now + ttl,
@@ -379,7 +388,8 @@ class Cluster(Planning, Removals, Adoption):
             getattr(request, "preemptible", True),
             getattr(request, "movable", False),
             now,
-            request if is_request else None,  # type: ignore[arg-type]
+            request if is_request and roles is None else None,  # type: ignore[arg-type]
+            roles,
         )
         self._holds[hid] = hold
         return hold.reservation(hid)
@@ -406,10 +416,13 @@ class Cluster(Planning, Removals, Adoption):
         """Testing only: ids count up from ``start``, as the engine's test build can."""
         self._next_id = start
 
-    def _reserve_plan(self, request: Request, owner: str | None) -> Placement:
-        self._depth_of(request.required_level)  # an unknown level is invalid, whatever the cap
-        smallest = request.min_pods if request.min_pods is not None else request.pods
-        self._check_cap(owner, smallest * request.gpus_per_pod)
+    def _reserve_plan(self, request: AnyRequest, owner: str | None) -> Placement:
+        if is_roles(request):
+            self._check_cap(owner, self._roles(request).min_gpus)  # levels checked first
+        else:
+            self._depth_of(request.required_level)  # an unknown level is invalid, whatever the cap
+            smallest = request.min_pods if request.min_pods is not None else request.pods
+            self._check_cap(owner, smallest * request.gpus_per_pod)
         placement = self._plan(request)
         if placement is None:
             raise Unschedulable(self._reason(request))

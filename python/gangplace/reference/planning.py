@@ -10,14 +10,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gangplace.errors import InvalidRequest
-from gangplace.reference import rules
+from gangplace.reference import roles, rules
 from gangplace.reference import slices as slicing
-from gangplace.reference.values import Placement, Request
+from gangplace.reference.values import AnyRequest, Placement, Request, RolesRequest
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
     from gangplace.reference.oracle import _Node
 
-__all__ = ["Planning", "gpu_groups"]
+__all__ = ["Planning", "gpu_groups", "is_roles"]
 
 
 class Planning:
@@ -72,11 +74,53 @@ class Planning:
             raise InvalidRequest(str(error)) from None
         return gang
 
-    def _plan(self, request: Request) -> Placement | None:
+    def _roles(self, request: RolesRequest) -> roles.MultiGang:
+        """A multi-role request as the rules read it (unknown levels are invalid requests)."""
+        level = request.required_level
+        depth = self._depth_of(level)
+        if self.max_level is not None and self._depth_of(self.max_level) > depth:
+            level = self.max_level
+        groups = tuple(
+            rules.Gang(
+                pods=group.pods,
+                gpus_per_pod=group.gpus_per_pod,
+                min_pods=group.min_pods,
+                selector=dict(group.selector),
+                name=group.name,
+                slices=tuple(group.slices),
+                spread=request.spread,
+            )
+            for group in request.groups
+        )
+        try:
+            for group in groups:
+                slicing.resolve(group.slices, self.levels, self._depth_of(level))
+        except ValueError as error:
+            raise InvalidRequest(str(error)) from None
+        for _, _, at in request.colocate:
+            try:
+                rules.depth_of(self.levels, at)
+            except ValueError:
+                known = ", ".join(["node", *reversed(self.levels), "cluster"])
+                raise InvalidRequest(
+                    f'unknown colocate level "{at}"; the levels are {known}'
+                ) from None
+        return roles.MultiGang(groups, level, tuple(request.colocate), request.name)
+
+    def _plan(self, request: AnyRequest) -> Placement | None:
+        if is_roles(request):
+            found, _ = roles.place_roles(
+                self._views(), self.levels, self._roles(request), self.policy
+            )
+            return found
         return rules.place(self._views(), self.levels, self._gang(request), self.policy)
 
-    def _reason(self, request: Request) -> str:
+    def _reason(self, request: AnyRequest) -> str:
         """Why nothing fits: the best domain of each level tried, finest first."""
+        if is_roles(request):
+            multi = self._roles(request)
+            _, trials = roles.place_roles(self._views(), self.levels, multi, self.policy)
+            return roles.roles_reason(self.levels, multi, trials)
         reason = rules.unschedulable_reason(self._views(), self.levels, self._gang(request))
         bound = self.max_level
         if bound is not None and self._depth_of(bound) >= self._depth_of(request.required_level):
@@ -84,6 +128,11 @@ class Planning:
                 f"; no placement spans more than one {bound} (max_level: fabrics that never join)"
             )
         return reason
+
+
+def is_roles(request: object) -> TypeIs[RolesRequest]:
+    """Whether a request is a multi-role gang (``gangplace.MultiGangRequest``)."""
+    return hasattr(request, "colocate")
 
 
 def gpu_groups(

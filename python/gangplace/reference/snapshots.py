@@ -64,10 +64,76 @@ def record(request: Request) -> dict[str, Any]:
     )
 
 
-def request_from(fields: dict[str, Any]) -> RequestRecord:
+def request_from(fields: dict[str, Any]) -> RequestRecord | RolesRecord:
     """A snapshot's request record (JSON lists back to tuples)."""
+    if "groups" in fields:
+        groups = tuple(
+            GroupRecord(**{**group, "slices": tuple(tuple(s) for s in group["slices"])})
+            for group in fields.pop("groups")
+        )
+        colocate = tuple(tuple(entry) for entry in fields.pop("colocate"))
+        return RolesRecord(groups=groups, colocate=colocate, **fields)
     layers = tuple((str(level), int(size)) for level, size in fields.pop("slices", ()))
     return RequestRecord(**fields, slices=layers)
+
+
+@dataclass(frozen=True)
+class GroupRecord:
+    """One group of a multi-role request, as a snapshot keeps it."""
+
+    name: str
+    pods: int
+    gpus_per_pod: int
+    min_pods: int | None
+    selector: dict[str, str]
+    slices: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class RolesRecord:
+    """A multi-role request as a snapshot keeps it (README "Multi-role gangs")."""
+
+    groups: tuple[GroupRecord, ...]
+    required_level: str | None
+    colocate: tuple[tuple[str, str, str], ...]
+    name: str
+    spread: str
+    priority: int
+    preemptible: bool
+    movable: bool
+
+
+def roles_record(request: Any) -> dict[str, Any]:
+    """The fields of a multi-role request, for a snapshot."""
+    return asdict(
+        RolesRecord(
+            tuple(
+                GroupRecord(
+                    g.name,
+                    g.pods,
+                    g.gpus_per_pod,
+                    g.min_pods,
+                    dict(g.selector),
+                    tuple((str(level), int(size)) for level, size in g.slices),
+                )
+                for g in request.groups
+            ),
+            request.required_level,
+            tuple(tuple(entry) for entry in request.colocate),
+            request.name,
+            request.spread,
+            request.priority,
+            request.preemptible,
+            request.movable,
+        )
+    )
+
+
+def any_record(request: Any) -> dict[str, Any] | None:
+    """A hold's request for a snapshot: a gang's, a multi-role gang's, or ``None``."""
+    if request is None:
+        return None
+    return roles_record(request) if hasattr(request, "colocate") else record(request)
 
 
 @dataclass(frozen=True)
@@ -110,7 +176,8 @@ def dump(cluster: Cluster) -> bytes:
                 "slices": [list(path) for path in hold.placement.slices],
                 "terms": [hold.priority, hold.preemptible, hold.movable],
                 "since": hold.since,
-                "request": None if hold.request is None else record(hold.request),
+                "groups": [list(entry) for entry in hold.placement.groups_counts],
+                "request": any_record(hold.asked),
             }
             for hid, hold in sorted(cluster._holds.items())
         ],
@@ -151,11 +218,14 @@ def load(cls: type[C], data: bytes, clock: Callable[[], float] | None) -> C:
             held = {name: set(indices) for name, indices in entry["gpus"].items()}
             pods = tuple(PodPlacement(node, tuple(g)) for node, g in entry["pods"])
             slices = tuple(tuple(path) for path in entry.get("slices", ()))
-            placement = Placement(pods, entry["level"], tuple(entry["domain"]), slices)
+            groups = tuple((str(name), int(count)) for name, count in entry.get("groups", ()))
+            placement = Placement(pods, entry["level"], tuple(entry["domain"]), slices, groups)
             committed = entry["committed"]
             deadline = entry["expires_at"] + (0.0 if committed else offset)
             priority, preemptible, movable = entry["terms"]
-            request = entry["request"]
+            request = None if entry["request"] is None else request_from(entry["request"])
+            roles = request if isinstance(request, RolesRecord) else None
+            gang = request if isinstance(request, RequestRecord) else None
             cluster._holds[entry["id"]] = _Hold(
                 committed,
                 deadline,
@@ -166,7 +236,8 @@ def load(cls: type[C], data: bytes, clock: Callable[[], float] | None) -> C:
                 preemptible,
                 movable,
                 entry["since"] + offset,
-                None if request is None else request_from(request),
+                gang,
+                roles,
             )
             for name, indices in held.items():
                 node = cluster._nodes[name]

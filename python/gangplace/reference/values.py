@@ -14,8 +14,10 @@ from gangplace._gangplace import LIMITS
 
 __all__ = [
     "Allocation",
+    "AnyRequest",
     "ClusterStats",
     "DefragPlan",
+    "GroupLike",
     "Move",
     "NodeInfo",
     "Placement",
@@ -24,6 +26,7 @@ __all__ = [
     "PreemptionPlan",
     "Request",
     "Reservation",
+    "RolesRequest",
 ]
 
 MAX_GPUS_PER_NODE = int(LIMITS["max_gpus_per_node"])
@@ -90,6 +93,74 @@ class Request(Protocol):
         """Whether its holds may be moved by defragmentation."""
 
 
+class GroupLike(Protocol):
+    """What the reference reads of one group of a multi-role request (``gangplace.PodGroup``)."""
+
+    @property
+    def name(self) -> str:
+        """The group's name."""
+
+    @property
+    def pods(self) -> int:
+        """Pods wanted."""
+
+    @property
+    def gpus_per_pod(self) -> int:
+        """GPUs per pod."""
+
+    @property
+    def min_pods(self) -> int | None:
+        """Fewest pods accepted."""
+
+    @property
+    def selector(self) -> dict[str, str]:
+        """Labels its nodes must carry."""
+
+    @property
+    def slices(self) -> tuple[tuple[str, int], ...]:
+        """Slice layers, outermost first."""
+
+
+class RolesRequest(Protocol):
+    """What the reference reads of a multi-role request (``gangplace.MultiGangRequest``)."""
+
+    @property
+    def groups(self) -> tuple[GroupLike, ...]:
+        """The groups, in request order."""
+
+    @property
+    def required_level(self) -> str | None:
+        """Coarsest level allowed."""
+
+    @property
+    def colocate(self) -> tuple[tuple[str, str, str], ...]:
+        """``(group, anchor, level)`` triples."""
+
+    @property
+    def name(self) -> str:
+        """Free text."""
+
+    @property
+    def spread(self) -> str:
+        """``"pack"`` or ``"balanced"``."""
+
+    @property
+    def priority(self) -> int:
+        """Higher preempts lower."""
+
+    @property
+    def preemptible(self) -> bool:
+        """Whether its holds may be preempted."""
+
+    @property
+    def movable(self) -> bool:
+        """As given (multi-role holds are never moved)."""
+
+
+AnyRequest = Request | RolesRequest
+"""Either kind of request."""
+
+
 @dataclass(frozen=True)
 class PodPlacement:
     """One pod: a node and its GPU indices."""
@@ -106,6 +177,17 @@ class Placement:
     level: str
     domain: Path
     slices: tuple[Path, ...] = ()
+    groups_counts: tuple[tuple[str, int], ...] = ()  # multi-role gangs: (group, pods)
+
+    @property
+    def groups(self) -> dict[str, tuple[PodPlacement, ...]]:
+        """Multi-role gangs: group name -> its pods in rank order (empty for a gang)."""
+        out: dict[str, tuple[PodPlacement, ...]] = {}
+        start = 0
+        for name, count in self.groups_counts:
+            out[name] = self.pods[start : start + count]
+            start += count
+        return out
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -156,7 +238,7 @@ class Reservation:
     preemptible: bool = True
     movable: bool = False
     since: float = 0.0
-    request: Request | None = None
+    request: AnyRequest | None = None
 
 
 @dataclass(frozen=True)
@@ -170,7 +252,7 @@ class Allocation:
     preemptible: bool = True
     movable: bool = False
     since: float = 0.0
-    request: Request | None = None
+    request: AnyRequest | None = None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ use crate::error::{CoreResult, internal};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::limits::REMEMBERED_ENDED_HOLDS;
 use crate::model::{GangRequest, Placement, Terms};
+use crate::roles::MultiGangRequest;
 use crate::state::{Changes, NodeStates};
 
 /// Whether a live hold is a reservation or an allocation.
@@ -71,6 +72,8 @@ pub struct Hold {
     pub since: f64,
     /// The request it was placed for (`None` for `reserve(placement)`).
     pub request: Option<Arc<GangRequest>>,
+    /// The multi-role request it was placed for (then `request` is `None`).
+    pub roles: Option<Arc<MultiGangRequest>>,
 }
 
 impl Hold {

@@ -20,6 +20,8 @@
 //!   what-if overlay of either).
 //! - `intranode`: GPU groups inside a node (NUMA, PCIe) and the GPUs a pod takes there.
 //! - `shapes`: gang shapes (slice layers: validation and resolution against a topology).
+//! - `roles`: multi-role gangs (groups and colocations: validation; the search is
+//!   `engine::roles`).
 //! - `preemption`: who must make room for a gang (preemption and defragmentation sets).
 //! - `ledger`: reservations, allocations, expiry, ended holds, holders per node.
 //! - `engine`: the operations ([`Engine`]), with `engine::transactions`, `engine::explain`,
@@ -37,6 +39,7 @@ mod ledger;
 mod limits;
 mod model;
 mod preemption;
+mod roles;
 mod search;
 mod shapes;
 mod state;
@@ -60,5 +63,6 @@ pub use model::{
     AdoptedPod, Allocation, ClusterStats, DefragOptions, DefragPlan, GangRequest, GpuState, Held,
     Move, NodeInfo, Placement, PodPlacement, PreemptionPlan, RemovalLimits, Reservation, Terms,
 };
+pub use roles::{AnyRequest, Colocation, MAX_GROUPS, MultiGangRequest};
 pub use shapes::{Numa, SliceLayer, Spread};
 pub use topology::NodeSpec;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::error::{CoreResult, invalid};
 use crate::ids::{GpuIndexError, GpuSet, HoldId};
 use crate::limits::{MAX_GANG_GPUS, MAX_GPUS_PER_NODE, MAX_NAME_BYTES, MAX_PODS};
+use crate::roles::MultiGangRequest;
 use crate::shapes::{Numa, SliceLayer, Spread, check_sizes};
 
 /// What a hold's owner agreed to: how it may be disturbed for others (README, "Priorities,
@@ -260,8 +261,12 @@ pub struct Placement {
     /// Path of the chosen domain (plus the node name at level `node`; empty for `cluster`).
     pub domain: Vec<String>,
     /// Slice requests: the domain path of every innermost slice, in rank order (empty
-    /// otherwise).
+    /// otherwise). Multi-role gangs: those of each group with slices, groups in request
+    /// order.
     pub slices: Vec<Vec<String>>,
+    /// Multi-role gangs: each group's name and pod count, in request order (its pods are
+    /// consecutive in `pods`, groups in this order); empty for a single gang.
+    pub groups: Vec<(String, u64)>,
 }
 
 impl Placement {
@@ -295,6 +300,8 @@ pub struct Reservation {
     pub since: f64,
     /// The request it was placed for (`None` for `reserve(placement)` and adopted work).
     pub request: Option<Arc<GangRequest>>,
+    /// The multi-role request it was placed for (then `request` is `None`).
+    pub roles: Option<Arc<MultiGangRequest>>,
 }
 
 /// A committed reservation.
@@ -312,6 +319,8 @@ pub struct Allocation {
     pub since: f64,
     /// The request it was placed for (`None` for `reserve(placement)` and adopted work).
     pub request: Option<Arc<GangRequest>>,
+    /// The multi-role request it was placed for (then `request` is `None`).
+    pub roles: Option<Arc<MultiGangRequest>>,
 }
 
 /// A live hold, as `set_priority` hands it back.

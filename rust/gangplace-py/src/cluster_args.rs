@@ -8,7 +8,7 @@ use pyo3::types::PyString;
 
 use crate::convert;
 use crate::errors::core_to_py;
-use crate::types::{Allocation, GangRequest, Reservation};
+use crate::types::{Allocation, Reservation};
 
 /// A reservation or allocation given as its object or its id.
 pub fn hold_id(value: &Bound<'_, PyAny>, what: &str) -> PyResult<HoldId> {
@@ -81,23 +81,4 @@ pub fn new_engine(
         .and_then(|config| config.with_max_level(max_level))
         .map_err(core_to_py)?;
     Ok((Engine::new(config), clock))
-}
-
-/// A sequence of `GangRequest`s, copied out of Python.
-pub fn gang_requests(
-    requests: &Bound<'_, PyAny>,
-) -> PyResult<Vec<std::sync::Arc<gangplace_core::GangRequest>>> {
-    requests
-        .try_iter()?
-        .map(|request| {
-            let request = request?;
-            let request = request.cast::<GangRequest>().map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "requests must hold GangRequest objects, not {}",
-                    convert::type_name(&request)
-                ))
-            })?;
-            Ok(request.get().inner.clone())
-        })
-        .collect()
 }

@@ -184,6 +184,15 @@ impl Explanation {
         &self.inner.summary
     }
 
+    /// Multi-role gangs that do not fit: ``(group, why)`` of the first failing group.
+    ///
+    /// The first group that failed in the first candidate of the coarsest level tried;
+    /// ``None`` otherwise (or when that level had no domain with the unit's GPUs free).
+    #[getter]
+    fn failed_group(&self) -> Option<(String, String)> {
+        self.inner.failed_group.clone()
+    }
+
     /// Levels tried, finest first.
     #[getter]
     fn levels<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {

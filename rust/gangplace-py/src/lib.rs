@@ -10,8 +10,10 @@ mod determinism;
 mod errors;
 mod explain;
 mod pickling;
+mod placing;
 mod preemption;
 mod request;
+mod roles;
 mod types;
 
 use pyo3::prelude::*;
@@ -27,6 +29,8 @@ mod _gangplace {
     use crate::pickling::_unpickle;
     #[pymodule_export]
     use crate::preemption::{DefragPlan, Move, PreemptionPlan};
+    #[pymodule_export]
+    use crate::roles::{MultiGangRequest, PodGroup};
     #[pymodule_export]
     use crate::types::{
         Allocation, ClusterStats, GangRequest, NodeInfo, Placement, PodPlacement, Reservation,
@@ -47,6 +51,7 @@ mod _gangplace {
         limits.set_item("max_name_bytes", core::MAX_NAME_BYTES)?;
         limits.set_item("max_gang_gpus", core::MAX_GANG_GPUS)?;
         limits.set_item("max_slice_layers", core::MAX_SLICE_LAYERS)?;
+        limits.set_item("max_groups", core::MAX_GROUPS)?;
         limits.set_item("max_ttl_seconds", core::MAX_TTL_SECONDS)?;
         limits.set_item("default_ttl_seconds", core::DEFAULT_TTL_SECONDS)?;
         limits.set_item("remembered_ended_holds", core::REMEMBERED_ENDED_HOLDS)?;

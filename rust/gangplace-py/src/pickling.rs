@@ -81,12 +81,13 @@ impl PodPlacement {
 impl Placement {
     /// Rebuilds a placement from `__reduce__`'s parts (for `pickle`; `reserve` validates it).
     #[staticmethod]
-    #[pyo3(signature = (pods, level, domain, slices = Vec::new()))]
+    #[pyo3(signature = (pods, level, domain, slices = Vec::new(), groups = Vec::new()))]
     fn _rebuild(
         pods: Vec<PyRef<'_, PodPlacement>>,
         level: String,
         domain: Vec<String>,
         slices: Vec<Vec<String>>,
+        groups: Vec<(String, u64)>,
     ) -> Self {
         let pods = pods.iter().map(|pod| pod.inner.clone()).collect();
         Self {
@@ -95,6 +96,7 @@ impl Placement {
                 level,
                 domain,
                 slices,
+                groups,
             }),
         }
     }
@@ -115,6 +117,7 @@ impl Placement {
             inner.level.clone(),
             inner.domain.clone(),
             inner.slices.clone(),
+            inner.groups.clone(),
         )
             .into_pyobject(py)?;
         Ok((rebuild, parts))

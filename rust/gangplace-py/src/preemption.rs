@@ -226,12 +226,12 @@ impl Cluster {
     fn plan_preemption(
         &self,
         py: Python<'_>,
-        request: &Bound<'_, GangRequest>,
+        request: &Bound<'_, PyAny>,
         max_victims: Option<&Bound<'_, PyAny>>,
         min_runtime: Option<&Bound<'_, PyAny>>,
         exempt_owners: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<PreemptionPlan>> {
-        let request = Arc::clone(&request.get().inner);
+        let request = single_request(request, "plan_preemption")?;
         let limits = removal_limits(max_victims, "max_victims", min_runtime, exempt_owners)?;
         let now = self.now(py)?;
         let plan = self.run_detached(py, |engine| {
@@ -344,14 +344,14 @@ impl Cluster {
     fn plan_defrag(
         &self,
         py: Python<'_>,
-        request: &Bound<'_, GangRequest>,
+        request: &Bound<'_, PyAny>,
         max_moves: Option<&Bound<'_, PyAny>>,
         allow_downgrade: Option<&Bound<'_, PyAny>>,
         evict_unplaceable: Option<&Bound<'_, PyAny>>,
         min_runtime: Option<&Bound<'_, PyAny>>,
         exempt_owners: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<DefragPlan>> {
-        let request = Arc::clone(&request.get().inner);
+        let request = single_request(request, "plan_defrag")?;
         let mut limits = removal_limits(max_moves, "max_moves", min_runtime, exempt_owners)?;
         if max_moves.is_none() {
             limits.max_members = Some(DEFAULT_MAX_MOVES);
@@ -415,9 +415,29 @@ impl Cluster {
     ///
     /// The fragmentation figure to track before and after a decision (owner caps aside).
     /// Costs one placement per copy.
-    fn capacity_for(&self, py: Python<'_>, request: &Bound<'_, GangRequest>) -> PyResult<u64> {
-        let request = Arc::clone(&request.get().inner);
+    fn capacity_for(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let request = single_request(request, "capacity_for")?;
         let now = self.now(py)?;
         Ok(self.run_detached(py, |engine| Ok(engine.capacity_for(&request, now)?))?)
+    }
+}
+
+/// The `GangRequest` of a call that does not take multi-role gangs (README "Multi-role
+/// gangs": preemption and defragmentation plan for single gangs only).
+fn single_request(
+    value: &Bound<'_, PyAny>,
+    call: &str,
+) -> PyResult<Arc<gangplace_core::GangRequest>> {
+    if let Ok(request) = value.cast::<GangRequest>() {
+        return Ok(Arc::clone(&request.get().inner));
+    }
+    match crate::roles::any_request(value, "request")? {
+        gangplace_core::AnyRequest::Gang(request) => Ok(request),
+        gangplace_core::AnyRequest::Roles(_) => Err(core_to_py(
+            gangplace_core::CoreError::InvalidRequest(format!(
+                "{call} plans for single gangs; a MultiGangRequest is placed by place_gang, \
+                 reserve and the batches (README \"Multi-role gangs\")"
+            )),
+        )),
     }
 }

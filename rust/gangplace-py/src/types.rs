@@ -151,6 +151,24 @@ impl Placement {
         PyTuple::new(py, paths?)
     }
 
+    /// Multi-role gangs: group name -> its pods in rank order, in request order.
+    ///
+    /// A fresh dict; empty for a single gang.
+    #[getter]
+    fn groups<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let groups = PyDict::new(py);
+        let mut pods = self.inner.pods.iter();
+        for (name, count) in &self.inner.groups {
+            let count = usize::try_from(*count).unwrap_or(usize::MAX);
+            let part = pods
+                .by_ref()
+                .take(count)
+                .map(|pod| PodPlacement { inner: pod.clone() });
+            groups.set_item(name, PyTuple::new(py, part)?)?;
+        }
+        Ok(groups)
+    }
+
     /// GPUs of all pods.
     #[getter]
     fn total_gpus(&self) -> usize {
@@ -191,6 +209,27 @@ impl Placement {
         ];
         Ok(call_repr("Placement", &parts))
     }
+}
+
+/// A hold's request as Python sees it: a `GangRequest`, a `MultiGangRequest`, or `None`.
+fn request_object<'py>(
+    py: Python<'py>,
+    request: &Option<Arc<model::GangRequest>>,
+    roles: &Option<Arc<model::MultiGangRequest>>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    if let Some(roles) = roles {
+        let roles = crate::roles::MultiGangRequest {
+            inner: Arc::clone(roles),
+        };
+        return Ok(Some(Bound::new(py, roles)?.into_any()));
+    }
+    request
+        .as_ref()
+        .map(|inner| {
+            let inner = Arc::clone(inner);
+            Ok(Bound::new(py, GangRequest { inner })?.into_any())
+        })
+        .transpose()
 }
 
 fn py_object<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
@@ -238,10 +277,8 @@ impl Reservation {
 
     /// The request it was placed for; ``None`` for ``reserve(placement)``.
     #[getter]
-    fn request(&self) -> Option<GangRequest> {
-        self.inner.request.as_ref().map(|inner| GangRequest {
-            inner: Arc::clone(inner),
-        })
+    fn request<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        request_object(py, &self.inner.request, &self.inner.roles)
     }
 
     /// Where its GPUs are.
@@ -340,10 +377,8 @@ impl Allocation {
 
     /// The request it was placed for; ``None`` for ``reserve(placement)`` and ``adopt``.
     #[getter]
-    fn request(&self) -> Option<GangRequest> {
-        self.inner.request.as_ref().map(|inner| GangRequest {
-            inner: Arc::clone(inner),
-        })
+    fn request<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        request_object(py, &self.inner.request, &self.inner.roles)
     }
 
     /// The placement as reserved (a removed node's pods stay listed).

@@ -152,6 +152,19 @@ impl Capacity {
         })
     }
 
+    /// The view of a request's selector: the cluster's for an empty one, else its pool's
+    /// (after [`Capacity::ensure_pool`]).
+    pub fn view_for<'a>(
+        &'a self,
+        states: &'a NodeStates,
+        selector: &[(String, String)],
+    ) -> Option<AnyView<'a>> {
+        if selector.is_empty() {
+            return Some(AnyView::Cluster(self.cluster_view(states)));
+        }
+        self.selector_view(states, selector).map(AnyView::Selector)
+    }
+
     /// Rebuilds everything from the nodes and compares; the first mismatch is returned.
     pub fn check(&self, topology: &Topology, states: &NodeStates) -> Result<(), String> {
         let mut expected = vec![Aggregate::default(); topology.domain_slots()];
@@ -288,5 +301,58 @@ impl CapacityView for SelectorView<'_> {
     fn nodes_with_free(&self, domain: DomainId, free: u32) -> Option<u32> {
         let aggregate = self.pool.aggregates.get(&domain);
         Some(aggregate.map_or(0, |aggregate| aggregate.nodes_with_free(free)))
+    }
+}
+
+/// Either view, for searches that hold several (one per group of a multi-role gang).
+#[derive(Debug)]
+pub enum AnyView<'a> {
+    /// Every uncordoned node.
+    Cluster(ClusterView<'a>),
+    /// The nodes of one selector.
+    Selector(SelectorView<'a>),
+}
+
+impl CapacityView for AnyView<'_> {
+    fn domain_capacity(&self, domain: DomainId, gpus_per_pod: u32) -> u64 {
+        match self {
+            AnyView::Cluster(view) => view.domain_capacity(domain, gpus_per_pod),
+            AnyView::Selector(view) => view.domain_capacity(domain, gpus_per_pod),
+        }
+    }
+
+    fn domain_free(&self, domain: DomainId) -> u64 {
+        match self {
+            AnyView::Cluster(view) => view.domain_free(domain),
+            AnyView::Selector(view) => view.domain_free(domain),
+        }
+    }
+
+    fn node_free(&self, node: NodeId) -> Option<GpuSet> {
+        match self {
+            AnyView::Cluster(view) => view.node_free(node),
+            AnyView::Selector(view) => view.node_free(node),
+        }
+    }
+
+    fn index(&self) -> Option<&FreeIndex> {
+        match self {
+            AnyView::Cluster(view) => view.index(),
+            AnyView::Selector(view) => view.index(),
+        }
+    }
+
+    fn nodes_with_free(&self, domain: DomainId, free: u32) -> Option<u32> {
+        match self {
+            AnyView::Cluster(view) => view.nodes_with_free(domain, free),
+            AnyView::Selector(view) => view.nodes_with_free(domain, free),
+        }
+    }
+
+    fn largest_domain(&self, depth: usize) -> Option<u64> {
+        match self {
+            AnyView::Cluster(view) => view.largest_domain(depth),
+            AnyView::Selector(view) => view.largest_domain(depth),
+        }
     }
 }

@@ -52,6 +52,7 @@ impl Engine {
             terms,
             since: now,
             request: None,
+            roles: None,
         };
         let mut changes = Changes::new();
         self.hold_into(&mut changes, id, held, new);
@@ -166,6 +167,7 @@ impl Engine {
             level: self.topology.level_name(depth).to_owned(),
             domain,
             slices: Vec::new(),
+            groups: Vec::new(),
         }
     }
 }

@@ -336,6 +336,7 @@ impl Engine {
             terms: plan.request.terms,
             since: now,
             request: Some(Arc::clone(&plan.request)),
+            roles: None,
         };
         let reservation = self.hold_into(&mut changes, ids[0], gang, new);
         let mut replaced = Vec::with_capacity(plan.moves.len());
@@ -353,6 +354,7 @@ impl Engine {
                 terms: old.terms,
                 since: now,
                 request: old.request.clone(),
+                roles: old.roles.clone(),
             };
             let moved_to = self.hold_into(&mut changes, id, held, new);
             replaced.push((step.allocation, moved_to));

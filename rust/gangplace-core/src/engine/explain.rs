@@ -10,6 +10,7 @@ use super::Engine;
 use super::preemption::Purpose;
 use crate::error::CoreResult;
 use crate::model::{GangRequest, Placement, RemovalLimits};
+use crate::roles::MultiGangRequest;
 use crate::search::{Demand, Item, LevelBest};
 use serde::{Deserialize, Serialize};
 
@@ -64,6 +65,10 @@ pub struct Explanation {
     pub excluded: Exclusions,
     /// The one-line summary: `Unschedulable.reason` when the gang does not fit.
     pub summary: String,
+    /// Multi-role gangs that do not fit: the first group that failed in the first candidate
+    /// of the coarsest level tried, and why (`None` otherwise, or when that level had no
+    /// candidate with enough free GPUs).
+    pub failed_group: Option<(String, String)>,
 }
 
 impl Engine {
@@ -110,6 +115,80 @@ impl Engine {
             levels,
             excluded: self.exclusions(request),
             summary,
+            failed_group: None,
+        })
+    }
+
+    /// Explains a multi-role gang: per level tried, its first candidate and the first group
+    /// that failed there (as [`LevelExplanation::capacity`] and `needed`: that group's pods
+    /// with room and wanted); `excluded` counts nodes for the group placed first.
+    pub fn explain_roles(
+        &mut self,
+        request: &MultiGangRequest,
+        now: f64,
+    ) -> CoreResult<Explanation> {
+        let resolved = self.prepare_roles(request, now)?;
+        let outcome = self.plan_roles(request, &resolved)?;
+        let placement = outcome
+            .plan
+            .as_ref()
+            .map(|plan| self.roles_placement(request, plan));
+        let mut levels: Vec<LevelExplanation> = outcome
+            .trials
+            .iter()
+            .map(|trial| {
+                let (domain, capacity, needed) = match &trial.first {
+                    Some((item, failure)) => {
+                        (Some(self.item_path(*item)), failure.held, failure.wanted)
+                    }
+                    None => (None, 0, request.total_pods()),
+                };
+                LevelExplanation {
+                    level: self.topology.level_name(trial.depth).to_owned(),
+                    domain,
+                    capacity,
+                    needed,
+                    gpus_to_free: None,
+                    preemption: None,
+                    cheapest: None,
+                }
+            })
+            .collect();
+        let summary = match &placement {
+            Some(placement) => {
+                if let Some(level) = levels.last_mut() {
+                    level.domain = Some(placement.domain.clone());
+                    (level.capacity, level.needed) = (request.total_pods(), request.total_pods());
+                    level.gpus_to_free = Some(0);
+                }
+                format!(
+                    "multi-role gang{} of {} groups ({} GPUs) fits: {} at level {} {}",
+                    name_text(&request.name),
+                    request.groups.len(),
+                    request.total_gpus(),
+                    counted(placement.pods.len() as u64, "pod"),
+                    placement.level,
+                    placement.domain.join("/")
+                )
+            }
+            None => self.roles_reason(request, &outcome.trials),
+        };
+        let failed_group = match (&placement, outcome.trials.last()) {
+            (None, Some(trial)) => trial.first.as_ref().map(|(_, failure)| {
+                let group = request.groups[failure.group].name.clone();
+                (group, self.trial_text(request, trial))
+            }),
+            _ => None,
+        };
+        let first = resolved.order.first().map(|&index| &request.groups[index]);
+        Ok(Explanation {
+            placement,
+            levels,
+            excluded: first
+                .map(|group| self.exclusions(group))
+                .unwrap_or_default(),
+            summary,
+            failed_group,
         })
     }
 
@@ -316,10 +395,15 @@ impl Engine {
 }
 
 fn quoted_name(request: &GangRequest) -> String {
-    if request.name.is_empty() {
+    name_text(&request.name)
+}
+
+/// ` "name"`, or nothing for an empty name.
+pub(crate) fn name_text(name: &str) -> String {
+    if name.is_empty() {
         String::new()
     } else {
-        format!(" \"{}\"", request.name)
+        format!(" \"{name}\"")
     }
 }
 

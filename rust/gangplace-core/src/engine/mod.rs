@@ -11,6 +11,8 @@ pub(crate) mod adopt;
 pub(crate) mod defrag;
 pub(crate) mod explain;
 pub(crate) mod preemption;
+pub(crate) mod roles;
+mod roles_snapshot;
 pub(crate) mod snapshot;
 pub(crate) mod transactions;
 
@@ -389,6 +391,7 @@ impl Engine {
                     path.into_iter().map(String::from).collect()
                 })
                 .collect(),
+            groups: Vec::new(),
         }
     }
 

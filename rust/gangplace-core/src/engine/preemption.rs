@@ -187,6 +187,7 @@ impl Engine {
             terms: plan.request.terms,
             since: now,
             request: Some(Arc::clone(&plan.request)),
+            roles: None,
         };
         let id = self.ledger.new_id()?;
         let mut changes = Changes::new();

@@ -27,6 +27,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::Engine;
+use super::roles_snapshot::{HoldRoles, Roles, hold_roles, roles_from};
 use crate::config::{EngineConfig, Policy};
 use crate::error::{CoreError, CoreResult};
 use crate::ids::{GpuSet, HoldId, NodeId};
@@ -42,8 +43,10 @@ pub const MAGIC: &[u8; 8] = b"GANGPLCE";
 /// The body format this build writes. Version 2 names the policy (`"best-fit"`) where
 /// version 1 stored a flag; version 3 adds the [`Extension`] after the version 2 body
 /// (`max_level`); version 4 adds [`Shapes`] after that (slice layers of every hold's request
-/// and its placement's slices). Versions 2 to 4 are read; version 1 snapshots are refused.
-pub const FORMAT_VERSION: u16 = 4;
+/// and its placement's slices); version 5 adds the roles of every hold after that (module
+/// `roles_snapshot`: multi-role groups and requests). Versions 2 to 5 are read; version 1
+/// snapshots are refused.
+pub const FORMAT_VERSION: u16 = 5;
 const OLDEST_READ: u16 = 2;
 const HEADER_BYTES: usize = 24;
 
@@ -131,14 +134,14 @@ struct HoldRecord {
 }
 
 #[derive(Debug, Serialize, Deserialize)]
-struct TermsRecord {
+pub(super) struct TermsRecord {
     priority: i64,
     preemptible: bool,
     movable: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
-struct RequestRecord {
+pub(super) struct RequestRecord {
     pods: i64,
     gpus_per_pod: i64,
     min_pods: Option<i64>,
@@ -148,7 +151,7 @@ struct RequestRecord {
     terms: TermsRecord,
 }
 
-fn terms_record(terms: Terms) -> TermsRecord {
+pub(super) fn terms_record(terms: Terms) -> TermsRecord {
     TermsRecord {
         priority: i64::from(terms.priority),
         preemptible: terms.preemptible,
@@ -156,11 +159,11 @@ fn terms_record(terms: Terms) -> TermsRecord {
     }
 }
 
-fn terms_from(record: &TermsRecord) -> CoreResult<Terms> {
+pub(super) fn terms_from(record: &TermsRecord) -> CoreResult<Terms> {
     Terms::new(record.priority, record.preemptible, record.movable).map_err(as_snapshot_error)
 }
 
-fn slice_records(request: &GangRequest) -> Vec<(String, i64)> {
+pub(super) fn slice_records(request: &GangRequest) -> Vec<(String, i64)> {
     let size = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     let layers = request.slices.iter();
     layers
@@ -168,7 +171,7 @@ fn slice_records(request: &GangRequest) -> Vec<(String, i64)> {
         .collect()
 }
 
-fn request_record(request: &GangRequest) -> RequestRecord {
+pub(super) fn request_record(request: &GangRequest) -> RequestRecord {
     let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     RequestRecord {
         pods: count(request.pods),
@@ -182,7 +185,7 @@ fn request_record(request: &GangRequest) -> RequestRecord {
 }
 
 /// A snapshot's request, validated as a new one would be.
-fn request_from(record: RequestRecord) -> CoreResult<GangRequest> {
+pub(super) fn request_from(record: RequestRecord) -> CoreResult<GangRequest> {
     let terms = terms_from(&record.terms)?;
     let request = GangRequest::new(
         record.pods,
@@ -203,7 +206,7 @@ struct EndedRecord {
     owner: Option<String>,
 }
 
-fn bad(message: impl Into<String>) -> CoreError {
+pub(super) fn bad(message: impl Into<String>) -> CoreError {
     CoreError::InvalidSnapshot(message.into())
 }
 
@@ -282,6 +285,15 @@ impl Engine {
             nodes: self.node_shapes(),
         };
         bytes.extend(postcard::to_stdvec(&shapes).map_err(encoding)?);
+        let roles = Roles {
+            holds: self
+                .ledger
+                .live_holds_by_id()
+                .into_iter()
+                .map(|(_, hold)| hold_roles(hold))
+                .collect(),
+        };
+        bytes.extend(postcard::to_stdvec(&roles).map_err(encoding)?);
         Ok(frame(&bytes))
     }
 
@@ -377,7 +389,7 @@ impl Engine {
 
     /// Rebuilds an engine from snapshot bytes; `now` is the restoring clock's reading.
     pub fn restore(bytes: &[u8], now: f64) -> CoreResult<Engine> {
-        let (body, extension, shapes) = decode(bytes)?;
+        let (body, extension, shapes, roles) = decode(bytes)?;
         let offset = now - body.taken_at;
         if !offset.is_finite() {
             return Err(bad("the snapshot's clock reading is not finite"));
@@ -407,10 +419,15 @@ impl Engine {
         if !shapes.holds.is_empty() && shapes.holds.len() != body.holds.len() {
             return Err(bad("the shapes do not match the holds"));
         }
+        if !roles.holds.is_empty() && roles.holds.len() != body.holds.len() {
+            return Err(bad("the roles do not match the holds"));
+        }
         let mut shapes = shapes.holds.into_iter();
+        let mut roles = roles.holds.into_iter();
         for hold in body.holds {
             let shape = shapes.next().unwrap_or_default();
-            engine.restore_hold(hold, shape, offset)?;
+            let roles = roles.next().unwrap_or_default();
+            engine.restore_hold(hold, shape, roles, offset)?;
         }
         if body.ended.len() > REMEMBERED_ENDED_HOLDS {
             return Err(bad("more ended holds than are ever remembered"));
@@ -475,6 +492,7 @@ impl Engine {
         &mut self,
         record: HoldRecord,
         shape: HoldShape,
+        roles: HoldRoles,
         offset: f64,
     ) -> CoreResult<()> {
         let id = HoldId::from_bits(record.id);
@@ -524,6 +542,15 @@ impl Engine {
             level: record.level,
             domain: record.domain,
             slices: shape.placement_slices,
+            groups: Vec::new(),
+        };
+        let (groups, roles) = roles_from(roles, placement.pods.len())?;
+        if roles.is_some() && record.request.is_some() {
+            return Err(bad("a hold has both a request and a multi-role request"));
+        }
+        let placement = Placement {
+            groups,
+            ..placement
         };
         let spread = match shape.spread.as_str() {
             "" => Spread::Pack, // entries of older formats, which had no spread
@@ -557,6 +584,7 @@ impl Engine {
             terms: terms_from(&record.terms)?,
             since: record.since + offset,
             request: request.map(Arc::new),
+            roles: roles.map(Arc::new),
         };
         if !hold.since.is_finite() {
             return Err(bad("a hold has no finite start time"));
@@ -574,7 +602,7 @@ impl Engine {
 }
 
 /// Checks the header and checksum and decodes the body (and, from version 3, its extension).
-fn decode(bytes: &[u8]) -> CoreResult<(Body, Extension, Shapes)> {
+fn decode(bytes: &[u8]) -> CoreResult<(Body, Extension, Shapes, Roles)> {
     let header = bytes.get(..HEADER_BYTES).ok_or_else(|| {
         bad(format!(
             "{} bytes is too short for a snapshot header",
@@ -623,10 +651,16 @@ fn decode(bytes: &[u8]) -> CoreResult<(Body, Extension, Shapes)> {
     } else {
         (Shapes::default(), rest)
     };
+    let (roles, rest) = if version >= 5 {
+        postcard::take_from_bytes::<Roles>(rest)
+            .map_err(|error| bad(format!("malformed roles: {error}")))?
+    } else {
+        (Roles::default(), rest)
+    };
     if !rest.is_empty() {
         return Err(bad("trailing bytes after the body"));
     }
-    Ok((decoded, extension, shapes))
+    Ok((decoded, extension, shapes, roles))
 }
 
 /// The start time a restored hold was recorded with (commit keeps it).
@@ -634,7 +668,7 @@ fn hold_since(ledger: &crate::ledger::Ledger, id: HoldId) -> f64 {
     ledger.live(id).map_or(0.0, |hold| hold.since)
 }
 
-fn as_snapshot_error(error: CoreError) -> CoreError {
+pub(super) fn as_snapshot_error(error: CoreError) -> CoreError {
     match error {
         CoreError::InvalidSnapshot(message) => CoreError::InvalidSnapshot(message),
         other => bad(other.to_string()),

@@ -10,6 +10,7 @@ use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, Hold, HoldState};
 use crate::limits::{MAX_NAME_BYTES, MAX_TTL_SECONDS};
 use crate::model::{Allocation, GangRequest, Held, Placement, Reservation, Terms, check_priority};
+use crate::roles::{AnyRequest, MultiGangRequest};
 use crate::state::Changes;
 
 /// Who acts on a hold: an owner name, or nobody in particular.
@@ -74,6 +75,7 @@ pub(crate) fn reservation_of(id: HoldId, hold: &Hold) -> Reservation {
         terms: hold.terms,
         since: hold.since,
         request: hold.request.clone(),
+        roles: hold.roles.clone(),
     }
 }
 
@@ -85,6 +87,7 @@ pub(crate) fn allocation_of(id: HoldId, hold: &Hold) -> Allocation {
         terms: hold.terms,
         since: hold.since,
         request: hold.request.clone(),
+        roles: hold.roles.clone(),
     }
 }
 
@@ -96,6 +99,7 @@ pub(crate) struct NewHold<'a> {
     pub terms: Terms,
     pub since: f64,
     pub request: Option<Arc<GangRequest>>,
+    pub roles: Option<Arc<MultiGangRequest>>,
 }
 
 impl Engine {
@@ -155,13 +159,14 @@ impl Engine {
             terms: new.terms,
             since: new.since,
             request: new.request,
+            roles: new.roles,
         };
         let reservation = reservation_of(id, &hold);
         self.ledger.hold(&mut self.states, changes, id, hold);
         reservation
     }
 
-    fn hold(
+    pub(crate) fn hold(
         &mut self,
         gpus_by_node: Vec<(NodeId, GpuSet)>,
         new: NewHold<'_>,
@@ -203,6 +208,7 @@ impl Engine {
             terms: request.terms,
             since: now,
             request: Some(Arc::clone(request)),
+            roles: None,
         };
         self.hold(held, new)
     }
@@ -242,6 +248,7 @@ impl Engine {
             terms,
             since: now,
             request: None,
+            roles: None,
         };
         self.hold(held, new)
     }
@@ -448,20 +455,31 @@ impl Engine {
             .collect()
     }
 
+    /// Checks a request against the cluster (levels) without placing it.
+    fn validate(&self, request: &AnyRequest) -> CoreResult<()> {
+        match request {
+            AnyRequest::Gang(request) => self.demand(request).map(|_| ()),
+            AnyRequest::Roles(request) => self.resolve_roles(request).map(|_| ()),
+        }
+    }
+
     /// Where each gang would go on the current state, independently of the others.
     /// Every request is validated first: an invalid one fails the whole batch.
     pub fn place_many(
         &mut self,
-        requests: &[Arc<GangRequest>],
+        requests: &[AnyRequest],
         now: f64,
     ) -> CoreResult<Vec<Option<Placement>>> {
         self.reclaim(now);
         for request in requests {
-            self.demand(request)?;
+            self.validate(request)?;
         }
         requests
             .iter()
-            .map(|request| self.place(request, now))
+            .map(|request| match request {
+                AnyRequest::Gang(request) => self.place(request, now),
+                AnyRequest::Roles(request) => self.place_roles(request, now),
+            })
             .collect()
     }
 
@@ -470,7 +488,7 @@ impl Engine {
     /// request is validated first: an invalid one fails the batch before anything is held.
     pub fn reserve_many(
         &mut self,
-        requests: &[Arc<GangRequest>],
+        requests: &[AnyRequest],
         ttl: f64,
         owner: Owner<'_>,
         now: f64,
@@ -479,11 +497,15 @@ impl Engine {
         check_owner(owner)?;
         self.reclaim(now);
         for request in requests {
-            self.demand(request)?;
+            self.validate(request)?;
         }
         let mut reservations = Vec::with_capacity(requests.len());
         for request in requests {
-            match self.reserve(request, ttl, owner, now) {
+            let reserved = match request {
+                AnyRequest::Gang(request) => self.reserve(request, ttl, owner, now),
+                AnyRequest::Roles(request) => self.reserve_roles(request, ttl, owner, now),
+            };
+            match reserved {
                 Ok(reservation) => reservations.push(Some(reservation)),
                 Err(CoreError::Unschedulable(_) | CoreError::LimitExceeded(_)) => {
                     reservations.push(None);

@@ -88,7 +88,7 @@ impl<V: CapacityView> Search<'_, V> {
         self.first_node_with_free(parent, least).map(Item::Node)
     }
 
-    fn has_node_with_free(&self, domain: DomainId, free: u32) -> bool {
+    pub(super) fn has_node_with_free(&self, domain: DomainId, free: u32) -> bool {
         match self.view.nodes_with_free(domain, free) {
             Some(count) => count > 0,
             None => self.first_node_with_free(domain, free).is_some(),
@@ -147,7 +147,7 @@ impl<V: CapacityView> Search<'_, V> {
     /// parents' free GPUs, then their grandparents', and so on up to the root (`Less`: `a`'s
     /// ancestry is fuller). Equal from the first common ancestor up; path order breaks the
     /// remaining ties, which the callers get by visiting candidates in path order.
-    fn ancestry_order(&self, a: Item, b: Item) -> Ordering {
+    pub(super) fn ancestry_order(&self, a: Item, b: Item) -> Ordering {
         let (mut above_a, mut above_b) = (self.parent(a), self.parent(b));
         while let (Some(x), Some(y)) = (above_a, above_b) {
             if x == y {
@@ -164,7 +164,7 @@ impl<V: CapacityView> Search<'_, V> {
     }
 
     /// The item of `depth` with this id (a node at the node depth).
-    fn item_at(&self, depth: usize, id: u32) -> Item {
+    pub(super) fn item_at(&self, depth: usize, id: u32) -> Item {
         if depth == self.topology.node_depth() {
             Item::Node(id)
         } else {

@@ -20,6 +20,7 @@ use crate::topology::Topology;
 
 mod balanced;
 mod best_fit;
+mod candidates;
 mod slices;
 
 /// A domain or a node: the things a level is made of.

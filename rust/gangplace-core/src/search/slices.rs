@@ -19,12 +19,22 @@ use crate::ids::ROOT;
 
 impl<V: CapacityView> Search<'_, V> {
     /// Whether `item` holds `pods` pods: by capacity, or in whole outermost slices.
-    pub(super) fn holds(&self, item: Item, pods: u64) -> bool {
+    pub fn holds(&self, item: Item, pods: u64) -> bool {
         if self.layers.is_empty() {
             return self.capacity(item) >= pods;
         }
         let need = pods / self.layers.outer_size();
         self.units(item, 0, need) >= need
+    }
+
+    /// The most pods, up to `most`, that `item` holds: by capacity, or in whole outermost
+    /// slices.
+    pub fn pods_up_to(&self, item: Item, most: u64) -> u64 {
+        if self.layers.is_empty() {
+            return self.capacity(item).min(most);
+        }
+        let outer = self.layers.outer_size();
+        self.units(item, 0, most / outer) * outer
     }
 
     /// The depth of an item (the node depth for a node).

@@ -1,0 +1,265 @@
+"""Multi-role gangs, as pure functions: the README's "Multi-role gangs" section.
+
+Several pod groups go into one domain as one all-or-nothing unit. Levels are tried finest
+first; at each, the candidate domains are those with the unit's GPUs free (over every
+uncordoned node), in rule 3's order. Inside a candidate the groups are placed in order of
+(total GPUs descending, name), each by the single-gang rules (its selector, its slices) on
+the GPUs the earlier groups left; a group whose colocation anchor is already placed goes
+inside the anchor's rank-0 domain of the colocation level. The first candidate where every
+group and every colocation succeeds wins. If no level holds the full unit, the coarsest level
+is tried again with every elastic group at its ``min_pods``. The Rust core
+(``engine/roles.rs``) must give the same answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from gangplace.reference import rules
+from gangplace.reference import slices as slicing
+from gangplace.reference.values import Path, Placement, PodPlacement
+
+__all__ = ["Failure", "MultiGang", "place_roles", "roles_reason"]
+
+
+@dataclass(frozen=True)
+class MultiGang:
+    """What the rules read of a ``gangplace.MultiGangRequest``."""
+
+    groups: tuple[rules.Gang, ...]
+    required_level: str | None = None
+    colocate: tuple[tuple[str, str, str], ...] = ()
+    name: str = ""
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs of every group at full size."""
+        return sum(group.pods * group.gpus_per_pod for group in self.groups)
+
+    @property
+    def min_gpus(self) -> int:
+        """GPUs of every group at its smallest accepted size."""
+        return sum(_smallest(group) * group.gpus_per_pod for group in self.groups)
+
+    def placing_order(self) -> list[int]:
+        """Group indices by (total GPUs descending, name)."""
+        return sorted(
+            range(len(self.groups)),
+            key=lambda i: (-self.groups[i].pods * self.groups[i].gpus_per_pod, self.groups[i].name),
+        )
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The first group that failed in a candidate: its index, why, pods with room, wanted."""
+
+    group: int
+    why: str
+    held: int
+    wanted: int
+
+
+Trial = tuple[int, Path | None, Failure | None]
+"""One level tried: its depth, its first candidate and why that one failed."""
+
+
+def _smallest(group: rules.Gang) -> int:
+    return group.min_pods if group.min_pods is not None else group.pods
+
+
+class _Planner:
+    """One search over a picture of the nodes."""
+
+    def __init__(
+        self,
+        nodes: Sequence[rules.NodeView],
+        levels: Sequence[str],
+        request: MultiGang,
+        coarsest: int,
+    ) -> None:
+        self.nodes, self.levels, self.request = nodes, levels, request
+        self.node_depth = len(levels) + 1
+        self.layers = [slicing.resolve(g.slices, levels, coarsest) for g in request.groups]
+        names = [group.name for group in request.groups]
+        self.colocations = [
+            (names.index(group), names.index(anchor), rules.depth_of(levels, level))
+            for group, anchor, level in request.colocate
+        ]
+
+    def held(self, group: int, usable: Sequence[rules.NodeView], path: Path, most: int) -> int:
+        """Pods of a group, up to ``most``, that ``path`` holds (in whole outer slices)."""
+        gang = self.request.groups[group]
+        members = [node for node in usable if node.full_path[: len(path)] == path]
+        layers = self.layers[group]
+        count = rules.slice_counter(members, gang.gpus_per_pod, layers)
+        if count is None:
+            return min(rules.capacity(members, gang.gpus_per_pod), most)
+        outer = layers[0][1]
+        return min(count(path, 0), most // outer) * outer
+
+    def usable(self, group: int, taken: dict[str, set[int]]) -> list[rules.NodeView]:
+        """The group's feasible nodes, without the GPUs earlier groups took."""
+        gang = self.request.groups[group]
+        return [
+            replace(node, free=tuple(g for g in node.free if g not in taken.get(node.name, ())))
+            for node in rules.feasible(self.nodes, gang.selector)
+        ]
+
+    def place_in(
+        self, group: int, usable: list[rules.NodeView], depth: int, path: Path, pods: int
+    ) -> tuple[tuple[PodPlacement, ...], tuple[Path, ...]]:
+        """Rules 4-6 (and slices) for one group inside ``path``."""
+        gang = self.request.groups[group]
+        layers = self.layers[group]
+        count = rules.slice_counter(usable, gang.gpus_per_pod, layers)
+        if count is None:
+            placed = rules.spread(
+                usable, self.node_depth, depth, path, pods, gang.gpus_per_pod, gang.spread
+            )
+        else:
+            placed = rules.spread_slices(
+                usable,
+                self.node_depth,
+                path,
+                pods // layers[0][1],
+                gang.gpus_per_pod,
+                layers,
+                0,
+                count,
+                gang.spread,
+            )
+        paths = {node.name: node.full_path for node in usable}
+        ranked = rules.ranked(placed, paths)
+        return ranked, slicing.slice_paths(ranked, layers, paths)
+
+    def sizes(self, group: int, elastic: bool) -> int:
+        """Pods a group takes: all, or its ``min_pods`` in the elastic retry."""
+        gang = self.request.groups[group]
+        return _smallest(gang) if elastic else gang.pods
+
+    def in_candidate(
+        self, depth: int, path: Path, elastic: bool
+    ) -> list[tuple[tuple[PodPlacement, ...], tuple[Path, ...]]] | Failure:
+        """Every group inside one candidate, or the first that failed."""
+        order = self.request.placing_order()
+        for group in order:
+            wanted = self.sizes(group, elastic)
+            held = self.held(group, self.usable(group, {}), path, wanted)
+            if held < wanted:
+                return Failure(group, f"holds {held} of its {wanted} pods", held, wanted)
+        taken: dict[str, set[int]] = {}
+        plans: dict[int, tuple[tuple[PodPlacement, ...], tuple[Path, ...]]] = {}
+        node_paths = {node.name: node.full_path for node in self.nodes}
+        for group in order:
+            target_depth, target = depth, path
+            for member, anchor, at in self.colocations:
+                if member == group and at > depth and anchor in plans:
+                    first = plans[anchor][0][0]
+                    target_depth, target = at, node_paths[first.node][:at]
+                    break
+            usable = self.usable(group, taken)
+            wanted = self.sizes(group, elastic)
+            held = self.held(group, usable, target, wanted)
+            if held < wanted:
+                where = "after the earlier groups"
+                if (target_depth, target) != (depth, path):
+                    level = rules.level_name(self.levels, target_depth)
+                    where = f"in {level} {'/'.join(target)} (its colocation)"
+                why = f"has room for {held} of its {wanted} pods {where}"
+                return Failure(group, why, held, wanted)
+            plans[group] = self.place_in(group, usable, target_depth, target, wanted)
+            for pod in plans[group][0]:
+                taken.setdefault(pod.node, set()).update(pod.gpus)
+        for member, anchor, at in self.colocations:
+            if at <= depth:
+                continue
+            home = node_paths[plans[anchor][0][0].node][:at]
+            pods = plans[member][0]
+            inside = sum(1 for pod in pods if node_paths[pod.node][:at] == home)
+            if inside < len(pods):
+                level = rules.level_name(self.levels, at)
+                anchor_name = self.request.groups[anchor].name
+                why = f'is not all in the {level} of rank 0 of group "{anchor_name}"'
+                return Failure(member, why, inside, len(pods))
+        return [plans[group] for group in range(len(self.request.groups))]
+
+    def candidates(self, depth: int, need: int, policy: str) -> list[Path]:
+        """Domains of ``depth`` with ``need`` free GPUs (uncordoned nodes), in rule 3's order."""
+        usable = rules.feasible(self.nodes, {})
+        free = rules.free_gpus_by_path(usable)
+        paths = [p for p in rules.domains_at(usable, depth) if free[p] >= need]
+        if policy == "best-fit":
+            return sorted(paths, key=lambda p: (rules.best_fit_key(free, p), p))
+        if policy == "best-fit-path":
+            return sorted(paths, key=lambda p: (free[p], p))
+        return sorted(paths)
+
+
+def place_roles(
+    nodes: Sequence[rules.NodeView],
+    levels: Sequence[str],
+    request: MultiGang,
+    policy: str = "best-fit",
+) -> tuple[Placement | None, list[Trial]]:
+    """Where a multi-role gang goes, and the levels tried (for its reason).
+
+    If no level holds the full unit and some group is elastic, the coarsest level is tried
+    again with every elastic group at its ``min_pods``.
+
+    Raises:
+        ValueError: An unknown level, or slice levels that do not nest.
+
+    """
+    coarsest = rules.depth_of(levels, request.required_level)
+    planner = _Planner(nodes, levels, request, coarsest)
+    trials: list[Trial] = []
+    for depth in range(planner.node_depth, coarsest - 1, -1):
+        first: tuple[Path, Failure] | None = None
+        for path in planner.candidates(depth, request.total_gpus, policy):
+            outcome = planner.in_candidate(depth, path, elastic=False)
+            if not isinstance(outcome, Failure):
+                return _placement(levels, request, depth, path, outcome), trials
+            first = first or (path, outcome)
+        trials.append((depth, *first) if first else (depth, None, None))
+    if any(_smallest(g) < g.pods for g in request.groups):
+        for path in planner.candidates(coarsest, request.min_gpus, policy):
+            outcome = planner.in_candidate(coarsest, path, elastic=True)
+            if not isinstance(outcome, Failure):
+                return _placement(levels, request, coarsest, path, outcome), trials
+    return None, trials
+
+
+def _placement(
+    levels: Sequence[str],
+    request: MultiGang,
+    depth: int,
+    path: Path,
+    plans: list[tuple[tuple[PodPlacement, ...], tuple[Path, ...]]],
+) -> Placement:
+    pods = tuple(pod for ranked, _ in plans for pod in ranked)
+    sliced = tuple(s for _, paths in plans for s in paths)
+    groups = tuple(
+        (g.name, len(ranked)) for g, (ranked, _) in zip(request.groups, plans, strict=True)
+    )
+    return Placement(pods, rules.level_name(levels, depth), path, sliced, groups)
+
+
+def trial_text(levels: Sequence[str], request: MultiGang, trial: Trial) -> str:
+    """One level of the reason: its first candidate and the group that failed there."""
+    depth, path, failure = trial
+    level = rules.level_name(levels, depth)
+    if path is None or failure is None:
+        return f"no {level} has {request.total_gpus} free GPUs"
+    where = f"{level} {'/'.join(path)}" if path else "the cluster"
+    return f'in {where}, group "{request.groups[failure.group].name}" {failure.why}'
+
+
+def roles_reason(levels: Sequence[str], request: MultiGang, trials: list[Trial]) -> str:
+    """``Unschedulable.reason`` of a multi-role gang."""
+    name = f' "{request.name}"' if request.name else ""
+    tried = "; ".join(trial_text(levels, request, trial) for trial in trials)
+    return (
+        f"multi-role gang{name} of {len(request.groups)} groups ({request.total_gpus} GPUs) "
+        f"does not fit: {tried}"
+    )

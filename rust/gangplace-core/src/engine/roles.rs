@@ -1,0 +1,494 @@
+//! Placing multi-role gangs (README "Multi-role gangs"): the unit goes into one domain, the
+//! finest level that holds it, trying that level's candidates in rule 3's order (over every
+//! usable node; a candidate needs the unit's GPUs free). Inside a candidate the groups are
+//! placed in order (total GPUs descending, name), each by the single-gang rules with its own
+//! selector and slices on a what-if overlay where the earlier groups' GPUs are taken; a group
+//! whose colocation anchor is already placed goes inside the anchor's rank-0 domain of the
+//! colocation level. There is no backtracking inside a candidate: the first where every group
+//! and every colocation succeeds wins, else the next candidate, then the next level. If no
+//! level holds the full unit and a group is elastic, the coarsest level is tried again with
+//! every elastic group at its `min_pods` (a job starts with its minimum members, as
+//! Volcano's `minTaskMember` has it).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::Engine;
+use crate::capacity::{AnyView, CapacityView, Overlay};
+use crate::error::{CoreError, CoreResult, internal, invalid};
+use crate::ids::{GpuSet, NodeId};
+use crate::model::{Placement, Reservation};
+use crate::roles::MultiGangRequest;
+use crate::search::{Item, Plan, Search};
+use crate::shapes::{Layers, level_list};
+use crate::topology::Topology;
+
+use super::transactions::{NewHold, Owner, check_owner, check_ttl, gpus_by_node, held_gpus};
+
+/// A multi-role request resolved against the topology.
+#[derive(Debug, Clone)]
+pub(crate) struct Resolved {
+    /// Depth of the coarsest level the unit may span.
+    pub coarsest_depth: usize,
+    /// Group indices in placing order.
+    pub order: Vec<usize>,
+    /// Each group's slice layers (request order).
+    layers: Vec<Layers>,
+    /// `(group, anchor, depth)` per colocation.
+    colocations: Vec<(usize, usize, usize)>,
+}
+
+/// Where a multi-role gang goes: its domain and each group's plan, in request order.
+#[derive(Debug)]
+pub(crate) struct RolesPlan {
+    depth: usize,
+    item: Item,
+    groups: Vec<Plan>,
+}
+
+/// The first group that failed in a candidate, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GroupFailure {
+    /// Index into the request's groups.
+    pub group: usize,
+    /// One sentence.
+    pub why: String,
+    /// Its pods that had room (inside the anchor's domain for a broken colocation).
+    pub held: u64,
+    /// Its pods wanted.
+    pub wanted: u64,
+}
+
+/// One level tried: the first candidate (if any) and why it failed.
+#[derive(Debug, Clone)]
+pub(crate) struct LevelTrial {
+    pub depth: usize,
+    pub first: Option<(Item, GroupFailure)>,
+}
+
+/// What `plan_roles` found.
+#[derive(Debug)]
+pub(crate) struct RolesOutcome {
+    pub plan: Option<RolesPlan>,
+    /// Levels tried, finest first (the full unit; not the elastic retry).
+    pub trials: Vec<LevelTrial>,
+}
+
+impl Engine {
+    /// Resolves level names (required, slice and colocation levels).
+    pub(crate) fn resolve_roles(&self, request: &MultiGangRequest) -> CoreResult<Resolved> {
+        let depth_of = |level: &str, what: &str| {
+            self.topology.depth_of(level).ok_or_else(|| {
+                invalid(format!(
+                    "unknown {what} {level:?}; the levels are {}",
+                    level_list(&self.topology)
+                ))
+            })
+        };
+        let coarsest_depth = match &request.required_level {
+            Some(level) => depth_of(level, "required_level")?,
+            None => 0,
+        }
+        .max(self.config.max_level_depth());
+        let layers = request
+            .groups
+            .iter()
+            .map(|group| Layers::resolve(&self.topology, &group.slices, coarsest_depth))
+            .collect::<CoreResult<Vec<Layers>>>()?;
+        let colocations = request
+            .colocate
+            .iter()
+            .map(|c| Ok((c.group, c.anchor, depth_of(&c.level, "colocate level")?)))
+            .collect::<CoreResult<Vec<_>>>()?;
+        Ok(Resolved {
+            coarsest_depth,
+            order: request.placing_order(),
+            layers,
+            colocations,
+        })
+    }
+
+    /// Expired holds reclaimed, the tree settled, the request resolved, its pools made.
+    pub(crate) fn prepare_roles(
+        &mut self,
+        request: &MultiGangRequest,
+        now: f64,
+    ) -> CoreResult<Resolved> {
+        self.reclaim(now);
+        self.settle();
+        let resolved = self.resolve_roles(request)?;
+        for group in &request.groups {
+            let (topology, states) = (&self.topology, &self.states);
+            self.capacity.ensure_pool(topology, states, &group.selector);
+        }
+        Ok(resolved)
+    }
+
+    /// The search of the module comment, on the current state.
+    pub(crate) fn plan_roles(
+        &self,
+        request: &MultiGangRequest,
+        resolved: &Resolved,
+    ) -> CoreResult<RolesOutcome> {
+        let views = request
+            .groups
+            .iter()
+            .map(|group| {
+                let view = self.capacity.view_for(&self.states, &group.selector);
+                view.ok_or_else(|| internal("a selector lost its pool"))
+            })
+            .collect::<CoreResult<Vec<AnyView<'_>>>>()?;
+        let cluster = self.capacity.cluster_view(&self.states);
+        let order = Search::new(&self.topology, &cluster, 1);
+        let mut trials = Vec::new();
+        for depth in (resolved.coarsest_depth..=self.topology.node_depth()).rev() {
+            let trial = Trial::new(&self.topology, request, resolved, &views, false);
+            let (found, first) = trial.at_level(&order, depth, request.total_gpus(), self)?;
+            trials.push(LevelTrial { depth, first });
+            if found.is_some() {
+                return Ok(RolesOutcome {
+                    plan: found,
+                    trials,
+                });
+            }
+        }
+        let mut plan = None;
+        if request.is_elastic() {
+            let trial = Trial::new(&self.topology, request, resolved, &views, true);
+            let depth = resolved.coarsest_depth;
+            plan = trial.at_level(&order, depth, request.min_gpus(), self)?.0;
+        }
+        Ok(RolesOutcome { plan, trials })
+    }
+
+    /// The placement of a multi-role plan: the groups' pods in request order.
+    pub(crate) fn roles_placement(
+        &self,
+        request: &MultiGangRequest,
+        plan: &RolesPlan,
+    ) -> Placement {
+        let mut placement = Placement {
+            pods: Vec::new(),
+            level: self.topology.level_name(plan.depth).to_owned(),
+            domain: plan
+                .item
+                .path(&self.topology)
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            slices: Vec::new(),
+            groups: Vec::with_capacity(plan.groups.len()),
+        };
+        for (group, group_plan) in request.groups.iter().zip(&plan.groups) {
+            let part = self.placement(group_plan);
+            placement
+                .groups
+                .push((group.name.clone(), part.pods.len() as u64));
+            placement.pods.extend(part.pods);
+            placement.slices.extend(part.slices);
+        }
+        placement
+    }
+
+    /// Where the multi-role gang would go now; changes nothing but expired reservations.
+    pub fn place_roles(
+        &mut self,
+        request: &MultiGangRequest,
+        now: f64,
+    ) -> CoreResult<Option<Placement>> {
+        let resolved = self.prepare_roles(request, now)?;
+        let outcome = self.plan_roles(request, &resolved)?;
+        Ok(outcome
+            .plan
+            .map(|plan| self.roles_placement(request, &plan)))
+    }
+
+    /// Places the multi-role gang and holds all its groups' GPUs until `now + ttl`.
+    pub fn reserve_roles(
+        &mut self,
+        request: &Arc<MultiGangRequest>,
+        ttl: f64,
+        owner: Owner<'_>,
+        now: f64,
+    ) -> CoreResult<Reservation> {
+        check_ttl(ttl)?;
+        check_owner(owner)?;
+        self.reclaim(now);
+        self.resolve_roles(request)?;
+        self.check_cap(owner, request.min_gpus())?;
+        let resolved = self.prepare_roles(request, now)?;
+        let outcome = self.plan_roles(request, &resolved)?;
+        let Some(plan) = outcome.plan else {
+            return Err(CoreError::Unschedulable(
+                self.roles_reason(request, &outcome.trials),
+            ));
+        };
+        let pods = plan.groups.iter().flat_map(|group| &group.pods);
+        let held = gpus_by_node(pods.map(|pod| (pod.node, pod.gpus)))
+            .ok_or_else(|| internal("a multi-role plan took one GPU twice"))?;
+        self.check_cap(owner, held_gpus(&held))?;
+        let placement = Arc::new(self.roles_placement(request, &plan));
+        let new = NewHold {
+            placement,
+            expires_at: now + ttl,
+            owner,
+            terms: request.terms,
+            since: now,
+            request: None,
+            roles: Some(Arc::clone(request)),
+        };
+        self.hold(held, new)
+    }
+
+    /// `Unschedulable.reason` of a multi-role gang: per level tried, finest first, its first
+    /// candidate and the first group that failed there.
+    pub(crate) fn roles_reason(&self, request: &MultiGangRequest, trials: &[LevelTrial]) -> String {
+        let name = super::explain::name_text(&request.name);
+        let levels: Vec<String> = trials
+            .iter()
+            .map(|trial| self.trial_text(request, trial))
+            .collect();
+        format!(
+            "multi-role gang{name} of {} groups ({} GPUs) does not fit: {}",
+            request.groups.len(),
+            request.total_gpus(),
+            levels.join("; ")
+        )
+    }
+
+    /// One level of the reason.
+    pub(crate) fn trial_text(&self, request: &MultiGangRequest, trial: &LevelTrial) -> String {
+        let level = self.topology.level_name(trial.depth);
+        match &trial.first {
+            None => format!("no {level} has {} free GPUs", request.total_gpus()),
+            Some((item, failure)) => {
+                let path = item.path(&self.topology);
+                let place = match path.is_empty() {
+                    true => String::from("the cluster"),
+                    false => format!("{level} {}", path.join("/")),
+                };
+                format!(
+                    "in {place}, group \"{}\" {}",
+                    request.groups[failure.group].name, failure.why
+                )
+            }
+        }
+    }
+}
+
+/// One attempt at placing every group of a request, candidate after candidate.
+struct Trial<'e, 'v> {
+    topology: &'e Topology,
+    request: &'e MultiGangRequest,
+    resolved: &'e Resolved,
+    views: &'e [AnyView<'v>],
+    /// The elastic retry: elastic groups at their `min_pods`.
+    elastic: bool,
+}
+
+type Found = (Option<RolesPlan>, Option<(Item, GroupFailure)>);
+
+impl<'e, 'v> Trial<'e, 'v> {
+    fn new(
+        topology: &'e Topology,
+        request: &'e MultiGangRequest,
+        resolved: &'e Resolved,
+        views: &'e [AnyView<'v>],
+        elastic: bool,
+    ) -> Self {
+        Self {
+            topology,
+            request,
+            resolved,
+            views,
+            elastic,
+        }
+    }
+
+    /// The candidates of `depth` with `need` free GPUs, in order: the first where every
+    /// group fits, and the first candidate's failure.
+    fn at_level<V: CapacityView>(
+        &self,
+        order: &Search<'_, V>,
+        depth: usize,
+        need: u64,
+        engine: &Engine,
+    ) -> CoreResult<Found> {
+        let mut first = None;
+        let found = order.find_candidate(depth, need, engine.policy(), &mut |item| match self
+            .in_candidate(depth, item)
+        {
+            Ok(Ok(groups)) => Some(Ok(RolesPlan {
+                depth,
+                item,
+                groups,
+            })),
+            Ok(Err(failure)) => {
+                first.get_or_insert((item, failure));
+                None
+            }
+            Err(error) => Some(Err(error)),
+        });
+        Ok((found.transpose()?, first))
+    }
+
+    /// Every group inside one candidate, in placing order; their plans in request order.
+    fn in_candidate(
+        &self,
+        depth: usize,
+        item: Item,
+    ) -> CoreResult<Result<Vec<Plan>, GroupFailure>> {
+        let count = self.request.groups.len();
+        for &group in &self.resolved.order {
+            let search = self.search(group, &self.views[group]);
+            let (pods, _) = self.sizes(group);
+            if !search.holds(item, pods) {
+                let held = search.pods_up_to(item, pods);
+                let why = format!("holds {held} of its {pods} pods");
+                let wanted = pods;
+                return Ok(Err(GroupFailure {
+                    group,
+                    why,
+                    held,
+                    wanted,
+                }));
+            }
+        }
+        let mut taken: BTreeMap<NodeId, GpuSet> = BTreeMap::new();
+        let mut plans: Vec<Option<Plan>> = (0..count).map(|_| None).collect();
+        for &group in &self.resolved.order {
+            match self.place_group(group, depth, item, &taken, &plans)? {
+                Ok(plan) => {
+                    for pod in &plan.pods {
+                        *taken.entry(pod.node).or_default() |= pod.gpus;
+                    }
+                    plans[group] = Some(plan);
+                }
+                Err(failure) => return Ok(Err(failure)),
+            }
+        }
+        let plans: Vec<Plan> = plans.into_iter().flatten().collect();
+        if plans.len() != count {
+            return Err(internal("a group was not placed"));
+        }
+        if let Some(failure) = self.broken_colocation(depth, &plans) {
+            return Ok(Err(failure));
+        }
+        Ok(Ok(plans))
+    }
+
+    /// Pods a group takes in this trial, and the pods it asked for.
+    fn sizes(&self, group: usize) -> (u64, u64) {
+        let request = &self.request.groups[group];
+        match self.elastic {
+            true => (request.min_pods.unwrap_or(request.pods), request.pods),
+            false => (request.pods, request.pods),
+        }
+    }
+
+    /// The single-gang search of one group over `view`.
+    fn search<'s, V: CapacityView>(&self, group: usize, view: &'s V) -> Search<'s, V>
+    where
+        'e: 's,
+    {
+        let request = &self.request.groups[group];
+        let layers = self.resolved.layers[group];
+        Search::new(self.topology, view, request.gpus_per_pod)
+            .with_shape(layers, self.request.spread)
+    }
+
+    /// One group inside `item` (or its anchor's domain), seeing the GPUs already `taken`.
+    fn place_group(
+        &self,
+        group: usize,
+        depth: usize,
+        item: Item,
+        taken: &BTreeMap<NodeId, GpuSet>,
+        plans: &[Option<Plan>],
+    ) -> CoreResult<Result<Plan, GroupFailure>> {
+        let view = &self.views[group];
+        let probe = self.search(group, view);
+        let (target_depth, target) = self.target(group, depth, item, plans, &probe);
+        let mut overlay = Overlay::new(self.topology, view);
+        for (&node, &gpus) in taken {
+            if probe.item_of(node, target_depth) != target {
+                continue;
+            }
+            if let Some(free) = view.node_free(node) {
+                overlay.set_node(node, Some(free & !gpus));
+            }
+        }
+        let search = self.search(group, &overlay);
+        let (wanted, _) = self.sizes(group);
+        if !search.holds(target, wanted) {
+            let held = search.pods_up_to(target, wanted);
+            let place = match (target_depth, target) == (depth, item) {
+                true => String::from("after the earlier groups"),
+                false => format!(
+                    "in {} {} (its colocation)",
+                    self.topology.level_name(target_depth),
+                    target.path(self.topology).join("/")
+                ),
+            };
+            let why = format!("has room for {held} of its {wanted} pods {place}");
+            return Ok(Err(GroupFailure {
+                group,
+                why,
+                held,
+                wanted,
+            }));
+        }
+        search.plan_in(target_depth, target, wanted).map(Ok)
+    }
+
+    /// Where a group goes: inside the rank-0 domain of its first placed anchor at a
+    /// colocation level finer than the candidate's, else the candidate.
+    fn target<V: CapacityView>(
+        &self,
+        group: usize,
+        depth: usize,
+        item: Item,
+        plans: &[Option<Plan>],
+        search: &Search<'_, V>,
+    ) -> (usize, Item) {
+        let anchored = self
+            .resolved
+            .colocations
+            .iter()
+            .find_map(|&(g, anchor, at)| {
+                let placed = plans.get(anchor)?.as_ref()?;
+                let first = placed.pods.first()?;
+                (g == group && at > depth).then(|| (at, search.item_of(first.node, at)))
+            });
+        anchored.unwrap_or((depth, item))
+    }
+
+    /// The first colocation that the plans break, as the failure of its group.
+    fn broken_colocation(&self, depth: usize, plans: &[Plan]) -> Option<GroupFailure> {
+        let view = self.views.first()?;
+        let search = Search::new(self.topology, view, 1);
+        self.resolved
+            .colocations
+            .iter()
+            .filter(|&&(_, _, at)| at > depth)
+            .find_map(|&(group, anchor, at)| {
+                let first = plans[anchor].pods.first()?;
+                let home = search.item_of(first.node, at);
+                let pods = &plans[group].pods;
+                let inside = pods
+                    .iter()
+                    .filter(|pod| search.item_of(pod.node, at) == home)
+                    .count();
+                (inside < pods.len()).then(|| GroupFailure {
+                    group,
+                    held: inside as u64,
+                    wanted: pods.len() as u64,
+                    why: format!(
+                        "is not all in the {} of rank 0 of group \"{}\"",
+                        self.topology.level_name(at),
+                        self.request.groups[anchor].name
+                    ),
+                })
+            })
+    }
+}

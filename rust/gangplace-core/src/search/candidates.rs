@@ -1,0 +1,137 @@
+//! Candidate domains of one level, one after another in rule 3's order (best-fit: fewest free
+//! healthy GPUs, then the parent's, and so on up to the root, then path; first-fit: path
+//! order). Multi-role gangs (README "Multi-role gangs") try them until one holds every group;
+//! a single gang only ever needs the first, which `best_fit` finds without listing.
+//!
+//! With an index, a level's entries are read fewest free first and each run of equal free
+//! counts is ordered by ancestry; at the node level the runs are read through the deepest
+//! domains, as `best_fit` does, so that a long run of equally free nodes is never sorted.
+
+use super::{Item, Search};
+use crate::capacity::{CapacityView, FreeIndex};
+use crate::config::Policy;
+use crate::ids::ROOT;
+
+impl<V: CapacityView> Search<'_, V> {
+    /// Visits the items of `depth` with at least `need` free GPUs in rule 3's order under
+    /// `policy`, until `visit` returns a value, which is returned.
+    pub fn find_candidate<R>(
+        &self,
+        depth: usize,
+        need: u64,
+        policy: Policy,
+        visit: &mut dyn FnMut(Item) -> Option<R>,
+    ) -> Option<R> {
+        let by_ancestry = policy == Policy::BestFit;
+        let node_depth = self.topology.node_depth();
+        match (policy, self.view.index()) {
+            (Policy::FirstFit, _) => self.in_path_order(Item::Domain(ROOT), 0, depth, need, visit),
+            (_, Some(index)) if depth == node_depth && by_ancestry => {
+                self.nodes_by_ancestry(index, need, visit)
+            }
+            (_, Some(index)) => {
+                let entries = index.level(depth).at_least(need);
+                let items = entries.map(|(free, id)| (free, self.item_at(depth, id)));
+                self.in_runs(items, by_ancestry, visit)
+            }
+            (_, None) => {
+                let mut items = Vec::new();
+                self.in_path_order(Item::Domain(ROOT), 0, depth, need, &mut |item| {
+                    items.push((self.free_gpus(item), item));
+                    None::<()>
+                });
+                items.sort_by_key(|&(free, _)| free);
+                self.in_runs(items.into_iter(), by_ancestry, visit)
+            }
+        }
+    }
+
+    /// Depth-first in path order, entering only items with at least `need` free GPUs.
+    fn in_path_order<R>(
+        &self,
+        item: Item,
+        depth: usize,
+        target: usize,
+        need: u64,
+        visit: &mut dyn FnMut(Item) -> Option<R>,
+    ) -> Option<R> {
+        if self.free_gpus(item) < need {
+            return None;
+        }
+        if depth == target {
+            return visit(item);
+        }
+        self.children(item)
+            .find_map(|child| self.in_path_order(child, depth + 1, target, need, visit))
+    }
+
+    /// Items sorted by free GPUs (path order inside equal counts), each run of equal counts
+    /// ordered by ancestry when asked.
+    fn in_runs<R>(
+        &self,
+        items: impl Iterator<Item = (u64, Item)>,
+        by_ancestry: bool,
+        visit: &mut dyn FnMut(Item) -> Option<R>,
+    ) -> Option<R> {
+        let mut items = items.peekable();
+        let mut run: Vec<Item> = Vec::new();
+        while let Some((free, first)) = items.next() {
+            run.clear();
+            run.push(first);
+            while let Some(&(next_free, item)) = items.peek() {
+                if next_free != free {
+                    break;
+                }
+                run.push(item);
+                items.next();
+            }
+            if by_ancestry {
+                run.sort_by(|&a, &b| self.ancestry_order(a, b));
+            }
+            if let Some(found) = run.iter().find_map(|&item| visit(item)) {
+                return Some(found);
+            }
+        }
+        None
+    }
+
+    /// The node level by ancestry: for each free count from `need` up, the deepest domains
+    /// holding a node with exactly that count, in their own rule 3 order, and inside each its
+    /// nodes of that count in name order.
+    fn nodes_by_ancestry<R>(
+        &self,
+        index: &FreeIndex,
+        need: u64,
+        visit: &mut dyn FnMut(Item) -> Option<R>,
+    ) -> Option<R> {
+        let node_depth = self.topology.node_depth();
+        let mut from = need;
+        while let Some((free, _)) = index.level(node_depth).at_least(from).next() {
+            from = free + 1;
+            let Ok(count) = u32::try_from(free) else {
+                return None;
+            };
+            let parents = index.level(node_depth - 1).at_least(free);
+            let parents = parents
+                .filter(|&(_, id)| self.has_node_with_free(id, count))
+                .map(|(parent_free, id)| (parent_free, Item::Domain(id)));
+            let found = self.in_runs(parents, true, &mut |parent| {
+                let Item::Domain(parent) = parent else {
+                    return None;
+                };
+                let nodes = &self.topology.domain(parent).child_nodes;
+                nodes
+                    .iter()
+                    .filter(|&&node| {
+                        let free = self.view.node_free(node);
+                        free.is_some_and(|gpus| gpus.count() == count)
+                    })
+                    .find_map(|&node| visit(Item::Node(node)))
+            });
+            if found.is_some() {
+                return found;
+            }
+        }
+        None
+    }
+}
