@@ -5,8 +5,9 @@ The slice size is half a rack, rounded down to a power of two (4 pods on ``colos
 16, ``nested-16`` 16 rack slices grouped 4 per spine-level domain (two layers), ``balanced-16``
 the plain gang of 16 slices' pods with ``spread="balanced"``. Multi-role gangs (README
 "Multi-role gangs"): ``roles-16`` is the plain 16 slices' pods as two groups of half each
-(the same GPUs), ``leader-16`` those pods as one ``workers`` group plus a 1-GPU ``leader``
-colocated in the workers' rank-0 domain of the level above the rack (one GPU more). Each is
+(the same GPUs), ``leader-16`` one whole-node ``leader`` pod and the other pods as
+``workers``, the leader colocated in the workers' rank-0 domain of the level above the rack
+(the same GPUs again). Each is
 timed next to the plain gang of the same pods and GPUs (``plain-4``, ``plain-16``). The
 issue's goal: a slice or multi-role placement at most 2x the plain one.
 """
@@ -38,7 +39,7 @@ def shaped(setup: Setup, label: str) -> GangRequest | MultiGangRequest:
         return MultiGangRequest((PodGroup("a", half, gpus), PodGroup("b", pods - half, gpus)))
     if kind == "leader":
         return MultiGangRequest(
-            (PodGroup("leader", 1, 1), PodGroup("workers", pods, gpus)),
+            (PodGroup("leader", 1, gpus), PodGroup("workers", pods - 1, gpus)),
             colocate=(("leader", "workers", setup.spine),),
         )
     if kind == "plain":

@@ -500,7 +500,7 @@ pub fn place_after_removal<V: CapacityView>(
     item: Item,
     pods: u64,
 ) -> CoreResult<Plan> {
-    let mut overlay = Overlay::new(search.topology(), search.view());
+    let mut overlay = Overlay::new(search.topology(), search.view(), search.gpus_per_pod());
     for &member in members {
         for &(node, gpus) in candidates.freed(member) {
             overlay.free(node, gpus);
@@ -525,7 +525,7 @@ pub fn plan_in_world<V: CapacityView>(
     demand: &Demand,
     policy: Policy,
 ) -> CoreResult<Option<Plan>> {
-    let mut overlay = Overlay::new(search.topology(), search.view());
+    let mut overlay = Overlay::new(search.topology(), search.view(), search.gpus_per_pod());
     let mut replaced: Vec<(&NodeId, &Option<GpuSet>)> = world.iter().collect();
     replaced.sort_unstable_by_key(|(node, _)| **node);
     for (&node, &free) in replaced {

@@ -16,7 +16,8 @@ use crate::types::{call_repr, dict, py_repr, terms_parts};
 /// One role of a multi-role gang: ``pods`` pods of ``gpus_per_pod`` GPUs.
 ///
 /// README "Multi-role gangs". Validated when built like a ``GangRequest`` (sizes,
-/// ``min_pods``, selector, slice sizes); ``name`` must be 1 to 253 bytes. Its level rules come from the ``MultiGangRequest``.
+/// ``min_pods``, selector, slice sizes); ``name`` must be 1 to 253 bytes. Its level rules
+/// come from the ``MultiGangRequest``.
 ///
 /// Args:
 ///     name: The group's name, unique within its request (``Placement.groups`` key).

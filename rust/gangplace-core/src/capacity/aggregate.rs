@@ -14,6 +14,14 @@ const BUCKETS: usize = MAX_GPUS_PER_NODE as usize + 1;
 /// step of a search, and a table read is several times cheaper than a division.
 static PODS_PER_NODE: [[u8; BUCKETS]; BUCKETS] = pods_per_node();
 
+/// `floor(free / gpus_per_pod)` from the table (both at most 64; `gpus_per_pod` >= 1).
+pub fn pods_on_node(free: u32, gpus_per_pod: u32) -> u32 {
+    PODS_PER_NODE
+        .get(gpus_per_pod as usize)
+        .and_then(|row| row.get(free as usize))
+        .map_or_else(|| free / gpus_per_pod.max(1), |&pods| u32::from(pods))
+}
+
 const fn pods_per_node() -> [[u8; BUCKETS]; BUCKETS] {
     let mut table = [[0u8; BUCKETS]; BUCKETS];
     let mut size = 1;

@@ -372,27 +372,35 @@ impl Engine {
     pub(crate) fn placement(&self, plan: &Plan) -> Placement {
         let domain = plan.item.path(&self.topology);
         Placement {
-            pods: plan
-                .pods
-                .iter()
-                .map(|pod| PodPlacement {
-                    node: Arc::clone(&self.topology.node(pod.node).name),
-                    gpus: pod.gpus,
-                    affinity: self.affinity_of(pod.node, pod.gpus),
-                })
-                .collect(),
+            pods: self.planned_pods(plan).collect(),
             level: self.topology.level_name(plan.depth).to_owned(),
             domain: domain.into_iter().map(String::from).collect(),
-            slices: plan
-                .slices
-                .iter()
-                .map(|item| {
-                    let path = item.path(&self.topology);
-                    path.into_iter().map(String::from).collect()
-                })
-                .collect(),
+            slices: self.planned_slices(plan).collect(),
             groups: Vec::new(),
         }
+    }
+
+    /// A plan's pods as placement pods (node names shared, affinities set).
+    pub(crate) fn planned_pods<'p>(
+        &'p self,
+        plan: &'p Plan,
+    ) -> impl Iterator<Item = PodPlacement> + 'p {
+        plan.pods.iter().map(|pod| PodPlacement {
+            node: Arc::clone(&self.topology.node(pod.node).name),
+            gpus: pod.gpus,
+            affinity: self.affinity_of(pod.node, pod.gpus),
+        })
+    }
+
+    /// A plan's innermost slice paths.
+    pub(crate) fn planned_slices<'p>(
+        &'p self,
+        plan: &'p Plan,
+    ) -> impl Iterator<Item = Vec<String>> + 'p {
+        plan.slices.iter().map(|item| {
+            let path = item.path(&self.topology);
+            path.into_iter().map(String::from).collect()
+        })
     }
 
     /// The finest intra-node level holding all of `gpus` on `node` (`None`: the node).

@@ -10,7 +10,6 @@
 //! every elastic group at its `min_pods` (a job starts with its minimum members, as
 //! Volcano's `minTaskMember` has it).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::Engine;
@@ -179,13 +178,13 @@ impl Engine {
             slices: Vec::new(),
             groups: Vec::with_capacity(plan.groups.len()),
         };
+        let pods = plan.groups.iter().map(|group| group.pods.len()).sum();
+        placement.pods.reserve(pods);
         for (group, group_plan) in request.groups.iter().zip(&plan.groups) {
-            let part = self.placement(group_plan);
-            placement
-                .groups
-                .push((group.name.clone(), part.pods.len() as u64));
-            placement.pods.extend(part.pods);
-            placement.slices.extend(part.slices);
+            let count = group_plan.pods.len() as u64;
+            placement.groups.push((group.name.clone(), count));
+            placement.pods.extend(self.planned_pods(group_plan));
+            placement.slices.extend(self.planned_slices(group_plan));
         }
         placement
     }
@@ -315,9 +314,25 @@ impl<'e, 'v> Trial<'e, 'v> {
         engine: &Engine,
     ) -> CoreResult<Found> {
         let mut first = None;
-        let found = order.find_candidate(depth, need, engine.policy(), &mut |item| match self
-            .in_candidate(depth, item)
-        {
+        let found = order.find_candidate(depth, need, engine.policy(), &mut |item| {
+            // Only the first candidate's failure is reported: the others may be refused by
+            // counting alone.
+            if first.is_some() && self.cannot_fit(item) {
+                return None;
+            }
+            self.outcome(depth, item, &mut first)
+        });
+        Ok((found.transpose()?, first))
+    }
+
+    /// One candidate tried: the plan, or its failure kept if it is the first.
+    fn outcome(
+        &self,
+        depth: usize,
+        item: Item,
+        first: &mut Option<(Item, GroupFailure)>,
+    ) -> Option<CoreResult<RolesPlan>> {
+        match self.in_candidate(depth, item) {
             Ok(Ok(groups)) => Some(Ok(RolesPlan {
                 depth,
                 item,
@@ -328,8 +343,49 @@ impl<'e, 'v> Trial<'e, 'v> {
                 None
             }
             Err(error) => Some(Err(error)),
-        });
-        Ok((found.transpose()?, first))
+        }
+    }
+
+    /// Whether counting alone shows that `item` cannot hold the unit: the groups sharing a
+    /// selector need more free GPUs than it has there, or more pods of one size than it
+    /// holds (each pod of size `g` takes one of the `floor(free / g)` of its node, so later
+    /// groups would find too few). Never true where the placement would succeed.
+    fn cannot_fit(&self, item: Item) -> bool {
+        let groups = &self.request.groups;
+        let mut seen: Vec<usize> = Vec::new();
+        for (index, group) in groups.iter().enumerate() {
+            if seen
+                .iter()
+                .any(|&other| groups[other].selector == group.selector)
+            {
+                continue;
+            }
+            seen.push(index);
+            let sharing: Vec<usize> = (index..groups.len())
+                .filter(|&other| groups[other].selector == group.selector)
+                .collect();
+            let search = Search::new(self.topology, &self.views[index], 1);
+            let gpus: u64 = sharing
+                .iter()
+                .map(|&g| self.sizes(g).0 * u64::from(groups[g].gpus_per_pod))
+                .sum();
+            if gpus > search.free_gpus(item) {
+                return true;
+            }
+            for &g in &sharing {
+                let size = groups[g].gpus_per_pod;
+                let pods: u64 = sharing
+                    .iter()
+                    .filter(|&&other| groups[other].gpus_per_pod == size)
+                    .map(|&other| self.sizes(other).0)
+                    .sum();
+                let sized = Search::new(self.topology, &self.views[index], size);
+                if pods > sized.capacity(item) {
+                    return true;
+                }
+            }
+        }
+        false
     }
 
     /// Every group inside one candidate, in placing order; their plans in request order.
@@ -354,14 +410,13 @@ impl<'e, 'v> Trial<'e, 'v> {
                 }));
             }
         }
-        let mut taken: BTreeMap<NodeId, GpuSet> = BTreeMap::new();
+        // Every pod of the groups placed so far (a node may appear more than once).
+        let mut taken: Vec<(NodeId, GpuSet)> = Vec::new();
         let mut plans: Vec<Option<Plan>> = (0..count).map(|_| None).collect();
         for &group in &self.resolved.order {
             match self.place_group(group, depth, item, &taken, &plans)? {
                 Ok(plan) => {
-                    for pod in &plan.pods {
-                        *taken.entry(pod.node).or_default() |= pod.gpus;
-                    }
+                    taken.extend(plan.pods.iter().map(|pod| (pod.node, pod.gpus)));
                     plans[group] = Some(plan);
                 }
                 Err(failure) => return Ok(Err(failure)),
@@ -403,26 +458,50 @@ impl<'e, 'v> Trial<'e, 'v> {
         group: usize,
         depth: usize,
         item: Item,
-        taken: &BTreeMap<NodeId, GpuSet>,
+        taken: &[(NodeId, GpuSet)],
         plans: &[Option<Plan>],
     ) -> CoreResult<Result<Plan, GroupFailure>> {
         let view = &self.views[group];
         let probe = self.search(group, view);
         let (target_depth, target) = self.target(group, depth, item, plans, &probe);
-        let mut overlay = Overlay::new(self.topology, view);
-        for (&node, &gpus) in taken {
-            if probe.item_of(node, target_depth) != target {
-                continue;
-            }
+        // Every pod placed so far lies in the candidate; only a colocation's target needs
+        // the ones inside it.
+        let whole = (target_depth, target) == (depth, item);
+        let mut inside: Vec<(NodeId, GpuSet)> = taken
+            .iter()
+            .copied()
+            .filter(|&(node, _)| whole || probe.item_of(node, target_depth) == target)
+            .collect();
+        if inside.is_empty() {
+            // Nothing taken where it goes: the view itself (its aggregates) answers.
+            return self.plan_group(&probe, group, (depth, item), (target_depth, target));
+        }
+        inside.sort_unstable_by_key(|&(node, _)| node);
+        let size = self.request.groups[group].gpus_per_pod;
+        let mut overlay = Overlay::within(self.topology, view, size, inside.len(), target_depth);
+        for run in inside.chunk_by(|a, b| a.0 == b.0) {
+            let node = run[0].0;
+            let gpus = run.iter().fold(GpuSet::EMPTY, |all, &(_, gpus)| all | gpus);
             if let Some(free) = view.node_free(node) {
                 overlay.set_node(node, Some(free & !gpus));
             }
         }
         let search = self.search(group, &overlay);
+        self.plan_group(&search, group, (depth, item), (target_depth, target))
+    }
+
+    /// Rules 4-6 for one group inside `target`, or why it does not fit there.
+    fn plan_group<V: CapacityView>(
+        &self,
+        search: &Search<'_, V>,
+        group: usize,
+        candidate: (usize, Item),
+        (target_depth, target): (usize, Item),
+    ) -> CoreResult<Result<Plan, GroupFailure>> {
         let (wanted, _) = self.sizes(group);
         if !search.holds(target, wanted) {
             let held = search.pods_up_to(target, wanted);
-            let place = match (target_depth, target) == (depth, item) {
+            let place = match (target_depth, target) == candidate {
                 true => String::from("after the earlier groups"),
                 false => format!(
                     "in {} {} (its colocation)",
