@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use crate::error::{CoreResult, invalid};
 use crate::ids::GpuSet;
@@ -28,6 +29,77 @@ pub struct GpuTopology {
     paths: Vec<Vec<u32>>,
     /// Per level, outermost first: each group's GPUs, in order of their lowest index.
     groups: Vec<Vec<GpuSet>>,
+    /// Nodes of at most [`MEMO_GPUS`] GPUs: the answers of `choose` already computed.
+    memo: ChoiceMemo,
+}
+
+/// Nodes up to this many GPUs remember every `choose` answer (2^8 free sets x 9 counts).
+const MEMO_GPUS: u32 = 8;
+const UNKNOWN: u64 = u64::MAX;
+
+/// `choose(free, count)` answers by `free * (MEMO_GPUS + 1) + count`, filled on first use
+/// (`UNKNOWN` until then). Equal topologies share one (`Topology` interns them), so a
+/// cluster of like nodes computes each answer once. The answer is a pure function of its
+/// key, so concurrent fills agree and relaxed ordering suffices.
+/// The affinities are kept the same way, by GPU set: the level index plus one (0: the node),
+/// `UNKNOWN_LEVEL` until computed.
+struct ChoiceMemo(Option<Tables>);
+
+/// The choices by `(free, count)`, and the affinity codes by GPU set.
+type Tables = (Box<[AtomicU64]>, Box<[AtomicU8]>);
+
+const UNKNOWN_LEVEL: u8 = u8::MAX;
+
+impl ChoiceMemo {
+    fn for_gpus(gpus: u32) -> Self {
+        if gpus > MEMO_GPUS {
+            return Self(None);
+        }
+        let entries = (1usize << MEMO_GPUS) * (MEMO_GPUS as usize + 1);
+        let choices = (0..entries).map(|_| AtomicU64::new(UNKNOWN)).collect();
+        let levels = (0..1usize << MEMO_GPUS)
+            .map(|_| AtomicU8::new(UNKNOWN_LEVEL))
+            .collect();
+        Self(Some((choices, levels)))
+    }
+
+    fn level_slot(&self, gpus: GpuSet) -> Option<&AtomicU8> {
+        let (_, levels) = self.0.as_ref()?;
+        levels.get(usize::try_from(gpus.mask()).ok()?)
+    }
+
+    fn slot(&self, free: GpuSet, count: u32) -> Option<&AtomicU64> {
+        let (table, _) = self.0.as_ref()?;
+        let free = usize::try_from(free.mask()).ok()?;
+        table
+            .get(free * (MEMO_GPUS as usize + 1) + count as usize)
+            .filter(|_| count <= MEMO_GPUS)
+    }
+}
+
+impl Clone for ChoiceMemo {
+    fn clone(&self) -> Self {
+        let gpus = if self.0.is_some() {
+            MEMO_GPUS
+        } else {
+            MEMO_GPUS + 1
+        };
+        Self::for_gpus(gpus)
+    }
+}
+
+impl PartialEq for ChoiceMemo {
+    fn eq(&self, _: &Self) -> bool {
+        true // a cache: topologies are equal by their levels and paths
+    }
+}
+
+impl Eq for ChoiceMemo {}
+
+impl std::fmt::Debug for ChoiceMemo {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("ChoiceMemo")
+    }
 }
 
 impl GpuTopology {
@@ -85,6 +157,7 @@ impl GpuTopology {
             level_names,
             paths,
             groups,
+            memo: ChoiceMemo::for_gpus(gpus),
         })
     }
 
@@ -101,10 +174,27 @@ impl GpuTopology {
     /// The finest level whose one group holds all of `gpus` (`None`: no level does, the
     /// node is the finest).
     pub fn affinity(&self, gpus: GpuSet) -> Option<Arc<str>> {
-        let level = (0..self.groups.len())
-            .rev()
-            .find(|&level| self.groups[level].iter().any(|&group| gpus & group == gpus))?;
+        let level = match self.memo.level_slot(gpus) {
+            None => self.affinity_level(gpus),
+            Some(slot) => match slot.load(Ordering::Relaxed) {
+                UNKNOWN_LEVEL => {
+                    let level = self.affinity_level(gpus);
+                    // At most MAX_GPU_LEVELS levels: the code fits a byte.
+                    let code = level.map_or(0, |level| u8::try_from(level + 1).unwrap_or(0));
+                    slot.store(code, Ordering::Relaxed);
+                    level
+                }
+                code => usize::from(code).checked_sub(1),
+            },
+        }?;
         Some(Arc::clone(&self.level_names[level]))
+    }
+
+    /// The index of the finest level whose one group holds all of `gpus`.
+    fn affinity_level(&self, gpus: GpuSet) -> Option<usize> {
+        (0..self.groups.len())
+            .rev()
+            .find(|&level| self.groups[level].iter().any(|&group| gpus & group == gpus))
     }
 
     /// The groups `numa="single"` counts: those of the level named `numa`, else of the
@@ -124,6 +214,21 @@ impl GpuTopology {
 
     /// The GPUs a pod of `count` GPUs takes among `free` (which holds at least `count`).
     pub fn choose(&self, free: GpuSet, count: u32) -> GpuSet {
+        let Some(slot) = self.memo.slot(free, count) else {
+            return self.choose_now(free, count);
+        };
+        match slot.load(Ordering::Relaxed) {
+            UNKNOWN => {
+                let chosen = self.choose_now(free, count);
+                slot.store(chosen.mask(), Ordering::Relaxed);
+                chosen
+            }
+            known => GpuSet::from_mask(known),
+        }
+    }
+
+    /// `choose`, computed.
+    fn choose_now(&self, free: GpuSet, count: u32) -> GpuSet {
         for level in (0..self.groups.len()).rev() {
             let holding = self.groups[level]
                 .iter()

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use gangplace_core::{
-    CoreError, DefragOptions, Engine, EngineConfig, GangRequest, HoldId, NodeSpec, Placement,
-    PodPlacement, Policy, RemovalLimits, Terms,
+    AnyRequest, CoreError, DefragOptions, Engine, EngineConfig, GangRequest, HoldId,
+    MultiGangRequest, NodeSpec, Placement, PodPlacement, Policy, RemovalLimits, Spread, Terms,
 };
 
 fn request(pods: i64, gpus_per_pod: i64) -> Arc<GangRequest> {
@@ -364,4 +364,85 @@ fn slice_gangs_keep_every_slice_in_one_rack() {
         .unwrap()
         .with_slices(&[("rack".to_owned(), 4)]);
     assert!(matches!(uneven, Err(CoreError::InvalidRequest(_))));
+}
+
+fn group(name: &str, pods: i64, gpus_per_pod: i64) -> GangRequest {
+    GangRequest::new(pods, gpus_per_pod, None, None, Vec::new(), name.to_owned()).unwrap()
+}
+
+#[test]
+fn a_leader_joins_its_workers_rack_and_the_unit_is_held_whole() {
+    // Two racks of 5 nodes x 8 GPUs: 4 workers of 8 GPUs fill 4 nodes of rack r0, and the
+    // 1-GPU leader, colocated with worker rank 0 at the rack level, takes the fifth node.
+    let mut engine = rack_cluster(2, 5, 8);
+    let colocate = [("leader".to_owned(), "workers".to_owned(), "rack".to_owned())];
+    let unit = MultiGangRequest::new(
+        vec![group("leader", 1, 1), group("workers", 4, 8)],
+        None,
+        &colocate,
+        "job".into(),
+        Spread::Pack,
+    )
+    .unwrap();
+    let placement = engine.place_roles(&unit, 0.0).unwrap().unwrap();
+    assert_eq!(placement.level, "rack");
+    assert_eq!(
+        placement.groups,
+        vec![("leader".into(), 1), ("workers".into(), 4)]
+    );
+    assert_eq!(&*placement.pods[0].node, "r0-n4");
+    let unit = Arc::new(unit);
+    let reservation = engine.reserve_roles(&unit, 30.0, None, 0.0).unwrap();
+    assert_eq!(engine.stats(0.0).reserved, 33);
+    assert_eq!(reservation.roles.as_deref(), Some(&*unit));
+    assert!(engine.rollback(reservation.id, None, 0.0).unwrap());
+    assert_eq!(engine.stats(0.0).reserved, 0);
+    // Three such units: two fit (one per rack), the third gets nothing, all or nothing.
+    let batch = vec![AnyRequest::Roles(Arc::clone(&unit)); 3];
+    let held = engine.reserve_many(&batch, 30.0, None, 0.0).unwrap();
+    assert_eq!(held.iter().filter(|hold| hold.is_some()).count(), 2);
+    assert_eq!(engine.stats(0.0).reserved, 66);
+    engine.check_invariants().unwrap();
+    let bytes = engine.snapshot(0.0).unwrap();
+    let restored = Engine::restore(&bytes, 0.0).unwrap();
+    assert_eq!(restored_bytes(restored), bytes);
+}
+
+fn restored_bytes(mut engine: Engine) -> Vec<u8> {
+    engine.snapshot(0.0).unwrap()
+}
+
+#[test]
+fn bad_multi_role_requests_are_refused() {
+    let twice = MultiGangRequest::new(
+        vec![group("a", 1, 1), group("a", 1, 1)],
+        None,
+        &[],
+        String::new(),
+        Spread::Pack,
+    );
+    assert!(matches!(twice, Err(CoreError::InvalidRequest(_))));
+    let unknown = [("a".to_owned(), "b".to_owned(), "rack".to_owned())];
+    let dangling = MultiGangRequest::new(
+        vec![group("a", 1, 1)],
+        None,
+        &unknown,
+        String::new(),
+        Spread::Pack,
+    );
+    assert!(matches!(dangling, Err(CoreError::InvalidRequest(_))));
+    let mut engine = rack_cluster(1, 2, 8);
+    let row = [("a".to_owned(), "b".to_owned(), "row".to_owned())];
+    let unit = MultiGangRequest::new(
+        vec![group("a", 1, 1), group("b", 1, 1)],
+        None,
+        &row,
+        String::new(),
+        Spread::Pack,
+    )
+    .unwrap();
+    assert!(matches!(
+        engine.place_roles(&unit, 0.0),
+        Err(CoreError::InvalidRequest(_))
+    ));
 }

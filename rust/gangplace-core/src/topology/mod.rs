@@ -132,7 +132,12 @@ pub struct Topology {
     /// Slots of removed nodes and pruned domains, reused by the next additions.
     vacant_nodes: Vec<NodeId>,
     vacant_domains: Vec<DomainId>,
+    /// Every distinct GPU topology given, by (levels, paths, GPUs): equal ones are shared,
+    /// with their memo of GPU choices (`intranode`). Kept after their nodes are removed.
+    gpu_topologies: GpuTopologies,
 }
+
+type GpuTopologies = BTreeMap<(Vec<String>, Vec<Vec<u32>>, u32), Arc<GpuTopology>>;
 
 impl Topology {
     /// A topology with the given level names, outermost first (validated by
@@ -148,6 +153,7 @@ impl Topology {
             unsorted: Vec::new(),
             vacant_nodes: Vec::new(),
             vacant_domains: Vec::new(),
+            gpu_topologies: BTreeMap::new(),
         }
     }
 
@@ -361,14 +367,33 @@ impl Topology {
         Ok(())
     }
 
+    /// The shared topology equal to `(levels, paths)` for `gpus` GPUs, checked when first seen.
+    fn shared_gpu_topology(
+        &mut self,
+        levels: Vec<String>,
+        paths: Vec<Vec<u32>>,
+        gpus: u32,
+        node: &str,
+    ) -> CoreResult<Arc<GpuTopology>> {
+        let key = (levels, paths, gpus);
+        if let Some(shared) = self.gpu_topologies.get(&key) {
+            return Ok(Arc::clone(shared));
+        }
+        let (levels, paths, _) = key.clone();
+        let topology = GpuTopology::new(levels, paths, gpus)
+            .map_err(|error| invalid(format!("node {node:?}: {error}")))?;
+        let shared = Arc::new(topology);
+        self.gpu_topologies.insert(key, Arc::clone(&shared));
+        Ok(shared)
+    }
+
     /// Adds a node; on error nothing changes.
     pub fn add_node(&mut self, spec: NodeSpec) -> CoreResult<AddedNode> {
         let (gpus, unhealthy) = self.validate(&spec)?;
         let gpu_topology = match spec.gpu_topology {
-            Some((levels, paths)) => Some(Arc::new(
-                GpuTopology::new(levels, paths, gpus)
-                    .map_err(|error| invalid(format!("node {:?}: {error}", spec.name)))?,
-            )),
+            Some((levels, paths)) => {
+                Some(self.shared_gpu_topology(levels, paths, gpus, &spec.name)?)
+            }
             None => None,
         };
         let mut parent = ROOT;
