@@ -166,19 +166,23 @@ def test_numa_single_never_places_a_pod_across_sockets() -> None:
 @given(
     nodes=grouped_nodes(),
     requests=st.lists(st.tuples(st.integers(1, 6), st.integers(1, 4), st.booleans())),
+    policy=st.sampled_from(("best-fit", "first-fit", "best-fit-path")),
 )
 def test_numa_single_agrees_with_the_reference_and_keeps_pods_in_one_group(
     nodes: list[tuple[int, NodeTopology | None, list[int]]],
     requests: list[tuple[int, int, bool]],
+    policy: str,
 ) -> None:
-    engine = gangplace.Cluster(("rack",))
-    oracle = reference.Cluster(("rack",))
+    # Two spines of up to three racks: the node-level tie-break by ancestry is exercised.
+    engine = gangplace.Cluster(("spine", "rack"), policy=policy)  # type: ignore[arg-type]
+    oracle = reference.Cluster(("spine", "rack"), policy=policy)
     groups_of: dict[str, NodeTopology | None] = {}
     for index, (gpus, groups, taken) in enumerate(nodes):
         name = f"n{index}"
         groups_of[name] = groups
+        where = {"spine": f"s{index % 2}", "rack": f"r{index % 3}"}
         for cluster in (engine, oracle):
-            cluster.add_node(name, gpus=gpus, topology={"rack": "r"}, gpu_topology=groups)
+            cluster.add_node(name, gpus=gpus, topology=where, gpu_topology=groups)
             if taken:
                 cluster.adopt([PodPlacement(name, taken)])
     for pods, size, elastic in requests:

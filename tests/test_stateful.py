@@ -9,7 +9,8 @@ plan and apply preemptions and defragmentations, and snapshot-and-restore in the
 run, continuing on the restored copies. Both sides hand out sequential ids (a test-build
 switch), so that tie-breaks by id agree.
 
-After every step: no GPU is held twice; on every node free + reserved + allocated +
+After every step: no GPU is held twice; every allocation's lost ranks (README "Repair") are
+those of the reference; on every node free + reserved + allocated +
 unhealthy-and-unheld == gpus; ``check_invariants()`` passes; and the engine agrees with
 ``gangplace.reference`` on every node, the totals and the live holds.
 
@@ -463,6 +464,8 @@ class EngineVersusReference(RuleBasedStateMachine):
                     other.movable,
                 )
                 assert hold.since == other.since
+                if listing == "allocations":
+                    assert hold.lost == other.lost, "lost ranks disagree"
         for reservation in self.engine.reservations():
             for pod in reservation.placement.pods:
                 for gpu in pod.gpus:

@@ -394,6 +394,14 @@ class Allocation:
     def request(self) -> GangRequest | MultiGangRequest | None:
         """The request it was placed for; ``None`` for ``reserve(placement)`` and ``adopt``."""
     @property
+    def lost(self) -> tuple[int, ...]:
+        """Ranks that lost hardware, sorted (README "Repair").
+
+        A rank is lost when its pod's node was removed (even if a node of that name came
+        back) or one of its GPUs is unhealthy; a GPU marked healthy again un-loses it. As of
+        when this value was made: ``allocations()`` and ``commit`` give current ones.
+        """
+    @property
     def placement(self) -> Placement:
         """The placement as reserved (a removed node's pods stay listed)."""
     @property

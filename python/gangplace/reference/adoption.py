@@ -61,7 +61,7 @@ class Adoption:
         hold = _Hold(True, now, held, placement, owner, priority, preemptible, movable, now)
         hid = self._new_id()  # type: ignore[attr-defined]
         self._holds[hid] = hold  # type: ignore[attr-defined]
-        return hold.allocation(hid)
+        return hold.allocation(hid, self._nodes)
 
     def _adopted_gpus(
         self,

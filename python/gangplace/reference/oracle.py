@@ -108,7 +108,7 @@ class _Hold:
             self.asked,
         )
 
-    def allocation(self, hid: str) -> Allocation:
+    def allocation(self, hid: str, nodes: Mapping[str, _Node]) -> Allocation:
         return Allocation(
             hid,
             self.placement,
@@ -118,6 +118,20 @@ class _Hold:
             self.movable,
             self.since,
             self.asked,
+            self.lost(nodes),
+        )
+
+    def lost(self, nodes: Mapping[str, _Node]) -> tuple[int, ...]:
+        """README "Repair": ranks whose node was removed or that have an unhealthy GPU.
+
+        A removed node's GPUs are no longer in the hold, even if a node of its name returns.
+        """
+        return tuple(
+            rank
+            for rank, pod in enumerate(self.placement.pods)
+            if pod.node not in self.gpus
+            or pod.node not in nodes
+            or set(pod.gpus) & nodes[pod.node].unhealthy
         )
 
     def gpu_count(self) -> int:
@@ -527,7 +541,7 @@ class Cluster(Planning, Removals, Adoption):
             for name, gpus in hold.gpus.items():
                 self._nodes[name].reserved.difference_update(gpus)
                 self._nodes[name].allocated.update(gpus)
-        return hold.allocation(hid)
+        return hold.allocation(hid, self._nodes)
 
     def rollback(self, reservation: Reservation | str, *, owner: str | None = None) -> bool:
         """Frees a reservation; False if it had already ended."""
@@ -574,7 +588,7 @@ class Cluster(Planning, Removals, Adoption):
         """Live allocations sorted by id; only ``owner``'s when given."""
         self._reclaim()
         return [
-            hold.allocation(hid)
+            hold.allocation(hid, self._nodes)
             for hid, hold in sorted(self._holds.items())
             if hold.committed and (owner is None or hold.owner == owner)
         ]

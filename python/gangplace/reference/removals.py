@@ -111,7 +111,7 @@ class Removals:
         if live is None:
             raise self._ended_error(hid, ending, "change the priority of")
         live.priority = priority
-        return live.allocation(hid) if live.committed else live.reservation(hid)
+        return live.allocation(hid, self._nodes) if live.committed else live.reservation(hid)
 
     # ----------------------------------------------------------------- preemption
 

@@ -253,6 +253,7 @@ class Allocation:
     movable: bool = False
     since: float = 0.0
     request: AnyRequest | None = None
+    lost: tuple[int, ...] = ()  # README "Repair": ranks with a removed node or unhealthy GPU
 
 
 @dataclass(frozen=True)

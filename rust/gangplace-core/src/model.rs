@@ -309,6 +309,9 @@ pub struct Reservation {
 pub struct Allocation {
     /// The id of the reservation it came from.
     pub id: HoldId,
+    /// Ranks (sorted) whose pod has a GPU on a removed node or an unhealthy GPU, as of when
+    /// this value was made (README "Repair").
+    pub lost: Vec<u64>,
     /// What is allocated (shared with the ledger's hold).
     pub placement: Arc<Placement>,
     /// Who holds it (`None`: made without an owner).

@@ -381,6 +381,16 @@ impl Allocation {
         request_object(py, &self.inner.request, &self.inner.roles)
     }
 
+    /// Ranks that lost hardware, sorted (README "Repair").
+    ///
+    /// A rank is lost when its pod's node was removed (even if a node of that name came
+    /// back) or one of its GPUs is unhealthy; a GPU marked healthy again un-loses it. As of
+    /// when this value was made: ``allocations()`` and ``commit`` give current ones.
+    #[getter]
+    fn lost<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.inner.lost)
+    }
+
     /// The placement as reserved (a removed node's pods stay listed).
     #[getter]
     fn placement(&self) -> Placement {

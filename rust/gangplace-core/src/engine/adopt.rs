@@ -60,7 +60,7 @@ impl Engine {
         self.apply(&changes);
         let hold = self.ledger.live(id);
         let hold = hold.ok_or_else(|| crate::error::internal("an adopted hold vanished"))?;
-        Ok(allocation_of(id, hold))
+        Ok(allocation_of(&self.topology, &self.states, id, hold))
     }
 
     /// The node and GPUs of one adopted pod, given the GPUs earlier pods of the call took.

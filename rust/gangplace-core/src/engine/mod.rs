@@ -11,6 +11,7 @@ pub(crate) mod adopt;
 pub(crate) mod defrag;
 pub(crate) mod explain;
 pub(crate) mod preemption;
+pub(crate) mod repair;
 pub(crate) mod roles;
 mod roles_snapshot;
 pub(crate) mod snapshot;

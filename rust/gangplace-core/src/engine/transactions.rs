@@ -5,13 +5,15 @@
 use std::sync::Arc;
 
 use super::Engine;
+use super::repair::lost_ranks;
 use crate::error::{CoreError, CoreResult, internal, invalid};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, Hold, HoldState};
 use crate::limits::{MAX_NAME_BYTES, MAX_TTL_SECONDS};
 use crate::model::{Allocation, GangRequest, Held, Placement, Reservation, Terms, check_priority};
 use crate::roles::{AnyRequest, MultiGangRequest};
-use crate::state::Changes;
+use crate::state::{Changes, NodeStates};
+use crate::topology::Topology;
 
 /// Who acts on a hold: an owner name, or nobody in particular.
 pub type Owner<'a> = Option<&'a str>;
@@ -79,9 +81,16 @@ pub(crate) fn reservation_of(id: HoldId, hold: &Hold) -> Reservation {
     }
 }
 
-pub(crate) fn allocation_of(id: HoldId, hold: &Hold) -> Allocation {
+/// The allocation a committed hold is, its lost ranks computed from the current state.
+pub(crate) fn allocation_of(
+    topology: &Topology,
+    states: &NodeStates,
+    id: HoldId,
+    hold: &Hold,
+) -> Allocation {
     Allocation {
         id,
+        lost: lost_ranks(topology, states, hold),
         placement: Arc::clone(&hold.placement),
         owner: hold.owner.as_deref().map(str::to_owned),
         terms: hold.terms,
@@ -373,7 +382,9 @@ impl Engine {
             .ok_or_else(|| internal("a live hold vanished"))?;
         Ok(match hold.state {
             HoldState::Reserved => Held::Reservation(reservation_of(id, hold)),
-            HoldState::Committed => Held::Allocation(allocation_of(id, hold)),
+            HoldState::Committed => {
+                Held::Allocation(allocation_of(&self.topology, &self.states, id, hold))
+            }
         })
     }
 
@@ -389,7 +400,7 @@ impl Engine {
         self.apply(&changes);
         let hold = self.ledger.live(id);
         let hold = hold.ok_or_else(|| internal("a committed hold vanished"))?;
-        Ok(allocation_of(id, hold))
+        Ok(allocation_of(&self.topology, &self.states, id, hold))
     }
 
     /// Frees a reservation. `true` if it freed something, `false` if it had already ended.
@@ -448,10 +459,16 @@ impl Engine {
 
     /// Live allocations (`owner` given: only that owner's), sorted by id.
     pub fn allocations(&mut self, owner: Owner<'_>, now: f64) -> Vec<Allocation> {
-        let holds = self.holds_in(HoldState::Committed, owner, now);
+        self.reclaim(now);
+        let (topology, states) = (&self.topology, &self.states);
+        let mut holds = self.ledger.live_holds_by_id();
+        holds.retain(|(_, hold)| {
+            hold.state == HoldState::Committed
+                && (owner.is_none() || hold.owner.as_deref() == owner)
+        });
         holds
             .into_iter()
-            .map(|(id, hold)| allocation_of(id, hold))
+            .map(|(id, hold)| allocation_of(topology, states, id, hold))
             .collect()
     }
 

@@ -31,7 +31,9 @@ impl<V: CapacityView> Search<'_, V> {
         let need = pods * u64::from(self.gpus_per_pod);
         let node_depth = self.topology.node_depth();
         (coarsest_depth..=node_depth).rev().find_map(|depth| {
+            let numa = self.numa == crate::shapes::Numa::Single;
             let item = match (by_ancestry, depth == node_depth) {
+                (true, true) if numa => self.best_node_numa(index, need, pods),
                 (true, true) => self.best_node_indexed(index, need),
                 (true, false) => self.best_domain_indexed(index, depth, need, pods),
                 (false, _) => index
@@ -86,6 +88,16 @@ impl<V: CapacityView> Search<'_, V> {
             return None;
         };
         self.first_node_with_free(parent, least).map(Item::Node)
+    }
+
+    /// The node level with `numa="single"`: not every node with enough free GPUs holds the
+    /// gang, so the deepest domains holding a node of each free count (fewest first) are
+    /// taken in rule 3's order, and the first whose nodes of that count hold it wins (its
+    /// first such node in name order).
+    fn best_node_numa(&self, index: &FreeIndex, need: u64, pods: u64) -> Option<Item> {
+        self.nodes_by_ancestry(index, need, &mut |node| {
+            self.holds_pods(node, pods).then_some(node)
+        })
     }
 
     pub(super) fn has_node_with_free(&self, domain: DomainId, free: u32) -> bool {

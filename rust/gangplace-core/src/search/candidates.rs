@@ -67,7 +67,7 @@ impl<V: CapacityView> Search<'_, V> {
 
     /// Items sorted by free GPUs (path order inside equal counts), each run of equal counts
     /// ordered by ancestry when asked.
-    fn in_runs<R>(
+    pub(super) fn in_runs<R>(
         &self,
         items: impl Iterator<Item = (u64, Item)>,
         by_ancestry: bool,
@@ -98,7 +98,7 @@ impl<V: CapacityView> Search<'_, V> {
     /// The node level by ancestry: for each free count from `need` up, the deepest domains
     /// holding a node with exactly that count, in their own rule 3 order, and inside each its
     /// nodes of that count in name order.
-    fn nodes_by_ancestry<R>(
+    pub(super) fn nodes_by_ancestry<R>(
         &self,
         index: &FreeIndex,
         need: u64,

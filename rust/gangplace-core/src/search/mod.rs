@@ -133,9 +133,48 @@ impl<'a, V: CapacityView> Search<'a, V> {
 
     /// Pods of this search's size that fit in `item` (rule 1).
     pub fn capacity(&self, item: Item) -> u64 {
-        if self.numa == Numa::Single {
-            return self.numa_capacity(item);
+        match self.numa {
+            Numa::Single => self.numa_capacity(item),
+            Numa::None => self.plain_capacity(item),
         }
+    }
+
+    /// Pods that fit in `item` with every pod inside one NUMA group of its node (a node
+    /// without GPU groups is one group).
+    fn numa_capacity(&self, item: Item) -> u64 {
+        self.numa_count(item, u64::MAX)
+    }
+
+    /// The same count, up to `cap`: children are visited only while it is not reached, and
+    /// only those whose plain capacity (the aggregates', an upper bound) is not zero.
+    fn numa_count(&self, item: Item, cap: u64) -> u64 {
+        match item {
+            Item::Node(id) => self.view.node_free(id).map_or(0, |free| {
+                let groups = self.topology.node(id).gpu_topology.as_deref();
+                let pods = match groups {
+                    Some(groups) => groups.numa_capacity(free, self.gpus_per_pod),
+                    None => free.count() / self.gpus_per_pod,
+                };
+                u64::from(pods).min(cap)
+            }),
+            Item::Domain(_) => {
+                let mut total = 0;
+                for child in self.children(item) {
+                    if self.plain_capacity(child) == 0 {
+                        continue;
+                    }
+                    total += self.numa_count(child, cap - total);
+                    if total >= cap {
+                        return cap;
+                    }
+                }
+                total
+            }
+        }
+    }
+
+    /// Pods of this size in `item` without the NUMA rule: the aggregates' count.
+    fn plain_capacity(&self, item: Item) -> u64 {
         match item {
             Item::Domain(id) => self.view.domain_capacity(id, self.gpus_per_pod),
             Item::Node(id) => self
@@ -145,22 +184,14 @@ impl<'a, V: CapacityView> Search<'a, V> {
         }
     }
 
-    /// Pods that fit in `item` with every pod inside one NUMA group of its node (a node
-    /// without GPU groups is one group).
-    fn numa_capacity(&self, item: Item) -> u64 {
-        match item {
-            Item::Node(id) => self.view.node_free(id).map_or(0, |free| {
-                let groups = self.topology.node(id).gpu_topology.as_deref();
-                let pods = match groups {
-                    Some(groups) => groups.numa_capacity(free, self.gpus_per_pod),
-                    None => free.count() / self.gpus_per_pod,
-                };
-                u64::from(pods)
-            }),
-            Item::Domain(_) => self
-                .children(item)
-                .map(|child| self.numa_capacity(child))
-                .sum(),
+    /// Whether `item` holds `pods` pods by capacity (`numa="single"`: counting per NUMA
+    /// group, stopping once enough are found, after the plain count as a quick bound).
+    fn holds_pods(&self, item: Item, pods: u64) -> bool {
+        match self.numa {
+            Numa::None => self.capacity(item) >= pods,
+            Numa::Single => {
+                self.plain_capacity(item) >= pods && self.numa_count(item, pods) >= pods
+            }
         }
     }
 
@@ -287,8 +318,9 @@ impl<'a, V: CapacityView> Search<'a, V> {
         if !self.holds(Item::Domain(ROOT), pods) {
             return None;
         }
-        // Per-NUMA counts have no index: such searches walk (the index's order is by GPUs).
-        let index = self.view.index().filter(|_| self.numa == Numa::None);
+        // Per-NUMA counts have no aggregate, but the index's order (free GPUs) is still rule
+        // 3's: its entries are tried fewest first and checked by counting per NUMA group.
+        let index = self.view.index();
         match (policy, index) {
             (Policy::BestFit, Some(index)) => {
                 self.best_fit_indexed(index, pods, coarsest_depth, true)
@@ -341,6 +373,13 @@ impl<'a, V: CapacityView> Search<'a, V> {
     }
 
     fn search_largest(&self, item: Item, depth: usize, best: &mut LevelBest) {
+        if self.numa == Numa::Single {
+            // The plain count bounds the NUMA one: prune on it before counting per group.
+            let bound = self.plain_capacity(item);
+            if bound == 0 || (best.item.is_some() && bound <= best.capacity) {
+                return;
+            }
+        }
         let capacity = self.capacity(item);
         if capacity == 0 || (best.item.is_some() && capacity <= best.capacity) {
             return;

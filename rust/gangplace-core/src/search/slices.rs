@@ -21,7 +21,7 @@ impl<V: CapacityView> Search<'_, V> {
     /// Whether `item` holds `pods` pods: by capacity, or in whole outermost slices.
     pub fn holds(&self, item: Item, pods: u64) -> bool {
         if self.layers.is_empty() {
-            return self.capacity(item) >= pods;
+            return self.holds_pods(item, pods);
         }
         let need = pods / self.layers.outer_size();
         self.units(item, 0, need) >= need
