@@ -63,6 +63,11 @@ impl NodeState {
     pub fn feasible_free(&self) -> Option<u32> {
         (!self.cordoned).then(|| self.free_count())
     }
+
+    /// The free GPUs themselves when feasible (what NUMA counts read).
+    pub fn feasible_set(&self) -> Option<GpuSet> {
+        (!self.cordoned).then(|| self.free())
+    }
 }
 
 /// One node's feasible free GPUs before and after a mutation (`None`: cordoned or absent).
@@ -74,6 +79,10 @@ pub struct NodeChange {
     pub before: Option<u32>,
     /// After the change.
     pub after: Option<u32>,
+    /// The free GPUs before (`None`: cordoned or absent).
+    pub before_set: Option<GpuSet>,
+    /// The free GPUs after.
+    pub after_set: Option<GpuSet>,
 }
 
 /// The change records of one mutation, in the order the nodes changed.
@@ -175,16 +184,19 @@ impl NodeStates {
         change: impl FnOnce(&mut NodeState),
     ) {
         let state = &mut self.nodes[id as usize];
-        let before = state.feasible_free();
+        let before_set = state.feasible_set();
         self.totals.remove(Totals::of(state));
         change(state);
         self.totals.add(Totals::of(state));
-        let after = state.feasible_free();
-        if before != after {
+        let after_set = state.feasible_set();
+        if before_set != after_set {
+            let count = |set: Option<GpuSet>| set.map(GpuSet::count);
             changes.push(NodeChange {
                 node: id,
-                before,
-                after,
+                before: count(before_set),
+                after: count(after_set),
+                before_set,
+                after_set,
             });
         }
     }

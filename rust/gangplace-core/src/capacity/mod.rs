@@ -10,6 +10,7 @@
 
 mod aggregate;
 mod index;
+mod numa;
 mod overlay;
 mod pools;
 mod propagate;
@@ -22,6 +23,7 @@ pub use pools::SelectorPool;
 use crate::ids::{DomainId, GpuSet, NodeId};
 use crate::state::{NodeChange, NodeStates};
 use crate::topology::Topology;
+use numa::NumaAggregates;
 use pools::Pools;
 use propagate::propagate;
 
@@ -36,6 +38,8 @@ pub struct Capacity {
     /// Per depth, the most GPUs (healthy or not) any one domain (or node) has: no gang
     /// larger than that fits there, whatever is removed. Rebuilt with the index.
     largest: Vec<u64>,
+    /// NUMA groups by free GPUs per domain, once some node has GPU groups (module `numa`).
+    numa: Option<NumaAggregates>,
 }
 
 impl Default for Capacity {
@@ -46,29 +50,55 @@ impl Default for Capacity {
             pools: Pools::default(),
             touched: Vec::new(),
             largest: Vec::new(),
+            numa: None,
         }
     }
 }
 
 impl Capacity {
-    /// A node was added (its state is `free` feasible free GPUs): it joins the aggregates of
-    /// its domains; the index and the pools are rebuilt on next use.
-    pub fn node_added(&mut self, topology: &Topology, id: NodeId, free: Option<u32>) {
+    /// A node was added (its state in `states`): it joins the aggregates of its domains; the
+    /// index and the pools are rebuilt on next use. The first node with GPU groups starts the
+    /// NUMA aggregates.
+    pub fn node_added(&mut self, topology: &Topology, states: &NodeStates, id: NodeId) {
+        let free = states.get(id).feasible_set();
         self.aggregates
             .resize(topology.domain_slots(), Aggregate::default());
         self.index.invalidate();
         self.pools.clear();
         for domain in topology.ancestors(topology.node(id).domain) {
-            self.aggregates[domain as usize].change(None, free);
+            self.aggregates[domain as usize].change(None, free.map(GpuSet::count));
+        }
+        match &mut self.numa {
+            Some(numa) => {
+                numa.resize(topology.domain_slots());
+                numa.node_changed(topology, id, None, free);
+            }
+            None if topology.node(id).gpu_topology.is_some() => {
+                self.numa = Some(NumaAggregates::build(topology, states));
+            }
+            None => {}
         }
     }
 
     /// A node is about to be removed (call before the topology prunes its domains).
-    pub fn node_removed(&mut self, topology: &Topology, id: NodeId, free: Option<u32>) {
+    pub fn node_removed(&mut self, topology: &Topology, states: &NodeStates, id: NodeId) {
+        let free = states.get(id).feasible_set();
         self.index.invalidate();
         self.pools.clear();
         for domain in topology.ancestors(topology.node(id).domain) {
-            self.aggregates[domain as usize].change(free, None);
+            self.aggregates[domain as usize].change(free.map(GpuSet::count), None);
+        }
+        if let Some(numa) = &mut self.numa {
+            numa.node_changed(topology, id, free, None);
+        }
+    }
+
+    /// Pods of `gpus_per_pod` GPUs a domain holds with each pod in one NUMA group, over every
+    /// feasible node.
+    pub fn numa_capacity(&self, domain: DomainId, gpus_per_pod: u32) -> u64 {
+        match &self.numa {
+            Some(numa) => numa.capacity(domain, gpus_per_pod),
+            None => self.aggregates[domain as usize].capacity(gpus_per_pod),
         }
     }
 
@@ -87,6 +117,9 @@ impl Capacity {
             &mut self.touched,
         );
         self.pools.apply(topology, changes);
+        if let Some(numa) = &mut self.numa {
+            numa.apply(topology, changes);
+        }
     }
 
     /// Rebuilds the index if nodes were added or removed. The topology must be settled.
@@ -179,6 +212,15 @@ impl Capacity {
                 return Err(format!("aggregate of domain #{id} is stale"));
             }
         }
+        if let Some(numa) = &self.numa {
+            let mut expected = NumaAggregates::build(topology, states);
+            expected.resize(topology.domain_slots());
+            let mut actual = numa.clone();
+            actual.resize(topology.domain_slots());
+            if actual != expected {
+                return Err("the NUMA aggregates are stale".into());
+            }
+        }
         if !self.index.is_stale()
             && topology.is_settled()
             && self.index != self.built_index(topology, states)
@@ -231,6 +273,11 @@ pub trait CapacityView {
     fn largest_domain(&self, _depth: usize) -> Option<u64> {
         None
     }
+    /// Pods of `gpus_per_pod` GPUs the domain's usable nodes hold with each pod inside one
+    /// NUMA group, when an aggregate knows it (`None`: count them).
+    fn domain_numa_capacity(&self, _domain: DomainId, _gpus_per_pod: u32) -> Option<u64> {
+        None
+    }
 }
 
 /// Every uncordoned node.
@@ -265,6 +312,10 @@ impl CapacityView for ClusterView<'_> {
 
     fn largest_domain(&self, depth: usize) -> Option<u64> {
         self.capacity.largest_domain(depth)
+    }
+
+    fn domain_numa_capacity(&self, domain: DomainId, gpus_per_pod: u32) -> Option<u64> {
+        Some(self.capacity.numa_capacity(domain, gpus_per_pod))
     }
 }
 
@@ -353,6 +404,13 @@ impl CapacityView for AnyView<'_> {
         match self {
             AnyView::Cluster(view) => view.largest_domain(depth),
             AnyView::Selector(view) => view.largest_domain(depth),
+        }
+    }
+
+    fn domain_numa_capacity(&self, domain: DomainId, gpus_per_pod: u32) -> Option<u64> {
+        match self {
+            AnyView::Cluster(view) => view.domain_numa_capacity(domain, gpus_per_pod),
+            AnyView::Selector(view) => view.domain_numa_capacity(domain, gpus_per_pod),
         }
     }
 }

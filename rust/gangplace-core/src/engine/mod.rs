@@ -124,7 +124,7 @@ impl Engine {
         let state = NodeState::new(added.gpus, added.unhealthy);
         self.states.insert(added.id, state);
         self.capacity
-            .node_added(&self.topology, added.id, state.feasible_free());
+            .node_added(&self.topology, &self.states, added.id);
         Ok(())
     }
 
@@ -205,8 +205,7 @@ impl Engine {
             }
         }
         self.apply(&changes);
-        let free = self.states.get(id).feasible_free();
-        self.capacity.node_removed(&self.topology, id, free);
+        self.capacity.node_removed(&self.topology, &self.states, id);
         self.topology.remove_node(id);
         self.states.vacate(id);
         Ok(holders)

@@ -95,7 +95,10 @@ impl<V: CapacityView> Search<'_, V> {
     /// taken in rule 3's order, and the first whose nodes of that count hold it wins (its
     /// first such node in name order).
     fn best_node_numa(&self, index: &FreeIndex, need: u64, pods: u64) -> Option<Item> {
-        self.nodes_by_ancestry(index, need, &mut |node| {
+        // A deepest domain whose NUMA count (an aggregate on the cluster's view) is short of
+        // the pods has no node that holds them.
+        let worth = |domain: DomainId| self.holds_pods(Item::Domain(domain), pods);
+        self.nodes_by_ancestry_in(index, need, &worth, &mut |node| {
             self.holds_pods(node, pods).then_some(node)
         })
     }

@@ -10,7 +10,7 @@
 use super::{Item, Search};
 use crate::capacity::{CapacityView, FreeIndex};
 use crate::config::Policy;
-use crate::ids::ROOT;
+use crate::ids::{DomainId, ROOT};
 
 impl<V: CapacityView> Search<'_, V> {
     /// Visits the items of `depth` with at least `need` free GPUs in rule 3's order under
@@ -104,6 +104,18 @@ impl<V: CapacityView> Search<'_, V> {
         need: u64,
         visit: &mut dyn FnMut(Item) -> Option<R>,
     ) -> Option<R> {
+        self.nodes_by_ancestry_in(index, need, &|_| true, visit)
+    }
+
+    /// The same, visiting only the deepest domains `worth` accepts (a quick test that they
+    /// can hold what the visitor looks for).
+    pub(super) fn nodes_by_ancestry_in<R>(
+        &self,
+        index: &FreeIndex,
+        need: u64,
+        worth: &dyn Fn(DomainId) -> bool,
+        visit: &mut dyn FnMut(Item) -> Option<R>,
+    ) -> Option<R> {
         let node_depth = self.topology.node_depth();
         let mut from = need;
         while let Some((free, _)) = index.level(node_depth).at_least(from).next() {
@@ -119,6 +131,9 @@ impl<V: CapacityView> Search<'_, V> {
                 let Item::Domain(parent) = parent else {
                     return None;
                 };
+                if !worth(parent) {
+                    return None;
+                }
                 let nodes = &self.topology.domain(parent).child_nodes;
                 nodes
                     .iter()

@@ -157,7 +157,10 @@ impl<'a, V: CapacityView> Search<'a, V> {
                 };
                 u64::from(pods).min(cap)
             }),
-            Item::Domain(_) => {
+            Item::Domain(id) => {
+                if let Some(pods) = self.view.domain_numa_capacity(id, self.gpus_per_pod) {
+                    return pods.min(cap);
+                }
                 let mut total = 0;
                 for child in self.children(item) {
                     if self.plain_capacity(child) == 0 {
