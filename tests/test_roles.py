@@ -15,7 +15,7 @@ import hypothesis.strategies as st
 import pytest
 from helpers import FakeClock, NodeSpec, as_tuple, fill, tree
 from hypothesis import given, note
-from test_slices import path_of, slices_hold
+from test_slices import path_of, slices_hold, small_clusters
 
 import gangplace
 from gangplace import (
@@ -421,14 +421,13 @@ def multi_requests(draw: st.DrawFn) -> MultiGangRequest:
 
 @st.composite
 def labelled_clusters(draw: st.DrawFn) -> list[NodeSpec]:
-    nodes = []
-    for index in range(draw(st.integers(1, 12))):
-        gpus = draw(st.sampled_from((2, 4, 8)))
-        path = (draw(st.sampled_from(("a", "b"))), draw(st.sampled_from(("x", "y", "z"))))
-        labels = {"kind": draw(st.sampled_from(("a", "b")))}
-        unhealthy = draw(st.sets(st.integers(0, gpus - 1), max_size=2))
-        nodes.append(NodeSpec(f"n{index:02d}", gpus, path, labels, tuple(sorted(unhealthy))))
-    return nodes
+    """``test_slices``'s small clusters, each node labelled ``kind=a`` or ``kind=b``."""
+    nodes = draw(small_clusters().filter(lambda nodes: len(nodes) <= 12))
+    kinds = st.sampled_from(("a", "b"))
+    return [
+        NodeSpec(node.name, node.gpus, node.path, {"kind": draw(kinds)}, node.unhealthy)
+        for node in nodes
+    ]
 
 
 def roles_tuple(placement: Any) -> Any:

@@ -15,6 +15,7 @@ pub(crate) mod repair;
 pub(crate) mod roles;
 mod roles_snapshot;
 pub(crate) mod snapshot;
+mod snapshot_records;
 pub(crate) mod transactions;
 
 use std::sync::Arc;

@@ -28,12 +28,16 @@ use serde::{Deserialize, Serialize};
 
 use super::Engine;
 use super::roles_snapshot::{HoldRoles, Roles, hold_roles, roles_from};
+use super::snapshot_records::{
+    RequestRecord, TermsRecord, as_snapshot_error, bad, ending_code, ending_from, owner_from,
+    pod_from_record, request_from, request_record, slice_records, terms_from, terms_record,
+};
 use crate::config::{EngineConfig, Policy};
-use crate::error::{CoreError, CoreResult};
+use crate::error::CoreResult;
 use crate::ids::{GpuSet, HoldId, NodeId};
-use crate::ledger::{EndedHold, Ending, Hold, HoldState};
-use crate::limits::{MAX_NAME_BYTES, REMEMBERED_ENDED_HOLDS};
-use crate::model::{GangRequest, Placement, PodPlacement, Terms};
+use crate::ledger::{EndedHold, Hold, HoldState};
+use crate::limits::REMEMBERED_ENDED_HOLDS;
+use crate::model::Placement;
 use crate::shapes::{Numa, Spread};
 use crate::state::Changes;
 use crate::topology::NodeSpec;
@@ -134,118 +138,10 @@ struct HoldRecord {
 }
 
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) struct TermsRecord {
-    priority: i64,
-    preemptible: bool,
-    movable: bool,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub(super) struct RequestRecord {
-    pods: i64,
-    gpus_per_pod: i64,
-    min_pods: Option<i64>,
-    required_level: Option<String>,
-    selector: Vec<(String, String)>,
-    name: String,
-    terms: TermsRecord,
-}
-
-pub(super) fn terms_record(terms: Terms) -> TermsRecord {
-    TermsRecord {
-        priority: i64::from(terms.priority),
-        preemptible: terms.preemptible,
-        movable: terms.movable,
-    }
-}
-
-pub(super) fn terms_from(record: &TermsRecord) -> CoreResult<Terms> {
-    Terms::new(record.priority, record.preemptible, record.movable).map_err(as_snapshot_error)
-}
-
-pub(super) fn slice_records(request: &GangRequest) -> Vec<(String, i64)> {
-    let size = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    let layers = request.slices.iter();
-    layers
-        .map(|layer| (layer.level.clone(), size(layer.pods_per_slice)))
-        .collect()
-}
-
-pub(super) fn request_record(request: &GangRequest) -> RequestRecord {
-    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    RequestRecord {
-        pods: count(request.pods),
-        gpus_per_pod: i64::from(request.gpus_per_pod),
-        min_pods: request.min_pods.map(count),
-        required_level: request.required_level.clone(),
-        selector: request.selector.clone(),
-        name: request.name.clone(),
-        terms: terms_record(request.terms),
-    }
-}
-
-/// A snapshot's request, validated as a new one would be.
-pub(super) fn request_from(record: RequestRecord) -> CoreResult<GangRequest> {
-    let terms = terms_from(&record.terms)?;
-    let request = GangRequest::new(
-        record.pods,
-        record.gpus_per_pod,
-        record.min_pods,
-        record.required_level,
-        record.selector,
-        record.name,
-    )
-    .map_err(as_snapshot_error)?;
-    Ok(request.with_terms(terms))
-}
-
-#[derive(Debug, Serialize, Deserialize)]
 struct EndedRecord {
     id: u128,
     ending: u8,
     owner: Option<String>,
-}
-
-pub(super) fn bad(message: impl Into<String>) -> CoreError {
-    CoreError::InvalidSnapshot(message.into())
-}
-
-fn ending_code(ending: Ending) -> u8 {
-    match ending {
-        Ending::RolledBack => 0,
-        Ending::Expired => 1,
-        Ending::Revoked => 2,
-        Ending::Released => 3,
-        Ending::Preempted => 4,
-        Ending::Migrated => 5,
-    }
-}
-
-fn ending_from(code: u8) -> CoreResult<Ending> {
-    match code {
-        0 => Ok(Ending::RolledBack),
-        1 => Ok(Ending::Expired),
-        2 => Ok(Ending::Revoked),
-        3 => Ok(Ending::Released),
-        4 => Ok(Ending::Preempted),
-        5 => Ok(Ending::Migrated),
-        other => Err(bad(format!("unknown ending code {other}"))),
-    }
-}
-
-/// A snapshot's pod: GPU indices must be distinct and below 64.
-fn pod_from_record(node: String, gpus: &[u32]) -> CoreResult<PodPlacement> {
-    let message = format!("a pod on node {node:?} names its GPUs badly");
-    PodPlacement::new(node, gpus.iter().map(|&gpu| i64::from(gpu))).map_err(|_| bad(message))
-}
-
-fn owner_from(owner: Option<String>) -> CoreResult<Option<Arc<str>>> {
-    match owner {
-        Some(name) if name.is_empty() || name.len() > MAX_NAME_BYTES => {
-            Err(bad("an owner name is empty or too long"))
-        }
-        owner => Ok(owner.map(Arc::from)),
-    }
 }
 
 impl Engine {
@@ -666,11 +562,4 @@ fn decode(bytes: &[u8]) -> CoreResult<(Body, Extension, Shapes, Roles)> {
 /// The start time a restored hold was recorded with (commit keeps it).
 fn hold_since(ledger: &crate::ledger::Ledger, id: HoldId) -> f64 {
     ledger.live(id).map_or(0.0, |hold| hold.since)
-}
-
-pub(super) fn as_snapshot_error(error: CoreError) -> CoreError {
-    match error {
-        CoreError::InvalidSnapshot(message) => CoreError::InvalidSnapshot(message),
-        other => bad(other.to_string()),
-    }
 }
