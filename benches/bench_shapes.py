@@ -85,3 +85,12 @@ def bench_place_shaped_reference(benchmark: Any, setup: Setup, label: str) -> No
     assert (got is None) == (expected is None)
     if got is not None and expected is not None:
         assert got.nodes == expected.nodes and got.slices == expected.slices
+
+
+@pytest.mark.parametrize("label", ["roles-16"])
+def bench_capacity_for_multi_role(benchmark: Any, setup: Setup, label: str) -> None:
+    request = shaped(setup, label)
+    benchmark.extra_info.update(op="capacity_for", gang=label)
+    copies = benchmark(setup.engine.capacity_for, request)
+    if setup.shape.total_gpus < 10_000:  # the reference takes seconds per copy on big shapes
+        assert copies == setup.oracle.capacity_for(request)

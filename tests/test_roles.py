@@ -206,11 +206,22 @@ def test_owner_cap_counts_every_group() -> None:
 
 def test_preemption_and_defragmentation_refuse_multi_role_gangs() -> None:
     cluster = tree(LEVELS, (1, 2, 5), gpus=8, clock=FakeClock())
+    oracle = reference.Cluster(LEVELS)
     before = cluster.snapshot()
-    for call in (cluster.plan_preemption, cluster.plan_defrag, cluster.capacity_for):
+    calls = (cluster.plan_preemption, cluster.plan_defrag, oracle.plan_preemption)
+    for call in calls:
         with pytest.raises(InvalidRequest, match="plans for single gangs"):
             call(leader_workers())  # type: ignore[arg-type]
     assert cluster.snapshot() == before
+
+
+def test_capacity_for_counts_whole_units() -> None:
+    cluster = tree(LEVELS, (1, 2, 5), gpus=8, clock=FakeClock())
+    before = cluster.snapshot()
+    assert cluster.capacity_for(leader_workers()) == 2  # one per rack: 33 of 40 GPUs each
+    assert cluster.capacity_for(MultiGangRequest((PodGroup("a", 1, 8),))) == 10
+    assert cluster.snapshot() == before  # a pure query
+    assert len([h for h in cluster.reserve_many([leader_workers()] * 3) if h is not None]) == 2
 
 
 def test_explain_names_the_first_failing_group() -> None:
@@ -465,6 +476,7 @@ def test_multi_role_gangs_agree_with_the_reference(
             assert raised.value.reason == expected_raised.value.reason
             continue
         check_unit(engine, request, got)
+        assert engine.capacity_for(request) == oracle.capacity_for(request)
         engine.reserve(request)
         oracle.reserve(request)
         if data.draw(st.booleans(), label="a plain gang too"):

@@ -205,8 +205,8 @@ class MultiGangRequest:
     Validated when built: 1 to 16 groups with unique names, at most 2**28 GPUs in total,
     colocations naming two different groups. Level names (``required_level``, colocation
     levels, slice levels) are checked when placed. ``place_gang``, ``reserve``, ``explain``,
-    ``place_many`` and ``reserve_many`` take it; ``plan_preemption``, ``plan_defrag`` and
-    ``capacity_for`` refuse it with ``InvalidRequest``.
+    ``place_many``, ``reserve_many`` and ``capacity_for`` take it; ``plan_preemption`` and
+    ``plan_defrag`` refuse it with ``InvalidRequest``.
 
     Args:
         groups: The ``PodGroup`` objects; ``Placement.pods`` lists their pods in this order.
@@ -901,11 +901,11 @@ class Cluster:
             LimitExceeded: The owner's cap.
 
         """
-    def capacity_for(self, request: GangRequest) -> int:
+    def capacity_for(self, request: GangRequest | MultiGangRequest) -> int:
         """How many disjoint copies of ``request`` ``reserve_many`` would place now.
 
         The fragmentation figure to track before and after a decision (owner caps aside).
-        Costs one placement per copy.
+        Costs one placement per copy. A ``MultiGangRequest`` counts whole units.
         """
     def remove_node(self, name: str) -> list[str]:
         """Removes a node, as a node failure would.

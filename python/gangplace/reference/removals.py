@@ -13,11 +13,13 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gangplace.errors import Conflict, InvalidRequest, LimitExceeded, UnknownReservation
-from gangplace.reference import preemption, rules
+from gangplace.reference import preemption, roles, rules
+from gangplace.reference.planning import is_roles
 from gangplace.reference.values import (
     MAX_NAME_BYTES,
     MAX_TTL_SECONDS,
     Allocation,
+    AnyRequest,
     DefragPlan,
     Move,
     Placement,
@@ -25,6 +27,7 @@ from gangplace.reference.values import (
     PreemptionPlan,
     Request,
     Reservation,
+    RolesRequest,
 )
 
 if TYPE_CHECKING:
@@ -75,6 +78,7 @@ class Removals:
         def _reclaim(self) -> float: ...
         def _views(self) -> list[rules.NodeView]: ...
         def _gang(self, request: Request) -> rules.Gang: ...
+        def _roles(self, request: RolesRequest) -> roles.MultiGang: ...
         def _plan(self, request: Request) -> Placement | None: ...
         def _visible(self, hid: str, owner: str | None) -> tuple[_Hold | None, str | None]: ...
         def _end(self, hid: str, ending: str) -> None: ...
@@ -261,9 +265,19 @@ class Removals:
         terms = (request.priority, request.preemptible, request.movable)
         return self._hold_new(plan.placement, held, now, ttl, owner, terms, request)
 
-    def capacity_for(self, request: Request) -> int:
+    def capacity_for(self, request: AnyRequest) -> int:
         """How many disjoint copies of ``request`` ``reserve_many`` would place now."""
         self._reclaim()
+        if is_roles(request):
+            unit = self._roles(request)
+            views = self._views()
+            copies = 0
+            while (
+                found := roles.place_roles(views, self.levels, unit, self.policy)[0]
+            ) is not None:
+                views = preemption.taking(views, found)
+                copies += 1
+            return copies
         self._gang(request)
         views = self._views()
         copies = 0
@@ -371,8 +385,13 @@ class Removals:
         return reservation, replaced
 
 
-def _refuse_unsupported_shapes(request: Request, call: str) -> None:
-    """Preemption and defragmentation count pods, not slices or pods per NUMA group."""
+def _refuse_unsupported_shapes(request: AnyRequest, call: str) -> None:
+    """Preemption and defragmentation plan for single gangs of pods (no slices, no NUMA)."""
+    if is_roles(request):
+        raise InvalidRequest(
+            f"{call} plans for single gangs; a MultiGangRequest is placed by place_gang, "
+            'reserve and the batches (README "Multi-role gangs")'
+        )
     if request.slices:
         raise InvalidRequest(
             f"{call} does not take slice gangs yet; place them with place_gang or reserve"

@@ -414,11 +414,18 @@ impl Cluster {
     /// How many disjoint copies of ``request`` ``reserve_many`` would place now.
     ///
     /// The fragmentation figure to track before and after a decision (owner caps aside).
-    /// Costs one placement per copy.
+    /// Costs one placement per copy. A ``MultiGangRequest`` counts whole units.
     fn capacity_for(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<u64> {
-        let request = single_request(request, "capacity_for")?;
+        let request = crate::roles::any_request(request, "request")?;
         let now = self.now(py)?;
-        Ok(self.run_detached(py, |engine| Ok(engine.capacity_for(&request, now)?))?)
+        Ok(self.run_detached(py, |engine| {
+            Ok(match &request {
+                gangplace_core::AnyRequest::Gang(request) => engine.capacity_for(request, now)?,
+                gangplace_core::AnyRequest::Roles(request) => {
+                    engine.capacity_for_roles(request, now)?
+                }
+            })
+        })?)
     }
 }
 

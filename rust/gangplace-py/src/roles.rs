@@ -160,8 +160,8 @@ impl PodGroup {
 /// Validated when built: 1 to 16 groups with unique names, at most 2**28 GPUs in total,
 /// colocations naming two different groups. Level names (``required_level``, colocation
 /// levels, slice levels) are checked when placed. ``place_gang``, ``reserve``, ``explain``,
-/// ``place_many`` and ``reserve_many`` take it; ``plan_preemption``, ``plan_defrag`` and
-/// ``capacity_for`` refuse it with ``InvalidRequest``.
+/// ``place_many``, ``reserve_many`` and ``capacity_for`` take it; ``plan_preemption`` and
+/// ``plan_defrag`` refuse it with ``InvalidRequest``.
 ///
 /// Args:
 ///     groups: The ``PodGroup`` objects; ``Placement.pods`` lists their pods in this order.

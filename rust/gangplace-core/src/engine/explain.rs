@@ -8,6 +8,7 @@
 
 use super::Engine;
 use super::preemption::Purpose;
+use super::roles::LevelTrial;
 use crate::error::CoreResult;
 use crate::model::{GangRequest, Placement, RemovalLimits};
 use crate::roles::MultiGangRequest;
@@ -190,6 +191,41 @@ impl Engine {
             summary,
             failed_group,
         })
+    }
+
+    /// `Unschedulable.reason` of a multi-role gang: per level tried, finest first, its first
+    /// candidate and the first group that failed there.
+    pub(crate) fn roles_reason(&self, request: &MultiGangRequest, trials: &[LevelTrial]) -> String {
+        let name = name_text(&request.name);
+        let levels: Vec<String> = trials
+            .iter()
+            .map(|trial| self.trial_text(request, trial))
+            .collect();
+        format!(
+            "multi-role gang{name} of {} groups ({} GPUs) does not fit: {}",
+            request.groups.len(),
+            request.total_gpus(),
+            levels.join("; ")
+        )
+    }
+
+    /// One level of the reason.
+    pub(crate) fn trial_text(&self, request: &MultiGangRequest, trial: &LevelTrial) -> String {
+        let level = self.topology.level_name(trial.depth);
+        match &trial.first {
+            None => format!("no {level} has {} free GPUs", request.total_gpus()),
+            Some((item, failure)) => {
+                let path = item.path(&self.topology);
+                let place = match path.is_empty() {
+                    true => String::from("the cluster"),
+                    false => format!("{level} {}", path.join("/")),
+                };
+                format!(
+                    "in {place}, group \"{}\" {}",
+                    request.groups[failure.group].name, failure.why
+                )
+            }
+        }
     }
 
     /// Per level tried: what preemption at that level alone would take (none if it fits).

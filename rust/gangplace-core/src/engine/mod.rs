@@ -498,6 +498,17 @@ pub(crate) struct Scratch<'a> {
 }
 
 impl Scratch<'_> {
+    /// Holds `pods`' GPUs as reserved on this copy, its views updated (what a reservation
+    /// would do, for counting copies).
+    pub fn take(&mut self, pods: impl IntoIterator<Item = (NodeId, GpuSet)>) {
+        let mut changes = Changes::new();
+        for (node, gpus) in pods {
+            self.states
+                .update(node, &mut changes, |state| state.reserved |= gpus);
+        }
+        self.capacity.apply(self.topology, &changes);
+    }
+
     /// Runs `search` over the view `request` calls for on this copy.
     pub fn with_search<R>(
         &self,

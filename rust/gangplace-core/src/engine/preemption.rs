@@ -213,13 +213,7 @@ impl Engine {
             let Some(plan) = plan else {
                 return Ok(copies);
             };
-            let mut changes = Changes::new();
-            for pod in &plan.pods {
-                what_if
-                    .states
-                    .update(pod.node, &mut changes, |state| state.reserved |= pod.gpus);
-            }
-            what_if.capacity.apply(what_if.topology, &changes);
+            what_if.take(plan.pods.iter().map(|pod| (pod.node, pod.gpus)));
             copies += 1;
             if copies > crate::limits::MAX_GANG_GPUS {
                 return Err(internal("capacity_for did not converge"));

@@ -13,13 +13,15 @@
 use std::sync::Arc;
 
 use super::Engine;
-use crate::capacity::{AnyView, CapacityView, Overlay};
+use crate::capacity::{AnyView, Capacity, CapacityView, Overlay};
+use crate::config::Policy;
 use crate::error::{CoreError, CoreResult, internal, invalid};
 use crate::ids::{GpuSet, NodeId};
 use crate::model::{Placement, Reservation};
 use crate::roles::MultiGangRequest;
 use crate::search::{Item, Plan, Search};
 use crate::shapes::{Layers, level_list};
+use crate::state::NodeStates;
 use crate::topology::Topology;
 
 use super::transactions::{NewHold, Owner, check_owner, check_ttl, gpus_by_node, held_gpus};
@@ -129,35 +131,29 @@ impl Engine {
         request: &MultiGangRequest,
         resolved: &Resolved,
     ) -> CoreResult<RolesOutcome> {
-        let views = request
-            .groups
-            .iter()
-            .map(|group| {
-                let view = self.capacity.view_for(&self.states, &group.selector);
-                view.ok_or_else(|| internal("a selector lost its pool"))
-            })
-            .collect::<CoreResult<Vec<AnyView<'_>>>>()?;
-        let cluster = self.capacity.cluster_view(&self.states);
-        let order = Search::new(&self.topology, &cluster, 1);
-        let mut trials = Vec::new();
-        for depth in (resolved.coarsest_depth..=self.topology.node_depth()).rev() {
-            let trial = Trial::new(&self.topology, request, resolved, &views, false);
-            let (found, first) = trial.at_level(&order, depth, request.total_gpus(), self)?;
-            trials.push(LevelTrial { depth, first });
-            if found.is_some() {
-                return Ok(RolesOutcome {
-                    plan: found,
-                    trials,
-                });
+        let state = (&self.topology, &self.states, &self.capacity);
+        plan_roles_on(state, self.policy(), request, resolved)
+    }
+
+    /// How many disjoint copies of the multi-role gang `reserve_many` would place now (owner
+    /// caps aside): placements on a what-if copy, each taking its GPUs, until none fits.
+    pub fn capacity_for_roles(&mut self, request: &MultiGangRequest, now: f64) -> CoreResult<u64> {
+        let resolved = self.prepare_roles(request, now)?;
+        let policy = self.policy();
+        let mut what_if = self.scratch_copy();
+        let mut copies = 0u64;
+        loop {
+            let state = (what_if.topology, &what_if.states, &what_if.capacity);
+            let Some(plan) = plan_roles_on(state, policy, request, &resolved)?.plan else {
+                return Ok(copies);
+            };
+            let pods = plan.groups.iter().flat_map(|group| &group.pods);
+            what_if.take(pods.map(|pod| (pod.node, pod.gpus)));
+            copies += 1;
+            if copies > crate::limits::MAX_GANG_GPUS {
+                return Err(internal("capacity_for did not converge"));
             }
         }
-        let mut plan = None;
-        if request.is_elastic() {
-            let trial = Trial::new(&self.topology, request, resolved, &views, true);
-            let depth = resolved.coarsest_depth;
-            plan = trial.at_level(&order, depth, request.min_gpus(), self)?.0;
-        }
-        Ok(RolesOutcome { plan, trials })
     }
 
     /// The placement of a multi-role plan: the groups' pods in request order.
@@ -238,41 +234,44 @@ impl Engine {
         };
         self.hold(held, new)
     }
+}
 
-    /// `Unschedulable.reason` of a multi-role gang: per level tried, finest first, its first
-    /// candidate and the first group that failed there.
-    pub(crate) fn roles_reason(&self, request: &MultiGangRequest, trials: &[LevelTrial]) -> String {
-        let name = super::explain::name_text(&request.name);
-        let levels: Vec<String> = trials
-            .iter()
-            .map(|trial| self.trial_text(request, trial))
-            .collect();
-        format!(
-            "multi-role gang{name} of {} groups ({} GPUs) does not fit: {}",
-            request.groups.len(),
-            request.total_gpus(),
-            levels.join("; ")
-        )
-    }
-
-    /// One level of the reason.
-    pub(crate) fn trial_text(&self, request: &MultiGangRequest, trial: &LevelTrial) -> String {
-        let level = self.topology.level_name(trial.depth);
-        match &trial.first {
-            None => format!("no {level} has {} free GPUs", request.total_gpus()),
-            Some((item, failure)) => {
-                let path = item.path(&self.topology);
-                let place = match path.is_empty() {
-                    true => String::from("the cluster"),
-                    false => format!("{level} {}", path.join("/")),
-                };
-                format!(
-                    "in {place}, group \"{}\" {}",
-                    request.groups[failure.group].name, failure.why
-                )
-            }
+/// The search of the module comment on one state (the engine's, or a what-if copy's).
+fn plan_roles_on(
+    (topology, states, capacity): (&Topology, &NodeStates, &Capacity),
+    policy: Policy,
+    request: &MultiGangRequest,
+    resolved: &Resolved,
+) -> CoreResult<RolesOutcome> {
+    let views = request
+        .groups
+        .iter()
+        .map(|group| {
+            let view = capacity.view_for(states, &group.selector);
+            view.ok_or_else(|| internal("a selector lost its pool"))
+        })
+        .collect::<CoreResult<Vec<AnyView<'_>>>>()?;
+    let cluster = capacity.cluster_view(states);
+    let order = Search::new(topology, &cluster, 1);
+    let mut trials = Vec::new();
+    for depth in (resolved.coarsest_depth..=topology.node_depth()).rev() {
+        let trial = Trial::new(topology, request, resolved, &views, false);
+        let (found, first) = trial.at_level(&order, depth, request.total_gpus(), policy)?;
+        trials.push(LevelTrial { depth, first });
+        if found.is_some() {
+            return Ok(RolesOutcome {
+                plan: found,
+                trials,
+            });
         }
     }
+    let mut plan = None;
+    if request.is_elastic() {
+        let trial = Trial::new(topology, request, resolved, &views, true);
+        let depth = resolved.coarsest_depth;
+        plan = trial.at_level(&order, depth, request.min_gpus(), policy)?.0;
+    }
+    Ok(RolesOutcome { plan, trials })
 }
 
 /// One attempt at placing every group of a request, candidate after candidate.
@@ -311,10 +310,10 @@ impl<'e, 'v> Trial<'e, 'v> {
         order: &Search<'_, V>,
         depth: usize,
         need: u64,
-        engine: &Engine,
+        policy: Policy,
     ) -> CoreResult<Found> {
         let mut first = None;
-        let found = order.find_candidate(depth, need, engine.policy(), &mut |item| {
+        let found = order.find_candidate(depth, need, policy, &mut |item| {
             // Only the first candidate's failure is reported: the others may be refused by
             // counting alone.
             if first.is_some() && self.cannot_fit(item) {
