@@ -9,6 +9,7 @@ on random clusters with selectors, slices, colocations and elastic groups.
 from __future__ import annotations
 
 import pickle
+from types import SimpleNamespace
 from typing import Any
 
 import hypothesis.strategies as st
@@ -53,17 +54,15 @@ def check_unit(cluster: Any, request: MultiGangRequest, placement: Any) -> None:
         paths = [path_of(cluster, pod.node, LEVELS) for pod in pods]
         assert all(path[:depth] == tuple(placement.domain) for path in paths)
         assert paths == sorted(paths)  # rank order inside the group (one pod per path prefix)
-        assert slices_hold(cluster, type("P", (), {"pods": pods})(), group.slices, LEVELS)
+        assert slices_hold(cluster, SimpleNamespace(pods=pods), group.slices, LEVELS)
         for pod in pods:
             for gpu in pod.gpus:
                 assert (pod.node, gpu) not in taken
                 taken.add((pod.node, gpu))
     for member, anchor, level in request.colocate:
-        at = (
-            len(LEVELS) + 1
-            if level == "node"
-            else ([*LEVELS].index(level) + 1 if level in LEVELS else 0)
-        )
+        at = {"cluster": 0, **{name: i + 1 for i, name in enumerate(LEVELS)}}.get(
+            level, len(LEVELS) + 1
+        )  # "node" is the deepest
         home = path_of(cluster, groups[anchor][0].node, LEVELS)[:at]
         assert all(path_of(cluster, pod.node, LEVELS)[:at] == home for pod in groups[member])
 

@@ -87,6 +87,8 @@ pub enum GpuIndexError {
 impl GpuSet {
     /// The empty set.
     pub const EMPTY: Self = Self(0);
+    /// Every GPU index (0..64): intersected with a node's GPUs, all of them.
+    pub const ALL: Self = Self(u64::MAX);
 
     /// The set with this mask (bit i: GPU i).
     pub fn from_mask(mask: u64) -> Self {

@@ -78,13 +78,12 @@ impl ChoiceMemo {
 }
 
 impl Clone for ChoiceMemo {
+    /// A fresh memo of the same kind (answers are recomputed on first use).
     fn clone(&self) -> Self {
-        let gpus = if self.0.is_some() {
-            MEMO_GPUS
-        } else {
-            MEMO_GPUS + 1
-        };
-        Self::for_gpus(gpus)
+        match self.0 {
+            Some(_) => Self::for_gpus(MEMO_GPUS),
+            None => Self(None),
+        }
     }
 }
 

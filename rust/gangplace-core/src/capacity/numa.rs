@@ -18,15 +18,14 @@ pub struct NumaAggregates {
     per_domain: Vec<Aggregate>,
 }
 
-/// Each NUMA group's free GPUs among `free` (`None` per group when the node is infeasible).
-fn groups_of(topology: &Topology, node: NodeId, free: Option<GpuSet>) -> Vec<Option<u32>> {
+/// A node without GPU groups is one group: all its GPUs.
+const WHOLE_NODE: [GpuSet; 1] = [GpuSet::ALL];
+
+/// The NUMA groups of a node.
+fn groups_of(topology: &Topology, node: NodeId) -> &[GpuSet] {
     match topology.node(node).gpu_topology.as_deref() {
-        Some(groups) => groups
-            .numa_groups()
-            .iter()
-            .map(|&group| free.map(|free| (free & group).count()))
-            .collect(),
-        None => vec![free.map(GpuSet::count)],
+        Some(groups) => groups.numa_groups(),
+        None => &WHOLE_NODE,
     }
 }
 
@@ -55,14 +54,12 @@ impl NumaAggregates {
         before: Option<GpuSet>,
         after: Option<GpuSet>,
     ) {
-        let groups = groups_of(topology, node, before)
-            .into_iter()
-            .zip(groups_of(topology, node, after));
-        let groups: Vec<(Option<u32>, Option<u32>)> = groups.collect();
+        let groups = groups_of(topology, node);
+        let count = |free: Option<GpuSet>, group: GpuSet| free.map(|free| (free & group).count());
         for domain in topology.ancestors(topology.node(node).domain) {
             let aggregate = &mut self.per_domain[domain as usize];
-            for &(before, after) in &groups {
-                aggregate.change(before, after);
+            for &group in groups {
+                aggregate.change(count(before, group), count(after, group));
             }
         }
     }

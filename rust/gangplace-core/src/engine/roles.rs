@@ -366,7 +366,7 @@ impl<'e, 'v> Trial<'e, 'v> {
             let search = Search::new(self.topology, &self.views[index], 1);
             let gpus: u64 = sharing
                 .iter()
-                .map(|&g| self.sizes(g).0 * u64::from(groups[g].gpus_per_pod))
+                .map(|&g| self.size(g) * u64::from(groups[g].gpus_per_pod))
                 .sum();
             if gpus > search.free_gpus(item) {
                 return true;
@@ -376,7 +376,7 @@ impl<'e, 'v> Trial<'e, 'v> {
                 let pods: u64 = sharing
                     .iter()
                     .filter(|&&other| groups[other].gpus_per_pod == size)
-                    .map(|&other| self.sizes(other).0)
+                    .map(|&other| self.size(other))
                     .sum();
                 let sized = Search::new(self.topology, &self.views[index], size);
                 if pods > sized.capacity(item) {
@@ -396,7 +396,7 @@ impl<'e, 'v> Trial<'e, 'v> {
         let count = self.request.groups.len();
         for &group in &self.resolved.order {
             let search = self.search(group, &self.views[group]);
-            let (pods, _) = self.sizes(group);
+            let pods = self.size(group);
             if !search.holds(item, pods) {
                 let held = search.pods_up_to(item, pods);
                 let why = format!("holds {held} of its {pods} pods");
@@ -431,12 +431,13 @@ impl<'e, 'v> Trial<'e, 'v> {
         Ok(Ok(plans))
     }
 
-    /// Pods a group takes in this trial, and the pods it asked for.
-    fn sizes(&self, group: usize) -> (u64, u64) {
+    /// Pods a group takes in this trial: all it asks for, or its `min_pods` in the elastic
+    /// retry.
+    fn size(&self, group: usize) -> u64 {
         let request = &self.request.groups[group];
         match self.elastic {
-            true => (request.min_pods.unwrap_or(request.pods), request.pods),
-            false => (request.pods, request.pods),
+            true => request.min_pods.unwrap_or(request.pods),
+            false => request.pods,
         }
     }
 
@@ -497,7 +498,7 @@ impl<'e, 'v> Trial<'e, 'v> {
         candidate: (usize, Item),
         (target_depth, target): (usize, Item),
     ) -> CoreResult<Result<Plan, GroupFailure>> {
-        let (wanted, _) = self.sizes(group);
+        let wanted = self.size(group);
         if !search.holds(target, wanted) {
             let held = search.pods_up_to(target, wanted);
             let place = match (target_depth, target) == candidate {
