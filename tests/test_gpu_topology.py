@@ -163,6 +163,39 @@ def test_numa_single_never_places_a_pod_across_sockets() -> None:
         cluster.plan_preemption(single)
 
 
+def test_numa_single_level_bound_follows_every_change() -> None:
+    # The largest per-NUMA capacity of a level is remembered between changes (README "Inside
+    # a node"): after each change the search must see the new state, here moving the
+    # 2 x 4-GPU gang between the one rack that holds it and the cluster level.
+    sockets = NodeTopology(("numa",), tuple((gpu // 4,) for gpu in range(8)))
+    cluster = Cluster(("rack",), clock=FakeClock())
+    for rack in ("r0", "r1"):
+        for node in ("a", "b"):
+            cluster.add_node(f"{rack}{node}", gpus=8, topology={"rack": rack}, gpu_topology=sockets)
+    cluster.adopt([PodPlacement(f"r0{node}", [0, 1, 4, 5]) for node in "ab"])
+    cluster.adopt([PodPlacement("r1a", [0, 1, 2, 3]), PodPlacement("r1b", [0, 1, 2, 3])])
+    gang = GangRequest(2, 4, numa="single")
+    for _ in range(2):  # the second query reads the remembered bound
+        placed = cluster.place_gang(gang)
+        assert placed is not None and placed.domain == ("r1",)
+    blocker = cluster.adopt([PodPlacement("r1b", [4])])
+    assert cluster.place_gang(gang) is None  # r1a's socket 1 is the only whole one left
+    cluster.check_invariants()
+    cluster.release(blocker)
+    placed = cluster.place_gang(gang)
+    assert placed is not None and placed.domain == ("r1",)
+    cluster.set_gpu_health("r1a", 4, False)
+    assert cluster.place_gang(gang) is None
+    cluster.set_gpu_health("r1a", 4, True)
+    cluster.cordon("r1b")
+    assert cluster.place_gang(gang) is None
+    cluster.uncordon("r1b")
+    cluster.add_node("r2a", gpus=8, topology={"rack": "r2"}, gpu_topology=sockets)
+    placed = cluster.place_gang(gang)  # a new node holds both pods: the node level wins
+    assert placed is not None and placed.domain == ("r2", "r2a")
+    cluster.check_invariants()
+
+
 @given(
     nodes=grouped_nodes(),
     requests=st.lists(st.tuples(st.integers(1, 6), st.integers(1, 4), st.booleans())),

@@ -29,6 +29,8 @@ pub struct GpuTopology {
     paths: Vec<Vec<u32>>,
     /// Per level, outermost first: each group's GPUs, in order of their lowest index.
     groups: Vec<Vec<GpuSet>>,
+    /// The level `numa="single"` counts: the one named `numa`, else the outermost.
+    numa_level: usize,
     /// Nodes of at most [`MEMO_GPUS`] GPUs: the answers of `choose` already computed.
     memo: ChoiceMemo,
 }
@@ -151,7 +153,9 @@ impl GpuTopology {
             .iter()
             .map(|level| Arc::from(level.as_str()))
             .collect();
+        let numa_level = levels.iter().position(|level| level == "numa").unwrap_or(0);
         Ok(Self {
+            numa_level,
             levels,
             level_names,
             paths,
@@ -199,8 +203,7 @@ impl GpuTopology {
     /// The groups `numa="single"` counts: those of the level named `numa`, else of the
     /// outermost level.
     pub fn numa_groups(&self) -> &[GpuSet] {
-        let level = self.levels.iter().position(|level| level == "numa");
-        &self.groups[level.unwrap_or(0)]
+        &self.groups[self.numa_level]
     }
 
     /// Pods of `count` GPUs that fit among `free` with each pod inside one NUMA group.

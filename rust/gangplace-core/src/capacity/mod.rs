@@ -220,6 +220,7 @@ impl Capacity {
             if actual != expected {
                 return Err("the NUMA aggregates are stale".into());
             }
+            numa.check_largest(topology)?;
         }
         if !self.index.is_stale()
             && topology.is_settled()
@@ -278,6 +279,16 @@ pub trait CapacityView {
     fn domain_numa_capacity(&self, _domain: DomainId, _gpus_per_pod: u32) -> Option<u64> {
         None
     }
+    /// The most pods one domain of `depth` holds with each pod inside one NUMA group, when
+    /// the NUMA aggregates know it (`None`: unknown).
+    fn largest_numa_capacity(
+        &self,
+        _topology: &Topology,
+        _depth: usize,
+        _gpus_per_pod: u32,
+    ) -> Option<u64> {
+        None
+    }
 }
 
 /// Every uncordoned node.
@@ -316,6 +327,16 @@ impl CapacityView for ClusterView<'_> {
 
     fn domain_numa_capacity(&self, domain: DomainId, gpus_per_pod: u32) -> Option<u64> {
         Some(self.capacity.numa_capacity(domain, gpus_per_pod))
+    }
+
+    fn largest_numa_capacity(
+        &self,
+        topology: &Topology,
+        depth: usize,
+        gpus_per_pod: u32,
+    ) -> Option<u64> {
+        let numa = self.capacity.numa.as_ref()?;
+        numa.largest_capacity(topology, depth, gpus_per_pod)
     }
 }
 
@@ -411,6 +432,18 @@ impl CapacityView for AnyView<'_> {
         match self {
             AnyView::Cluster(view) => view.domain_numa_capacity(domain, gpus_per_pod),
             AnyView::Selector(view) => view.domain_numa_capacity(domain, gpus_per_pod),
+        }
+    }
+
+    fn largest_numa_capacity(
+        &self,
+        topology: &Topology,
+        depth: usize,
+        gpus_per_pod: u32,
+    ) -> Option<u64> {
+        match self {
+            AnyView::Cluster(view) => view.largest_numa_capacity(topology, depth, gpus_per_pod),
+            AnyView::Selector(view) => view.largest_numa_capacity(topology, depth, gpus_per_pod),
         }
     }
 }

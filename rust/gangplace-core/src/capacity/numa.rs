@@ -6,6 +6,13 @@
 //! Kept only once some node has GPU groups (until then every node is one group and the
 //! ordinary aggregates answer); built from every node then, and updated from the same change
 //! records as the ordinary aggregates.
+//!
+//! The largest capacity of one domain per level (for pods of up to [`MEMO_POD_GPUS`] GPUs)
+//! is remembered between changes: a search skips a level none of whose domains holds the
+//! gang without reading its domains one by one. Any change forgets it; the first search
+//! after a change reads every domain once.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::aggregate::Aggregate;
 use crate::ids::{DomainId, GpuSet, NodeId};
@@ -16,7 +23,57 @@ use crate::topology::Topology;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NumaAggregates {
     per_domain: Vec<Aggregate>,
+    largest: LargestMemo,
 }
+
+/// Pod sizes whose per-level largest capacity is remembered (`1..=MEMO_POD_GPUS`).
+pub const MEMO_POD_GPUS: u32 = 8;
+
+/// Not computed since the last change.
+const UNKNOWN: u64 = u64::MAX;
+
+/// Per (domain depth, pod size): the largest NUMA capacity of one domain of that depth, or
+/// [`UNKNOWN`]. Written through `&self` by searches (relaxed atomics: every writer stores the
+/// same value, computed from state that cannot change while a search holds `&self`).
+#[derive(Debug, Default)]
+struct LargestMemo(Box<[AtomicU64]>);
+
+impl LargestMemo {
+    fn new(depths: usize) -> Self {
+        let slots = depths * MEMO_POD_GPUS as usize;
+        Self((0..slots).map(|_| AtomicU64::new(UNKNOWN)).collect())
+    }
+
+    fn slot(&self, depth: usize, gpus_per_pod: u32) -> Option<&AtomicU64> {
+        if !(1..=MEMO_POD_GPUS).contains(&gpus_per_pod) {
+            return None;
+        }
+        let index = depth * MEMO_POD_GPUS as usize + (gpus_per_pod - 1) as usize;
+        self.0.get(index)
+    }
+
+    fn forget(&mut self) {
+        for slot in &mut self.0 {
+            *slot.get_mut() = UNKNOWN;
+        }
+    }
+}
+
+impl Clone for LargestMemo {
+    /// A memo of the same size with nothing remembered.
+    fn clone(&self) -> Self {
+        Self((0..self.0.len()).map(|_| AtomicU64::new(UNKNOWN)).collect())
+    }
+}
+
+impl PartialEq for LargestMemo {
+    /// Always equal: the memo is derived from the histograms, which are compared.
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for LargestMemo {}
 
 /// A node without GPU groups is one group: all its GPUs.
 const WHOLE_NODE: [GpuSet; 1] = [GpuSet::ALL];
@@ -34,6 +91,7 @@ impl NumaAggregates {
     pub fn build(topology: &Topology, states: &NodeStates) -> Self {
         let mut built = Self {
             per_domain: vec![Aggregate::default(); topology.domain_slots()],
+            largest: LargestMemo::new(topology.node_depth()),
         };
         for (id, _) in topology.nodes() {
             built.node_changed(topology, id, None, states.get(id).feasible_set());
@@ -43,6 +101,7 @@ impl NumaAggregates {
 
     /// Makes room for new domain slots.
     pub fn resize(&mut self, slots: usize) {
+        self.largest.forget();
         self.per_domain.resize(slots, Aggregate::default());
     }
 
@@ -54,6 +113,7 @@ impl NumaAggregates {
         before: Option<GpuSet>,
         after: Option<GpuSet>,
     ) {
+        self.largest.forget();
         let groups = groups_of(topology, node);
         let count = |free: Option<GpuSet>, group: GpuSet| free.map(|free| (free & group).count());
         for domain in topology.ancestors(topology.node(node).domain) {
@@ -69,6 +129,51 @@ impl NumaAggregates {
         for change in changes {
             self.node_changed(topology, change.node, change.before_set, change.after_set);
         }
+    }
+
+    /// The most pods of `gpus_per_pod` GPUs one domain of `depth` holds with every pod inside
+    /// one NUMA group (`None` for pods of more than [`MEMO_POD_GPUS`] GPUs). Remembered until
+    /// the next change.
+    pub fn largest_capacity(
+        &self,
+        topology: &Topology,
+        depth: usize,
+        gpus_per_pod: u32,
+    ) -> Option<u64> {
+        let slot = self.largest.slot(depth, gpus_per_pod)?;
+        let known = slot.load(Ordering::Relaxed);
+        if known != UNKNOWN {
+            return Some(known);
+        }
+        let domains = (0..topology.domain_slots()).filter_map(|slot| DomainId::try_from(slot).ok());
+        let largest = domains
+            .zip(&self.per_domain)
+            .filter(|&(id, _)| topology.domain(id).depth == depth)
+            .map(|(_, aggregate)| aggregate.capacity(gpus_per_pod))
+            .max()
+            .unwrap_or(0);
+        slot.store(largest, Ordering::Relaxed);
+        Some(largest)
+    }
+
+    /// Whether every remembered largest capacity is the one computed now (invariant checks).
+    pub fn check_largest(&self, topology: &Topology) -> Result<(), String> {
+        let fresh = self.clone();
+        for depth in 0..topology.node_depth() {
+            for size in 1..=MEMO_POD_GPUS {
+                let Some(slot) = self.largest.slot(depth, size) else {
+                    continue;
+                };
+                let known = slot.load(Ordering::Relaxed);
+                if known != UNKNOWN && Some(known) != fresh.largest_capacity(topology, depth, size)
+                {
+                    return Err(format!(
+                        "the remembered largest NUMA capacity of depth {depth} is stale"
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Pods of `gpus_per_pod` GPUs the domain holds with every pod inside one NUMA group.

@@ -31,6 +31,9 @@ impl<V: CapacityView> Search<'_, V> {
         let need = pods * u64::from(self.gpus_per_pod);
         let node_depth = self.topology.node_depth();
         (coarsest_depth..=node_depth).rev().find_map(|depth| {
+            if !self.level_may_hold(depth, pods) {
+                return None;
+            }
             let numa = self.numa == crate::shapes::Numa::Single;
             let item = match (by_ancestry, depth == node_depth) {
                 (true, true) if numa => self.best_node_numa(index, need, pods),

@@ -198,6 +198,18 @@ impl<'a, V: CapacityView> Search<'a, V> {
         }
     }
 
+    /// Whether some domain of `depth` may hold `pods`: with `numa="single"`, `false` when
+    /// the NUMA aggregates' largest capacity at that depth is smaller (a domain depth only).
+    fn level_may_hold(&self, depth: usize, pods: u64) -> bool {
+        if self.numa != Numa::Single || depth >= self.topology.node_depth() {
+            return true;
+        }
+        let largest = self
+            .view
+            .largest_numa_capacity(self.topology, depth, self.gpus_per_pod);
+        largest.is_none_or(|largest| largest >= pods)
+    }
+
     /// Free healthy GPUs over the feasible nodes of `item` (rule 3's best-fit key).
     pub fn free_gpus(&self, item: Item) -> u64 {
         match item {
@@ -338,6 +350,7 @@ impl<'a, V: CapacityView> Search<'a, V> {
                 .filter(|&depth| {
                     let need = pods * u64::from(self.gpus_per_pod);
                     index.is_none_or(|index| index.level(depth).most_free() >= need)
+                        && self.level_may_hold(depth, pods)
                 })
                 .find_map(|depth| {
                     let item = self.first_fitting(Item::Domain(ROOT), 0, depth, pods)?;
@@ -434,6 +447,7 @@ impl<'a, V: CapacityView> Search<'a, V> {
     fn take_gpus(&self, node: NodeId, pods: u64, out: &mut Vec<PlannedPod>) -> CoreResult<()> {
         let mut free = self.view.node_free(node).unwrap_or_default();
         let groups = self.topology.node(node).gpu_topology.as_deref();
+        let first = out.len();
         for _ in 0..pods {
             let gpus = match groups {
                 Some(groups) if free.count() >= self.gpus_per_pod => {
@@ -446,6 +460,11 @@ impl<'a, V: CapacityView> Search<'a, V> {
             }
             free &= !gpus;
             out.push(PlannedPod { node, gpus });
+        }
+        if groups.is_some() {
+            // Tightest groups first need not be lowest GPUs first: the node's pods in rule 6's
+            // order, so the ranking sort finds the run already sorted, as on plain nodes.
+            out[first..].sort_unstable_by_key(|pod| pod.gpus.lowest());
         }
         Ok(())
     }
