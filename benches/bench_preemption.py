@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from gangplace import Cluster, GangRequest, reference, synth
+from gangplace import Cluster, GangRequest, MultiGangRequest, PodGroup, reference, synth
 
 SMALL = synth.Shape("small", ("block", "rack"), (2, 2, 4), 8, "smoke-test size")
 TWO_K = synth.Shape("2k", ("block", "rack"), (16, 16, 8), 8, "about 2,000 nodes")
@@ -135,6 +135,39 @@ def bench_plan_preemption_2k_reference(benchmark: Any, clusters: dict[str, Clust
     request = _gang(cluster, min(1024, cluster.stats().total // 2), priority=0)
     got = benchmark.pedantic(oracle.plan_preemption, args=(request,), rounds=1, iterations=1)
     # Ids and start times differ between the twins, so tie-breaks may pick other victims.
+    assert (got is None) == (cluster.plan_preemption(request) is None)
+
+
+def _unit(cluster: Cluster) -> MultiGangRequest:
+    """A leader (one whole node) and workers colocated in its block: the 2k bench's 128 x 8
+    GPUs as a multi-role unit (a quarter of a smaller cluster)."""
+    gpus = cluster.node(cluster.nodes()[0]).gpus
+    workers = max(1, min(1024, cluster.stats().total // 2) // gpus - 1)
+    return MultiGangRequest(
+        (PodGroup("leader", 1, gpus), PodGroup("workers", workers, gpus)),
+        colocate=(("leader", "workers", cluster.levels[0]),),
+        priority=0,
+    )
+
+
+def bench_plan_preemption_roles_2k(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """The 128 x 8 GPUs of ``bench_plan_preemption_2k`` as leader + workers (README
+    "Multi-role gangs", 7): every fit is a placement of the unit on a what-if copy."""
+    cluster = clusters["2k"]
+    request = _unit(cluster)
+    plan = benchmark(cluster.plan_preemption, request)
+    benchmark.extra_info.update(
+        candidates=_candidates(cluster, 0),
+        victims=None if plan is None else len(plan.victims),
+    )
+
+
+def bench_plan_preemption_roles_2k_reference(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """The same unit's plan by ``gangplace.reference`` (one round: it takes tens of seconds)."""
+    cluster = clusters["2k"]
+    oracle = _twin(cluster)
+    request = _unit(cluster)
+    got = benchmark.pedantic(oracle.plan_preemption, args=(request,), rounds=1, iterations=1)
     assert (got is None) == (cluster.plan_preemption(request) is None)
 
 

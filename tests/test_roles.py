@@ -203,17 +203,6 @@ def test_owner_cap_counts_every_group() -> None:
         cluster.reserve(leader_workers(), owner="a")
 
 
-def test_preemption_and_defragmentation_refuse_multi_role_gangs() -> None:
-    cluster = tree(LEVELS, (1, 2, 5), gpus=8, clock=FakeClock())
-    oracle = reference.Cluster(LEVELS)
-    before = cluster.snapshot()
-    calls = (cluster.plan_preemption, cluster.plan_defrag, oracle.plan_preemption)
-    for call in calls:
-        with pytest.raises(InvalidRequest, match="plans for single gangs"):
-            call(leader_workers())  # type: ignore[arg-type]
-    assert cluster.snapshot() == before
-
-
 def test_capacity_for_counts_whole_units() -> None:
     cluster = tree(LEVELS, (1, 2, 5), gpus=8, clock=FakeClock())
     before = cluster.snapshot()

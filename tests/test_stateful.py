@@ -81,6 +81,15 @@ class EngineVersusReference(RuleBasedStateMachine):
             assert got == expected, name
         return got, expected
 
+    def _same_plan(self, plan: Any, oracle_plan: Any) -> None:
+        """A preemption plan of the engine and the reference's agree (ids mapped)."""
+        assert as_tuple(plan.placement) == as_tuple(oracle_plan.placement)
+        assert sorted(self.ids[v] for v in plan.victims) == list(oracle_plan.victims)
+        assert (plan.victim_gpus, plan.max_victim_priority) == (
+            oracle_plan.victim_gpus,
+            oracle_plan.max_victim_priority,
+        )
+
     def _held(self, got: Any, expected: Any) -> str:
         if got[0] == expected[0] == "ok":
             assert as_tuple(got[1].placement) == as_tuple(expected[1].placement)
@@ -333,12 +342,48 @@ class EngineVersusReference(RuleBasedStateMachine):
             assert (got[0], got[1] is None) == (expected[0], expected[1] is None)
             return UNKNOWN
         plan, oracle_plan = got[1], expected[1]
-        assert as_tuple(plan.placement) == as_tuple(oracle_plan.placement)
-        assert sorted(self.ids[v] for v in plan.victims) == list(oracle_plan.victims)
-        assert (plan.victim_gpus, plan.max_victim_priority) == (
-            oracle_plan.victim_gpus,
-            oracle_plan.max_victim_priority,
+        self._same_plan(plan, oracle_plan)
+        got = outcome(self.engine.preempt, plan, owner=owner)
+        return self._held(got, outcome(self.oracle.preempt, oracle_plan, owner=owner))
+
+    @rule(
+        target=holds,
+        workers=st.integers(1, 6),
+        gpus_per_pod=st.sampled_from((1, 2, 4, 8)),
+        level=st.sampled_from((None, "node", "rack", "spine")),
+        elastic=st.booleans(),
+        priority=st.integers(-1, 3),
+        max_victims=st.none() | st.integers(0, 2),
+        owner=st.sampled_from(OWNERS),
+    )
+    def preempt_roles(
+        self,
+        workers: int,
+        gpus_per_pod: int,
+        level: str | None,
+        elastic: bool,
+        priority: int,
+        max_victims: int | None,
+        owner: str | None,
+    ) -> str:
+        """Preemption for a whole multi-role unit (README "Multi-role gangs", 7)."""
+        request = MultiGangRequest(
+            (
+                PodGroup("leader", 1, 1),
+                PodGroup("workers", workers, gpus_per_pod, min_pods=1 if elastic else None),
+            ),
+            colocate=(("leader", "workers", level or "rack"),),
+            required_level=level if level != "node" else None,
+            priority=priority,
         )
+        got, expected = self._both("plan_preemption", request, max_victims=max_victims)
+        if got[0] != "ok" or got[1] is None or expected[1] is None:
+            assert (got[0], got[1] is None) == (expected[0], expected[1] is None)
+            return UNKNOWN
+        plan, oracle_plan = got[1], expected[1]
+        event("multi-role preemption: " + ("victims" if plan.victims else "fits as it is"))
+        self._same_plan(plan, oracle_plan)
+        assert plan.placement.groups.keys() == oracle_plan.placement.groups.keys()
         got = outcome(self.engine.preempt, plan, owner=owner)
         return self._held(got, outcome(self.oracle.preempt, oracle_plan, owner=owner))
 

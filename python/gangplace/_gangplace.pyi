@@ -428,8 +428,8 @@ class PreemptionPlan:
     """What ``Cluster.plan_preemption`` proposes: allocations to end, and where the gang goes."""
 
     @property
-    def request(self) -> GangRequest:
-        """The request planned for."""
+    def request(self) -> GangRequest | MultiGangRequest:
+        """The request planned for: a ``GangRequest`` or a ``MultiGangRequest``."""
     @property
     def placement(self) -> Placement:
         """Exactly what ``Cluster.preempt`` will hold."""
@@ -800,7 +800,7 @@ class Cluster:
         """
     def plan_preemption(
         self,
-        request: GangRequest,
+        request: GangRequest | MultiGangRequest,
         *,
         max_victims: int | None = None,
         min_runtime: float = 0.0,
@@ -812,6 +812,8 @@ class Cluster:
         victims. Victims are whole live allocations, preemptible, of a strictly lower
         priority, committed at least ``min_runtime`` seconds ago, of owners not in
         ``exempt_owners``; the plan is 1-minimal, and the finest level that yields one wins.
+        A ``MultiGangRequest`` is planned for as one unit: it fits a domain when every group
+        and colocation succeeds there (README "Multi-role gangs").
 
         Returns:
             The plan, or ``None`` when no set within ``max_victims`` makes room.

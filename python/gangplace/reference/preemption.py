@@ -9,15 +9,15 @@ from its holds and calls :func:`find` and :func:`defrag_choices`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from gangplace.reference import rules
+from gangplace.reference import roles, rules
 from gangplace.reference.rules import Gang, NodeView
 from gangplace.reference.values import Path, Placement
 
-__all__ = ["Candidate", "Choice", "choices", "find", "place_after_removal"]
+__all__ = ["Candidate", "Choice", "choices", "find", "find_roles", "place_after_removal"]
 
 
 @dataclass(frozen=True)
@@ -73,28 +73,33 @@ def _choose(
     members: list[NodeView],
     depth: int,
     path: Path,
-    pods: int,
-    size: int,
     touching: list[Candidate],
+    fits: Callable[[Sequence[Candidate]], bool],
 ) -> Choice:
-    """P4 in one domain: greedy removal in order, then restoration in reverse order."""
+    """P4 in one domain: greedy removal in order, then restoration in reverse order.
+
+    The restoration pass is repeated until one restores nothing, so that the set is
+    1-minimal even where fitting is not monotone in free GPUs (a multi-role unit's greedy
+    placement); for a single gang, whose fit is a capacity, the second pass never restores
+    anything.
+    """
 
     def order(candidate: Candidate) -> tuple[int, Fraction, float, str]:
         share = Fraction(_freed_inside(candidate, members), max(candidate.held, 1))
         return (candidate.priority, -share, -candidate.since, candidate.id)
-
-    def fits(removed: Sequence[Candidate]) -> bool:
-        return rules.capacity(with_removed(members, removed), size) >= pods
 
     removed: list[Candidate] = []
     for candidate in sorted(touching, key=order):
         if fits(removed):
             break
         removed.append(candidate)
-    for candidate in reversed(list(removed)):
-        rest = [other for other in removed if other is not candidate]
-        if fits(rest):
-            removed = rest
+    restored = True
+    while restored:
+        restored = False
+        for candidate in reversed(list(removed)):
+            rest = [other for other in removed if other is not candidate]
+            if fits(rest):
+                removed, restored = rest, True
     after = with_removed(members, removed)
     return Choice(depth, path, tuple(removed), sum(len(node.free) for node in after))
 
@@ -120,7 +125,11 @@ def choices(
             continue
         if rules.capacity(with_removed(members, touching), gang.gpus_per_pod) < pods:
             continue
-        found.append(_choose(members, depth, path, pods, gang.gpus_per_pod, touching))
+
+        def fits(removed: Sequence[Candidate], members: list[NodeView] = members) -> bool:
+            return rules.capacity(with_removed(members, removed), gang.gpus_per_pod) >= pods
+
+        found.append(_choose(members, depth, path, touching, fits))
     return found
 
 
@@ -194,6 +203,77 @@ def place_after_removal(
     return Placement(
         rules.ranked(placed, paths), rules.level_name(levels, choice.depth), choice.path
     )
+
+
+def _unit_nodes(nodes: Sequence[NodeView], unit: roles.MultiGang) -> list[NodeView]:
+    """The nodes feasible for a multi-role unit: uncordoned, accepted by some group's selector."""
+    names = {node.name for group in unit.groups for node in rules.feasible(nodes, group.selector)}
+    return [node for node in nodes if node.name in names]
+
+
+def roles_choices(
+    nodes: Sequence[NodeView],
+    levels: Sequence[str],
+    unit: roles.MultiGang,
+    depth: int,
+    candidates: Sequence[Candidate],
+    elastic: bool,
+) -> list[Choice]:
+    """P3-P4 for a multi-role unit at ``depth``: the domains where removal makes it fit.
+
+    The unit "fits" a domain when every group and colocation succeeds there by the placement
+    rules ("Multi-role gangs", 3), on the nodes with the removed candidates' healthy GPUs
+    free; ``elastic`` puts elastic groups at their ``min_pods``.
+    """
+    coarsest = rules.depth_of(levels, unit.required_level)
+    usable = _unit_nodes(nodes, unit)
+    found = []
+    for path, members in sorted(rules.domains_at(usable, depth).items()):
+        touching = [c for c in candidates if _touches(c, members)]
+        if not touching:
+            continue
+
+        def fits(removed: Sequence[Candidate], path: Path = path) -> bool:
+            planner = roles.Planner(with_removed(nodes, removed), levels, unit, coarsest)
+            return not isinstance(planner.in_candidate(depth, path, elastic), roles.Failure)
+
+        if fits(touching):
+            found.append(_choose(members, depth, path, touching, fits))
+    return found
+
+
+def find_roles(
+    nodes: Sequence[NodeView],
+    levels: Sequence[str],
+    unit: roles.MultiGang,
+    candidates: Sequence[Candidate],
+    max_members: int | None = None,
+) -> tuple[Choice, Placement] | None:
+    """P3-P6 for a multi-role unit: the best choice and the unit's placement there.
+
+    The best choice (P5) at the finest level with one; if none and some group is elastic, the
+    coarsest allowed level again with elastic groups at their ``min_pods`` (as placement does).
+    """
+    coarsest = rules.depth_of(levels, unit.required_level)
+    node_depth = len(levels) + 1
+    tries = [(depth, False) for depth in range(node_depth, coarsest - 1, -1)]
+    if unit.min_gpus < unit.total_gpus:
+        tries.append((coarsest, True))
+    for depth, elastic in tries:
+        allowed = [
+            choice
+            for choice in roles_choices(nodes, levels, unit, depth, candidates, elastic)
+            if max_members is None or len(choice.members) <= max_members
+        ]
+        if not allowed:
+            continue
+        best = min(allowed, key=preemption_key)
+        planner = roles.Planner(with_removed(nodes, best.members), levels, unit, coarsest)
+        outcome = planner.in_candidate(depth, best.path, elastic)
+        if isinstance(outcome, roles.Failure):
+            raise AssertionError("a chosen set no longer fits")
+        return best, roles.unit_placement(levels, unit, depth, best.path, outcome)
+    return None
 
 
 @dataclass(frozen=True)

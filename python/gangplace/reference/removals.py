@@ -79,7 +79,7 @@ class Removals:
         def _views(self) -> list[rules.NodeView]: ...
         def _gang(self, request: Request) -> rules.Gang: ...
         def _roles(self, request: RolesRequest) -> roles.MultiGang: ...
-        def _plan(self, request: Request) -> Placement | None: ...
+        def _plan(self, request: AnyRequest) -> Placement | None: ...
         def _visible(self, hid: str, owner: str | None) -> tuple[_Hold | None, str | None]: ...
         def _end(self, hid: str, ending: str) -> None: ...
         def _new_id(self) -> str: ...
@@ -120,7 +120,12 @@ class Removals:
     # ----------------------------------------------------------------- preemption
 
     def _candidates(
-        self, request: Request, kind: str, min_runtime: float, exempt: tuple[str, ...], now: float
+        self,
+        request: AnyRequest,
+        kind: str,
+        min_runtime: float,
+        exempt: tuple[str, ...],
+        now: float,
     ) -> list[preemption.Candidate]:
         found = []
         for hid, hold in sorted(self._holds.items()):
@@ -143,21 +148,27 @@ class Removals:
 
     def plan_preemption(
         self,
-        request: Request,
+        request: AnyRequest,
         *,
         max_victims: int | None = None,
         min_runtime: float = 0.0,
         exempt_owners: Iterable[str] = (),
     ) -> PreemptionPlan | None:
-        """Which allocations to end, and where the gang then goes (rules P1-P6)."""
+        """Which allocations to end, and where the gang (or whole unit) then goes (P1-P6)."""
         most, min_runtime, exempt = _limits(max_victims, min_runtime, exempt_owners, "max_victims")
-        _refuse_unsupported_shapes(request, "plan_preemption")
+        if not is_roles(request):
+            _refuse_unsupported_shapes(request, "plan_preemption")
         now = self._reclaim()
         placement = self._plan(request)
         if placement is not None:
             return PreemptionPlan(request, placement, (), 0, None)
         candidates = self._candidates(request, "preempt", min_runtime, exempt, now)
-        found = preemption.find(self._views(), self.levels, self._gang(request), candidates, most)
+        if is_roles(request):
+            unit = self._roles(request)
+            found = preemption.find_roles(self._views(), self.levels, unit, candidates, most)
+        else:
+            gang = self._gang(request)
+            found = preemption.find(self._views(), self.levels, gang, candidates, most)
         if found is None:
             return None
         choice, placement = found
@@ -229,13 +240,19 @@ class Removals:
         ttl: float,
         owner: str | None,
         terms: tuple[int, bool, bool],
-        request: Request | None,
+        request: AnyRequest | None,
     ) -> Reservation:
         from gangplace.reference.oracle import _Hold
 
         hid = self._new_id()
         for name, gpus in held.items():
             self._nodes[name].reserved.update(gpus)
+        single: Request | None = None
+        unit: RolesRequest | None = None
+        if is_roles(request):
+            unit = request
+        else:
+            single = request
         hold = _Hold(
             False,
             now + ttl,
@@ -244,7 +261,8 @@ class Removals:
             owner,
             *terms,
             now,
-            request,
+            single,
+            unit,
         )
         self._holds[hid] = hold
         return hold.reservation(hid)
@@ -390,7 +408,7 @@ def _refuse_unsupported_shapes(request: AnyRequest, call: str) -> None:
     if is_roles(request):
         raise InvalidRequest(
             f"{call} plans for single gangs; a MultiGangRequest is placed by place_gang, "
-            'reserve and the batches (README "Multi-role gangs")'
+            'reserve, the batches and plan_preemption (README "Multi-role gangs")'
         )
     if request.slices:
         raise InvalidRequest(

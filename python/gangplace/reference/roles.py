@@ -20,7 +20,7 @@ from gangplace.reference import rules
 from gangplace.reference import slices as slicing
 from gangplace.reference.values import Path, Placement, PodPlacement
 
-__all__ = ["Failure", "MultiGang", "place_roles", "roles_reason"]
+__all__ = ["Failure", "MultiGang", "Planner", "place_roles", "roles_reason", "unit_placement"]
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def _smallest(group: rules.Gang) -> int:
     return group.min_pods if group.min_pods is not None else group.pods
 
 
-class _Planner:
+class Planner:
     """One search over a picture of the nodes."""
 
     def __init__(
@@ -212,31 +212,32 @@ def place_roles(
 
     """
     coarsest = rules.depth_of(levels, request.required_level)
-    planner = _Planner(nodes, levels, request, coarsest)
+    planner = Planner(nodes, levels, request, coarsest)
     trials: list[Trial] = []
     for depth in range(planner.node_depth, coarsest - 1, -1):
         first: tuple[Path, Failure] | None = None
         for path in planner.candidates(depth, request.total_gpus, policy):
             outcome = planner.in_candidate(depth, path, elastic=False)
             if not isinstance(outcome, Failure):
-                return _placement(levels, request, depth, path, outcome), trials
+                return unit_placement(levels, request, depth, path, outcome), trials
             first = first or (path, outcome)
         trials.append((depth, *first) if first else (depth, None, None))
     if any(_smallest(g) < g.pods for g in request.groups):
         for path in planner.candidates(coarsest, request.min_gpus, policy):
             outcome = planner.in_candidate(coarsest, path, elastic=True)
             if not isinstance(outcome, Failure):
-                return _placement(levels, request, coarsest, path, outcome), trials
+                return unit_placement(levels, request, coarsest, path, outcome), trials
     return None, trials
 
 
-def _placement(
+def unit_placement(
     levels: Sequence[str],
     request: MultiGang,
     depth: int,
     path: Path,
     plans: list[tuple[tuple[PodPlacement, ...], tuple[Path, ...]]],
 ) -> Placement:
+    """The unit's placement from each group's ranked pods and slice paths (request order)."""
     pods = tuple(pod for ranked, _ in plans for pod in ranked)
     sliced = tuple(s for _, paths in plans for s in paths)
     groups = tuple(

@@ -260,7 +260,7 @@ class Allocation:
 class PreemptionPlan:
     """What ``plan_preemption`` proposes (see ``gangplace.PreemptionPlan``)."""
 
-    request: Request
+    request: AnyRequest
     placement: Placement
     victims: tuple[str, ...]
     victim_gpus: int

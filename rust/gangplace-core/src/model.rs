@@ -457,8 +457,8 @@ impl RemovalLimits {
 /// What `plan_preemption` proposes: a placement and the allocations to end for it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PreemptionPlan {
-    /// The request planned for.
-    pub request: Arc<GangRequest>,
+    /// The request planned for: a gang, or a multi-role unit.
+    pub request: crate::roles::AnyRequest,
     /// Exactly what `preempt` will hold.
     pub placement: Arc<Placement>,
     /// The allocations to end, sorted by id.

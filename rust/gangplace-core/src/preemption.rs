@@ -381,31 +381,52 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
     /// descending, then `since` descending (least work lost), then id.
     fn removal_order(&self, a: &Touching, b: &Touching) -> Ordering {
         let (x, y) = (&self.candidates[a.candidate], &self.candidates[b.candidate]);
-        // freed_a / held_a > freed_b / held_b, compared exactly by cross-multiplication.
-        x.priority
-            .cmp(&y.priority)
-            .then_with(|| {
-                let left = u128::from(a.freed) * u128::from(y.held.max(1));
-                let right = u128::from(b.freed) * u128::from(x.held.max(1));
-                right.cmp(&left)
-            })
-            .then_with(|| y.since.total_cmp(&x.since))
-            .then_with(|| x.id.cmp(&y.id))
+        removal_order((x, a.freed), (y, b.freed))
     }
 
     /// P5's key of a choice: (highest member priority, member count, GPUs the members hold,
     /// free healthy GPUs of the item after removal, path). Smaller is better.
-    pub fn key(&self, choice: &Choice) -> (i32, usize, u64, u64, Vec<&'a str>) {
+    pub fn key(&self, choice: &Choice) -> RemovalKey<'a> {
         let members = choice.members.iter().map(|&m| &self.candidates[m]);
-        let highest = members
-            .clone()
-            .map(|c| c.priority)
-            .max()
-            .unwrap_or(i32::MIN);
-        let held = members.map(|c| c.held).sum();
         let path = self.search.item_path(choice.item);
-        (highest, choice.members.len(), held, choice.free_after, path)
+        removal_key(members, choice.free_after, path)
     }
+}
+
+/// P4's order between two candidates, each with the healthy GPUs it frees inside the domain:
+/// priority ascending, then GPUs freed per GPU held in total descending, then `since`
+/// descending (least work lost), then id.
+pub fn removal_order((x, freed_x): (&Candidate, u64), (y, freed_y): (&Candidate, u64)) -> Ordering {
+    // freed_x / held_x > freed_y / held_y, compared exactly by cross-multiplication.
+    x.priority
+        .cmp(&y.priority)
+        .then_with(|| {
+            let left = u128::from(freed_x) * u128::from(y.held.max(1));
+            let right = u128::from(freed_y) * u128::from(x.held.max(1));
+            right.cmp(&left)
+        })
+        .then_with(|| y.since.total_cmp(&x.since))
+        .then_with(|| x.id.cmp(&y.id))
+}
+
+/// P5's key: (highest member priority, member count, GPUs the members hold, free healthy
+/// GPUs of the domain after removal, path). Smaller is better.
+pub type RemovalKey<'a> = (i32, usize, u64, u64, Vec<&'a str>);
+
+/// P5's key of a set of `members` in the domain at `path`.
+pub fn removal_key<'c, 'a>(
+    members: impl Iterator<Item = &'c Candidate> + Clone,
+    free_after: u64,
+    path: Vec<&'a str>,
+) -> RemovalKey<'a> {
+    let highest = members
+        .clone()
+        .map(|c| c.priority)
+        .max()
+        .unwrap_or(i32::MIN);
+    let count = members.clone().count();
+    let held = members.map(|c| c.held).sum();
+    (highest, count, held, free_after, path)
 }
 
 /// A preemption found: the depth and domain, the set, and the placement it makes room for.

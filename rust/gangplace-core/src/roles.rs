@@ -14,13 +14,23 @@ use crate::limits::{MAX_GANG_GPUS, MAX_NAME_BYTES, MAX_PODS};
 use crate::model::{GangRequest, Terms};
 use crate::shapes::Spread;
 
-/// Either kind of request, for the calls that take both (the batches).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// Either kind of request, for the calls that take both (the batches, preemption plans).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum AnyRequest {
     /// A single gang.
     Gang(Arc<GangRequest>),
     /// A multi-role gang.
     Roles(Arc<MultiGangRequest>),
+}
+
+impl AnyRequest {
+    /// The priority and flags of either kind.
+    pub fn terms(&self) -> Terms {
+        match self {
+            AnyRequest::Gang(request) => request.terms,
+            AnyRequest::Roles(request) => request.terms,
+        }
+    }
 }
 
 /// Groups in one multi-role gang.

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use gangplace_core::{
-    DEFAULT_TTL_SECONDS, DefragOptions, DefragPlan as CoreDefrag, Held, Move as CoreMove,
-    PreemptionPlan as CorePlan, RemovalLimits,
+    AnyRequest, DEFAULT_TTL_SECONDS, DefragOptions, DefragPlan as CoreDefrag, Held,
+    Move as CoreMove, PreemptionPlan as CorePlan, RemovalLimits,
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -32,11 +32,18 @@ pub struct PreemptionPlan {
 
 #[pymethods]
 impl PreemptionPlan {
-    /// The request planned for.
+    /// The request planned for: a ``GangRequest`` or a ``MultiGangRequest``.
     #[getter]
-    fn request(&self) -> GangRequest {
-        GangRequest {
-            inner: Arc::clone(&self.inner.request),
+    fn request<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match &self.inner.request {
+            AnyRequest::Gang(inner) => {
+                let inner = Arc::clone(inner);
+                Ok(Bound::new(py, GangRequest { inner })?.into_any())
+            }
+            AnyRequest::Roles(inner) => {
+                let inner = Arc::clone(inner);
+                Ok(Bound::new(py, crate::roles::MultiGangRequest { inner })?.into_any())
+            }
         }
     }
 
@@ -68,7 +75,7 @@ impl PreemptionPlan {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let request = py_repr(py, self.request())?;
+        let request = py_repr(py, self.request(py)?)?;
         Ok(format!(
             "PreemptionPlan(request={request}, victims={}, victim_gpus={}, \
              max_victim_priority={}, placement={})",
@@ -213,6 +220,8 @@ impl Cluster {
     /// victims. Victims are whole live allocations, preemptible, of a strictly lower
     /// priority, committed at least ``min_runtime`` seconds ago, of owners not in
     /// ``exempt_owners``; the plan is 1-minimal, and the finest level that yields one wins.
+    /// A ``MultiGangRequest`` is planned for as one unit: it fits a domain when every group
+    /// and colocation succeeds there (README "Multi-role gangs").
     ///
     /// Returns:
     ///     The plan, or ``None`` when no set within ``max_victims`` makes room.
@@ -231,11 +240,16 @@ impl Cluster {
         min_runtime: Option<&Bound<'_, PyAny>>,
         exempt_owners: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<PreemptionPlan>> {
-        let request = single_request(request, "plan_preemption")?;
+        let request = crate::roles::any_request(request, "request")?;
         let limits = removal_limits(max_victims, "max_victims", min_runtime, exempt_owners)?;
         let now = self.now(py)?;
         let plan = self.run_detached(py, |engine| {
-            Ok(engine.plan_preemption(&request, &limits, now)?)
+            Ok(match &request {
+                AnyRequest::Gang(request) => engine.plan_preemption(request, &limits, now)?,
+                AnyRequest::Roles(request) => {
+                    engine.plan_preemption_roles(request, &limits, now)?
+                }
+            })
         })?;
         Ok(plan.map(|inner| PreemptionPlan { inner }))
     }
@@ -420,17 +434,15 @@ impl Cluster {
         let now = self.now(py)?;
         Ok(self.run_detached(py, |engine| {
             Ok(match &request {
-                gangplace_core::AnyRequest::Gang(request) => engine.capacity_for(request, now)?,
-                gangplace_core::AnyRequest::Roles(request) => {
-                    engine.capacity_for_roles(request, now)?
-                }
+                AnyRequest::Gang(request) => engine.capacity_for(request, now)?,
+                AnyRequest::Roles(request) => engine.capacity_for_roles(request, now)?,
             })
         })?)
     }
 }
 
 /// The `GangRequest` of a call that does not take multi-role gangs (README "Multi-role
-/// gangs": preemption and defragmentation plan for single gangs only).
+/// gangs": defragmentation plans for single gangs only).
 fn single_request(
     value: &Bound<'_, PyAny>,
     call: &str,
@@ -439,12 +451,12 @@ fn single_request(
         return Ok(Arc::clone(&request.get().inner));
     }
     match crate::roles::any_request(value, "request")? {
-        gangplace_core::AnyRequest::Gang(request) => Ok(request),
-        gangplace_core::AnyRequest::Roles(_) => Err(core_to_py(
-            gangplace_core::CoreError::InvalidRequest(format!(
+        AnyRequest::Gang(request) => Ok(request),
+        AnyRequest::Roles(_) => Err(core_to_py(gangplace_core::CoreError::InvalidRequest(
+            format!(
                 "{call} plans for single gangs; a MultiGangRequest is placed by place_gang, \
-                 reserve and the batches (README \"Multi-role gangs\")"
-            )),
-        )),
+                 reserve, the batches and plan_preemption (README \"Multi-role gangs\")"
+            ),
+        ))),
     }
 }

@@ -39,7 +39,8 @@ impl Engine {
         if let Some(plan) = plan {
             return Ok(Some(self.defrag_plan(request, &plan, &[], Vec::new())));
         }
-        let candidates = self.candidates(request, limits, Purpose::Defragmentation, now);
+        let priority = request.terms.priority;
+        let candidates = self.candidates(priority, limits, Purpose::Defragmentation, now);
         let node_depth = self.topology.node_depth();
         for depth in (demand.coarsest_depth..=node_depth).rev() {
             let choices = self.with_search(request, |search| {

@@ -241,7 +241,7 @@ impl Engine {
             return Ok(vec![None; bests.len()]);
         }
         let limits = RemovalLimits::default();
-        let candidates = self.candidates(request, &limits, Purpose::Preemption, now);
+        let candidates = self.candidates(request.terms.priority, &limits, Purpose::Preemption, now);
         self.with_search(request, |search| {
             bests
                 .iter()

@@ -13,6 +13,7 @@ pub(crate) mod explain;
 pub(crate) mod preemption;
 pub(crate) mod repair;
 pub(crate) mod roles;
+mod roles_preemption;
 mod roles_snapshot;
 pub(crate) mod snapshot;
 mod snapshot_records;
@@ -505,6 +506,19 @@ impl Scratch<'_> {
         for (node, gpus) in pods {
             self.states
                 .update(node, &mut changes, |state| state.reserved |= gpus);
+        }
+        self.capacity.apply(self.topology, &changes);
+    }
+
+    /// Ends (`free`) or holds again allocated GPUs on this copy, its views updated: what
+    /// removing an allocation would do, for what-if removals.
+    pub fn set_allocated(&mut self, pods: &[(NodeId, GpuSet)], free: bool) {
+        let mut changes = Changes::new();
+        for &(node, gpus) in pods {
+            self.states.update(node, &mut changes, |state| match free {
+                true => state.allocated &= !gpus,
+                false => state.allocated |= gpus,
+            });
         }
         self.capacity.apply(self.topology, &changes);
     }

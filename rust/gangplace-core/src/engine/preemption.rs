@@ -12,6 +12,7 @@ use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, HoldState};
 use crate::model::{GangRequest, Placement, PreemptionPlan, RemovalLimits, Reservation};
 use crate::preemption::Candidates;
+use crate::roles::AnyRequest;
 use crate::search::Plan;
 use crate::state::Changes;
 
@@ -33,12 +34,11 @@ impl Engine {
     /// The live allocations that `purpose` may remove for `request`, by id.
     pub(crate) fn candidates(
         &self,
-        request: &GangRequest,
+        priority: i32,
         limits: &RemovalLimits,
         purpose: Purpose,
         now: f64,
     ) -> Candidates {
-        let priority = request.terms.priority;
         let mut candidates = Candidates::default();
         // Any order here: the candidates are sorted by id below, before anything decides.
         for (id, hold) in self.ledger.live_holds() {
@@ -68,7 +68,7 @@ impl Engine {
     /// The plan of a gang that fits as it is: no victims.
     fn plan_without_victims(&self, request: &Arc<GangRequest>, plan: &Plan) -> PreemptionPlan {
         PreemptionPlan {
-            request: Arc::clone(request),
+            request: AnyRequest::Gang(Arc::clone(request)),
             placement: Arc::new(self.placement(plan)),
             victims: Vec::new(),
             victim_gpus: 0,
@@ -89,7 +89,8 @@ impl Engine {
         if let Some(plan) = plan {
             return Ok(Some(self.plan_without_victims(request, &plan)));
         }
-        let candidates = self.candidates(request, limits, Purpose::Preemption, now);
+        let priority = request.terms.priority;
+        let candidates = self.candidates(priority, limits, Purpose::Preemption, now);
         let found = self.with_search(request, |search| {
             search.removal(&demand, &candidates, limits.max_members)
         })??;
@@ -100,7 +101,7 @@ impl Engine {
         let mut victims: Vec<HoldId> = members.clone().map(|c| c.id).collect();
         victims.sort_unstable();
         Ok(Some(PreemptionPlan {
-            request: Arc::clone(request),
+            request: AnyRequest::Gang(Arc::clone(request)),
             placement: Arc::new(self.placement(&found.plan)),
             victims,
             victim_gpus: members.clone().map(|c| c.held).sum(),
@@ -173,21 +174,25 @@ impl Engine {
         check_ttl(ttl)?;
         check_owner(owner)?;
         self.reclaim(now);
-        let priority = plan.request.terms.priority;
+        let terms = plan.request.terms();
         let (freed, returned) = self.check_victims(&plan.victims, |hold| {
-            hold.terms.preemptible && hold.terms.priority < priority
+            hold.terms.preemptible && hold.terms.priority < terms.priority
         })?;
         let held = self.check_target(&plan.placement, &freed)?;
         let own = returned.get(&owner.map(Arc::from)).copied().unwrap_or(0);
         self.check_cap_after(owner, held_gpus(&held), own)?;
+        let (request, roles) = match &plan.request {
+            AnyRequest::Gang(request) => (Some(Arc::clone(request)), None),
+            AnyRequest::Roles(request) => (None, Some(Arc::clone(request))),
+        };
         let new = NewHold {
             placement: Arc::clone(&plan.placement),
             expires_at: now + ttl,
             owner,
-            terms: plan.request.terms,
+            terms,
             since: now,
-            request: Some(Arc::clone(&plan.request)),
-            roles: None,
+            request,
+            roles,
         };
         let id = self.ledger.new_id()?;
         let mut changes = Changes::new();

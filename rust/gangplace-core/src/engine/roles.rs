@@ -243,14 +243,7 @@ fn plan_roles_on(
     request: &MultiGangRequest,
     resolved: &Resolved,
 ) -> CoreResult<RolesOutcome> {
-    let views = request
-        .groups
-        .iter()
-        .map(|group| {
-            let view = capacity.view_for(states, &group.selector);
-            view.ok_or_else(|| internal("a selector lost its pool"))
-        })
-        .collect::<CoreResult<Vec<AnyView<'_>>>>()?;
+    let views = group_views(capacity, states, request)?;
     let cluster = capacity.cluster_view(states);
     let order = Search::new(topology, &cluster, 1);
     let mut trials = Vec::new();
@@ -272,6 +265,42 @@ fn plan_roles_on(
         plan = trial.at_level(&order, depth, request.min_gpus(), policy)?.0;
     }
     Ok(RolesOutcome { plan, trials })
+}
+
+/// Each group's view of one state (its selector's pool must exist).
+pub(crate) fn group_views<'c>(
+    capacity: &'c Capacity,
+    states: &'c NodeStates,
+    request: &MultiGangRequest,
+) -> CoreResult<Vec<AnyView<'c>>> {
+    request
+        .groups
+        .iter()
+        .map(|group| {
+            let view = capacity.view_for(states, &group.selector);
+            view.ok_or_else(|| internal("a selector lost its pool"))
+        })
+        .collect()
+}
+
+/// Every group inside the one candidate `item` of `depth` on one state (`elastic`: elastic
+/// groups at their `min_pods`), or `None` where a group or colocation fails: what
+/// preemption calls a fit.
+pub(crate) fn plan_roles_in(
+    (topology, states, capacity): (&Topology, &NodeStates, &Capacity),
+    request: &MultiGangRequest,
+    resolved: &Resolved,
+    (depth, item): (usize, Item),
+    elastic: bool,
+) -> CoreResult<Option<RolesPlan>> {
+    let views = group_views(capacity, states, request)?;
+    let trial = Trial::new(topology, request, resolved, &views, elastic);
+    let groups = trial.in_candidate(depth, item)?.ok();
+    Ok(groups.map(|groups| RolesPlan {
+        depth,
+        item,
+        groups,
+    }))
 }
 
 /// One attempt at placing every group of a request, candidate after candidate.

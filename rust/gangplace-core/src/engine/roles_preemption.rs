@@ -1,0 +1,289 @@
+//! Priority preemption for multi-role gangs (README "Priorities, preemption and
+//! defragmentation", rules P1-P6, and "Multi-role gangs", 7): the same rules over the whole
+//! unit. Where a single gang fits a domain by a capacity count, a unit fits a domain when
+//! every group and every colocation succeeds there by the placement rules (`plan_roles_in`),
+//! tried on a what-if copy of the state where the removed candidates' healthy GPUs are free.
+//! That fit is not monotone in free GPUs (the groups are placed greedily), so P4's
+//! restoration pass is repeated until one restores nothing: the set stays 1-minimal.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::preemption::Purpose;
+use super::roles::{Resolved, RolesPlan, group_views, plan_roles_in};
+use super::{Engine, Scratch};
+use crate::capacity::CapacityView;
+use crate::error::{CoreResult, internal};
+use crate::ids::{HoldId, NodeId};
+use crate::model::{PreemptionPlan, RemovalLimits};
+use crate::preemption::{Candidates, RemovalKey, removal_key};
+use crate::roles::{AnyRequest, MultiGangRequest};
+use crate::search::{Item, Search};
+
+/// The set chosen in one domain: members (indices into the candidates) in removal order.
+struct UnitChoice {
+    item: Item,
+    members: Vec<usize>,
+    free_after: u64,
+}
+
+/// A candidate touching a domain and the healthy GPUs it frees on its usable nodes there.
+type Touching = (usize, u64);
+
+impl Engine {
+    /// Which allocations to end, and where the multi-role unit then goes (rules P1-P6 over
+    /// the whole unit). Changes nothing but expired reservations (and selector pools).
+    pub fn plan_preemption_roles(
+        &mut self,
+        request: &Arc<MultiGangRequest>,
+        limits: &RemovalLimits,
+        now: f64,
+    ) -> CoreResult<Option<PreemptionPlan>> {
+        let resolved = self.prepare_roles(request, now)?;
+        let unit = AnyRequest::Roles(Arc::clone(request));
+        if let Some(plan) = self.plan_roles(request, &resolved)?.plan {
+            return Ok(Some(PreemptionPlan {
+                request: unit,
+                placement: Arc::new(self.roles_placement(request, &plan)),
+                victims: Vec::new(),
+                victim_gpus: 0,
+                max_victim_priority: None,
+            }));
+        }
+        let priority = request.terms.priority;
+        let candidates = self.candidates(priority, limits, Purpose::Preemption, now);
+        let usable = self.unit_nodes(request)?;
+        let mut search = UnitSearch {
+            request,
+            resolved: &resolved,
+            candidates: &candidates,
+            what_if: self.scratch_copy(),
+            usable,
+        };
+        let Some((choice, plan)) = search.find(limits.max_members)? else {
+            return Ok(None);
+        };
+        let members = choice.members.iter().map(|&m| &candidates[m]);
+        let mut victims: Vec<HoldId> = members.clone().map(|c| c.id).collect();
+        victims.sort_unstable();
+        Ok(Some(PreemptionPlan {
+            request: unit,
+            placement: Arc::new(self.roles_placement(request, &plan)),
+            victims,
+            victim_gpus: members.clone().map(|c| c.held).sum(),
+            max_victim_priority: members.map(|c| c.priority).max(),
+        }))
+    }
+
+    /// Per node id: whether some group of the unit may use it (uncordoned, its selector).
+    fn unit_nodes(&self, request: &MultiGangRequest) -> CoreResult<Vec<bool>> {
+        let views = group_views(&self.capacity, &self.states, request)?;
+        let slots = self.topology.nodes().map(|(id, _)| id as usize + 1).max();
+        let mut usable = vec![false; slots.unwrap_or(0)];
+        for (id, _) in self.topology.nodes() {
+            usable[id as usize] = views.iter().any(|view| view.node_free(id).is_some());
+        }
+        Ok(usable)
+    }
+}
+
+/// P3-P6 for one unit on a what-if copy of the state.
+struct UnitSearch<'e> {
+    request: &'e MultiGangRequest,
+    resolved: &'e Resolved,
+    candidates: &'e Candidates,
+    what_if: Scratch<'e>,
+    usable: Vec<bool>,
+}
+
+impl<'e> UnitSearch<'e> {
+    /// The best choice (P5) at the finest level with one, then the elastic retry at the
+    /// coarsest level; with the unit's plan once the choice's members are removed.
+    fn find(&mut self, max_members: Option<usize>) -> CoreResult<Option<(UnitChoice, RolesPlan)>> {
+        let coarsest = self.resolved.coarsest_depth;
+        let node_depth = self.what_if.topology.node_depth();
+        let mut tries: Vec<(usize, bool)> =
+            (coarsest..=node_depth).rev().map(|d| (d, false)).collect();
+        if self.request.is_elastic() {
+            tries.push((coarsest, true));
+        }
+        for (depth, elastic) in tries {
+            let mut best: Option<(RemovalKey<'e>, UnitChoice)> = None;
+            for (item, touching) in self.touched(depth) {
+                let Some(choice) = self.choose(depth, item, touching, elastic)? else {
+                    continue;
+                };
+                if max_members.is_some_and(|most| choice.members.len() > most) {
+                    continue;
+                }
+                let key = self.key(&choice);
+                if best.as_ref().is_none_or(|(held, _)| key < *held) {
+                    best = Some((key, choice));
+                }
+            }
+            if let Some((_, choice)) = best {
+                self.remove(&choice.members, true);
+                let plan = self.fit(depth, choice.item, elastic);
+                self.remove(&choice.members, false);
+                let plan = plan?.ok_or_else(|| internal("a chosen set no longer fits"))?;
+                return Ok(Some((choice, plan)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The items of `depth` that candidates touch (a healthy GPU freed on a usable node),
+    /// with those candidates by index and what each frees there; items in id order (the
+    /// choice never depends on it: P5's key ends with the path).
+    fn touched(&self, depth: usize) -> Vec<(Item, Vec<Touching>)> {
+        let view = self.what_if.capacity.cluster_view(&self.what_if.states);
+        let search = Search::new(self.what_if.topology, &view, 1);
+        let mut touched: BTreeMap<Item, BTreeMap<usize, u64>> = BTreeMap::new();
+        for candidate in 0..self.candidates.len() {
+            for &(node, gpus) in self.candidates.freed(candidate) {
+                if gpus.count() == 0 || !self.is_usable(node) {
+                    continue;
+                }
+                let item = search.item_of(node, depth);
+                let freed = touched
+                    .entry(item)
+                    .or_default()
+                    .entry(candidate)
+                    .or_default();
+                *freed += u64::from(gpus.count());
+            }
+        }
+        let touched = touched.into_iter();
+        touched
+            .map(|(item, by_candidate)| (item, by_candidate.into_iter().collect()))
+            .collect()
+    }
+
+    fn is_usable(&self, node: NodeId) -> bool {
+        self.usable.get(node as usize).copied().unwrap_or(false)
+    }
+
+    /// P3 and P4 in one item: `None` unless the unit fits with every touching candidate
+    /// removed; else greedy removal in P4's order until it fits, then restoration passes in
+    /// reverse order of removal until one restores nothing. Leaves the copy as it found it.
+    fn choose(
+        &mut self,
+        depth: usize,
+        item: Item,
+        mut touching: Vec<Touching>,
+        elastic: bool,
+    ) -> CoreResult<Option<UnitChoice>> {
+        // Counting first: with every touching candidate removed the item must have the
+        // unit's GPUs free (most items of fine levels fail here, without a what-if change).
+        let need = match elastic {
+            true => self.request.min_gpus(),
+            false => self.request.total_gpus(),
+        };
+        let freed: u64 = touching.iter().map(|&(_, freed)| freed).sum();
+        if self.free_now(item) + freed < need {
+            return Ok(None);
+        }
+        let all: Vec<usize> = touching.iter().map(|&(candidate, _)| candidate).collect();
+        self.remove(&all, true);
+        let fits_all = self.fit(depth, item, elastic);
+        self.remove(&all, false);
+        if fits_all?.is_none() {
+            return Ok(None);
+        }
+        touching.sort_unstable_by(|a, b| self.removal_order(*a, *b));
+        let mut removed: Vec<usize> = Vec::new();
+        for &(candidate, _) in &touching {
+            if self.fit(depth, item, elastic)?.is_some() {
+                break;
+            }
+            self.remove(&[candidate], true);
+            removed.push(candidate);
+        }
+        let removed = self.restore_passes(depth, item, elastic, removed)?;
+        let free_after = self.free_now(item);
+        self.remove(&removed, false);
+        Ok(Some(UnitChoice {
+            item,
+            members: removed,
+            free_after,
+        }))
+    }
+
+    /// P4's restorations, repeated until a pass restores nothing; the members stay removed
+    /// on the copy.
+    fn restore_passes(
+        &mut self,
+        depth: usize,
+        item: Item,
+        elastic: bool,
+        mut removed: Vec<usize>,
+    ) -> CoreResult<Vec<usize>> {
+        let mut restored = true;
+        while restored {
+            restored = false;
+            for slot in (0..removed.len()).rev() {
+                let candidate = removed[slot];
+                self.remove(&[candidate], false);
+                if self.fit(depth, item, elastic)?.is_some() {
+                    removed.remove(slot);
+                    restored = true;
+                } else {
+                    self.remove(&[candidate], true);
+                }
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Removes (`free`) or puts back candidates on the copy.
+    fn remove(&mut self, members: &[usize], free: bool) {
+        for &member in members {
+            self.what_if
+                .set_allocated(self.candidates.freed(member), free);
+        }
+    }
+
+    /// The unit inside `item` on the copy as it is now.
+    fn fit(&self, depth: usize, item: Item, elastic: bool) -> CoreResult<Option<RolesPlan>> {
+        let state = (
+            self.what_if.topology,
+            &self.what_if.states,
+            &self.what_if.capacity,
+        );
+        plan_roles_in(state, self.request, self.resolved, (depth, item), elastic)
+    }
+
+    /// Free healthy GPUs of the usable nodes inside `item` on the copy.
+    fn free_now(&self, item: Item) -> u64 {
+        let topology = self.what_if.topology;
+        match item {
+            Item::Node(id) => match self.is_usable(id) {
+                true => u64::from(self.what_if.states.get(id).free().count()),
+                false => 0,
+            },
+            Item::Domain(id) => {
+                let domain = topology.domain(id);
+                let nodes = domain.child_nodes.iter().map(|&node| Item::Node(node));
+                let domains = domain
+                    .child_domains
+                    .iter()
+                    .map(|&child| Item::Domain(child));
+                nodes.chain(domains).map(|child| self.free_now(child)).sum()
+            }
+        }
+    }
+
+    /// P4's order (`crate::preemption::removal_order`).
+    fn removal_order(&self, (a, freed_a): Touching, (b, freed_b): Touching) -> Ordering {
+        let (x, y) = (&self.candidates[a], &self.candidates[b]);
+        crate::preemption::removal_order((x, freed_a), (y, freed_b))
+    }
+
+    /// P5's key of a choice.
+    fn key(&self, choice: &UnitChoice) -> RemovalKey<'e> {
+        let members = choice.members.iter().map(|&m| &self.candidates[m]);
+        let path = choice.item.path(self.what_if.topology);
+        removal_key(members, choice.free_after, path)
+    }
+}
