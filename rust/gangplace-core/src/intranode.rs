@@ -44,11 +44,16 @@ const UNKNOWN: u64 = u64::MAX;
 /// cluster of like nodes computes each answer once. The answer is a pure function of its
 /// key, so concurrent fills agree and relaxed ordering suffices.
 /// The affinities are kept the same way, by GPU set: the level index plus one (0: the node),
-/// `UNKNOWN_LEVEL` until computed.
+/// `UNKNOWN_LEVEL` until computed; and the `numa="single"` pod counts by `(free, count)`, plus
+/// one (0 until computed).
 struct ChoiceMemo(Option<Tables>);
 
-/// The choices by `(free, count)`, and the affinity codes by GPU set.
-type Tables = (Box<[AtomicU64]>, Box<[AtomicU8]>);
+/// The memo's tables.
+struct Tables {
+    choices: Box<[AtomicU64]>,
+    levels: Box<[AtomicU8]>,
+    numa_pods: Box<[AtomicU8]>,
+}
 
 const UNKNOWN_LEVEL: u8 = u8::MAX;
 
@@ -58,24 +63,35 @@ impl ChoiceMemo {
             return Self(None);
         }
         let entries = (1usize << MEMO_GPUS) * (MEMO_GPUS as usize + 1);
-        let choices = (0..entries).map(|_| AtomicU64::new(UNKNOWN)).collect();
         let levels = (0..1usize << MEMO_GPUS)
             .map(|_| AtomicU8::new(UNKNOWN_LEVEL))
             .collect();
-        Self(Some((choices, levels)))
+        Self(Some(Tables {
+            choices: (0..entries).map(|_| AtomicU64::new(UNKNOWN)).collect(),
+            levels,
+            numa_pods: (0..entries).map(|_| AtomicU8::new(0)).collect(),
+        }))
     }
 
     fn level_slot(&self, gpus: GpuSet) -> Option<&AtomicU8> {
-        let (_, levels) = self.0.as_ref()?;
-        levels.get(usize::try_from(gpus.mask()).ok()?)
+        let tables = self.0.as_ref()?;
+        tables.levels.get(usize::try_from(gpus.mask()).ok()?)
+    }
+
+    /// The entry of `(free, count)` in a table of the choices' size.
+    fn entry(free: GpuSet, count: u32) -> Option<usize> {
+        let free = usize::try_from(free.mask()).ok()?;
+        (count <= MEMO_GPUS).then(|| free * (MEMO_GPUS as usize + 1) + count as usize)
     }
 
     fn slot(&self, free: GpuSet, count: u32) -> Option<&AtomicU64> {
-        let (table, _) = self.0.as_ref()?;
-        let free = usize::try_from(free.mask()).ok()?;
-        table
-            .get(free * (MEMO_GPUS as usize + 1) + count as usize)
-            .filter(|_| count <= MEMO_GPUS)
+        let tables = self.0.as_ref()?;
+        tables.choices.get(Self::entry(free, count)?)
+    }
+
+    fn numa_slot(&self, free: GpuSet, count: u32) -> Option<&AtomicU8> {
+        let tables = self.0.as_ref()?;
+        tables.numa_pods.get(Self::entry(free, count)?)
     }
 }
 
@@ -208,10 +224,24 @@ impl GpuTopology {
 
     /// Pods of `count` GPUs that fit among `free` with each pod inside one NUMA group.
     pub fn numa_capacity(&self, free: GpuSet, count: u32) -> u32 {
-        self.numa_groups()
-            .iter()
-            .map(|&group| (group & free).count() / count)
-            .sum()
+        let counted = || -> u32 {
+            self.numa_groups()
+                .iter()
+                .map(|&group| (group & free).count() / count.max(1))
+                .sum()
+        };
+        let Some(slot) = self.memo.numa_slot(free, count) else {
+            return counted();
+        };
+        match slot.load(Ordering::Relaxed) {
+            0 => {
+                let pods = counted();
+                // At most 8 GPUs: at most 8 pods, plus one fits a byte.
+                slot.store(u8::try_from(pods + 1).unwrap_or(0), Ordering::Relaxed);
+                pods
+            }
+            known => u32::from(known - 1),
+        }
     }
 
     /// The GPUs a pod of `count` GPUs takes among `free` (which holds at least `count`).

@@ -24,7 +24,52 @@ use crate::topology::Topology;
 pub struct NumaAggregates {
     per_domain: Vec<Aggregate>,
     largest: LargestMemo,
+    capacities: CapacityMemo,
 }
+
+/// Per domain slot and pod size up to [`MEMO_POD_GPUS`]: its capacity plus one (0: not
+/// computed since the domain last changed). A search reads the same domains' capacities many
+/// times (rule 4 reads every child's), and a histogram of NUMA groups has several buckets in
+/// use where one of nodes often has one.
+#[derive(Debug, Default)]
+struct CapacityMemo(Vec<[AtomicU64; MEMO_POD_GPUS as usize]>);
+
+impl CapacityMemo {
+    fn resize(&mut self, slots: usize) {
+        self.0.resize_with(slots, Default::default);
+    }
+
+    fn forget(&mut self, domain: DomainId) {
+        if let Some(slots) = self.0.get_mut(domain as usize) {
+            for slot in slots {
+                *slot.get_mut() = 0;
+            }
+        }
+    }
+
+    fn slot(&self, domain: DomainId, gpus_per_pod: u32) -> Option<&AtomicU64> {
+        let size = usize::try_from(gpus_per_pod.checked_sub(1)?).ok()?;
+        self.0.get(domain as usize)?.get(size)
+    }
+}
+
+impl Clone for CapacityMemo {
+    /// A memo of the same size with nothing remembered.
+    fn clone(&self) -> Self {
+        let mut fresh = Self::default();
+        fresh.resize(self.0.len());
+        fresh
+    }
+}
+
+impl PartialEq for CapacityMemo {
+    /// Always equal: the memo is derived from the histograms, which are compared.
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for CapacityMemo {}
 
 /// Pod sizes whose per-level largest capacity is remembered (`1..=MEMO_POD_GPUS`).
 pub const MEMO_POD_GPUS: u32 = 8;
@@ -92,7 +137,9 @@ impl NumaAggregates {
         let mut built = Self {
             per_domain: vec![Aggregate::default(); topology.domain_slots()],
             largest: LargestMemo::new(topology.node_depth()),
+            capacities: CapacityMemo::default(),
         };
+        built.capacities.resize(topology.domain_slots());
         for (id, _) in topology.nodes() {
             built.node_changed(topology, id, None, states.get(id).feasible_set());
         }
@@ -103,6 +150,7 @@ impl NumaAggregates {
     pub fn resize(&mut self, slots: usize) {
         self.largest.forget();
         self.per_domain.resize(slots, Aggregate::default());
+        self.capacities.resize(slots);
     }
 
     /// A node's free GPUs went from `before` to `after` (`None`: infeasible or absent).
@@ -117,6 +165,7 @@ impl NumaAggregates {
         let groups = groups_of(topology, node);
         let count = |free: Option<GpuSet>, group: GpuSet| free.map(|free| (free & group).count());
         for domain in topology.ancestors(topology.node(node).domain) {
+            self.capacities.forget(domain);
             let aggregate = &mut self.per_domain[domain as usize];
             for &group in groups {
                 aggregate.change(count(before, group), count(after, group));
@@ -156,9 +205,23 @@ impl NumaAggregates {
         Some(largest)
     }
 
-    /// Whether every remembered largest capacity is the one computed now (invariant checks).
+    /// Whether every remembered capacity (per domain, and largest per level) is the one
+    /// computed now (invariant checks).
     pub fn check_largest(&self, topology: &Topology) -> Result<(), String> {
         let fresh = self.clone();
+        for (domain, slots) in self.capacities.0.iter().enumerate() {
+            let Ok(id) = DomainId::try_from(domain) else {
+                continue;
+            };
+            for (size, slot) in (1..).zip(slots) {
+                let known = slot.load(Ordering::Relaxed);
+                if known != 0 && known - 1 != fresh.capacity(id, size) {
+                    return Err(format!(
+                        "the remembered NUMA capacity of domain #{domain} is stale"
+                    ));
+                }
+            }
+        }
         for depth in 0..topology.node_depth() {
             for size in 1..=MEMO_POD_GPUS {
                 let Some(slot) = self.largest.slot(depth, size) else {
@@ -178,8 +241,21 @@ impl NumaAggregates {
 
     /// Pods of `gpus_per_pod` GPUs the domain holds with every pod inside one NUMA group.
     pub fn capacity(&self, domain: DomainId, gpus_per_pod: u32) -> u64 {
-        self.per_domain
-            .get(domain as usize)
-            .map_or(0, |aggregate| aggregate.capacity(gpus_per_pod))
+        let counted = || {
+            self.per_domain
+                .get(domain as usize)
+                .map_or(0, |aggregate| aggregate.capacity(gpus_per_pod))
+        };
+        let Some(slot) = self.capacities.slot(domain, gpus_per_pod) else {
+            return counted();
+        };
+        match slot.load(Ordering::Relaxed) {
+            0 => {
+                let pods = counted();
+                slot.store(pods + 1, Ordering::Relaxed);
+                pods
+            }
+            known => known - 1,
+        }
     }
 }

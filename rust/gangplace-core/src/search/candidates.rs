@@ -74,7 +74,7 @@ impl<V: CapacityView> Search<'_, V> {
         visit: &mut dyn FnMut(Item) -> Option<R>,
     ) -> Option<R> {
         let mut items = items.peekable();
-        let mut run: Vec<Item> = Vec::new();
+        let mut run: Vec<Item> = Vec::with_capacity(64);
         while let Some((free, first)) = items.next() {
             run.clear();
             run.push(first);
@@ -85,7 +85,8 @@ impl<V: CapacityView> Search<'_, V> {
                 run.push(item);
                 items.next();
             }
-            if by_ancestry {
+            // Siblings are equal by ancestry: a run under one parent stays in path order.
+            if by_ancestry && !self.share_a_parent(&run) {
                 run.sort_by(|&a, &b| self.ancestry_order(a, b));
             }
             if let Some(found) = run.iter().find_map(|&item| visit(item)) {
@@ -93,6 +94,16 @@ impl<V: CapacityView> Search<'_, V> {
             }
         }
         None
+    }
+
+    /// Whether every item of `run` has the same parent.
+    fn share_a_parent(&self, run: &[Item]) -> bool {
+        let parent = |item: Item| match item {
+            Item::Node(id) => Some(self.topology.node(id).domain),
+            Item::Domain(id) => self.topology.domain(id).parent,
+        };
+        let first = run.first().map(|&item| parent(item));
+        run.iter().all(|&item| Some(parent(item)) == first)
     }
 
     /// The node level by ancestry: for each free count from `need` up, the deepest domains
