@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from watchdog import watched
 
 import gangplace
+from gangplace import reference
 
 
 @dataclass
@@ -57,6 +58,16 @@ def fill(cluster: AnyCluster, levels: Sequence[str], nodes: Iterable[NodeSpec]) 
             labels=node.labels,
             unhealthy=node.unhealthy,
         )
+
+
+def twins(levels: Sequence[str], nodes: Iterable[NodeSpec], policy: str) -> tuple[Any, Any]:
+    """The engine and the reference with the same `nodes` and placement policy."""
+    engine = gangplace.Cluster(levels, policy=policy)  # type: ignore[arg-type]
+    oracle = reference.Cluster(levels, policy=policy)
+    nodes = list(nodes)
+    fill(engine, levels, nodes)
+    fill(oracle, levels, nodes)
+    return engine, oracle
 
 
 def tree(

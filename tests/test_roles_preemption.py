@@ -12,7 +12,7 @@ from typing import Any
 
 import hypothesis.strategies as st
 import pytest
-from helpers import FakeClock, as_tuple, fill
+from helpers import FakeClock, as_tuple, fill, twins
 from hypothesis import assume, event, given, note
 from test_roles import LEVELS, check_unit, labelled_clusters, multi_requests, roles_tuple
 
@@ -164,10 +164,7 @@ def unit_fits(oracle: Any, request: MultiGangRequest, plan: Any, removed: set[st
 def test_multi_role_preemption_agrees_with_the_reference_and_is_1_minimal(
     data: st.DataObject, nodes: list[Any], policy: str
 ) -> None:
-    engine = gangplace.Cluster(LEVELS, policy=policy)  # type: ignore[arg-type]
-    oracle = reference.Cluster(LEVELS, policy=policy)
-    fill(engine, LEVELS, nodes)
-    fill(oracle, LEVELS, nodes)
+    engine, oracle = twins(LEVELS, nodes, policy)
     ids: dict[str, str] = {}
     for _ in range(data.draw(st.integers(1, 12), label="jobs")):
         gang = GangRequest(

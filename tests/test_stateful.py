@@ -90,6 +90,13 @@ class EngineVersusReference(RuleBasedStateMachine):
             oracle_plan.max_victim_priority,
         )
 
+    def _both_ids(self, name: str, hold: str, **kwargs: Any) -> tuple[Any, Any]:
+        """Calls ``name`` on both with the hold's id in each (an unknown id on both sides)."""
+        got = outcome(getattr(self.engine, name), hold, **kwargs)
+        expected = outcome(getattr(self.oracle, name), self.ids.get(hold, hold), **kwargs)
+        assert got[0] == expected[0], (got, expected)
+        return got, expected
+
     def _held(self, got: Any, expected: Any) -> str:
         if got[0] == expected[0] == "ok":
             assert as_tuple(got[1].placement) == as_tuple(expected[1].placement)
@@ -417,6 +424,34 @@ class EngineVersusReference(RuleBasedStateMachine):
                 self.ids[new.id] = expected[1][1][self.ids[old]].id
         else:
             assert got == expected
+
+    @rule(hold=holds, widen=st.booleans(), owner=st.sampled_from(OWNERS), fail=st.booleans())
+    def plan_repair(self, hold: str, widen: bool, owner: str | None, fail: bool) -> None:
+        """Repair plans (README "Repair after failures") agree, and change nothing; with
+        ``fail``, the allocation's first GPU fails first."""
+        live = [a for a in self.engine.allocations() if a.id == hold]
+        if fail and live:
+            pod = live[0].placement.pods[0]
+            if pod.node in self.engine.nodes():
+                self._both("set_gpu_health", pod.node, pod.gpus[0], False)
+        before = self.engine.snapshot()
+        got, expected = self._both_ids("plan_repair", hold, widen=widen, owner=owner)
+        assert self.engine.snapshot() == before
+        if got[0] == "ok" and got[1] is not None and expected[1] is not None:
+            plan, oracle_plan = got[1], expected[1]
+            pods = [(r, p.node, tuple(p.gpus)) for r, p in plan.replacements]
+            assert pods == [(r, p.node, tuple(p.gpus)) for r, p in oracle_plan.replacements]
+            assert (plan.lost, plan.level, tuple(plan.domain)) == (
+                oracle_plan.lost,
+                oracle_plan.level,
+                tuple(oracle_plan.domain),
+            )
+            event("repair plan: " + ("replacements" if plan.replacements else "nothing lost"))
+        elif got[0] == "ok":
+            assert (got[1] is None) == (expected[1] is None)
+        got, expected = self._both_ids("explain_repair", hold, owner=owner)
+        if got[0] == "ok":
+            assert got[1] == expected[1]
 
     @rule(node=st.sampled_from(NAMES), gpu=st.integers(0, 7), healthy=st.booleans())
     def set_health(self, node: str, gpu: int, healthy: bool) -> None:

@@ -34,6 +34,7 @@ from gangplace._gangplace import (
     PodGroup,
     PodPlacement,
     PreemptionPlan,
+    RepairPlan,
     Reservation,
     __version__,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "PodGroup",
     "PodPlacement",
     "PreemptionPlan",
+    "RepairPlan",
     "Reservation",
     "ReservationError",
     "ReservationExpired",

@@ -24,6 +24,7 @@ __all__ = [
     "PodGroup",
     "PodPlacement",
     "PreemptionPlan",
+    "RepairPlan",
     "Reservation",
     "__version__",
     "_unpickle",
@@ -446,6 +447,34 @@ class PreemptionPlan:
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
 @final
+class RepairPlan:
+    """What ``Cluster.plan_repair`` proposes: where each lost rank of an allocation goes."""
+
+    @property
+    def allocation(self) -> str:
+        """Id of the allocation repaired."""
+    @property
+    def lost(self) -> tuple[int, ...]:
+        """Its lost ranks when planned, sorted; every one is repaired."""
+    @property
+    def replacements(self) -> tuple[tuple[int, PodPlacement], ...]:
+        """``(rank, PodPlacement)`` for every lost rank, in rank order."""
+    @property
+    def from_spares(self) -> tuple[int, ...]:
+        """Ranks served by the allocation's spares (none until spares exist)."""
+    @property
+    def level(self) -> str:
+        """Level of the domain searched: the placement's, or the enclosing one when widened."""
+    @property
+    def domain(self) -> tuple[str, ...]:
+        """That domain's path (plus the node name at level ``node``; empty for the cluster)."""
+    @property
+    def victims(self) -> tuple[str, ...]:
+        """Ids of allocations ended to make room (none until repair preempts)."""
+    def __eq__(self, value: object, /) -> bool: ...
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
+
+@final
 class Move:
     """One move of a defragmentation: an allocation, where it is, where it goes."""
 
@@ -820,6 +849,37 @@ class Cluster:
 
         Raises:
             InvalidRequest: Negative ``max_victims``, bad ``min_runtime``, or an unknown level.
+
+        """
+    def plan_repair(
+        self, allocation: Allocation | str, *, widen: bool = False, owner: str | None = None
+    ) -> RepairPlan | None:
+        """Where the lost ranks of an allocation go: all of them, or ``None``.
+
+        A pure query (README "Repair after failures", rules R1-R3). A slice gang's lost ranks
+        go to free healthy GPUs in their own innermost slice's domain; other gangs' to the
+        placement's domain, or with ``widen`` to the smallest enclosing domain, up to the
+        request's coarsest level, where all fit. Pods follow the placement rules; ranks keep
+        their numbers. Without lost ranks, a plan with no replacements.
+
+        Raises:
+            UnknownReservation: No such id, or another owner's.
+            ReservationError: A reservation (commit it first), or an ended allocation.
+            InvalidRequest: A multi-role allocation with sliced groups (not built yet).
+
+        """
+    def explain_repair(
+        self, allocation: Allocation | str, *, owner: str | None = None
+    ) -> dict[str, int]:
+        """For each tier of rule R2, how many of the allocation's lost ranks would fit there.
+
+        Keys ``"spares"``, ``"slice"``, ``"domain"``, ``"widened"`` (README "Repair after
+        failures"): each group of lost ranks counted alone by capacity, so the numbers say
+        where room is, not that a plan exists.
+
+        Raises:
+            UnknownReservation: No such id, or another owner's.
+            ReservationError: A reservation, or an ended allocation.
 
         """
     def preempt(

@@ -33,6 +33,7 @@ from gangplace.reference import snapshots
 from gangplace.reference.adoption import Adoption
 from gangplace.reference.planning import Planning, gpu_groups, is_roles
 from gangplace.reference.removals import COMMITTED_ENDINGS, Removals
+from gangplace.reference.repair import Repairs
 from gangplace.reference.values import (
     CLUSTER,
     DEFAULT_TTL_SECONDS,
@@ -145,7 +146,7 @@ def _check_name(what: str, name: str) -> None:
         raise InvalidRequest(f"{what} is longer than {MAX_NAME_BYTES} bytes")
 
 
-class Cluster(Planning, Removals, Adoption):
+class Cluster(Planning, Removals, Adoption, Repairs):
     """The reference cluster: same constructor and methods as ``gangplace.Cluster``."""
 
     def __init__(

@@ -61,7 +61,8 @@ pub use limits::{
 };
 pub use model::{
     AdoptedPod, Allocation, ClusterStats, DefragOptions, DefragPlan, GangRequest, GpuState, Held,
-    Move, NodeInfo, Placement, PodPlacement, PreemptionPlan, RemovalLimits, Reservation, Terms,
+    Move, NodeInfo, Placement, PodPlacement, PreemptionPlan, RemovalLimits, RepairPlan,
+    Reservation, Terms,
 };
 pub use roles::{AnyRequest, Colocation, MAX_GROUPS, MultiGangRequest};
 pub use shapes::{Numa, SliceLayer, Spread};

@@ -469,6 +469,26 @@ pub struct PreemptionPlan {
     pub max_victim_priority: Option<i32>,
 }
 
+/// What `plan_repair` proposes (README "Repair after failures"): where each lost rank of an
+/// allocation goes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepairPlan {
+    /// The allocation repaired.
+    pub allocation: HoldId,
+    /// Its lost ranks when planned, sorted (all of them are repaired).
+    pub lost: Vec<u64>,
+    /// `(rank, new pod)` for every lost rank, in rank order.
+    pub replacements: Vec<(u64, PodPlacement)>,
+    /// Ranks served by the allocation's spares (none until spares exist).
+    pub from_spares: Vec<u64>,
+    /// The level of the domain searched: the placement's, or the enclosing one when widened.
+    pub level: String,
+    /// That domain's path (plus the node name at level `node`).
+    pub domain: Vec<String>,
+    /// Allocations ended to make room (none until repair preempts).
+    pub victims: Vec<HoldId>,
+}
+
 /// One move of a defragmentation: an allocation and where it goes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Move {

@@ -446,3 +446,42 @@ fn bad_multi_role_requests_are_refused() {
         Err(CoreError::InvalidRequest(_))
     ));
 }
+
+#[test]
+fn lost_ranks_are_planned_inside_the_rack_or_widened() {
+    let mut engine = rack_cluster(2, 3, 8);
+    let held = engine.reserve(&request(2, 8), 30.0, None, 0.0).unwrap();
+    let allocation = engine.commit(held.id, None, 0.0).unwrap();
+    assert_eq!(allocation.placement.domain, vec!["r0".to_owned()]);
+    let lost_node = allocation.placement.pods[1].node.to_string();
+    engine.set_gpu_health(&lost_node, 2, false, 0.0).unwrap();
+    let plan = engine
+        .plan_repair(allocation.id, false, None, 0.0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(plan.lost, vec![1]);
+    assert_eq!(plan.replacements.len(), 1);
+    assert_eq!(plan.replacements[0].0, 1);
+    assert_eq!(&*plan.replacements[0].1.node, "r0-n2"); // the rack's free node
+    let filler = engine.reserve(&request(1, 8), 30.0, None, 0.0).unwrap();
+    assert_eq!(&*filler.placement.pods[0].node, "r0-n2");
+    assert_eq!(
+        engine.plan_repair(allocation.id, false, None, 0.0).unwrap(),
+        None
+    );
+    let wide = engine
+        .plan_repair(allocation.id, true, None, 0.0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(wide.level, "cluster");
+    let tiers = engine.explain_repair(allocation.id, None, 0.0).unwrap();
+    assert_eq!(
+        tiers,
+        [("spares", 0), ("slice", 0), ("domain", 0), ("widened", 1)]
+    );
+    assert!(matches!(
+        engine.plan_repair(filler.id, false, None, 0.0),
+        Err(CoreError::ReservationError(_))
+    ));
+    engine.check_invariants().unwrap();
+}

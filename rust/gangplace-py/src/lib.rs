@@ -12,6 +12,7 @@ mod explain;
 mod pickling;
 mod placing;
 mod preemption;
+mod repair;
 mod request;
 mod roles;
 mod types;
@@ -29,6 +30,8 @@ mod _gangplace {
     use crate::pickling::_unpickle;
     #[pymodule_export]
     use crate::preemption::{DefragPlan, Move, PreemptionPlan};
+    #[pymodule_export]
+    use crate::repair::RepairPlan;
     #[pymodule_export]
     use crate::roles::{MultiGangRequest, PodGroup};
     #[pymodule_export]

@@ -18,6 +18,7 @@ use pyo3::types::{PyBytes, PyDict, PyTuple};
 use crate::cluster::Cluster;
 use crate::explain::{Explanation, LevelExplanation};
 use crate::preemption::{DefragPlan, Move, PreemptionPlan};
+use crate::repair::RepairPlan;
 use crate::types::{
     Allocation, ClusterStats, GangRequest, NodeInfo, Placement, PodPlacement, Reservation,
 };
@@ -200,6 +201,7 @@ pickled_by_value!(
     PreemptionPlan,
     Move,
     DefragPlan,
+    RepairPlan,
     Explanation,
     LevelExplanation,
 );

@@ -1,10 +1,30 @@
-//! Repair after hardware failures (README "Repair", issue 14): which ranks of an allocation
-//! have lost hardware. A rank is lost when its pod's node was removed (the allocation no
-//! longer holds GPUs there, even if a node of the same name came back) or one of its GPUs is
-//! unhealthy; a GPU marked healthy again un-loses it. Derived from the state whenever an
-//! allocation is reported, so it is always current and never stored.
+//! Repair after hardware failures (README "Repair after failures", issue 14).
+//!
+//! Which ranks of an allocation have lost hardware: a rank is lost when its pod's node was
+//! removed (the allocation no longer holds GPUs there, even if a node of the same name came
+//! back) or one of its GPUs is unhealthy; a GPU marked healthy again un-loses it. Derived from
+//! the state whenever an allocation is reported, so it is always current and never stored.
+//!
+//! Where the lost ranks go (`plan_repair`, a pure query): all together or not at all. Ranks
+//! are grouped into classes that are placed one after another, each seeing the GPUs the
+//! earlier ones took: for a slice gang, the lost ranks of each innermost slice, inside that
+//! slice's domain (slices in rank order); otherwise the lost ranks of one pod size (and one
+//! group's selector for multi-role gangs), largest pods first, inside the placement's domain,
+//! or with `widen` the smallest enclosing domain up to the request's coarsest level where
+//! every class fits. Inside a target the pods follow rules 4-6; the new pods go to the lost
+//! ranks in rank order.
 
-use crate::ledger::Hold;
+use std::collections::BTreeMap;
+
+use super::Engine;
+use super::transactions::Owner;
+use crate::capacity::{CapacityView, Overlay};
+use crate::error::{CoreError, CoreResult, invalid};
+use crate::ids::{DomainId, GpuSet, HoldId, NodeId, ROOT};
+use crate::ledger::{Hold, HoldState};
+use crate::model::{PodPlacement, RepairPlan};
+use crate::search::{Item, Plan, Search};
+use crate::shapes::{Layers, Numa, Spread};
 use crate::state::NodeStates;
 use crate::topology::Topology;
 
@@ -24,4 +44,386 @@ pub(crate) fn lost_ranks(topology: &Topology, states: &NodeStates, hold: &Hold) 
         }
     }
     lost
+}
+
+/// Lost ranks placed together: one pod size, one selector, one target (a slice's domain, or
+/// `None`: the placement's domain or the widened one).
+#[derive(Debug, Clone)]
+struct RepairClass {
+    gpus_per_pod: u32,
+    selector: Vec<(String, String)>,
+    ranks: Vec<u64>,
+    slice: Option<Vec<String>>,
+}
+
+/// What the pods of a repair follow besides the rules: the request's spread and NUMA policy.
+#[derive(Debug, Clone, Copy)]
+struct Knobs {
+    spread: Spread,
+    numa: Numa,
+}
+
+/// Lost ranks per tier of rule R2, as `explain_repair` reports them.
+pub type RepairTiers = [(&'static str, u64); 4];
+
+impl Engine {
+    /// Where the lost ranks of allocation `id` go (README "Repair after failures"), or
+    /// `None` when they do not all fit. Changes nothing but expired reservations (and
+    /// selector pools, which are caches).
+    pub fn plan_repair(
+        &mut self,
+        id: HoldId,
+        widen: bool,
+        caller: Owner<'_>,
+        now: f64,
+    ) -> CoreResult<Option<RepairPlan>> {
+        let (lost, classes, knobs) = self.repair_setup(id, caller, now)?;
+        let hold = self.ledger.live(id).ok_or_else(|| unknown(id))?;
+        let placement = &hold.placement;
+        let plan = |level: &str, domain: Vec<String>, replacements| RepairPlan {
+            allocation: id,
+            lost: lost.clone(),
+            replacements,
+            from_spares: Vec::new(),
+            level: level.to_owned(),
+            domain,
+            victims: Vec::new(),
+        };
+        if lost.is_empty() {
+            return Ok(Some(plan(
+                &placement.level,
+                placement.domain.clone(),
+                Vec::new(),
+            )));
+        }
+        let (depth, item, exact) = self.resolve_path(&placement.domain);
+        for (depth, item) in self.repair_targets(hold, (depth, item, exact), widen, &classes) {
+            if let Some(replacements) = self.place_classes(&classes, (depth, item), knobs)? {
+                let sliced = classes.iter().any(|class| class.slice.is_some());
+                let (level, domain) = match sliced {
+                    true => (placement.level.clone(), placement.domain.clone()),
+                    false => (
+                        self.topology.level_name(depth).to_owned(),
+                        item.path(&self.topology)
+                            .into_iter()
+                            .map(String::from)
+                            .collect(),
+                    ),
+                };
+                return Ok(Some(plan(&level, domain, replacements)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// For each tier of rule R2 (`spares`, `slice`, `domain`, `widened`), how many of the
+    /// allocation's lost ranks would fit there, each class counted alone by capacity.
+    pub fn explain_repair(
+        &mut self,
+        id: HoldId,
+        caller: Owner<'_>,
+        now: f64,
+    ) -> CoreResult<RepairTiers> {
+        let (_, classes, knobs) = self.repair_setup(id, caller, now)?;
+        let hold = self.ledger.live(id).ok_or_else(|| unknown(id))?;
+        let (depth, item, exact) = self.resolve_path(&hold.placement.domain);
+        let widest = self.coarsest_repair_depth(hold);
+        let mut tiers = [("spares", 0), ("slice", 0), ("domain", 0), ("widened", 0)];
+        for class in &classes {
+            let fits = |target: Option<(usize, Item)>| {
+                target.map_or(0, |target| self.class_capacity(class, target, knobs))
+            };
+            match &class.slice {
+                Some(path) => {
+                    let (depth, item, exact) = self.resolve_path(path);
+                    tiers[1].1 += fits(exact.then_some((depth, item)));
+                }
+                None => {
+                    tiers[2].1 += fits(exact.then_some((depth, item)));
+                    let above = self.enclosing(depth, item, widest).last().copied();
+                    tiers[3].1 += fits(above.or(exact.then_some((depth, item))));
+                }
+            }
+        }
+        Ok(tiers)
+    }
+
+    /// Reclaims, settles, finds the committed allocation `caller` may see, and splits its
+    /// lost ranks into classes (their selectors' pools made).
+    fn repair_setup(
+        &mut self,
+        id: HoldId,
+        caller: Owner<'_>,
+        now: f64,
+    ) -> CoreResult<(Vec<u64>, Vec<RepairClass>, Knobs)> {
+        self.reclaim(now);
+        self.settle();
+        match self.visible(id, caller) {
+            (Some(HoldState::Committed), _) => {}
+            (Some(HoldState::Reserved), _) => {
+                return Err(CoreError::ReservationError(format!(
+                    "cannot repair {id}: it is a reservation; commit it first"
+                )));
+            }
+            (None, ending) => return Err(Self::repair_ended(id, ending)),
+        }
+        let hold = self.ledger.live(id).ok_or_else(|| unknown(id))?;
+        let lost = lost_ranks(&self.topology, &self.states, hold);
+        let classes = repair_classes(&self.topology, hold, &lost)?;
+        let knobs = match &hold.request {
+            Some(request) => Knobs {
+                spread: request.spread,
+                numa: request.numa,
+            },
+            None => Knobs {
+                spread: hold
+                    .roles
+                    .as_ref()
+                    .map_or(Spread::Pack, |roles| roles.spread),
+                numa: Numa::None,
+            },
+        };
+        for class in &classes {
+            let (topology, states) = (&self.topology, &self.states);
+            self.capacity.ensure_pool(topology, states, &class.selector);
+        }
+        Ok((lost, classes, knobs))
+    }
+
+    fn repair_ended(id: HoldId, ending: Option<crate::ledger::Ending>) -> CoreError {
+        match ending {
+            None => unknown(id),
+            Some(ending) => CoreError::ReservationError(format!(
+                "cannot repair {id}: it was {}",
+                ending.as_str()
+            )),
+        }
+    }
+
+    /// The targets tried, in order. A slice gang: one attempt, each class in its slice's
+    /// domain. Otherwise the placement's own domain (when it still exists), then with `widen`
+    /// each enclosing domain up to the coarsest level (starting from the deepest part of the
+    /// placement's path that still exists, when the rest is gone).
+    fn repair_targets(
+        &self,
+        hold: &Hold,
+        (depth, item, exact): (usize, Item, bool),
+        widen: bool,
+        classes: &[RepairClass],
+    ) -> Vec<(usize, Item)> {
+        if classes.iter().any(|class| class.slice.is_some()) {
+            return vec![(depth, item)];
+        }
+        let mut targets = Vec::new();
+        if exact {
+            targets.push((depth, item));
+        }
+        if widen {
+            let widest = self.coarsest_repair_depth(hold);
+            if !exact && depth >= widest {
+                targets.push((depth, item));
+            }
+            targets.extend(self.enclosing(depth, item, widest));
+        }
+        targets
+    }
+
+    /// The domains enclosing `item` (at `depth`), finest first, none coarser than `widest`.
+    fn enclosing(&self, depth: usize, item: Item, widest: usize) -> Vec<(usize, Item)> {
+        let mut found = Vec::new();
+        let mut above = match item {
+            Item::Node(node) => Some(self.topology.node(node).domain),
+            Item::Domain(id) => self.topology.domain(id).parent,
+        };
+        let mut level = depth;
+        while let Some(domain) = above {
+            if level == 0 || level - 1 < widest {
+                break;
+            }
+            level -= 1;
+            found.push((level, Item::Domain(domain)));
+            above = self.topology.domain(domain).parent;
+        }
+        found
+    }
+
+    /// The coarsest depth a repair may widen to: the request's `required_level` (or
+    /// `max_level`), the cluster for holds without a request.
+    fn coarsest_repair_depth(&self, hold: &Hold) -> usize {
+        let required = match (&hold.request, &hold.roles) {
+            (Some(request), _) => request.required_level.as_deref(),
+            (None, Some(roles)) => roles.required_level.as_deref(),
+            (None, None) => None,
+        };
+        let depth = required.and_then(|level| self.topology.depth_of(level));
+        depth.unwrap_or(0).max(self.config.max_level_depth())
+    }
+
+    /// The deepest item a domain path (plus a node name at the node level) still names, its
+    /// depth, and whether the whole path resolved.
+    fn resolve_path(&self, path: &[String]) -> (usize, Item, bool) {
+        let mut domain: DomainId = ROOT;
+        for (depth, name) in path.iter().enumerate() {
+            let here = self.topology.domain(domain);
+            let child = here
+                .child_domains
+                .iter()
+                .copied()
+                .find(|&child| *self.topology.domain(child).name == **name);
+            if let Some(child) = child {
+                domain = child;
+                continue;
+            }
+            let node = here
+                .child_nodes
+                .iter()
+                .copied()
+                .find(|&node| *self.topology.node(node).name == **name);
+            return match node {
+                Some(node) if depth + 1 == path.len() => {
+                    (self.topology.node_depth(), Item::Node(node), true)
+                }
+                _ => (depth, Item::Domain(domain), false),
+            };
+        }
+        (path.len(), Item::Domain(domain), true)
+    }
+
+    /// Every class placed in turn (its slice's domain, or `target`), each seeing the GPUs the
+    /// earlier ones took; `(rank, pod)` in rank order, or `None` if one does not fit.
+    fn place_classes(
+        &self,
+        classes: &[RepairClass],
+        target: (usize, Item),
+        knobs: Knobs,
+    ) -> CoreResult<Option<Vec<(u64, PodPlacement)>>> {
+        let mut taken: BTreeMap<NodeId, GpuSet> = BTreeMap::new();
+        let mut replacements = Vec::new();
+        for class in classes {
+            let target = match &class.slice {
+                None => target,
+                Some(path) => match self.resolve_path(path) {
+                    (depth, item, true) => (depth, item),
+                    _ => return Ok(None),
+                },
+            };
+            let Some(plan) = self.place_class(class, target, knobs, &taken)? else {
+                return Ok(None);
+            };
+            for pod in &plan.pods {
+                *taken.entry(pod.node).or_default() |= pod.gpus;
+            }
+            let pods = self.planned_pods(&plan);
+            replacements.extend(class.ranks.iter().copied().zip(pods));
+        }
+        replacements.sort_by_key(|&(rank, _)| rank);
+        Ok(Some(replacements))
+    }
+
+    /// One class inside `target` by rules 4-6, on its selector's view less `taken`.
+    fn place_class(
+        &self,
+        class: &RepairClass,
+        (depth, item): (usize, Item),
+        knobs: Knobs,
+        taken: &BTreeMap<NodeId, GpuSet>,
+    ) -> CoreResult<Option<Plan>> {
+        let view = self.capacity.view_for(&self.states, &class.selector);
+        let view = view.ok_or_else(|| crate::error::internal("a selector lost its pool"))?;
+        let pods = class.ranks.len() as u64;
+        let size = class.gpus_per_pod;
+        let mut overlay = Overlay::new(&self.topology, &view, size);
+        for (&node, &gpus) in taken {
+            if let Some(free) = view.node_free(node) {
+                overlay.set_node(node, Some(free & !gpus));
+            }
+        }
+        let search = Search::new(&self.topology, &overlay, size)
+            .with_shape(Layers::NONE, knobs.spread)
+            .with_numa(knobs.numa);
+        if !search.holds(item, pods) {
+            return Ok(None);
+        }
+        search.plan_in(depth, item, pods).map(Some)
+    }
+
+    /// Pods of the class's size (up to its count) that `target` holds now on its view.
+    fn class_capacity(&self, class: &RepairClass, (_, item): (usize, Item), knobs: Knobs) -> u64 {
+        let Some(view) = self.capacity.view_for(&self.states, &class.selector) else {
+            return 0;
+        };
+        let search = Search::new(&self.topology, &view, class.gpus_per_pod)
+            .with_shape(Layers::NONE, knobs.spread)
+            .with_numa(knobs.numa);
+        search.pods_up_to(item, class.ranks.len() as u64)
+    }
+}
+
+fn unknown(id: HoldId) -> CoreError {
+    CoreError::UnknownReservation(id.to_string())
+}
+
+/// The classes of `lost`: per innermost slice for a slice gang; otherwise per (pod size,
+/// group), largest pods first, then group order.
+fn repair_classes(topology: &Topology, hold: &Hold, lost: &[u64]) -> CoreResult<Vec<RepairClass>> {
+    let pods = &hold.placement.pods;
+    let index = |rank: u64| usize::try_from(rank).unwrap_or(usize::MAX);
+    let size_of = |rank: u64| pods.get(index(rank)).map_or(0, |pod| pod.gpus.count());
+    if let Some(request) = hold.request.as_deref().filter(|r| !r.slices.is_empty()) {
+        let layers = Layers::resolve(topology, &request.slices, 0)?;
+        let inner = layers.innermost().map_or(1, |(_, size)| size);
+        let mut classes: Vec<RepairClass> = Vec::new();
+        for &rank in lost {
+            let slice = hold.placement.slices.get(index(rank / inner)).cloned();
+            let slice = slice.ok_or_else(|| invalid("a slice gang's placement lost its slices"))?;
+            match classes.last_mut() {
+                Some(class) if class.slice.as_ref() == Some(&slice) => class.ranks.push(rank),
+                _ => classes.push(RepairClass {
+                    gpus_per_pod: size_of(rank),
+                    selector: request.selector.clone(),
+                    ranks: vec![rank],
+                    slice: Some(slice),
+                }),
+            }
+        }
+        return Ok(classes);
+    }
+    if hold
+        .roles
+        .as_ref()
+        .is_some_and(|roles| roles.groups.iter().any(|g| !g.slices.is_empty()))
+    {
+        return Err(invalid(
+            "plan_repair does not take multi-role allocations with sliced groups yet",
+        ));
+    }
+    // Multi-role gangs: rank -> group index through the placement's group counts.
+    let mut group_of = Vec::with_capacity(pods.len());
+    for (group, (_, count)) in hold.placement.groups.iter().enumerate() {
+        group_of.extend(std::iter::repeat_n(group, index(*count)));
+    }
+    let selector_of = |rank: u64| -> Vec<(String, String)> {
+        match (&hold.request, &hold.roles) {
+            (Some(request), _) => request.selector.clone(),
+            (None, Some(roles)) => group_of
+                .get(index(rank))
+                .map(|&group| roles.groups[group].selector.clone())
+                .unwrap_or_default(),
+            (None, None) => Vec::new(),
+        }
+    };
+    let mut by_key: BTreeMap<(std::cmp::Reverse<u32>, usize), RepairClass> = BTreeMap::new();
+    for &rank in lost {
+        let group = group_of.get(index(rank)).copied().unwrap_or(0);
+        let class = by_key
+            .entry((std::cmp::Reverse(size_of(rank)), group))
+            .or_insert_with(|| RepairClass {
+                gpus_per_pod: size_of(rank),
+                selector: selector_of(rank),
+                ranks: Vec::new(),
+                slice: None,
+            });
+        class.ranks.push(rank);
+    }
+    Ok(by_key.into_values().collect())
 }

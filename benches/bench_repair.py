@@ -1,0 +1,88 @@
+"""Repair planning (README "Repair after failures"; figures in docs/performance.md).
+
+Issue 14's goal: ``plan_repair`` of 8 lost ranks of a 512-GPU gang (64 pods x 8 GPUs) on
+``colossus100k`` at 90% fill in at most 100 us (median), and at least 100x the reference.
+The cluster is a seeded ``synth`` build (guessed gang mix, not a trace); the gang is reserved
+and committed on it, then one GPU fails on 8 of its nodes. Both the plan inside the gang's
+domain and the widened one are timed. The smoke run (``--benchmark-disable``) uses the
+``tiny`` shape and checks answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from benches.clusters import twin
+from gangplace import Cluster, GangRequest, reference, synth
+
+
+@pytest.fixture(scope="module")
+def broken(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The cluster with the gang committed and 8 of its ranks lost, and its reference twin."""
+    smoke = request.config.getoption("benchmark_disable", default=False)
+    shape = synth.SHAPES["tiny" if smoke else "colossus100k"]
+    cluster, _ = synth.build(shape, fill=0.5 if smoke else 0.9, seed=1)
+    gpus = shape.gpus_per_node
+    gang = GangRequest(4 if smoke else 64, gpus)
+    allocation = cluster.commit(cluster.reserve(gang))
+    oracle, twin_id = twin_with(cluster, shape, allocation, gang)
+    lost_nodes = [pod.node for pod in allocation.placement.pods][:: 8 if not smoke else 2][:8]
+    for node in lost_nodes:
+        cluster.set_gpu_health(node, 0, False)
+        oracle.set_gpu_health(node, 0, False)
+    return {
+        "cluster": cluster,
+        "oracle": oracle,
+        "allocation": allocation.id,
+        "twin_id": twin_id,
+        "lost": lost_nodes,
+    }
+
+
+def twin_with(
+    cluster: Cluster, shape: synth.Shape, allocation: Any, gang: GangRequest
+) -> tuple[reference.Cluster, str]:
+    """The reference twin with the gang as a hold of its own (the rest as busy GPUs), and
+    that hold's id."""
+    oracle = twin(cluster, shape)
+    for pod in allocation.placement.pods:
+        oracle._nodes[pod.node].allocated.difference_update(pod.gpus)
+    held = oracle.commit(oracle.reserve(allocation.placement))
+    oracle._holds[held.id].request = gang  # what the engine's allocation was reserved with
+    return oracle, held.id
+
+
+@pytest.mark.parametrize("widen", [False, True], ids=["domain", "widened"])
+def bench_plan_repair(benchmark: Any, broken: dict[str, Any], widen: bool) -> None:
+    """8 lost ranks of the 64 x 8 gang: the plan inside its domain, or widened."""
+    cluster: Cluster = broken["cluster"]
+    plan = benchmark(cluster.plan_repair, broken["allocation"], widen=widen)
+    benchmark.extra_info.update(
+        op="plan_repair",
+        lost=len(broken["lost"]),
+        planned=None if plan is None else len(plan.replacements),
+        level=None if plan is None else plan.level,
+    )
+    if widen:
+        assert plan is not None and len(plan.replacements) == len(broken["lost"])
+
+
+@pytest.mark.parametrize("widen", [False, True], ids=["domain", "widened"])
+def bench_plan_repair_reference(benchmark: Any, broken: dict[str, Any], widen: bool) -> None:
+    """The same plan by ``gangplace.reference`` (one round), checked against the engine."""
+    oracle: reference.Cluster = broken["oracle"]
+    got = benchmark.pedantic(
+        oracle.plan_repair,
+        args=(broken["twin_id"],),
+        kwargs={"widen": widen},
+        rounds=1,
+        iterations=1,
+    )
+    expected = broken["cluster"].plan_repair(broken["allocation"], widen=widen)
+    assert (got is None) == (expected is None)
+    if got is not None and expected is not None:
+        assert [(r, p.node, tuple(p.gpus)) for r, p in got.replacements] == [
+            (r, p.node, tuple(p.gpus)) for r, p in expected.replacements
+        ]
