@@ -214,6 +214,44 @@ def bench_plan_defrag_moves(benchmark: Any, clusters: dict[str, Cluster]) -> Non
     benchmark.extra_info.update(moves=len(plan.moves), moved_gpus=plan.moved_gpus)
 
 
+def _rack_unit(cluster: Cluster) -> MultiGangRequest:
+    """``bench_plan_defrag_moves``'s whole-rack gang as a leader node plus worker nodes
+    colocated in its rack."""
+    first = cluster.node(cluster.nodes()[0]).topology
+    nodes_per_rack = sum(1 for n in cluster.nodes() if cluster.node(n).topology == first)
+    gpus = cluster.node(cluster.nodes()[0]).gpus
+    rack = cluster.levels[-1]
+    return MultiGangRequest(
+        (PodGroup("leader", 1, gpus), PodGroup("workers", nodes_per_rack - 1, gpus)),
+        colocate=(("leader", "workers", rack),),
+        required_level=rack,
+    )
+
+
+def bench_plan_defrag_roles_moves(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """The whole-rack unit on the fragmented cluster (README "Multi-role gangs", 7)."""
+    cluster = clusters["fragmented"]
+    request = _rack_unit(cluster)
+    assert cluster.place_gang(request) is None
+    plan = benchmark(cluster.plan_defrag, request)
+    assert plan is not None and plan.moves
+    benchmark.extra_info.update(moves=len(plan.moves), moved_gpus=plan.moved_gpus)
+
+
+def bench_plan_defrag_roles_moves_reference(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """The same defragmentation by ``gangplace.reference`` (one round)."""
+    cluster = clusters["fragmented"]
+    oracle = _twin(cluster)
+    mover = GangRequest(1, 2, required_level="node", movable=True, preemptible=False)
+    for hold in oracle._holds.values():
+        if hold.movable:
+            hold.request = mover
+    request = _rack_unit(cluster)
+    got = benchmark.pedantic(oracle.plan_defrag, args=(request,), rounds=1, iterations=1)
+    expected = cluster.plan_defrag(request)
+    assert (got is None) == (expected is None)
+
+
 def bench_capacity_for(benchmark: Any, clusters: dict[str, Cluster]) -> None:
     """How many 8-GPU pods still fit on the 2k cluster at 95%."""
     cluster = clusters["2k"]

@@ -61,12 +61,15 @@ def fill(cluster: AnyCluster, levels: Sequence[str], nodes: Iterable[NodeSpec]) 
 
 
 def twins(levels: Sequence[str], nodes: Iterable[NodeSpec], policy: str) -> tuple[Any, Any]:
-    """The engine and the reference with the same `nodes` and placement policy."""
-    engine = gangplace.Cluster(levels, policy=policy)  # type: ignore[arg-type]
-    oracle = reference.Cluster(levels, policy=policy)
+    """The engine and the reference with the same `nodes` and placement policy, on one fake
+    clock and with sequential ids, so that ties broken by `since` or id break alike."""
+    clock = FakeClock()
+    engine = gangplace.Cluster(levels, policy=policy, clock=clock)  # type: ignore[arg-type]
+    oracle = reference.Cluster(levels, policy=policy, clock=clock)
     nodes = list(nodes)
-    fill(engine, levels, nodes)
-    fill(oracle, levels, nodes)
+    for cluster in (engine, oracle):
+        fill(cluster, levels, nodes)
+        cluster._use_sequential_ids(1)  # type: ignore[union-attr]
     return engine, oracle
 
 

@@ -121,14 +121,35 @@ def test_stale_plans_conflict_and_bad_requests_change_nothing() -> None:
     assert cluster.snapshot() == before
 
 
-def test_defragmentation_still_plans_for_single_gangs_only() -> None:
-    cluster = gangplace.Cluster(("rack",), clock=FakeClock())
-    racks_with_small_jobs(cluster, (1, 1, 1))
-    before = cluster.snapshot()
-    for call in (cluster.plan_defrag, reference.Cluster(("rack",)).plan_defrag):
-        with pytest.raises(InvalidRequest, match="plans for single gangs"):
-            call(leader_and_workers())  # type: ignore[arg-type]
-    assert cluster.snapshot() == before
+def test_a_unit_is_defragmented_like_a_gang() -> None:
+    # Two small movable jobs share r0-n0; the other nodes hold pinned jobs. The unit (a leader
+    # node and a worker node in one rack) fits no rack and preempts nothing (the small jobs
+    # are not preemptible): defragmentation moves both small jobs to the fullest nodes.
+    for make in (lambda: gangplace.Cluster(("rack",)), lambda: reference.Cluster(("rack",))):
+        cluster: Any = make()
+        for rack in ("r0", "r1", "r2"):
+            for node in range(2):
+                name = f"{rack}-n{node}"
+                cluster.add_node(name, gpus=8, topology={"rack": rack}, labels={"host": name})
+        small = GangRequest(1, 2, required_level="node", movable=True, preemptible=False)
+        movers = [cluster.commit(cluster.reserve(small)) for _ in range(2)]
+        for host, gpus in (("r1-n0", 8), ("r1-n1", 4), ("r2-n0", 6), ("r2-n1", 2)):
+            pinned = GangRequest(1, gpus, selector={"host": host}, preemptible=False)
+            cluster.commit(cluster.reserve(pinned))
+        unit = MultiGangRequest(
+            (PodGroup("leader", 1, 8), PodGroup("workers", 1, 8)),
+            colocate=(("leader", "workers", "rack"),),
+            required_level="rack",
+            priority=1,
+        )
+        assert cluster.place_gang(unit) is None and cluster.plan_preemption(unit) is None
+        plan = cluster.plan_defrag(unit)
+        assert plan is not None and plan.request == unit
+        assert plan.placement.domain == ("r0",)
+        assert sorted(move.target.nodes[0] for move in plan.moves) == ["r1-n1", "r2-n0"]
+        reservation, moved = cluster.apply_defrag(plan)
+        assert reservation.request == unit and len(moved) == 2
+        assert all(cluster.hold_status(m.id) == "migrated" for m in movers)
 
 
 # --- the reference, on random clusters -------------------------------------------------------
@@ -210,6 +231,64 @@ def test_multi_role_preemption_agrees_with_the_reference_and_is_1_minimal(
     engine.preempt(got)
     oracle.preempt(expected)
     check_unit(engine, request, got.placement)
+    for name in engine.nodes():
+        a, b = engine.node(name), oracle.node(name)
+        assert (a.free, a.reserved, a.allocated) == (b.free, b.reserved, b.allocated), name
+    engine.check_invariants()
+
+
+@given(
+    data=st.data(),
+    nodes=labelled_clusters(),
+    policy=st.sampled_from(("best-fit", "first-fit")),
+)
+def test_multi_role_defragmentation_agrees_with_the_reference(
+    data: st.DataObject, nodes: list[Any], policy: str
+) -> None:
+    engine, oracle = twins(LEVELS, nodes, policy)
+    ids: dict[str, str] = {}
+    for _ in range(data.draw(st.integers(1, 10), label="jobs")):
+        gang = GangRequest(
+            data.draw(st.integers(1, 2)),
+            data.draw(st.sampled_from((1, 2, 4))),
+            required_level=data.draw(st.sampled_from((None, "node", "rack"))),
+            priority=data.draw(st.integers(-1, 1)),
+            movable=data.draw(st.sampled_from((True, True, False)), label="movable"),
+            preemptible=data.draw(st.booleans(), label="preemptible"),
+        )
+        if engine.place_gang(gang) is None:
+            continue
+        job = engine.commit(engine.reserve(gang))
+        ids[job.id] = oracle.commit(oracle.reserve(gang)).id
+    request = data.draw(multi_requests())
+    request = MultiGangRequest(
+        request.groups,
+        required_level=request.required_level,
+        colocate=request.colocate,
+        spread=request.spread,
+        priority=data.draw(st.integers(0, 2), label="priority"),
+    )
+    empty = reference.Cluster(LEVELS, policy=policy)
+    fill(empty, LEVELS, nodes)
+    assume(empty.place_gang(request) is not None)  # units that fit once room is made
+    options = {
+        "evict_unplaceable": data.draw(st.booleans(), label="evict"),
+        "allow_downgrade": data.draw(st.booleans(), label="downgrade"),
+    }
+    got = engine.plan_defrag(request, **options)
+    expected = oracle.plan_defrag(request, **options)
+    note(f"{request!r}: engine {got!r}, reference {expected!r}")
+    assert (got is None) == (expected is None)
+    event("no plan" if got is None else f"{min(len(got.moves), 2)} moves")
+    if got is None or expected is None:
+        return
+    assert roles_tuple(got.placement) == roles_tuple(expected.placement)
+    assert [(ids[m.allocation], as_tuple(m.target)) for m in got.moves] == [
+        (m.allocation, as_tuple(m.target)) for m in expected.moves
+    ]
+    assert [ids[e] for e in got.evictions] == list(expected.evictions)
+    engine.apply_defrag(got)
+    oracle.apply_defrag(expected)
     for name in engine.nodes():
         a, b = engine.node(name), oracle.node(name)
         assert (a.free, a.reserved, a.allocated) == (b.free, b.reserved, b.allocated), name

@@ -394,22 +394,41 @@ class EngineVersusReference(RuleBasedStateMachine):
         got = outcome(self.engine.preempt, plan, owner=owner)
         return self._held(got, outcome(self.oracle.preempt, oracle_plan, owner=owner))
 
-    @rule(gang=gangs, evict=st.booleans(), downgrade=st.booleans(), owner=st.sampled_from(OWNERS))
+    @rule(
+        gang=gangs,
+        evict=st.booleans(),
+        downgrade=st.booleans(),
+        owner=st.sampled_from(OWNERS),
+        unit=st.booleans(),
+    )
     def defrag(
         self,
         gang: tuple[int, int, int, str | None],
         evict: bool,
         downgrade: bool,
         owner: str | None,
+        unit: bool,
     ) -> None:
+        """Defragmentation for a gang, or (``unit``) a leader colocated with its workers."""
         pods, size, priority, level = gang
-        request = GangRequest(pods, size, required_level=level, priority=priority)
+        request: GangRequest | MultiGangRequest = GangRequest(
+            pods, size, required_level=level, priority=priority
+        )
+        if unit:
+            request = MultiGangRequest(
+                (PodGroup("leader", 1, 1), PodGroup("workers", pods, size)),
+                colocate=(("leader", "workers", level or "rack"),),
+                required_level=level if level != "node" else None,
+                priority=priority,
+            )
         options = {"evict_unplaceable": evict, "allow_downgrade": downgrade}
         got, expected = self._both("plan_defrag", request, **options)
         if got[0] != "ok" or got[1] is None or expected[1] is None:
             assert (got[0], got[1] is None) == (expected[0], expected[1] is None)
             return
         plan, oracle_plan = got[1], expected[1]
+        if unit:
+            event("multi-role defragmentation: " + ("moves" if plan.moves else "no moves"))
         assert as_tuple(plan.placement) == as_tuple(oracle_plan.placement)
         assert [(self.ids[m.allocation], as_tuple(m.target)) for m in plan.moves] == [
             (m.allocation, as_tuple(m.target)) for m in oracle_plan.moves

@@ -495,8 +495,8 @@ class DefragPlan:
     """What ``Cluster.plan_defrag`` proposes: moves (and evictions) that make room."""
 
     @property
-    def request(self) -> GangRequest:
-        """The request planned for."""
+    def request(self) -> GangRequest | MultiGangRequest:
+        """The request planned for: a ``GangRequest`` or a ``MultiGangRequest``."""
     @property
     def placement(self) -> Placement:
         """Exactly what ``Cluster.apply_defrag`` will hold for the gang."""
@@ -900,7 +900,7 @@ class Cluster:
         """
     def plan_defrag(
         self,
-        request: GangRequest,
+        request: GangRequest | MultiGangRequest,
         *,
         max_moves: int = 16,
         allow_downgrade: bool = False,
@@ -915,7 +915,8 @@ class Cluster:
         member can be placed again outside the gang's domain by its own request (biggest
         first, best-fit sends them to the fullest domains), never at a coarser level than it
         has unless ``allow_downgrade``. With ``evict_unplaceable`` a member that cannot move
-        is preempted instead, if it is a preemption candidate.
+        is preempted instead, if it is a preemption candidate. A ``MultiGangRequest`` is
+        planned for as one unit (README "Multi-role gangs").
 
         Returns:
             The plan (no moves when the gang fits), or ``None``.

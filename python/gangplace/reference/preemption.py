@@ -17,7 +17,15 @@ from gangplace.reference import roles, rules
 from gangplace.reference.rules import Gang, NodeView
 from gangplace.reference.values import Path, Placement
 
-__all__ = ["Candidate", "Choice", "choices", "find", "find_roles", "place_after_removal"]
+__all__ = [
+    "Candidate",
+    "Choice",
+    "choices",
+    "defrag_choices_roles",
+    "find",
+    "find_roles",
+    "place_after_removal",
+]
 
 
 @dataclass(frozen=True)
@@ -318,6 +326,51 @@ def defrag_choices(
                 continue
             moved = sum(movers[hid].candidate.held for hid, _ in moves)
             key = (len(moves), moved, len(evictions), choice.path)
+            accepted.append((key, choice, placement, moves, evictions))
+        if accepted:
+            _, choice, placement, moves, evictions = min(accepted, key=lambda item: item[0])
+            return choice, placement, moves, evictions
+    return None
+
+
+def defrag_choices_roles(
+    nodes: Sequence[NodeView],
+    levels: Sequence[str],
+    unit: roles.MultiGang,
+    candidates: Sequence[Candidate],
+    movers: Mapping[str, Mover],
+    policy: str,
+    allow_downgrade: bool,
+    evict_unplaceable: bool,
+    max_moves: int | None,
+) -> tuple[Choice, Placement, list[tuple[str, Placement]], list[str]] | None:
+    """D1-D3 for a multi-role unit: :func:`defrag_choices` over :func:`roles_choices`.
+
+    Levels as in :func:`find_roles` (finest first, then the elastic retry at the coarsest);
+    each choice's unit placement is the unit's in its domain with the members removed.
+    """
+    coarsest = rules.depth_of(levels, unit.required_level)
+    tries = [(depth, False) for depth in range(len(levels) + 1, coarsest - 1, -1)]
+    if unit.min_gpus < unit.total_gpus:
+        tries.append((coarsest, True))
+    for depth, elastic in tries:
+        accepted = []
+        for choice in roles_choices(nodes, levels, unit, depth, candidates, elastic):
+            planner = roles.Planner(with_removed(nodes, choice.members), levels, unit, coarsest)
+            outcome = planner.in_candidate(depth, choice.path, elastic)
+            if isinstance(outcome, roles.Failure):
+                raise AssertionError("a chosen set no longer fits")
+            placement = roles.unit_placement(levels, unit, depth, choice.path, outcome)
+            moved = _moves(
+                nodes, levels, choice, movers, policy, allow_downgrade, evict_unplaceable
+            )
+            if moved is None:
+                continue
+            moves, evictions = moved
+            if max_moves is not None and len(moves) > max_moves:
+                continue
+            held = sum(movers[hid].candidate.held for hid, _ in moves)
+            key = (len(moves), held, len(evictions), choice.path)
             accepted.append((key, choice, placement, moves, evictions))
         if accepted:
             _, choice, placement, moves, evictions = min(accepted, key=lambda item: item[0])

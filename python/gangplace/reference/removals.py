@@ -310,7 +310,7 @@ class Removals:
 
     def plan_defrag(
         self,
-        request: Request,
+        request: AnyRequest,
         *,
         max_moves: int | None = 16,
         allow_downgrade: bool = False,
@@ -320,7 +320,8 @@ class Removals:
     ) -> DefragPlan | None:
         """Which movable jobs to move where so that the gang fits (rules D1-D4)."""
         most, min_runtime, exempt = _limits(max_moves, min_runtime, exempt_owners, "max_moves")
-        _refuse_unsupported_shapes(request, "plan_defrag")
+        if not is_roles(request):
+            _refuse_unsupported_shapes(request, "plan_defrag")
         now = self._reclaim()
         placement = self._plan(request)
         if placement is not None:
@@ -334,17 +335,17 @@ class Removals:
             movers[candidate.id] = preemption.Mover(
                 candidate, gang, len(hold.placement.pods), hold.placement.level, evictable
             )
-        found = preemption.defrag_choices(
-            self._views(),
-            self.levels,
-            self._gang(request),
-            candidates,
-            movers,
-            self.policy,
-            allow_downgrade,
-            evict_unplaceable,
-            most,
-        )
+        options = (self.policy, allow_downgrade, evict_unplaceable, most)
+        if is_roles(request):
+            unit = self._roles(request)
+            found = preemption.defrag_choices_roles(
+                self._views(), self.levels, unit, candidates, movers, *options
+            )
+        else:
+            gang = self._gang(request)
+            found = preemption.defrag_choices(
+                self._views(), self.levels, gang, candidates, movers, *options
+            )
         if found is None:
             return None
         _, placement, moves, evictions = found

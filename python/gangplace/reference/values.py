@@ -280,7 +280,7 @@ class Move:
 class DefragPlan:
     """What ``plan_defrag`` proposes (see ``gangplace.DefragPlan``)."""
 
-    request: Request
+    request: AnyRequest
     placement: Placement
     moves: tuple[Move, ...]
     evictions: tuple[str, ...]

@@ -504,8 +504,8 @@ pub struct Move {
 /// allocations preempted because they could not move.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DefragPlan {
-    /// The request planned for.
-    pub request: Arc<GangRequest>,
+    /// The request planned for: a gang, or a multi-role unit.
+    pub request: crate::roles::AnyRequest,
     /// Exactly what `apply_defrag` will hold for the gang.
     pub placement: Arc<Placement>,
     /// The moves, sorted by allocation id.

@@ -35,16 +35,7 @@ impl PreemptionPlan {
     /// The request planned for: a ``GangRequest`` or a ``MultiGangRequest``.
     #[getter]
     fn request<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        match &self.inner.request {
-            AnyRequest::Gang(inner) => {
-                let inner = Arc::clone(inner);
-                Ok(Bound::new(py, GangRequest { inner })?.into_any())
-            }
-            AnyRequest::Roles(inner) => {
-                let inner = Arc::clone(inner);
-                Ok(Bound::new(py, crate::roles::MultiGangRequest { inner })?.into_any())
-            }
-        }
+        any_request_object(py, &self.inner.request)
     }
 
     /// Exactly what ``Cluster.preempt`` will hold.
@@ -137,12 +128,10 @@ pub struct DefragPlan {
 
 #[pymethods]
 impl DefragPlan {
-    /// The request planned for.
+    /// The request planned for: a ``GangRequest`` or a ``MultiGangRequest``.
     #[getter]
-    fn request(&self) -> GangRequest {
-        GangRequest {
-            inner: Arc::clone(&self.inner.request),
-        }
+    fn request<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        any_request_object(py, &self.inner.request)
     }
 
     /// Exactly what ``Cluster.apply_defrag`` will hold for the gang.
@@ -177,7 +166,7 @@ impl DefragPlan {
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!(
             "DefragPlan(request={}, moves={}, evictions={}, moved_gpus={}, placement={})",
-            py_repr(py, self.request())?,
+            py_repr(py, self.request(py)?)?,
             py_repr(py, self.moves(py)?)?,
             py_repr(py, self.evictions(py)?)?,
             self.inner.moved_gpus,
@@ -343,7 +332,8 @@ impl Cluster {
     /// member can be placed again outside the gang's domain by its own request (biggest
     /// first, best-fit sends them to the fullest domains), never at a coarser level than it
     /// has unless ``allow_downgrade``. With ``evict_unplaceable`` a member that cannot move
-    /// is preempted instead, if it is a preemption candidate.
+    /// is preempted instead, if it is a preemption candidate. A ``MultiGangRequest`` is
+    /// planned for as one unit (README "Multi-role gangs").
     ///
     /// Returns:
     ///     The plan (no moves when the gang fits), or ``None``.
@@ -365,7 +355,7 @@ impl Cluster {
         min_runtime: Option<&Bound<'_, PyAny>>,
         exempt_owners: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<DefragPlan>> {
-        let request = single_request(request, "plan_defrag")?;
+        let request = crate::roles::any_request(request, "request")?;
         let mut limits = removal_limits(max_moves, "max_moves", min_runtime, exempt_owners)?;
         if max_moves.is_none() {
             limits.max_members = Some(DEFAULT_MAX_MOVES);
@@ -379,7 +369,12 @@ impl Cluster {
         };
         let now = self.now(py)?;
         let plan = self.run_detached(py, |engine| {
-            Ok(engine.plan_defrag(&request, &limits, options, now)?)
+            Ok(match &request {
+                AnyRequest::Gang(request) => engine.plan_defrag(request, &limits, options, now)?,
+                AnyRequest::Roles(request) => {
+                    engine.plan_defrag_roles(request, &limits, options, now)?
+                }
+            })
         })?;
         Ok(plan.map(|inner| DefragPlan { inner }))
     }
@@ -441,22 +436,16 @@ impl Cluster {
     }
 }
 
-/// The `GangRequest` of a call that does not take multi-role gangs (README "Multi-role
-/// gangs": defragmentation plans for single gangs only).
-fn single_request(
-    value: &Bound<'_, PyAny>,
-    call: &str,
-) -> PyResult<Arc<gangplace_core::GangRequest>> {
-    if let Ok(request) = value.cast::<GangRequest>() {
-        return Ok(Arc::clone(&request.get().inner));
-    }
-    match crate::roles::any_request(value, "request")? {
-        AnyRequest::Gang(request) => Ok(request),
-        AnyRequest::Roles(_) => Err(core_to_py(gangplace_core::CoreError::InvalidRequest(
-            format!(
-                "{call} plans for single gangs; a MultiGangRequest is placed by place_gang, \
-                 reserve, the batches and plan_preemption (README \"Multi-role gangs\")"
-            ),
-        ))),
+/// A request of either kind as its Python object.
+fn any_request_object<'py>(py: Python<'py>, request: &AnyRequest) -> PyResult<Bound<'py, PyAny>> {
+    match request {
+        AnyRequest::Gang(inner) => {
+            let inner = Arc::clone(inner);
+            Ok(Bound::new(py, GangRequest { inner })?.into_any())
+        }
+        AnyRequest::Roles(inner) => {
+            let inner = Arc::clone(inner);
+            Ok(Bound::new(py, crate::roles::MultiGangRequest { inner })?.into_any())
+        }
     }
 }

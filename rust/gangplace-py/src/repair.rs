@@ -41,8 +41,9 @@ impl RepairPlan {
     }
 
     /// Ranks served by the allocation's spares (none until spares exist).
-    #[getter(from_spares)]
-    fn spare_ranks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+    #[getter]
+    #[allow(clippy::wrong_self_convention)] // the attribute's name in the README's contract
+    fn from_spares<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, &self.inner.from_spares)
     }
 

@@ -11,8 +11,11 @@ use super::transactions::{NewHold, Owner, check_owner, check_ttl, held_gpus};
 use crate::error::{CoreError, CoreResult, internal};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, Hold};
-use crate::model::{DefragOptions, DefragPlan, GangRequest, Move, RemovalLimits, Reservation};
+use crate::model::{
+    DefragOptions, DefragPlan, GangRequest, Move, Placement, RemovalLimits, Reservation,
+};
 use crate::preemption::{Candidate, Candidates, Choice, World};
+use crate::roles::AnyRequest;
 use crate::search::{Demand, Item, Plan};
 use crate::state::Changes;
 
@@ -37,7 +40,9 @@ impl Engine {
         super::preemption::refuse_unsupported_shapes(request, "plan_defrag")?;
         let (demand, plan) = self.plan(request, now)?;
         if let Some(plan) = plan {
-            return Ok(Some(self.defrag_plan(request, &plan, &[], Vec::new())));
+            let placement = Arc::new(self.placement(&plan));
+            let gang = AnyRequest::Gang(Arc::clone(request));
+            return Ok(Some(self.defrag_plan(gang, placement, &[], Vec::new())));
         }
         let priority = request.terms.priority;
         let candidates = self.candidates(priority, limits, Purpose::Defragmentation, now);
@@ -77,21 +82,19 @@ impl Engine {
                     .iter()
                     .map(|&m| candidates[m].id)
                     .collect();
-                return Ok(Some(self.defrag_plan(
-                    request,
-                    &accepted.gang,
-                    &moves,
-                    evictions,
-                )));
+                let placement = Arc::new(self.placement(&accepted.gang));
+                let gang = AnyRequest::Gang(Arc::clone(request));
+                return Ok(Some(self.defrag_plan(gang, placement, &moves, evictions)));
             }
         }
         Ok(None)
     }
 
-    fn defrag_plan(
+    /// The plan of a gang (or unit) at `placement`, with its moves and evictions.
+    pub(crate) fn defrag_plan(
         &self,
-        request: &Arc<GangRequest>,
-        gang: &Plan,
+        request: AnyRequest,
+        placement: Arc<Placement>,
         moves: &[(&Candidate, &Plan)],
         mut evictions: Vec<HoldId>,
     ) -> DefragPlan {
@@ -110,8 +113,8 @@ impl Engine {
         moves.sort_unstable_by_key(|step| step.allocation);
         evictions.sort_unstable();
         DefragPlan {
-            request: Arc::clone(request),
-            placement: Arc::new(self.placement(gang)),
+            request,
+            placement,
             moves,
             evictions,
             moved_gpus,
@@ -149,8 +152,35 @@ impl Engine {
         let gang = self.with_search(request, |search| {
             search.place_after_removal(candidates, &members, depth, choice.item, demand.pods)
         })??;
-        let mut world = self.defrag_world(candidates, &members, choice.item, &gang)?;
-        let mut order = members.clone();
+        let pods: Vec<(NodeId, GpuSet)> = gang.pods.iter().map(|p| (p.node, p.gpus)).collect();
+        let priority = request.terms.priority;
+        let placed = (choice.item, pods.as_slice());
+        let Some((moves, evictions)) =
+            self.move_members(priority, candidates, &members, placed, options)?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Accepted {
+            choice,
+            gang,
+            moves,
+            evictions,
+        }))
+    }
+
+    /// D2 for a set: every member placed again outside the gang's domain `item` (whose
+    /// `pods` the gang takes), biggest first, each seeing the GPUs the earlier moves take; a
+    /// member that cannot move is evicted instead when allowed. `None`: the set is refused.
+    pub(crate) fn move_members(
+        &mut self,
+        priority: i32,
+        candidates: &Candidates,
+        members: &[usize],
+        (item, pods): (Item, &[(NodeId, GpuSet)]),
+        options: DefragOptions,
+    ) -> CoreResult<Option<Relocation>> {
+        let mut world = self.defrag_world(candidates, members, item, pods)?;
+        let mut order = members.to_vec();
         order.sort_unstable_by_key(|&m| (std::cmp::Reverse(candidates[m].held), candidates[m].id));
         let (mut moves, mut evictions) = (Vec::new(), Vec::new());
         for member in order {
@@ -164,26 +194,22 @@ impl Engine {
                     moves.push((member, plan));
                 }
                 None if options.evict_unplaceable
-                    && self.evictable(request, candidates[member].id) =>
+                    && self.evictable(priority, candidates[member].id) =>
                 {
                     evictions.push(member);
                 }
                 None => return Ok(None),
             }
         }
-        Ok(Some(Accepted {
-            choice,
-            gang,
-            moves,
-            evictions,
-        }))
+        Ok(Some((moves, evictions)))
     }
 
-    /// Whether a member that cannot move may be preempted for `request` instead.
-    fn evictable(&self, request: &GangRequest, id: HoldId) -> bool {
-        self.ledger.live(id).is_some_and(|hold| {
-            hold.terms.preemptible && hold.terms.priority < request.terms.priority
-        })
+    /// Whether a member that cannot move may be preempted instead, for a request of
+    /// `priority`.
+    fn evictable(&self, priority: i32, id: HoldId) -> bool {
+        self.ledger
+            .live(id)
+            .is_some_and(|hold| hold.terms.preemptible && hold.terms.priority < priority)
     }
 
     /// The state moves are placed on: the members removed (their healthy GPUs free), the
@@ -193,7 +219,7 @@ impl Engine {
         candidates: &Candidates,
         members: &[usize],
         item: Item,
-        gang: &Plan,
+        gang: &[(NodeId, GpuSet)],
     ) -> CoreResult<World> {
         let mut world = World::new();
         for &member in members {
@@ -210,9 +236,8 @@ impl Engine {
             world.insert(node, None);
         }
         if gang
-            .pods
             .iter()
-            .any(|pod| world.get(&pod.node) != Some(&None))
+            .any(|&(node, _)| world.get(&node) != Some(&None))
         {
             return Err(internal("the gang's placement left its domain"));
         }
@@ -279,7 +304,8 @@ impl Engine {
         check_ttl(ttl)?;
         check_owner(owner)?;
         self.reclaim(now);
-        let priority = plan.request.terms.priority;
+        let terms = plan.request.terms();
+        let priority = terms.priority;
         for step in &plan.moves {
             let same = self.ledger.live(step.allocation).is_some_and(|hold| {
                 Arc::ptr_eq(&hold.placement, &step.source) || *hold.placement == *step.source
@@ -330,14 +356,18 @@ impl Engine {
             let (states, ledger) = (&mut self.states, &mut self.ledger);
             ledger.end(states, &mut changes, id, Ending::Preempted);
         }
+        let (request, roles) = match &plan.request {
+            AnyRequest::Gang(request) => (Some(Arc::clone(request)), None),
+            AnyRequest::Roles(request) => (None, Some(Arc::clone(request))),
+        };
         let new = NewHold {
             placement: Arc::clone(&plan.placement),
             expires_at: now + ttl,
             owner,
-            terms: plan.request.terms,
+            terms,
             since: now,
-            request: Some(Arc::clone(&plan.request)),
-            roles: None,
+            request,
+            roles,
         };
         let reservation = self.hold_into(&mut changes, ids[0], gang, new);
         let mut replaced = Vec::with_capacity(plan.moves.len());
@@ -364,6 +394,10 @@ impl Engine {
         Ok((reservation, replaced))
     }
 }
+
+/// D2's outcome for a set: each moved member (an index into the candidates) with its new
+/// plan, and the members evicted instead.
+pub(crate) type Relocation = (Vec<(usize, Plan)>, Vec<usize>);
 
 /// D3's key: moves, moved GPUs, evictions, path.
 type DefragKey = (usize, u64, usize, Vec<String>);

@@ -13,6 +13,7 @@ pub(crate) mod explain;
 pub(crate) mod preemption;
 pub(crate) mod repair;
 pub(crate) mod roles;
+mod roles_defrag;
 mod roles_preemption;
 mod roles_snapshot;
 pub(crate) mod snapshot;

@@ -47,6 +47,13 @@ pub(crate) struct RolesPlan {
     groups: Vec<Plan>,
 }
 
+impl RolesPlan {
+    /// Every group's pods, groups in request order.
+    pub(crate) fn pods(&self) -> impl Iterator<Item = &crate::search::PlannedPod> {
+        self.groups.iter().flat_map(|group| &group.pods)
+    }
+}
+
 /// The first group that failed in a candidate, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct GroupFailure {

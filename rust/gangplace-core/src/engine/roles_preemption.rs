@@ -22,10 +22,10 @@ use crate::roles::{AnyRequest, MultiGangRequest};
 use crate::search::{Item, Search};
 
 /// The set chosen in one domain: members (indices into the candidates) in removal order.
-struct UnitChoice {
-    item: Item,
-    members: Vec<usize>,
-    free_after: u64,
+pub(super) struct UnitChoice {
+    pub item: Item,
+    pub members: Vec<usize>,
+    pub free_after: u64,
 }
 
 /// A candidate touching a domain and the healthy GPUs it frees on its usable nodes there.
@@ -53,14 +53,7 @@ impl Engine {
         }
         let priority = request.terms.priority;
         let candidates = self.candidates(priority, limits, Purpose::Preemption, now);
-        let usable = self.unit_nodes(request)?;
-        let mut search = UnitSearch {
-            request,
-            resolved: &resolved,
-            candidates: &candidates,
-            what_if: self.scratch_copy(),
-            usable,
-        };
+        let mut search = UnitSearch::new(self, request, &resolved, &candidates)?;
         let Some((choice, plan)) = search.find(limits.max_members)? else {
             return Ok(None);
         };
@@ -77,7 +70,7 @@ impl Engine {
     }
 
     /// Per node id: whether some group of the unit may use it (uncordoned, its selector).
-    fn unit_nodes(&self, request: &MultiGangRequest) -> CoreResult<Vec<bool>> {
+    pub(super) fn unit_nodes(&self, request: &MultiGangRequest) -> CoreResult<Vec<bool>> {
         let views = group_views(&self.capacity, &self.states, request)?;
         let slots = self.topology.nodes().map(|(id, _)| id as usize + 1).max();
         let mut usable = vec![false; slots.unwrap_or(0)];
@@ -89,7 +82,7 @@ impl Engine {
 }
 
 /// P3-P6 for one unit on a what-if copy of the state.
-struct UnitSearch<'e> {
+pub(super) struct UnitSearch<'e> {
     request: &'e MultiGangRequest,
     resolved: &'e Resolved,
     candidates: &'e Candidates,
@@ -98,17 +91,65 @@ struct UnitSearch<'e> {
 }
 
 impl<'e> UnitSearch<'e> {
+    /// A search for `request`'s removal sets among `candidates` on a copy of `engine`'s
+    /// state (the request prepared: its pools made).
+    pub(super) fn new(
+        engine: &'e Engine,
+        request: &'e MultiGangRequest,
+        resolved: &'e Resolved,
+        candidates: &'e Candidates,
+    ) -> CoreResult<Self> {
+        Ok(Self {
+            request,
+            resolved,
+            candidates,
+            what_if: engine.scratch_copy(),
+            usable: engine.unit_nodes(request)?,
+        })
+    }
+
+    /// The levels tried, finest first, then the elastic retry at the coarsest: `(depth,
+    /// elastic)`.
+    pub(super) fn tries(
+        request: &MultiGangRequest,
+        resolved: &Resolved,
+        node_depth: usize,
+    ) -> Vec<(usize, bool)> {
+        let coarsest = resolved.coarsest_depth;
+        let mut tries: Vec<(usize, bool)> =
+            (coarsest..=node_depth).rev().map(|d| (d, false)).collect();
+        if request.is_elastic() {
+            tries.push((coarsest, true));
+        }
+        tries
+    }
+
+    /// Every choice (P3-P4) at `depth`, each with the unit's plan once its members are
+    /// removed; items in id order.
+    pub(super) fn all_at(
+        &mut self,
+        depth: usize,
+        elastic: bool,
+    ) -> CoreResult<Vec<(UnitChoice, RolesPlan)>> {
+        let mut found = Vec::new();
+        for (item, touching) in self.touched(depth) {
+            let Some(choice) = self.choose(depth, item, touching, elastic)? else {
+                continue;
+            };
+            self.remove(&choice.members, true);
+            let plan = self.fit(depth, choice.item, elastic);
+            self.remove(&choice.members, false);
+            let plan = plan?.ok_or_else(|| internal("a chosen set no longer fits"))?;
+            found.push((choice, plan));
+        }
+        Ok(found)
+    }
+
     /// The best choice (P5) at the finest level with one, then the elastic retry at the
     /// coarsest level; with the unit's plan once the choice's members are removed.
     fn find(&mut self, max_members: Option<usize>) -> CoreResult<Option<(UnitChoice, RolesPlan)>> {
-        let coarsest = self.resolved.coarsest_depth;
         let node_depth = self.what_if.topology.node_depth();
-        let mut tries: Vec<(usize, bool)> =
-            (coarsest..=node_depth).rev().map(|d| (d, false)).collect();
-        if self.request.is_elastic() {
-            tries.push((coarsest, true));
-        }
-        for (depth, elastic) in tries {
+        for (depth, elastic) in Self::tries(self.request, self.resolved, node_depth) {
             let mut best: Option<(RemovalKey<'e>, UnitChoice)> = None;
             for (item, touching) in self.touched(depth) {
                 let Some(choice) = self.choose(depth, item, touching, elastic)? else {
