@@ -195,6 +195,16 @@ def _twin(cluster: Cluster) -> reference.Cluster:
     return twin
 
 
+def _twin_with_movers(cluster: Cluster) -> reference.Cluster:
+    """The fragmented cluster's twin, its movers given the request they were reserved with."""
+    oracle = _twin(cluster)
+    mover = GangRequest(1, 2, required_level="node", movable=True, preemptible=False)
+    for hold in oracle._holds.values():
+        if hold.movable:
+            hold.request = mover
+    return oracle
+
+
 def bench_plan_defrag_full(benchmark: Any, clusters: dict[str, Cluster]) -> None:
     """A 2 x 8 gang required in one rack on the full cluster: no free GPU to move to."""
     cluster = clusters["full"]
@@ -241,11 +251,7 @@ def bench_plan_defrag_roles_moves(benchmark: Any, clusters: dict[str, Cluster]) 
 def bench_plan_defrag_roles_moves_reference(benchmark: Any, clusters: dict[str, Cluster]) -> None:
     """The same defragmentation by ``gangplace.reference`` (one round)."""
     cluster = clusters["fragmented"]
-    oracle = _twin(cluster)
-    mover = GangRequest(1, 2, required_level="node", movable=True, preemptible=False)
-    for hold in oracle._holds.values():
-        if hold.movable:
-            hold.request = mover
+    oracle = _twin_with_movers(cluster)
     request = _rack_unit(cluster)
     got = benchmark.pedantic(oracle.plan_defrag, args=(request,), rounds=1, iterations=1)
     expected = cluster.plan_defrag(request)
@@ -261,11 +267,7 @@ def bench_capacity_for(benchmark: Any, clusters: dict[str, Cluster]) -> None:
 def bench_plan_defrag_moves_reference(benchmark: Any, clusters: dict[str, Cluster]) -> None:
     """The same defragmentation by ``gangplace.reference`` (one round)."""
     cluster = clusters["fragmented"]
-    oracle = _twin(cluster)
-    mover = GangRequest(1, 2, required_level="node", movable=True, preemptible=False)
-    for hold in oracle._holds.values():
-        if hold.movable:
-            hold.request = mover  # what the fragmented cluster's movers were reserved with
+    oracle = _twin_with_movers(cluster)
     first = cluster.node(cluster.nodes()[0]).topology
     nodes_per_rack = sum(1 for n in cluster.nodes() if cluster.node(n).topology == first)
     request = _gang(cluster, 8 * nodes_per_rack, required_level=cluster.levels[-1])

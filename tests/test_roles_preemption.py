@@ -177,6 +177,24 @@ def unit_fits(oracle: Any, request: MultiGangRequest, plan: Any, removed: set[st
     return not isinstance(outcome, roles.Failure)
 
 
+def with_priority(request: MultiGangRequest, priority: int) -> MultiGangRequest:
+    """The same unit at another priority."""
+    return MultiGangRequest(
+        request.groups,
+        required_level=request.required_level,
+        colocate=request.colocate,
+        spread=request.spread,
+        priority=priority,
+    )
+
+
+def fits_when_empty(nodes: list[Any], policy: str, request: MultiGangRequest) -> bool:
+    """Whether the unit fits the cluster with nothing held (so that room can be made)."""
+    empty = reference.Cluster(LEVELS, policy=policy)
+    fill(empty, LEVELS, nodes)
+    return empty.place_gang(request) is not None
+
+
 @given(
     data=st.data(),
     nodes=labelled_clusters(),
@@ -199,17 +217,9 @@ def test_multi_role_preemption_agrees_with_the_reference_and_is_1_minimal(
             continue
         job = engine.commit(engine.reserve(gang))
         ids[job.id] = oracle.commit(oracle.reserve(gang)).id
-    request = data.draw(multi_requests())
-    request = MultiGangRequest(
-        request.groups,
-        required_level=request.required_level,
-        colocate=request.colocate,
-        spread=request.spread,
-        priority=data.draw(st.integers(0, 3), label="priority"),
-    )
-    empty = reference.Cluster(LEVELS, policy=policy)
-    fill(empty, LEVELS, nodes)
-    assume(empty.place_gang(request) is not None)  # units that could fit once room is made
+    priority = data.draw(st.integers(0, 3), label="priority")
+    request = with_priority(data.draw(multi_requests()), priority)
+    assume(fits_when_empty(nodes, policy, request))
     max_victims = data.draw(st.none() | st.integers(0, 2), label="max_victims")
     got = engine.plan_preemption(request, max_victims=max_victims)
     expected = oracle.plan_preemption(request, max_victims=max_victims)
@@ -260,17 +270,9 @@ def test_multi_role_defragmentation_agrees_with_the_reference(
             continue
         job = engine.commit(engine.reserve(gang))
         ids[job.id] = oracle.commit(oracle.reserve(gang)).id
-    request = data.draw(multi_requests())
-    request = MultiGangRequest(
-        request.groups,
-        required_level=request.required_level,
-        colocate=request.colocate,
-        spread=request.spread,
-        priority=data.draw(st.integers(0, 2), label="priority"),
-    )
-    empty = reference.Cluster(LEVELS, policy=policy)
-    fill(empty, LEVELS, nodes)
-    assume(empty.place_gang(request) is not None)  # units that fit once room is made
+    priority = data.draw(st.integers(0, 2), label="priority")
+    request = with_priority(data.draw(multi_requests()), priority)
+    assume(fits_when_empty(nodes, policy, request))
     options = {
         "evict_unplaceable": data.draw(st.booleans(), label="evict"),
         "allow_downgrade": data.draw(st.booleans(), label="downgrade"),

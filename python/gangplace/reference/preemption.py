@@ -312,25 +312,51 @@ def defrag_choices(
     placement, the moves and the evictions.
     """
     coarsest = rules.depth_of(levels, gang.required_level)
+    d2 = (movers, policy, allow_downgrade, evict_unplaceable, max_moves)
     for depth in range(len(levels) + 1, coarsest - 1, -1):
-        accepted = []
-        for choice in choices(nodes, levels, gang, depth, gang.pods, candidates):
-            placement = place_after_removal(nodes, levels, gang, choice, gang.pods)
-            outcome = _moves(
-                nodes, levels, choice, movers, policy, allow_downgrade, evict_unplaceable
-            )
-            if outcome is None:
-                continue
-            moves, evictions = outcome
-            if max_moves is not None and len(moves) > max_moves:
-                continue
-            moved = sum(movers[hid].candidate.held for hid, _ in moves)
-            key = (len(moves), moved, len(evictions), choice.path)
-            accepted.append((key, choice, placement, moves, evictions))
-        if accepted:
-            _, choice, placement, moves, evictions = min(accepted, key=lambda item: item[0])
-            return choice, placement, moves, evictions
+        placed = [
+            (choice, place_after_removal(nodes, levels, gang, choice, gang.pods))
+            for choice in choices(nodes, levels, gang, depth, gang.pods, candidates)
+        ]
+        found = _best_accepted(nodes, levels, placed, *d2)
+        if found is not None:
+            return found
     return None
+
+
+Accepted = tuple[Choice, Placement, list[tuple[str, Placement]], list[str]]
+"""An accepted set: the choice, the gang's placement, the moves and the evictions."""
+
+
+def _best_accepted(
+    nodes: Sequence[NodeView],
+    levels: Sequence[str],
+    placed: Sequence[tuple[Choice, Placement]],
+    movers: Mapping[str, Mover],
+    policy: str,
+    allow_downgrade: bool,
+    evict_unplaceable: bool,
+    max_moves: int | None,
+) -> Accepted | None:
+    """D2-D3 at one level: the best set whose members all move (or are evicted).
+
+    The smallest by (moves, moved GPUs, evictions, path), or ``None``.
+    """
+    accepted = []
+    for choice, placement in placed:
+        outcome = _moves(nodes, levels, choice, movers, policy, allow_downgrade, evict_unplaceable)
+        if outcome is None:
+            continue
+        moves, evictions = outcome
+        if max_moves is not None and len(moves) > max_moves:
+            continue
+        moved = sum(movers[hid].candidate.held for hid, _ in moves)
+        key = (len(moves), moved, len(evictions), choice.path)
+        accepted.append((key, choice, placement, moves, evictions))
+    if not accepted:
+        return None
+    _, choice, placement, moves, evictions = min(accepted, key=lambda item: item[0])
+    return choice, placement, moves, evictions
 
 
 def defrag_choices_roles(
@@ -343,7 +369,7 @@ def defrag_choices_roles(
     allow_downgrade: bool,
     evict_unplaceable: bool,
     max_moves: int | None,
-) -> tuple[Choice, Placement, list[tuple[str, Placement]], list[str]] | None:
+) -> Accepted | None:
     """D1-D3 for a multi-role unit: :func:`defrag_choices` over :func:`roles_choices`.
 
     Levels as in :func:`find_roles` (finest first, then the elastic retry at the coarsest);
@@ -353,28 +379,18 @@ def defrag_choices_roles(
     tries = [(depth, False) for depth in range(len(levels) + 1, coarsest - 1, -1)]
     if unit.min_gpus < unit.total_gpus:
         tries.append((coarsest, True))
+    d2 = (movers, policy, allow_downgrade, evict_unplaceable, max_moves)
     for depth, elastic in tries:
-        accepted = []
+        placed = []
         for choice in roles_choices(nodes, levels, unit, depth, candidates, elastic):
             planner = roles.Planner(with_removed(nodes, choice.members), levels, unit, coarsest)
             outcome = planner.in_candidate(depth, choice.path, elastic)
             if isinstance(outcome, roles.Failure):
                 raise AssertionError("a chosen set no longer fits")
-            placement = roles.unit_placement(levels, unit, depth, choice.path, outcome)
-            moved = _moves(
-                nodes, levels, choice, movers, policy, allow_downgrade, evict_unplaceable
-            )
-            if moved is None:
-                continue
-            moves, evictions = moved
-            if max_moves is not None and len(moves) > max_moves:
-                continue
-            held = sum(movers[hid].candidate.held for hid, _ in moves)
-            key = (len(moves), held, len(evictions), choice.path)
-            accepted.append((key, choice, placement, moves, evictions))
-        if accepted:
-            _, choice, placement, moves, evictions = min(accepted, key=lambda item: item[0])
-            return choice, placement, moves, evictions
+            placed.append((choice, roles.unit_placement(levels, unit, depth, choice.path, outcome)))
+        found = _best_accepted(nodes, levels, placed, *d2)
+        if found is not None:
+            return found
     return None
 
 
