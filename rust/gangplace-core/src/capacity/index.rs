@@ -154,10 +154,4 @@ impl FreeIndex {
     pub fn node_rank(&self, id: NodeId) -> u32 {
         self.node_rank[id as usize]
     }
-
-    /// A domain's position in path order among its level's domains. Only valid when not
-    /// stale.
-    pub fn domain_rank(&self, id: DomainId) -> u32 {
-        self.domain_rank[id as usize]
-    }
 }

@@ -431,7 +431,7 @@ impl<'a, V: CapacityView> Search<'a, V> {
         mut place: impl FnMut(Item, u64) -> CoreResult<()>,
     ) -> CoreResult<()> {
         match self.split {
-            Spread::Pack => self.fill_children(children, units, place),
+            Spread::Pack => fill_children(children, units, place),
             Spread::Balanced => {
                 for (child, share) in balanced::balanced_shares(&children, units)? {
                     place(child, share)?;
@@ -439,30 +439,6 @@ impl<'a, V: CapacityView> Search<'a, V> {
                 Ok(())
             }
         }
-    }
-
-    /// Rule 4 inside one item (see [`fill_shares`]). The chosen children are filled in path
-    /// order when the view has ranks, so that the pods come out in rule 6's order and the
-    /// ranking sort finds them sorted.
-    fn fill_children(
-        &self,
-        mut children: Vec<(u64, Item)>,
-        units: u64,
-        mut place: impl FnMut(Item, u64) -> CoreResult<()>,
-    ) -> CoreResult<()> {
-        children.retain(|&(capacity, _)| capacity > 0);
-        let used = fill_shares(&mut children, units)?;
-        let chosen = &mut children[..used];
-        if let Some(index) = self.view.ranks() {
-            chosen.sort_unstable_by_key(|&(_, item)| match item {
-                Item::Node(id) => index.node_rank(id),
-                Item::Domain(id) => index.domain_rank(id),
-            });
-        }
-        for &(share, child) in chosen.iter() {
-            place(child, share)?;
-        }
-        Ok(())
     }
 
     /// Rule 5: gives `pods` pods the lowest-indexed free healthy GPUs of `node`, or, on a
@@ -508,30 +484,32 @@ impl<'a, V: CapacityView> Search<'a, V> {
     }
 }
 
-/// Rule 4's choice over children with their capacities (in path order; units are pods, or
-/// slices of a slice request): a child that holds all `remaining` takes them (the smallest
-/// such capacity, then the smallest path); otherwise the child with the largest capacity
-/// (then the smallest path) is filled and the rest continues. The chosen children end up
-/// first, each with its units in place of its capacity; returns how many there are.
-fn fill_shares(children: &mut [(u64, Item)], mut remaining: u64) -> CoreResult<usize> {
+/// Rule 4 over children with their capacities (in path order; units are pods, or slices of
+/// a slice request): a child that holds all `remaining` takes them (the smallest such
+/// capacity, then the smallest path); otherwise the child with the largest capacity (then the
+/// smallest path) is filled and the rest continues. `place` puts units into one child.
+fn fill_children(
+    mut children: Vec<(u64, Item)>,
+    mut remaining: u64,
+    mut place: impl FnMut(Item, u64) -> CoreResult<()>,
+) -> CoreResult<()> {
+    children.retain(|&(capacity, _)| capacity > 0);
     // Largest capacity first; the sort is stable, so equal capacities stay in path order.
     children.sort_by_key(|&(capacity, _)| std::cmp::Reverse(capacity));
-    let mut filled = 0;
+    let mut unused = children.as_slice();
     while remaining > 0 {
-        let unused = &children[filled..];
         let holding_all = unused.partition_point(|&(capacity, _)| capacity >= remaining);
         if holding_all > 0 {
             let smallest = unused[holding_all - 1].0;
             let first = unused.partition_point(|&(capacity, _)| capacity > smallest);
-            children.swap(filled, filled + first);
-            children[filled].0 = remaining;
-            return Ok(filled + 1);
+            return place(unused[first].1, remaining);
         }
-        let Some(&(capacity, _)) = unused.first().filter(|&&(capacity, _)| capacity > 0) else {
+        let Some((&(capacity, child), rest)) = unused.split_first() else {
             return Err(internal("a domain held fewer pods than counted"));
         };
+        place(child, capacity)?;
         remaining -= capacity;
-        filled += 1;
+        unused = rest;
     }
-    Ok(filled)
+    Ok(())
 }
