@@ -133,7 +133,7 @@ def test_a_repair_that_needs_more_room_widens_only_when_asked() -> None:
     cluster = racks_of(2, 2, 4)
     job = cluster.commit(cluster.reserve(GangRequest(3, 8, required_level="spine")))
     nodes = [pod.node for pod in job.placement.pods]
-    cluster.commit(cluster.reserve(GangRequest(1, 8, selector={})))  # the rack's last node
+    cluster.commit(cluster.reserve(GangRequest(1, 8)))  # the rack's last node
     cluster.remove_node(nodes[1])
     cluster.set_gpu_health(nodes[2], 0, False)
     (allocation, _) = sorted(cluster.allocations(), key=lambda a: -len(a.placement.pods))
