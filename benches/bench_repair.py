@@ -86,3 +86,75 @@ def bench_plan_repair_reference(benchmark: Any, broken: dict[str, Any], widen: b
         assert [(r, p.node, tuple(p.gpus)) for r, p in got.replacements] == [
             (r, p.node, tuple(p.gpus)) for r, p in expected.replacements
         ]
+
+
+@pytest.fixture(scope="module")
+def cycling(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """A cluster of its own for the repair cycle (each round fails 8 ranks afresh), and a
+    reference twin with the gang as its own hold."""
+    smoke = request.config.getoption("benchmark_disable", default=False)
+    shape = synth.SHAPES["tiny" if smoke else "colossus100k"]
+    cluster, _ = synth.build(shape, fill=0.5 if smoke else 0.9, seed=1)
+    gang = GangRequest(4 if smoke else 64, shape.gpus_per_node)
+    allocation = cluster.commit(cluster.reserve(gang))
+    oracle, twin_id = twin_with(cluster, shape, allocation, gang)
+    return {
+        "cluster": cluster,
+        "oracle": oracle,
+        "allocation": allocation.id,
+        "twin_id": twin_id,
+        "step": 2 if smoke else 8,
+        "failed": [],
+    }
+
+
+def fail_ranks(cluster: Any, hold: str, step: int, failed: list[tuple[str, int]]) -> None:
+    """Heals the GPUs the previous round failed, then fails GPU 0 of every `step`-th rank's
+    node (8 ranks of the 64), so that every round repairs 8 lost ranks on a cluster whose
+    capacity stays the same."""
+    for node, gpu in failed:
+        cluster.set_gpu_health(node, gpu, True)
+    failed.clear()
+    (allocation,) = [a for a in cluster.allocations() if a.id == hold]
+    for pod in allocation.placement.pods[::step][:8]:
+        cluster.set_gpu_health(pod.node, pod.gpus[0], False)
+        failed.append((pod.node, pod.gpus[0]))
+
+
+def repair_cycle(cluster: Any, hold: str) -> Any:
+    """The whole repair: plan (widened), hold, merge."""
+    plan = cluster.plan_repair(hold, widen=True)
+    assert plan is not None
+    return cluster.commit_repair(cluster.repair(plan))
+
+
+def bench_repair_cycle(benchmark: Any, cycling: dict[str, Any]) -> None:
+    """8 lost ranks of the 64 x 8 gang: ``plan_repair(widen=True)``, ``repair`` and
+    ``commit_repair`` (the failures are made before each round, outside the timing)."""
+    cluster = cycling["cluster"]
+    hold, step, failed = cycling["allocation"], cycling["step"], cycling["failed"]
+    merged = benchmark.pedantic(
+        repair_cycle,
+        args=(cluster, hold),
+        setup=lambda: fail_ranks(cluster, hold, step, failed),
+        rounds=5 if benchmark.disabled else 300,
+        iterations=1,
+    )
+    assert merged.id == hold and merged.lost == ()
+    benchmark.extra_info.update(op="plan_repair+repair+commit_repair", lost=len(failed))
+    cluster.check_invariants()
+
+
+def bench_repair_cycle_reference(benchmark: Any, cycling: dict[str, Any]) -> None:
+    """The same cycle by ``gangplace.reference`` (one round)."""
+    oracle = cycling["oracle"]
+    hold = cycling["twin_id"]
+    failed: list[tuple[str, int]] = []
+    merged = benchmark.pedantic(
+        repair_cycle,
+        args=(oracle, hold),
+        setup=lambda: fail_ranks(oracle, hold, cycling["step"], failed),
+        rounds=1,
+        iterations=1,
+    )
+    assert merged.id == hold and merged.lost == ()

@@ -104,6 +104,8 @@ def test_the_readme_limits_table_states_the_exported_limits() -> None:
     assert table["`ttl`"] == "(0, 7 days]" and LIMITS["max_ttl_seconds"] == 7 * 24 * 3600
     assert "default 30 s" in table["`ttl` default"]
     assert LIMITS["default_ttl_seconds"] == 30.0
+    assert "60 s for `repair`" in table["`ttl` default"]
+    assert LIMITS["default_repair_ttl_seconds"] == 60.0
     assert f"{LIMITS['remembered_ended_holds']:,}" in table["ended holds remembered"]
 
 
@@ -113,6 +115,7 @@ def test_the_reference_uses_the_exported_limits() -> None:
     assert LIMITS["max_gpus_per_node"] == values.MAX_GPUS_PER_NODE
     assert LIMITS["max_nodes"] == values.MAX_NODES
     assert LIMITS["default_ttl_seconds"] == values.DEFAULT_TTL_SECONDS
+    assert LIMITS["default_repair_ttl_seconds"] == values.DEFAULT_REPAIR_TTL_SECONDS
 
 
 def test_synth_and_numpy_load_lazily() -> None:

@@ -202,15 +202,9 @@ def repair_tuple(plan: Any) -> Any:
     return plan.lost, pods, plan.level, tuple(plan.domain), tuple(plan.from_spares)
 
 
-@given(
-    data=st.data(),
-    nodes=small_clusters(),
-    policy=st.sampled_from(("best-fit", "first-fit")),
-)
-def test_repair_plans_agree_with_the_reference(
-    data: st.DataObject, nodes: list[NodeSpec], policy: str
-) -> None:
-    engine, oracle = twins(LEVELS, nodes, policy)
+def committed_gangs(data: st.DataObject, engine: Any, oracle: Any) -> dict[str, str]:
+    """Commits 1-4 random gangs (plain or sliced) on both twins where they fit; returns the
+    engine's allocation ids mapped to the reference's."""
     ids: dict[str, str] = {}
     for _ in range(data.draw(st.integers(1, 4), label="gangs")):
         if data.draw(st.booleans(), label="sliced"):
@@ -225,17 +219,35 @@ def test_repair_plans_agree_with_the_reference(
         if engine.place_gang(request) is None:
             continue
         ids[engine.commit(engine.reserve(request)).id] = oracle.commit(oracle.reserve(request)).id
+    return ids
+
+
+def fail_one(data: st.DataObject, engine: Any, oracle: Any, label: str) -> bool:
+    """Removes a node or fails one of its GPUs on both twins; ``False`` once no node is left."""
+    node = data.draw(st.sampled_from(sorted(engine.nodes())), label=label)
+    if data.draw(st.booleans(), label="remove"):
+        engine.remove_node(node)
+        oracle.remove_node(node)
+    else:
+        gpu = data.draw(st.integers(0, engine.node(node).gpus - 1), label="gpu")
+        engine.set_gpu_health(node, gpu, False)
+        oracle.set_gpu_health(node, gpu, False)
+    return bool(engine.nodes())
+
+
+@given(
+    data=st.data(),
+    nodes=small_clusters(),
+    policy=st.sampled_from(("best-fit", "first-fit")),
+)
+def test_repair_plans_agree_with_the_reference(
+    data: st.DataObject, nodes: list[NodeSpec], policy: str
+) -> None:
+    engine, oracle = twins(LEVELS, nodes, policy)
+    ids = committed_gangs(data, engine, oracle)
     assume(ids)
     for _ in range(data.draw(st.integers(1, 4), label="failures")):
-        node = data.draw(st.sampled_from(sorted(engine.nodes())), label="node")
-        if data.draw(st.booleans(), label="remove"):
-            engine.remove_node(node)
-            oracle.remove_node(node)
-        else:
-            gpu = data.draw(st.integers(0, engine.node(node).gpus - 1), label="gpu")
-            engine.set_gpu_health(node, gpu, False)
-            oracle.set_gpu_health(node, gpu, False)
-        if not engine.nodes():
+        if not fail_one(data, engine, oracle, "node"):
             return
     for allocation in engine.allocations():
         twin = ids[allocation.id]

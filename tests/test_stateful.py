@@ -5,12 +5,13 @@ the clock by small and huge steps, reserve by request (with random priorities an
 a possibly stale placement, reserve multi-role gangs (a leader colocated with its workers),
 adopt running work (explicit GPUs or counts), commit, roll back
 and release (twice, out of order, as the wrong owner), change priorities, ask hold statuses,
-plan and apply preemptions and defragmentations, and snapshot-and-restore in the middle of a
-run, continuing on the restored copies. Both sides hand out sequential ids (a test-build
-switch), so that tie-breaks by id agree.
+plan and apply preemptions and defragmentations, plan, hold and commit repairs, and
+snapshot-and-restore in the middle of a run, continuing on the restored copies. Both sides
+hand out sequential ids (a test-build switch), so that tie-breaks by id agree.
 
 After every step: no GPU is held twice; every allocation's lost ranks (README "Repair") are
-those of the reference; on every node free + reserved + allocated +
+those of the reference, and a slice gang's ranks (repaired or not) lie in their slices;
+repair reservations name the same allocations and ranks; on every node free + reserved + allocated +
 unhealthy-and-unheld == gpus; ``check_invariants()`` passes; and the engine agrees with
 ``gangplace.reference`` on every node, the totals and the live holds.
 
@@ -472,6 +473,46 @@ class EngineVersusReference(RuleBasedStateMachine):
         if got[0] == "ok":
             assert got[1] == expected[1]
 
+    @rule(
+        target=holds,
+        hold=holds,
+        widen=st.booleans(),
+        owner=st.sampled_from(OWNERS),
+        fail=st.integers(0, 7),
+        merge=st.booleans(),
+    )
+    def repair(self, hold: str, widen: bool, owner: str | None, fail: int, merge: bool) -> str:
+        """Fails a GPU of the allocation's pod ``fail`` (modulo its pods), then plans a repair
+        on both sides and holds it (README "Repair after failures", R4); with ``merge``, commits
+        it at once (the ``commit_repair`` rule also commits it later, or another hold)."""
+        live = [a for a in self.engine.allocations() if a.id == hold]
+        if live:
+            pod = live[0].placement.pods[fail % len(live[0].placement.pods)]
+            if pod.node in self.engine.nodes():
+                self._both("set_gpu_health", pod.node, pod.gpus[-1], False)
+        got, expected = self._both_ids("plan_repair", hold, widen=widen, owner=owner)
+        if got[0] != "ok" or got[1] is None or expected[1] is None:
+            return UNKNOWN
+        held = self._held(
+            outcome(self.engine.repair, got[1], owner=owner),
+            outcome(self.oracle.repair, expected[1], owner=owner),
+        )
+        event("repair: " + ("held" if held != UNKNOWN else "refused"))
+        if merge and held != UNKNOWN:
+            self.commit_repair(held, owner)
+        return held
+
+    @rule(hold=holds, owner=st.sampled_from(OWNERS))
+    def commit_repair(self, hold: str, owner: str | None) -> None:
+        """Merges a repair reservation (R5); on other holds, the same errors on both sides."""
+        got, expected = self._both_ids("commit_repair", hold, owner=owner)
+        if got[0] == expected[0] == "ok":
+            assert as_tuple(got[1].placement) == as_tuple(expected[1].placement)
+            assert got[1].lost == expected[1].lost == ()
+            event("commit_repair: merged")
+        else:
+            assert got == expected
+
     @rule(node=st.sampled_from(NAMES), gpu=st.integers(0, 7), healthy=st.booleans())
     def set_health(self, node: str, gpu: int, healthy: bool) -> None:
         got, expected = self._both("set_gpu_health", node, gpu, healthy)
@@ -565,11 +606,30 @@ class EngineVersusReference(RuleBasedStateMachine):
                 assert hold.since == other.since
                 if listing == "allocations":
                     assert hold.lost == other.lost, "lost ranks disagree"
+                    self._slices_hold(hold)
+                else:
+                    repairs = None if hold.repairs is None else self.ids[hold.repairs]
+                    assert (repairs, hold.repaired_ranks) == (other.repairs, other.repaired_ranks)
         for reservation in self.engine.reservations():
             for pod in reservation.placement.pods:
                 for gpu in pod.gpus:
                     assert (pod.node, gpu) not in held, "a GPU is reserved twice"
                     held.add((pod.node, gpu))
+
+    def _slices_hold(self, allocation: Any) -> None:
+        """Every rank of a slice gang still lies in its innermost slice's domain (repairs
+        included), on the nodes it still holds."""
+        request = allocation.request
+        if not isinstance(request, GangRequest) or not request.slices:
+            return
+        inner = request.slices[-1][1]
+        for rank, pod in enumerate(allocation.placement.pods):
+            if rank in allocation.lost or pod.node not in self.engine.nodes():
+                continue
+            node = self.engine.node(pod.node)
+            path = (*(node.topology[level] for level in LEVELS), pod.node)
+            where = tuple(allocation.placement.slices[rank // inner])
+            assert path[: len(where)] == where, "a rank left its slice"
 
 
 EngineVersusReference.TestCase.settings = settings(

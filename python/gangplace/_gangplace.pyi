@@ -35,7 +35,7 @@ LIMITS: MappingProxyType[str, int | float]
 
 Keys: ``max_gpus_per_node``, ``max_nodes``, ``max_levels``, ``max_name_bytes``,
 ``max_gang_gpus``, ``max_slice_layers``, ``max_groups``, ``max_ttl_seconds``,
-``default_ttl_seconds``, ``remembered_ended_holds``.
+``default_ttl_seconds``, ``default_repair_ttl_seconds``, ``remembered_ended_holds``.
 """
 
 @final
@@ -321,7 +321,7 @@ class Placement:
         """
     @property
     def nodes(self) -> tuple[str, ...]:
-        """Distinct node names in rank order."""
+        """Distinct node names in order of their first rank (a repair keeps ranks in place)."""
     @property
     def slices(self) -> tuple[tuple[str, ...], ...]:
         """Slice gangs: the domain path of every innermost slice, in rank order."""
@@ -380,6 +380,18 @@ class Reservation:
     @property
     def since(self) -> float:
         """Clock time of ``reserve``."""
+    @property
+    def repairs(self) -> str | None:
+        """A repair reservation (``Cluster.repair``): the id of the allocation it repairs.
+
+        ``None`` for other reservations.
+        """
+    @property
+    def repaired_ranks(self) -> tuple[int, ...]:
+        """A repair reservation: the ranks its pods replace, one per pod in pod order.
+
+        Empty for other reservations.
+        """
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
@@ -821,7 +833,8 @@ class Cluster:
         """``"reserved"``, ``"allocated"``, or how the hold ended.
 
         Endings: ``"released"``, ``"rolled-back"``, ``"expired"``, ``"revoked"``,
-        ``"preempted"``, ``"migrated"``. Snapshots keep them.
+        ``"preempted"``, ``"migrated"``, ``"merged"`` (a repair reservation after
+        ``commit_repair``). Snapshots keep them.
 
         Raises:
             UnknownReservation: Unknown id, another owner's, or ended too long ago.
@@ -880,6 +893,50 @@ class Cluster:
         Raises:
             UnknownReservation: No such id, or another owner's.
             ReservationError: A reservation, or an ended allocation.
+
+        """
+    def repair(
+        self, plan: RepairPlan, *, ttl: float = 60.0, owner: str | None = None
+    ) -> Reservation:
+        """Reserves a repair plan's replacement GPUs, tied to its allocation.
+
+        Re-validates (README "Repair after failures", R4): the allocation is live, its lost
+        ranks are the plan's, and every target GPU is still free, healthy and inside its
+        domain (its slice's for a slice gang). The reservation's pods are the replacements in
+        rank order; ``.repairs`` names the allocation. Commit it with ``commit_repair``.
+
+        Args:
+            plan: From ``plan_repair``.
+            ttl: Lifetime in seconds; ``commit_repair`` before it runs out.
+            owner: Who holds the repair reservation (and may see the allocation).
+
+        Raises:
+            Conflict: The plan is stale (lost ranks changed, or a target GPU is taken); nothing
+                is held.
+            UnknownReservation: No such allocation, or another owner's.
+            ReservationError: The allocation ended, or is a reservation.
+            LimitExceeded: The owner would exceed ``max_held_gpus_per_owner``.
+            InvalidRequest: Bad ``ttl`` or ``owner``, or a plan that repairs nothing.
+
+        """
+    def commit_repair(
+        self, reservation: Reservation | str, *, owner: str | None = None
+    ) -> Allocation:
+        """Merges a repair reservation into its allocation, which keeps its id.
+
+        README "Repair after failures", R5: the lost ranks point at the new pods, the lost
+        pods' healthy GPUs go back to the pool, ``lost`` becomes empty, and the domain widens
+        only if a replacement lies outside it.
+
+        Raises:
+            Conflict: The allocation's lost ranks changed since ``repair``; the repair
+                reservation is rolled back.
+            ReservationExpired: It ran out.
+            ReservationRevoked: One of its GPUs became unhealthy or its node was removed.
+            UnknownReservation: No such id, or another owner's.
+            ReservationError: Not a repair reservation, rolled back (also when its allocation
+                ended) or already merged.
+            LimitExceeded: The allocation's owner would exceed ``max_held_gpus_per_owner``.
 
         """
     def preempt(

@@ -50,6 +50,7 @@ from gangplace.reference.values import (
     Path,
     Placement,
     PlacementLike,
+    PodLike,
     PodPlacement,
     Request,
     Reservation,
@@ -90,6 +91,8 @@ class _Hold:
     since: float = 0.0
     request: Request | None = None
     roles: RolesRequest | None = None  # a multi-role hold's request (then ``request`` is None)
+    repairs: str | None = None  # a repair reservation: the allocation it repairs
+    repaired_ranks: tuple[int, ...] = ()  # and the ranks its pods replace, in pod order
 
     @property
     def asked(self) -> AnyRequest | None:
@@ -107,6 +110,8 @@ class _Hold:
             self.movable,
             self.since,
             self.asked,
+            self.repairs,
+            self.repaired_ranks,
         )
 
     def allocation(self, hid: str, nodes: Mapping[str, _Node]) -> Allocation:
@@ -340,11 +345,15 @@ class Cluster(Planning, Removals, Adoption, Repairs):
         return now
 
     def _end(self, hid: str, ending: str) -> None:
+        """Ends a hold; an allocation takes its repair reservations with it (rolled back)."""
         hold = self._holds.pop(hid)
         for name, gpus in hold.gpus.items():
             node = self._nodes[name]
             (node.allocated if hold.committed else node.reserved).difference_update(gpus)
         self._remember(hid, ending, hold.owner)
+        if hold.committed:
+            for repair in sorted(r for r, h in self._holds.items() if h.repairs == hid):
+                self._end(repair, "rolled-back")
 
     def _remember(self, hid: str, ending: str, owner: str | None) -> None:
         if len(self._ended) >= REMEMBERED_ENDED_HOLDS:
@@ -458,38 +467,40 @@ class Cluster(Planning, Removals, Adoption, Repairs):
             )
         return node
 
+    def _check_pod(self, placement: PlacementLike, pod: PodLike) -> _Node:
+        """Conflict unless the pod's GPUs are free and healthy on a usable node of the domain."""
+        node = self._pod_node(placement, pod.node)
+        if not pod.gpus:
+            raise InvalidRequest(f"a pod on node {json.dumps(pod.node)} has no GPUs")
+        if len(set(pod.gpus)) != len(pod.gpus) or not all(0 <= gpu < node.gpus for gpu in pod.gpus):
+            bad = next(
+                gpu
+                for index, gpu in enumerate(pod.gpus)
+                if not 0 <= gpu < node.gpus or gpu in pod.gpus[:index]
+            )
+            raise Conflict(
+                f"the placement names GPU {bad} of node {json.dumps(pod.node)} "
+                "twice or out of range"
+            )
+        free = set(node.free())
+        taken = sorted(gpu for gpu in pod.gpus if gpu not in free)
+        if taken:
+            why = (
+                "unhealthy"
+                if taken[0] in node.unhealthy
+                else "held by another reservation or allocation"
+            )
+            raise Conflict(
+                f"the placement is stale: GPU {taken[0]} of node {json.dumps(pod.node)} is {why}"
+            )
+        return node
+
     def _check_placement(self, placement: PlacementLike) -> Placement:
         """Conflict unless every GPU of the placement is still free, healthy and usable."""
         seen: set[tuple[str, int]] = set()
         duplicate = False
         for pod in placement.pods:
-            node = self._pod_node(placement, pod.node)
-            if not pod.gpus:
-                raise InvalidRequest(f"a pod on node {json.dumps(pod.node)} has no GPUs")
-            if len(set(pod.gpus)) != len(pod.gpus) or not all(
-                0 <= gpu < node.gpus for gpu in pod.gpus
-            ):
-                bad = next(
-                    gpu
-                    for index, gpu in enumerate(pod.gpus)
-                    if not 0 <= gpu < node.gpus or gpu in pod.gpus[:index]
-                )
-                raise Conflict(
-                    f"the placement names GPU {bad} of node {json.dumps(pod.node)} "
-                    "twice or out of range"
-                )
-            free = set(node.free())
-            taken = sorted(gpu for gpu in pod.gpus if gpu not in free)
-            if taken:
-                why = (
-                    "unhealthy"
-                    if taken[0] in node.unhealthy
-                    else "held by another reservation or allocation"
-                )
-                raise Conflict(
-                    f"the placement is stale: GPU {taken[0]} of node "
-                    f"{json.dumps(pod.node)} is {why}"
-                )
+            self._check_pod(placement, pod)
             duplicate |= any((pod.node, gpu) in seen for gpu in pod.gpus)
             seen.update((pod.node, gpu) for gpu in pod.gpus)
         if not placement.pods:
@@ -525,7 +536,7 @@ class Cluster(Planning, Removals, Adoption, Repairs):
             return ReservationRevoked(f"reservation {hid} was revoked")
         if ending == "rolled-back":
             return ReservationError(f"cannot {doing} {hid}: it was rolled back")
-        if ending in COMMITTED_ENDINGS:
+        if ending in (*COMMITTED_ENDINGS, "merged"):
             return ReservationError(f"cannot {doing} {hid}: it was {ending}")
         return UnknownReservation(f"unknown reservation {hid!r}")
 
@@ -536,6 +547,10 @@ class Cluster(Planning, Removals, Adoption, Repairs):
         hold, ending = self._visible(hid, owner)
         if hold is None:
             raise self._ended_error(hid, ending, "commit")
+        if hold.repairs is not None:
+            raise ReservationError(
+                f"cannot commit {hid}: it repairs allocation {hold.repairs}; use commit_repair"
+            )
         if not hold.committed:
             hold.committed = True
             hold.since = now
@@ -549,7 +564,7 @@ class Cluster(Planning, Removals, Adoption, Repairs):
         self._reclaim()
         hid = self._id(reservation)
         hold, ending = self._visible(hid, owner)
-        if (hold is not None and hold.committed) or ending in COMMITTED_ENDINGS:
+        if (hold is not None and hold.committed) or ending in (*COMMITTED_ENDINGS, "merged"):
             raise ReservationError(
                 f"cannot roll back {hid}: it was committed; release the allocation instead"
             )

@@ -1,12 +1,14 @@
-"""Repair after failures, as readable rules: README "Repair after failures", rules R1-R3.
+"""Repair after failures, as readable rules: README "Repair after failures", rules R1-R5.
 
 ``plan_repair`` finds where all the lost ranks of an allocation go, or says they do not fit;
-``explain_repair`` counts, tier by tier, how many would fit. Lost ranks are grouped into
-classes placed one after another, each seeing the GPUs the earlier ones took: for a slice gang
-the lost ranks of each innermost slice, inside that slice's domain (slices in rank order);
-otherwise the lost ranks of one pod size and group, largest pods first, inside the placement's
-domain, or with ``widen`` the smallest enclosing domain up to the request's coarsest level
-where every class fits. The Rust core (``engine/repair.rs``) must give the same answers.
+``explain_repair`` counts, tier by tier, how many would fit; ``repair`` holds a plan's
+replacement GPUs as a repair reservation and ``commit_repair`` merges it into the allocation.
+Lost ranks are grouped into classes placed one after another, each seeing the GPUs the
+earlier ones took: for a slice gang the lost ranks of each innermost slice, inside that
+slice's domain (slices in rank order); otherwise the lost ranks of one pod size and group,
+largest pods first, inside the placement's domain, or with ``widen`` the smallest enclosing
+domain up to the request's coarsest level where every class fits. The Rust core
+(``engine/repair.rs``, ``engine/repair_commit.rs``) must give the same answers.
 """
 
 from __future__ import annotations
@@ -15,9 +17,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from gangplace.errors import InvalidRequest, ReservationError, UnknownReservation
+from gangplace.errors import (
+    Conflict,
+    InvalidRequest,
+    ReservationError,
+    UnknownReservation,
+)
 from gangplace.reference import rules
-from gangplace.reference.values import Allocation, Path, PodPlacement
+from gangplace.reference.values import (
+    DEFAULT_REPAIR_TTL_SECONDS,
+    Allocation,
+    Path,
+    Placement,
+    PodPlacement,
+    Reservation,
+)
 
 if TYPE_CHECKING:
     from gangplace.reference.oracle import _Hold, _Node
@@ -56,7 +70,18 @@ class Repairs:
         max_level: str | None
         _nodes: dict[str, _Node]
 
+        _holds: dict[str, _Hold]
+
         def _reclaim(self) -> float: ...
+        def _check_call(self, ttl: float, owner: str | None) -> float: ...
+        def _check_cap(self, owner: str | None, gpus: int) -> None: ...
+        def _held_by(self, owner: str | None) -> int: ...
+        def _check_pod(self, placement: Any, pod: Any) -> _Node: ...
+        def _new_id(self) -> str: ...
+        def _end(self, hid: str, ending: str) -> None: ...
+        def _remember(self, hid: str, ending: str, owner: str | None) -> None: ...
+        @staticmethod
+        def _ended_error(hid: str, ending: str | None, doing: str) -> Exception: ...
         def _views(self) -> list[rules.NodeView]: ...
         def _depth_of(self, level: str | None) -> int: ...
         def _visible(self, hid: str, owner: str | None) -> tuple[_Hold | None, str | None]: ...
@@ -121,7 +146,119 @@ class Repairs:
                 tiers["widened"] += self._room(group, path, numa)
         return tiers
 
+    def repair(
+        self,
+        plan: RepairPlan,
+        *,
+        ttl: float = DEFAULT_REPAIR_TTL_SECONDS,
+        owner: str | None = None,
+    ) -> Reservation:
+        """Rule R4: re-validates the plan and holds its replacement GPUs, tied to the allocation."""
+        now = self._check_call(ttl, owner)
+        hid, hold = self._repairable(plan.allocation, owner)
+        if tuple(rank for rank, _ in plan.replacements) != tuple(plan.lost):
+            raise InvalidRequest("the plan's replacements do not match its lost ranks")
+        for rank, pod in plan.replacements:
+            if rank >= len(hold.placement.pods):
+                raise InvalidRequest(f"the plan replaces rank {rank}; the allocation is smaller")
+            if len(pod.gpus) != len(hold.placement.pods[rank].gpus):
+                raise InvalidRequest(f"the plan gives rank {rank} the wrong number of GPUs")
+        lost = hold.lost(self._nodes)
+        if lost != tuple(plan.lost):
+            raise Conflict(f"the plan is stale: allocation {hid} has lost ranks {lost} now")
+        if not plan.replacements:
+            raise InvalidRequest(f"the plan repairs nothing: allocation {hid} has no lost ranks")
+        gpus: dict[str, set[int]] = {}
+        for rank, pod in plan.replacements:
+            within = self._slice_of(hold, rank) or tuple(plan.domain)
+            self._check_pod(replace(hold.placement, domain=within), pod)
+            if gpus.get(pod.node, set()) & set(pod.gpus):
+                raise Conflict("the plan takes one GPU for two pods")
+            gpus.setdefault(pod.node, set()).update(pod.gpus)
+        self._check_cap(owner, sum(len(g) for g in gpus.values()))
+        for name, held in gpus.items():
+            self._nodes[name].reserved.update(held)
+        from gangplace.reference.oracle import _Hold
+
+        pods = tuple(PodPlacement(pod.node, tuple(pod.gpus)) for _, pod in plan.replacements)
+        placement = Placement(pods, plan.level, tuple(plan.domain))
+        new = _Hold(
+            committed=False,
+            expires_at=now + ttl,
+            gpus=gpus,
+            placement=placement,
+            owner=owner,
+            priority=hold.priority,
+            preemptible=hold.preemptible,
+            movable=hold.movable,
+            since=now,
+            repairs=hid,
+            repaired_ranks=tuple(plan.lost),
+        )
+        rid = self._new_id()
+        self._holds[rid] = new
+        return new.reservation(rid)
+
+    def commit_repair(
+        self, reservation: Reservation | str, *, owner: str | None = None
+    ) -> Allocation:
+        """Rule R5: merges a repair reservation into its allocation, which keeps its id."""
+        self._reclaim()
+        rid = self._id(reservation)
+        repair, ending = self._visible(rid, owner)
+        if repair is None:
+            raise self._ended_error(rid, ending, "commit_repair")
+        if repair.committed or repair.repairs is None:
+            raise ReservationError(f"cannot commit_repair {rid}: not a repair reservation")
+        hid = repair.repairs
+        hold = self._holds[hid]
+        lost = hold.lost(self._nodes)
+        if lost != repair.repaired_ranks:
+            self._end(rid, "rolled-back")
+            raise Conflict(f"allocation {hid} has lost ranks {lost} now; repair rolled back")
+        released: dict[str, set[int]] = {}
+        for rank in lost:
+            pod = hold.placement.pods[rank]
+            if pod.node in hold.gpus and pod.node in self._nodes:
+                released.setdefault(pod.node, set()).update(set(pod.gpus) & hold.gpus[pod.node])
+        if hold.owner != repair.owner:
+            freed = sum(len(g) for g in released.values())
+            self._check_cap(hold.owner, repair.gpu_count() - freed)
+        for name, gpus in released.items():
+            self._nodes[name].allocated.difference_update(gpus)
+            hold.gpus[name] -= gpus
+            if not hold.gpus[name]:
+                del hold.gpus[name]
+        for name, gpus in repair.gpus.items():
+            self._nodes[name].reserved.difference_update(gpus)
+            self._nodes[name].allocated.update(gpus)
+            hold.gpus.setdefault(name, set()).update(gpus)
+        pods = list(hold.placement.pods)
+        domain = tuple(hold.placement.domain)
+        for rank, pod in zip(repair.repaired_ranks, repair.placement.pods, strict=True):
+            pods[rank] = pod
+            node = self._nodes[pod.node]
+            path = (*node.path, node.name)
+            shared = 0
+            while shared < min(len(domain), len(path)) and domain[shared] == path[shared]:
+                shared += 1
+            domain = domain[:shared]
+        level = hold.placement.level
+        if len(domain) != len(hold.placement.domain):
+            level = rules.level_name(self.levels, len(domain))
+        hold.placement = replace(hold.placement, pods=tuple(pods), level=level, domain=domain)
+        del self._holds[rid]
+        self._remember(rid, "merged", repair.owner)
+        return hold.allocation(hid, self._nodes)
+
     # ----------------------------------------------------------------- helpers
+
+    def _slice_of(self, hold: _Hold, rank: int) -> Path | None:
+        """The innermost slice domain of ``rank`` for a slice gang, else ``None``."""
+        request = hold.request
+        if request is None or not request.slices:
+            return None
+        return tuple(hold.placement.slices[rank // request.slices[-1][1]])
 
     def _repairable(self, allocation: Allocation | str, owner: str | None) -> tuple[str, _Hold]:
         self._reclaim()

@@ -178,6 +178,7 @@ def dump(cluster: Cluster) -> bytes:
                 "since": hold.since,
                 "groups": [list(entry) for entry in hold.placement.groups_counts],
                 "request": any_record(hold.asked),
+                "repairs": [hold.repairs, list(hold.repaired_ranks)],
             }
             for hid, hold in sorted(cluster._holds.items())
         ],
@@ -239,6 +240,9 @@ def load(cls: type[C], data: bytes, clock: Callable[[], float] | None) -> C:
                 gang,
                 roles,
             )
+            repairs, ranks = entry.get("repairs", (None, ()))
+            cluster._holds[entry["id"]].repairs = repairs
+            cluster._holds[entry["id"]].repaired_ranks = tuple(int(r) for r in ranks)
             for name, indices in held.items():
                 node = cluster._nodes[name]
                 (node.allocated if committed else node.reserved).update(indices)

@@ -34,6 +34,7 @@ MAX_LEVELS = int(LIMITS["max_levels"])
 MAX_NAME_BYTES = int(LIMITS["max_name_bytes"])
 MAX_TTL_SECONDS = float(LIMITS["max_ttl_seconds"])
 DEFAULT_TTL_SECONDS = float(LIMITS["default_ttl_seconds"])
+DEFAULT_REPAIR_TTL_SECONDS = float(LIMITS["default_repair_ttl_seconds"])
 MAX_NODES = int(LIMITS["max_nodes"])
 REMEMBERED_ENDED_HOLDS = int(LIMITS["remembered_ended_holds"])
 NODE, CLUSTER = "node", "cluster"
@@ -239,6 +240,8 @@ class Reservation:
     movable: bool = False
     since: float = 0.0
     request: AnyRequest | None = None
+    repairs: str | None = None  # README "Repair": a repair reservation's allocation
+    repaired_ranks: tuple[int, ...] = ()  # the ranks its pods replace, in pod order
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 //! places GPU ownership bits change; each records its nodes' changes for the capacity views.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use crate::error::{CoreResult, internal};
@@ -37,6 +37,8 @@ pub enum Ending {
     Preempted,
     /// `apply_defrag` moved the allocation elsewhere (a new hold replaces it).
     Migrated,
+    /// `commit_repair` merged the repair reservation into its allocation.
+    Merged,
 }
 
 impl Ending {
@@ -49,6 +51,7 @@ impl Ending {
             Ending::Released => "released",
             Ending::Preempted => "preempted",
             Ending::Migrated => "migrated",
+            Ending::Merged => "merged",
         }
     }
 }
@@ -74,6 +77,17 @@ pub struct Hold {
     pub request: Option<Arc<GangRequest>>,
     /// The multi-role request it was placed for (then `request` is `None`).
     pub roles: Option<Arc<MultiGangRequest>>,
+    /// A repair reservation: the allocation it repairs and the ranks its pods replace.
+    pub repair: Option<Arc<RepairLink>>,
+}
+
+/// What ties a repair reservation to its allocation (README "Repair after failures", R4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepairLink {
+    /// The allocation repaired.
+    pub allocation: HoldId,
+    /// The ranks the reservation's pods replace, sorted, one per pod in pod order.
+    pub ranks: Vec<u64>,
 }
 
 impl Hold {
@@ -129,6 +143,8 @@ pub struct Ledger {
     held_by_owner: HashMap<Option<Arc<str>>, u64>,
     /// Per node slot: the live holds with GPUs there, in the order they were made.
     holders: Vec<Vec<(HoldId, GpuSet)>>,
+    /// Per allocation: its live repair reservations, sorted by id.
+    repairs: BTreeMap<HoldId, Vec<HoldId>>,
     /// `Some(state)`: ids come from a seeded generator (splitmix64) instead of the operating
     /// system's randomness, so that a run is repeatable (simulations, tests).
     seeded_ids: std::cell::Cell<Option<u64>>,
@@ -274,7 +290,22 @@ impl Ledger {
             at: hold.expires_at,
             id,
         });
+        if let Some(link) = &hold.repair {
+            let repairs = self.repairs.entry(link.allocation).or_default();
+            if let Err(position) = repairs.binary_search(&id) {
+                repairs.insert(position, id);
+            }
+        }
         self.live.insert(id, hold);
+    }
+
+    fn unlink_repair(&mut self, id: HoldId, link: &RepairLink) {
+        if let Some(repairs) = self.repairs.get_mut(&link.allocation) {
+            repairs.retain(|&repair| repair != id);
+            if repairs.is_empty() {
+                self.repairs.remove(&link.allocation);
+            }
+        }
     }
 
     /// Changes a live hold's priority.
@@ -330,8 +361,83 @@ impl Ledger {
             self.failpoint(step);
         }
         self.count_held(&hold.owner, 0, hold.gpu_count());
+        if let Some(link) = &hold.repair {
+            self.unlink_repair(id, link);
+        }
         let owner = hold.owner;
         self.remember(id, EndedHold { ending, owner });
+        if hold.state == HoldState::Committed {
+            // An allocation that ends takes its repair reservations with it (rolled back).
+            for repair in self.repairs.remove(&id).unwrap_or_default() {
+                self.end(states, changes, repair, Ending::RolledBack);
+            }
+        }
+    }
+
+    /// Merges repair reservation `id` into its allocation (README "Repair after failures",
+    /// R5): its GPUs become the allocation's, `released` (the lost pods' GPUs still held)
+    /// go back to the pool, the allocation's placement becomes `placement`, and the
+    /// reservation ends as merged. The caller has checked everything.
+    pub fn merge_repair(
+        &mut self,
+        states: &mut NodeStates,
+        changes: &mut Changes,
+        id: HoldId,
+        released: &[(NodeId, GpuSet)],
+        placement: Arc<Placement>,
+    ) {
+        let Some(link) = self.live.get(&id).and_then(|hold| hold.repair.clone()) else {
+            return;
+        };
+        let Some(repair) = self.live.remove(&id) else {
+            return;
+        };
+        self.expiries.remove(&Expiry {
+            at: repair.expires_at,
+            id,
+        });
+        self.unlink_repair(id, &link);
+        for (step, &(node, gpus)) in repair.gpus_by_node.iter().enumerate() {
+            states.update(node, changes, |state| {
+                state.reserved &= !gpus;
+                state.allocated |= gpus;
+            });
+            self.remove_holder(node, id);
+            self.failpoint(step);
+        }
+        for &(node, gpus) in released {
+            states.update(node, changes, |state| state.allocated &= !gpus);
+        }
+        let target = link.allocation;
+        let Some(allocation) = self.live.get_mut(&target) else {
+            return;
+        };
+        let merged = merged_gpus(&allocation.gpus_by_node, released, &repair.gpus_by_node);
+        let touched: BTreeSet<NodeId> = (allocation.gpus_by_node.iter())
+            .chain(&merged)
+            .map(|&(node, _)| node)
+            .collect();
+        allocation.gpus_by_node = merged;
+        allocation.placement = placement;
+        let owner = allocation.owner.clone();
+        let held: Vec<(NodeId, GpuSet)> = allocation.gpus_by_node.clone();
+        for node in touched {
+            self.remove_holder(node, target);
+            if let Ok(at) = held.binary_search_by_key(&node, |&(on, _)| on) {
+                self.add_holder(node, target, held[at].1);
+            }
+        }
+        let freed: u64 = released.iter().map(|&(_, g)| u64::from(g.count())).sum();
+        self.count_held(&repair.owner, 0, repair.gpu_count());
+        self.count_held(&owner, repair.gpu_count(), freed);
+        let owner = repair.owner;
+        self.remember(
+            id,
+            EndedHold {
+                ending: Ending::Merged,
+                owner,
+            },
+        );
     }
 
     /// Drops `node` from an allocation before the node is removed: the GPUs there are gone
@@ -380,6 +486,33 @@ impl Ledger {
                 return Err(format!("the holders index of node slot {slot} is stale"));
             }
         }
+        self.check_repairs()
+    }
+
+    /// Every repair reservation names a live allocation, and the index lists exactly them.
+    fn check_repairs(&self) -> Result<(), String> {
+        let mut expected: BTreeMap<HoldId, Vec<HoldId>> = BTreeMap::new();
+        for (&id, hold) in &self.live {
+            let Some(link) = &hold.repair else { continue };
+            let target = self.live.get(&link.allocation);
+            if hold.state != HoldState::Reserved
+                || target.is_none_or(|target| target.state != HoldState::Committed)
+                || link.ranks.len() != hold.placement.pods.len()
+                || !link.ranks.windows(2).all(|pair| pair[0] < pair[1])
+                || target.is_some_and(|target| {
+                    link.ranks.last().copied().unwrap_or(0) >= target.placement.pods.len() as u64
+                })
+            {
+                return Err(format!(
+                    "repair reservation {id} is not tied to a live allocation"
+                ));
+            }
+            expected.entry(link.allocation).or_default().push(id);
+        }
+        expected.values_mut().for_each(|ids| ids.sort_unstable());
+        if expected != self.repairs {
+            return Err("the index of repair reservations is stale".into());
+        }
         Ok(())
     }
 
@@ -391,6 +524,25 @@ impl Ledger {
             }
         }
     }
+}
+
+/// `held` less `released` plus `added`, per node sorted by node id, empty nodes dropped.
+fn merged_gpus(
+    held: &[(NodeId, GpuSet)],
+    released: &[(NodeId, GpuSet)],
+    added: &[(NodeId, GpuSet)],
+) -> Vec<(NodeId, GpuSet)> {
+    let mut by_node: BTreeMap<NodeId, GpuSet> = held.iter().copied().collect();
+    for &(node, gpus) in released {
+        if let Some(set) = by_node.get_mut(&node) {
+            *set &= !gpus;
+        }
+    }
+    for &(node, gpus) in added {
+        *by_node.entry(node).or_default() |= gpus;
+    }
+    by_node.retain(|_, gpus| !gpus.is_empty());
+    by_node.into_iter().collect()
 }
 
 /// One step of splitmix64: the output and the next state (Steele, Lea and Flood, 2014).

@@ -20,6 +20,9 @@ pub const MAX_SLICE_LAYERS: usize = 3;
 pub const MAX_TTL_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
 /// Lifetime of a reservation when the caller gives none, in seconds.
 pub const DEFAULT_TTL_SECONDS: f64 = 30.0;
+/// Lifetime of a repair reservation when `repair` is not given one (README "Repair after
+/// failures", R4).
+pub const DEFAULT_REPAIR_TTL_SECONDS: f64 = 60.0;
 /// Ended reservations remembered (so that a second `rollback`/`release` answers `False`
 /// rather than `UnknownReservation`). Older ones are forgotten first.
 pub const REMEMBERED_ENDED_HOLDS: usize = 65_536;

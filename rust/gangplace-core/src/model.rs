@@ -270,12 +270,14 @@ pub struct Placement {
 }
 
 impl Placement {
-    /// Distinct node names in rank order. Ranking sorts pods by node path, so the pods of a
-    /// node are consecutive and one comparison with the previous name suffices.
+    /// Distinct node names in order of their first rank. Ranking sorts pods by node path, so
+    /// the pods of a node are consecutive, except after a repair (replacements keep their
+    /// ranks): a set of the names seen catches those.
     pub fn nodes(&self) -> Vec<&str> {
         let mut nodes: Vec<&str> = Vec::new();
+        let mut seen: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
         for pod in &self.pods {
-            if nodes.last() != Some(&&*pod.node) {
+            if nodes.last() != Some(&&*pod.node) && seen.insert(&pod.node) {
                 nodes.push(&pod.node);
             }
         }
@@ -302,6 +304,10 @@ pub struct Reservation {
     pub request: Option<Arc<GangRequest>>,
     /// The multi-role request it was placed for (then `request` is `None`).
     pub roles: Option<Arc<MultiGangRequest>>,
+    /// A repair reservation (`Cluster.repair`): the allocation it repairs.
+    pub repairs: Option<HoldId>,
+    /// A repair reservation: the ranks its pods replace, one per pod in pod order.
+    pub repaired_ranks: Vec<u64>,
 }
 
 /// A committed reservation.

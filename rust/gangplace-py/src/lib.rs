@@ -57,6 +57,10 @@ mod _gangplace {
         limits.set_item("max_groups", core::MAX_GROUPS)?;
         limits.set_item("max_ttl_seconds", core::MAX_TTL_SECONDS)?;
         limits.set_item("default_ttl_seconds", core::DEFAULT_TTL_SECONDS)?;
+        limits.set_item(
+            "default_repair_ttl_seconds",
+            core::DEFAULT_REPAIR_TTL_SECONDS,
+        )?;
         limits.set_item("remembered_ended_holds", core::REMEMBERED_ENDED_HOLDS)?;
         let types = module.py().import("types")?;
         module.add(

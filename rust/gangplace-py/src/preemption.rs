@@ -307,7 +307,8 @@ impl Cluster {
     /// ``"reserved"``, ``"allocated"``, or how the hold ended.
     ///
     /// Endings: ``"released"``, ``"rolled-back"``, ``"expired"``, ``"revoked"``,
-    /// ``"preempted"``, ``"migrated"``. Snapshots keep them.
+    /// ``"preempted"``, ``"migrated"``, ``"merged"`` (a repair reservation after
+    /// ``commit_repair``). Snapshots keep them.
     ///
     /// Raises:
     ///     UnknownReservation: Unknown id, another owner's, or ended too long ago.

@@ -1,13 +1,15 @@
-//! Repair after failures in Python: `RepairPlan` and the `Cluster` methods `plan_repair` and
-//! `explain_repair` (README "Repair after failures").
+//! Repair after failures in Python: `RepairPlan` and the `Cluster` methods `plan_repair`,
+//! `explain_repair`, `repair` and `commit_repair` (README "Repair after failures").
 
 use gangplace_core::RepairPlan as CorePlan;
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use crate::cluster::Cluster;
 use crate::cluster_args::{hold_id, owner as owner_name};
-use crate::types::{PodPlacement, py_repr};
+use crate::convert;
+use crate::types::{Allocation, PodPlacement, Reservation, py_repr};
 
 /// What ``Cluster.plan_repair`` proposes: where each lost rank of an allocation goes.
 #[pyclass(frozen, eq, module = "gangplace._gangplace")]
@@ -137,5 +139,82 @@ impl Cluster {
             counts.set_item(tier, count)?;
         }
         Ok(counts)
+    }
+
+    /// Reserves a repair plan's replacement GPUs, tied to its allocation.
+    ///
+    /// Re-validates (README "Repair after failures", R4): the allocation is live, its lost
+    /// ranks are the plan's, and every target GPU is still free, healthy and inside its
+    /// domain (its slice's for a slice gang). The reservation's pods are the replacements in
+    /// rank order; ``.repairs`` names the allocation. Commit it with ``commit_repair``.
+    ///
+    /// Args:
+    ///     plan: From ``plan_repair``.
+    ///     ttl: Lifetime in seconds; ``commit_repair`` before it runs out.
+    ///     owner: Who holds the repair reservation (and may see the allocation).
+    ///
+    /// Raises:
+    ///     Conflict: The plan is stale (lost ranks changed, or a target GPU is taken); nothing
+    ///         is held.
+    ///     UnknownReservation: No such allocation, or another owner's.
+    ///     ReservationError: The allocation ended, or is a reservation.
+    ///     LimitExceeded: The owner would exceed ``max_held_gpus_per_owner``.
+    ///     InvalidRequest: Bad ``ttl`` or ``owner``, or a plan that repairs nothing.
+    #[pyo3(
+        signature = (plan, *, ttl = None, owner = None),
+        text_signature = "(self, plan, *, ttl=60.0, owner=None)"
+    )]
+    fn repair(
+        &self,
+        py: Python<'_>,
+        plan: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        owner: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Reservation> {
+        let plan = plan.cast::<RepairPlan>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "plan must be a RepairPlan, not {}",
+                convert::type_name(plan)
+            ))
+        })?;
+        let plan = plan.get().inner.clone();
+        let ttl = ttl.map_or(Ok(gangplace_core::DEFAULT_REPAIR_TTL_SECONDS), |t| {
+            convert::seconds(t, "ttl")
+        })?;
+        let owner = owner_name(owner)?;
+        let now = self.now(py)?;
+        let inner = self.run_detached(py, |engine| {
+            Ok(engine.repair(&plan, ttl, owner.as_deref(), now)?)
+        })?;
+        Ok(Reservation { inner })
+    }
+
+    /// Merges a repair reservation into its allocation, which keeps its id.
+    ///
+    /// README "Repair after failures", R5: the lost ranks point at the new pods, the lost
+    /// pods' healthy GPUs go back to the pool, ``lost`` becomes empty, and the domain widens
+    /// only if a replacement lies outside it.
+    ///
+    /// Raises:
+    ///     Conflict: The allocation's lost ranks changed since ``repair``; the repair
+    ///         reservation is rolled back.
+    ///     ReservationExpired: It ran out.
+    ///     ReservationRevoked: One of its GPUs became unhealthy or its node was removed.
+    ///     UnknownReservation: No such id, or another owner's.
+    ///     ReservationError: Not a repair reservation, rolled back (also when its allocation
+    ///         ended) or already merged.
+    ///     LimitExceeded: The allocation's owner would exceed ``max_held_gpus_per_owner``.
+    #[pyo3(signature = (reservation, *, owner = None))]
+    fn commit_repair(
+        &self,
+        py: Python<'_>,
+        reservation: &Bound<'_, PyAny>,
+        owner: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Allocation> {
+        let id = hold_id(reservation, "reservation")?;
+        let owner = owner_name(owner)?;
+        let now = self.now(py)?;
+        let inner = self.run(|engine| Ok(engine.commit_repair(id, owner.as_deref(), now)?))?;
+        Ok(Allocation { inner })
     }
 }

@@ -133,7 +133,7 @@ impl Placement {
         PyTuple::new(py, &self.inner.domain)
     }
 
-    /// Distinct node names in rank order.
+    /// Distinct node names in order of their first rank (a repair keeps ranks in place).
     #[getter]
     fn nodes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.inner.nodes())
@@ -251,6 +251,8 @@ impl PartialEq for Reservation {
             && self.inner.owner == other.inner.owner
             && self.inner.terms == other.inner.terms
             && self.inner.since.to_bits() == other.inner.since.to_bits()
+            && self.inner.repairs == other.inner.repairs
+            && self.inner.repaired_ranks == other.inner.repaired_ranks
     }
 }
 
@@ -325,6 +327,22 @@ impl Reservation {
         self.inner.since
     }
 
+    /// A repair reservation (``Cluster.repair``): the id of the allocation it repairs.
+    ///
+    /// ``None`` for other reservations.
+    #[getter]
+    fn repairs(&self) -> Option<String> {
+        self.inner.repairs.map(|id| id.to_string())
+    }
+
+    /// A repair reservation: the ranks its pods replace, one per pod in pod order.
+    ///
+    /// Empty for other reservations.
+    #[getter]
+    fn repaired_ranks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.inner.repaired_ranks)
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let parts = [
             format!("id={}", py_repr(py, self.id())?),
@@ -333,6 +351,9 @@ impl Reservation {
         ];
         let mut parts = parts.to_vec();
         parts.extend(terms_parts(self.inner.terms));
+        if let Some(allocation) = self.repairs() {
+            parts.push(format!("repairs={}", py_repr(py, allocation)?));
+        }
         parts.push(format!("placement={}", self.placement().__repr__(py)?));
         Ok(call_repr("Reservation", &parts))
     }

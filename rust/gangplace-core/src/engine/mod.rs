@@ -12,6 +12,8 @@ pub(crate) mod defrag;
 pub(crate) mod explain;
 pub(crate) mod preemption;
 pub(crate) mod repair;
+mod repair_commit;
+mod repair_snapshot;
 pub(crate) mod roles;
 mod roles_defrag;
 mod roles_preemption;

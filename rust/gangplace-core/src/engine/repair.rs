@@ -158,16 +158,7 @@ impl Engine {
     ) -> CoreResult<(Vec<u64>, Vec<RepairClass>, Knobs)> {
         self.reclaim(now);
         self.settle();
-        match self.visible(id, caller) {
-            (Some(HoldState::Committed), _) => {}
-            (Some(HoldState::Reserved), _) => {
-                return Err(CoreError::ReservationError(format!(
-                    "cannot repair {id}: it is a reservation; commit it first"
-                )));
-            }
-            (None, ending) => return Err(Self::repair_ended(id, ending)),
-        }
-        let hold = self.ledger.live(id).ok_or_else(|| unknown(id))?;
+        let hold = self.repairable(id, caller)?;
         let lost = lost_ranks(&self.topology, &self.states, hold);
         let classes = repair_classes(&self.topology, hold, &lost)?;
         let knobs = match &hold.request {
@@ -188,6 +179,20 @@ impl Engine {
             self.capacity.ensure_pool(topology, states, &class.selector);
         }
         Ok((lost, classes, knobs))
+    }
+
+    /// The committed allocation `id` as `caller` may see it, or why it cannot be repaired.
+    pub(crate) fn repairable(&self, id: HoldId, caller: Owner<'_>) -> CoreResult<&Hold> {
+        match self.visible(id, caller) {
+            (Some(HoldState::Committed), _) => {}
+            (Some(HoldState::Reserved), _) => {
+                return Err(CoreError::ReservationError(format!(
+                    "cannot repair {id}: it is a reservation; commit it first"
+                )));
+            }
+            (None, ending) => return Err(Self::repair_ended(id, ending)),
+        }
+        self.ledger.live(id).ok_or_else(|| unknown(id))
     }
 
     fn repair_ended(id: HoldId, ending: Option<crate::ledger::Ending>) -> CoreError {

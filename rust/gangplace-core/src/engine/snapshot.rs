@@ -27,6 +27,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::Engine;
+use super::repair_snapshot::{Repairs, hold_repair, repair_from};
 use super::roles_snapshot::{HoldRoles, Roles, hold_roles, roles_from};
 use super::snapshot_records::{
     RequestRecord, TermsRecord, as_snapshot_error, bad, ending_code, ending_from, owner_from,
@@ -48,9 +49,10 @@ pub const MAGIC: &[u8; 8] = b"GANGPLCE";
 /// version 1 stored a flag; version 3 adds the [`Extension`] after the version 2 body
 /// (`max_level`); version 4 adds [`Shapes`] after that (slice layers of every hold's request
 /// and its placement's slices); version 5 adds the roles of every hold after that (module
-/// `roles_snapshot`: multi-role groups and requests). Versions 2 to 5 are read; version 1
+/// `roles_snapshot`: multi-role groups and requests); version 6 adds the repair links of every
+/// hold after that (module `repair_snapshot`). Versions 2 to 6 are read; version 1
 /// snapshots are refused.
-pub const FORMAT_VERSION: u16 = 5;
+pub const FORMAT_VERSION: u16 = 6;
 const OLDEST_READ: u16 = 2;
 const HEADER_BYTES: usize = 24;
 
@@ -190,6 +192,15 @@ impl Engine {
                 .collect(),
         };
         bytes.extend(postcard::to_stdvec(&roles).map_err(encoding)?);
+        let repairs = Repairs {
+            holds: self
+                .ledger
+                .live_holds_by_id()
+                .into_iter()
+                .map(|(_, hold)| hold_repair(hold))
+                .collect(),
+        };
+        bytes.extend(postcard::to_stdvec(&repairs).map_err(encoding)?);
         Ok(frame(&bytes))
     }
 
@@ -285,7 +296,7 @@ impl Engine {
 
     /// Rebuilds an engine from snapshot bytes; `now` is the restoring clock's reading.
     pub fn restore(bytes: &[u8], now: f64) -> CoreResult<Engine> {
-        let (body, extension, shapes, roles) = decode(bytes)?;
+        let (body, extension, shapes, roles, repairs) = decode(bytes)?;
         let offset = now - body.taken_at;
         if !offset.is_finite() {
             return Err(bad("the snapshot's clock reading is not finite"));
@@ -318,12 +329,17 @@ impl Engine {
         if !roles.holds.is_empty() && roles.holds.len() != body.holds.len() {
             return Err(bad("the roles do not match the holds"));
         }
+        if !repairs.holds.is_empty() && repairs.holds.len() != body.holds.len() {
+            return Err(bad("the repair links do not match the holds"));
+        }
         let mut shapes = shapes.holds.into_iter();
         let mut roles = roles.holds.into_iter();
+        let mut repairs = repairs.holds.into_iter();
         for hold in body.holds {
             let shape = shapes.next().unwrap_or_default();
             let roles = roles.next().unwrap_or_default();
-            engine.restore_hold(hold, shape, roles, offset)?;
+            let repair = repairs.next().unwrap_or_default();
+            engine.restore_hold(hold, (shape, roles, repair), offset)?;
         }
         if body.ended.len() > REMEMBERED_ENDED_HOLDS {
             return Err(bad("more ended holds than are ever remembered"));
@@ -387,8 +403,7 @@ impl Engine {
     fn restore_hold(
         &mut self,
         record: HoldRecord,
-        shape: HoldShape,
-        roles: HoldRoles,
+        (shape, roles, repair): (HoldShape, HoldRoles, Option<(u128, Vec<u64>)>),
         offset: f64,
     ) -> CoreResult<()> {
         let id = HoldId::from_bits(record.id);
@@ -481,7 +496,11 @@ impl Engine {
             since: record.since + offset,
             request: request.map(Arc::new),
             roles: roles.map(Arc::new),
+            repair: repair_from(repair),
         };
+        if committed && hold.repair.is_some() {
+            return Err(bad("an allocation has a repair link"));
+        }
         if !hold.since.is_finite() {
             return Err(bad("a hold has no finite start time"));
         }
@@ -498,7 +517,9 @@ impl Engine {
 }
 
 /// Checks the header and checksum and decodes the body (and, from version 3, its extension).
-fn decode(bytes: &[u8]) -> CoreResult<(Body, Extension, Shapes, Roles)> {
+type Decoded = (Body, Extension, Shapes, Roles, Repairs);
+
+fn decode(bytes: &[u8]) -> CoreResult<Decoded> {
     let header = bytes.get(..HEADER_BYTES).ok_or_else(|| {
         bad(format!(
             "{} bytes is too short for a snapshot header",
@@ -553,10 +574,16 @@ fn decode(bytes: &[u8]) -> CoreResult<(Body, Extension, Shapes, Roles)> {
     } else {
         (Roles::default(), rest)
     };
+    let (repairs, rest) = if version >= 6 {
+        postcard::take_from_bytes::<Repairs>(rest)
+            .map_err(|error| bad(format!("malformed repair links: {error}")))?
+    } else {
+        (Repairs::default(), rest)
+    };
     if !rest.is_empty() {
         return Err(bad("trailing bytes after the body"));
     }
-    Ok((decoded, extension, shapes, roles))
+    Ok((decoded, extension, shapes, roles, repairs))
 }
 
 /// The start time a restored hold was recorded with (commit keeps it).

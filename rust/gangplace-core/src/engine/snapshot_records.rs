@@ -88,6 +88,7 @@ pub(super) fn ending_code(ending: Ending) -> u8 {
         Ending::Released => 3,
         Ending::Preempted => 4,
         Ending::Migrated => 5,
+        Ending::Merged => 6,
     }
 }
 
@@ -99,6 +100,7 @@ pub(super) fn ending_from(code: u8) -> CoreResult<Ending> {
         3 => Ok(Ending::Released),
         4 => Ok(Ending::Preempted),
         5 => Ok(Ending::Migrated),
+        6 => Ok(Ending::Merged),
         other => Err(bad(format!("unknown ending code {other}"))),
     }
 }

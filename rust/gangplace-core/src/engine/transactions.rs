@@ -78,6 +78,11 @@ pub(crate) fn reservation_of(id: HoldId, hold: &Hold) -> Reservation {
         since: hold.since,
         request: hold.request.clone(),
         roles: hold.roles.clone(),
+        repairs: hold.repair.as_ref().map(|link| link.allocation),
+        repaired_ranks: hold
+            .repair
+            .as_ref()
+            .map_or_else(Vec::new, |link| link.ranks.clone()),
     }
 }
 
@@ -169,6 +174,7 @@ impl Engine {
             since: new.since,
             request: new.request,
             roles: new.roles,
+            repair: None,
         };
         let reservation = reservation_of(id, &hold);
         self.ledger.hold(&mut self.states, changes, id, hold);
@@ -264,6 +270,12 @@ impl Engine {
 
     /// The live, uncordoned node of a placement's pod, inside the placement's domain.
     pub(crate) fn pod_node(&self, placement: &Placement, name: &str) -> CoreResult<NodeId> {
+        self.node_inside(&placement.domain, name)
+    }
+
+    /// The live, uncordoned node `name`, inside the domain with path `domain`; otherwise
+    /// [`CoreError::Conflict`] (the placement or plan naming it is stale).
+    pub(crate) fn node_inside(&self, domain: &[String], name: &str) -> CoreResult<NodeId> {
         let stale = |why: &str| CoreError::Conflict(format!("the placement is stale: {why}"));
         let id = self
             .topology
@@ -273,19 +285,18 @@ impl Engine {
             return Err(stale(&format!("node {name:?} is cordoned")));
         }
         let path = self.topology.node_path(id);
-        let inside = placement.domain.len() <= path.len()
-            && placement.domain.iter().zip(&path).all(|(a, b)| a == b);
+        let inside = domain.len() <= path.len() && domain.iter().zip(&path).all(|(a, b)| a == b);
         if !inside {
             return Err(stale(&format!(
                 "node {name:?} is no longer in {}",
-                placement.domain.join("/")
+                domain.join("/")
             )));
         }
         Ok(id)
     }
 
     /// Refuses a pod's GPUs unless they exist on its node and are free and healthy.
-    fn check_pod_gpus(&self, node: NodeId, gpus: GpuSet) -> CoreResult<()> {
+    pub(crate) fn check_pod_gpus(&self, node: NodeId, gpus: GpuSet) -> CoreResult<()> {
         let state = self.states.get(node);
         let name = &self.topology.node(node).name;
         if let Some(gpu) = (gpus & !state.gpus).lowest() {
@@ -328,7 +339,7 @@ impl Engine {
         }
     }
 
-    fn ended_error(id: HoldId, ending: Option<Ending>, doing: &str) -> CoreError {
+    pub(crate) fn ended_error(id: HoldId, ending: Option<Ending>, doing: &str) -> CoreError {
         match ending {
             None => CoreError::UnknownReservation(id.to_string()),
             Some(Ending::Expired) => CoreError::ReservationExpired(id.to_string()),
@@ -336,12 +347,12 @@ impl Engine {
             Some(Ending::RolledBack) => {
                 CoreError::ReservationError(format!("cannot {doing} {id}: it was rolled back"))
             }
-            Some(ending @ (Ending::Released | Ending::Preempted | Ending::Migrated)) => {
-                CoreError::ReservationError(format!(
-                    "cannot {doing} {id}: it was {}",
-                    ending.as_str()
-                ))
-            }
+            Some(
+                ending @ (Ending::Released | Ending::Preempted | Ending::Migrated | Ending::Merged),
+            ) => CoreError::ReservationError(format!(
+                "cannot {doing} {id}: it was {}",
+                ending.as_str()
+            )),
         }
     }
 
@@ -395,6 +406,12 @@ impl Engine {
         if state.is_none() {
             return Err(Self::ended_error(id, ending, "commit"));
         }
+        if let Some(link) = self.ledger.live(id).and_then(|hold| hold.repair.as_ref()) {
+            return Err(CoreError::ReservationError(format!(
+                "cannot commit {id}: it repairs allocation {}; use commit_repair",
+                link.allocation
+            )));
+        }
         let mut changes = Changes::new();
         self.ledger.commit(&mut self.states, &mut changes, id, now);
         self.apply(&changes);
@@ -412,11 +429,12 @@ impl Engine {
                 Ok(true)
             }
             (Some(HoldState::Committed), _)
-            | (None, Some(Ending::Released | Ending::Preempted | Ending::Migrated)) => {
-                Err(CoreError::ReservationError(format!(
-                    "cannot roll back {id}: it was committed; release the allocation instead"
-                )))
-            }
+            | (
+                None,
+                Some(Ending::Released | Ending::Preempted | Ending::Migrated | Ending::Merged),
+            ) => Err(CoreError::ReservationError(format!(
+                "cannot roll back {id}: it was committed; release the allocation instead"
+            ))),
             (None, Some(Ending::Expired | Ending::Revoked | Ending::RolledBack)) => Ok(false),
             (None, None) => Err(CoreError::UnknownReservation(id.to_string())),
         }

@@ -1,0 +1,259 @@
+//! Holding and applying a repair (README "Repair after failures", rules R4-R5, issue 14).
+//!
+//! `repair` re-validates a [`RepairPlan`] against the current state and reserves its
+//! replacement GPUs as a repair reservation tied to the allocation; `commit_repair` merges
+//! that reservation into the allocation in one mutation: the lost ranks point at the new
+//! pods, the lost pods' GPUs that are still held go back to the pool, and the allocation
+//! keeps its id. Rolling the reservation back (or letting it expire) leaves the allocation as
+//! it was; an allocation that ends takes its repair reservations with it.
+
+use std::sync::Arc;
+
+use super::Engine;
+use super::repair::lost_ranks;
+use super::transactions::{
+    Owner, allocation_of, check_owner, check_ttl, gpus_by_node, held_gpus, reservation_of,
+};
+use crate::error::{CoreError, CoreResult, internal, invalid};
+use crate::ids::{GpuSet, HoldId, NodeId};
+use crate::ledger::{Ending, Hold, HoldState, RepairLink};
+use crate::model::{Allocation, Placement, PodPlacement, RepairPlan, Reservation};
+use crate::state::Changes;
+
+impl Engine {
+    /// Reserves the replacement GPUs of `plan` until `now + ttl` as a repair reservation of
+    /// its allocation, after checking that the allocation is live, its lost ranks are the
+    /// plan's, and every target GPU is still free and healthy inside its domain; otherwise
+    /// an error and nothing changes (README "Repair after failures", R4).
+    pub fn repair(
+        &mut self,
+        plan: &RepairPlan,
+        ttl: f64,
+        caller: Owner<'_>,
+        now: f64,
+    ) -> CoreResult<Reservation> {
+        check_ttl(ttl)?;
+        check_owner(caller)?;
+        self.reclaim(now);
+        let target = self.repairable(plan.allocation, caller)?;
+        check_plan_shape(plan, target)?;
+        let lost = lost_ranks(&self.topology, &self.states, target);
+        if lost != plan.lost {
+            return Err(CoreError::Conflict(format!(
+                "the plan is stale: allocation {} has lost ranks {lost:?} now, the plan repairs \
+                 {:?}",
+                plan.allocation, plan.lost
+            )));
+        }
+        if plan.replacements.is_empty() {
+            return Err(invalid(format!(
+                "the plan repairs nothing: allocation {} has no lost ranks",
+                plan.allocation
+            )));
+        }
+        let mut pods: Vec<(NodeId, GpuSet)> = Vec::with_capacity(plan.replacements.len());
+        for (rank, pod) in &plan.replacements {
+            let domain = replacement_domain(target, *rank, &plan.domain);
+            let node = self.node_inside(domain, &pod.node)?;
+            self.check_pod_gpus(node, pod.gpus)?;
+            pods.push((node, pod.gpus));
+        }
+        let held = gpus_by_node(pods.into_iter())
+            .ok_or_else(|| CoreError::Conflict("the plan takes one GPU for two pods".into()))?;
+        self.check_cap(caller, held_gpus(&held))?;
+        let placement = Placement {
+            pods: plan
+                .replacements
+                .iter()
+                .map(|(_, pod)| pod.clone())
+                .collect(),
+            level: plan.level.clone(),
+            domain: plan.domain.clone(),
+            slices: Vec::new(),
+            groups: Vec::new(),
+        };
+        let hold = Hold {
+            state: HoldState::Reserved,
+            expires_at: now + ttl,
+            gpus_by_node: held,
+            placement: Arc::new(placement),
+            owner: caller.map(Arc::from),
+            terms: target.terms,
+            since: now,
+            request: None,
+            roles: None,
+            repair: Some(Arc::new(RepairLink {
+                allocation: plan.allocation,
+                ranks: plan.replacements.iter().map(|&(rank, _)| rank).collect(),
+            })),
+        };
+        let id = self.ledger.new_id()?;
+        let reservation = reservation_of(id, &hold);
+        let mut changes = Changes::new();
+        self.ledger.hold(&mut self.states, &mut changes, id, hold);
+        self.apply(&changes);
+        Ok(reservation)
+    }
+
+    /// Merges repair reservation `id` into its allocation and returns the allocation as it is
+    /// now (README "Repair after failures", R5). If the allocation's lost ranks are no longer
+    /// those the reservation replaces, raises [`CoreError::Conflict`] and rolls the
+    /// reservation back; any other error changes nothing.
+    pub fn commit_repair(
+        &mut self,
+        id: HoldId,
+        caller: Owner<'_>,
+        now: f64,
+    ) -> CoreResult<Allocation> {
+        self.reclaim(now);
+        let (state, ending) = self.visible(id, caller);
+        match state {
+            None => return Err(Self::ended_error(id, ending, "commit_repair")),
+            Some(HoldState::Committed) => {
+                return Err(CoreError::ReservationError(format!(
+                    "cannot commit_repair {id}: it is an allocation, not a repair reservation"
+                )));
+            }
+            Some(HoldState::Reserved) => {}
+        }
+        let repair = self
+            .ledger
+            .live(id)
+            .ok_or_else(|| internal("a live hold vanished"))?;
+        let Some(link) = repair.repair.clone() else {
+            return Err(CoreError::ReservationError(format!(
+                "cannot commit_repair {id}: it is not a repair reservation; use commit"
+            )));
+        };
+        let target = self
+            .ledger
+            .live(link.allocation)
+            .ok_or_else(|| internal("a repair reservation outlived its allocation"))?;
+        let lost = lost_ranks(&self.topology, &self.states, target);
+        if lost != link.ranks {
+            self.end_hold(id, Ending::RolledBack);
+            return Err(CoreError::Conflict(format!(
+                "allocation {} has lost ranks {lost:?} now, the repair replaces {:?}; the repair \
+                 reservation {id} was rolled back",
+                link.allocation, link.ranks
+            )));
+        }
+        let released = self.held_by_lost(target, &lost);
+        let freed = held_gpus(&released);
+        let owner = target.owner.clone();
+        if owner.as_deref() != repair.owner.as_deref() {
+            self.check_cap_after(owner.as_deref(), repair.gpu_count(), freed)?;
+        }
+        let placement = Arc::new(self.repaired_placement(target, &link, &repair.placement.pods));
+        let mut changes = Changes::new();
+        let (states, ledger) = (&mut self.states, &mut self.ledger);
+        ledger.merge_repair(states, &mut changes, id, &released, placement);
+        self.apply(&changes);
+        let merged = self.ledger.live(link.allocation);
+        let merged = merged.ok_or_else(|| internal("a repaired allocation vanished"))?;
+        Ok(allocation_of(
+            &self.topology,
+            &self.states,
+            link.allocation,
+            merged,
+        ))
+    }
+
+    /// The GPUs the lost pods of `hold` still hold (on nodes that are still there), per node.
+    fn held_by_lost(&self, hold: &Hold, lost: &[u64]) -> Vec<(NodeId, GpuSet)> {
+        let mut released: Vec<(NodeId, GpuSet)> = Vec::new();
+        for &rank in lost {
+            let Some(pod) = usize::try_from(rank)
+                .ok()
+                .and_then(|r| hold.placement.pods.get(r))
+            else {
+                continue;
+            };
+            let Some(node) = self.topology.node_id(&pod.node) else {
+                continue;
+            };
+            let held = hold.gpus_by_node.binary_search_by_key(&node, |&(on, _)| on);
+            if let Ok(at) = held {
+                released.push((node, pod.gpus & hold.gpus_by_node[at].1));
+            }
+        }
+        gpus_by_node(released.into_iter()).unwrap_or_default()
+    }
+
+    /// `hold`'s placement with the ranks of `link` pointing at `pods`; its domain the
+    /// placement's own if it holds them all, else the smallest domain enclosing it and them.
+    fn repaired_placement(
+        &self,
+        hold: &Hold,
+        link: &RepairLink,
+        pods: &[PodPlacement],
+    ) -> Placement {
+        let mut placement = (*hold.placement).clone();
+        let mut domain = placement.domain.clone();
+        for (&rank, pod) in link.ranks.iter().zip(pods) {
+            if let Some(slot) = usize::try_from(rank)
+                .ok()
+                .and_then(|r| placement.pods.get_mut(r))
+            {
+                *slot = pod.clone();
+            }
+            let path = self
+                .topology
+                .node_id(&pod.node)
+                .map(|node| self.topology.node_path(node))
+                .unwrap_or_default();
+            let shared = domain.iter().zip(&path).take_while(|(a, b)| a == b).count();
+            domain.truncate(shared);
+        }
+        if domain.len() != placement.domain.len() {
+            placement.level = self.topology.level_name(domain.len()).to_owned();
+            placement.domain = domain;
+        }
+        placement
+    }
+}
+
+/// Refuses a plan whose replacements do not cover its lost ranks one for one (in rank order)
+/// with pods of their ranks' sizes: such a plan was not made by `plan_repair`.
+fn check_plan_shape(plan: &RepairPlan, hold: &Hold) -> CoreResult<()> {
+    let ranks = plan.replacements.iter().map(|&(rank, _)| rank);
+    if !ranks.eq(plan.lost.iter().copied()) {
+        return Err(invalid(
+            "the plan's replacements do not match its lost ranks one for one, in rank order",
+        ));
+    }
+    for (rank, pod) in &plan.replacements {
+        let lost = usize::try_from(*rank)
+            .ok()
+            .and_then(|r| hold.placement.pods.get(r));
+        let Some(lost) = lost else {
+            return Err(invalid(format!(
+                "the plan replaces rank {rank}; the allocation has {} pods",
+                hold.placement.pods.len()
+            )));
+        };
+        if lost.gpus.count() != pod.gpus.count() {
+            return Err(invalid(format!(
+                "the plan gives rank {rank} {} GPUs; its pod has {}",
+                pod.gpus.count(),
+                lost.gpus.count()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The domain a replacement for `rank` must lie in: its innermost slice's for a slice gang,
+/// the plan's otherwise.
+fn replacement_domain<'a>(hold: &'a Hold, rank: u64, planned: &'a [String]) -> &'a [String] {
+    let inner = hold
+        .request
+        .as_deref()
+        .and_then(|request| request.slices.last())
+        .map(|layer| layer.pods_per_slice);
+    let slice = inner.and_then(|inner| {
+        let index = usize::try_from(rank / inner).ok()?;
+        hold.placement.slices.get(index)
+    });
+    slice.map_or(planned, Vec::as_slice)
+}
