@@ -117,6 +117,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         ttl=st.sampled_from((1.0, 5.0, 30.0)),
         owner=st.sampled_from(OWNERS),
         terms=st.tuples(st.integers(-1, 2), st.booleans(), st.booleans()),
+        spares=st.sampled_from((0, 0, 1, 2)),
     )
     def reserve(
         self,
@@ -127,6 +128,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         ttl: float,
         owner: str | None,
         terms: tuple[int, bool, bool],
+        spares: int,
     ) -> str:
         request = GangRequest(
             pods,
@@ -136,6 +138,7 @@ class EngineVersusReference(RuleBasedStateMachine):
             priority=terms[0],
             preemptible=terms[1],
             movable=terms[2],
+            spares=spares,
         )
         return self._held(*self._both("reserve", request, ttl=ttl, owner=owner))
 
@@ -155,6 +158,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         elastic=st.booleans(),
         owner=st.sampled_from(OWNERS),
         spread=st.sampled_from(("pack", "balanced")),
+        spares=st.sampled_from((0, 0, 1)),
     )
     def reserve_sliced(
         self,
@@ -164,8 +168,10 @@ class EngineVersusReference(RuleBasedStateMachine):
         elastic: bool,
         owner: str | None,
         spread: str,
+        spares: int,
     ) -> str:
-        """Slice gangs (README "Slices"), packed or balanced: both sides agree."""
+        """Slice gangs (README "Slices"), packed or balanced, some with a spare per innermost
+        slice (README "Spares"): both sides agree."""
         outer = layers[0][1]
         request = GangRequest(
             outer * count,
@@ -173,6 +179,7 @@ class EngineVersusReference(RuleBasedStateMachine):
             min_pods=outer if elastic else None,
             slices=layers,
             spread=spread,  # type: ignore[arg-type]
+            spares=spares,
         )
         got, expected = self._both("reserve", request, ttl=30.0, owner=owner)
         if got[0] == expected[0] == "ok":
@@ -493,6 +500,9 @@ class EngineVersusReference(RuleBasedStateMachine):
         got, expected = self._both_ids("plan_repair", hold, widen=widen, owner=owner)
         if got[0] != "ok" or got[1] is None or expected[1] is None:
             return UNKNOWN
+        assert got[1].from_spares == expected[1].from_spares
+        if got[1].from_spares:
+            event("repair: from spares")
         held = self._held(
             outcome(self.engine.repair, got[1], owner=owner),
             outcome(self.oracle.repair, expected[1], owner=owner),
@@ -604,6 +614,8 @@ class EngineVersusReference(RuleBasedStateMachine):
                     other.movable,
                 )
                 assert hold.since == other.since
+                spares = [(p.node, tuple(p.gpus)) for p in hold.spares]
+                assert spares == [(p.node, tuple(p.gpus)) for p in other.spares], "spares"
                 if listing == "allocations":
                     assert hold.lost == other.lost, "lost ranks disagree"
                     self._slices_hold(hold)

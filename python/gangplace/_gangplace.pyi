@@ -72,6 +72,9 @@ class GangRequest:
         numa: ``"none"`` or ``"single"``: every pod's GPUs in one NUMA group of its node (the
             level named ``numa`` of its ``NodeTopology``, else the outermost; a node without
             one is one group), and capacities count pods per group (README "Inside a node").
+        spares: Extra pods of the gang's pod size held next to it, part of the all-or-nothing
+            placement (README "Spares"): the last ``spares`` pods of the gang of
+            ``pods + spares``, or with slices ``spares`` more in every innermost slice domain.
 
     Example:
         >>> GangRequest(4, 8, required_level="rack")
@@ -96,6 +99,7 @@ class GangRequest:
         slices: Sequence[tuple[str, int]] = (),
         spread: Literal["pack", "balanced"] = "pack",
         numa: Literal["none", "single"] = "none",
+        spares: int = 0,
     ) -> GangRequest: ...
     @property
     def pods(self) -> int:
@@ -103,6 +107,9 @@ class GangRequest:
     @property
     def gpus_per_pod(self) -> int:
         """GPUs per pod (1 to 64); a pod never spans nodes."""
+    @property
+    def spares(self) -> int:
+        """Spare pods held next to the gang (per innermost slice domain with slices)."""
     @property
     def min_pods(self) -> int | None:
         """Elastic gangs: the fewest pods accepted; ``None`` for a rigid gang."""
@@ -126,7 +133,7 @@ class GangRequest:
         """``"none"`` or ``"single"`` (README "Inside a node")."""
     @property
     def total_gpus(self) -> int:
-        """``pods * gpus_per_pod``."""
+        """GPUs of the gang and its spares (with slices, ``spares`` per innermost slice)."""
     @property
     def priority(self) -> int:
         """Higher preempts lower; equal priorities never preempt each other."""
@@ -326,6 +333,12 @@ class Placement:
     def slices(self) -> tuple[tuple[str, ...], ...]:
         """Slice gangs: the domain path of every innermost slice, in rank order."""
     @property
+    def spares(self) -> tuple[PodPlacement, ...]:
+        """Spare pods held next to the gang (README "Spares"), in the order they were placed.
+
+        Not ranks of the gang.
+        """
+    @property
     def groups(self) -> dict[str, tuple[PodPlacement, ...]]:
         """Multi-role gangs: group name -> its pods in rank order, in request order.
 
@@ -346,6 +359,7 @@ class Placement:
         domain: Sequence[str],
         slices: Sequence[Sequence[str]] = ...,
         groups: Sequence[tuple[str, int]] = ...,
+        spares: Sequence[PodPlacement] = ...,
     ) -> Placement: ...
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
@@ -362,6 +376,9 @@ class Reservation:
     @property
     def placement(self) -> Placement:
         """Where its GPUs are."""
+    @property
+    def spares(self) -> tuple[PodPlacement, ...]:
+        """Its spare pods (``placement.spares``): held, never free, not ranks."""
     @property
     def expires_at(self) -> float:
         """Clock time at which it expires unless committed."""
@@ -417,6 +434,9 @@ class Allocation:
     @property
     def placement(self) -> Placement:
         """The placement as reserved (a removed node's pods stay listed)."""
+    @property
+    def spares(self) -> tuple[PodPlacement, ...]:
+        """Its spare pods (``placement.spares``): held, never free, not ranks."""
     @property
     def owner(self) -> str | None:
         """Who holds it; ``None`` when reserved without an owner."""

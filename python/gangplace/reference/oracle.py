@@ -15,7 +15,7 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gangplace.errors import (
@@ -29,7 +29,7 @@ from gangplace.errors import (
     UnknownReservation,
     Unschedulable,
 )
-from gangplace.reference import snapshots
+from gangplace.reference import snapshots, spares
 from gangplace.reference.adoption import Adoption
 from gangplace.reference.planning import Planning, gpu_groups, is_roles
 from gangplace.reference.removals import COMMITTED_ENDINGS, Removals
@@ -93,6 +93,7 @@ class _Hold:
     roles: RolesRequest | None = None  # a multi-role hold's request (then ``request`` is None)
     repairs: str | None = None  # a repair reservation: the allocation it repairs
     repaired_ranks: tuple[int, ...] = ()  # and the ranks its pods replace, in pod order
+    repair_spares: tuple[tuple[int, PodPlacement], ...] = ()  # and the spares it takes
 
     @property
     def asked(self) -> AnyRequest | None:
@@ -253,6 +254,8 @@ class Cluster(Planning, Removals, Adoption, Repairs):
             for hid in holders:
                 if not self._holds[hid].committed:
                     self._end(hid, "revoked")
+                else:
+                    self._drop_spares(hid, node, {gpu})
             target.unhealthy.add(gpu)
         else:
             target.unhealthy.discard(gpu)
@@ -272,11 +275,30 @@ class Cluster(Planning, Removals, Adoption, Repairs):
                 continue
             if hold.committed:
                 del hold.gpus[name]
+                self._drop_spares(hid, name, set(range(self._nodes[name].gpus)))
             else:
                 self._end(hid, "revoked")
             touched.append(hid)
         del self._nodes[name]
         return touched
+
+    def _drop_spares(self, hid: str, node: str, gpus: set[int]) -> None:
+        """README "Spares": an allocation's spares on ``node`` with a GPU in ``gpus`` end.
+
+        They stop being spares; the GPUs it still holds for them go back to the pool.
+        """
+        hold = self._holds[hid]
+        hit = [s for s in hold.placement.spares if s.node == node and set(s.gpus) & gpus]
+        if not hit:
+            return
+        kept = tuple(s for s in hold.placement.spares if s not in hit)
+        hold.placement = replace(hold.placement, spares=kept)
+        freed = {gpu for spare in hit for gpu in spare.gpus} & hold.gpus.get(node, set())
+        if freed:
+            hold.gpus[node] -= freed
+            if not hold.gpus[node]:
+                del hold.gpus[node]
+            self._nodes[node].allocated -= freed
 
     def cordon(self, node: str) -> None:
         """No new placements on the node."""
@@ -396,9 +418,10 @@ class Cluster(Planning, Removals, Adoption, Repairs):
             placement = self._check_placement(request)  # type: ignore[arg-type]
         roles = request if is_roles(request) else None
         gpus: dict[str, set[int]] = {}
-        for pod in placement.pods:
+        every_pod = (*placement.pods, *placement.spares)
+        for pod in every_pod:
             gpus.setdefault(pod.node, set()).update(pod.gpus)
-        self._check_cap(owner, sum(len(pod.gpus) for pod in placement.pods))
+        self._check_cap(owner, sum(len(pod.gpus) for pod in every_pod))
         for name, held in gpus.items():
             self._nodes[name].reserved.update(held)
         hid = self._new_id()
@@ -446,6 +469,8 @@ class Cluster(Planning, Removals, Adoption, Repairs):
         else:
             self._depth_of(request.required_level)  # an unknown level is invalid, whatever the cap
             smallest = request.min_pods if request.min_pods is not None else request.pods
+            layers = tuple(request.slices)
+            smallest = spares.placed_pods(smallest, getattr(request, "spares", 0), layers)
             self._check_cap(owner, smallest * request.gpus_per_pod)
         placement = self._plan(request)
         if placement is None:
@@ -499,7 +524,7 @@ class Cluster(Planning, Removals, Adoption, Repairs):
         """Conflict unless every GPU of the placement is still free, healthy and usable."""
         seen: set[tuple[str, int]] = set()
         duplicate = False
-        for pod in placement.pods:
+        for pod in (*placement.pods, *getattr(placement, "spares", ())):
             self._check_pod(placement, pod)
             duplicate |= any((pod.node, gpu) in seen for gpu in pod.gpus)
             seen.update((pod.node, gpu) for gpu in pod.gpus)
@@ -512,6 +537,9 @@ class Cluster(Planning, Removals, Adoption, Repairs):
             placement.level,
             tuple(placement.domain),
             tuple(tuple(path) for path in getattr(placement, "slices", ())),
+            spares=tuple(
+                PodPlacement(pod.node, tuple(pod.gpus)) for pod in getattr(placement, "spares", ())
+            ),
         )
 
     @staticmethod

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gangplace.errors import InvalidRequest
-from gangplace.reference import roles, rules
+from gangplace.reference import roles, rules, spares
 from gangplace.reference import slices as slicing
 from gangplace.reference.values import AnyRequest, Placement, Request, RolesRequest
 
@@ -57,14 +57,20 @@ class Planning:
         level = request.required_level
         if self.max_level is not None and self._depth_of(self.max_level) > depth:
             level = self.max_level  # no placement spans more than one max_level domain
+        pods, min_pods, layers = spares.fold(
+            request.pods,
+            request.min_pods,
+            tuple(request.slices),
+            getattr(request, "spares", 0),
+        )
         gang = rules.Gang(
-            pods=request.pods,
+            pods=pods,
             gpus_per_pod=request.gpus_per_pod,
-            min_pods=request.min_pods,
+            min_pods=min_pods,
             required_level=level,
             selector=dict(request.selector),
             name=request.name,
-            slices=tuple(request.slices),
+            slices=layers,
             spread=request.spread,
             numa=request.numa,
         )
@@ -113,7 +119,10 @@ class Planning:
                 self._views(), self.levels, self._roles(request), self.policy
             )
             return found
-        return rules.place(self._views(), self.levels, self._gang(request), self.policy)
+        placement = rules.place(self._views(), self.levels, self._gang(request), self.policy)
+        if placement is None:
+            return None
+        return spares.split(placement, getattr(request, "spares", 0), tuple(request.slices))
 
     def _reason(self, request: AnyRequest) -> str:
         """Why nothing fits: the best domain of each level tried, finest first."""

@@ -330,7 +330,9 @@ class Removals:
         movers = {}
         for candidate in candidates:
             hold = self._holds[candidate.id]
-            gang = None if hold.request is None else self._gang(hold.request)
+            asked = hold.request
+            movable = asked is not None and not getattr(asked, "spares", 0)  # README "Spares"
+            gang = self._gang(asked) if movable else None  # type: ignore[arg-type]
             evictable = hold.preemptible and hold.priority < request.priority
             movers[candidate.id] = preemption.Mover(
                 candidate, gang, len(hold.placement.pods), hold.placement.level, evictable
@@ -414,6 +416,10 @@ def _refuse_unsupported_shapes(request: AnyRequest, call: str) -> None:
     if request.slices:
         raise InvalidRequest(
             f"{call} does not take slice gangs yet; place them with place_gang or reserve"
+        )
+    if getattr(request, "spares", 0):
+        raise InvalidRequest(
+            f"{call} does not take gangs with spares yet; place them with place_gang or reserve"
         )
     if request.numa == "single":
         raise InvalidRequest(

@@ -77,6 +77,7 @@ class Repairs:
         def _check_cap(self, owner: str | None, gpus: int) -> None: ...
         def _held_by(self, owner: str | None) -> int: ...
         def _check_pod(self, placement: Any, pod: Any) -> _Node: ...
+        def _pod_node(self, placement: Any, name: str) -> _Node: ...
         def _new_id(self) -> str: ...
         def _end(self, hid: str, ending: str) -> None: ...
         def _remember(self, hid: str, ending: str, owner: str | None) -> None: ...
@@ -95,9 +96,18 @@ class Repairs:
         hid, hold = self._repairable(allocation, owner)
         lost = hold.lost(self._nodes)
         placement = hold.placement
-        if not lost:
-            return RepairPlan(hid, (), (), (), placement.level, tuple(placement.domain))
-        classes = self._classes(hold, lost)
+        spared = self._spare_matches(hold, lost)
+        served = tuple(rank for rank, _ in spared)
+
+        def plan(
+            level: str, domain: Path, found: tuple[tuple[int, PodPlacement], ...]
+        ) -> RepairPlan:
+            pairs = tuple(sorted((*found, *spared), key=lambda pair: pair[0]))
+            return RepairPlan(hid, lost, pairs, served, level, domain)
+
+        classes = self._classes(hold, [rank for rank in lost if rank not in served])
+        if not classes:
+            return plan(placement.level, tuple(placement.domain), ())
         spread, numa = self._knobs(hold)
         depth, path, exact = self._resolve(tuple(placement.domain))
         sliced = any(c.slice is not None for c in classes)
@@ -120,7 +130,7 @@ class Repairs:
                 level, domain = placement.level, tuple(placement.domain)
             else:
                 level, domain = rules.level_name(self.levels, target[0]), target[1]
-            return RepairPlan(hid, lost, found, (), level, domain)
+            return plan(level, domain, found)
         return None
 
     def explain_repair(
@@ -129,9 +139,10 @@ class Repairs:
         """Per tier of rule R2, how many lost ranks would fit there (each class alone)."""
         _, hold = self._repairable(allocation, owner)
         lost = hold.lost(self._nodes)
-        classes = self._classes(hold, lost)
+        served = {rank for rank, _ in self._spare_matches(hold, lost)}
+        classes = self._classes(hold, [rank for rank in lost if rank not in served])
         _, numa = self._knobs(hold)
-        tiers = {"spares": 0, "slice": 0, "domain": 0, "widened": 0}
+        tiers = {"spares": len(served), "slice": 0, "domain": 0, "widened": 0}
         depth, path, exact = self._resolve(tuple(hold.placement.domain))
         widest = self._widest(hold)
         for group in classes:
@@ -169,18 +180,26 @@ class Repairs:
         if not plan.replacements:
             raise InvalidRequest(f"the plan repairs nothing: allocation {hid} has no lost ranks")
         gpus: dict[str, set[int]] = {}
+        fresh: list[tuple[int, PodPlacement]] = []
+        taken: list[tuple[int, PodPlacement]] = []
         for rank, pod in plan.replacements:
             within = self._slice_of(hold, rank) or tuple(plan.domain)
+            if rank in plan.from_spares:
+                self._pod_node(replace(hold.placement, domain=within), pod.node)
+                self._check_spare(hold, pod)
+                taken.append((rank, PodPlacement(pod.node, tuple(pod.gpus))))
+                continue
             self._check_pod(replace(hold.placement, domain=within), pod)
             if gpus.get(pod.node, set()) & set(pod.gpus):
                 raise Conflict("the plan takes one GPU for two pods")
             gpus.setdefault(pod.node, set()).update(pod.gpus)
+            fresh.append((rank, pod))
         self._check_cap(owner, sum(len(g) for g in gpus.values()))
         for name, held in gpus.items():
             self._nodes[name].reserved.update(held)
         from gangplace.reference.oracle import _Hold
 
-        pods = tuple(PodPlacement(pod.node, tuple(pod.gpus)) for _, pod in plan.replacements)
+        pods = tuple(PodPlacement(pod.node, tuple(pod.gpus)) for _, pod in fresh)
         placement = Placement(pods, plan.level, tuple(plan.domain))
         new = _Hold(
             committed=False,
@@ -193,7 +212,8 @@ class Repairs:
             movable=hold.movable,
             since=now,
             repairs=hid,
-            repaired_ranks=tuple(plan.lost),
+            repaired_ranks=tuple(rank for rank, _ in fresh),
+            repair_spares=tuple(taken),
         )
         rid = self._new_id()
         self._holds[rid] = new
@@ -213,7 +233,10 @@ class Repairs:
         hid = repair.repairs
         hold = self._holds[hid]
         lost = hold.lost(self._nodes)
-        if lost != repair.repaired_ranks:
+        spared = repair.repair_spares
+        if lost != tuple(sorted((*repair.repaired_ranks, *(rank for rank, _ in spared)))) or any(
+            spare not in hold.placement.spares for _, spare in spared
+        ):
             self._end(rid, "rolled-back")
             raise Conflict(f"allocation {hid} has lost ranks {lost} now; repair rolled back")
         released: dict[str, set[int]] = {}
@@ -235,7 +258,8 @@ class Repairs:
             hold.gpus.setdefault(name, set()).update(gpus)
         pods = list(hold.placement.pods)
         domain = tuple(hold.placement.domain)
-        for rank, pod in zip(repair.repaired_ranks, repair.placement.pods, strict=True):
+        moved = (*zip(repair.repaired_ranks, repair.placement.pods, strict=True), *spared)
+        for rank, pod in moved:
             pods[rank] = pod
             node = self._nodes[pod.node]
             path = (*node.path, node.name)
@@ -246,12 +270,44 @@ class Repairs:
         level = hold.placement.level
         if len(domain) != len(hold.placement.domain):
             level = rules.level_name(self.levels, len(domain))
-        hold.placement = replace(hold.placement, pods=tuple(pods), level=level, domain=domain)
+        left = tuple(s for s in hold.placement.spares if s not in {pod for _, pod in spared})
+        hold.placement = replace(
+            hold.placement, pods=tuple(pods), level=level, domain=domain, spares=left
+        )
         del self._holds[rid]
         self._remember(rid, "merged", repair.owner)
         return hold.allocation(hid, self._nodes)
 
     # ----------------------------------------------------------------- helpers
+
+    def _check_spare(self, hold: _Hold, pod: Any) -> None:
+        if PodPlacement(pod.node, tuple(pod.gpus)) not in hold.placement.spares:
+            raise Conflict(
+                f"the plan is stale: the spare on node {pod.node!r} is no longer a spare"
+            )
+
+    def _spare_matches(
+        self, hold: _Hold, lost: Sequence[int]
+    ) -> tuple[tuple[int, PodPlacement], ...]:
+        """Rule R2's first tier: the lost ranks the allocation's own spares take.
+
+        Lost ranks in rank order each take the first unused spare on an uncordoned node
+        inside the rank's slice domain (anywhere without slices).
+        """
+        spares = hold.placement.spares
+        taken = [False] * len(spares)
+        found = []
+        for rank in lost:
+            within = self._slice_of(hold, rank) or ()
+            for index, spare in enumerate(spares):
+                node = self._nodes.get(spare.node)
+                if taken[index] or node is None or node.cordoned:
+                    continue
+                if (*node.path, node.name)[: len(within)] == within:
+                    taken[index] = True
+                    found.append((rank, spare))
+                    break
+        return tuple(found)
 
     def _slice_of(self, hold: _Hold, rank: int) -> Path | None:
         """The innermost slice domain of ``rank`` for a slice gang, else ``None``."""

@@ -42,6 +42,7 @@ class RequestRecord:
     slices: tuple[tuple[str, int], ...] = ()
     spread: str = "pack"
     numa: str = "none"
+    spares: int = 0
 
 
 def record(request: Request) -> dict[str, Any]:
@@ -60,6 +61,7 @@ def record(request: Request) -> dict[str, Any]:
             tuple((str(level), int(size)) for level, size in request.slices),
             request.spread,
             request.numa,
+            getattr(request, "spares", 0),
         )
     )
 
@@ -179,6 +181,8 @@ def dump(cluster: Cluster) -> bytes:
                 "groups": [list(entry) for entry in hold.placement.groups_counts],
                 "request": any_record(hold.asked),
                 "repairs": [hold.repairs, list(hold.repaired_ranks)],
+                "repair_spares": [[r, p.node, list(p.gpus)] for r, p in hold.repair_spares],
+                "spares": [[pod.node, list(pod.gpus)] for pod in hold.placement.spares],
             }
             for hid, hold in sorted(cluster._holds.items())
         ],
@@ -220,7 +224,10 @@ def load(cls: type[C], data: bytes, clock: Callable[[], float] | None) -> C:
             pods = tuple(PodPlacement(node, tuple(g)) for node, g in entry["pods"])
             slices = tuple(tuple(path) for path in entry.get("slices", ()))
             groups = tuple((str(name), int(count)) for name, count in entry.get("groups", ()))
-            placement = Placement(pods, entry["level"], tuple(entry["domain"]), slices, groups)
+            extra = tuple(PodPlacement(node, tuple(g)) for node, g in entry.get("spares", ()))
+            placement = Placement(
+                pods, entry["level"], tuple(entry["domain"]), slices, groups, extra
+            )
             committed = entry["committed"]
             deadline = entry["expires_at"] + (0.0 if committed else offset)
             priority, preemptible, movable = entry["terms"]
@@ -243,6 +250,10 @@ def load(cls: type[C], data: bytes, clock: Callable[[], float] | None) -> C:
             repairs, ranks = entry.get("repairs", (None, ()))
             cluster._holds[entry["id"]].repairs = repairs
             cluster._holds[entry["id"]].repaired_ranks = tuple(int(r) for r in ranks)
+            cluster._holds[entry["id"]].repair_spares = tuple(
+                (int(r), PodPlacement(node, tuple(g)))
+                for r, node, g in entry.get("repair_spares", ())
+            )
             for name, indices in held.items():
                 node = cluster._nodes[name]
                 (node.allocated if committed else node.reserved).update(indices)

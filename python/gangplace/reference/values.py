@@ -179,6 +179,7 @@ class Placement:
     domain: Path
     slices: tuple[Path, ...] = ()
     groups_counts: tuple[tuple[str, int], ...] = ()  # multi-role gangs: (group, pods)
+    spares: tuple[PodPlacement, ...] = ()  # README "Spares": held, not ranks
 
     @property
     def groups(self) -> dict[str, tuple[PodPlacement, ...]]:
@@ -192,7 +193,7 @@ class Placement:
 
     @property
     def nodes(self) -> tuple[str, ...]:
-        """Distinct node names in rank order."""
+        """Distinct node names in order of their first rank."""
         return tuple(dict.fromkeys(pod.node for pod in self.pods))
 
     def __len__(self) -> int:
@@ -243,6 +244,11 @@ class Reservation:
     repairs: str | None = None  # README "Repair": a repair reservation's allocation
     repaired_ranks: tuple[int, ...] = ()  # the ranks its pods replace, in pod order
 
+    @property
+    def spares(self) -> tuple[PodPlacement, ...]:
+        """Its spare pods (README "Spares")."""
+        return self.placement.spares
+
 
 @dataclass(frozen=True)
 class Allocation:
@@ -257,6 +263,11 @@ class Allocation:
     since: float = 0.0
     request: AnyRequest | None = None
     lost: tuple[int, ...] = ()  # README "Repair": ranks with a removed node or unhealthy GPU
+
+    @property
+    def spares(self) -> tuple[PodPlacement, ...]:
+        """Its spare pods (README "Spares")."""
+        return self.placement.spares
 
 
 @dataclass(frozen=True)

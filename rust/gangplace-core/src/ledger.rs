@@ -88,6 +88,19 @@ pub struct RepairLink {
     pub allocation: HoldId,
     /// The ranks the reservation's pods replace, sorted, one per pod in pod order.
     pub ranks: Vec<u64>,
+    /// The ranks the allocation's own spares take, with those spares, in rank order (their
+    /// GPUs are the allocation's already, so the reservation holds none for them).
+    pub spares: Vec<(u64, crate::model::PodPlacement)>,
+}
+
+impl RepairLink {
+    /// Every rank the repair replaces, sorted.
+    pub fn all_ranks(&self) -> Vec<u64> {
+        let mut ranks = self.ranks.clone();
+        ranks.extend(self.spares.iter().map(|&(rank, _)| rank));
+        ranks.sort_unstable();
+        ranks
+    }
 }
 
 impl Hold {
@@ -467,6 +480,48 @@ impl Ledger {
         self.count_held(&owner, 0, u64::from(held_here.count()));
     }
 
+    /// An allocation's spares on node `node` (named `name`) that hold a GPU of `gpus` stop
+    /// being spares (README "Spares"): they leave its placement and the GPUs it still holds
+    /// for them go back to the pool (unhealthy ones stay out of it).
+    pub fn drop_spares(
+        &mut self,
+        states: &mut NodeStates,
+        changes: &mut Changes,
+        id: HoldId,
+        (node, name): (NodeId, &str),
+        gpus: GpuSet,
+    ) {
+        let Some(hold) = self.live.get_mut(&id) else {
+            return;
+        };
+        let hit =
+            |pod: &crate::model::PodPlacement| &*pod.node == name && pod.gpus.intersects(gpus);
+        if !hold.placement.spares.iter().any(hit) {
+            return;
+        }
+        let mut placement = (*hold.placement).clone();
+        let dropped = placement.spares.iter().filter(|pod| hit(pod));
+        let dropped = dropped.fold(GpuSet::EMPTY, |set, pod| set | pod.gpus);
+        placement.spares.retain(|pod| !hit(pod));
+        hold.placement = Arc::new(placement);
+        let Ok(at) = hold.gpus_by_node.binary_search_by_key(&node, |&(on, _)| on) else {
+            return; // the node's GPUs are already gone (`remove_node`)
+        };
+        let freed = hold.gpus_by_node[at].1 & dropped;
+        hold.gpus_by_node[at].1 &= !freed;
+        let left = hold.gpus_by_node[at].1;
+        if left.is_empty() {
+            hold.gpus_by_node.remove(at);
+        }
+        let owner = hold.owner.clone();
+        states.update(node, changes, |state| state.allocated &= !freed);
+        self.remove_holder(node, id);
+        if !left.is_empty() {
+            self.add_holder(node, id, left);
+        }
+        self.count_held(&owner, 0, u64::from(freed.count()));
+    }
+
     /// Checks the holders index against the live holds (for `check_invariants`).
     pub fn check_holders(&self) -> Result<(), String> {
         let mut expected: Vec<Vec<(HoldId, GpuSet)>> = vec![Vec::new(); self.holders.len()];
@@ -500,7 +555,9 @@ impl Ledger {
                 || link.ranks.len() != hold.placement.pods.len()
                 || !link.ranks.windows(2).all(|pair| pair[0] < pair[1])
                 || target.is_some_and(|target| {
-                    link.ranks.last().copied().unwrap_or(0) >= target.placement.pods.len() as u64
+                    let ranks = link.all_ranks();
+                    ranks.windows(2).any(|pair| pair[0] == pair[1])
+                        || ranks.last().copied().unwrap_or(0) >= target.placement.pods.len() as u64
                 })
             {
                 return Err(format!(

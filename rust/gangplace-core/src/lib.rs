@@ -42,6 +42,7 @@ mod preemption;
 mod roles;
 mod search;
 mod shapes;
+mod spares;
 mod state;
 mod topology;
 

@@ -78,6 +78,9 @@ pub struct GangRequest {
     pub spread: Spread,
     /// Whether each pod's GPUs share a NUMA group (README "Inside a node").
     pub numa: Numa,
+    /// Spare pods held next to the gang (README "Spares"); set by
+    /// [`GangRequest::with_spares`].
+    pub spares: u64,
 }
 
 impl GangRequest {
@@ -157,6 +160,7 @@ impl GangRequest {
             slices: Vec::new(),
             spread: Spread::Pack,
             numa: Numa::None,
+            spares: 0,
         })
     }
 
@@ -182,14 +186,14 @@ impl GangRequest {
         Self { terms, ..self }
     }
 
-    /// GPUs of the smallest gang accepted (`min_pods`, or `pods`).
+    /// GPUs of the smallest gang accepted (`min_pods`, or `pods`), its spares included.
     pub fn min_gpus(&self) -> u64 {
-        self.min_pods.unwrap_or(self.pods) * u64::from(self.gpus_per_pod)
+        self.placed_pods(self.min_pods.unwrap_or(self.pods)) * u64::from(self.gpus_per_pod)
     }
 
-    /// Total GPUs of the full gang, at most `MAX_GANG_GPUS`.
+    /// Total GPUs of the full gang and its spares, at most `MAX_GANG_GPUS`.
     pub fn total_gpus(&self) -> u64 {
-        self.pods * u64::from(self.gpus_per_pod)
+        self.placed_pods(self.pods) * u64::from(self.gpus_per_pod)
     }
 }
 
@@ -267,6 +271,9 @@ pub struct Placement {
     /// Multi-role gangs: each group's name and pod count, in request order (its pods are
     /// consecutive in `pods`, groups in this order); empty for a single gang.
     pub groups: Vec<(String, u64)>,
+    /// Spare pods held next to the gang (README "Spares"), in the order they were placed;
+    /// not ranks of the gang.
+    pub spares: Vec<PodPlacement>,
 }
 
 impl Placement {

@@ -233,6 +233,7 @@ fn a_high_priority_gang_preempts_the_fewest_lowest_jobs_in_one_rack() {
             domain: vec![rack, node.to_owned()],
             slices: Vec::new(),
             groups: Vec::new(),
+            spares: Vec::new(),
         };
         let terms = Terms::new(priority, true, false).unwrap();
         let placed = engine

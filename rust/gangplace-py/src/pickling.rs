@@ -46,6 +46,7 @@ impl GangRequest {
         kwargs.set_item("slices", crate::request::slices_tuple(py, inner)?)?;
         kwargs.set_item("spread", inner.spread.as_str())?;
         kwargs.set_item("numa", inner.numa.as_str())?;
+        kwargs.set_item("spares", inner.spares)?;
         Ok((args, kwargs))
     }
 }
@@ -82,15 +83,17 @@ impl PodPlacement {
 impl Placement {
     /// Rebuilds a placement from `__reduce__`'s parts (for `pickle`; `reserve` validates it).
     #[staticmethod]
-    #[pyo3(signature = (pods, level, domain, slices = Vec::new(), groups = Vec::new()))]
+    #[pyo3(signature = (pods, level, domain, slices = Vec::new(), groups = Vec::new(), spares = Vec::new()))]
     fn _rebuild(
         pods: Vec<PyRef<'_, PodPlacement>>,
         level: String,
         domain: Vec<String>,
         slices: Vec<Vec<String>>,
         groups: Vec<(String, u64)>,
+        spares: Vec<PyRef<'_, PodPlacement>>,
     ) -> Self {
         let pods = pods.iter().map(|pod| pod.inner.clone()).collect();
+        let spares = spares.iter().map(|pod| pod.inner.clone()).collect();
         Self {
             inner: Arc::new(CorePlacement {
                 pods,
@@ -98,6 +101,7 @@ impl Placement {
                 domain,
                 slices,
                 groups,
+                spares,
             }),
         }
     }
@@ -112,6 +116,9 @@ impl Placement {
             .iter()
             .map(|pod| PodPlacement { inner: pod.clone() })
             .collect();
+        let spares: Vec<PodPlacement> = (inner.spares.iter())
+            .map(|pod| PodPlacement { inner: pod.clone() })
+            .collect();
         let rebuild = py.get_type::<Placement>().getattr("_rebuild")?;
         let parts = (
             pods,
@@ -119,6 +126,7 @@ impl Placement {
             inner.domain.clone(),
             inner.slices.clone(),
             inner.groups.clone(),
+            spares,
         )
             .into_pyobject(py)?;
         Ok((rebuild, parts))

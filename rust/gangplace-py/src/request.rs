@@ -42,6 +42,9 @@ use crate::types::{call_repr, dict, py_repr, terms_parts};
 ///     numa: ``"none"`` or ``"single"``: every pod's GPUs in one NUMA group of its node (the
 ///         level named ``numa`` of its ``NodeTopology``, else the outermost; a node without
 ///         one is one group), and capacities count pods per group (README "Inside a node").
+///     spares: Extra pods of the gang's pod size held next to it, part of the all-or-nothing
+///         placement (README "Spares"): the last ``spares`` pods of the gang of
+///         ``pods + spares``, or with slices ``spares`` more in every innermost slice domain.
 ///
 /// Example:
 ///     >>> GangRequest(4, 8, required_level="rack")
@@ -59,9 +62,9 @@ pub struct GangRequest {
 impl GangRequest {
     #[new]
     #[pyo3(
-        text_signature = "(pods, gpus_per_pod=1, *, min_pods=None, required_level=None, selector=None, name='', priority=0, preemptible=True, movable=False, slices=(), spread='pack', numa='none')"
+        text_signature = "(pods, gpus_per_pod=1, *, min_pods=None, required_level=None, selector=None, name='', priority=0, preemptible=True, movable=False, slices=(), spread='pack', numa='none', spares=0)"
     )]
-    #[pyo3(signature = (pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, required_level = None, selector = None, name = String::new(), priority = Priority(0), preemptible = Preemptible(true), movable = Movable(false), slices = None, spread = None, numa = None))]
+    #[pyo3(signature = (pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, required_level = None, selector = None, name = String::new(), priority = Priority(0), preemptible = Preemptible(true), movable = Movable(false), slices = None, spread = None, numa = None, spares = None))]
     #[allow(clippy::too_many_arguments)] // the documented signature of GangRequest
     fn new(
         pods: &Bound<'_, PyAny>,
@@ -76,6 +79,7 @@ impl GangRequest {
         slices: Option<&Bound<'_, PyAny>>,
         spread: Option<&Bound<'_, PyAny>>,
         numa: Option<&Bound<'_, PyAny>>,
+        spares: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let terms = model::Terms::new(priority.0, preemptible.0, movable.0).map_err(core_to_py)?;
         let pods = convert::int(pods, "pods")?;
@@ -96,9 +100,11 @@ impl GangRequest {
             .transpose()?
             .map_or(Ok(model::Numa::None), |name| model::Numa::parse(&name))
             .map_err(core_to_py)?;
+        let spares = spares.map_or(Ok(0), |n| convert::int(n, "spares"))?;
         let inner =
             model::GangRequest::new(pods, gpus_per_pod, min_pods, required_level, selector, name)
                 .and_then(|request| request.with_slices(&slices))
+                .and_then(|request| request.with_spares(spares))
                 .map_err(core_to_py)?
                 .with_spread(spread)
                 .with_numa(numa);
@@ -117,6 +123,12 @@ impl GangRequest {
     #[getter]
     fn gpus_per_pod(&self) -> u32 {
         self.inner.gpus_per_pod
+    }
+
+    /// Spare pods held next to the gang (per innermost slice domain with slices).
+    #[getter]
+    fn spares(&self) -> u64 {
+        self.inner.spares
     }
 
     /// Elastic gangs: the fewest pods accepted; ``None`` for a rigid gang.
@@ -143,7 +155,7 @@ impl GangRequest {
         &self.inner.name
     }
 
-    /// ``pods * gpus_per_pod``.
+    /// GPUs of the gang and its spares (with slices, ``spares`` per innermost slice).
     #[getter]
     fn total_gpus(&self) -> u64 {
         self.inner.total_gpus()
@@ -213,6 +225,9 @@ impl GangRequest {
         }
         if request.numa != model::Numa::None {
             parts.push(format!("numa={}", py_repr(py, request.numa.as_str())?));
+        }
+        if request.spares > 0 {
+            parts.push(format!("spares={}", request.spares));
         }
         Ok(call_repr("GangRequest", &parts))
     }

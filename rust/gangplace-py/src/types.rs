@@ -151,6 +151,15 @@ impl Placement {
         PyTuple::new(py, paths?)
     }
 
+    /// Spare pods held next to the gang (README "Spares"), in the order they were placed.
+    ///
+    /// Not ranks of the gang.
+    #[getter]
+    fn spares<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let spares = (self.inner.spares.iter()).map(|pod| PodPlacement { inner: pod.clone() });
+        PyTuple::new(py, spares)
+    }
+
     /// Multi-role gangs: group name -> its pods in rank order, in request order.
     ///
     /// A fresh dict; empty for a single gang.
@@ -207,6 +216,10 @@ impl Placement {
             ),
             format!("pods={}", py_repr(py, pods)?),
         ];
+        let mut parts = parts.to_vec();
+        if !self.inner.spares.is_empty() {
+            parts.push(format!("spares={}", py_repr(py, self.spares(py)?)?));
+        }
         Ok(call_repr("Placement", &parts))
     }
 }
@@ -289,6 +302,12 @@ impl Reservation {
         Placement {
             inner: Arc::clone(&self.inner.placement),
         }
+    }
+
+    /// Its spare pods (``placement.spares``): held, never free, not ranks.
+    #[getter]
+    fn spares<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        self.placement().spares(py)
     }
 
     /// Clock time at which it expires unless committed.
@@ -418,6 +437,12 @@ impl Allocation {
         Placement {
             inner: Arc::clone(&self.inner.placement),
         }
+    }
+
+    /// Its spare pods (``placement.spares``): held, never free, not ranks.
+    #[getter]
+    fn spares<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        self.placement().spares(py)
     }
 
     /// Who holds it; ``None`` when reserved without an owner.

@@ -168,6 +168,7 @@ impl Engine {
             domain,
             slices: Vec::new(),
             groups: Vec::new(),
+            spares: Vec::new(),
         }
     }
 }

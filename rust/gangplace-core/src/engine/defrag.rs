@@ -272,8 +272,10 @@ impl Engine {
         let Some(hold) = self.ledger.live(id) else {
             return Ok(None);
         };
-        let Some(request) = hold.request.clone() else {
-            return Ok(None); // held from a placement: no request to place it by again
+        let Some(request) = hold.request.clone().filter(|request| request.spares == 0) else {
+            // Held from a placement (no request to place it by again), or with spares (a move
+            // does not carry them yet: README "Spares").
+            return Ok(None);
         };
         let pods = hold.placement.pods.len() as u64;
         let level_now = self.topology.depth_of(&hold.placement.level).unwrap_or(0);

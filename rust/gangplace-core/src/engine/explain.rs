@@ -74,15 +74,16 @@ pub struct Explanation {
 
 impl Engine {
     /// Explains `request` against the current state (after reclaiming expired holds).
-    pub fn explain(&mut self, request: &GangRequest, now: f64) -> CoreResult<Explanation> {
+    pub fn explain(&mut self, asked: &GangRequest, now: f64) -> CoreResult<Explanation> {
+        let request = &*asked.placed(); // spares count as pods (README "Spares")
         let (demand, plan) = self.plan(request, now)?;
-        let placement = plan.map(|plan| self.placement(&plan));
+        let placement = plan.map(|plan| asked.split_spares(self.placement(&plan)));
         let bests = self.level_bests(request, &demand)?;
         let summary = match &placement {
             Some(placement) => format!(
                 "gang{} of {} x {} fits: {} at level {} {}",
                 quoted_name(request),
-                counted(request.pods, "pod"),
+                counted(asked.pods, "pod"),
                 counted(u64::from(request.gpus_per_pod), "GPU"),
                 counted(placement.pods.len() as u64, "pod"),
                 placement.level,

@@ -14,6 +14,7 @@ pub(crate) mod preemption;
 pub(crate) mod repair;
 mod repair_commit;
 mod repair_snapshot;
+mod repair_spares;
 pub(crate) mod roles;
 mod roles_defrag;
 mod roles_preemption;
@@ -165,9 +166,10 @@ impl Engine {
                     .ledger
                     .live(holder)
                     .is_some_and(|hold| hold.state == HoldState::Reserved);
-                if reserved {
-                    let (states, ledger) = (&mut self.states, &mut self.ledger);
-                    ledger.end(states, &mut changes, holder, Ending::Revoked);
+                let (states, ledger) = (&mut self.states, &mut self.ledger);
+                match reserved {
+                    true => ledger.end(states, &mut changes, holder, Ending::Revoked),
+                    false => ledger.drop_spares(states, &mut changes, holder, (id, node), bit),
                 }
             }
         }
@@ -205,6 +207,7 @@ impl Engine {
                 }
                 Some(HoldState::Committed) => {
                     ledger.detach_node(states, &mut changes, holder, id);
+                    ledger.drop_spares(states, &mut changes, holder, (id, name), GpuSet::ALL);
                 }
                 None => {}
             }
@@ -382,6 +385,7 @@ impl Engine {
             domain: domain.into_iter().map(String::from).collect(),
             slices: self.planned_slices(plan).collect(),
             groups: Vec::new(),
+            spares: Vec::new(),
         }
     }
 
@@ -416,8 +420,8 @@ impl Engine {
 
     /// Where the gang would go now; changes nothing but expired reservations.
     pub fn place(&mut self, request: &GangRequest, now: f64) -> CoreResult<Option<Placement>> {
-        let (_, plan) = self.plan(request, now)?;
-        Ok(plan.map(|plan| self.placement(&plan)))
+        let (_, plan) = self.plan(&request.placed(), now)?;
+        Ok(plan.map(|plan| request.split_spares(self.placement(&plan))))
     }
 
     /// Recomputes every derived view and cross-checks nodes against the ledger.

@@ -209,6 +209,7 @@ impl Engine {
     /// GPUs the previous ones took (owner caps aside). Changes nothing but expired
     /// reservations.
     pub fn capacity_for(&mut self, request: &GangRequest, now: f64) -> CoreResult<u64> {
+        let request = &*request.placed();
         let demand = self.prepare(request, now)?;
         let policy = self.policy();
         let mut what_if = self.scratch_copy();
@@ -228,12 +229,17 @@ impl Engine {
 }
 
 /// Preemption and defragmentation count pods, not slices or pods per NUMA group: a slice or
-/// `numa="single"` gang is refused with `InvalidRequest` (README "Slices", "Inside a node")
-/// rather than given a plan that breaks its shape.
+/// `numa="single"` gang, or one with spares, is refused with `InvalidRequest` (README
+/// "Slices", "Inside a node", "Spares") rather than given a plan that breaks its shape.
 pub(crate) fn refuse_unsupported_shapes(request: &GangRequest, call: &str) -> CoreResult<()> {
     if !request.slices.is_empty() {
         return Err(crate::error::invalid(format!(
             "{call} does not take slice gangs yet; place them with place_gang or reserve"
+        )));
+    }
+    if request.spares > 0 {
+        return Err(crate::error::invalid(format!(
+            "{call} does not take gangs with spares yet; place them with place_gang or reserve"
         )));
     }
     if request.numa == crate::shapes::Numa::Single {

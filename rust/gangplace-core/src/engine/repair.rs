@@ -17,6 +17,7 @@
 use std::collections::BTreeMap;
 
 use super::Engine;
+use super::repair_spares::spare_matches;
 use super::transactions::Owner;
 use crate::capacity::{CapacityView, Overlay};
 use crate::error::{CoreError, CoreResult, invalid};
@@ -63,6 +64,15 @@ struct Knobs {
     numa: Numa,
 }
 
+/// What both repair queries start from: the lost ranks, those the allocation's spares take,
+/// and the classes of the rest.
+struct Setup {
+    lost: Vec<u64>,
+    spared: Vec<(u64, PodPlacement)>,
+    classes: Vec<RepairClass>,
+    knobs: Knobs,
+}
+
 /// Lost ranks per tier of rule R2, as `explain_repair` reports them.
 pub type RepairTiers = [(&'static str, u64); 4];
 
@@ -77,19 +87,28 @@ impl Engine {
         caller: Owner<'_>,
         now: f64,
     ) -> CoreResult<Option<RepairPlan>> {
-        let (lost, classes, knobs) = self.repair_setup(id, caller, now)?;
+        let Setup {
+            lost,
+            spared,
+            classes,
+            knobs,
+        } = self.repair_setup(id, caller, now)?;
         let hold = self.ledger.live(id).ok_or_else(|| unknown(id))?;
         let placement = &hold.placement;
-        let plan = |level: &str, domain: Vec<String>, replacements| RepairPlan {
-            allocation: id,
-            lost: lost.clone(),
-            replacements,
-            from_spares: Vec::new(),
-            level: level.to_owned(),
-            domain,
-            victims: Vec::new(),
+        let plan = |level: &str, domain: Vec<String>, mut replacements: Vec<(u64, _)>| {
+            replacements.extend(spared.iter().cloned());
+            replacements.sort_by_key(|&(rank, _)| rank);
+            RepairPlan {
+                allocation: id,
+                lost: lost.clone(),
+                replacements,
+                from_spares: spared.iter().map(|&(rank, _)| rank).collect(),
+                level: level.to_owned(),
+                domain,
+                victims: Vec::new(),
+            }
         };
-        if lost.is_empty() {
+        if classes.is_empty() {
             return Ok(Some(plan(
                 &placement.level,
                 placement.domain.clone(),
@@ -124,11 +143,22 @@ impl Engine {
         caller: Owner<'_>,
         now: f64,
     ) -> CoreResult<RepairTiers> {
-        let (_, classes, knobs) = self.repair_setup(id, caller, now)?;
+        let Setup {
+            spared,
+            classes,
+            knobs,
+            ..
+        } = self.repair_setup(id, caller, now)?;
         let hold = self.ledger.live(id).ok_or_else(|| unknown(id))?;
         let (depth, item, exact) = self.resolve_path(&hold.placement.domain);
         let widest = self.coarsest_repair_depth(hold);
-        let mut tiers = [("spares", 0), ("slice", 0), ("domain", 0), ("widened", 0)];
+        let spared = spared.len() as u64;
+        let mut tiers = [
+            ("spares", spared),
+            ("slice", 0),
+            ("domain", 0),
+            ("widened", 0),
+        ];
         for class in &classes {
             let fits = |target: Option<(usize, Item)>| {
                 target.map_or(0, |target| self.class_capacity(class, target, knobs))
@@ -150,17 +180,18 @@ impl Engine {
 
     /// Reclaims, settles, finds the committed allocation `caller` may see, and splits its
     /// lost ranks into classes (their selectors' pools made).
-    fn repair_setup(
-        &mut self,
-        id: HoldId,
-        caller: Owner<'_>,
-        now: f64,
-    ) -> CoreResult<(Vec<u64>, Vec<RepairClass>, Knobs)> {
+    fn repair_setup(&mut self, id: HoldId, caller: Owner<'_>, now: f64) -> CoreResult<Setup> {
         self.reclaim(now);
         self.settle();
         let hold = self.repairable(id, caller)?;
         let lost = lost_ranks(&self.topology, &self.states, hold);
-        let classes = repair_classes(&self.topology, hold, &lost)?;
+        let spared = spare_matches(&self.topology, &self.states, hold, &lost);
+        let rest: Vec<u64> = lost
+            .iter()
+            .copied()
+            .filter(|rank| !spared.iter().any(|(served, _)| served == rank))
+            .collect();
+        let classes = repair_classes(&self.topology, hold, &rest)?;
         let knobs = match &hold.request {
             Some(request) => Knobs {
                 spread: request.spread,
@@ -178,7 +209,12 @@ impl Engine {
             let (topology, states) = (&self.topology, &self.states);
             self.capacity.ensure_pool(topology, states, &class.selector);
         }
-        Ok((lost, classes, knobs))
+        Ok(Setup {
+            lost,
+            spared,
+            classes,
+            knobs,
+        })
     }
 
     /// The committed allocation `id` as `caller` may see it, or why it cannot be repaired.

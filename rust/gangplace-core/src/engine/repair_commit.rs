@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::Engine;
 use super::repair::lost_ranks;
+use super::repair_spares::slice_of;
 use super::transactions::{
     Owner, allocation_of, check_owner, check_ttl, gpus_by_node, held_gpus, reservation_of,
 };
@@ -52,25 +53,30 @@ impl Engine {
             )));
         }
         let mut pods: Vec<(NodeId, GpuSet)> = Vec::with_capacity(plan.replacements.len());
+        let (mut new_pods, mut ranks, mut spares) = (Vec::new(), Vec::new(), Vec::new());
         for (rank, pod) in &plan.replacements {
-            let domain = replacement_domain(target, *rank, &plan.domain);
+            let domain = slice_of(target, *rank).unwrap_or(&plan.domain);
             let node = self.node_inside(domain, &pod.node)?;
+            if plan.from_spares.contains(rank) {
+                self.check_spare(target, pod)?;
+                spares.push((*rank, pod.clone()));
+                continue;
+            }
             self.check_pod_gpus(node, pod.gpus)?;
             pods.push((node, pod.gpus));
+            new_pods.push(pod.clone());
+            ranks.push(*rank);
         }
         let held = gpus_by_node(pods.into_iter())
             .ok_or_else(|| CoreError::Conflict("the plan takes one GPU for two pods".into()))?;
         self.check_cap(caller, held_gpus(&held))?;
         let placement = Placement {
-            pods: plan
-                .replacements
-                .iter()
-                .map(|(_, pod)| pod.clone())
-                .collect(),
+            pods: new_pods,
             level: plan.level.clone(),
             domain: plan.domain.clone(),
             slices: Vec::new(),
             groups: Vec::new(),
+            spares: Vec::new(),
         };
         let hold = Hold {
             state: HoldState::Reserved,
@@ -84,7 +90,8 @@ impl Engine {
             roles: None,
             repair: Some(Arc::new(RepairLink {
                 allocation: plan.allocation,
-                ranks: plan.replacements.iter().map(|&(rank, _)| rank).collect(),
+                ranks,
+                spares,
             })),
         };
         let id = self.ledger.new_id()?;
@@ -130,12 +137,20 @@ impl Engine {
             .live(link.allocation)
             .ok_or_else(|| internal("a repair reservation outlived its allocation"))?;
         let lost = lost_ranks(&self.topology, &self.states, target);
-        if lost != link.ranks {
+        let stale = match lost == link.all_ranks() {
+            false => Some(format!(
+                "allocation {} has lost ranks {lost:?} now, the repair replaces {:?}",
+                link.allocation,
+                link.all_ranks()
+            )),
+            true => (link.spares.iter())
+                .find_map(|(_, spare)| self.check_spare(target, spare).err())
+                .map(|error| error.to_string()),
+        };
+        if let Some(why) = stale {
             self.end_hold(id, Ending::RolledBack);
             return Err(CoreError::Conflict(format!(
-                "allocation {} has lost ranks {lost:?} now, the repair replaces {:?}; the repair \
-                 reservation {id} was rolled back",
-                link.allocation, link.ranks
+                "{why}; the repair reservation {id} was rolled back"
             )));
         }
         let released = self.held_by_lost(target, &lost);
@@ -157,6 +172,17 @@ impl Engine {
             link.allocation,
             merged,
         ))
+    }
+
+    /// Refuses `pod` unless it is still one of the allocation's spares.
+    fn check_spare(&self, hold: &Hold, pod: &PodPlacement) -> CoreResult<()> {
+        if hold.placement.spares.contains(pod) {
+            return Ok(());
+        }
+        Err(CoreError::Conflict(format!(
+            "the plan is stale: the spare on node {:?} is no longer a spare of the allocation",
+            pod.node
+        )))
     }
 
     /// The GPUs the lost pods of `hold` still hold (on nodes that are still there), per node.
@@ -190,7 +216,10 @@ impl Engine {
     ) -> Placement {
         let mut placement = (*hold.placement).clone();
         let mut domain = placement.domain.clone();
-        for (&rank, pod) in link.ranks.iter().zip(pods) {
+        let used = |spare: &PodPlacement| link.spares.iter().any(|(_, used)| used == spare);
+        placement.spares.retain(|spare| !used(spare));
+        let served = link.spares.iter().map(|(rank, spare)| (rank, spare));
+        for (&rank, pod) in link.ranks.iter().zip(pods).chain(served) {
             if let Some(slot) = usize::try_from(rank)
                 .ok()
                 .and_then(|r| placement.pods.get_mut(r))
@@ -241,19 +270,4 @@ fn check_plan_shape(plan: &RepairPlan, hold: &Hold) -> CoreResult<()> {
         }
     }
     Ok(())
-}
-
-/// The domain a replacement for `rank` must lie in: its innermost slice's for a slice gang,
-/// the plan's otherwise.
-fn replacement_domain<'a>(hold: &'a Hold, rank: u64, planned: &'a [String]) -> &'a [String] {
-    let inner = hold
-        .request
-        .as_deref()
-        .and_then(|request| request.slices.last())
-        .map(|layer| layer.pods_per_slice);
-    let slice = inner.and_then(|inner| {
-        let index = usize::try_from(rank / inner).ok()?;
-        hold.placement.slices.get(index)
-    });
-    slice.map_or(planned, Vec::as_slice)
 }

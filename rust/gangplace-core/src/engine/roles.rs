@@ -180,6 +180,7 @@ impl Engine {
                 .collect(),
             slices: Vec::new(),
             groups: Vec::with_capacity(plan.groups.len()),
+            spares: Vec::new(),
         };
         let pods = plan.groups.iter().map(|group| group.pods.len()).sum();
         placement.pods.reserve(pods);

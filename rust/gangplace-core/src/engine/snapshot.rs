@@ -27,7 +27,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::Engine;
-use super::repair_snapshot::{Repairs, hold_repair, repair_from};
+use super::repair_snapshot::{HoldRepairs, Repairs, hold_repairs, link_from, spares_from};
 use super::roles_snapshot::{HoldRoles, Roles, hold_roles, roles_from};
 use super::snapshot_records::{
     RequestRecord, TermsRecord, as_snapshot_error, bad, ending_code, ending_from, owner_from,
@@ -49,8 +49,8 @@ pub const MAGIC: &[u8; 8] = b"GANGPLCE";
 /// version 1 stored a flag; version 3 adds the [`Extension`] after the version 2 body
 /// (`max_level`); version 4 adds [`Shapes`] after that (slice layers of every hold's request
 /// and its placement's slices); version 5 adds the roles of every hold after that (module
-/// `roles_snapshot`: multi-role groups and requests); version 6 adds the repair links of every
-/// hold after that (module `repair_snapshot`). Versions 2 to 6 are read; version 1
+/// `roles_snapshot`: multi-role groups and requests); version 6 adds the spares and repair
+/// links of every hold after that (module `repair_snapshot`). Versions 2 to 6 are read; version 1
 /// snapshots are refused.
 pub const FORMAT_VERSION: u16 = 6;
 const OLDEST_READ: u16 = 2;
@@ -197,7 +197,7 @@ impl Engine {
                 .ledger
                 .live_holds_by_id()
                 .into_iter()
-                .map(|(_, hold)| hold_repair(hold))
+                .map(|(_, hold)| hold_repairs(hold))
                 .collect(),
         };
         bytes.extend(postcard::to_stdvec(&repairs).map_err(encoding)?);
@@ -403,7 +403,7 @@ impl Engine {
     fn restore_hold(
         &mut self,
         record: HoldRecord,
-        (shape, roles, repair): (HoldShape, HoldRoles, Option<(u128, Vec<u64>)>),
+        (shape, roles, repairs): (HoldShape, HoldRoles, HoldRepairs),
         offset: f64,
     ) -> CoreResult<()> {
         let id = HoldId::from_bits(record.id);
@@ -454,13 +454,21 @@ impl Engine {
             domain: record.domain,
             slices: shape.placement_slices,
             groups: Vec::new(),
+            spares: Vec::new(),
         };
         let (groups, roles) = roles_from(roles, placement.pods.len())?;
         if roles.is_some() && record.request.is_some() {
             return Err(bad("a hold has both a request and a multi-role request"));
         }
+        let mut spares = spares_from(&repairs)?;
+        for pod in &mut spares {
+            if let Some(id) = self.topology.node_id(&pod.node) {
+                pod.affinity = self.affinity_of(id, pod.gpus);
+            }
+        }
         let placement = Placement {
             groups,
+            spares,
             ..placement
         };
         let spread = match shape.spread.as_str() {
@@ -482,6 +490,15 @@ impl Engine {
             request if shape.slices.is_empty() => request,
             _ => return Err(bad("a hold without a request has slices")),
         };
+        let request = match (request, repairs.request_spares) {
+            (request, 0) => request,
+            (Some(request), spares) => Some(
+                i64::try_from(spares)
+                    .map_err(|_| bad("a request's spares are out of range"))
+                    .and_then(|spares| request.with_spares(spares).map_err(as_snapshot_error))?,
+            ),
+            (None, _) => return Err(bad("a hold without a request has spares")),
+        };
         let hold = Hold {
             state: HoldState::Reserved,
             expires_at: if committed {
@@ -496,7 +513,7 @@ impl Engine {
             since: record.since + offset,
             request: request.map(Arc::new),
             roles: roles.map(Arc::new),
-            repair: repair_from(repair),
+            repair: link_from(repairs.link)?,
         };
         if committed && hold.repair.is_some() {
             return Err(bad("an allocation has a repair link"));

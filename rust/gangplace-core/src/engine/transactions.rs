@@ -204,18 +204,19 @@ impl Engine {
         check_ttl(ttl)?;
         check_owner(owner)?;
         self.reclaim(now);
-        self.demand(request)?; // an unknown level is an invalid request, whatever the cap
+        let placed = &*request.placed(); // spares count as pods (README "Spares")
+        self.demand(placed)?; // an unknown level is an invalid request, whatever the cap
         self.check_cap(owner, request.min_gpus())?;
-        let (demand, plan) = self.plan(request, now)?;
+        let (demand, plan) = self.plan(placed, now)?;
         let Some(plan) = plan else {
             return Err(CoreError::Unschedulable(
-                self.unschedulable_reason(request, &demand)?,
+                self.unschedulable_reason(placed, &demand)?,
             ));
         };
         let pods = plan.pods.iter().map(|pod| (pod.node, pod.gpus));
         let held = gpus_by_node(pods).ok_or_else(|| internal("a plan took one GPU twice"))?;
         self.check_cap(owner, held_gpus(&held))?;
-        let placement = Arc::new(self.placement(&plan));
+        let placement = Arc::new(request.split_spares(self.placement(&plan)));
         let new = NewHold {
             placement,
             expires_at: now + ttl,
@@ -243,8 +244,8 @@ impl Engine {
         check_ttl(ttl)?;
         check_owner(owner)?;
         self.reclaim(now);
-        let mut pods = Vec::with_capacity(placement.pods.len());
-        for pod in &placement.pods {
+        let mut pods = Vec::with_capacity(placement.pods.len() + placement.spares.len());
+        for pod in placement.pods.iter().chain(&placement.spares) {
             let node = self.pod_node(placement, &pod.node)?;
             self.check_pod_gpus(node, pod.gpus)?;
             pods.push((node, pod.gpus));
