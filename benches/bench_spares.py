@@ -27,7 +27,7 @@ CASES = {
         GangRequest(72, 4, slices=(("rack", 18),)),
     ),
 }
-SMOKE = ("tiny", 0.5, GangRequest(2, 4, spares=1), GangRequest(3, 4))
+SMOKE = ("tiny", 0.5, GangRequest(2, 8, spares=1), GangRequest(3, 8))
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
@@ -60,3 +60,41 @@ def bench_place_with_spares_reference(benchmark: Any, case: dict[str, Any]) -> N
     assert [(p.node, tuple(p.gpus)) for p in got.spares] == [
         (p.node, tuple(p.gpus)) for p in expected.spares
     ]
+
+
+def bench_reserve_spares(benchmark: Any, case: dict[str, Any]) -> None:
+    """``reserve_spares`` of 8 spares (2 per slice for the slice gang, 1 for the smoke run) for
+    a freshly committed gang without spares; the gang is released and placed again before each
+    round, outside the timing."""
+    cluster = case["cluster"]
+    plain = with_no_spares(case["spared"])
+    count = case["spared"].spares
+    held: list[Any] = []
+
+    def fresh() -> tuple[tuple[Any, int], dict[str, Any]]:
+        for old in held:
+            cluster.release(old)
+        held[:] = [cluster.commit(cluster.reserve(plain))]
+        return (held[0], count), {}
+
+    merged = benchmark.pedantic(
+        cluster.reserve_spares, setup=fresh, rounds=3 if benchmark.disabled else 200
+    )
+    assert len(merged.spares) == count * max(len(merged.placement.slices), 1)
+    benchmark.extra_info.update(op="reserve_spares", spares=len(merged.spares))
+    for old in held:
+        cluster.release(old)
+
+
+def bench_reserve_spares_reference(benchmark: Any, case: dict[str, Any]) -> None:
+    """The same by ``gangplace.reference`` (one round)."""
+    oracle = twin(case["cluster"], case["shape"])
+    job = oracle.commit(oracle.reserve(with_no_spares(case["spared"])))
+    merged = benchmark.pedantic(
+        oracle.reserve_spares, args=(job, case["spared"].spares), rounds=1, iterations=1
+    )
+    assert merged.spares
+
+
+def with_no_spares(request: GangRequest) -> GangRequest:
+    return GangRequest(request.pods, request.gpus_per_pod, slices=request.slices)

@@ -21,9 +21,12 @@ from test_slices import nvl72, sliced_requests, small_clusters
 
 from gangplace import (
     Cluster,
+    GangplaceError,
     GangRequest,
     InvalidRequest,
     LimitExceeded,
+    ReservationError,
+    UnknownReservation,
     Unschedulable,
 )
 
@@ -216,6 +219,13 @@ def test_preemption_and_defrag_refuse_gangs_with_spares_and_change_nothing() -> 
     assert cluster.snapshot() == before
 
 
+def outcome(call: Any, *args: Any) -> Any:
+    try:
+        return "ok", call(*args)
+    except GangplaceError as error:
+        return "error", type(error).__name__
+
+
 def with_spares(request: GangRequest, spares: int) -> GangRequest:
     return GangRequest(
         request.pods,
@@ -280,7 +290,75 @@ def test_spares_agree_with_the_reference(
         twin_merged = oracle.commit_repair(oracle.repair(twin_plan))
         assert as_tuple(merged.placement) == as_tuple(twin_merged.placement)
         assert pods_of(merged.spares) == pods_of(twin_merged.spares)
+    for allocation in engine.allocations():
+        count = data.draw(st.integers(0, 2), label="refill")
+        if not count:
+            continue
+        got = outcome(engine.reserve_spares, allocation, count)
+        expected = outcome(oracle.reserve_spares, ids[allocation.id], count)
+        assert got[0] == expected[0] and (got[0] == "ok" or got == expected)
+        if got[0] == "ok":
+            assert pods_of(got[1].spares) == pods_of(expected[1].spares)
+            event("refilled")
     event(f"repairs from spares: {min(served, 2)}")
     for name in engine.nodes():
         assert node_state(engine, name) == node_state(oracle, name)
     engine.check_invariants()
+
+
+def test_reserve_spares_refills_after_a_repair() -> None:
+    cluster = racks_of(1, 2, 8)
+    job = cluster.commit(cluster.reserve(GangRequest(4, 8, required_level="rack", spares=1)))
+    cluster.remove_node(job.placement.pods[0].node)
+    plan = cluster.plan_repair(job)
+    assert plan is not None and plan.from_spares == (0,)
+    merged = cluster.commit_repair(cluster.repair(plan))
+    assert merged.spares == ()
+    refilled = cluster.reserve_spares(job, 1)
+    assert refilled.id == job.id and len(refilled.spares) == 1
+    spare = refilled.spares[0]
+    assert cluster.node(spare.node).topology["rack"] == job.placement.domain[-1]
+    assert set(spare.gpus) <= set(cluster.node(spare.node).allocated)
+    before = cluster.snapshot()
+    with pytest.raises(Unschedulable):
+        cluster.reserve_spares(job, 3)  # the rack has two free nodes left
+    assert cluster.snapshot() == before
+    assert len(cluster.reserve_spares(job, 2).spares) == 3
+    cluster.check_invariants()
+
+
+def test_reserve_spares_puts_them_in_every_slice_domain() -> None:
+    cluster = nvl72(4)
+    job = cluster.commit(cluster.reserve(GangRequest(64, 4, slices=(("rack", 16),))))
+    refilled = cluster.reserve_spares(job, 2)
+    racks = [cluster.node(s.node).topology["rack"] for s in refilled.spares]
+    assert sorted(racks) == sorted(path[-1] for path in job.placement.slices for _ in range(2))
+    assert cluster.stats().free == 0
+
+
+@pytest.mark.parametrize(
+    ("make", "count", "error"),
+    [
+        (lambda c: c.commit(c.reserve(GangRequest(1, 8))), 0, InvalidRequest),
+        (lambda c: c.commit(c.reserve(GangRequest(1, 8))), -3, InvalidRequest),
+        (lambda c: c.commit(c.reserve(GangRequest(1, 8))), 2**40, InvalidRequest),
+        (lambda c: c.reserve(GangRequest(1, 8)), 1, ReservationError),
+        (lambda c: "gp-" + "0" * 32, 1, UnknownReservation),
+        (
+            lambda c: (a := c.commit(c.reserve(GangRequest(1, 8))), c.release(a))[0],
+            1,
+            ReservationError,
+        ),
+        (lambda c: c.commit(c.reserve(c.place_gang(GangRequest(1, 8)))), 1, InvalidRequest),
+    ],
+    ids=["zero", "negative", "huge", "reservation", "unknown", "released", "no-request"],
+)
+def test_bad_reserve_spares_raise_typed_errors_and_change_nothing(
+    make: Any, count: int, error: type[Exception]
+) -> None:
+    cluster = racks_of(1, 1, 4)
+    target = make(cluster)
+    before = cluster.snapshot()
+    with pytest.raises(error):
+        cluster.reserve_spares(target, count)
+    assert cluster.snapshot() == before

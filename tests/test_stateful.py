@@ -523,6 +523,18 @@ class EngineVersusReference(RuleBasedStateMachine):
         else:
             assert got == expected
 
+    @rule(hold=holds, count=st.integers(-1, 3), owner=st.sampled_from(OWNERS))
+    def reserve_spares(self, hold: str, count: int, owner: str | None) -> None:
+        """Refills spares (README "Spares", S5): the same spares, or the same error."""
+        got, expected = self._both_ids("reserve_spares", hold, count=count, owner=owner)
+        if got[0] == expected[0] == "ok":
+            assert [(p.node, tuple(p.gpus)) for p in got[1].spares] == [
+                (p.node, tuple(p.gpus)) for p in expected[1].spares
+            ]
+            event("reserve_spares: held")
+        else:
+            assert got == expected
+
     @rule(node=st.sampled_from(NAMES), gpu=st.integers(0, 7), healthy=st.booleans())
     def set_health(self, node: str, gpu: int, healthy: bool) -> None:
         got, expected = self._both("set_gpu_health", node, gpu, healthy)

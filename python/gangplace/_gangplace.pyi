@@ -939,6 +939,24 @@ class Cluster:
             InvalidRequest: Bad ``ttl`` or ``owner``, or a plan that repairs nothing.
 
         """
+    def reserve_spares(
+        self, allocation: Allocation | str, count: int, *, owner: str | None = None
+    ) -> Allocation:
+        """Holds more spares for an allocation (README "Spares", S5).
+
+        ``count`` pods of its pod size inside its placement's domain, or ``count`` in every
+        innermost slice domain of a slice gang, by the placement rules with its selector,
+        spread and NUMA policy; appended to ``Allocation.spares``. All or nothing.
+
+        Raises:
+            Unschedulable: Not all of them fit; nothing changes.
+            UnknownReservation: No such id, or another owner's.
+            ReservationError: A reservation, or an ended allocation.
+            LimitExceeded: Its owner would exceed ``max_held_gpus_per_owner``.
+            InvalidRequest: ``count`` below 1 or past the gang limit, or an allocation not placed
+                from a ``GangRequest``.
+
+        """
     def commit_repair(
         self, reservation: Reservation | str, *, owner: str | None = None
     ) -> Allocation:

@@ -22,10 +22,12 @@ from gangplace.errors import (
     InvalidRequest,
     ReservationError,
     UnknownReservation,
+    Unschedulable,
 )
 from gangplace.reference import rules
 from gangplace.reference.values import (
     DEFAULT_REPAIR_TTL_SECONDS,
+    MAX_PODS,
     Allocation,
     Path,
     Placement,
@@ -276,6 +278,53 @@ class Repairs:
         )
         del self._holds[rid]
         self._remember(rid, "merged", repair.owner)
+        return hold.allocation(hid, self._nodes)
+
+    def reserve_spares(
+        self, allocation: Allocation | str, count: int, *, owner: str | None = None
+    ) -> Allocation:
+        """README "Spares", S5: ``count`` more spares, all or nothing.
+
+        In the placement's domain, or ``count`` in every innermost slice domain.
+        """
+        if not 1 <= count <= MAX_PODS:
+            raise InvalidRequest(f"count must be between 1 and {MAX_PODS}, got {count}")
+        hid, hold = self._repairable(allocation, owner)
+        request = hold.request
+        if request is None:
+            raise InvalidRequest("reserve_spares takes allocations placed from a GangRequest")
+        domains: list[Path | None] = [None]
+        if request.slices:
+            domains = [tuple(path) for path in hold.placement.slices]
+        if count * len(domains) > MAX_PODS:
+            raise InvalidRequest("that many spares exceed the gang limit")
+        classes = [
+            _Class(
+                request.gpus_per_pod,
+                dict(request.selector),
+                tuple(range(i * count, (i + 1) * count)),
+                where,
+            )
+            for i, where in enumerate(domains)
+        ]
+        spread, numa = self._knobs(hold)
+        depth, path, exact = self._resolve(tuple(hold.placement.domain))
+        found = self._place(classes, (depth, path), spread, numa) if exact else None
+        if found is None:
+            where = (
+                "every slice domain of the allocation"
+                if request.slices
+                else "the allocation's domain"
+            )
+            raise Unschedulable(
+                f"no room for {count} more spare(s) of {request.gpus_per_pod} GPUs in {where}"
+            )
+        self._check_cap(hold.owner, len(found) * request.gpus_per_pod)
+        added = tuple(PodPlacement(pod.node, tuple(pod.gpus)) for _, pod in found)
+        for pod in added:
+            hold.gpus.setdefault(pod.node, set()).update(pod.gpus)
+            self._nodes[pod.node].allocated.update(pod.gpus)
+        hold.placement = replace(hold.placement, spares=(*hold.placement.spares, *added))
         return hold.allocation(hid, self._nodes)
 
     # ----------------------------------------------------------------- helpers

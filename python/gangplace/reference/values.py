@@ -36,6 +36,7 @@ MAX_TTL_SECONDS = float(LIMITS["max_ttl_seconds"])
 DEFAULT_TTL_SECONDS = float(LIMITS["default_ttl_seconds"])
 DEFAULT_REPAIR_TTL_SECONDS = float(LIMITS["default_repair_ttl_seconds"])
 MAX_NODES = int(LIMITS["max_nodes"])
+MAX_PODS = int(LIMITS["max_gang_gpus"])  # pods of one GPU each at the most
 REMEMBERED_ENDED_HOLDS = int(LIMITS["remembered_ended_holds"])
 NODE, CLUSTER = "node", "cluster"
 

@@ -217,4 +217,35 @@ impl Cluster {
         let inner = self.run(|engine| Ok(engine.commit_repair(id, owner.as_deref(), now)?))?;
         Ok(Allocation { inner })
     }
+
+    /// Holds more spares for an allocation (README "Spares", S5).
+    ///
+    /// ``count`` pods of its pod size inside its placement's domain, or ``count`` in every
+    /// innermost slice domain of a slice gang, by the placement rules with its selector,
+    /// spread and NUMA policy; appended to ``Allocation.spares``. All or nothing.
+    ///
+    /// Raises:
+    ///     Unschedulable: Not all of them fit; nothing changes.
+    ///     UnknownReservation: No such id, or another owner's.
+    ///     ReservationError: A reservation, or an ended allocation.
+    ///     LimitExceeded: Its owner would exceed ``max_held_gpus_per_owner``.
+    ///     InvalidRequest: ``count`` below 1 or past the gang limit, or an allocation not placed
+    ///         from a ``GangRequest``.
+    #[pyo3(signature = (allocation, count, *, owner = None))]
+    fn reserve_spares(
+        &self,
+        py: Python<'_>,
+        allocation: &Bound<'_, PyAny>,
+        count: &Bound<'_, PyAny>,
+        owner: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Allocation> {
+        let id = hold_id(allocation, "allocation")?;
+        let count = convert::int(count, "count")?;
+        let owner = owner_name(owner)?;
+        let now = self.now(py)?;
+        let inner = self.run_detached(py, |engine| {
+            Ok(engine.reserve_spares(id, count, owner.as_deref(), now)?)
+        })?;
+        Ok(Allocation { inner })
+    }
 }

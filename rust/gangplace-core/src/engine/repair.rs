@@ -50,18 +50,18 @@ pub(crate) fn lost_ranks(topology: &Topology, states: &NodeStates, hold: &Hold) 
 /// Lost ranks placed together: one pod size, one selector, one target (a slice's domain, or
 /// `None`: the placement's domain or the widened one).
 #[derive(Debug, Clone)]
-struct RepairClass {
-    gpus_per_pod: u32,
-    selector: Vec<(String, String)>,
-    ranks: Vec<u64>,
-    slice: Option<Vec<String>>,
+pub(super) struct RepairClass {
+    pub gpus_per_pod: u32,
+    pub selector: Vec<(String, String)>,
+    pub ranks: Vec<u64>,
+    pub slice: Option<Vec<String>>,
 }
 
 /// What the pods of a repair follow besides the rules: the request's spread and NUMA policy.
 #[derive(Debug, Clone, Copy)]
-struct Knobs {
-    spread: Spread,
-    numa: Numa,
+pub(super) struct Knobs {
+    pub spread: Spread,
+    pub numa: Numa,
 }
 
 /// What both repair queries start from: the lost ranks, those the allocation's spares take,
@@ -302,7 +302,7 @@ impl Engine {
 
     /// The deepest item a domain path (plus a node name at the node level) still names, its
     /// depth, and whether the whole path resolved.
-    fn resolve_path(&self, path: &[String]) -> (usize, Item, bool) {
+    pub(super) fn resolve_path(&self, path: &[String]) -> (usize, Item, bool) {
         let mut domain: DomainId = ROOT;
         for (depth, name) in path.iter().enumerate() {
             let here = self.topology.domain(domain);
@@ -332,7 +332,7 @@ impl Engine {
 
     /// Every class placed in turn (its slice's domain, or `target`), each seeing the GPUs the
     /// earlier ones took; `(rank, pod)` in rank order, or `None` if one does not fit.
-    fn place_classes(
+    pub(super) fn place_classes(
         &self,
         classes: &[RepairClass],
         target: (usize, Item),

@@ -1,11 +1,18 @@
-//! The first tier of repair (README "Repair after failures", R2; "Spares"): lost ranks taken
-//! by the allocation's own spares. Lost ranks in rank order each take the first spare not
-//! taken yet that is on an uncordoned node and, for a slice gang, inside the rank's innermost
-//! slice domain (spares in the order the allocation lists them).
+//! Spares in repairs (README "Repair after failures", R2; "Spares"): the first tier, lost
+//! ranks taken by the allocation's own spares (lost ranks in rank order each take the first
+//! spare not taken yet that is on an uncordoned node and, for a slice gang, inside the rank's
+//! innermost slice domain, spares in the order the allocation lists them); and
+//! `reserve_spares`, which holds new spares for an allocation.
 
+use super::Engine;
+use super::repair::{Knobs, RepairClass};
+use super::transactions::{Owner, allocation_of};
+use crate::error::{CoreError, CoreResult, internal, invalid};
+use crate::ids::HoldId;
 use crate::ledger::Hold;
-use crate::model::PodPlacement;
-use crate::state::NodeStates;
+use crate::limits::MAX_PODS;
+use crate::model::{Allocation, PodPlacement};
+use crate::state::{Changes, NodeStates};
 use crate::topology::Topology;
 
 /// The innermost slice domain of `rank` for a slice gang (`None` otherwise).
@@ -50,4 +57,108 @@ pub(crate) fn spare_matches(
         }
     }
     matches
+}
+
+impl Engine {
+    /// Holds `count` new spares for allocation `id` (README "Spares", S5): `count` pods of its
+    /// pod size inside its placement's domain, or `count` in every innermost slice domain of a
+    /// slice gang, by rules 4-6 with its selector, spread and NUMA policy; all of them or
+    /// [`CoreError::Unschedulable`] and nothing changes.
+    pub fn reserve_spares(
+        &mut self,
+        id: HoldId,
+        count: i64,
+        caller: Owner<'_>,
+        now: f64,
+    ) -> CoreResult<Allocation> {
+        let count = u64::try_from(count)
+            .ok()
+            .filter(|count| (1..=MAX_PODS).contains(count))
+            .ok_or_else(|| {
+                invalid(format!(
+                    "count must be between 1 and {MAX_PODS}, got {count}"
+                ))
+            })?;
+        self.reclaim(now);
+        self.settle();
+        let hold = self.repairable(id, caller)?;
+        let Some(request) = hold.request.clone() else {
+            return Err(invalid(
+                "reserve_spares takes allocations placed from a GangRequest (their pod size)",
+            ));
+        };
+        let classes = spare_classes(hold, &request, count)?;
+        let knobs = Knobs {
+            spread: request.spread,
+            numa: request.numa,
+        };
+        let (topology, states) = (&self.topology, &self.states);
+        self.capacity
+            .ensure_pool(topology, states, &request.selector);
+        let hold = self
+            .ledger
+            .live(id)
+            .ok_or_else(|| internal("a live hold vanished"))?;
+        let (depth, item, exact) = self.resolve_path(&hold.placement.domain);
+        let placed = match exact {
+            true => self.place_classes(&classes, (depth, item), knobs)?,
+            false => None,
+        };
+        let Some(placed) = placed else {
+            return Err(CoreError::Unschedulable(format!(
+                "no room for {count} more spare(s) of {} GPUs in {}",
+                request.gpus_per_pod,
+                match request.slices.is_empty() {
+                    true => "the allocation's domain",
+                    false => "every slice domain of the allocation",
+                }
+            )));
+        };
+        let gpus = placed.len() as u64 * u64::from(request.gpus_per_pod);
+        self.check_cap(hold.owner.as_deref(), gpus)?;
+        let mut pods = Vec::with_capacity(placed.len());
+        for (_, pod) in placed {
+            let node = self.topology.node_id(&pod.node);
+            pods.push((
+                node.ok_or_else(|| internal("a new spare names no node"))?,
+                pod,
+            ));
+        }
+        let mut changes = Changes::new();
+        let (states, ledger) = (&mut self.states, &mut self.ledger);
+        ledger.add_spares(states, &mut changes, id, &pods);
+        self.apply(&changes);
+        let hold = self
+            .ledger
+            .live(id)
+            .ok_or_else(|| internal("a live hold vanished"))?;
+        Ok(allocation_of(&self.topology, &self.states, id, hold))
+    }
+}
+
+/// The classes `reserve_spares` places: `count` pods in the placement's domain, or `count` in
+/// each innermost slice domain (slices in order), with placeholder ranks that keep the
+/// classes in that order.
+fn spare_classes(
+    hold: &Hold,
+    request: &crate::model::GangRequest,
+    count: u64,
+) -> CoreResult<Vec<RepairClass>> {
+    let slices: Vec<Option<Vec<String>>> = match request.slices.is_empty() {
+        true => vec![None],
+        false => hold.placement.slices.iter().cloned().map(Some).collect(),
+    };
+    let total = count.checked_mul(slices.len() as u64);
+    if total.is_none_or(|total| total > MAX_PODS) {
+        return Err(invalid("that many spares exceed the gang limit"));
+    }
+    Ok((0u64..)
+        .zip(slices)
+        .map(|(index, slice)| RepairClass {
+            gpus_per_pod: request.gpus_per_pod,
+            selector: request.selector.clone(),
+            ranks: (index * count..(index + 1) * count).collect(),
+            slice,
+        })
+        .collect())
 }
