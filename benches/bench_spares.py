@@ -62,39 +62,53 @@ def bench_place_with_spares_reference(benchmark: Any, case: dict[str, Any]) -> N
     ]
 
 
-def bench_reserve_spares(benchmark: Any, case: dict[str, Any]) -> None:
-    """``reserve_spares`` of 8 spares (2 per slice for the slice gang, 1 for the smoke run) for
-    a freshly committed gang without spares; the gang is released and placed again before each
-    round, outside the timing."""
-    cluster = case["cluster"]
-    plain = with_no_spares(case["spared"])
-    count = case["spared"].spares
-    held: list[Any] = []
+def use_the_spares(cluster: Any, job_id: str, request: GangRequest) -> None:
+    """Fails one GPU on as many ranks of the gang as it has spares (the first ranks of every
+    innermost slice for a slice gang, evenly spread ranks otherwise), repairs them from the
+    spares, then heals the GPUs: the lost pods' room is free again for a refill."""
+    (job,) = [a for a in cluster.allocations() if a.id == job_id]
+    pods, count = job.placement.pods, len(job.spares)
+    if request.slices:
+        inner = request.slices[-1][1]
+        ranks = [j * inner + i for j in range(len(pods) // inner) for i in range(request.spares)]
+    else:
+        ranks = list(range(len(pods)))[:: max(len(pods) // count, 1)][:count]
+    failed = [(pods[rank].node, pods[rank].gpus[0]) for rank in ranks]
+    for node, gpu in failed:
+        cluster.set_gpu_health(node, gpu, False)
+    plan = cluster.plan_repair(job_id)
+    assert plan is not None and len(plan.from_spares) == count
+    cluster.commit_repair(cluster.repair(plan))
+    for node, gpu in failed:
+        cluster.set_gpu_health(node, gpu, True)
 
-    def fresh() -> tuple[tuple[Any, int], dict[str, Any]]:
-        for old in held:
-            cluster.release(old)
-        held[:] = [cluster.commit(cluster.reserve(plain))]
-        return (held[0], count), {}
+
+def bench_reserve_spares(benchmark: Any, case: dict[str, Any]) -> None:
+    """``reserve_spares`` refilling what a repair used: the gang is committed with its spares
+    once; before each round, outside the timing, a repair uses them all (``use_the_spares``),
+    so every round refills as many spares into the room the lost pods left."""
+    cluster, request = case["cluster"], case["spared"]
+    job = cluster.commit(cluster.reserve(request))
+    count = len(job.spares)
+
+    def repaired() -> tuple[tuple[Any, int], dict[str, Any]]:
+        use_the_spares(cluster, job.id, request)
+        return (job, request.spares), {}
 
     merged = benchmark.pedantic(
-        cluster.reserve_spares, setup=fresh, rounds=3 if benchmark.disabled else 200
+        cluster.reserve_spares, setup=repaired, rounds=3 if benchmark.disabled else 200
     )
-    assert len(merged.spares) == count * max(len(merged.placement.slices), 1)
-    benchmark.extra_info.update(op="reserve_spares", spares=len(merged.spares))
-    for old in held:
-        cluster.release(old)
+    assert len(merged.spares) == count
+    benchmark.extra_info.update(op="reserve_spares", spares=count)
+    cluster.release(job)
 
 
 def bench_reserve_spares_reference(benchmark: Any, case: dict[str, Any]) -> None:
-    """The same by ``gangplace.reference`` (one round)."""
-    oracle = twin(case["cluster"], case["shape"])
-    job = oracle.commit(oracle.reserve(with_no_spares(case["spared"])))
+    """The same refill by ``gangplace.reference`` (one round), after one repair."""
+    oracle, request = twin(case["cluster"], case["shape"]), case["spared"]
+    job = oracle.commit(oracle.reserve(request))
+    use_the_spares(oracle, job.id, request)
     merged = benchmark.pedantic(
-        oracle.reserve_spares, args=(job, case["spared"].spares), rounds=1, iterations=1
+        oracle.reserve_spares, args=(job, request.spares), rounds=1, iterations=1
     )
-    assert merged.spares
-
-
-def with_no_spares(request: GangRequest) -> GangRequest:
-    return GangRequest(request.pods, request.gpus_per_pod, slices=request.slices)
+    assert len(merged.spares) == len(job.spares)
