@@ -34,7 +34,7 @@ def _cluster(clock: Any, unhealthy: list[tuple[int, int]]) -> Cluster:
 
 
 requests = st.builds(
-    lambda pods, gpus, elastic, level, priority, movable, zone: GangRequest(
+    lambda pods, gpus, elastic, level, priority, movable, zone, spares: GangRequest(
         pods,
         gpus,
         min_pods=max(1, pods // 2) if elastic else None,
@@ -42,6 +42,7 @@ requests = st.builds(
         priority=priority,
         movable=movable,
         selector={"zone": "b"} if zone else None,
+        spares=spares,
     ),
     st.integers(1, 6),
     st.sampled_from([1, 2, 4]),
@@ -50,6 +51,7 @@ requests = st.builds(
     st.integers(0, 2),
     st.booleans(),
     st.sampled_from([False, False, True]),
+    st.sampled_from([0, 0, 0, 1]),  # README "Spares": held with the gang
 ) | st.builds(
     lambda count, gpus, elastic, level, priority: GangRequest(
         2 * count,

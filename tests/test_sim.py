@@ -12,6 +12,7 @@ import pytest
 
 from gangplace import Cluster, GangRequest, Unschedulable
 from gangplace.sim.clusters import parse_cluster
+from gangplace.sim.errors import SimError
 from gangplace.sim.metrics import summarize
 from gangplace.sim.replay import Replay, RunResult
 from gangplace.sim.settings import SimSettings
@@ -186,6 +187,41 @@ def test_failures_requeue_jobs_and_cost_goodput() -> None:
     assert figures["jobs_finished"] == 20
     again = run("best-fit", jobs, failures_per_gpu_hour=0.05, repair_s=600)
     assert again.failures == result.failures  # seeded
+
+
+def test_failures_repaired_in_place_or_from_spares_instead_of_requeued() -> None:
+    """The failure scenario's three answers (README "Simulation"): requeue the job, repair
+    it in place, or hold spares and repair from them; all seeded, all jobs finish."""
+    jobs = [job(f"J{i}", i * 100.0, 2000, 2, 4) for i in range(20)]
+    spec = "tree:1,2,3,4"  # room left for repairs
+    figures = {}
+    for policy in ("best-fit", "best-fit+repair", "best-fit+spares"):
+        result = run(policy, jobs, spec, failures_per_gpu_hour=0.05, repair_s=600)
+        figures[policy] = summarize(result, parse_cluster(spec), (0.0, 1900.0))
+        assert figures[policy]["jobs_finished"] == 20 and result.failures > 0
+    requeue, repair, spares = (
+        figures[p] for p in ("best-fit", "best-fit+repair", "best-fit+spares")
+    )
+    assert requeue["repairs"] == 0 and requeue["spare_gpu_hours"] == 0
+    assert repair["repairs"] >= 1 and repair["restarts"] < requeue["restarts"]
+    assert repair["spare_gpu_hours"] == 0 and repair["ranks_from_spares"] == 0
+    assert spares["ranks_from_spares"] >= 1 and spares["spare_gpu_hours"] > 0
+    assert spares["restarts"] < requeue["restarts"]
+    for entry in figures.values():
+        assert entry["useful_gpu_hours"] == pytest.approx(
+            entry["lost_gpu_hours"] / (1 - entry["goodput"]) - entry["lost_gpu_hours"]
+        )
+    again = run("best-fit+spares", jobs, spec, failures_per_gpu_hour=0.05, repair_s=600)
+    assert (
+        again.repairs == spares["repairs"] and again.spare_gpu_s / 3600 == spares["spare_gpu_hours"]
+    )
+
+
+def test_spares_settings_are_checked() -> None:
+    with pytest.raises(SimError, match="spares"):
+        SimSettings(spares=-1)
+    with pytest.raises(SimError, match="spares"):
+        SimSettings(spares=65)
 
 
 def test_explain_counts_exclusions_and_gpus_to_free() -> None:

@@ -123,6 +123,12 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         "--repair-hours", type=float, default=4.0, help="a failed GPU is back after this (4)"
     )
     parser.add_argument(
+        "--spares",
+        type=int,
+        default=1,
+        help="spare pods the best-fit+spares policy holds next to every gang (1)",
+    )
+    parser.add_argument(
         "--numa-split",
         action="store_true",
         help="NUMA-split scenario: nodes have two NUMA halves; counts pods spanning both",
@@ -181,6 +187,7 @@ def _settings(args: argparse.Namespace) -> SimSettings:
         checkpoint_s=args.checkpoint_hours * 3600.0 if args.checkpoint_hours else None,
         high_priority_share=args.high_priority_share,
         numa_split=args.numa_split,
+        spares=args.spares,
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from gangplace._gangplace import Allocation, Cluster, GangRequest
 from gangplace.errors import DuplicateJob, LimitExceeded, UnknownJob, Unschedulable
+from gangplace.reference import spares
 from gangplace.scheduler.values import Decisions, Moved, Started
 
 __all__ = ["ReferenceScheduler"]
@@ -85,6 +86,7 @@ class ReferenceScheduler:
                 slices=request.slices,
                 spread=request.spread,
                 numa=request.numa,
+                spares=request.spares,
             )
             self._empty_copy().place_gang(form)
         loosest = GangRequest(
@@ -95,6 +97,7 @@ class ReferenceScheduler:
             slices=request.slices,
             spread=request.spread,
             numa=request.numa,
+            spares=request.spares,
         )
         quota = self.quotas.get(owner) if owner is not None else None
         if self._empty_copy().place_gang(loosest) is None or (
@@ -269,6 +272,7 @@ class ReferenceScheduler:
             slices=request.slices,
             spread=request.spread,
             numa=request.numa,
+            spares=request.spares,
         )
 
     def _usage(self, owner: str | None) -> int:
@@ -281,7 +285,8 @@ class ReferenceScheduler:
     def _fewest(self, job: _Job) -> int:
         request = job.request
         pods = (request.min_pods or request.pods) if job.form[1] else request.pods
-        return pods * request.gpus_per_pod
+        layers = tuple(request.slices)
+        return spares.placed_pods(pods, request.spares, layers) * request.gpus_per_pod
 
     def _try(self, job: _Job, now: float, backfilled: bool) -> Started | str:
         quota = self.quotas.get(job.owner) if job.owner is not None else None
@@ -324,8 +329,8 @@ class ReferenceScheduler:
         return math.inf
 
     def _make_room(self, head: _Job, now: float) -> tuple[Started, list[str], list[Moved]] | None:
-        """S8: preemption first, then defragmentation (never for slice gangs)."""
-        if head.request.slices or head.request.numa != "none":
+        """S8: preemption first, then defragmentation (never for slice, NUMA or spared gangs)."""
+        if head.request.slices or head.request.numa != "none" or head.request.spares:
             return None
         request = self._request(head)
         if self.preemption:

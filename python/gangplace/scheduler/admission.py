@@ -46,6 +46,7 @@ def _smallest_at(request: GangRequest, level: str | None) -> GangRequest:
         slices=request.slices,
         spread=request.spread,
         numa=request.numa,
+        spares=request.spares,
     )
 
 

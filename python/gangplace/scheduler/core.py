@@ -208,6 +208,7 @@ class Scheduler:
             request.slices,
             request.spread,
             request.numa,
+            request.spares,
             job.owner,
         )
 

@@ -133,8 +133,9 @@ def _make_room(
 ) -> tuple[Started, list[str], list[Moved]] | None:
     """Preemption, then defragmentation, for the blocked head; ``None`` if neither helps."""
     request = head.request
-    if not (scheduler.preemption or scheduler.defrag) or request.slices or request.numa != "none":
-        return None  # slice and numa='single' gangs never make room: plans count pods
+    shaped = request.slices or request.numa != "none" or request.spares
+    if not (scheduler.preemption or scheduler.defrag) or shaped:
+        return None  # slice, numa='single' and spared gangs never make room: plans count pods
     cluster = scheduler.cluster
     request = scheduler._within_quota(head)
     if scheduler.preemption:

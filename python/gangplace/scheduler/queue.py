@@ -84,6 +84,7 @@ class QueuedJob:
             slices=request.slices,
             spread=request.spread,
             numa=request.numa,
+            spares=request.spares,
         )
 
     @property
@@ -91,6 +92,10 @@ class QueuedJob:
         """The fewest GPUs it can start with in its current form."""
         request = self.request
         pods = (request.min_pods or request.pods) if self.elastic else request.pods
+        if request.spares:  # README "Spares": they are placed with the gang
+            inner = request.slices[-1][1] if request.slices else None
+            spares = request.spares
+            pods = pods + spares if inner is None else pods // inner * (inner + spares)
         return pods * request.gpus_per_pod
 
 

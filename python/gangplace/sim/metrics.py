@@ -20,7 +20,11 @@ Definitions (times in seconds of the trace):
   because there was no room on arrival; ``allocation_at_end`` the busy share of healthy GPUs
   at the end; ``load_curve`` (arrival-only) the allocated share against the arrived load.
 - ``lost_gpu_hours``: work thrown away by preemptions and failures (restarts from scratch);
-  ``goodput`` the share of busy GPU-time that was not lost.
+  ``goodput`` the share of busy GPU-time that was not lost; ``useful_gpu_hours`` the busy
+  GPU-time that was not lost, over the whole run. ``repairs``: failures repaired in place
+  (``+repair``, ``+spares``), ``ranks_from_spares`` the lost ranks spares took,
+  ``spare_gpu_hours`` the GPU-time held as spares (idle and never free: the price of
+  ``+spares``, not in ``utilization``).
 - ``real_wait_s``: the waits the trace itself recorded (Alibaba), beside the simulated ones.
 """
 
@@ -211,6 +215,10 @@ def summarize(result: RunResult, spec: ClusterSpec, window: Window) -> dict[str,
         "restarts": sum(r.restarts for r in result.records),
         "lost_gpu_hours": lost / 3600.0,
         "goodput": 1.0 - lost / busy_total if busy_total else None,
+        "useful_gpu_hours": (busy_total - lost) / 3600.0,
+        "repairs": result.repairs,
+        "ranks_from_spares": result.ranks_from_spares,
+        "spare_gpu_hours": result.spare_gpu_s / 3600.0,
         "allocation_at_end": (
             result.samples[-1][1] / result.healthy_gpus
             if result.samples and result.healthy_gpus

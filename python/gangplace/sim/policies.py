@@ -9,6 +9,12 @@
   GB200 NVL72 (:func:`nvidia_slices`: 16 pods per slice from 128 GPUs, 4 below).
 - ``best-fit+numa``: best-fit with ``numa="single"``: no pod's GPUs span two NUMA groups
   (with ``--numa-split``, where nodes have two NUMA halves).
+- ``best-fit+repair``, ``best-fit+spares``: best-fit where a failed GPU under a running job
+  is repaired in place (``plan_repair(widen=True)``, ``repair``, ``commit_repair``: the job
+  resumes from its last checkpoint on the repaired placement, keeping its other pods)
+  instead of requeueing the job; ``+spares`` also holds ``SimSettings.spares`` spare pods
+  next to every gang, so that repairs take spares first (README "Repair after failures",
+  "Spares"). A job is requeued only when no repair fits.
 - ``best-fit+preempt``, ``best-fit+defrag``: the same with preemption, or defragmentation, for
   the blocked head (jobs of the trace carry their priorities; every job is preemptible and,
   for defragmentation, movable).
@@ -31,7 +37,7 @@ import math
 import time
 from typing import TYPE_CHECKING
 
-from gangplace._gangplace import Cluster, GangRequest
+from gangplace._gangplace import Allocation, Cluster, GangRequest
 from gangplace.errors import InvalidRequest, Unschedulable
 from gangplace.scheduler import Scheduler
 from gangplace.scheduler.admission import EmptyTwin
@@ -60,6 +66,8 @@ EXTRA_POLICIES = (
     "best-fit-path",
     "best-fit+slices",
     "best-fit+numa",
+    "best-fit+repair",
+    "best-fit+spares",
 )
 ALL_POLICIES = POLICIES + EXTRA_POLICIES
 
@@ -77,6 +85,7 @@ class GangPolicy:
         slices: bool = False,
         numa_single: bool = False,
         ladder: tuple[float, float] | None = None,
+        on_failure: str = "requeue",
     ) -> None:
         self.name = name
         self.kind = kind
@@ -85,6 +94,7 @@ class GangPolicy:
         self.slices = slices
         self.numa_single = numa_single
         self.ladder = ladder
+        self.on_failure = on_failure  # "requeue", "repair" or "spares"
         self.alias: dict[str, str] = {}
         self.scheduler: Scheduler | None = None
 
@@ -135,6 +145,7 @@ class GangPolicy:
             movable=self.defrag,
             slices=slices,
             numa=numa,  # type: ignore[arg-type]
+            spares=self.settings.spares if self.on_failure == "spares" else 0,
         )
         return request, ladder
 
@@ -169,7 +180,9 @@ class GangPolicy:
         for started in decisions.started:
             replay.placements += 1
             replay.count_numa_splits(started.allocation.placement.pods)
-            replay.started(replay.by_id[started.job_id], started.allocation.placement.nodes, now)
+            record = replay.by_id[started.job_id]
+            replay.started(record, started.allocation.placement.nodes, now)
+            replay.hold_spares(record, _spare_gpus(started.allocation), now)
         for moved in decisions.moved:
             replay.moved(replay.by_id[moved.job_id], moved.allocation.placement.nodes, now)
             replay.moves += 1
@@ -190,13 +203,40 @@ class GangPolicy:
         """Gang policies set no pod timeouts."""
 
     def lost(self, replay: Replay, holders: list[str], now: float) -> None:
-        """A GPU failed under these holds: their jobs go back to the queue."""
+        """A GPU failed under these holds: their jobs are repaired or requeued.
+
+        ``+repair`` and ``+spares`` repair in place when a repair fits; otherwise, and for
+        the other policies, the job goes back to the queue.
+        """
         assert self.scheduler is not None
         for hold_id in holders:
             job_id = self.scheduler.job_of(hold_id)
-            if job_id is not None:
-                self.scheduler.requeue(job_id, now)
-                replay.stopped(replay.by_id[job_id], now)
+            if job_id is None:
+                continue
+            record = replay.by_id[job_id]
+            if self.on_failure != "requeue" and self._repaired(replay, record, hold_id, now):
+                continue
+            self.scheduler.requeue(job_id, now)
+            replay.stopped(record, now)
+
+    def _repaired(self, replay: Replay, record: JobRecord, hold_id: str, now: float) -> bool:
+        """Repairs the allocation in place if a repair fits; ``False`` to requeue the job."""
+        cluster = replay.cluster
+        began = time.perf_counter()
+        try:
+            plan = cluster.plan_repair(hold_id, widen=True)
+            if plan is None:
+                return False
+            if not plan.replacements:
+                # A spare failed, not a rank: the job runs on (commit reads the allocation).
+                replay.hold_spares(record, _spare_gpus(cluster.commit(hold_id)), now)
+                return True
+            merged = cluster.commit_repair(cluster.repair(plan))
+        finally:
+            replay.engine_seconds += time.perf_counter() - began
+        replay.repaired(record, merged.placement.nodes, len(plan.from_spares), now)
+        replay.hold_spares(record, _spare_gpus(merged), now)
+        return True
 
     def queued(self, replay: Replay) -> int:
         """Jobs waiting."""
@@ -423,6 +463,10 @@ def nvidia_slices(pods: int, gpus: int, level: str) -> tuple[tuple[str, int], ..
     return ((level, size),)
 
 
+def _spare_gpus(allocation: Allocation) -> int:
+    return sum(len(pod.gpus) for pod in allocation.spares)
+
+
 def policy_for(name: str, settings: SimSettings) -> GangPolicy | PodByPodPolicy:
     """A fresh policy object called ``name`` (one of :data:`ALL_POLICIES`).
 
@@ -440,6 +484,10 @@ def policy_for(name: str, settings: SimSettings) -> GangPolicy | PodByPodPolicy:
         return GangPolicy(name, "best-fit", preemption=True)
     if name == "best-fit+defrag":
         return GangPolicy(name, "best-fit", defrag=True)
+    if name == "best-fit+repair":
+        return GangPolicy(name, "best-fit", on_failure="repair")
+    if name == "best-fit+spares":
+        return GangPolicy(name, "best-fit", on_failure="spares")
     if name == "blind":
         return BlindPolicy(settings.policy_seed)
     if name == "ladder":

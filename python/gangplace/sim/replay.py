@@ -56,6 +56,8 @@ class JobRecord:
     lost_gpu_s: float = 0.0
     done_s: float = 0.0  # run time saved by checkpoints before a stop
     generation: int = 0  # bumps when a start is undone (stale finish events are ignored)
+    spare_gpus: int = 0  # GPUs its allocation holds as spares now (README "Spares")
+    spare_since_s: float = 0.0
     # pod-by-pod
     bound: list[Allocation] = field(default_factory=list)
     first_bound_s: float | None = None
@@ -90,6 +92,9 @@ class RunResult:
     failures: int = 0
     load_curve: list[tuple[float, float]] = field(default_factory=list)
     numa_split_pods: int = 0
+    repairs: int = 0  # failures repaired in place (``+repair``, ``+spares`` policies)
+    ranks_from_spares: int = 0  # lost ranks those repairs gave to spares
+    spare_gpu_s: float = 0.0  # GPU-seconds held as spares (idle, never free)
 
 
 class Replay:
@@ -137,6 +142,8 @@ class Replay:
         self.numa_split_pods = 0  # started pods whose GPUs span two NUMA groups
         self.engine_seconds = 0.0
         self.preemptions = self.moves = self.failures = 0
+        self.repairs = self.ranks_from_spares = 0
+        self.spare_gpu_s = 0.0
         self.samples: list[tuple[float, int, int, int]] = []
         self.load_curve: list[tuple[float, float]] = []
         self.arrived_gpus = 0
@@ -212,6 +219,9 @@ class Replay:
             self.failures,
             self.load_curve,
             self.numa_split_pods,
+            self.repairs,
+            self.ranks_from_spares,
+            self.spare_gpu_s,
         )
 
     def _advance(self, last: float, now: float) -> None:
@@ -228,6 +238,7 @@ class Replay:
                 self.policy.finished(self, record)
                 self.busy -= record.job.gpus
                 record.end_s = now
+                self.hold_spares(record, 0, now)
         elif kind == FAILURE:
             self._fail(payload, now)
         elif kind == REPAIR:
@@ -284,6 +295,7 @@ class Replay:
     def stopped(self, record: JobRecord, now: float) -> None:
         """A running job was ended early (preempted, or a GPU failed); it waits again."""
         self._interrupt(record, now)
+        self.hold_spares(record, 0, now)
         record.restarts += 1
         record.start_s = None
         record.nodes = ()
@@ -297,6 +309,23 @@ class Replay:
         duration = record.job.duration_s
         if duration is not None:
             self.push(now + duration - record.done_s, FINISH, (record, record.generation))
+
+    def repaired(
+        self, record: JobRecord, nodes: tuple[str, ...], from_spares: int, now: float
+    ) -> None:
+        """A failure under a running job was repaired in place.
+
+        The job resumes on ``nodes`` from its last checkpoint (restart time not modelled),
+        without waiting in the queue.
+        """
+        self.moved(record, nodes, now)
+        self.repairs += 1
+        self.ranks_from_spares += from_spares
+
+    def hold_spares(self, record: JobRecord, gpus: int, now: float) -> None:
+        """The job's allocation holds ``gpus`` spare GPUs from ``now`` (counted as held, idle)."""
+        self.spare_gpu_s += record.spare_gpus * (now - record.spare_since_s)
+        record.spare_gpus, record.spare_since_s = gpus, now
 
     def reject(self, record: JobRecord, why: str) -> None:
         """The job will never run here (refused, or no room on arrival in arrival-only mode)."""

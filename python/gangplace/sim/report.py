@@ -119,11 +119,20 @@ def group_lines(report: dict[str, Any], scale: float, unit: str) -> list[str]:
         for name, entry in report["policies"].items():
             lost = entry.get("lost_gpu_hours", {}).get("mean")
             if title == "owner" and lost:
-                lines.append(
+                line = (
                     f"work lost to stops, {name}: {_cell(entry['lost_gpu_hours'])} GPU-h, "
                     f"goodput {_share(entry['goodput'])}, preemptions "
                     f"{_cell(entry['preemptions'], form='{:.0f}')}"
                 )
+                if entry.get("repairs", {}).get("mean") or entry.get("spare_gpu_hours", {}).get(
+                    "mean"
+                ):
+                    line += (
+                        f", repairs in place {_cell(entry['repairs'], form='{:.0f}')}, useful "
+                        f"{_cell(entry['useful_gpu_hours'])} GPU-h, held as spares "
+                        f"{_cell(entry['spare_gpu_hours'])} GPU-h"
+                    )
+                lines.append(line)
     if report["settings"].get("numa_split"):
         for name, entry in report["policies"].items():
             if entry["seeds_run"]:

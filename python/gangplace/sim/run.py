@@ -49,6 +49,9 @@ HEADLINE = (
     "preemptions",
     "lost_gpu_hours",
     "goodput",
+    "useful_gpu_hours",
+    "repairs",
+    "spare_gpu_hours",
 )
 
 

@@ -48,6 +48,8 @@ class SimSettings:
         numa_split: Every node of an even GPU count has two NUMA halves (the NUMA-split
             scenario): pods whose GPUs span both are counted (the kubelet's
             ``single-numa-node`` policy would reject them).
+        spares: Spare pods the ``best-fit+spares`` policy holds next to every gang (per
+            innermost slice with slices).
 
     """
 
@@ -65,6 +67,7 @@ class SimSettings:
     checkpoint_s: float | None = 3600.0
     high_priority_share: float = 0.0
     numa_split: bool = False
+    spares: int = 1
 
     def __post_init__(self) -> None:
         _choice("order", self.order, ORDERS)
@@ -84,6 +87,8 @@ class SimSettings:
             raise SimError(f"high-priority share must be in 0..1, got {self.high_priority_share}")
         if self.checkpoint_s is not None:
             _positive("checkpoint interval", self.checkpoint_s)
+        if not 0 <= self.spares <= 64:
+            raise SimError(f"spares must be 0 to 64 pods per gang, got {self.spares}")
         for owner, gpus in self.quotas.items():
             if gpus < 0:
                 raise SimError(f"quota of {owner!r} must be >= 0 GPUs, got {gpus}")
@@ -152,7 +157,8 @@ def assumptions(settings: SimSettings, *, synthetic_durations: bool) -> list[str
         lines.append(
             f"GPU failures injected at {settings.failures_per_gpu_hour:.3g} per GPU-hour "
             f"(seeded), each GPU repaired after {settings.repair_s / 3600:g} h; the job "
-            "using it is requeued"
+            "using it is requeued (+repair, +spares: repaired in place when a repair fits, "
+            f"resuming at once; +spares holds {settings.spares} spare pod(s) per gang)"
         )
     lines.append(
         "a stopped or moved job (failure, preemption, defragmentation) resumes from its last "
