@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from benches.clusters import twin
-from gangplace import Cluster, GangRequest, reference, synth
+from gangplace import Cluster, GangRequest, Placement, reference, synth
 
 
 @pytest.fixture(scope="module")
@@ -158,3 +158,59 @@ def bench_repair_cycle_reference(benchmark: Any, cycling: dict[str, Any]) -> Non
         iterations=1,
     )
     assert merged.id == hold and merged.lost == ()
+
+
+@pytest.fixture(scope="module")
+def contested(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Rule R6's case. Where a 56 x 8 gang would go, a 48 x 8 job at priority 1 holds the
+    first 48 nodes and one-node priority-0 jobs hold the other 8 (the same holds on the
+    reference twin); synth's own jobs are raised to priority 2 (the twin keeps them as plain
+    busy GPUs, never victims). One GPU then fails on 8 of the job's ranks, so only preempting
+    the 8 small jobs makes room inside its domain. Smoke run: 3 x 8 on ``tiny``, 1 lost."""
+    smoke = request.config.getoption("benchmark_disable", default=False)
+    shape = synth.SHAPES["tiny" if smoke else "colossus100k"]
+    cluster, _ = synth.build(shape, fill=0.5 if smoke else 0.9, seed=1)
+    for other in cluster.allocations():
+        cluster.set_priority(other, 2)
+    oracle = twin(cluster, shape)
+    kept, spare = (3, 1) if smoke else (48, 8)
+    wide = cluster.place_gang(GangRequest(kept + spare, shape.gpus_per_node))
+    assert wide is not None
+    part = Placement._rebuild(list(wide.pods[:kept]), wide.level, list(wide.domain))
+    job = cluster.set_priority(cluster.commit(cluster.reserve(part)), 1)
+    twin_job = oracle.commit(oracle.reserve(part))
+    oracle._holds[twin_job.id].priority = 1
+    for pod in wide.pods[kept:]:
+        for side in (cluster, oracle):
+            side.adopt([(pod.node, len(pod.gpus))])
+    for pod in part.pods[:: 1 if smoke else 6][:spare]:
+        for side in (cluster, oracle):
+            side.set_gpu_health(pod.node, pod.gpus[0], False)
+    return {"cluster": cluster, "oracle": oracle, "allocation": job.id, "twin": twin_job.id}
+
+
+def bench_plan_repair_preempt(benchmark: Any, contested: dict[str, Any]) -> None:
+    """8 lost ranks of the 48 x 8 job, no room in its domain: ``plan_repair(preempt=True)``."""
+    cluster: Cluster = contested["cluster"]
+    assert cluster.plan_repair(contested["allocation"]) is None
+    plan = benchmark(cluster.plan_repair, contested["allocation"], preempt=True)
+    assert plan is not None
+    benchmark.extra_info.update(op="plan_repair(preempt)", victims=len(plan.victims))
+
+
+def bench_plan_repair_preempt_reference(benchmark: Any, contested: dict[str, Any]) -> None:
+    """The same by ``gangplace.reference`` (one round), checked against the engine."""
+    oracle: reference.Cluster = contested["oracle"]
+    got = benchmark.pedantic(
+        oracle.plan_repair,
+        args=(contested["twin"],),
+        kwargs={"preempt": True},
+        rounds=1,
+        iterations=1,
+    )
+    expected = contested["cluster"].plan_repair(contested["allocation"], preempt=True)
+    assert got is not None and expected is not None
+    assert len(got.victims) == len(expected.victims)
+    assert [(r, p.node, tuple(p.gpus)) for r, p in got.replacements] == [
+        (r, p.node, tuple(p.gpus)) for r, p in expected.replacements
+    ]

@@ -49,6 +49,7 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "['n0', 'n1', 'n2', 'n3'] ['n4']" in printed  # spares
     assert "(2,) 8" in printed and "['n0', 'n1', 'n4', 'n3'] () ()" in printed
     assert "['n5']" in printed  # reserve_spares
+    assert "None True" in printed and "preempted ['b0', 'b2']" in printed  # repair with preempt
     assert "None 2" in printed and "spine [(1, 'r1-n0'), (2, 'r1-n1')]" in printed  # repair plans
     assert "GangRequest(2, 8, name='pretrain') 300.0" in printed  # PodGroup
     assert "GangRequest(64, 4, slices=(('rack', 16),))" in printed  # Kueue slices

@@ -321,3 +321,122 @@ def test_repairs_agree_with_the_reference(
         assert node_state(engine, name) == node_state(oracle, name)
     assert [ids[r.id] for r in engine.reservations()] == [r.id for r in oracle.reservations()]
     engine.check_invariants()
+
+
+def test_a_repair_that_preempts_ends_the_lowest_priority_job_in_the_domain() -> None:
+    cluster = racks_of(1, 2, 4)  # racks s0-r0 and s0-r1 of 4 nodes
+    job = cluster.commit(cluster.reserve(GangRequest(2, 8, priority=5, required_level="rack")))
+    rack = job.placement.domain
+    fillers = {
+        priority: cluster.commit(cluster.reserve(GangRequest(1, 8, priority=priority)))
+        for priority in (1, 0)
+    }
+    assert all(f.placement.domain[:2] == rack for f in fillers.values())  # best-fit: same rack
+    cluster.commit(cluster.reserve(GangRequest(4, 8, priority=9)))  # the other rack, full
+    cluster.remove_node(job.placement.pods[1].node)
+    assert cluster.plan_repair(job) is None and cluster.plan_repair(job, widen=True) is None
+    before = cluster.snapshot()
+    plan = cluster.plan_repair(job, preempt=True)
+    assert cluster.snapshot() == before  # a pure query
+    assert plan is not None and plan.victims == (fillers[0].id,)
+    ((rank, pod),) = plan.replacements
+    assert rank == 1 and pod == fillers[0].placement.pods[0]  # the victim's node
+    merged = cluster.commit_repair(cluster.repair(plan))
+    assert merged.lost == () and cluster.hold_status(fillers[0]) == "preempted"
+    assert cluster.hold_status(fillers[1]) == "allocated"
+    cluster.check_invariants()
+
+
+def test_a_preempting_plan_is_stale_once_its_victim_ends() -> None:
+    cluster = racks_of(1, 1, 3)
+    job = cluster.commit(cluster.reserve(GangRequest(2, 8, priority=2)))
+    low = cluster.commit(cluster.reserve(GangRequest(1, 8)))
+    cluster.set_gpu_health(job.placement.pods[0].node, 0, False)
+    plan = cluster.plan_repair(job, preempt=True)
+    assert plan is not None and plan.victims == (low.id,)
+    cluster.set_priority(low, 3)  # no longer below the job
+    before = cluster.snapshot()
+    with pytest.raises(Conflict, match="victim"):
+        cluster.repair(plan)
+    assert cluster.snapshot() == before
+    assert cluster.plan_repair(job, preempt=True) is None  # nothing may be preempted now
+
+
+def fits_without(oracle: Any, twin: str, plan: Any, victim: str) -> bool:
+    """Whether the reference's repair still fits with ``victim`` left running (R6's
+    1-minimality, checked through the reference's own placement)."""
+    from gangplace.reference import repair as repairs
+
+    hold = oracle._holds[twin]
+    lost = hold.lost(oracle._nodes)
+    served = {rank for rank, _ in oracle._spare_matches(hold, lost)}
+    classes = oracle._classes(hold, [rank for rank in lost if rank not in served])
+    spread, numa = oracle._knobs(hold)
+    depth, path, _ = oracle._resolve(tuple(hold.placement.domain))
+    rest = [
+        c
+        for c in oracle._candidates(
+            repairs._Priority(hold.priority), "preempt", 0.0, (), oracle._now()
+        )
+        if c.id in plan.victims and c.id != victim
+    ]
+    found = oracle._place(classes, (depth, path), spread, numa, repairs._freed(rest))
+    return found is not None
+
+
+@given(
+    data=st.data(),
+    nodes=small_clusters(),
+    policy=st.sampled_from(("best-fit", "first-fit")),
+)
+def test_preempting_repairs_agree_with_the_reference_and_are_1_minimal(
+    data: st.DataObject, nodes: list[NodeSpec], policy: str
+) -> None:
+    """Gangs of random priorities fill a cluster, nodes and GPUs fail, and every allocation's
+    repair may preempt (rule R6): plans, victims and the state after ``repair`` agree; no
+    victim could have been spared."""
+    engine, oracle = twins(LEVELS, nodes, policy)
+    for _ in range(data.draw(st.integers(2, 6), label="gangs")):
+        request = GangRequest(
+            data.draw(st.integers(1, 4)),
+            data.draw(st.sampled_from((1, 2, 4))),
+            required_level=data.draw(st.sampled_from((None, "spine", "rack"))),
+            priority=data.draw(st.integers(0, 3)),
+            preemptible=data.draw(st.booleans()),
+        )
+        if engine.place_gang(request) is None:
+            continue
+        assert (
+            engine.commit(engine.reserve(request)).id == oracle.commit(oracle.reserve(request)).id
+        )
+    assume(engine.allocations())
+    for _ in range(data.draw(st.integers(1, 3), label="failures")):
+        if not fail_one(data, engine, oracle, "node"):
+            return
+    preempted = 0
+    for allocation in engine.allocations():
+        if engine.hold_status(allocation) != "allocated":
+            continue
+        widen = data.draw(st.booleans(), label="widen")
+        plan = engine.plan_repair(allocation, widen=widen, preempt=True)
+        twin_plan = oracle.plan_repair(allocation.id, widen=widen, preempt=True)
+        note(f"{allocation!r}: {plan!r} / {twin_plan!r}")
+        assert (plan is None) == (twin_plan is None)
+        if plan is None or twin_plan is None or not plan.replacements:
+            continue
+        assert plan.victims == twin_plan.victims
+        assert [(r, p.node, tuple(p.gpus)) for r, p in plan.replacements] == [
+            (r, p.node, tuple(p.gpus)) for r, p in twin_plan.replacements
+        ]
+        for victim in plan.victims:
+            assert not fits_without(oracle, allocation.id, twin_plan, victim)
+            assert engine.hold_status(victim) == "allocated"
+        preempted += bool(plan.victims)
+        engine.commit_repair(engine.repair(plan))
+        oracle.commit_repair(oracle.repair(twin_plan))
+        for victim in plan.victims:
+            assert engine.hold_status(victim) == oracle.hold_status(victim) == "preempted"
+    event(f"repairs that preempt: {min(preempted, 2)}")
+    for name in engine.nodes():
+        assert node_state(engine, name) == node_state(oracle, name)
+    engine.check_invariants()

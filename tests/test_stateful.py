@@ -452,8 +452,16 @@ class EngineVersusReference(RuleBasedStateMachine):
         else:
             assert got == expected
 
-    @rule(hold=holds, widen=st.booleans(), owner=st.sampled_from(OWNERS), fail=st.booleans())
-    def plan_repair(self, hold: str, widen: bool, owner: str | None, fail: bool) -> None:
+    @rule(
+        hold=holds,
+        widen=st.booleans(),
+        owner=st.sampled_from(OWNERS),
+        fail=st.booleans(),
+        preempt=st.booleans(),
+    )
+    def plan_repair(
+        self, hold: str, widen: bool, owner: str | None, fail: bool, preempt: bool
+    ) -> None:
         """Repair plans (README "Repair after failures") agree, and change nothing; with
         ``fail``, the allocation's first GPU fails first."""
         live = [a for a in self.engine.allocations() if a.id == hold]
@@ -462,7 +470,9 @@ class EngineVersusReference(RuleBasedStateMachine):
             if pod.node in self.engine.nodes():
                 self._both("set_gpu_health", pod.node, pod.gpus[0], False)
         before = self.engine.snapshot()
-        got, expected = self._both_ids("plan_repair", hold, widen=widen, owner=owner)
+        got, expected = self._both_ids(
+            "plan_repair", hold, widen=widen, preempt=preempt, owner=owner
+        )
         assert self.engine.snapshot() == before
         if got[0] == "ok" and got[1] is not None and expected[1] is not None:
             plan, oracle_plan = got[1], expected[1]
@@ -473,6 +483,7 @@ class EngineVersusReference(RuleBasedStateMachine):
                 oracle_plan.level,
                 tuple(oracle_plan.domain),
             )
+            assert sorted(self.ids[v] for v in plan.victims) == sorted(oracle_plan.victims)
             event("repair plan: " + ("replacements" if plan.replacements else "nothing lost"))
         elif got[0] == "ok":
             assert (got[1] is None) == (expected[1] is None)
@@ -487,8 +498,11 @@ class EngineVersusReference(RuleBasedStateMachine):
         owner=st.sampled_from(OWNERS),
         fail=st.integers(0, 7),
         merge=st.booleans(),
+        preempt=st.booleans(),
     )
-    def repair(self, hold: str, widen: bool, owner: str | None, fail: int, merge: bool) -> str:
+    def repair(
+        self, hold: str, widen: bool, owner: str | None, fail: int, merge: bool, preempt: bool
+    ) -> str:
         """Fails a GPU of the allocation's pod ``fail`` (modulo its pods), then plans a repair
         on both sides and holds it (README "Repair after failures", R4); with ``merge``, commits
         it at once (the ``commit_repair`` rule also commits it later, or another hold)."""
@@ -497,9 +511,14 @@ class EngineVersusReference(RuleBasedStateMachine):
             pod = live[0].placement.pods[fail % len(live[0].placement.pods)]
             if pod.node in self.engine.nodes():
                 self._both("set_gpu_health", pod.node, pod.gpus[-1], False)
-        got, expected = self._both_ids("plan_repair", hold, widen=widen, owner=owner)
+        got, expected = self._both_ids(
+            "plan_repair", hold, widen=widen, preempt=preempt, owner=owner
+        )
         if got[0] != "ok" or got[1] is None or expected[1] is None:
             return UNKNOWN
+        assert sorted(self.ids[v] for v in got[1].victims) == sorted(expected[1].victims)
+        if got[1].victims:
+            event("repair: preempts")
         assert got[1].from_spares == expected[1].from_spares
         if got[1].from_spares:
             event("repair: from spares")

@@ -885,15 +885,23 @@ class Cluster:
 
         """
     def plan_repair(
-        self, allocation: Allocation | str, *, widen: bool = False, owner: str | None = None
+        self,
+        allocation: Allocation | str,
+        *,
+        widen: bool = False,
+        preempt: bool = False,
+        owner: str | None = None,
     ) -> RepairPlan | None:
         """Where the lost ranks of an allocation go: all of them, or ``None``.
 
-        A pure query (README "Repair after failures", rules R1-R3). A slice gang's lost ranks
-        go to free healthy GPUs in their own innermost slice's domain; other gangs' to the
-        placement's domain, or with ``widen`` to the smallest enclosing domain, up to the
-        request's coarsest level, where all fit. Pods follow the placement rules; ranks keep
-        their numbers. Without lost ranks, a plan with no replacements.
+        A pure query (README "Repair after failures", rules R1-R3, R6). Lost ranks take the
+        allocation's spares first; then a slice gang's go to free healthy GPUs in their own
+        innermost slice's domain; other gangs' to the placement's domain, or with ``widen`` to
+        the smallest enclosing domain, up to the request's coarsest level, where all fit. With
+        ``preempt``, when nothing else fits, the fewest lower-priority preemptible allocations
+        inside the placement's domain become ``victims`` (ended by ``repair``). Pods follow
+        the placement rules; ranks keep their numbers. Without lost ranks, a plan with no
+        replacements.
 
         Raises:
             UnknownReservation: No such id, or another owner's.

@@ -21,9 +21,11 @@ __all__ = [
     "Candidate",
     "Choice",
     "choices",
+    "choose",
     "defrag_choices_roles",
     "find",
     "find_roles",
+    "freed_inside",
     "place_after_removal",
 ]
 
@@ -73,11 +75,12 @@ def _touches(candidate: Candidate, members: Sequence[NodeView]) -> bool:
     return any(candidate.freed.get(node.name) for node in members)
 
 
-def _freed_inside(candidate: Candidate, members: Sequence[NodeView]) -> int:
+def freed_inside(candidate: Candidate, members: Sequence[NodeView]) -> int:
+    """The healthy GPUs ``candidate``'s removal frees on ``members``."""
     return sum(len(candidate.freed.get(node.name, ())) for node in members)
 
 
-def _choose(
+def choose(
     members: list[NodeView],
     depth: int,
     path: Path,
@@ -93,7 +96,7 @@ def _choose(
     """
 
     def order(candidate: Candidate) -> tuple[int, Fraction, float, str]:
-        share = Fraction(_freed_inside(candidate, members), max(candidate.held, 1))
+        share = Fraction(freed_inside(candidate, members), max(candidate.held, 1))
         return (candidate.priority, -share, -candidate.since, candidate.id)
 
     removed: list[Candidate] = []
@@ -137,7 +140,7 @@ def choices(
         def fits(removed: Sequence[Candidate], members: list[NodeView] = members) -> bool:
             return rules.capacity(with_removed(members, removed), gang.gpus_per_pod) >= pods
 
-        found.append(_choose(members, depth, path, touching, fits))
+        found.append(choose(members, depth, path, touching, fits))
     return found
 
 
@@ -246,7 +249,7 @@ def roles_choices(
             return not isinstance(planner.in_candidate(depth, path, elastic), roles.Failure)
 
         if fits(touching):
-            found.append(_choose(members, depth, path, touching, fits))
+            found.append(choose(members, depth, path, touching, fits))
     return found
 
 

@@ -24,7 +24,7 @@ from gangplace.errors import (
     UnknownReservation,
     Unschedulable,
 )
-from gangplace.reference import rules
+from gangplace.reference import preemption, rules
 from gangplace.reference.values import (
     DEFAULT_REPAIR_TTL_SECONDS,
     MAX_PODS,
@@ -86,15 +86,24 @@ class Repairs:
         @staticmethod
         def _ended_error(hid: str, ending: str | None, doing: str) -> Exception: ...
         def _views(self) -> list[rules.NodeView]: ...
+        def _now(self) -> float: ...
+        def _candidates(
+            self, request: Any, kind: str, min_runtime: float, exempt: Any, now: float
+        ) -> list[preemption.Candidate]: ...
         def _depth_of(self, level: str | None) -> int: ...
         def _visible(self, hid: str, owner: str | None) -> tuple[_Hold | None, str | None]: ...
         @staticmethod
         def _id(value: Any) -> str: ...
 
     def plan_repair(
-        self, allocation: Allocation | str, *, widen: bool = False, owner: str | None = None
+        self,
+        allocation: Allocation | str,
+        *,
+        widen: bool = False,
+        preempt: bool = False,
+        owner: str | None = None,
     ) -> RepairPlan | None:
-        """Where every lost rank of the allocation goes (rules R1-R3), or ``None``."""
+        """Where every lost rank of the allocation goes (rules R1-R3, R6), or ``None``."""
         hid, hold = self._repairable(allocation, owner)
         lost = hold.lost(self._nodes)
         placement = hold.placement
@@ -133,7 +142,35 @@ class Repairs:
             else:
                 level, domain = rules.level_name(self.levels, target[0]), target[1]
             return plan(level, domain, found)
-        return None
+        if not preempt:
+            return None
+        preempted = self._repair_by_preemption(hold, classes, spread, numa)
+        if preempted is None:
+            return None
+        victims, found = preempted
+        return replace(plan(placement.level, tuple(placement.domain), found), victims=victims)
+
+    def _repair_by_preemption(
+        self, hold: _Hold, classes: Sequence[_Class], spread: str, numa: str
+    ) -> tuple[tuple[str, ...], tuple[tuple[int, PodPlacement], ...]] | None:
+        """Rule R6: the fewest victims, in P4's order, inside the placement's domain."""
+        depth, path, exact = self._resolve(tuple(hold.placement.domain))
+        if not exact:
+            return None
+        asking = _Priority(hold.priority)
+        candidates = self._candidates(asking, "preempt", 0.0, (), self._now())
+        inside = [n for n in self._views() if n.full_path[: len(path)] == path]
+        touching = [c for c in candidates if preemption.freed_inside(c, inside) > 0]
+
+        def fits(removed: Sequence[preemption.Candidate]) -> bool:
+            return self._place(classes, (depth, path), spread, numa, _freed(removed)) is not None
+
+        if not fits(touching):
+            return None
+        choice = preemption.choose(inside, depth, path, touching, fits)
+        found = self._place(classes, (depth, path), spread, numa, _freed(choice.members))
+        assert found is not None
+        return tuple(sorted(c.id for c in choice.members)), found
 
     def explain_repair(
         self, allocation: Allocation | str, *, owner: str | None = None
@@ -181,6 +218,7 @@ class Repairs:
             raise Conflict(f"the plan is stale: allocation {hid} has lost ranks {lost} now")
         if not plan.replacements:
             raise InvalidRequest(f"the plan repairs nothing: allocation {hid} has no lost ranks")
+        freed = self._victims_freed(plan, hold)
         gpus: dict[str, set[int]] = {}
         fresh: list[tuple[int, PodPlacement]] = []
         taken: list[tuple[int, PodPlacement]] = []
@@ -191,12 +229,19 @@ class Repairs:
                 self._check_spare(hold, pod)
                 taken.append((rank, PodPlacement(pod.node, tuple(pod.gpus))))
                 continue
-            self._check_pod(replace(hold.placement, domain=within), pod)
+            if pod.node in freed:
+                node = self._pod_node(replace(hold.placement, domain=within), pod.node)
+                if set(pod.gpus) - (set(node.free()) | freed[pod.node]):
+                    raise Conflict(f"the plan is stale: a GPU of node {pod.node!r} is not free")
+            else:
+                self._check_pod(replace(hold.placement, domain=within), pod)
             if gpus.get(pod.node, set()) & set(pod.gpus):
                 raise Conflict("the plan takes one GPU for two pods")
             gpus.setdefault(pod.node, set()).update(pod.gpus)
             fresh.append((rank, pod))
         self._check_cap(owner, sum(len(g) for g in gpus.values()))
+        for victim in plan.victims:
+            self._end(victim, "preempted")
         for name, held in gpus.items():
             self._nodes[name].reserved.update(held)
         from gangplace.reference.oracle import _Hold
@@ -329,6 +374,22 @@ class Repairs:
 
     # ----------------------------------------------------------------- helpers
 
+    def _victims_freed(self, plan: RepairPlan, hold: _Hold) -> dict[str, set[int]]:
+        """R6's victims re-validated, and the healthy GPUs they free per node."""
+        freed: dict[str, set[int]] = {}
+        for victim in plan.victims:
+            other = self._holds.get(victim)
+            if (
+                other is None
+                or not other.committed
+                or not other.preemptible
+                or other.priority >= hold.priority
+            ):
+                raise Conflict(f"the plan is stale: victim {victim} is no longer preemptible")
+            for name, gpus in other.gpus.items():
+                freed.setdefault(name, set()).update(gpus - self._nodes[name].unhealthy)
+        return freed
+
     def _check_spare(self, hold: _Hold, pod: Any) -> None:
         if PodPlacement(pod.node, tuple(pod.gpus)) not in hold.placement.spares:
             raise Conflict(
@@ -446,12 +507,19 @@ class Repairs:
         return min(rules.capacity(members, group.gpus_per_pod), len(group.ranks))
 
     def _place(
-        self, classes: Sequence[_Class], target: tuple[int, Path], spread: str, numa: str
+        self,
+        classes: Sequence[_Class],
+        target: tuple[int, Path],
+        spread: str,
+        numa: str,
+        freed: Mapping[str, set[int]] | None = None,
     ) -> tuple[tuple[int, PodPlacement], ...] | None:
         """Every class in turn, seeing the GPUs the earlier ones took.
 
+        ``freed``: GPUs counted free besides the free ones (a what-if preemption's victims').
         Returns ``(rank, pod)`` pairs in rank order, or ``None`` if a class does not fit.
         """
+        extra = freed or {}
         node_depth = len(self.levels) + 1
         taken: dict[str, set[int]] = {}
         found: list[tuple[int, PodPlacement]] = []
@@ -462,7 +530,14 @@ class Repairs:
                 if not whole:
                     return None
             views = [
-                replace(n, free=tuple(g for g in n.free if g not in taken.get(n.name, ())))
+                replace(
+                    n,
+                    free=tuple(
+                        g
+                        for g in sorted({*n.free, *extra.get(n.name, ())})
+                        if g not in taken.get(n.name, ())
+                    ),
+                )
                 for n in self._views()
             ]
             usable = rules.feasible(views, group.selector, numa)
@@ -476,3 +551,19 @@ class Repairs:
                 taken.setdefault(pod.node, set()).update(pod.gpus)
             found.extend(zip(group.ranks, ranked, strict=True))
         return tuple(sorted(found, key=lambda pair: pair[0]))
+
+
+@dataclass(frozen=True)
+class _Priority:
+    """What ``_candidates`` reads of a request: the priority victims must be below."""
+
+    priority: int
+
+
+def _freed(removed: Sequence[Any]) -> dict[str, set[int]]:
+    """The healthy GPUs ``removed`` would free, per node."""
+    freed: dict[str, set[int]] = {}
+    for candidate in removed:
+        for node, gpus in candidate.freed.items():
+            freed.setdefault(node, set()).update(gpus)
+    return freed

@@ -458,7 +458,7 @@ fn lost_ranks_are_planned_inside_the_rack_or_widened() {
     let lost_node = allocation.placement.pods[1].node.to_string();
     engine.set_gpu_health(&lost_node, 2, false, 0.0).unwrap();
     let plan = engine
-        .plan_repair(allocation.id, false, None, 0.0)
+        .plan_repair(allocation.id, (false, false), None, 0.0)
         .unwrap()
         .unwrap();
     assert_eq!(plan.lost, vec![1]);
@@ -468,11 +468,13 @@ fn lost_ranks_are_planned_inside_the_rack_or_widened() {
     let filler = engine.reserve(&request(1, 8), 30.0, None, 0.0).unwrap();
     assert_eq!(&*filler.placement.pods[0].node, "r0-n2");
     assert_eq!(
-        engine.plan_repair(allocation.id, false, None, 0.0).unwrap(),
+        engine
+            .plan_repair(allocation.id, (false, false), None, 0.0)
+            .unwrap(),
         None
     );
     let wide = engine
-        .plan_repair(allocation.id, true, None, 0.0)
+        .plan_repair(allocation.id, (true, false), None, 0.0)
         .unwrap()
         .unwrap();
     assert_eq!(wide.level, "cluster");
@@ -482,7 +484,7 @@ fn lost_ranks_are_planned_inside_the_rack_or_widened() {
         [("spares", 0), ("slice", 0), ("domain", 0), ("widened", 1)]
     );
     assert!(matches!(
-        engine.plan_repair(filler.id, false, None, 0.0),
+        engine.plan_repair(filler.id, (false, false), None, 0.0),
         Err(CoreError::ReservationError(_))
     ));
     engine.check_invariants().unwrap();
@@ -498,7 +500,7 @@ fn broken_pair(engine: &mut Engine, rank: usize, remove: bool) -> (Allocation, R
         true => drop(engine.remove_node(&lost_node, 0.0).unwrap()),
         false => drop(engine.set_gpu_health(&lost_node, 2, false, 0.0).unwrap()),
     }
-    let plan = engine.plan_repair(allocation.id, false, None, 0.0);
+    let plan = engine.plan_repair(allocation.id, (false, false), None, 0.0);
     (allocation, plan.unwrap().unwrap())
 }
 
@@ -567,4 +569,34 @@ fn a_forged_repair_plan_is_refused_and_changes_nothing() {
         assert_eq!(engine.snapshot(0.0).unwrap(), before);
     }
     assert!(engine.repair(&plan, 30.0, None, 0.0).is_ok());
+}
+
+#[test]
+fn a_repair_that_preempts_ends_the_lower_priority_job() {
+    let mut engine = rack_cluster(1, 3, 8);
+    let (allocation, _) = broken_pair(&mut engine, 1, false);
+    engine.set_priority(allocation.id, 5, None, 0.0).unwrap();
+    let low = engine.reserve(&request(1, 8), 30.0, None, 0.0).unwrap();
+    let low = engine.commit(low.id, None, 0.0).unwrap();
+    assert_eq!(
+        engine
+            .plan_repair(allocation.id, (true, false), None, 0.0)
+            .unwrap(),
+        None
+    );
+    let plan = engine
+        .plan_repair(allocation.id, (false, true), None, 0.0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(plan.victims, vec![low.id]);
+    let repair = engine.repair(&plan, 30.0, None, 0.0).unwrap();
+    assert_eq!(engine.hold_status(low.id, None, 0.0).unwrap(), "preempted");
+    assert!(
+        engine
+            .commit_repair(repair.id, None, 0.0)
+            .unwrap()
+            .lost
+            .is_empty()
+    );
+    engine.check_invariants().unwrap();
 }

@@ -13,6 +13,7 @@ pub(crate) mod explain;
 pub(crate) mod preemption;
 pub(crate) mod repair;
 mod repair_commit;
+mod repair_preempt;
 mod repair_snapshot;
 mod repair_spares;
 pub(crate) mod roles;

@@ -83,7 +83,7 @@ impl Engine {
     pub fn plan_repair(
         &mut self,
         id: HoldId,
-        widen: bool,
+        (widen, preempt): (bool, bool),
         caller: Owner<'_>,
         now: f64,
     ) -> CoreResult<Option<RepairPlan>> {
@@ -108,6 +108,7 @@ impl Engine {
                 victims: Vec::new(),
             }
         };
+        let no_freed = BTreeMap::new();
         if classes.is_empty() {
             return Ok(Some(plan(
                 &placement.level,
@@ -117,7 +118,9 @@ impl Engine {
         }
         let (depth, item, exact) = self.resolve_path(&placement.domain);
         for (depth, item) in self.repair_targets(hold, (depth, item, exact), widen, &classes) {
-            if let Some(replacements) = self.place_classes(&classes, (depth, item), knobs)? {
+            if let Some(replacements) =
+                self.place_classes(&classes, (depth, item), knobs, &no_freed)?
+            {
                 let sliced = classes.iter().any(|class| class.slice.is_some());
                 let (level, domain) = match sliced {
                     true => (placement.level.clone(), placement.domain.clone()),
@@ -132,7 +135,14 @@ impl Engine {
                 return Ok(Some(plan(&level, domain, replacements)));
             }
         }
-        Ok(None)
+        if !preempt {
+            return Ok(None);
+        }
+        let found = self.repair_by_preemption(hold, &classes, knobs, now)?;
+        Ok(found.map(|(victims, replacements)| RepairPlan {
+            victims,
+            ..plan(&placement.level, placement.domain.clone(), replacements)
+        }))
     }
 
     /// For each tier of rule R2 (`spares`, `slice`, `domain`, `widened`), how many of the
@@ -332,11 +342,13 @@ impl Engine {
 
     /// Every class placed in turn (its slice's domain, or `target`), each seeing the GPUs the
     /// earlier ones took; `(rank, pod)` in rank order, or `None` if one does not fit.
+    /// `freed`: GPUs counted free besides the free ones (a what-if preemption's victims').
     pub(super) fn place_classes(
         &self,
         classes: &[RepairClass],
         target: (usize, Item),
         knobs: Knobs,
+        freed: &BTreeMap<NodeId, GpuSet>,
     ) -> CoreResult<Option<Vec<(u64, PodPlacement)>>> {
         let mut taken: BTreeMap<NodeId, GpuSet> = BTreeMap::new();
         let mut replacements = Vec::new();
@@ -348,7 +360,7 @@ impl Engine {
                     _ => return Ok(None),
                 },
             };
-            let Some(plan) = self.place_class(class, target, knobs, &taken)? else {
+            let Some(plan) = self.place_class(class, target, knobs, (&taken, freed))? else {
                 return Ok(None);
             };
             for pod in &plan.pods {
@@ -361,22 +373,25 @@ impl Engine {
         Ok(Some(replacements))
     }
 
-    /// One class inside `target` by rules 4-6, on its selector's view less `taken`.
+    /// One class inside `target` by rules 4-6, on its selector's view plus `freed` less
+    /// `taken`.
     fn place_class(
         &self,
         class: &RepairClass,
         (depth, item): (usize, Item),
         knobs: Knobs,
-        taken: &BTreeMap<NodeId, GpuSet>,
+        (taken, freed): (&BTreeMap<NodeId, GpuSet>, &BTreeMap<NodeId, GpuSet>),
     ) -> CoreResult<Option<Plan>> {
         let view = self.capacity.view_for(&self.states, &class.selector);
         let view = view.ok_or_else(|| crate::error::internal("a selector lost its pool"))?;
         let pods = class.ranks.len() as u64;
         let size = class.gpus_per_pod;
         let mut overlay = Overlay::new(&self.topology, &view, size);
-        for (&node, &gpus) in taken {
+        for &node in taken.keys().chain(freed.keys()) {
             if let Some(free) = view.node_free(node) {
-                overlay.set_node(node, Some(free & !gpus));
+                let more = freed.get(&node).copied().unwrap_or_default();
+                let less = taken.get(&node).copied().unwrap_or_default();
+                overlay.set_node(node, Some((free | more) & !less));
             }
         }
         let search = Search::new(&self.topology, &overlay, size)

@@ -7,6 +7,7 @@
 //! keeps its id. Rolling the reservation back (or letting it expire) leaves the allocation as
 //! it was; an allocation that ends takes its repair reservations with it.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::Engine;
@@ -52,6 +53,7 @@ impl Engine {
                 plan.allocation
             )));
         }
+        let victims = self.repair_victims(plan, target)?;
         let mut pods: Vec<(NodeId, GpuSet)> = Vec::with_capacity(plan.replacements.len());
         let (mut new_pods, mut ranks, mut spares) = (Vec::new(), Vec::new(), Vec::new());
         for (rank, pod) in &plan.replacements {
@@ -62,7 +64,10 @@ impl Engine {
                 spares.push((*rank, pod.clone()));
                 continue;
             }
-            self.check_pod_gpus(node, pod.gpus)?;
+            match victims.get(&node) {
+                Some(&freed) => self.check_pod_gpus_freed(node, pod.gpus, freed)?,
+                None => self.check_pod_gpus(node, pod.gpus)?,
+            }
             pods.push((node, pod.gpus));
             new_pods.push(pod.clone());
             ranks.push(*rank);
@@ -97,9 +102,52 @@ impl Engine {
         let id = self.ledger.new_id()?;
         let reservation = reservation_of(id, &hold);
         let mut changes = Changes::new();
+        for &victim in &plan.victims {
+            let (states, ledger) = (&mut self.states, &mut self.ledger);
+            ledger.end(states, &mut changes, victim, Ending::Preempted);
+        }
         self.ledger.hold(&mut self.states, &mut changes, id, hold);
         self.apply(&changes);
         Ok(reservation)
+    }
+
+    /// R6's victims of `plan`, re-validated (each live, committed, preemptible, of a lower
+    /// priority than the allocation), and the healthy GPUs they free, per node.
+    fn repair_victims(
+        &self,
+        plan: &RepairPlan,
+        target: &Hold,
+    ) -> CoreResult<BTreeMap<NodeId, GpuSet>> {
+        let mut freed: BTreeMap<NodeId, GpuSet> = BTreeMap::new();
+        for &victim in &plan.victims {
+            let hold = self.ledger.live(victim).filter(|hold| {
+                hold.state == HoldState::Committed
+                    && hold.terms.preemptible
+                    && hold.terms.priority < target.terms.priority
+            });
+            let Some(hold) = hold else {
+                return Err(CoreError::Conflict(format!(
+                    "the plan is stale: victim {victim} is no longer a live preemptible \
+                     allocation of a lower priority"
+                )));
+            };
+            for &(node, gpus) in &hold.gpus_by_node {
+                *freed.entry(node).or_default() |= gpus & !self.states.get(node).unhealthy;
+            }
+        }
+        Ok(freed)
+    }
+
+    /// Like [`Engine::check_pod_gpus`], counting `freed` (a victim's GPUs) as free too.
+    fn check_pod_gpus_freed(&self, node: NodeId, gpus: GpuSet, freed: GpuSet) -> CoreResult<()> {
+        let usable = self.states.get(node).free() | freed;
+        match (gpus & !usable).lowest() {
+            None => Ok(()),
+            Some(gpu) => Err(CoreError::Conflict(format!(
+                "the plan is stale: GPU {gpu} of node {:?} is not free",
+                self.topology.node(node).name
+            ))),
+        }
     }
 
     /// Merges repair reservation `id` into its allocation and returns the allocation as it is

@@ -101,7 +101,7 @@ impl Engine {
             .ok_or_else(|| internal("a live hold vanished"))?;
         let (depth, item, exact) = self.resolve_path(&hold.placement.domain);
         let placed = match exact {
-            true => self.place_classes(&classes, (depth, item), knobs)?,
+            true => self.place_classes(&classes, (depth, item), knobs, &Default::default())?,
             false => None,
         };
         let Some(placed) = placed else {
