@@ -163,10 +163,10 @@ def bench_repair_cycle_reference(benchmark: Any, cycling: dict[str, Any]) -> Non
 @pytest.fixture(scope="module")
 def contested(request: pytest.FixtureRequest) -> dict[str, Any]:
     """Rule R6's case. Where a 56 x 8 gang would go, a 48 x 8 job at priority 1 holds the
-    first 48 nodes and one-node priority-0 jobs hold the other 8 (the same holds on the
-    reference twin); synth's own jobs are raised to priority 2 (the twin keeps them as plain
-    busy GPUs, never victims). One GPU then fails on 8 of the job's ranks, so only preempting
-    the 8 small jobs makes room inside its domain. Smoke run: 3 x 8 on ``tiny``, 1 lost."""
+    first 48 nodes and one-node priority-0 jobs hold every GPU left free in its domain (the
+    same holds on the reference twin); synth's own jobs are raised to priority 2 (the twin
+    keeps them as plain busy GPUs, never victims). One GPU then fails on 8 of the job's ranks, so only preempting
+    small jobs makes room inside its domain. Smoke run: 3 x 8 on ``tiny``, 1 lost."""
     smoke = request.config.getoption("benchmark_disable", default=False)
     shape = synth.SHAPES["tiny" if smoke else "colossus100k"]
     cluster, _ = synth.build(shape, fill=0.5 if smoke else 0.9, seed=1)
@@ -180,9 +180,12 @@ def contested(request: pytest.FixtureRequest) -> dict[str, Any]:
     job = cluster.set_priority(cluster.commit(cluster.reserve(part)), 1)
     twin_job = oracle.commit(oracle.reserve(part))
     oracle._holds[twin_job.id].priority = 1
-    for pod in wide.pods[kept:]:
-        for side in (cluster, oracle):
-            side.adopt([(pod.node, len(pod.gpus))])
+    for name in cluster.nodes():  # every free GPU left in the domain: small jobs
+        info = cluster.node(name)
+        path = (*(info.topology[level] for level in shape.levels), name)
+        if info.free and path[: len(part.domain)] == tuple(part.domain):
+            for side in (cluster, oracle):
+                side.adopt([(name, len(info.free))])
     for pod in part.pods[:: 1 if smoke else 6][:spare]:
         for side in (cluster, oracle):
             side.set_gpu_health(pod.node, pod.gpus[0], False)
