@@ -165,8 +165,9 @@ def contested(request: pytest.FixtureRequest) -> dict[str, Any]:
     """Rule R6's case. Where a 56 x 8 gang would go, a 48 x 8 job at priority 1 holds the
     first 48 nodes and one-node priority-0 jobs hold every GPU left free in its domain (the
     same holds on the reference twin); synth's own jobs are raised to priority 2 (the twin
-    keeps them as plain busy GPUs, never victims). One GPU then fails on 8 of the job's ranks, so only preempting
-    small jobs makes room inside its domain. Smoke run: 3 x 8 on ``tiny``, 1 lost."""
+    keeps them as plain busy GPUs, never victims). One GPU then fails on 8 of the job's
+    ranks, so only preempting small jobs makes room inside its domain. Smoke run: 3 x 8 on
+    ``tiny``, 1 lost."""
     smoke = request.config.getoption("benchmark_disable", default=False)
     shape = synth.SHAPES["tiny" if smoke else "colossus100k"]
     cluster, _ = synth.build(shape, fill=0.5 if smoke else 0.9, seed=1)
