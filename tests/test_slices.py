@@ -339,7 +339,7 @@ def test_older_snapshots_still_restore(version: int) -> None:
     cluster.commit(cluster.reserve(GangRequest(4, 4)))
     current = cluster.snapshot()
     assert struct.unpack_from("<H", current, 8) == (6,)
-    repairs = b"\x01\x00\x00\x00"  # a hold: no spares, not a repair reservation
+    repairs = b"\x01\x00\x00\x00\x00"  # a hold: no spares, no repair link, no group spares
     roles = b"\x01\x00\x00"  # a hold: no groups, no multi-role request
     shapes = b"\x01\x00\x00\x04pack\x04none\x00"  # a hold: no slices, pack, no NUMA; no groups
     assert current.endswith(shapes + roles + repairs)

@@ -25,6 +25,8 @@ from gangplace import (
     GangRequest,
     InvalidRequest,
     LimitExceeded,
+    MultiGangRequest,
+    PodGroup,
     ReservationError,
     UnknownReservation,
     Unschedulable,
@@ -362,3 +364,87 @@ def test_bad_reserve_spares_raise_typed_errors_and_change_nothing(
     with pytest.raises(error):
         cluster.reserve_spares(target, count)
     assert cluster.snapshot() == before
+
+
+def test_a_multi_role_gangs_groups_hold_their_own_spares() -> None:
+    cluster = racks_of(1, 1, 6)
+    unit = MultiGangRequest((PodGroup("leader", 1, 4), PodGroup("workers", 3, 8, spares=1)))
+    assert unit.groups[1].spares == 1 and unit.groups[1].total_gpus == 32
+    assert "spares=1" in repr(unit.groups[1])
+    assert pickle.loads(pickle.dumps(unit)) == unit
+    job = cluster.commit(cluster.reserve(unit))
+    assert {name: len(pods) for name, pods in job.placement.groups.items()} == {
+        "leader": 1,
+        "workers": 3,
+    }
+    (spare,) = job.spares
+    assert len(spare.gpus) == 8 and cluster.stats().allocated == 4 + 4 * 8
+    cluster.set_gpu_health(job.placement.groups["leader"][0].node, 0, False)
+    plan = cluster.plan_repair(job)
+    assert plan is not None and plan.from_spares == ()  # an 8-GPU spare is no 4-GPU leader
+    cluster.remove_node(job.placement.groups["workers"][2].node)
+    plan = cluster.plan_repair(job)
+    assert plan is not None and plan.from_spares == (3,)  # worker rank 3 takes the spare
+    merged = cluster.commit_repair(cluster.repair(plan))
+    assert merged.lost == () and merged.spares == ()
+    data = cluster.snapshot()
+    assert Cluster.restore(data, clock=FakeClock()).snapshot() == data
+    before = cluster.snapshot()
+    with pytest.raises(InvalidRequest, match="spares"):
+        cluster.plan_preemption(unit)
+    assert cluster.snapshot() == before
+
+
+@given(
+    data=st.data(),
+    nodes=small_clusters(),
+    policy=st.sampled_from(("best-fit", "first-fit")),
+)
+def test_multi_role_spares_agree_with_the_reference(
+    data: st.DataObject, nodes: list[NodeSpec], policy: str
+) -> None:
+    """Leaders and workers with spares per group: placements (ranks and spares), repairs
+    after failures and the state agree with the reference."""
+    engine, oracle = twins(LEVELS, nodes, policy)
+    for _ in range(data.draw(st.integers(1, 3), label="units")):
+        unit = MultiGangRequest(
+            (
+                PodGroup(
+                    "leader",
+                    1,
+                    data.draw(st.sampled_from((1, 2, 4))),
+                    spares=data.draw(st.integers(0, 1)),
+                ),
+                PodGroup(
+                    "workers",
+                    data.draw(st.integers(1, 4)),
+                    data.draw(st.sampled_from((1, 2, 4))),
+                    spares=data.draw(st.integers(0, 2)),
+                ),
+            ),
+            required_level=data.draw(st.sampled_from((None, "spine", "rack"))),
+        )
+        got, expected = engine.place_gang(unit), oracle.place_gang(unit)
+        assert as_tuple(got) == as_tuple(expected)
+        if got is None or expected is None:
+            continue
+        assert pods_of(got.spares) == pods_of(expected.spares)
+        assert engine.commit(engine.reserve(unit)).id == oracle.commit(oracle.reserve(unit)).id
+    assume(engine.allocations())
+    for _ in range(data.draw(st.integers(1, 3), label="failures")):
+        if not fail_one(data, engine, oracle, "node"):
+            return
+    for allocation in engine.allocations():
+        plan, twin_plan = engine.plan_repair(allocation), oracle.plan_repair(allocation.id)
+        assert (plan is None) == (twin_plan is None)
+        if plan is None or twin_plan is None or not plan.replacements:
+            continue
+        assert plan.from_spares == twin_plan.from_spares
+        event("multi-role repair" + (" from spares" if plan.from_spares else ""))
+        merged = engine.commit_repair(engine.repair(plan))
+        twin_merged = oracle.commit_repair(oracle.repair(twin_plan))
+        assert as_tuple(merged.placement) == as_tuple(twin_merged.placement)
+        assert pods_of(merged.spares) == pods_of(twin_merged.spares)
+    for name in engine.nodes():
+        assert node_state(engine, name) == node_state(oracle, name)
+    engine.check_invariants()

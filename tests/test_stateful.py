@@ -195,6 +195,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         elastic=st.booleans(),
         owner=st.sampled_from(OWNERS),
         priority=st.integers(-1, 2),
+        spares=st.sampled_from((0, 0, 1)),
     )
     def reserve_roles(
         self,
@@ -205,12 +206,20 @@ class EngineVersusReference(RuleBasedStateMachine):
         elastic: bool,
         owner: str | None,
         priority: int,
+        spares: int,
     ) -> str:
-        """Multi-role gangs (README "Multi-role gangs"): a leader next to its workers."""
+        """Multi-role gangs (README "Multi-role gangs"): a leader next to its workers, who
+        sometimes hold a spare (README "Spares")."""
         request = MultiGangRequest(
             (
                 PodGroup("leader", 1, leader_gpus),
-                PodGroup("workers", workers, gpus_per_pod, min_pods=1 if elastic else None),
+                PodGroup(
+                    "workers",
+                    workers,
+                    gpus_per_pod,
+                    min_pods=1 if elastic else None,
+                    spares=spares,
+                ),
             ),
             colocate=(("leader", "workers", level or "rack"),),
             priority=priority,

@@ -163,6 +163,8 @@ class PodGroup:
             with this group at ``min_pods``.
         selector: Labels every node of this group must carry.
         slices: ``((level, pods_per_slice), ...)`` as on ``GangRequest``, for this group.
+        spares: Spare pods of this group's pod size held with the unit, as on
+            ``GangRequest`` (README "Spares"); listed in ``Placement.spares`` group by group.
 
     Example:
         >>> PodGroup("workers", 16, 8)
@@ -179,6 +181,7 @@ class PodGroup:
         min_pods: int | None = None,
         selector: Mapping[str, str] | None = None,
         slices: Iterable[tuple[str, int]] = (),
+        spares: int = 0,
     ) -> PodGroup: ...
     @property
     def name(self) -> str:
@@ -199,8 +202,11 @@ class PodGroup:
     def slices(self) -> tuple[tuple[str, int], ...]:
         """Slice layers, outermost first."""
     @property
+    def spares(self) -> int:
+        """Spare pods of this group held with the unit."""
+    @property
     def total_gpus(self) -> int:
-        """``pods * gpus_per_pod``."""
+        """GPUs of the group and its spares."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
     def __getnewargs_ex__(self) -> tuple[tuple[str, int, int], dict[str, Any]]: ...

@@ -86,17 +86,23 @@ class Planning:
         depth = self._depth_of(level)
         if self.max_level is not None and self._depth_of(self.max_level) > depth:
             level = self.max_level
-        groups = tuple(
-            rules.Gang(
-                pods=group.pods,
-                gpus_per_pod=group.gpus_per_pod,
-                min_pods=group.min_pods,
-                selector=dict(group.selector),
-                name=group.name,
-                slices=tuple(group.slices),
-                spread=request.spread,
+        folded = [
+            spares.fold(
+                group.pods, group.min_pods, tuple(group.slices), getattr(group, "spares", 0)
             )
             for group in request.groups
+        ]
+        groups = tuple(
+            rules.Gang(
+                pods=pods,
+                gpus_per_pod=group.gpus_per_pod,
+                min_pods=min_pods,
+                selector=dict(group.selector),
+                name=group.name,
+                slices=layers,
+                spread=request.spread,
+            )
+            for group, (pods, min_pods, layers) in zip(request.groups, folded, strict=True)
         )
         try:
             for group in groups:
@@ -118,7 +124,7 @@ class Planning:
             found, _ = roles.place_roles(
                 self._views(), self.levels, self._roles(request), self.policy
             )
-            return found
+            return None if found is None else spares.split_groups(found, request.groups)
         placement = rules.place(self._views(), self.levels, self._gang(request), self.policy)
         if placement is None:
             return None

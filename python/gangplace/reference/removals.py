@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["COMMITTED_ENDINGS", "Removals"]
 
 COMMITTED_ENDINGS = ("released", "preempted", "migrated")
+_PLACE_THEM = "place them with place_gang or reserve"
 PRIORITY_RANGE = (-(2**31), 2**31 - 1)
 
 
@@ -158,6 +159,10 @@ class Removals:
         most, min_runtime, exempt = _limits(max_victims, min_runtime, exempt_owners, "max_victims")
         if not is_roles(request):
             _refuse_unsupported_shapes(request, "plan_preemption")
+        elif any(getattr(group, "spares", 0) for group in request.groups):
+            raise InvalidRequest(
+                f"plan_preemption does not take gangs with spares yet; {_PLACE_THEM}"
+            )
         now = self._reclaim()
         placement = self._plan(request)
         if placement is not None:
@@ -322,6 +327,8 @@ class Removals:
         most, min_runtime, exempt = _limits(max_moves, min_runtime, exempt_owners, "max_moves")
         if not is_roles(request):
             _refuse_unsupported_shapes(request, "plan_defrag")
+        elif any(getattr(group, "spares", 0) for group in request.groups):
+            raise InvalidRequest(f"plan_defrag does not take gangs with spares yet; {_PLACE_THEM}")
         now = self._reclaim()
         placement = self._plan(request)
         if placement is not None:

@@ -401,23 +401,43 @@ class Repairs:
     ) -> tuple[tuple[int, PodPlacement], ...]:
         """Rule R2's first tier: the lost ranks the allocation's own spares take.
 
-        Lost ranks in rank order each take the first unused spare on an uncordoned node
-        inside the rank's slice domain (anywhere without slices).
+        Lost ranks in rank order each take the first unused spare of the lost pod's GPU count
+        on an uncordoned node carrying the rank's selector, inside the rank's slice domain
+        (anywhere without slices).
         """
         spares = hold.placement.spares
         taken = [False] * len(spares)
         found = []
         for rank in lost:
             within = self._slice_of(hold, rank) or ()
+            size = len(hold.placement.pods[rank].gpus)
+            selector = self._selector_of(hold, rank)
             for index, spare in enumerate(spares):
                 node = self._nodes.get(spare.node)
-                if taken[index] or node is None or node.cordoned:
+                if taken[index] or node is None or node.cordoned or len(spare.gpus) != size:
+                    continue
+                if any(node.labels.get(key) != value for key, value in selector.items()):
                     continue
                 if (*node.path, node.name)[: len(within)] == within:
                     taken[index] = True
                     found.append((rank, spare))
                     break
         return tuple(found)
+
+    @staticmethod
+    def _selector_of(hold: _Hold, rank: int) -> Mapping[str, str]:
+        """The selector ``rank``'s pods follow: the request's, or its group's."""
+        if hold.request is not None:
+            return dict(hold.request.selector)
+        if hold.roles is not None:
+            end = 0
+            for group, (_, count) in zip(
+                hold.roles.groups, hold.placement.groups_counts, strict=False
+            ):
+                end += count
+                if rank < end:
+                    return dict(group.selector)
+        return {}
 
     def _slice_of(self, hold: _Hold, rank: int) -> Path | None:
         """The innermost slice domain of ``rank`` for a slice gang, else ``None``."""

@@ -89,6 +89,7 @@ class GroupRecord:
     min_pods: int | None
     selector: dict[str, str]
     slices: tuple[tuple[str, int], ...]
+    spares: int = 0
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,7 @@ def roles_record(request: Any) -> dict[str, Any]:
                     g.min_pods,
                     dict(g.selector),
                     tuple((str(level), int(size)) for level, size in g.slices),
+                    getattr(g, "spares", 0),
                 )
                 for g in request.groups
             ),

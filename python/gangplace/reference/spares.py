@@ -14,7 +14,7 @@ from typing import Any
 
 from gangplace.reference.values import Placement
 
-__all__ = ["fold", "placed_pods", "split"]
+__all__ = ["fold", "placed_pods", "split", "split_groups"]
 
 
 def placed_pods(pods: int, spares: int, slices: tuple[tuple[str, int], ...]) -> int:
@@ -44,3 +44,24 @@ def split(placement: Placement, spares: int, slices: tuple[tuple[str, int], ...]
     ranks = tuple(pod for index, pod in enumerate(placement.pods) if index % every < kept)
     extra = tuple(pod for index, pod in enumerate(placement.pods) if index % every >= kept)
     return replace(placement, pods=ranks, spares=extra)
+
+
+def split_groups(placement: Placement, groups: Any) -> Placement:
+    """A multi-role placement of folded groups as each group's ranks and spares.
+
+    The spares are listed group by group, in request order.
+    """
+    if not any(getattr(group, "spares", 0) for group in groups):
+        return placement
+    pods: list[Any] = []
+    extra: list[Any] = []
+    counts: list[tuple[str, int]] = []
+    start = 0
+    for group, (name, count) in zip(groups, placement.groups_counts, strict=True):
+        part = replace(placement, pods=placement.pods[start : start + count], spares=())
+        part = split(part, getattr(group, "spares", 0), tuple(group.slices))
+        start += count
+        pods.extend(part.pods)
+        extra.extend(part.spares)
+        counts.append((name, len(part.pods)))
+    return replace(placement, pods=tuple(pods), spares=tuple(extra), groups_counts=tuple(counts))

@@ -95,7 +95,10 @@ impl MultiGangRequest {
                 )));
             }
         }
-        let pods: u64 = groups.iter().map(|group| group.pods).sum();
+        let pods: u64 = groups
+            .iter()
+            .map(|group| group.placed_pods(group.pods))
+            .sum();
         let gpus: u64 = groups.iter().map(GangRequest::total_gpus).sum();
         if pods > MAX_PODS || gpus > MAX_GANG_GPUS {
             return Err(invalid(format!(

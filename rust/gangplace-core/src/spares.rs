@@ -93,3 +93,51 @@ impl GangRequest {
         placement
     }
 }
+
+impl crate::roles::MultiGangRequest {
+    /// Whether some group holds spares.
+    pub fn has_spares(&self) -> bool {
+        self.groups.iter().any(|group| group.spares > 0)
+    }
+
+    /// The request the search places: every group folded with its spares (README "Spares").
+    pub fn placed(&self) -> Cow<'_, crate::roles::MultiGangRequest> {
+        if !self.has_spares() {
+            return Cow::Borrowed(self);
+        }
+        let groups = self.groups.iter().map(|group| group.placed().into_owned());
+        Cow::Owned(crate::roles::MultiGangRequest {
+            groups: groups.collect(),
+            ..self.clone()
+        })
+    }
+
+    /// Splits the placement of [`MultiGangRequest::placed`]: in every group, its last
+    /// `spares` pods (per innermost slice with slices) become spares, listed group by group
+    /// in request order; the groups' counts are their ranks.
+    pub fn split_spares(&self, mut placement: Placement) -> Placement {
+        if !self.has_spares() {
+            return placement;
+        }
+        let mut folded = std::mem::take(&mut placement.pods).into_iter();
+        for (group, (_, count)) in self.groups.iter().zip(placement.groups.iter_mut()) {
+            let pods: Vec<PodPlacement> = folded
+                .by_ref()
+                .take(usize::try_from(*count).unwrap_or(usize::MAX))
+                .collect();
+            let part = Placement {
+                pods,
+                level: String::new(),
+                domain: Vec::new(),
+                slices: Vec::new(),
+                groups: Vec::new(),
+                spares: Vec::new(),
+            };
+            let part = group.split_spares(part);
+            *count = part.pods.len() as u64;
+            placement.pods.extend(part.pods);
+            placement.spares.extend(part.spares);
+        }
+        placement
+    }
+}

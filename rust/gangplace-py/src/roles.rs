@@ -27,6 +27,8 @@ use crate::types::{call_repr, dict, py_repr, terms_parts};
 ///         with this group at ``min_pods``.
 ///     selector: Labels every node of this group must carry.
 ///     slices: ``((level, pods_per_slice), ...)`` as on ``GangRequest``, for this group.
+///     spares: Spare pods of this group's pod size held with the unit, as on
+///         ``GangRequest`` (README "Spares"); listed in ``Placement.spares`` group by group.
 ///
 /// Example:
 ///     >>> PodGroup("workers", 16, 8)
@@ -42,8 +44,8 @@ pub struct PodGroup {
 impl PodGroup {
     #[new]
     #[pyo3(
-        signature = (name, pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, selector = None, slices = None),
-        text_signature = "(name, pods, gpus_per_pod=1, *, min_pods=None, selector=None, slices=())"
+        signature = (name, pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, selector = None, slices = None, spares = None),
+        text_signature = "(name, pods, gpus_per_pod=1, *, min_pods=None, selector=None, slices=(), spares=0)"
     )]
     fn new(
         name: &Bound<'_, PyAny>,
@@ -52,6 +54,7 @@ impl PodGroup {
         min_pods: Option<&Bound<'_, PyAny>>,
         selector: Option<&Bound<'_, PyAny>>,
         slices: Option<&Bound<'_, PyAny>>,
+        spares: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let name = convert::string(name, "name")?;
         if name.is_empty() || name.len() > model::MAX_NAME_BYTES {
@@ -65,8 +68,10 @@ impl PodGroup {
         let min_pods = min_pods.map(|m| convert::int(m, "min_pods")).transpose()?;
         let selector = selector.map_or(Ok(Vec::new()), |s| convert::str_mapping(s, "selector"))?;
         let slices = slices.map_or(Ok(Vec::new()), convert::slice_layers)?;
+        let spares = spares.map_or(Ok(0), |n| convert::int(n, "spares"))?;
         let inner = model::GangRequest::new(pods, gpus_per_pod.0, min_pods, None, selector, name)
             .and_then(|request| request.with_slices(&slices))
+            .and_then(|request| request.with_spares(spares))
             .map_err(core_to_py)?;
         Ok(Self { inner })
     }
@@ -107,7 +112,13 @@ impl PodGroup {
         slices_tuple(py, &self.inner)
     }
 
-    /// ``pods * gpus_per_pod``.
+    /// Spare pods of this group held with the unit.
+    #[getter]
+    fn spares(&self) -> u64 {
+        self.inner.spares
+    }
+
+    /// GPUs of the group and its spares.
     #[getter]
     fn total_gpus(&self) -> u64 {
         self.inner.total_gpus()
@@ -128,6 +139,7 @@ impl PodGroup {
         kwargs.set_item("min_pods", inner.min_pods)?;
         kwargs.set_item("selector", dict(py, &inner.selector)?)?;
         kwargs.set_item("slices", slices_tuple(py, inner)?)?;
+        kwargs.set_item("spares", inner.spares)?;
         Ok((args, kwargs))
     }
 
@@ -149,6 +161,9 @@ impl PodGroup {
         }
         if !group.slices.is_empty() {
             parts.push(format!("slices={}", py_repr(py, slices_tuple(py, group)?)?));
+        }
+        if group.spares > 0 {
+            parts.push(format!("spares={}", group.spares));
         }
         Ok(call_repr("PodGroup", &parts))
     }

@@ -124,17 +124,14 @@ impl Engine {
     /// Explains a multi-role gang: per level tried, its first candidate and the first group
     /// that failed there (as [`LevelExplanation::capacity`] and `needed`: that group's pods
     /// with room and wanted); `excluded` counts nodes for the group placed first.
-    pub fn explain_roles(
-        &mut self,
-        request: &MultiGangRequest,
-        now: f64,
-    ) -> CoreResult<Explanation> {
+    pub fn explain_roles(&mut self, asked: &MultiGangRequest, now: f64) -> CoreResult<Explanation> {
+        let request = &*asked.placed(); // spares count as pods (README "Spares")
         let resolved = self.prepare_roles(request, now)?;
         let outcome = self.plan_roles(request, &resolved)?;
         let placement = outcome
             .plan
             .as_ref()
-            .map(|plan| self.roles_placement(request, plan));
+            .map(|plan| asked.split_spares(self.roles_placement(request, plan)));
         let mut levels: Vec<LevelExplanation> = outcome
             .trials
             .iter()

@@ -29,6 +29,8 @@ pub(super) struct HoldRepairs {
     pub spares: Vec<(String, Vec<u32>)>,
     /// A repair reservation's link.
     pub link: Option<LinkRecord>,
+    /// A multi-role request's spares per group (empty when none has spares).
+    pub group_spares: Vec<u64>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -46,6 +48,11 @@ fn pod_record(pod: &PodPlacement) -> (String, Vec<u32>) {
 pub(super) fn hold_repairs(hold: &Hold) -> HoldRepairs {
     HoldRepairs {
         request_spares: hold.request.as_deref().map_or(0, |request| request.spares),
+        group_spares: (hold.roles.as_deref())
+            .filter(|roles| roles.has_spares())
+            .map_or_else(Vec::new, |roles| {
+                roles.groups.iter().map(|g| g.spares).collect()
+            }),
         spares: hold.placement.spares.iter().map(pod_record).collect(),
         link: hold.repair.as_deref().map(|link| LinkRecord {
             allocation: link.allocation.bits(),

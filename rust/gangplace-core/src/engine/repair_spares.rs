@@ -23,7 +23,26 @@ pub(crate) fn slice_of(hold: &Hold, rank: u64) -> Option<&[String]> {
     hold.placement.slices.get(index).map(Vec::as_slice)
 }
 
-/// `(rank, spare)` for every lost rank a spare takes, in rank order.
+/// The selector `rank`'s pods follow: the request's, or its group's for a multi-role gang.
+fn selector_of(hold: &Hold, rank: u64) -> &[(String, String)] {
+    if let Some(request) = hold.request.as_deref() {
+        return &request.selector;
+    }
+    let Some(roles) = hold.roles.as_deref() else {
+        return &[];
+    };
+    let mut end = 0u64;
+    for (group, (_, count)) in roles.groups.iter().zip(&hold.placement.groups) {
+        end += count;
+        if rank < end {
+            return &group.selector;
+        }
+    }
+    &[]
+}
+
+/// `(rank, spare)` for every lost rank a spare takes, in rank order: a spare of the lost
+/// pod's GPU count on a node carrying the rank's selector.
 pub(crate) fn spare_matches(
     topology: &Topology,
     states: &NodeStates,
@@ -34,21 +53,29 @@ pub(crate) fn spare_matches(
     if spares.is_empty() {
         return Vec::new();
     }
-    let usable: Vec<Option<Vec<&str>>> = spares
+    let usable: Vec<Option<(crate::ids::NodeId, Vec<&str>)>> = spares
         .iter()
         .map(|spare| {
             let node = topology.node_id(&spare.node)?;
-            (!states.get(node).cordoned).then(|| topology.node_path(node))
+            (!states.get(node).cordoned).then(|| (node, topology.node_path(node)))
         })
         .collect();
     let mut taken = vec![false; spares.len()];
     let mut matches = Vec::new();
     for &rank in lost {
         let within = slice_of(hold, rank).unwrap_or(&[]);
+        let pod = usize::try_from(rank)
+            .ok()
+            .and_then(|r| hold.placement.pods.get(r));
+        let size = pod.map_or(0, |pod| pod.gpus.count());
+        let selector = selector_of(hold, rank);
         let found = (0..spares.len()).find(|&index| {
             !taken[index]
-                && usable[index].as_ref().is_some_and(|path| {
-                    within.len() <= path.len() && within.iter().zip(path).all(|(a, b)| a == b)
+                && spares[index].gpus.count() == size
+                && usable[index].as_ref().is_some_and(|(node, path)| {
+                    within.len() <= path.len()
+                        && within.iter().zip(path).all(|(a, b)| a == b)
+                        && topology.node(*node).matches(selector)
                 })
         });
         if let Some(index) = found {

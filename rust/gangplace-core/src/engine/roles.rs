@@ -145,6 +145,7 @@ impl Engine {
     /// How many disjoint copies of the multi-role gang `reserve_many` would place now (owner
     /// caps aside): placements on a what-if copy, each taking its GPUs, until none fits.
     pub fn capacity_for_roles(&mut self, request: &MultiGangRequest, now: f64) -> CoreResult<u64> {
+        let request = &*request.placed();
         let resolved = self.prepare_roles(request, now)?;
         let policy = self.policy();
         let mut what_if = self.scratch_copy();
@@ -196,14 +197,15 @@ impl Engine {
     /// Where the multi-role gang would go now; changes nothing but expired reservations.
     pub fn place_roles(
         &mut self,
-        request: &MultiGangRequest,
+        asked: &MultiGangRequest,
         now: f64,
     ) -> CoreResult<Option<Placement>> {
+        let request = &*asked.placed(); // spares count as pods (README "Spares")
         let resolved = self.prepare_roles(request, now)?;
         let outcome = self.plan_roles(request, &resolved)?;
         Ok(outcome
             .plan
-            .map(|plan| self.roles_placement(request, &plan)))
+            .map(|plan| asked.split_spares(self.roles_placement(request, &plan))))
     }
 
     /// Places the multi-role gang and holds all its groups' GPUs until `now + ttl`.
@@ -217,6 +219,8 @@ impl Engine {
         check_ttl(ttl)?;
         check_owner(owner)?;
         self.reclaim(now);
+        let asked = request;
+        let request = &*asked.placed(); // spares count as pods (README "Spares")
         self.resolve_roles(request)?;
         self.check_cap(owner, request.min_gpus())?;
         let resolved = self.prepare_roles(request, now)?;
@@ -230,7 +234,7 @@ impl Engine {
         let held = gpus_by_node(pods.map(|pod| (pod.node, pod.gpus)))
             .ok_or_else(|| internal("a multi-role plan took one GPU twice"))?;
         self.check_cap(owner, held_gpus(&held))?;
-        let placement = Arc::new(self.roles_placement(request, &plan));
+        let placement = Arc::new(asked.split_spares(self.roles_placement(request, &plan)));
         let new = NewHold {
             placement,
             expires_at: now + ttl,
@@ -238,7 +242,7 @@ impl Engine {
             terms: request.terms,
             since: now,
             request: None,
-            roles: Some(Arc::clone(request)),
+            roles: Some(Arc::clone(asked)),
         };
         self.hold(held, new)
     }

@@ -40,6 +40,11 @@ impl Engine {
         limits: &RemovalLimits,
         now: f64,
     ) -> CoreResult<Option<PreemptionPlan>> {
+        if request.has_spares() {
+            return Err(crate::error::invalid(
+                "plan_preemption does not take gangs with spares yet; place them with place_gang or reserve",
+            ));
+        }
         let resolved = self.prepare_roles(request, now)?;
         let unit = AnyRequest::Roles(Arc::clone(request));
         if let Some(plan) = self.plan_roles(request, &resolved)?.plan {

@@ -71,6 +71,7 @@ type Groups = Vec<(String, u64)>;
 pub(super) fn roles_from(
     entry: HoldRoles,
     pods: usize,
+    group_spares: &[u64],
 ) -> CoreResult<(Groups, Option<MultiGangRequest>)> {
     let counted: u64 = entry.groups.iter().map(|&(_, count)| count).sum();
     if !entry.groups.is_empty() && counted != pods as u64 {
@@ -79,12 +80,18 @@ pub(super) fn roles_from(
     let Some(record) = entry.request else {
         return Ok((entry.groups, None));
     };
-    let groups = record
-        .groups
-        .into_iter()
-        .map(|(group, slices)| {
+    if !group_spares.is_empty() && group_spares.len() != record.groups.len() {
+        return Err(bad("a multi-role hold's spares do not match its groups"));
+    }
+    let spares_of = |index: usize| {
+        let spares = group_spares.get(index).copied().unwrap_or(0);
+        i64::try_from(spares).map_err(|_| bad("a group's spares are out of range"))
+    };
+    let groups = (record.groups.into_iter().enumerate())
+        .map(|(index, (group, slices))| {
             request_from(group)?
                 .with_slices(&slices)
+                .and_then(|group| group.with_spares(spares_of(index)?))
                 .map_err(as_snapshot_error)
         })
         .collect::<CoreResult<Vec<_>>>()?;

@@ -456,7 +456,7 @@ impl Engine {
             groups: Vec::new(),
             spares: Vec::new(),
         };
-        let (groups, roles) = roles_from(roles, placement.pods.len())?;
+        let (groups, roles) = roles_from(roles, placement.pods.len(), &repairs.group_spares)?;
         if roles.is_some() && record.request.is_some() {
             return Err(bad("a hold has both a request and a multi-role request"));
         }
