@@ -275,3 +275,20 @@ def test_repair_plans_agree_with_the_reference(
         else "nothing repaired"
     )
     engine.check_invariants()
+
+
+def test_a_sliced_group_of_a_unit_is_repaired_inside_its_slice() -> None:
+    cluster = nvl72(4)
+    unit = MultiGangRequest(
+        (PodGroup("leader", 1, 4), PodGroup("workers", 32, 4, slices=(("rack", 16),)))
+    )
+    job = cluster.commit(cluster.reserve(unit))
+    broken = job.placement.groups["workers"][20]  # rank 21, in the workers' second slice
+    cluster.remove_node(broken.node)
+    plan = cluster.plan_repair(job)
+    assert plan is not None and [rank for rank, _ in plan.replacements] == [21]
+    ((_, pod),) = plan.replacements
+    assert cluster.node(pod.node).topology["rack"] == job.placement.slices[1][-1]
+    assert cluster.explain_repair(job)["slice"] == 1
+    merged = cluster.commit_repair(cluster.repair(plan))
+    assert merged.lost == () and merged.placement.groups["workers"][20] == pod

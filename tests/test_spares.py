@@ -403,25 +403,24 @@ def test_a_multi_role_gangs_groups_hold_their_own_spares() -> None:
 def test_multi_role_spares_agree_with_the_reference(
     data: st.DataObject, nodes: list[NodeSpec], policy: str
 ) -> None:
-    """Leaders and workers with spares per group: placements (ranks and spares), repairs
-    after failures and the state agree with the reference."""
+    """Leaders and workers with spares per group, the workers sometimes in rack slices:
+    placements (ranks and spares), repairs after failures and the state agree with the
+    reference."""
     engine, oracle = twins(LEVELS, nodes, policy)
     for _ in range(data.draw(st.integers(1, 3), label="units")):
+        sliced = data.draw(st.booleans(), label="sliced workers")
+        leader = PodGroup(
+            "leader", 1, data.draw(st.sampled_from((1, 2, 4))), spares=data.draw(st.integers(0, 1))
+        )
+        workers = PodGroup(
+            "workers",
+            2 * data.draw(st.integers(1, 2)) if sliced else data.draw(st.integers(1, 4)),
+            data.draw(st.sampled_from((1, 2, 4))),
+            slices=(("rack", 2),) if sliced else (),
+            spares=data.draw(st.integers(0, 2)),
+        )
         unit = MultiGangRequest(
-            (
-                PodGroup(
-                    "leader",
-                    1,
-                    data.draw(st.sampled_from((1, 2, 4))),
-                    spares=data.draw(st.integers(0, 1)),
-                ),
-                PodGroup(
-                    "workers",
-                    data.draw(st.integers(1, 4)),
-                    data.draw(st.sampled_from((1, 2, 4))),
-                    spares=data.draw(st.integers(0, 2)),
-                ),
-            ),
+            (leader, workers),
             required_level=data.draw(st.sampled_from((None, "spine", "rack"))),
         )
         got, expected = engine.place_gang(unit), oracle.place_gang(unit)
@@ -445,6 +444,11 @@ def test_multi_role_spares_agree_with_the_reference(
         twin_merged = oracle.commit_repair(oracle.repair(twin_plan))
         assert as_tuple(merged.placement) == as_tuple(twin_merged.placement)
         assert pods_of(merged.spares) == pods_of(twin_merged.spares)
+        if merged.placement.slices:  # the workers' slice rule still holds after the repair
+            for index, pod in enumerate(merged.placement.groups["workers"]):
+                where = merged.placement.slices[index // 2]
+                node = engine.node(pod.node)
+                assert tuple(node.topology[level] for level in LEVELS)[: len(where)] == where
     for name in engine.nodes():
         assert node_state(engine, name) == node_state(oracle, name)
     engine.check_invariants()

@@ -124,7 +124,9 @@ class Repairs:
         sliced = any(c.slice is not None for c in classes)
         targets: list[tuple[int, Path]] = []
         if sliced:
-            targets = [(depth, path)]
+            # Classes without a slice (another group's) need the placement's own domain.
+            if exact or all(c.slice is not None for c in classes):
+                targets = [(depth, path)]
         else:
             if exact:
                 targets.append((depth, path))
@@ -440,11 +442,29 @@ class Repairs:
         return {}
 
     def _slice_of(self, hold: _Hold, rank: int) -> Path | None:
-        """The innermost slice domain of ``rank`` for a slice gang, else ``None``."""
+        """The innermost slice domain of ``rank`` (slice gang or sliced group), else ``None``."""
+        at = self._slice_index(hold, rank)
+        return None if at is None else tuple(hold.placement.slices[at])
+
+    @staticmethod
+    def _slice_index(hold: _Hold, rank: int) -> int | None:
+        """Where ``rank``'s innermost slice is in ``placement.slices``.
+
+        For a multi-role gang, after the slices of the sliced groups before its group.
+        """
         request = hold.request
-        if request is None or not request.slices:
+        if request is not None:
+            return rank // request.slices[-1][1] if request.slices else None
+        if hold.roles is None:
             return None
-        return tuple(hold.placement.slices[rank // request.slices[-1][1]])
+        start = before = 0
+        for group, (_, count) in zip(hold.roles.groups, hold.placement.groups_counts, strict=False):
+            inner = group.slices[-1][1] if group.slices else None
+            if rank < start + count:
+                return None if inner is None else before + (rank - start) // inner
+            start += count
+            before += 0 if inner is None else count // inner
+        return None
 
     def _repairable(self, allocation: Allocation | str, owner: str | None) -> tuple[str, _Hold]:
         self._reclaim()
@@ -501,24 +521,24 @@ class Repairs:
                     classes.append(_Class(size, dict(request.selector), (rank,), where))
             return classes
         roles = hold.roles
-        if roles is not None and any(group.slices for group in roles.groups):
-            raise InvalidRequest(
-                "plan_repair does not take multi-role allocations with sliced groups yet"
-            )
         counts = hold.placement.groups_counts
         group_of = [g for g, (_, count) in enumerate(counts) for _ in range(count)]
-        by_key: dict[tuple[int, int], list[int]] = {}
+        # Largest pods first, then group order, then (sliced groups) slice order.
+        by_key: dict[tuple[int, int, int], list[int]] = {}
         for rank in lost:
             group = group_of[rank] if rank < len(group_of) else 0
-            by_key.setdefault((-len(pods[rank].gpus), group), []).append(rank)
+            at = self._slice_index(hold, rank)
+            key = (-len(pods[rank].gpus), group, 0 if at is None else at)
+            by_key.setdefault(key, []).append(rank)
         found = []
-        for (size, group), ranks in sorted(by_key.items()):
+        for (size, group, _), ranks in sorted(by_key.items()):
             selector: Mapping[str, str] = {}
             if request is not None:
                 selector = dict(request.selector)
             elif roles is not None:
                 selector = dict(roles.groups[group].selector)
-            found.append(_Class(-size, selector, tuple(ranks), None))
+            inside = self._slice_of(hold, ranks[0])
+            found.append(_Class(-size, selector, tuple(ranks), inside))
         return found
 
     def _room(self, group: _Class, path: Path, numa: str) -> int:

@@ -83,9 +83,10 @@ impl Cluster {
     /// Where the lost ranks of an allocation go: all of them, or ``None``.
     ///
     /// A pure query (README "Repair after failures", rules R1-R3, R6). Lost ranks take the
-    /// allocation's spares first; then a slice gang's go to free healthy GPUs in their own
-    /// innermost slice's domain; other gangs' to the placement's domain, or with ``widen`` to
-    /// the smallest enclosing domain, up to the request's coarsest level, where all fit. With
+    /// allocation's spares first; then a slice gang's (or a sliced group's) go to free
+    /// healthy GPUs in their own innermost slice's domain; other gangs' to the placement's
+    /// domain, or with ``widen`` to the smallest enclosing domain, up to the request's
+    /// coarsest level, where all fit. With
     /// ``preempt``, when nothing else fits, the fewest lower-priority preemptible allocations
     /// inside the placement's domain become ``victims`` (ended by ``repair``). Pods follow
     /// the placement rules; ranks keep their numbers. Without lost ranks, a plan with no
@@ -94,7 +95,6 @@ impl Cluster {
     /// Raises:
     ///     UnknownReservation: No such id, or another owner's.
     ///     ReservationError: A reservation (commit it first), or an ended allocation.
-    ///     InvalidRequest: A multi-role allocation with sliced groups (not built yet).
     #[pyo3(
         signature = (allocation, *, widen = false, preempt = false, owner = None),
         text_signature = "(self, allocation, *, widen=False, preempt=False, owner=None)"

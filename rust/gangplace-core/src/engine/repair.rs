@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 
 use super::Engine;
-use super::repair_spares::spare_matches;
+use super::repair_spares::{slice_index, spare_matches};
 use super::transactions::Owner;
 use crate::capacity::{CapacityView, Overlay};
 use crate::error::{CoreError, CoreResult, invalid};
@@ -263,7 +263,13 @@ impl Engine {
         classes: &[RepairClass],
     ) -> Vec<(usize, Item)> {
         if classes.iter().any(|class| class.slice.is_some()) {
-            return vec![(depth, item)];
+            // Classes without a slice (a multi-role unit's other groups) need the placement's
+            // own domain: no target when it is gone.
+            let all_sliced = classes.iter().all(|class| class.slice.is_some());
+            return match exact || all_sliced {
+                true => vec![(depth, item)],
+                false => Vec::new(),
+            };
         }
         let mut targets = Vec::new();
         if exact {
@@ -444,15 +450,6 @@ fn repair_classes(topology: &Topology, hold: &Hold, lost: &[u64]) -> CoreResult<
         }
         return Ok(classes);
     }
-    if hold
-        .roles
-        .as_ref()
-        .is_some_and(|roles| roles.groups.iter().any(|g| !g.slices.is_empty()))
-    {
-        return Err(invalid(
-            "plan_repair does not take multi-role allocations with sliced groups yet",
-        ));
-    }
     // Multi-role gangs: rank -> group index through the placement's group counts.
     let mut group_of = Vec::with_capacity(pods.len());
     for (group, (_, count)) in hold.placement.groups.iter().enumerate() {
@@ -468,17 +465,29 @@ fn repair_classes(topology: &Topology, hold: &Hold, lost: &[u64]) -> CoreResult<
             (None, None) => Vec::new(),
         }
     };
-    let mut by_key: BTreeMap<(std::cmp::Reverse<u32>, usize), RepairClass> = BTreeMap::new();
+    // Largest pods first, then group order, then (sliced groups) slice order.
+    type Key = (std::cmp::Reverse<u32>, usize, usize);
+    let mut by_key: BTreeMap<Key, RepairClass> = BTreeMap::new();
     for &rank in lost {
         let group = group_of.get(index(rank)).copied().unwrap_or(0);
-        let class = by_key
-            .entry((std::cmp::Reverse(size_of(rank)), group))
-            .or_insert_with(|| RepairClass {
-                gpus_per_pod: size_of(rank),
-                selector: selector_of(rank),
-                ranks: Vec::new(),
-                slice: None,
-            });
+        let slice = slice_index(hold, rank);
+        let path = match slice {
+            Some(at) => Some(
+                hold.placement
+                    .slices
+                    .get(at)
+                    .cloned()
+                    .ok_or_else(|| invalid("a multi-role placement lost its slices"))?,
+            ),
+            None => None,
+        };
+        let key = (std::cmp::Reverse(size_of(rank)), group, slice.unwrap_or(0));
+        let class = by_key.entry(key).or_insert_with(|| RepairClass {
+            gpus_per_pod: size_of(rank),
+            selector: selector_of(rank),
+            ranks: Vec::new(),
+            slice: path,
+        });
         class.ranks.push(rank);
     }
     Ok(by_key.into_values().collect())

@@ -15,12 +15,32 @@ use crate::model::{Allocation, PodPlacement};
 use crate::state::{Changes, NodeStates};
 use crate::topology::Topology;
 
-/// The innermost slice domain of `rank` for a slice gang (`None` otherwise).
+/// The innermost slice domain of `rank` for a slice gang or a sliced group (`None`
+/// otherwise).
 pub(crate) fn slice_of(hold: &Hold, rank: u64) -> Option<&[String]> {
-    let request = hold.request.as_deref()?;
-    let inner = request.slices.last()?.pods_per_slice;
-    let index = usize::try_from(rank / inner).ok()?;
+    let index = slice_index(hold, rank)?;
     hold.placement.slices.get(index).map(Vec::as_slice)
+}
+
+/// Where `rank`'s innermost slice is in `placement.slices`: `rank / k` for a slice gang; for
+/// a multi-role gang, the slices of the sliced groups before its group, then its own index.
+pub(crate) fn slice_index(hold: &Hold, rank: u64) -> Option<usize> {
+    if let Some(request) = hold.request.as_deref() {
+        let inner = request.slices.last()?.pods_per_slice;
+        return usize::try_from(rank / inner).ok();
+    }
+    let roles = hold.roles.as_deref()?;
+    let (mut start, mut slices_before) = (0u64, 0u64);
+    for (group, (_, count)) in roles.groups.iter().zip(&hold.placement.groups) {
+        let inner = group.slices.last().map(|layer| layer.pods_per_slice);
+        if rank < start + count {
+            let inner = inner?;
+            return usize::try_from(slices_before + (rank - start) / inner).ok();
+        }
+        start += count;
+        slices_before += inner.map_or(0, |inner| count / inner);
+    }
+    None
 }
 
 /// The selector `rank`'s pods follow: the request's, or its group's for a multi-role gang.
