@@ -499,7 +499,7 @@ class RepairPlan:
         """``(rank, PodPlacement)`` for every lost rank, in rank order."""
     @property
     def from_spares(self) -> tuple[int, ...]:
-        """Ranks served by the allocation's spares (none until spares exist)."""
+        """Ranks the allocation's own spares take (their replacements are those spares)."""
     @property
     def level(self) -> str:
         """Level of the domain searched: the placement's, or the enclosing one when widened."""
@@ -508,7 +508,7 @@ class RepairPlan:
         """That domain's path (plus the node name at level ``node``; empty for the cluster)."""
     @property
     def victims(self) -> tuple[str, ...]:
-        """Ids of allocations ended to make room (none until repair preempts)."""
+        """Ids of the allocations ``repair`` ends to make room (rule R6), sorted."""
     def __eq__(self, value: object, /) -> bool: ...
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 

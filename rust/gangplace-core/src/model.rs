@@ -492,13 +492,13 @@ pub struct RepairPlan {
     pub lost: Vec<u64>,
     /// `(rank, new pod)` for every lost rank, in rank order.
     pub replacements: Vec<(u64, PodPlacement)>,
-    /// Ranks served by the allocation's spares (none until spares exist).
+    /// Ranks the allocation's own spares take (their replacements are those spares).
     pub from_spares: Vec<u64>,
     /// The level of the domain searched: the placement's, or the enclosing one when widened.
     pub level: String,
     /// That domain's path (plus the node name at level `node`).
     pub domain: Vec<String>,
-    /// Allocations ended to make room (none until repair preempts).
+    /// Allocations `repair` ends to make room (rule R6), sorted by id.
     pub victims: Vec<HoldId>,
 }
 

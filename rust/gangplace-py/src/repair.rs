@@ -42,7 +42,7 @@ impl RepairPlan {
         PyTuple::new(py, pairs)
     }
 
-    /// Ranks served by the allocation's spares (none until spares exist).
+    /// Ranks the allocation's own spares take (their replacements are those spares).
     #[getter]
     #[allow(clippy::wrong_self_convention)] // the attribute's name in the README's contract
     fn from_spares<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
@@ -61,7 +61,7 @@ impl RepairPlan {
         PyTuple::new(py, &self.inner.domain)
     }
 
-    /// Ids of allocations ended to make room (none until repair preempts).
+    /// Ids of the allocations ``repair`` ends to make room (rule R6), sorted.
     #[getter]
     fn victims<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.inner.victims.iter().map(ToString::to_string))
