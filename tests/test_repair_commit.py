@@ -16,7 +16,7 @@ import hypothesis.strategies as st
 import pytest
 from helpers import FakeClock, NodeSpec, as_tuple, node_state, twins
 from hypothesis import assume, event, given, note
-from test_repair import LEVELS, committed_gangs, fail_one, racks_of
+from test_repair import LEVELS, committed_gangs, fail_one, racks_of, repair_tuple
 from test_slices import nvl72, small_clusters
 
 from gangplace import (
@@ -425,9 +425,7 @@ def test_preempting_repairs_agree_with_the_reference_and_are_1_minimal(
         if plan is None or twin_plan is None or not plan.replacements:
             continue
         assert plan.victims == twin_plan.victims
-        assert [(r, p.node, tuple(p.gpus)) for r, p in plan.replacements] == [
-            (r, p.node, tuple(p.gpus)) for r, p in twin_plan.replacements
-        ]
+        assert repair_tuple(plan) == repair_tuple(twin_plan)
         for victim in plan.victims:
             assert not fits_without(oracle, allocation.id, twin_plan, victim)
             assert engine.hold_status(victim) == "allocated"
