@@ -6,35 +6,35 @@
 //! order, until none are left: the smallest share is as large as the capacities allow, and two
 //! shares differ by more than one only where a capacity stops the smaller.
 
-use super::Item;
+use super::{Child, Item};
 use crate::error::{CoreResult, internal};
 
 /// The shares of a balanced split of `units` over `children` (capacities, in path order):
 /// `(child, units)` in path order, zero shares left out.
-pub fn balanced_shares(children: &[(u64, Item)], units: u64) -> CoreResult<Vec<(Item, u64)>> {
+pub(super) fn balanced_shares(children: &[Child], units: u64) -> CoreResult<Vec<(Item, u64)>> {
     let mut by_capacity: Vec<usize> = (0..children.len())
-        .filter(|&index| children[index].0 > 0)
+        .filter(|&index| children[index].units() > 0)
         .collect();
     // Largest capacity first; the sort is stable, so equal capacities stay in path order.
-    by_capacity.sort_by_key(|&index| std::cmp::Reverse(children[index].0));
+    by_capacity.sort_by_key(|&index| std::cmp::Reverse(children[index].units()));
     let mut total = 0;
     let used = by_capacity
         .iter()
         .position(|&index| {
-            total += children[index].0;
+            total += children[index].units();
             total >= units
         })
         .ok_or_else(|| internal("a domain held fewer units than counted"))?;
     let mut chosen: Vec<usize> = by_capacity[..=used].to_vec();
     chosen.sort_unstable();
-    let level = water_level(chosen.iter().map(|&index| children[index].0), units);
+    let level = water_level(chosen.iter().map(|&index| children[index].units()), units);
     let mut shares: Vec<(Item, u64)> = chosen
         .iter()
-        .map(|&index| (children[index].1, children[index].0.min(level)))
+        .map(|&index| (children[index].item, children[index].units().min(level)))
         .collect();
     let mut left = units - shares.iter().map(|&(_, share)| share).sum::<u64>();
     for (&index, share) in chosen.iter().zip(shares.iter_mut()) {
-        if left > 0 && children[index].0 > share.1 {
+        if left > 0 && children[index].units() > share.1 {
             share.1 += 1;
             left -= 1;
         }
@@ -66,10 +66,11 @@ mod tests {
     use super::*;
 
     fn shares(capacities: &[u64], units: u64) -> Vec<u64> {
-        let children: Vec<(u64, Item)> = (0u32..)
-            .zip(capacities)
-            .map(|(index, &capacity)| (capacity, Item::Node(index)))
-            .collect();
+        let children = Child::in_path_order(
+            (0u32..)
+                .zip(capacities)
+                .map(|(index, &c)| (c, Item::Node(index))),
+        );
         let split = balanced_shares(&children, units).unwrap_or_default();
         split.into_iter().map(|(_, share)| share).collect()
     }

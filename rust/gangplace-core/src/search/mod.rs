@@ -17,10 +17,12 @@ use crate::error::{CoreResult, internal};
 use crate::ids::{DomainId, GpuSet, NodeId, ROOT};
 use crate::shapes::{Layers, Numa, Spread};
 use crate::topology::Topology;
+use fill::{Child, fill_children};
 
 mod balanced;
 mod best_fit;
 mod candidates;
+mod fill;
 mod slices;
 
 /// A domain or a node: the things a level is made of.
@@ -132,6 +134,7 @@ impl<'a, V: CapacityView> Search<'a, V> {
     }
 
     /// Pods of this search's size that fit in `item` (rule 1).
+    #[inline(always)]
     pub fn capacity(&self, item: Item) -> u64 {
         match self.numa {
             Numa::Single => self.numa_capacity(item),
@@ -141,12 +144,15 @@ impl<'a, V: CapacityView> Search<'a, V> {
 
     /// Pods that fit in `item` with every pod inside one NUMA group of its node (a node
     /// without GPU groups is one group).
+    #[inline(always)]
     fn numa_capacity(&self, item: Item) -> u64 {
         self.numa_count(item, u64::MAX)
     }
 
-    /// The same count, up to `cap`: children are visited only while it is not reached, and
-    /// only those whose plain capacity (the aggregates', an upper bound) is not zero.
+    /// The same count, up to `cap`: a node's from its groups, a domain's from the NUMA
+    /// aggregates when the view has them (one read; inlined, as rule 4 reads every child's),
+    /// else by visiting its children.
+    #[inline(always)]
     fn numa_count(&self, item: Item, cap: u64) -> u64 {
         match item {
             Item::Node(id) => self.view.node_free(id).map_or(0, |free| {
@@ -157,23 +163,28 @@ impl<'a, V: CapacityView> Search<'a, V> {
                 };
                 u64::from(pods).min(cap)
             }),
-            Item::Domain(id) => {
-                if let Some(pods) = self.view.domain_numa_capacity(id, self.gpus_per_pod) {
-                    return pods.min(cap);
-                }
-                let mut total = 0;
-                for child in self.children(item) {
-                    if self.plain_capacity(child) == 0 {
-                        continue;
-                    }
-                    total += self.numa_count(child, cap - total);
-                    if total >= cap {
-                        return cap;
-                    }
-                }
-                total
+            Item::Domain(id) => match self.view.domain_numa_capacity(id, self.gpus_per_pod) {
+                Some(pods) => pods.min(cap),
+                None => self.numa_count_children(item, cap),
+            },
+        }
+    }
+
+    /// [`Self::numa_count`] of a domain by visiting its children while `cap` is not reached,
+    /// only those whose plain capacity (the aggregates', an upper bound) is not zero.
+    #[inline(never)]
+    fn numa_count_children(&self, item: Item, cap: u64) -> u64 {
+        let mut total = 0;
+        for child in self.children(item) {
+            if self.plain_capacity(child) == 0 {
+                continue;
+            }
+            total += self.numa_count(child, cap - total);
+            if total >= cap {
+                return cap;
             }
         }
+        total
     }
 
     /// Pods of this size in `item` without the NUMA rule: the aggregates' count.
@@ -415,10 +426,10 @@ impl<'a, V: CapacityView> Search<'a, V> {
         if let Item::Node(node) = item {
             return self.take_gpus(node, pods, out);
         }
-        let children: Vec<(u64, Item)> = self
-            .children(item)
-            .map(|child| (self.capacity(child), child))
-            .collect();
+        let children = Child::in_path_order(
+            self.children(item)
+                .map(|child| (self.capacity(child), child)),
+        );
         self.distribute(children, pods, |child, pods| self.spread(child, pods, out))
     }
 
@@ -426,7 +437,7 @@ impl<'a, V: CapacityView> Search<'a, V> {
     /// balanced split (README "Balanced spread").
     fn distribute(
         &self,
-        children: Vec<(u64, Item)>,
+        children: Vec<Child>,
         units: u64,
         mut place: impl FnMut(Item, u64) -> CoreResult<()>,
     ) -> CoreResult<()> {
@@ -482,34 +493,4 @@ impl<'a, V: CapacityView> Search<'a, V> {
             }),
         }
     }
-}
-
-/// Rule 4 over children with their capacities (in path order; units are pods, or slices of
-/// a slice request): a child that holds all `remaining` takes them (the smallest such
-/// capacity, then the smallest path); otherwise the child with the largest capacity (then the
-/// smallest path) is filled and the rest continues. `place` puts units into one child.
-fn fill_children(
-    mut children: Vec<(u64, Item)>,
-    mut remaining: u64,
-    mut place: impl FnMut(Item, u64) -> CoreResult<()>,
-) -> CoreResult<()> {
-    children.retain(|&(capacity, _)| capacity > 0);
-    // Largest capacity first; the sort is stable, so equal capacities stay in path order.
-    children.sort_by_key(|&(capacity, _)| std::cmp::Reverse(capacity));
-    let mut unused = children.as_slice();
-    while remaining > 0 {
-        let holding_all = unused.partition_point(|&(capacity, _)| capacity >= remaining);
-        if holding_all > 0 {
-            let smallest = unused[holding_all - 1].0;
-            let first = unused.partition_point(|&(capacity, _)| capacity > smallest);
-            return place(unused[first].1, remaining);
-        }
-        let Some((&(capacity, child), rest)) = unused.split_first() else {
-            return Err(internal("a domain held fewer pods than counted"));
-        };
-        place(child, capacity)?;
-        remaining -= capacity;
-        unused = rest;
-    }
-    Ok(())
 }

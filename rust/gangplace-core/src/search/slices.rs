@@ -12,7 +12,7 @@
 //! soon as that many are found, and a child with fewer pods than one slice is never entered
 //! (a slice is made of pods), so a fit test costs the domains it needs, not the subtree.
 
-use super::{Item, LevelBest, PlannedPod, Search};
+use super::{Child, Item, LevelBest, PlannedPod, Search};
 use crate::capacity::CapacityView;
 use crate::error::CoreResult;
 use crate::ids::ROOT;
@@ -128,11 +128,11 @@ impl<V: CapacityView> Search<'_, V> {
                 None => self.spread(item, units * size, out),
             };
         }
-        let children: Vec<(u64, Item)> = self
-            .children(item)
-            .filter(|&child| self.capacity(child) >= size)
-            .map(|child| (self.units(child, layer, u64::MAX), child))
-            .collect();
+        let children = Child::in_path_order(
+            self.children(item)
+                .filter(|&child| self.capacity(child) >= size)
+                .map(|child| (self.units(child, layer, u64::MAX), child)),
+        );
         self.distribute(children, units, |child, units| {
             self.spread_slices(child, layer, units, out)
         })
