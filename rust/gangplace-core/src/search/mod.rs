@@ -472,10 +472,11 @@ impl<'a, V: CapacityView> Search<'a, V> {
             free &= !gpus;
             out.push(PlannedPod { node, gpus });
         }
-        if groups.is_some() {
+        let taken = &mut out[first..];
+        if groups.is_some() && !taken.is_sorted_by_key(|pod| pod.gpus.lowest()) {
             // Tightest groups first need not be lowest GPUs first: the node's pods in rule 6's
             // order, so the ranking sort finds the run already sorted, as on plain nodes.
-            out[first..].sort_unstable_by_key(|pod| pod.gpus.lowest());
+            taken.sort_unstable_by_key(|pod| pod.gpus.lowest());
         }
         Ok(())
     }
