@@ -10,11 +10,11 @@
 //! lowest free indices are taken inside the finest groups.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use crate::error::{CoreResult, invalid};
 use crate::ids::GpuSet;
+use crate::level_name::LevelName;
 use crate::limits::MAX_NAME_BYTES;
 
 /// Intra-node levels one topology may name.
@@ -24,8 +24,8 @@ pub const MAX_GPU_LEVELS: usize = 4;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuTopology {
     levels: Vec<String>,
-    /// The level names again, shared with the pods whose affinity they are.
-    level_names: Vec<Arc<str>>,
+    /// The level names again, interned, as the pods whose affinity they are carry them.
+    level_names: Vec<LevelName>,
     paths: Vec<Vec<u32>>,
     /// Per level, outermost first: each group's GPUs, in order of their lowest index.
     groups: Vec<Vec<GpuSet>>,
@@ -165,10 +165,7 @@ impl GpuTopology {
                 sets
             })
             .collect();
-        let level_names = levels
-            .iter()
-            .map(|level| Arc::from(level.as_str()))
-            .collect();
+        let level_names = levels.iter().map(|level| LevelName::new(level)).collect();
         let numa_level = levels.iter().position(|level| level == "numa").unwrap_or(0);
         Ok(Self {
             numa_level,
@@ -192,7 +189,7 @@ impl GpuTopology {
 
     /// The finest level whose one group holds all of `gpus` (`None`: no level does, the
     /// node is the finest).
-    pub fn affinity(&self, gpus: GpuSet) -> Option<Arc<str>> {
+    pub fn affinity(&self, gpus: GpuSet) -> Option<LevelName> {
         let level = match self.memo.level_slot(gpus) {
             None => self.affinity_level(gpus),
             Some(slot) => match slot.load(Ordering::Relaxed) {
@@ -206,7 +203,7 @@ impl GpuTopology {
                 code => usize::from(code).checked_sub(1),
             },
         }?;
-        Some(Arc::clone(&self.level_names[level]))
+        self.level_names.get(level).copied()
     }
 
     /// The index of the finest level whose one group holds all of `gpus`.

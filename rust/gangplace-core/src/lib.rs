@@ -36,6 +36,7 @@ mod error;
 mod ids;
 mod intranode;
 mod ledger;
+mod level_name;
 mod limits;
 mod model;
 mod preemption;
@@ -56,6 +57,7 @@ pub use engine::snapshot::{FORMAT_VERSION as SNAPSHOT_FORMAT_VERSION, MAGIC as S
 pub use error::{CoreError, CoreResult};
 pub use ids::{CLUSTER_LEVEL, GpuIndexError, GpuSet, HoldId, NODE_LEVEL};
 pub use intranode::{GpuTopology, MAX_GPU_LEVELS};
+pub use level_name::LevelName;
 pub use limits::{
     DEFAULT_REPAIR_TTL_SECONDS, DEFAULT_TTL_SECONDS, MAX_GANG_GPUS, MAX_GPUS_PER_NODE, MAX_LEVELS,
     MAX_NAME_BYTES, MAX_NODES, MAX_PODS, MAX_SLICE_LAYERS, MAX_TTL_SECONDS, REMEMBERED_ENDED_HOLDS,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::error::{CoreResult, invalid};
 use crate::ids::{GpuIndexError, GpuSet, HoldId};
+use crate::level_name::LevelName;
 use crate::limits::{MAX_GANG_GPUS, MAX_GPUS_PER_NODE, MAX_NAME_BYTES, MAX_PODS};
 use crate::roles::MultiGangRequest;
 use crate::shapes::{Numa, SliceLayer, Spread, check_sizes};
@@ -209,7 +210,7 @@ pub struct PodPlacement {
     pub gpus: GpuSet,
     /// The finest intra-node level holding all its GPUs, when the engine placed it on a node
     /// with GPU groups (`None`: the node, or unknown).
-    pub affinity: Option<Arc<str>>,
+    pub affinity: Option<LevelName>,
 }
 
 impl PartialEq for PodPlacement {

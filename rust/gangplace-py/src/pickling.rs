@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use gangplace_core::LevelName;
 use gangplace_core::Placement as CorePlacement;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -59,7 +60,7 @@ impl PodPlacement {
     fn _rebuild(node: String, gpus: Vec<i64>, affinity: Option<String>) -> PyResult<Self> {
         let mut inner =
             gangplace_core::PodPlacement::new(node, gpus).map_err(crate::errors::core_to_py)?;
-        inner.affinity = affinity.map(Arc::from);
+        inner.affinity = affinity.as_deref().map(LevelName::new);
         Ok(Self { inner })
     }
 

@@ -31,6 +31,7 @@ use crate::config::{EngineConfig, Policy};
 use crate::error::{CoreResult, internal, invalid};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, HoldState, Ledger};
+use crate::level_name::LevelName;
 use crate::model::{ClusterStats, GangRequest, GpuState, NodeInfo, Placement, PodPlacement};
 use crate::preemption::{Candidates, Choice, Found, World};
 use crate::search::{Demand, Item, LevelBest, Plan, Search};
@@ -414,7 +415,7 @@ impl Engine {
     }
 
     /// The finest intra-node level holding all of `gpus` on `node` (`None`: the node).
-    pub(crate) fn affinity_of(&self, node: NodeId, gpus: GpuSet) -> Option<Arc<str>> {
+    pub(crate) fn affinity_of(&self, node: NodeId, gpus: GpuSet) -> Option<LevelName> {
         let groups = self.topology.node(node).gpu_topology.as_deref()?;
         groups.affinity(gpus)
     }
