@@ -8,6 +8,11 @@ variant, on the clusters of ``bench_numa.py`` (release build: ``source scripts/s
 first)::
 
     python benches/compare_numa.py
+
+Then the first search after a change, as a scheduler meets it (a reservation or a commit
+between two searches forgets what the search remembers of the changed domains): before every
+call a one-GPU ``adopt`` and its ``release``; each loop times that mutation alone and with the
+call on both clusters, and the median over loops of the calls' ratio is printed.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benches.bench_numa import GANGS, build
-from gangplace import Cluster, GangRequest
+from gangplace import Cluster, GangRequest, PodPlacement
 
 
 def time_call(cluster: Cluster, request: GangRequest, calls: int) -> float:
@@ -29,6 +34,41 @@ def time_call(cluster: Cluster, request: GangRequest, calls: int) -> float:
     for _ in range(calls):
         cluster.place_gang(request)
     return (time.perf_counter() - start) / calls * 1e6
+
+
+def time_after_change(
+    cluster: Cluster, request: GangRequest | None, pods: list[PodPlacement], calls: int
+) -> float:
+    """Mean time of a one-GPU ``adopt`` and ``release``, then ``place_gang`` (unless
+    ``request`` is ``None``), over ``calls`` calls, in microseconds."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        cluster.release(cluster.adopt(pods))
+        if request is not None:
+            cluster.place_gang(request)
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def after_change(plain: Cluster, grouped: Cluster, loops: int, calls: int) -> None:
+    """Prints the first search after a change, plain against ``numa="single"``."""
+    # The clusters' busy GPUs are the same seeded draw: a GPU free on one is free on both.
+    pods = [PodPlacement("r0-n0", [plain.node("r0-n0").free[0]])]
+    for label, (count, gpus) in GANGS.items():
+        ratios, plain_times, single_times = [], [], []
+        for _ in range(loops):
+            mutation = time_after_change(plain, None, pods, calls)
+            base = time_after_change(plain, GangRequest(count, gpus), pods, calls) - mutation
+            mutation = time_after_change(grouped, None, pods, calls)
+            request = GangRequest(count, gpus, numa="single")
+            single = time_after_change(grouped, request, pods, calls) - mutation
+            ratios.append(single / base)
+            plain_times.append(base)
+            single_times.append(single)
+        print(
+            f"{label} after a change: plain {statistics.median(plain_times):.2f} us, "
+            f'numa="single" {statistics.median(single_times):.2f} '
+            f"({statistics.median(ratios):.2f}x)"
+        )
 
 
 def main(loops: int = 15, calls: int = 2000) -> None:
@@ -52,6 +92,7 @@ def main(loops: int = 15, calls: int = 2000) -> None:
             f"{label}: plain {base:.2f} us, grouped {groups:.2f} ({ratio_groups:.2f}x), "
             f'numa="single" {single:.2f} ({ratio_single:.2f}x)'
         )
+    after_change(plain, grouped, loops, calls)
 
 
 if __name__ == "__main__":

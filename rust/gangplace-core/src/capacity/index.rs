@@ -34,6 +34,11 @@ impl LevelIndex {
             .map(|&(free, rank)| (free, self.ids[rank as usize]))
     }
 
+    /// Every id at this level, in path order.
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+
     /// The most free GPUs of any entry (0 when empty).
     pub fn most_free(&self) -> u64 {
         self.by_free.last().map_or(0, |&(free, _)| free)

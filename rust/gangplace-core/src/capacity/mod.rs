@@ -336,7 +336,13 @@ impl CapacityView for ClusterView<'_> {
         gpus_per_pod: u32,
     ) -> Option<u64> {
         let numa = self.capacity.numa.as_ref()?;
-        numa.largest_capacity(topology, depth, gpus_per_pod)
+        let index = &self.capacity.index;
+        if index.is_stale() {
+            let domains = numa::domains_at(topology, depth);
+            return numa.largest_capacity(domains, depth, gpus_per_pod);
+        }
+        let domains = index.level(depth).ids().iter().copied();
+        numa.largest_capacity(domains, depth, gpus_per_pod)
     }
 }
 

@@ -120,6 +120,14 @@ impl PartialEq for LargestMemo {
 
 impl Eq for LargestMemo {}
 
+/// The domains of `depth`, found by reading every domain slot (views with a current index
+/// read the index's level instead).
+pub fn domains_at(topology: &Topology, depth: usize) -> impl Iterator<Item = DomainId> + '_ {
+    (0..topology.domain_slots())
+        .filter_map(|slot| DomainId::try_from(slot).ok())
+        .filter(move |&id| topology.domain(id).depth == depth)
+}
+
 /// A node without GPU groups is one group: all its GPUs.
 const WHOLE_NODE: [GpuSet; 1] = [GpuSet::ALL];
 
@@ -181,11 +189,11 @@ impl NumaAggregates {
     }
 
     /// The most pods of `gpus_per_pod` GPUs one domain of `depth` holds with every pod inside
-    /// one NUMA group (`None` for pods of more than [`MEMO_POD_GPUS`] GPUs). Remembered until
-    /// the next change.
+    /// one NUMA group (`None` for pods of more than [`MEMO_POD_GPUS`] GPUs), `domains` being
+    /// that depth's domains. Remembered until the next change.
     pub fn largest_capacity(
         &self,
-        topology: &Topology,
+        domains: impl Iterator<Item = DomainId>,
         depth: usize,
         gpus_per_pod: u32,
     ) -> Option<u64> {
@@ -194,11 +202,10 @@ impl NumaAggregates {
         if known != UNKNOWN {
             return Some(known);
         }
-        let domains = (0..topology.domain_slots()).filter_map(|slot| DomainId::try_from(slot).ok());
+        // Through the per-domain memo: after a change only the changed node's ancestors are
+        // counted again, the level's other domains are one read each.
         let largest = domains
-            .zip(&self.per_domain)
-            .filter(|&(id, _)| topology.domain(id).depth == depth)
-            .map(|(_, aggregate)| aggregate.capacity(gpus_per_pod))
+            .map(|id| self.capacity(id, gpus_per_pod))
             .max()
             .unwrap_or(0);
         slot.store(largest, Ordering::Relaxed);
@@ -228,8 +235,8 @@ impl NumaAggregates {
                     continue;
                 };
                 let known = slot.load(Ordering::Relaxed);
-                if known != UNKNOWN && Some(known) != fresh.largest_capacity(topology, depth, size)
-                {
+                let domains = domains_at(topology, depth);
+                if known != UNKNOWN && Some(known) != fresh.largest_capacity(domains, depth, size) {
                     return Err(format!(
                         "the remembered largest NUMA capacity of depth {depth} is stale"
                     ));
