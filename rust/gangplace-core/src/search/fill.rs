@@ -9,11 +9,12 @@
 //!
 //! - already in rule 4's order (equal capacities, as on uniform clusters): a prefix of the
 //!   children, found by binary search, nothing sorted;
-//! - capacities of at most [`COUNTED_CAPACITY`] units: children counted per capacity, the
-//!   fills replayed on those counts, then one pass in path order picks them: no sort, linear
-//!   in the children and the largest capacity. Fills of one capacity take its children in
-//!   path order, so "the first `k` children of capacity `c`" names them;
-//! - larger capacities: sorted into rule 4's order.
+//! - more than [`SORTED_CHILDREN`] children with capacities of at most [`COUNTED_CAPACITY`]
+//!   units: children counted per capacity, the fills replayed on those counts, then one pass
+//!   in path order picks them: no sort, linear in the children and the largest capacity.
+//!   Fills of one capacity take its children in path order, so "the first `k` children of
+//!   capacity `c`" names them;
+//! - otherwise (few children, or large capacities): sorted into rule 4's order.
 
 use super::Item;
 use crate::error::{CoreResult, internal};
@@ -53,6 +54,10 @@ impl Child {
 /// Capacities up to this are counted per value (see the module's documentation).
 const COUNTED_CAPACITY: u32 = 4096;
 
+/// Up to this many children are sorted rather than counted: a short sort costs less than
+/// the counts' setup and passes (nodes of a rack, racks of a spine).
+const SORTED_CHILDREN: usize = 32;
+
 /// Counts of capacities up to this live on the stack; larger ones in one allocation.
 const STACK_COUNTS: usize = 65;
 
@@ -72,7 +77,9 @@ pub(super) fn fill_children(
     let in_order = children.is_sorted_by(|a, b| a.capacity >= b.capacity);
     if !in_order {
         let largest = children.iter().map(|child| child.capacity).max();
-        if let Some(largest) = largest.filter(|&largest| largest <= COUNTED_CAPACITY) {
+        let counted = largest
+            .filter(|&largest| children.len() > SORTED_CHILDREN && largest <= COUNTED_CAPACITY);
+        if let Some(largest) = counted {
             return fill_counted(&children, largest, units, place);
         }
         children.sort_unstable_by_key(|child| (std::cmp::Reverse(child.capacity), child.position));
@@ -259,12 +266,17 @@ mod tests {
             );
         }
         assert_eq!(filled(&[1, 5, 3, 5, 2], 7), Some(vec![(1, 5), (4, 2)]));
+        // Counted (more than SORTED_CHILDREN children): capacities 1..=4 repeating.
+        let many: Vec<u32> = (0..40).map(|i| i % 4 + 1).collect();
+        for units in [1, 7, 30, 99, 100, 101] {
+            assert_eq!(filled(&many, units), rule_four(&many, units), "{units}");
+        }
     }
 
     proptest! {
         #[test]
         fn fills_agree_with_rule_four(
-            capacities in prop::collection::vec(prop_oneof![0u32..6, 0u32..80, 4000u32..4200], 0..40),
+            capacities in prop::collection::vec(prop_oneof![0u32..6, 0u32..80, 4000u32..4200], 0..80),
             units in 0u64..400,
         ) {
             prop_assert_eq!(filled(&capacities, units), rule_four(&capacities, units));
