@@ -101,7 +101,8 @@ pub struct Search<'a, V> {
     layers: Layers,
     /// How units are split among the children used (module `balanced`).
     split: Spread,
-    /// `Numa::Single`: capacities count pods inside one NUMA group, by walking the nodes.
+    /// `Numa::Single`: capacities count pods inside one NUMA group (the NUMA aggregates on
+    /// the cluster's view; other views walk the nodes).
     numa: Numa,
 }
 
@@ -118,8 +119,8 @@ impl<'a, V: CapacityView> Search<'a, V> {
         }
     }
 
-    /// The same search counting pods per NUMA group (README "Inside a node"): no aggregate
-    /// holds that count, so capacities walk the nodes below the item.
+    /// The same search counting pods per NUMA group (README "Inside a node"): read from the
+    /// NUMA aggregates where the view keeps them, else by walking the nodes below the item.
     pub fn with_numa(self, numa: Numa) -> Self {
         Self { numa, ..self }
     }
