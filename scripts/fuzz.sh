@@ -16,6 +16,12 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(script restore)
 fuzz_dir="$root/rust/gangplace-core/fuzz"
 cd "$fuzz_dir"
+# The fuzz crate's Cargo.lock is committed: refuse to run (and rewrite it) when it is stale.
+if ! cargo metadata --locked --format-version 1 >/dev/null; then
+    echo "fuzz: rust/gangplace-core/fuzz/Cargo.lock is stale; run 'cargo update --workspace' in" \
+        "rust/gangplace-core/fuzz and commit it" >&2
+    exit 1
+fi
 cargo +nightly fuzz build -O >/dev/null 2>&1
 logs="$root/target/fuzz-logs"
 mkdir -p "$logs"

@@ -13,6 +13,8 @@ cargo fmt --all -- --check
 step "cargo clippy --all-targets -- -D warnings (default features, then with testing)"
 cargo clippy --quiet --workspace --all-targets -- -D warnings
 cargo clippy --quiet --workspace --all-targets --features gangplace-py/testing -- -D warnings
+step "the fuzz crate's committed Cargo.lock is current (cargo metadata --locked)"
+cargo metadata --locked --format-version 1 --manifest-path rust/gangplace-core/fuzz/Cargo.toml >/dev/null
 step "cargo test (core, with the testing feature)"
 cargo test --quiet -p gangplace-core --features testing
 step "ruff"

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 import hypothesis.strategies as st
+import pytest
 from helpers import FakeClock, as_tuple, fill, regular_nodes
 from hypothesis import event, settings
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
@@ -689,3 +690,28 @@ EngineVersusReference.TestCase.settings = settings(
     stateful_step_count=50,
 )
 test_engine_versus_reference = EngineVersusReference.TestCase
+
+
+def test_commit_repair_after_another_loss_as_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 30's path as explicit state-machine steps: an allocation of two pods loses rank 0,
+    its repair is held, then rank 1 is lost too and ``commit_repair`` must raise the same
+    ``Conflict`` text on both sides (the long profile once found the two worded apart)."""
+    monkeypatch.setattr(f"{__name__}.event", lambda *_: None)  # no hypothesis run here
+    machine = EngineVersusReference()
+    try:
+        hold = machine.reserve(2, 8, None, None, 30.0, None, (0, False, False), 0)
+        machine.commit(hold, None)
+        machine.conservation_and_agreement()
+        repair = machine.repair(hold, True, None, 0, False, False)  # widen: the rack is full
+        assert repair != UNKNOWN, "the repair was not held"
+        machine.conservation_and_agreement()
+        allocation = next(a for a in machine.engine.allocations() if a.id == hold)
+        second = allocation.placement.pods[1]
+        machine.set_health(second.node, second.gpus[-1], False)
+        got, expected = machine._both_ids("commit_repair", str(repair))
+        assert got == expected  # the same error and the same text on both sides
+        assert got[0] == "error" and got[1][0] == "Conflict", got
+        assert "has lost ranks [0, 1] now, the repair replaces [0]" in got[1][1]
+        machine.conservation_and_agreement()
+    finally:
+        machine.teardown()

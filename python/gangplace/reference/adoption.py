@@ -10,7 +10,8 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from gangplace.errors import Conflict, InvalidRequest, UnknownNode
+from gangplace.errors import InvalidRequest, UnknownNode
+from gangplace.reference import texts
 from gangplace.reference.values import MAX_GPUS_PER_NODE, Allocation, Placement, PodPlacement
 
 if TYPE_CHECKING:
@@ -78,10 +79,7 @@ class Adoption:
             assert count is not None
             free = [gpu for gpu in node.free() if gpu not in earlier]
             if len(free) < count:
-                raise Conflict(
-                    f"node {json.dumps(name)} has {len(free)} free healthy GPUs "
-                    f"for a pod of {count}"
-                )
+                raise texts.adopt_short(name, len(free), count)
             gpus = tuple(free[:count])
         elif not gpus:
             raise InvalidRequest(f"a pod on node {json.dumps(name)} names no GPUs")
@@ -93,13 +91,10 @@ class Adoption:
             )
         twice = sorted(set(gpus) & earlier)
         if twice:
-            raise Conflict(f"adopt names GPU {twice[0]} of node {json.dumps(name)} for two pods")
+            raise texts.adopt_gpu_twice(twice[0], name)
         busy = sorted(set(gpus) - set(node.free()))
         if busy:
-            why = "unhealthy" if busy[0] in node.unhealthy else (
-                "held by another reservation or allocation"
-            )  # fmt: skip
-            raise Conflict(f"GPU {busy[0]} of node {json.dumps(name)} is {why}")
+            raise texts.adopt_gpu_busy(busy[0], name, busy[0] in node.unhealthy)
         return tuple(sorted(gpus))
 
     def _adopted_placement(self, taken: list[tuple[str, tuple[int, ...]]]) -> Placement:

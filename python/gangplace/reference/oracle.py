@@ -19,9 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gangplace.errors import (
-    Conflict,
     InvalidRequest,
-    LimitExceeded,
     ReservationError,
     ReservationExpired,
     ReservationRevoked,
@@ -29,7 +27,7 @@ from gangplace.errors import (
     UnknownReservation,
     Unschedulable,
 )
-from gangplace.reference import snapshots, spares
+from gangplace.reference import snapshots, spares, texts
 from gangplace.reference.adoption import Adoption
 from gangplace.reference.planning import Planning, gpu_groups, is_roles
 from gangplace.reference.removals import COMMITTED_ENDINGS, Removals
@@ -209,7 +207,7 @@ class Cluster(Planning, Removals, Adoption, Repairs):
         """Adds a node; see ``gangplace.Cluster.add_node``."""
         _check_name("a node name", name)
         if len(self._nodes) >= MAX_NODES:
-            raise LimitExceeded(f"the cluster already has {MAX_NODES} nodes, the limit")
+            raise texts.node_limit()
         if name in self._nodes:
             raise InvalidRequest(f"node {name!r} already exists")
         if not 1 <= gpus <= MAX_GPUS_PER_NODE:
@@ -396,11 +394,7 @@ class Cluster(Planning, Removals, Adoption, Repairs):
             return
         held = self._held_by(owner)
         if held + gpus > cap:
-            who = "holds without an owner" if owner is None else json.dumps(owner)
-            raise LimitExceeded(
-                f"{who} would hold {held + gpus} GPUs; the cap per owner is {cap} "
-                f"(held now: {held})"
-            )
+            raise texts.owner_cap(owner, held + gpus, cap, held)
 
     def reserve(
         self,
@@ -481,15 +475,12 @@ class Cluster(Planning, Removals, Adoption, Repairs):
         """The live, uncordoned node of a placement's pod, inside the placement's domain."""
         node = self._nodes.get(name)
         if node is None:
-            raise Conflict(f"the placement is stale: node {json.dumps(name)} is gone")
+            raise texts.node_gone(name)
         if node.cordoned:
-            raise Conflict(f"the placement is stale: node {json.dumps(name)} is cordoned")
+            raise texts.node_cordoned(name)
         path = (*node.path, node.name)
         if path[: len(placement.domain)] != tuple(placement.domain):
-            raise Conflict(
-                f"the placement is stale: node {json.dumps(name)} is no longer in "
-                + "/".join(placement.domain)
-            )
+            raise texts.node_outside(name, placement.domain)
         return node
 
     def _check_pod(self, placement: PlacementLike, pod: PodLike) -> _Node:
@@ -503,21 +494,11 @@ class Cluster(Planning, Removals, Adoption, Repairs):
                 for index, gpu in enumerate(pod.gpus)
                 if not 0 <= gpu < node.gpus or gpu in pod.gpus[:index]
             )
-            raise Conflict(
-                f"the placement names GPU {bad} of node {json.dumps(pod.node)} "
-                "twice or out of range"
-            )
+            raise texts.gpu_out_of_range(bad, pod.node)
         free = set(node.free())
         taken = sorted(gpu for gpu in pod.gpus if gpu not in free)
         if taken:
-            why = (
-                "unhealthy"
-                if taken[0] in node.unhealthy
-                else "held by another reservation or allocation"
-            )
-            raise Conflict(
-                f"the placement is stale: GPU {taken[0]} of node {json.dumps(pod.node)} is {why}"
-            )
+            raise texts.placement_gpu_busy(taken[0], pod.node, taken[0] in node.unhealthy)
         return node
 
     def _check_placement(self, placement: PlacementLike) -> Placement:
@@ -531,7 +512,7 @@ class Cluster(Planning, Removals, Adoption, Repairs):
         if not placement.pods:
             raise InvalidRequest("the placement has no pods")
         if duplicate:
-            raise Conflict("the placement takes one GPU for two pods")
+            raise texts.one_gpu_two_pods("the placement")
         return Placement(
             tuple(PodPlacement(pod.node, tuple(pod.gpus)) for pod in placement.pods),
             placement.level,

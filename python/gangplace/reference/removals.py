@@ -7,13 +7,12 @@ README, "Priorities, preemption and defragmentation": a mixin of
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from gangplace.errors import Conflict, InvalidRequest, LimitExceeded, UnknownReservation
-from gangplace.reference import preemption, roles, rules
+from gangplace.errors import InvalidRequest, UnknownReservation
+from gangplace.reference import preemption, roles, rules, texts
 from gangplace.reference.planning import is_roles
 from gangplace.reference.values import (
     MAX_NAME_BYTES,
@@ -191,7 +190,7 @@ class Removals:
         for hid in victims:
             hold = self._holds.get(hid)
             if hold is None or not hold.committed or not allowed(hold):
-                raise Conflict(f"the plan is stale: allocation {hid} ended or its priority changed")
+                raise texts.victim_changed(hid)
             for name, gpus in hold.gpus.items():
                 freed.setdefault(name, set()).update(gpus - self._nodes[name].unhealthy)
             returned[hold.owner] = returned.get(hold.owner, 0) + hold.gpu_count()
@@ -207,14 +206,11 @@ class Removals:
             usable = set(node.free()) | freed.get(pod.node, set())
             taken = sorted(gpu for gpu in pod.gpus if gpu not in usable)
             if taken:
-                raise Conflict(
-                    f"the plan is stale: GPU {taken[0]} of node {json.dumps(pod.node)} "
-                    "is no longer free"
-                )
+                raise texts.plan_gpu_taken(taken[0], pod.node)
             duplicate |= bool(held.get(pod.node, set()) & set(pod.gpus))
             held.setdefault(pod.node, set()).update(pod.gpus)
         if duplicate:
-            raise Conflict("the plan takes one GPU for two pods")
+            raise texts.one_gpu_two_pods("the plan")
         return held
 
     def _check_cap_after(self, owner: str | None, gpus: int, released: int) -> None:
@@ -223,11 +219,7 @@ class Removals:
             return
         held = max(self._held_by(owner) - released, 0)
         if held + gpus > cap:
-            who = "holds without an owner" if owner is None else json.dumps(owner)
-            raise LimitExceeded(
-                f"{who} would hold {held + gpus} GPUs; the cap per owner is {cap} "
-                f"(held now: {held})"
-            )
+            raise texts.owner_cap(owner, held + gpus, cap, held)
 
     def _check_call(self, ttl: float, owner: str | None) -> float:
         """Refuses a bad ``ttl`` or owner name, then reclaims expired holds; returns now."""
@@ -373,7 +365,7 @@ class Removals:
         for step in plan.moves:
             hold = self._holds.get(step.allocation)
             if hold is None or hold.placement != step.source:
-                raise Conflict(f"the plan is stale: allocation {step.allocation} ended or changed")
+                raise texts.mover_changed(step.allocation)
         moved = [step.allocation for step in plan.moves]
         freed, returned = self._check_victims(
             moved, lambda h: h.movable and h.priority <= request.priority
@@ -391,7 +383,7 @@ class Removals:
             held = self._check_target(target, freed)
             for name, gpus in held.items():
                 if taken.get(name, set()) & gpus:
-                    raise Conflict("the plan's targets take one GPU twice")
+                    raise texts.targets_overlap()
                 taken.setdefault(name, set()).update(gpus)
             targets.append(held)
         gang = targets[0]

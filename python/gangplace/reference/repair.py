@@ -18,13 +18,11 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from gangplace.errors import (
-    Conflict,
     InvalidRequest,
     ReservationError,
     UnknownReservation,
-    Unschedulable,
 )
-from gangplace.reference import preemption, rules
+from gangplace.reference import preemption, rules, texts
 from gangplace.reference.values import (
     DEFAULT_REPAIR_TTL_SECONDS,
     MAX_PODS,
@@ -217,7 +215,7 @@ class Repairs:
                 raise InvalidRequest(f"the plan gives rank {rank} the wrong number of GPUs")
         lost = hold.lost(self._nodes)
         if lost != tuple(plan.lost):
-            raise Conflict(f"the plan is stale: allocation {hid} has lost ranks {lost} now")
+            raise texts.repair_plan_stale(hid, lost, plan.lost)
         if not plan.replacements:
             raise InvalidRequest(f"the plan repairs nothing: allocation {hid} has no lost ranks")
         freed = self._victims_freed(plan, hold)
@@ -233,12 +231,13 @@ class Repairs:
                 continue
             if pod.node in freed:
                 node = self._pod_node(replace(hold.placement, domain=within), pod.node)
-                if set(pod.gpus) - (set(node.free()) | freed[pod.node]):
-                    raise Conflict(f"the plan is stale: a GPU of node {pod.node!r} is not free")
+                busy = set(pod.gpus) - (set(node.free()) | freed[pod.node])
+                if busy:
+                    raise texts.repair_gpu_taken(min(busy), pod.node)
             else:
                 self._check_pod(replace(hold.placement, domain=within), pod)
             if gpus.get(pod.node, set()) & set(pod.gpus):
-                raise Conflict("the plan takes one GPU for two pods")
+                raise texts.one_gpu_two_pods("the plan")
             gpus.setdefault(pod.node, set()).update(pod.gpus)
             fresh.append((rank, pod))
         self._check_cap(owner, sum(len(g) for g in gpus.values()))
@@ -283,11 +282,16 @@ class Repairs:
         hold = self._holds[hid]
         lost = hold.lost(self._nodes)
         spared = repair.repair_spares
-        if lost != tuple(sorted((*repair.repaired_ranks, *(rank for rank, _ in spared)))) or any(
-            spare not in hold.placement.spares for _, spare in spared
-        ):
+        replaces = tuple(sorted((*repair.repaired_ranks, *(rank for rank, _ in spared))))
+        gone = [spare for _, spare in spared if spare not in hold.placement.spares]
+        why = None
+        if lost != replaces:
+            why = texts.lost_ranks_changed(hid, lost, replaces)
+        elif gone:
+            why = str(texts.spare_gone(gone[0].node))
+        if why is not None:
             self._end(rid, "rolled-back")
-            raise Conflict(f"allocation {hid} has lost ranks {lost} now; repair rolled back")
+            raise texts.repair_rolled_back(why, rid)
         released: dict[str, set[int]] = {}
         for rank in lost:
             pod = hold.placement.pods[rank]
@@ -358,14 +362,7 @@ class Repairs:
         depth, path, exact = self._resolve(tuple(hold.placement.domain))
         found = self._place(classes, (depth, path), spread, numa) if exact else None
         if found is None:
-            where = (
-                "every slice domain of the allocation"
-                if request.slices
-                else "the allocation's domain"
-            )
-            raise Unschedulable(
-                f"no room for {count} more spare(s) of {request.gpus_per_pod} GPUs in {where}"
-            )
+            raise texts.no_room_for_spares(count, request.gpus_per_pod, bool(request.slices))
         self._check_cap(hold.owner, len(found) * request.gpus_per_pod)
         added = tuple(PodPlacement(pod.node, tuple(pod.gpus)) for _, pod in found)
         for pod in added:
@@ -387,16 +384,14 @@ class Repairs:
                 or not other.preemptible
                 or other.priority >= hold.priority
             ):
-                raise Conflict(f"the plan is stale: victim {victim} is no longer preemptible")
+                raise texts.repair_victim_changed(victim)
             for name, gpus in other.gpus.items():
                 freed.setdefault(name, set()).update(gpus - self._nodes[name].unhealthy)
         return freed
 
     def _check_spare(self, hold: _Hold, pod: Any) -> None:
         if PodPlacement(pod.node, tuple(pod.gpus)) not in hold.placement.spares:
-            raise Conflict(
-                f"the plan is stale: the spare on node {pod.node!r} is no longer a spare"
-            )
+            raise texts.spare_gone(pod.node)
 
     def _spare_matches(
         self, hold: _Hold, lost: Sequence[int]

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use crate::error::{CoreError, CoreResult, invalid};
+use crate::error::{CoreError, CoreResult, invalid, texts};
 use crate::ids::{GpuSet, NodeId};
 use crate::limits::MAX_GPUS_PER_NODE;
 use crate::model::{AdoptedPod, Allocation, Placement, PodPlacement, Terms};
@@ -40,8 +40,7 @@ impl Engine {
             let (node, gpus) = self.adopted_gpus(pod, &taken)?;
             taken.push((node, gpus));
         }
-        let held = gpus_by_node(taken.iter().copied())
-            .ok_or_else(|| CoreError::Conflict("adopt names one GPU for two pods".into()))?;
+        let held = gpus_by_node(taken.iter().copied()).ok_or_else(texts::adopt_overlap)?;
         self.check_cap(owner, held_gpus(&held))?;
         let id = self.new_ids(1)?[0];
         let placement = Arc::new(self.adopted_placement(&taken));
@@ -102,28 +101,21 @@ impl Engine {
                 }
                 let gpus = (state.free() & !earlier).lowest_n(count);
                 if gpus.count() < count {
-                    return Err(CoreError::Conflict(format!(
-                        "node {name:?} has {} free healthy GPUs for a pod of {count}",
-                        (state.free() & !earlier).count()
-                    )));
+                    let free = (state.free() & !earlier).count();
+                    return Err(texts::adopt_short(name, free, count));
                 }
                 gpus
             }
         };
         if let Some(gpu) = (gpus & earlier).lowest() {
-            return Err(CoreError::Conflict(format!(
-                "adopt names GPU {gpu} of node {name:?} for two pods"
-            )));
+            return Err(texts::adopt_gpu_twice(gpu, name));
         }
         if let Some(gpu) = (gpus & !state.free()).lowest() {
-            let why = if state.unhealthy.contains(gpu) {
-                "unhealthy"
-            } else {
-                "held by another reservation or allocation"
-            };
-            return Err(CoreError::Conflict(format!(
-                "GPU {gpu} of node {name:?} is {why}"
-            )));
+            return Err(texts::adopt_gpu_busy(
+                gpu,
+                name,
+                state.unhealthy.contains(gpu),
+            ));
         }
         Ok((node, gpus))
     }

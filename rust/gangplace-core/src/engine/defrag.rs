@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::Engine;
 use super::preemption::Purpose;
 use super::transactions::{NewHold, Owner, check_owner, check_ttl, held_gpus};
-use crate::error::{CoreError, CoreResult, internal};
+use crate::error::{CoreResult, internal, texts};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, Hold};
 use crate::model::{
@@ -313,10 +313,7 @@ impl Engine {
                 Arc::ptr_eq(&hold.placement, &step.source) || *hold.placement == *step.source
             });
             if !same {
-                return Err(CoreError::Conflict(format!(
-                    "the plan is stale: allocation {} ended or changed",
-                    step.allocation
-                )));
+                return Err(texts::mover_changed(step.allocation));
             }
         }
         let moved: Vec<HoldId> = plan.moves.iter().map(|step| step.allocation).collect();
@@ -409,9 +406,7 @@ fn claim(taken: &mut HashMap<NodeId, GpuSet>, held: &[(NodeId, GpuSet)]) -> Core
     for &(node, gpus) in held {
         let already = taken.entry(node).or_default();
         if already.intersects(gpus) {
-            return Err(CoreError::Conflict(
-                "the plan's targets take one GPU twice".into(),
-            ));
+            return Err(texts::targets_overlap());
         }
         *already |= gpus;
     }

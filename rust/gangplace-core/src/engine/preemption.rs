@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::Engine;
 use super::transactions::{NewHold, Owner, check_owner, check_ttl, gpus_by_node, held_gpus};
-use crate::error::{CoreError, CoreResult, internal};
+use crate::error::{CoreResult, internal, texts};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, HoldState};
 use crate::model::{GangRequest, Placement, PreemptionPlan, RemovalLimits, Reservation};
@@ -124,11 +124,7 @@ impl Engine {
                 .ledger
                 .live(id)
                 .filter(|hold| hold.state == HoldState::Committed && allowed(hold));
-            let hold = hold.ok_or_else(|| {
-                CoreError::Conflict(format!(
-                    "the plan is stale: allocation {id} ended or its priority changed"
-                ))
-            })?;
+            let hold = hold.ok_or_else(|| texts::victim_changed(id))?;
             for &(node, gpus) in &hold.gpus_by_node {
                 let healthy = gpus & !self.states.get(node).unhealthy;
                 *freed.entry(node).or_default() |= healthy;
@@ -151,15 +147,11 @@ impl Engine {
             let state = self.states.get(node);
             let usable = state.free() | freed.get(&node).copied().unwrap_or_default();
             if let Some(gpu) = (pod.gpus & !usable).lowest() {
-                return Err(CoreError::Conflict(format!(
-                    "the plan is stale: GPU {gpu} of node {:?} is no longer free",
-                    pod.node
-                )));
+                return Err(texts::plan_gpu_taken(gpu, &pod.node));
             }
             pods.push((node, pod.gpus));
         }
-        gpus_by_node(pods.into_iter())
-            .ok_or_else(|| CoreError::Conflict("the plan takes one GPU for two pods".into()))
+        gpus_by_node(pods.into_iter()).ok_or_else(|| texts::one_gpu_two_pods("the plan"))
     }
 
     /// Ends the plan's victims and holds its placement, atomically, after re-validating

@@ -16,7 +16,7 @@ use super::repair_spares::slice_of;
 use super::transactions::{
     Owner, allocation_of, check_owner, check_ttl, gpus_by_node, held_gpus, reservation_of,
 };
-use crate::error::{CoreError, CoreResult, internal, invalid};
+use crate::error::{CoreError, CoreResult, internal, invalid, texts};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, Hold, HoldState, RepairLink};
 use crate::model::{Allocation, Placement, PodPlacement, RepairPlan, Reservation};
@@ -41,11 +41,7 @@ impl Engine {
         check_plan_shape(plan, target)?;
         let lost = lost_ranks(&self.topology, &self.states, target);
         if lost != plan.lost {
-            return Err(CoreError::Conflict(format!(
-                "the plan is stale: allocation {} has lost ranks {lost:?} now, the plan repairs \
-                 {:?}",
-                plan.allocation, plan.lost
-            )));
+            return Err(texts::repair_plan_stale(plan.allocation, &lost, &plan.lost));
         }
         if plan.replacements.is_empty() {
             return Err(invalid(format!(
@@ -72,8 +68,8 @@ impl Engine {
             new_pods.push(pod.clone());
             ranks.push(*rank);
         }
-        let held = gpus_by_node(pods.into_iter())
-            .ok_or_else(|| CoreError::Conflict("the plan takes one GPU for two pods".into()))?;
+        let held =
+            gpus_by_node(pods.into_iter()).ok_or_else(|| texts::one_gpu_two_pods("the plan"))?;
         self.check_cap(caller, held_gpus(&held))?;
         let placement = Placement {
             pods: new_pods,
@@ -126,10 +122,7 @@ impl Engine {
                     && hold.terms.priority < target.terms.priority
             });
             let Some(hold) = hold else {
-                return Err(CoreError::Conflict(format!(
-                    "the plan is stale: victim {victim} is no longer a live preemptible \
-                     allocation of a lower priority"
-                )));
+                return Err(texts::repair_victim_changed(victim));
             };
             for &(node, gpus) in &hold.gpus_by_node {
                 *freed.entry(node).or_default() |= gpus & !self.states.get(node).unhealthy;
@@ -143,10 +136,7 @@ impl Engine {
         let usable = self.states.get(node).free() | freed;
         match (gpus & !usable).lowest() {
             None => Ok(()),
-            Some(gpu) => Err(CoreError::Conflict(format!(
-                "the plan is stale: GPU {gpu} of node {:?} is not free",
-                self.topology.node(node).name
-            ))),
+            Some(gpu) => Err(texts::repair_gpu_taken(gpu, &self.topology.node(node).name)),
         }
     }
 
@@ -186,10 +176,10 @@ impl Engine {
             .ok_or_else(|| internal("a repair reservation outlived its allocation"))?;
         let lost = lost_ranks(&self.topology, &self.states, target);
         let stale = match lost == link.all_ranks() {
-            false => Some(format!(
-                "allocation {} has lost ranks {lost:?} now, the repair replaces {:?}",
+            false => Some(texts::lost_ranks_changed(
                 link.allocation,
-                link.all_ranks()
+                &lost,
+                &link.all_ranks(),
             )),
             true => (link.spares.iter())
                 .find_map(|(_, spare)| self.check_spare(target, spare).err())
@@ -197,9 +187,7 @@ impl Engine {
         };
         if let Some(why) = stale {
             self.end_hold(id, Ending::RolledBack);
-            return Err(CoreError::Conflict(format!(
-                "{why}; the repair reservation {id} was rolled back"
-            )));
+            return Err(texts::repair_rolled_back(&why, id));
         }
         let released = self.held_by_lost(target, &lost);
         let freed = held_gpus(&released);
@@ -227,10 +215,7 @@ impl Engine {
         if hold.placement.spares.contains(pod) {
             return Ok(());
         }
-        Err(CoreError::Conflict(format!(
-            "the plan is stale: the spare on node {:?} is no longer a spare of the allocation",
-            pod.node
-        )))
+        Err(texts::spare_gone(&pod.node))
     }
 
     /// The GPUs the lost pods of `hold` still hold (on nodes that are still there), per node.

@@ -7,7 +7,7 @@
 use super::Engine;
 use super::repair::{Knobs, RepairClass};
 use super::transactions::{Owner, allocation_of};
-use crate::error::{CoreError, CoreResult, internal, invalid};
+use crate::error::{CoreResult, internal, invalid, texts};
 use crate::ids::HoldId;
 use crate::ledger::Hold;
 use crate::limits::MAX_PODS;
@@ -152,14 +152,12 @@ impl Engine {
             false => None,
         };
         let Some(placed) = placed else {
-            return Err(CoreError::Unschedulable(format!(
-                "no room for {count} more spare(s) of {} GPUs in {}",
+            let sliced = !request.slices.is_empty();
+            return Err(texts::no_room_for_spares(
+                count,
                 request.gpus_per_pod,
-                match request.slices.is_empty() {
-                    true => "the allocation's domain",
-                    false => "every slice domain of the allocation",
-                }
-            )));
+                sliced,
+            ));
         };
         let gpus = placed.len() as u64 * u64::from(request.gpus_per_pod);
         self.check_cap(hold.owner.as_deref(), gpus)?;

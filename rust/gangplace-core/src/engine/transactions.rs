@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::Engine;
 use super::repair::lost_ranks;
-use crate::error::{CoreError, CoreResult, internal, invalid};
+use crate::error::{CoreError, CoreResult, internal, invalid, texts};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, Hold, HoldState};
 use crate::limits::{MAX_NAME_BYTES, MAX_TTL_SECONDS};
@@ -136,11 +136,12 @@ impl Engine {
         if held.saturating_add(gpus) <= cap {
             return Ok(());
         }
-        let who = owner.map_or_else(|| "holds without an owner".to_owned(), |o| format!("{o:?}"));
-        Err(CoreError::LimitExceeded(format!(
-            "{who} would hold {} GPUs; the cap per owner is {cap} (held now: {held})",
-            held.saturating_add(gpus)
-        )))
+        Err(texts::owner_cap(
+            owner,
+            held.saturating_add(gpus),
+            cap,
+            held,
+        ))
     }
 
     /// Fresh ids for `count` new holds, distinct from each other and from every known id.
@@ -253,9 +254,8 @@ impl Engine {
         if pods.is_empty() {
             return Err(invalid("the placement has no pods"));
         }
-        let held = gpus_by_node(pods.into_iter()).ok_or_else(|| {
-            CoreError::Conflict("the placement takes one GPU for two pods".into())
-        })?;
+        let held = gpus_by_node(pods.into_iter())
+            .ok_or_else(|| texts::one_gpu_two_pods("the placement"))?;
         self.check_cap(owner, held_gpus(&held))?;
         let new = NewHold {
             placement: Arc::clone(placement),
@@ -277,21 +277,14 @@ impl Engine {
     /// The live, uncordoned node `name`, inside the domain with path `domain`; otherwise
     /// [`CoreError::Conflict`] (the placement or plan naming it is stale).
     pub(crate) fn node_inside(&self, domain: &[String], name: &str) -> CoreResult<NodeId> {
-        let stale = |why: &str| CoreError::Conflict(format!("the placement is stale: {why}"));
-        let id = self
-            .topology
-            .node_id(name)
-            .ok_or_else(|| stale(&format!("node {name:?} is gone")))?;
+        let id = (self.topology.node_id(name)).ok_or_else(|| texts::node_gone(name))?;
         if self.states.get(id).cordoned {
-            return Err(stale(&format!("node {name:?} is cordoned")));
+            return Err(texts::node_cordoned(name));
         }
         let path = self.topology.node_path(id);
         let inside = domain.len() <= path.len() && domain.iter().zip(&path).all(|(a, b)| a == b);
         if !inside {
-            return Err(stale(&format!(
-                "node {name:?} is no longer in {}",
-                domain.join("/")
-            )));
+            return Err(texts::node_outside(name, domain));
         }
         Ok(id)
     }
@@ -301,9 +294,7 @@ impl Engine {
         let state = self.states.get(node);
         let name = &self.topology.node(node).name;
         if let Some(gpu) = (gpus & !state.gpus).lowest() {
-            return Err(CoreError::Conflict(format!(
-                "the placement names GPU {gpu} of node {name:?} twice or out of range"
-            )));
+            return Err(texts::gpu_out_of_range(gpu, name));
         }
         if gpus.is_empty() {
             return Err(invalid(format!("a pod on node {name:?} has no GPUs")));
@@ -311,14 +302,11 @@ impl Engine {
         let Some(gpu) = (gpus & !state.free()).lowest() else {
             return Ok(());
         };
-        let why = if state.unhealthy.contains(gpu) {
-            "unhealthy"
-        } else {
-            "held by another reservation or allocation"
-        };
-        Err(CoreError::Conflict(format!(
-            "the placement is stale: GPU {gpu} of node {name:?} is {why}"
-        )))
+        Err(texts::placement_gpu_busy(
+            gpu,
+            name,
+            state.unhealthy.contains(gpu),
+        ))
     }
 
     /// The live state and the remembered ending of a hold, as `caller` may see them: a hold

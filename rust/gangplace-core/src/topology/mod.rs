@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::config::check_name;
-use crate::error::{CoreError, CoreResult, invalid};
+use crate::error::{CoreError, CoreResult, invalid, texts};
 use crate::ids::{CLUSTER_LEVEL, DomainId, GpuIndexError, GpuSet, NODE_LEVEL, NodeId, ROOT};
 use crate::intranode::GpuTopology;
 use crate::limits::{MAX_GPUS_PER_NODE, MAX_NAME_BYTES, MAX_NODES};
@@ -306,9 +306,7 @@ impl Topology {
     fn validate(&self, spec: &NodeSpec) -> CoreResult<(u32, GpuSet)> {
         check_name("a node name", &spec.name)?;
         if self.node_count() >= MAX_NODES {
-            return Err(CoreError::LimitExceeded(format!(
-                "the cluster already has {MAX_NODES} nodes, the limit"
-            )));
+            return Err(texts::node_limit());
         }
         if self.node_by_name.contains_key(spec.name.as_str()) {
             return Err(invalid(format!("node {:?} already exists", spec.name)));

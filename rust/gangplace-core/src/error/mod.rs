@@ -2,6 +2,8 @@
 //! (`gangplace.errors`); the binding maps them with one exhaustive `match`, so adding a
 //! variant here is a compile error there until it is mapped.
 
+pub(crate) mod texts;
+
 use thiserror::Error;
 
 /// Everything that can go wrong in a core operation. A failed operation leaves the
