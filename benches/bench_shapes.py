@@ -7,7 +7,10 @@ the plain gang of 16 slices' pods with ``spread="balanced"``. Multi-role gangs (
 "Multi-role gangs"): ``roles-16`` is the plain 16 slices' pods as two groups of half each
 (the same GPUs), ``leader-16`` one whole-node ``leader`` pod and the other pods as
 ``workers``, the leader colocated in the workers' rank-0 domain of the level above the rack
-(the same GPUs again). Each is
+(the same GPUs again). ``mpijob-16`` is an MPIJob launcher (1 pod x 1 GPU) colocated in the
+rack of worker rank 0 with 16 whole-node workers, the shape that needs room for the follower
+(rule 3's retry) when the workers fill their first rack; it is timed against
+the 16 workers alone (``plain16w-16``). Each is
 timed next to the plain gang of the same pods and GPUs (``plain-4``, ``plain-16``). The
 issue's goal: a slice or multi-role placement at most 2x the plain one.
 """
@@ -37,6 +40,13 @@ def shaped(setup: Setup, label: str) -> GangRequest | MultiGangRequest:
     if kind == "roles":
         half = pods // 2
         return MultiGangRequest((PodGroup("a", half, gpus), PodGroup("b", pods - half, gpus)))
+    if kind == "mpijob":
+        return MultiGangRequest(
+            (PodGroup("launcher", 1, 1), PodGroup("workers", int(count), gpus)),
+            colocate=(("launcher", "workers", setup.rack),),
+        )
+    if kind == "plain16w":
+        return GangRequest(int(count), gpus)
     if kind == "leader":
         return MultiGangRequest(
             (PodGroup("leader", 1, gpus), PodGroup("workers", pods - 1, gpus)),
@@ -60,6 +70,8 @@ LABELS = [
     "balanced-16",
     "roles-16",
     "leader-16",
+    "plain16w-16",
+    "mpijob-16",
 ]
 
 
@@ -75,7 +87,7 @@ def bench_place_shaped(benchmark: Any, setup: Setup, label: str) -> None:
             assert len(placement.slices) == request.pods // size
 
 
-@pytest.mark.parametrize("label", ["sliced-16", "roles-16", "leader-16"])
+@pytest.mark.parametrize("label", ["sliced-16", "roles-16", "leader-16", "mpijob-16"])
 def bench_place_shaped_reference(benchmark: Any, setup: Setup, label: str) -> None:
     request = shaped(setup, label)
     benchmark.extra_info.update(op="place_gang", gang=label, impl="reference")

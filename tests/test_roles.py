@@ -86,11 +86,27 @@ def test_leader_goes_into_the_rack_of_worker_rank_0() -> None:
     check_unit(cluster, request, placement)
 
 
-def test_no_backtracking_inside_a_candidate() -> None:
-    # Racks of 4 nodes x 8 GPUs: the workers fill a rack (placed first: more GPUs), and the
-    # leader has no room left in it, so the unit goes one level up... where the workers again
-    # fill the first rack. The colocation cannot hold anywhere: no placement.
+def test_room_for_the_follower_in_the_anchors_rank_0_domain() -> None:
+    # Racks of 4 nodes x 8 GPUs: the workers fill a rack (placed first: more GPUs) and the
+    # leader has no room left in it. The spine is tried once more with the leader placed first
+    # in that rack, and the workers filling what it left there before the next rack.
     cluster = tree(LEVELS, (1, 2, 4), gpus=8)
+    request = leader_workers()
+    placement = cluster.place_gang(request)
+    assert placement is not None and placement.level == "spine"
+    assert placement.groups["leader"] == (gangplace.PodPlacement("s0-r0-n0", (0,)),)
+    workers = [pod.node for pod in placement.groups["workers"]]
+    assert workers == ["s0-r0-n1", "s0-r0-n2", "s0-r0-n3", "s0-r1-n0"]
+    check_unit(cluster, request, placement)
+
+
+def test_a_colocation_that_cannot_hold_names_the_follower() -> None:
+    # One rack of 4 nodes x 8 GPUs and another of 4 nodes with 1 GPU each: the workers need
+    # the big rack whole, so the leader finds no room beside worker rank 0, even on the retry.
+    cluster = Cluster(LEVELS, clock=FakeClock())
+    for index in range(4):
+        cluster.add_node(f"a{index}", gpus=8, topology={"spine": "s", "rack": "ra"})
+        cluster.add_node(f"b{index}", gpus=1, topology={"spine": "s", "rack": "rb"})
     request = leader_workers()
     assert cluster.place_gang(request) is None
     explanation = cluster.explain(request)

@@ -5,8 +5,10 @@ first; at each, the candidate domains are those with the unit's GPUs free (over 
 uncordoned node), in rule 3's order. Inside a candidate the groups are placed in order of
 (total GPUs descending, name), each by the single-gang rules (its selector, its slices) on
 the GPUs the earlier groups left; a group whose colocation anchor is already placed goes
-inside the anchor's rank-0 domain of the colocation level. The first candidate where every
-group and every colocation succeeds wins. If no level holds the full unit, the coarsest level
+inside the anchor's rank-0 domain of the colocation level; when it has no room there, the
+candidate is tried once more with that follower placed there just before its anchor, and the
+anchor (without slices) filling what that domain still holds first. The first candidate
+where every group and every colocation succeeds wins. If no level holds the full unit, the coarsest level
 is tried again with every elastic group at its ``min_pods``. The Rust core
 (``engine/roles.rs``) must give the same answers.
 """
@@ -62,6 +64,10 @@ class Failure:
 
 Trial = tuple[int, Path | None, Failure | None]
 """One level tried: its depth, its first candidate and why that one failed."""
+
+Pin = tuple[int, int, int, Path]
+"""A follower placed in its anchor's rank-0 domain before the anchor: (follower, anchor,
+depth, domain)."""
 
 
 def _smallest(group: rules.Gang) -> int:
@@ -148,18 +154,94 @@ class Planner:
             held = self.held(group, self.usable(group, {}), path, wanted)
             if held < wanted:
                 return Failure(group, f"holds {held} of its {wanted} pods", held, wanted)
+        outcome = self.place_all(depth, path, elastic, None)
+        if isinstance(outcome, tuple):
+            failure, pin = outcome
+            if pin is None:
+                return failure
+            # Room for a follower: once more, the follower placed in its anchor's rank-0
+            # domain just before the anchor; if that fails too, the first failure stands.
+            again = self.place_all(depth, path, elastic, pin)
+            return failure if isinstance(again, tuple) else again
+        return outcome
+
+    def anchor_first(
+        self,
+        group: int,
+        usable: list[rules.NodeView],
+        domain: tuple[int, Path],
+        within: tuple[int, Path],
+        wanted: int,
+        taken: dict[str, set[int]],
+    ) -> tuple[tuple[PodPlacement, ...], tuple[Path, ...]] | Failure | None:
+        """The anchor of a pinned follower, placed around it.
+
+        As many pods as ``domain`` holds go there first, the rest by rules 4-6 in ``within``
+        (the anchor's own target); None when the domain holds none of them (the usual
+        placement then decides).
+        """
+        depth, path = domain
+        inside = self.held(group, usable, path, wanted)
+        if inside == 0:
+            return None
+        first, _ = self.place_in(group, usable, depth, path, inside)
+        if inside == wanted:
+            return first, ()
+        more = {name: set(gpus) for name, gpus in taken.items()}
+        for pod in first:
+            more.setdefault(pod.node, set()).update(pod.gpus)
+        rest_usable = self.usable(group, more)
+        left = wanted - inside
+        held = self.held(group, rest_usable, within[1], left)
+        if held < left:
+            why = f"has room for {held} of its {left} pods after the earlier groups"
+            return Failure(group, why, held, left)
+        rest, _ = self.place_in(group, rest_usable, within[0], within[1], left)
+        paths = {node.name: node.full_path for node in usable}
+        return rules.ranked([*first, *rest], paths), ()
+
+    def place_all(
+        self, depth: int, path: Path, elastic: bool, pin: Pin | None
+    ) -> list[tuple[tuple[PodPlacement, ...], tuple[Path, ...]]] | tuple[Failure, Pin | None]:
+        """Every group in placing order, or the failure and the follower to pin.
+
+        With ``pin``, its follower goes in its domain just before its anchor. On a failure,
+        the pin for a second try when the group that failed did not fit in its anchor's
+        rank-0 domain.
+        """
         taken: dict[str, set[int]] = {}
         plans: dict[int, tuple[tuple[PodPlacement, ...], tuple[Path, ...]]] = {}
         node_paths = {node.name: node.full_path for node in self.nodes}
-        for group in order:
-            target_depth, target = depth, path
-            for member, anchor, at in self.colocations:
-                if member == group and at > depth and anchor in plans:
-                    first = plans[anchor][0][0]
-                    target_depth, target = at, node_paths[first.node][:at]
-                    break
+        turns: list[tuple[int, tuple[int, Path] | None]] = []
+        for group in self.request.placing_order():
+            if pin is not None and group == pin[0]:
+                continue
+            if pin is not None and group == pin[1]:
+                turns.append((pin[0], (pin[2], pin[3])))
+            turns.append((group, None))
+        for group, forced in turns:
+            target_depth, target, anchor_of = depth, path, None
+            if forced is not None:
+                target_depth, target = forced
+            else:
+                for member, anchor, at in self.colocations:
+                    if member == group and at > depth and anchor in plans:
+                        first = plans[anchor][0][0]
+                        target_depth, target = at, node_paths[first.node][:at]
+                        anchor_of = anchor
+                        break
             usable = self.usable(group, taken)
             wanted = self.sizes(group, elastic)
+            if pin is not None and group == pin[1] and not self.layers[group]:
+                within = (target_depth, target)
+                around = self.anchor_first(group, usable, (pin[2], pin[3]), within, wanted, taken)
+                if isinstance(around, Failure):
+                    return around, None
+                if around is not None:
+                    plans[group] = around
+                    for pod in around[0]:
+                        taken.setdefault(pod.node, set()).update(pod.gpus)
+                    continue
             held = self.held(group, usable, target, wanted)
             if held < wanted:
                 where = "after the earlier groups"
@@ -167,7 +249,10 @@ class Planner:
                     level = rules.level_name(self.levels, target_depth)
                     where = f"in {level} {'/'.join(target)} (its colocation)"
                 why = f"has room for {held} of its {wanted} pods {where}"
-                return Failure(group, why, held, wanted)
+                retry = None
+                if anchor_of is not None and pin is None:
+                    retry = (group, anchor_of, target_depth, target)
+                return Failure(group, why, held, wanted), retry
             plans[group] = self.place_in(group, usable, target_depth, target, wanted)
             for pod in plans[group][0]:
                 taken.setdefault(pod.node, set()).update(pod.gpus)
@@ -181,7 +266,7 @@ class Planner:
                 level = rules.level_name(self.levels, at)
                 anchor_name = self.request.groups[anchor].name
                 why = f'is not all in the {level} of rank 0 of group "{anchor_name}"'
-                return Failure(member, why, inside, len(pods))
+                return Failure(member, why, inside, len(pods)), None
         return [plans[group] for group in range(len(self.request.groups))]
 
     def candidates(self, depth: int, need: int, policy: str) -> list[Path]:

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Engine;
 use super::repair_snapshot::{HoldRepairs, Repairs, hold_repairs, link_from, spares_from};
-use super::roles_snapshot::{HoldRoles, Roles, hold_roles, roles_from};
+use super::roles::snapshot::{HoldRoles, Roles, hold_roles, roles_from};
 use super::snapshot_records::{
     RequestRecord, TermsRecord, as_snapshot_error, bad, ending_code, ending_from, owner_from,
     pod_from_record, request_from, request_record, slice_records, terms_from, terms_record,

@@ -5,7 +5,8 @@
 //! every template. A node name or an owner is quoted as Rust's `Debug` quotes a string.
 
 use super::CoreError;
-use crate::ids::HoldId;
+use std::fmt::Display;
+
 use crate::limits::MAX_NODES;
 
 /// `LimitExceeded`: an owner's cap on held GPUs (`who` is `None` for holds without an owner).
@@ -70,7 +71,7 @@ pub(crate) fn placement_gpu_busy(gpu: u32, node: &str, unhealthy: bool) -> CoreE
 }
 
 /// `Conflict`: a preemption plan's victim ended or its priority changed.
-pub(crate) fn victim_changed(victim: HoldId) -> CoreError {
+pub(crate) fn victim_changed(victim: impl Display) -> CoreError {
     CoreError::Conflict(format!(
         "the plan is stale: allocation {victim} ended or its priority changed"
     ))
@@ -84,7 +85,7 @@ pub(crate) fn plan_gpu_taken(gpu: u32, node: &str) -> CoreError {
 }
 
 /// `Conflict`: a defragmentation plan's moved allocation ended or changed.
-pub(crate) fn mover_changed(allocation: HoldId) -> CoreError {
+pub(crate) fn mover_changed(allocation: impl Display) -> CoreError {
     CoreError::Conflict(format!(
         "the plan is stale: allocation {allocation} ended or changed"
     ))
@@ -123,7 +124,11 @@ pub(crate) fn adopt_gpu_busy(gpu: u32, node: &str, unhealthy: bool) -> CoreError
 }
 
 /// `Conflict`: `repair` of a plan whose allocation's lost ranks changed since it was made.
-pub(crate) fn repair_plan_stale(allocation: HoldId, lost: &[u64], repairs: &[u64]) -> CoreError {
+pub(crate) fn repair_plan_stale(
+    allocation: impl Display,
+    lost: &[u64],
+    repairs: &[u64],
+) -> CoreError {
     CoreError::Conflict(format!(
         "the plan is stale: allocation {allocation} has lost ranks {lost:?} now, the plan \
          repairs {repairs:?}"
@@ -131,7 +136,7 @@ pub(crate) fn repair_plan_stale(allocation: HoldId, lost: &[u64], repairs: &[u64
 }
 
 /// `Conflict`: a repair plan's victim is no longer a live preemptible lower-priority allocation.
-pub(crate) fn repair_victim_changed(victim: HoldId) -> CoreError {
+pub(crate) fn repair_victim_changed(victim: impl Display) -> CoreError {
     CoreError::Conflict(format!(
         "the plan is stale: victim {victim} is no longer a live preemptible allocation of a \
          lower priority"
@@ -153,12 +158,16 @@ pub(crate) fn spare_gone(node: &str) -> CoreError {
 }
 
 /// The reason of [`repair_rolled_back`] when the allocation lost other ranks since `repair`.
-pub(crate) fn lost_ranks_changed(allocation: HoldId, lost: &[u64], replaces: &[u64]) -> String {
+pub(crate) fn lost_ranks_changed(
+    allocation: impl Display,
+    lost: &[u64],
+    replaces: &[u64],
+) -> String {
     format!("allocation {allocation} has lost ranks {lost:?} now, the repair replaces {replaces:?}")
 }
 
 /// `Conflict`: `commit_repair` found the repair outdated (`why`) and rolled it back.
-pub(crate) fn repair_rolled_back(why: &str, reservation: HoldId) -> CoreError {
+pub(crate) fn repair_rolled_back(why: &str, reservation: impl Display) -> CoreError {
     CoreError::Conflict(format!(
         "{why}; the repair reservation {reservation} was rolled back"
     ))

@@ -482,6 +482,11 @@ impl<'a, V: CapacityView> Search<'a, V> {
         Ok(())
     }
 
+    /// Rule 6 on pods planned in parts (a multi-role anchor placed around its follower).
+    pub(crate) fn rank_pods(&self, pods: &mut [PlannedPod]) {
+        self.rank(pods);
+    }
+
     /// Rule 6: sorts pods by (node's domain path, node name, first GPU index). With an
     /// index, a node's rank is its position in that order.
     fn rank(&self, pods: &mut [PlannedPod]) {

@@ -10,10 +10,10 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::preemption::Purpose;
-use super::roles::{Resolved, RolesPlan, group_views, plan_roles_in};
-use super::{Engine, Scratch};
+use super::{Resolved, RolesPlan, group_views, plan_roles_in};
 use crate::capacity::CapacityView;
+use crate::engine::preemption::Purpose;
+use crate::engine::{Engine, Scratch};
 use crate::error::{CoreResult, internal};
 use crate::ids::{HoldId, NodeId};
 use crate::model::{PreemptionPlan, RemovalLimits};

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::snapshot_records::{
+use crate::engine::snapshot_records::{
     RequestRecord, TermsRecord, as_snapshot_error, bad, request_from, request_record,
     slice_records, terms_from, terms_record,
 };
@@ -15,13 +15,13 @@ use crate::shapes::Spread;
 
 /// One entry per hold of the body.
 #[derive(Debug, Default, Serialize, Deserialize)]
-pub(super) struct Roles {
+pub(crate) struct Roles {
     pub holds: Vec<HoldRoles>,
 }
 
 /// A hold's groups (empty for a single gang) and multi-role request.
 #[derive(Debug, Default, Serialize, Deserialize)]
-pub(super) struct HoldRoles {
+pub(crate) struct HoldRoles {
     groups: Vec<(String, u64)>,
     request: Option<RolesRecord>,
 }
@@ -38,7 +38,7 @@ struct RolesRecord {
 }
 
 /// The roles entry of a live hold.
-pub(super) fn hold_roles(hold: &Hold) -> HoldRoles {
+pub(crate) fn hold_roles(hold: &Hold) -> HoldRoles {
     let request = hold.roles.as_deref().map(|request| RolesRecord {
         groups: request
             .groups
@@ -68,7 +68,7 @@ pub(super) fn hold_roles(hold: &Hold) -> HoldRoles {
 type Groups = Vec<(String, u64)>;
 
 /// A restored hold's groups and multi-role request, checked against its `pods` count.
-pub(super) fn roles_from(
+pub(crate) fn roles_from(
     entry: HoldRoles,
     pods: usize,
     group_spares: &[u64],

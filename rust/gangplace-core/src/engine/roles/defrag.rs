@@ -6,9 +6,9 @@
 
 use std::sync::Arc;
 
-use super::Engine;
-use super::preemption::Purpose;
-use super::roles_preemption::UnitSearch;
+use super::preemption::UnitSearch;
+use crate::engine::Engine;
+use crate::engine::preemption::Purpose;
 use crate::error::CoreResult;
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::model::{DefragOptions, DefragPlan, RemovalLimits};
