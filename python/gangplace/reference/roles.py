@@ -8,9 +8,9 @@ the GPUs the earlier groups left; a group whose colocation anchor is already pla
 inside the anchor's rank-0 domain of the colocation level; when it has no room there, the
 candidate is tried once more with that follower placed there just before its anchor, and the
 anchor (without slices) filling what that domain still holds first. The first candidate
-where every group and every colocation succeeds wins. If no level holds the full unit, the coarsest level
-is tried again with every elastic group at its ``min_pods``. The Rust core
-(``engine/roles.rs``) must give the same answers.
+where every group and every colocation succeeds wins. If no level holds the full unit, the
+coarsest level is tried again with every elastic group at its ``min_pods``. The Rust core
+(``engine/roles/``) must give the same answers.
 """
 
 from __future__ import annotations

@@ -40,7 +40,6 @@ mod level_name;
 mod limits;
 mod model;
 mod preemption;
-mod roles;
 mod search;
 mod shapes;
 mod spares;
@@ -67,6 +66,6 @@ pub use model::{
     Move, NodeInfo, Placement, PodPlacement, PreemptionPlan, RemovalLimits, RepairPlan,
     Reservation, Terms,
 };
-pub use roles::{AnyRequest, Colocation, MAX_GROUPS, MultiGangRequest};
+pub use model::{AnyRequest, Colocation, MAX_GROUPS, MultiGangRequest};
 pub use shapes::{Numa, SliceLayer, Spread};
 pub use topology::NodeSpec;

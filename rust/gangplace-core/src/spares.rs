@@ -94,19 +94,19 @@ impl GangRequest {
     }
 }
 
-impl crate::roles::MultiGangRequest {
+impl crate::model::MultiGangRequest {
     /// Whether some group holds spares.
     pub fn has_spares(&self) -> bool {
         self.groups.iter().any(|group| group.spares > 0)
     }
 
     /// The request the search places: every group folded with its spares (README "Spares").
-    pub fn placed(&self) -> Cow<'_, crate::roles::MultiGangRequest> {
+    pub fn placed(&self) -> Cow<'_, crate::model::MultiGangRequest> {
         if !self.has_spares() {
             return Cow::Borrowed(self);
         }
         let groups = self.groups.iter().map(|group| group.placed().into_owned());
-        Cow::Owned(crate::roles::MultiGangRequest {
+        Cow::Owned(crate::model::MultiGangRequest {
             groups: groups.collect(),
             ..self.clone()
         })

@@ -11,11 +11,11 @@ use super::transactions::{NewHold, Owner, check_owner, check_ttl, held_gpus};
 use crate::error::{CoreResult, internal, texts};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, Hold};
+use crate::model::AnyRequest;
 use crate::model::{
     DefragOptions, DefragPlan, GangRequest, Move, Placement, RemovalLimits, Reservation,
 };
 use crate::preemption::{Candidate, Candidates, Choice, World};
-use crate::roles::AnyRequest;
 use crate::search::{Demand, Item, Plan};
 use crate::state::Changes;
 

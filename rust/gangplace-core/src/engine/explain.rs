@@ -10,8 +10,8 @@ use super::Engine;
 use super::preemption::Purpose;
 use super::roles::LevelTrial;
 use crate::error::CoreResult;
+use crate::model::MultiGangRequest;
 use crate::model::{GangRequest, Placement, RemovalLimits};
-use crate::roles::MultiGangRequest;
 use crate::search::{Demand, Item, LevelBest};
 use serde::{Deserialize, Serialize};
 

@@ -11,6 +11,7 @@ pub(crate) mod adopt;
 pub(crate) mod defrag;
 pub(crate) mod explain;
 pub(crate) mod preemption;
+mod ranks;
 pub(crate) mod repair;
 mod repair_commit;
 mod repair_preempt;

@@ -10,9 +10,9 @@ use super::transactions::{NewHold, Owner, check_owner, check_ttl, gpus_by_node, 
 use crate::error::{CoreResult, internal, texts};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, HoldState};
+use crate::model::AnyRequest;
 use crate::model::{GangRequest, Placement, PreemptionPlan, RemovalLimits, Reservation};
 use crate::preemption::Candidates;
-use crate::roles::AnyRequest;
 use crate::search::Plan;
 use crate::state::Changes;
 

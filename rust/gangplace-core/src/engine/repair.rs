@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 
 use super::Engine;
-use super::repair_spares::{slice_index, spare_matches};
+use super::ranks::{lost_ranks, slice_index, spare_matches};
 use super::transactions::Owner;
 use crate::capacity::{CapacityView, Overlay};
 use crate::error::{CoreError, CoreResult, invalid};
@@ -26,26 +26,7 @@ use crate::ledger::{Hold, HoldState};
 use crate::model::{PodPlacement, RepairPlan};
 use crate::search::{Item, Plan, Search};
 use crate::shapes::{Layers, Numa, Spread};
-use crate::state::NodeStates;
 use crate::topology::Topology;
-
-/// The sorted ranks of `hold`'s placement that have lost a GPU.
-pub(crate) fn lost_ranks(topology: &Topology, states: &NodeStates, hold: &Hold) -> Vec<u64> {
-    let mut lost = Vec::new();
-    for (rank, pod) in (0u64..).zip(&hold.placement.pods) {
-        let held = topology.node_id(&pod.node).and_then(|node| {
-            let position = hold
-                .gpus_by_node
-                .binary_search_by_key(&node, |&(held_on, _)| held_on);
-            position.ok().map(|_| node)
-        });
-        let healthy = held.is_some_and(|node| !states.get(node).unhealthy.intersects(pod.gpus));
-        if !healthy {
-            lost.push(rank);
-        }
-    }
-    lost
-}
 
 /// Lost ranks placed together: one pod size, one selector, one target (a slice's domain, or
 /// `None`: the placement's domain or the widened one).

@@ -11,8 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::Engine;
-use super::repair::lost_ranks;
-use super::repair_spares::slice_of;
+use super::ranks::{lost_ranks, slice_of};
 use super::transactions::{
     Owner, allocation_of, check_owner, check_ttl, gpus_by_node, held_gpus, reservation_of,
 };

@@ -5,13 +5,13 @@
 use std::sync::Arc;
 
 use super::Engine;
-use super::repair::lost_ranks;
+use super::ranks::lost_ranks;
 use crate::error::{CoreError, CoreResult, internal, invalid, texts};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, Hold, HoldState};
 use crate::limits::{MAX_NAME_BYTES, MAX_TTL_SECONDS};
 use crate::model::{Allocation, GangRequest, Held, Placement, Reservation, Terms, check_priority};
-use crate::roles::{AnyRequest, MultiGangRequest};
+use crate::model::{AnyRequest, MultiGangRequest};
 use crate::state::{Changes, NodeStates};
 use crate::topology::Topology;
 

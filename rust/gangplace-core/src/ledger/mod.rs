@@ -12,8 +12,8 @@ use std::sync::Arc;
 use crate::error::{CoreResult, internal};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::limits::REMEMBERED_ENDED_HOLDS;
+use crate::model::MultiGangRequest;
 use crate::model::{GangRequest, Placement, Terms};
-use crate::roles::MultiGangRequest;
 use crate::state::{Changes, NodeStates};
 
 /// Whether a live hold is a reservation or an allocation.

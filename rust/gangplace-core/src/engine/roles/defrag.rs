@@ -11,9 +11,9 @@ use crate::engine::Engine;
 use crate::engine::preemption::Purpose;
 use crate::error::CoreResult;
 use crate::ids::{GpuSet, HoldId, NodeId};
+use crate::model::{AnyRequest, MultiGangRequest};
 use crate::model::{DefragOptions, DefragPlan, RemovalLimits};
 use crate::preemption::Candidate;
-use crate::roles::{AnyRequest, MultiGangRequest};
 use crate::search::Plan;
 
 /// D3's key: moves, moved GPUs, evictions, path of the unit's domain.

@@ -16,9 +16,9 @@ use crate::engine::preemption::Purpose;
 use crate::engine::{Engine, Scratch};
 use crate::error::{CoreResult, internal};
 use crate::ids::{HoldId, NodeId};
+use crate::model::{AnyRequest, MultiGangRequest};
 use crate::model::{PreemptionPlan, RemovalLimits};
 use crate::preemption::{Candidates, RemovalKey, removal_key};
-use crate::roles::{AnyRequest, MultiGangRequest};
 use crate::search::{Item, Search};
 
 /// The set chosen in one domain: members (indices into the candidates) in removal order.

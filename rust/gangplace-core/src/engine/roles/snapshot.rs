@@ -10,7 +10,7 @@ use crate::engine::snapshot_records::{
 };
 use crate::error::CoreResult;
 use crate::ledger::Hold;
-use crate::roles::MultiGangRequest;
+use crate::model::MultiGangRequest;
 use crate::shapes::Spread;
 
 /// One entry per hold of the body.

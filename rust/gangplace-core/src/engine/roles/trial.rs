@@ -8,7 +8,7 @@ use crate::capacity::{AnyView, CapacityView, Overlay};
 use crate::config::Policy;
 use crate::error::{CoreResult, internal};
 use crate::ids::{GpuSet, NodeId};
-use crate::roles::MultiGangRequest;
+use crate::model::MultiGangRequest;
 use crate::search::{Item, Plan, Search};
 use crate::topology::Topology;
 

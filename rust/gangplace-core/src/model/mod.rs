@@ -8,8 +8,10 @@ use crate::error::{CoreResult, invalid};
 use crate::ids::{GpuIndexError, GpuSet, HoldId};
 use crate::level_name::LevelName;
 use crate::limits::{MAX_GANG_GPUS, MAX_GPUS_PER_NODE, MAX_NAME_BYTES, MAX_PODS};
-use crate::roles::MultiGangRequest;
+mod roles;
+
 use crate::shapes::{Numa, SliceLayer, Spread, check_sizes};
+pub use roles::{AnyRequest, Colocation, MAX_GROUPS, MultiGangRequest};
 
 /// What a hold's owner agreed to: how it may be disturbed for others (README, "Priorities,
 /// preemption and defragmentation").
@@ -472,7 +474,7 @@ impl RemovalLimits {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PreemptionPlan {
     /// The request planned for: a gang, or a multi-role unit.
-    pub request: crate::roles::AnyRequest,
+    pub request: AnyRequest,
     /// Exactly what `preempt` will hold.
     pub placement: Arc<Placement>,
     /// The allocations to end, sorted by id.
@@ -519,7 +521,7 @@ pub struct Move {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DefragPlan {
     /// The request planned for: a gang, or a multi-role unit.
-    pub request: crate::roles::AnyRequest,
+    pub request: AnyRequest,
     /// Exactly what `apply_defrag` will hold for the gang.
     pub placement: Arc<Placement>,
     /// The moves, sorted by allocation id.

@@ -1,0 +1,120 @@
+//! Where a hold's ranks stand, derived from the state: the ranks that lost a GPU or their
+//! node (README "Repair after failures"), the innermost slice of a rank, and the spares that
+//! can take lost ranks (README "Spares"). Pure functions of the topology, the node states and
+//! the hold; every engine module that reads them (transactions, repair, spares) imports them
+//! from here, so none of those import each other in a circle.
+
+use crate::ids::NodeId;
+use crate::ledger::Hold;
+use crate::model::PodPlacement;
+use crate::state::NodeStates;
+use crate::topology::Topology;
+
+/// The sorted ranks of `hold`'s placement that have lost a GPU.
+pub(crate) fn lost_ranks(topology: &Topology, states: &NodeStates, hold: &Hold) -> Vec<u64> {
+    let mut lost = Vec::new();
+    for (rank, pod) in (0u64..).zip(&hold.placement.pods) {
+        let held = topology.node_id(&pod.node).and_then(|node| {
+            let position = hold
+                .gpus_by_node
+                .binary_search_by_key(&node, |&(held_on, _)| held_on);
+            position.ok().map(|_| node)
+        });
+        let healthy = held.is_some_and(|node| !states.get(node).unhealthy.intersects(pod.gpus));
+        if !healthy {
+            lost.push(rank);
+        }
+    }
+    lost
+}
+
+/// The innermost slice domain of `rank` for a slice gang or a sliced group (`None`
+/// otherwise).
+pub(crate) fn slice_of(hold: &Hold, rank: u64) -> Option<&[String]> {
+    let index = slice_index(hold, rank)?;
+    hold.placement.slices.get(index).map(Vec::as_slice)
+}
+
+/// Where `rank`'s innermost slice is in `placement.slices`: `rank / k` for a slice gang; for
+/// a multi-role gang, the slices of the sliced groups before its group, then its own index.
+pub(crate) fn slice_index(hold: &Hold, rank: u64) -> Option<usize> {
+    if let Some(request) = hold.request.as_deref() {
+        let inner = request.slices.last()?.pods_per_slice;
+        return usize::try_from(rank / inner).ok();
+    }
+    let roles = hold.roles.as_deref()?;
+    let (mut start, mut slices_before) = (0u64, 0u64);
+    for (group, (_, count)) in roles.groups.iter().zip(&hold.placement.groups) {
+        let inner = group.slices.last().map(|layer| layer.pods_per_slice);
+        if rank < start + count {
+            let inner = inner?;
+            return usize::try_from(slices_before + (rank - start) / inner).ok();
+        }
+        start += count;
+        slices_before += inner.map_or(0, |inner| count / inner);
+    }
+    None
+}
+
+/// `(rank, spare)` for every lost rank a spare takes, in rank order: a spare of the lost
+/// pod's GPU count on a node carrying the rank's selector.
+pub(crate) fn spare_matches(
+    topology: &Topology,
+    states: &NodeStates,
+    hold: &Hold,
+    lost: &[u64],
+) -> Vec<(u64, PodPlacement)> {
+    let spares = &hold.placement.spares;
+    if spares.is_empty() {
+        return Vec::new();
+    }
+    let usable: Vec<Option<(NodeId, Vec<&str>)>> = spares
+        .iter()
+        .map(|spare| {
+            let node = topology.node_id(&spare.node)?;
+            (!states.get(node).cordoned).then(|| (node, topology.node_path(node)))
+        })
+        .collect();
+    let mut taken = vec![false; spares.len()];
+    let mut matches = Vec::new();
+    for &rank in lost {
+        let within = slice_of(hold, rank).unwrap_or(&[]);
+        let pod = usize::try_from(rank)
+            .ok()
+            .and_then(|r| hold.placement.pods.get(r));
+        let size = pod.map_or(0, |pod| pod.gpus.count());
+        let selector = selector_of(hold, rank);
+        let found = (0..spares.len()).find(|&index| {
+            !taken[index]
+                && spares[index].gpus.count() == size
+                && usable[index].as_ref().is_some_and(|(node, path)| {
+                    within.len() <= path.len()
+                        && within.iter().zip(path).all(|(a, b)| a == b)
+                        && topology.node(*node).matches(selector)
+                })
+        });
+        if let Some(index) = found {
+            taken[index] = true;
+            matches.push((rank, spares[index].clone()));
+        }
+    }
+    matches
+}
+
+/// The selector `rank`'s pods follow: the request's, or its group's for a multi-role gang.
+pub(crate) fn selector_of(hold: &Hold, rank: u64) -> &[(String, String)] {
+    if let Some(request) = hold.request.as_deref() {
+        return &request.selector;
+    }
+    let Some(roles) = hold.roles.as_deref() else {
+        return &[];
+    };
+    let mut end = 0u64;
+    for (group, (_, count)) in roles.groups.iter().zip(&hold.placement.groups) {
+        end += count;
+        if rank < end {
+            return &group.selector;
+        }
+    }
+    &[]
+}

@@ -1,0 +1,109 @@
+"""The core's modules import each other without cycles (issue 29), checked from the source.
+
+Each ``.rs`` file of ``rust/gangplace-core/src`` is a module (``mod.rs`` is its folder's). A
+use of ``crate::a::b`` or ``super::x`` is an edge from the file's module to the module it
+names; an edge counts in the folder that holds both ends, between that folder's two children
+that contain them. In every folder the children must form a DAG. Comments and
+``#[cfg(test)]`` modules are left out, and so is ``testing/`` (test machinery).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+
+CORE = Path(__file__).resolve().parent.parent / "rust/gangplace-core/src"
+
+
+def _module(path: Path) -> tuple[str, ...]:
+    parts = path.relative_to(CORE).with_suffix("").parts
+    if parts[-1] in ("mod", "lib"):
+        parts = parts[:-1]
+    return tuple(parts)
+
+
+def _edges() -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    modules = {_module(path) for path in CORE.rglob("*.rs")}
+    edges = []
+    for path in sorted(CORE.rglob("*.rs")):
+        source = path.read_text()
+        source = source.split("#[cfg(test)]\nmod tests", 1)[0]
+        source = re.sub(r"//.*", "", source)
+        me = _module(path)
+        if me[:1] == ("testing",):
+            continue
+        # a file's super is its parent module (for mod.rs, the folder's parent)
+        parent = me[:-1]
+        for chain in re.findall(r"\b((?:crate|super)(?:::\w+)+)", source):
+            names = chain.split("::")
+            base = () if names[0] == "crate" else parent
+            target = (*base, *names[1:])
+            while target and target not in modules:
+                target = target[:-1]  # an item inside a module
+            if target and target != me and target[:1] != ("testing",):
+                edges.append((me, target))
+    return edges
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one member."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph.get(node, ())):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _per_folder() -> dict[tuple[str, ...], dict[str, set[str]]]:
+    folders: dict[tuple[str, ...], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for source, target in _edges():
+        common = 0
+        while common < min(len(source), len(target)) and source[common] == target[common]:
+            common += 1
+        if common == len(source) or common == len(target):
+            continue  # a module and its own submodule
+        folders[source[:common]][source[common]].add(target[common])
+    return folders
+
+
+def test_the_checker_sees_the_core() -> None:
+    folders = _per_folder()
+    assert len(_edges()) > 100
+    assert "engine" in folders[()] and "search" in folders[()]["engine"]
+
+
+def test_no_import_cycle_in_any_folder_of_the_core() -> None:
+    cycles = {
+        "/".join(folder) or "src": found
+        for folder, graph in _per_folder().items()
+        if (found := _cycles(graph))
+    }
+    assert cycles == {}
+
+
+def test_a_cycle_would_be_seen() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
