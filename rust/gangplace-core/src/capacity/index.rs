@@ -15,6 +15,7 @@
 
 use std::collections::BTreeSet;
 
+use super::ties::TieMemo;
 use crate::ids::{DomainId, NodeId};
 use crate::topology::{Topology, Walked};
 
@@ -74,6 +75,8 @@ pub struct FreeIndex {
     node_rank: Vec<u32>,
     /// Set when nodes or domains were added or removed: ranks are stale until rebuilt.
     stale: bool,
+    /// Rule 3's winner among equally free nodes, per domain and free count (module `ties`).
+    ties: TieMemo,
 }
 
 impl FreeIndex {
@@ -108,6 +111,7 @@ impl FreeIndex {
             domain_rank: vec![u32::MAX; topology.domain_slots()],
             node_rank: vec![u32::MAX; topology.node_slots()],
             stale: false,
+            ties: TieMemo::new(topology.domain_slots()),
         };
         topology.walk(|walked| match walked {
             Walked::Domain(depth, id) => {
@@ -122,7 +126,8 @@ impl FreeIndex {
         index
     }
 
-    /// A domain's free GPUs changed (`None`: not indexed).
+    /// A domain was touched by a mutation: its free GPUs may have changed (`None`: not
+    /// indexed), and so may the free GPUs of its nodes, even with the same total.
     pub fn domain_moved(
         &mut self,
         depth: usize,
@@ -130,6 +135,7 @@ impl FreeIndex {
         before: Option<u64>,
         after: Option<u64>,
     ) {
+        self.ties.touch(id);
         if !self.stale {
             let rank = self.domain_rank[id as usize];
             self.levels[depth].moved(rank, before, after);
@@ -153,6 +159,11 @@ impl FreeIndex {
     /// The index of one level. Only valid when not stale.
     pub fn level(&self, depth: usize) -> &LevelIndex {
         &self.levels[depth]
+    }
+
+    /// Rule 3's remembered winners among equally free nodes (module `ties`).
+    pub fn ties(&self) -> &TieMemo {
+        &self.ties
     }
 
     /// A node's position in path order (for ranking pods). Only valid when not stale.

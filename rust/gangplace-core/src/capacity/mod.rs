@@ -14,6 +14,7 @@ mod numa;
 mod overlay;
 mod pools;
 mod propagate;
+mod ties;
 
 pub use aggregate::Aggregate;
 pub use index::FreeIndex;

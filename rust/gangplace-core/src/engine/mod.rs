@@ -429,6 +429,12 @@ impl Engine {
         self.capacity
             .check(&self.topology, &self.states)
             .map_err(internal)?;
+        let view = self.capacity.cluster_view(&self.states);
+        if let Some(index) = view.index().filter(|index| !index.is_stale()) {
+            Search::new(&self.topology, &view, 1)
+                .check_ties(index)
+                .map_err(internal)?;
+        }
         self.ledger.check_holders().map_err(internal)?;
         if self.states.totals() != self.states.recount() {
             return Err(internal("the GPU totals drifted from the nodes"));

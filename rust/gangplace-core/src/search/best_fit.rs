@@ -15,7 +15,7 @@ use std::cmp::Ordering;
 
 use super::{Item, Search};
 use crate::capacity::{CapacityView, FreeIndex};
-use crate::ids::{DomainId, NodeId};
+use crate::ids::{DomainId, NodeId, ROOT};
 
 impl<V: CapacityView> Search<'_, V> {
     /// Best-fit through the index: per level, finest first, the least free entry that holds
@@ -71,26 +71,52 @@ impl<V: CapacityView> Search<'_, V> {
         Some(best)
     }
 
-    /// The node level: every node with at least `need` free GPUs holds the gang, so the
-    /// deepest domains holding a node of the least such count are compared instead.
+    /// The node level: every node with at least `need` free GPUs holds the gang, so rule 3
+    /// picks among the nodes with the least such count by their ancestors, read from the
+    /// remembered winner of each domain (module `capacity::ties`).
     fn best_node_indexed(&self, index: &FreeIndex, need: u64) -> Option<Item> {
         let node_depth = self.topology.node_depth();
         let (least, _) = index.level(node_depth).at_least(need).next()?;
         let least = u32::try_from(least).ok()?;
-        let parents = index.level(node_depth - 1).at_least(u64::from(least));
-        let mut holding = parents.filter(|&(_, id)| self.has_node_with_free(id, least));
-        let (parent_least, first) = holding.next()?;
-        let mut best = Item::Domain(first);
-        for (_, id) in holding.take_while(|&(free, _)| free == parent_least) {
-            let item = Item::Domain(id);
-            if self.ancestry_order(item, best) == Ordering::Less {
-                best = item;
-            }
-        }
-        let Item::Domain(parent) = best else {
+        self.tied_winner(index, ROOT, least).map(Item::Node)
+    }
+
+    /// Among the nodes of `domain` with exactly `free` free GPUs, rule 3's pick: the one whose
+    /// parent has the fewest free GPUs, then its grandparent, ... up to `domain`, then the
+    /// smallest path. Built from the children's picks (remembered until a change below), so
+    /// only the children holding such a node are visited.
+    pub(super) fn tied_winner(
+        &self,
+        index: &FreeIndex,
+        domain: DomainId,
+        free: u32,
+    ) -> Option<NodeId> {
+        if self.view.nodes_with_free(domain, free) == Some(0) {
             return None;
+        }
+        if let Some(known) = index.ties().get(domain, free) {
+            return known;
+        }
+        let children = &self.topology.domain(domain).child_domains;
+        let winner = match children.is_empty() {
+            true => self.first_node_with_free(domain, free),
+            false => children.iter().fold(None, |best, &child| {
+                let Some(node) = self.tied_winner(index, child, free) else {
+                    return best;
+                };
+                match best {
+                    Some(best)
+                        if self.ancestry_order(Item::Node(node), Item::Node(best))
+                            != Ordering::Less =>
+                    {
+                        Some(best)
+                    }
+                    _ => Some(node),
+                }
+            }),
         };
-        self.first_node_with_free(parent, least).map(Item::Node)
+        index.ties().set(domain, free, winner);
+        winner
     }
 
     /// The node level with `numa="single"`: not every node with enough free GPUs holds the
@@ -104,6 +130,40 @@ impl<V: CapacityView> Search<'_, V> {
         self.nodes_by_ancestry_in(index, need, &worth, &mut |node| {
             self.holds_pods(node, pods).then_some(node)
         })
+    }
+
+    /// Whether every remembered tie winner of `index` is the one rule 3 picks now, found by
+    /// reading the domain's nodes one by one (invariant checks).
+    pub fn check_ties(&self, index: &FreeIndex) -> Result<(), String> {
+        for (domain, free, remembered) in index.ties().current() {
+            let mut nodes = Vec::new();
+            let mut stack = vec![domain];
+            while let Some(id) = stack.pop() {
+                let current = self.topology.domain(id);
+                stack.extend(current.child_domains.iter().rev());
+                nodes.extend(current.child_nodes.iter().copied());
+            }
+            let with_free = nodes.into_iter().filter(|&node| {
+                self.view
+                    .node_free(node)
+                    .is_some_and(|gpus| gpus.count() == free)
+            });
+            let fresh = with_free.fold(None, |best: Option<NodeId>, node| match best {
+                Some(best)
+                    if self.ancestry_order(Item::Node(node), Item::Node(best))
+                        != Ordering::Less =>
+                {
+                    Some(best)
+                }
+                _ => Some(node),
+            });
+            if fresh != remembered {
+                return Err(format!(
+                    "the remembered tie winner of domain #{domain} for {free} free GPUs is stale"
+                ));
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn has_node_with_free(&self, domain: DomainId, free: u32) -> bool {
@@ -133,7 +193,7 @@ impl<V: CapacityView> Search<'_, V> {
         coarsest_depth: usize,
         by_ancestry: bool,
     ) -> Option<(usize, Item)> {
-        let mut fitting = vec![Item::Domain(crate::ids::ROOT)];
+        let mut fitting = vec![Item::Domain(ROOT)];
         let mut depth = 0;
         loop {
             let next: Vec<Item> = fitting
