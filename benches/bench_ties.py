@@ -97,4 +97,5 @@ def bench_tied_place_reference(benchmark: Any) -> None:
         oracle.add_node(name, gpus=GPUS, topology=dict(node.topology), unhealthy=range(1, GPUS))
     benchmark.extra_info.update(op="place_gang", gang="1x1", cluster="tied-10k", impl="reference")
     got = benchmark.pedantic(oracle.place_gang, args=(GangRequest(1, 1),), rounds=1, iterations=1)
-    assert got is not None and got.nodes == engine.place_gang(GangRequest(1, 1)).nodes
+    expected = engine.place_gang(GangRequest(1, 1))
+    assert got is not None and expected is not None and got.nodes == expected.nodes

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from helpers import FakeClock, as_tuple
 
-from gangplace import Cluster, MultiGangRequest, PodGroup, reference, synth
+from gangplace import Cluster, MultiGangRequest, PodGroup, Unschedulable, reference, synth
 
 LEVELS = ("rack",)
 RACKS, NODES_PER_RACK, GPUS = 2, 2, 4
@@ -119,3 +119,31 @@ def test_launcher_and_16_workers_place_on_colossus100k_at_80_percent(seed: int) 
         first_worker["array"],
         first_worker["rack"],
     )
+
+
+def test_explain_names_the_group_that_cannot_fit_even_alone() -> None:
+    """Issue 29: a unit that fails for lack of GPUs overall names the group that can never
+    fit, in ``explain`` and in ``Unschedulable.reason`` (the same text as the reference's)."""
+    unit = MultiGangRequest((PodGroup("small", 1, 1), PodGroup("huge-role", 3, 8)))
+    reasons = []
+    for make in (Cluster, reference.Cluster):
+        cluster = make(LEVELS, clock=FakeClock())
+        for index in range(2):
+            cluster.add_node(f"n{index}", gpus=8, topology={"rack": "r0"})
+        with pytest.raises(Unschedulable) as caught:
+            cluster.reserve(unit)
+        reasons.append(caught.value.reason)
+    assert reasons[0] == reasons[1]
+    assert reasons[0].endswith(
+        'group "huge-role" cannot fit even alone: the cluster holds 2 of its 3 pods'
+    ), reasons[0]
+    engine = Cluster(LEVELS, clock=FakeClock())
+    for index in range(2):
+        engine.add_node(f"n{index}", gpus=8, topology={"rack": "r0"})
+    explanation = engine.explain(unit)
+    assert explanation.failed_group == (
+        "huge-role",
+        "cannot fit even alone: the cluster holds 2 of its 3 pods",
+    )
+    fits_alone = MultiGangRequest((PodGroup("a", 2, 8), PodGroup("b", 1, 1)))
+    assert engine.explain(fits_alone).failed_group is None  # no candidate, but each fits alone

@@ -243,7 +243,11 @@ def test_explain_names_the_first_failing_group() -> None:
     assert explanation.levels[-1].capacity == 0 and explanation.levels[-1].needed == 2
     assert explanation.levels[0].domain is None  # no node has the unit's 42 GPUs
     assert explanation.summary.startswith("multi-role gang of 2 groups (42 GPUs) does not fit")
-    assert explanation.summary.endswith('group "sel" holds 0 of its 2 pods')
+    assert 'group "sel" holds 0 of its 2 pods' in explanation.summary
+    # and, since no rack holds the selector's two pods even alone, the reason ends with it
+    assert explanation.summary.endswith(
+        'group "sel" cannot fit even alone: the best rack holds 0 of its 2 pods'
+    )
     fits = cluster.explain(leader_workers())
     assert fits.placement is not None and fits.failed_group is None
     assert "fits: 5 pods at level rack" in fits.summary

@@ -134,8 +134,9 @@ class Planning:
         """Why nothing fits: the best domain of each level tried, finest first."""
         if is_roles(request):
             multi = self._roles(request)
-            _, trials = roles.place_roles(self._views(), self.levels, multi, self.policy)
-            return roles.roles_reason(self.levels, multi, trials)
+            views = self._views()
+            _, trials = roles.place_roles(views, self.levels, multi, self.policy)
+            return roles.roles_reason(views, self.levels, multi, trials)
         reason = rules.unschedulable_reason(self._views(), self.levels, self._gang(request))
         bound = self.max_level
         if bound is not None and self._depth_of(bound) >= self._depth_of(request.required_level):

@@ -341,10 +341,51 @@ def trial_text(levels: Sequence[str], request: MultiGang, trial: Trial) -> str:
     return f'in {where}, group "{request.groups[failure.group].name}" {failure.why}'
 
 
-def roles_reason(levels: Sequence[str], request: MultiGang, trials: list[Trial]) -> str:
-    """``Unschedulable.reason`` of a multi-role gang."""
+def lone_failure(
+    nodes: Sequence[rules.NodeView], levels: Sequence[str], request: MultiGang, depth: int
+) -> tuple[int, int, int] | None:
+    """The first group, in placing order, that no domain of ``depth`` holds even alone.
+
+    Returns (group, pods the best such domain holds, pods wanted), the group at its smallest
+    accepted size, or None.
+    """
+    planner = Planner(nodes, levels, request, rules.depth_of(levels, request.required_level))
+    for group in request.placing_order():
+        wanted = _smallest(request.groups[group])
+        usable = planner.usable(group, {})
+        held = max(
+            (planner.held(group, usable, path, wanted) for path in rules.domains_at(usable, depth)),
+            default=0,
+        )
+        if held < wanted:
+            return group, held, wanted
+    return None
+
+
+def lone_text(levels: Sequence[str], depth: int, held: int, wanted: int) -> str:
+    """The text of a lone failure: ``cannot fit even alone: the best rack holds 2 of 3 pods``."""
+    place = "the cluster" if depth == 0 else f"the best {rules.level_name(levels, depth)}"
+    return f"cannot fit even alone: {place} holds {held} of its {wanted} pods"
+
+
+def roles_reason(
+    nodes: Sequence[rules.NodeView], levels: Sequence[str], request: MultiGang, trials: list[Trial]
+) -> str:
+    """``Unschedulable.reason`` of a multi-role gang.
+
+    The levels tried, then the first group that no domain of the coarsest level tried holds
+    even alone, if any.
+    """
     name = f' "{request.name}"' if request.name else ""
-    tried = "; ".join(trial_text(levels, request, trial) for trial in trials)
+    parts = [trial_text(levels, request, trial) for trial in trials]
+    if trials:
+        depth = trials[-1][0]
+        lone = lone_failure(nodes, levels, request, depth)
+        if lone is not None:
+            group, held, wanted = lone
+            text = lone_text(levels, depth, held, wanted)
+            parts.append(f'group "{request.groups[group].name}" {text}')
+    tried = "; ".join(parts)
     return (
         f"multi-role gang{name} of {len(request.groups)} groups ({request.total_gpus} GPUs) "
         f"does not fit: {tried}"

@@ -8,11 +8,11 @@
 
 use super::Engine;
 use super::preemption::Purpose;
-use super::roles::LevelTrial;
+use super::roles::{LevelTrial, Resolved};
 use crate::error::CoreResult;
 use crate::model::MultiGangRequest;
 use crate::model::{GangRequest, Placement, RemovalLimits};
-use crate::search::{Demand, Item, LevelBest};
+use crate::search::{Demand, Item, LevelBest, Search};
 use serde::{Deserialize, Serialize};
 
 /// One level tried.
@@ -170,13 +170,20 @@ impl Engine {
                     placement.domain.join("/")
                 )
             }
-            None => self.roles_reason(request, &outcome.trials),
+            None => self.roles_reason(request, &resolved, &outcome.trials),
         };
         let failed_group = match (&placement, outcome.trials.last()) {
-            (None, Some(trial)) => trial.first.as_ref().map(|(_, failure)| {
-                let group = request.groups[failure.group].name.clone();
-                (group, self.trial_text(request, trial))
-            }),
+            (None, Some(trial)) => match &trial.first {
+                Some((_, failure)) => {
+                    let group = request.groups[failure.group].name.clone();
+                    Some((group, self.trial_text(request, trial)))
+                }
+                // No candidate had the unit's GPUs: name a group that cannot fit even alone.
+                None => (self.lone_failure(request, &resolved, trial.depth)).map(|lone| {
+                    let text = self.lone_text(trial.depth, lone);
+                    (request.groups[lone.0].name.clone(), text)
+                }),
+            },
             _ => None,
         };
         let first = resolved.order.first().map(|&index| &request.groups[index]);
@@ -192,19 +199,60 @@ impl Engine {
     }
 
     /// `Unschedulable.reason` of a multi-role gang: per level tried, finest first, its first
-    /// candidate and the first group that failed there.
-    pub(crate) fn roles_reason(&self, request: &MultiGangRequest, trials: &[LevelTrial]) -> String {
+    /// candidate and the first group that failed there; then the first group (placing order)
+    /// that no domain of the coarsest level tried holds even alone, if any.
+    pub(crate) fn roles_reason(
+        &self,
+        request: &MultiGangRequest,
+        resolved: &Resolved,
+        trials: &[LevelTrial],
+    ) -> String {
         let name = name_text(&request.name);
-        let levels: Vec<String> = trials
+        let mut levels: Vec<String> = trials
             .iter()
             .map(|trial| self.trial_text(request, trial))
             .collect();
+        let depth = trials.last().map(|trial| trial.depth);
+        if let Some((depth, lone)) =
+            depth.and_then(|depth| Some((depth, self.lone_failure(request, resolved, depth)?)))
+        {
+            let group = &request.groups[lone.0].name;
+            levels.push(format!("group \"{group}\" {}", self.lone_text(depth, lone)));
+        }
         format!(
             "multi-role gang{name} of {} groups ({} GPUs) does not fit: {}",
             request.groups.len(),
             request.total_gpus(),
             levels.join("; ")
         )
+    }
+
+    /// The first group, in placing order, that no domain of `depth` holds even alone (at its
+    /// smallest accepted size): `(group, pods the best such domain holds, pods wanted)`.
+    fn lone_failure(
+        &self,
+        request: &MultiGangRequest,
+        resolved: &Resolved,
+        depth: usize,
+    ) -> Option<(usize, u64, u64)> {
+        resolved.order.iter().find_map(|&index| {
+            let group = &request.groups[index];
+            let view = self.capacity.view_for(&self.states, &group.selector)?;
+            let search = Search::new(&self.topology, &view, group.gpus_per_pod)
+                .with_shape(resolved.layers[index], request.spread);
+            let wanted = group.min_pods.unwrap_or(group.pods);
+            let held = search.largest_capacity(depth).capacity.min(wanted);
+            (held < wanted).then_some((index, held, wanted))
+        })
+    }
+
+    /// "cannot fit even alone: the best rack holds 2 of its 3 pods".
+    fn lone_text(&self, depth: usize, (_, held, wanted): (usize, u64, u64)) -> String {
+        let place = match depth {
+            0 => String::from("the cluster"),
+            _ => format!("the best {}", self.topology.level_name(depth)),
+        };
+        format!("cannot fit even alone: {place} holds {held} of its {wanted} pods")
     }
 
     /// One level of the reason.

@@ -44,7 +44,7 @@ pub(crate) struct Resolved {
     /// Group indices in placing order.
     pub order: Vec<usize>,
     /// Each group's slice layers (request order).
-    layers: Vec<Layers>,
+    pub layers: Vec<Layers>,
     /// `(group, anchor, depth)` per colocation.
     colocations: Vec<(usize, usize, usize)>,
 }
@@ -236,9 +236,11 @@ impl Engine {
         let resolved = self.prepare_roles(request, now)?;
         let outcome = self.plan_roles(request, &resolved)?;
         let Some(plan) = outcome.plan else {
-            return Err(CoreError::Unschedulable(
-                self.roles_reason(request, &outcome.trials),
-            ));
+            return Err(CoreError::Unschedulable(self.roles_reason(
+                request,
+                &resolved,
+                &outcome.trials,
+            )));
         };
         let pods = plan.groups.iter().flat_map(|group| &group.pods);
         let held = gpus_by_node(pods.map(|pod| (pod.node, pod.gpus)))
