@@ -107,3 +107,25 @@ def test_no_import_cycle_in_any_folder_of_the_core() -> None:
 
 def test_a_cycle_would_be_seen() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+LIMIT = 600
+ROOT = CORE.parent.parent.parent
+LENGTH_CHECKED = (
+    ("rust/gangplace-core/src", "*.rs"),
+    ("rust/gangplace-core/tests", "*.rs"),
+    ("rust/gangplace-py/src", "*.rs"),
+    ("python/gangplace/reference", "*.py"),
+)
+
+
+def test_every_file_of_the_core_binding_and_reference_is_short() -> None:
+    """At most 600 lines a file (issue 29); the stub ``_gangplace.pyi`` is not checked."""
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for folder, pattern in LENGTH_CHECKED
+        for path in sorted((ROOT / folder).rglob(pattern))
+        if (lines := len(path.read_text().splitlines())) > LIMIT
+    }
+    assert sum(1 for folder, pattern in LENGTH_CHECKED for _ in (ROOT / folder).rglob(pattern)) > 80
+    assert long == {}

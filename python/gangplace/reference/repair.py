@@ -23,6 +23,7 @@ from gangplace.errors import (
     UnknownReservation,
 )
 from gangplace.reference import preemption, rules, texts
+from gangplace.reference.ranks import Ranks
 from gangplace.reference.values import (
     DEFAULT_REPAIR_TTL_SECONDS,
     MAX_PODS,
@@ -62,7 +63,7 @@ class _Class:
     slice: Path | None
 
 
-class Repairs:
+class Repairs(Ranks):
     """``plan_repair`` and ``explain_repair`` of the reference cluster."""
 
     if TYPE_CHECKING:
@@ -392,74 +393,6 @@ class Repairs:
     def _check_spare(self, hold: _Hold, pod: Any) -> None:
         if PodPlacement(pod.node, tuple(pod.gpus)) not in hold.placement.spares:
             raise texts.spare_gone(pod.node)
-
-    def _spare_matches(
-        self, hold: _Hold, lost: Sequence[int]
-    ) -> tuple[tuple[int, PodPlacement], ...]:
-        """Rule R2's first tier: the lost ranks the allocation's own spares take.
-
-        Lost ranks in rank order each take the first unused spare of the lost pod's GPU count
-        on an uncordoned node carrying the rank's selector, inside the rank's slice domain
-        (anywhere without slices).
-        """
-        spares = hold.placement.spares
-        taken = [False] * len(spares)
-        found = []
-        for rank in lost:
-            within = self._slice_of(hold, rank) or ()
-            size = len(hold.placement.pods[rank].gpus)
-            selector = self._selector_of(hold, rank)
-            for index, spare in enumerate(spares):
-                node = self._nodes.get(spare.node)
-                if taken[index] or node is None or node.cordoned or len(spare.gpus) != size:
-                    continue
-                if any(node.labels.get(key) != value for key, value in selector.items()):
-                    continue
-                if (*node.path, node.name)[: len(within)] == within:
-                    taken[index] = True
-                    found.append((rank, spare))
-                    break
-        return tuple(found)
-
-    @staticmethod
-    def _selector_of(hold: _Hold, rank: int) -> Mapping[str, str]:
-        """The selector ``rank``'s pods follow: the request's, or its group's."""
-        if hold.request is not None:
-            return dict(hold.request.selector)
-        if hold.roles is not None:
-            end = 0
-            for group, (_, count) in zip(
-                hold.roles.groups, hold.placement.groups_counts, strict=False
-            ):
-                end += count
-                if rank < end:
-                    return dict(group.selector)
-        return {}
-
-    def _slice_of(self, hold: _Hold, rank: int) -> Path | None:
-        """The innermost slice domain of ``rank`` (slice gang or sliced group), else ``None``."""
-        at = self._slice_index(hold, rank)
-        return None if at is None else tuple(hold.placement.slices[at])
-
-    @staticmethod
-    def _slice_index(hold: _Hold, rank: int) -> int | None:
-        """Where ``rank``'s innermost slice is in ``placement.slices``.
-
-        For a multi-role gang, after the slices of the sliced groups before its group.
-        """
-        request = hold.request
-        if request is not None:
-            return rank // request.slices[-1][1] if request.slices else None
-        if hold.roles is None:
-            return None
-        start = before = 0
-        for group, (_, count) in zip(hold.roles.groups, hold.placement.groups_counts, strict=False):
-            inner = group.slices[-1][1] if group.slices else None
-            if rank < start + count:
-                return None if inner is None else before + (rank - start) // inner
-            start += count
-            before += 0 if inner is None else count // inner
-        return None
 
     def _repairable(self, allocation: Allocation | str, owner: str | None) -> tuple[str, _Hold]:
         self._reclaim()

@@ -15,7 +15,8 @@ use crate::arrays;
 use crate::cluster_args::{default_clock, hold_id, new_engine, owner as owner_name};
 use crate::convert;
 use crate::errors::{CallError, InvalidRequest, contain};
-use crate::types::{Allocation, ClusterStats, NodeInfo, Reservation};
+use crate::nodes::{ClusterStats, NodeInfo};
+use crate::types::{Allocation, Reservation};
 
 fn ids(ids: Vec<HoldId>) -> Vec<String> {
     ids.into_iter().map(|id| id.to_string()).collect()

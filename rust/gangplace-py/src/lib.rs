@@ -9,6 +9,7 @@ mod convert;
 mod determinism;
 mod errors;
 mod explain;
+mod nodes;
 mod pickling;
 mod placing;
 mod preemption;
@@ -27,6 +28,8 @@ mod _gangplace {
     #[pymodule_export]
     use crate::explain::{Explanation, LevelExplanation};
     #[pymodule_export]
+    use crate::nodes::{ClusterStats, NodeInfo};
+    #[pymodule_export]
     use crate::pickling::_unpickle;
     #[pymodule_export]
     use crate::preemption::{DefragPlan, Move, PreemptionPlan};
@@ -35,9 +38,7 @@ mod _gangplace {
     #[pymodule_export]
     use crate::roles::{MultiGangRequest, PodGroup};
     #[pymodule_export]
-    use crate::types::{
-        Allocation, ClusterStats, GangRequest, NodeInfo, Placement, PodPlacement, Reservation,
-    };
+    use crate::types::{Allocation, GangRequest, Placement, PodPlacement, Reservation};
 
     use gangplace_core as core;
     use pyo3::prelude::*;

@@ -18,11 +18,10 @@ use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use crate::cluster::Cluster;
 use crate::explain::{Explanation, LevelExplanation};
+use crate::nodes::{ClusterStats, NodeInfo};
 use crate::preemption::{DefragPlan, Move, PreemptionPlan};
 use crate::repair::RepairPlan;
-use crate::types::{
-    Allocation, ClusterStats, GangRequest, NodeInfo, Placement, PodPlacement, Reservation,
-};
+use crate::types::{Allocation, GangRequest, Placement, PodPlacement, Reservation};
 
 #[pymethods]
 impl GangRequest {

@@ -18,6 +18,7 @@ mod repair_preempt;
 mod repair_snapshot;
 mod repair_spares;
 pub(crate) mod roles;
+mod search_ops;
 pub(crate) mod snapshot;
 mod snapshot_records;
 pub(crate) mod transactions;
@@ -31,11 +32,13 @@ use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, HoldState, Ledger};
 use crate::level_name::LevelName;
 use crate::model::{ClusterStats, GangRequest, GpuState, NodeInfo, Placement, PodPlacement};
-use crate::preemption::{Candidates, Choice, Found, World};
-use crate::search::{Demand, Item, LevelBest, Plan, Search};
+use crate::search::{Demand, Plan, Search};
 use crate::shapes::Layers;
 use crate::state::{Changes, NodeState, NodeStates};
 use crate::topology::{NodeSpec, Topology};
+
+pub(crate) use search_ops::SearchOps;
+use search_ops::search_over;
 
 /// A cluster: topology, GPU state and holds.
 #[derive(Debug)]
@@ -474,35 +477,6 @@ impl Engine {
     }
 }
 
-/// Runs `search` over the view `request` calls for on this state.
-fn search_over<R>(
-    topology: &Topology,
-    states: &NodeStates,
-    capacity: &Capacity,
-    request: &GangRequest,
-    search: impl FnOnce(&dyn SearchOps) -> R,
-) -> CoreResult<R> {
-    let size = request.gpus_per_pod;
-    // The names were checked by `Engine::demand`, which every search of a request follows.
-    let layers = Layers::resolve(topology, &request.slices, 0)?;
-    if request.selector.is_empty() {
-        let view = capacity.cluster_view(states);
-        return Ok(search(
-            &Search::new(topology, &view, size)
-                .with_shape(layers, request.spread)
-                .with_numa(request.numa),
-        ));
-    }
-    let view = capacity
-        .selector_view(states, &request.selector)
-        .ok_or_else(|| internal("a selector lost its pool"))?;
-    Ok(search(
-        &Search::new(topology, &view, size)
-            .with_shape(layers, request.spread)
-            .with_numa(request.numa),
-    ))
-}
-
 /// A what-if copy of the GPU state and its views (see [`Engine::scratch_copy`]).
 #[derive(Debug)]
 pub(crate) struct Scratch<'a> {
@@ -543,80 +517,5 @@ impl Scratch<'_> {
         search: impl FnOnce(&dyn SearchOps) -> R,
     ) -> CoreResult<R> {
         search_over(self.topology, &self.states, &self.capacity, request, search)
-    }
-}
-
-/// The operations the engine needs of a search, whatever its view.
-pub(crate) trait SearchOps {
-    fn plan(&self, demand: &Demand, policy: Policy) -> CoreResult<Option<Plan>>;
-    fn largest_capacity(&self, depth: usize) -> LevelBest;
-    fn removal(
-        &self,
-        demand: &Demand,
-        candidates: &Candidates,
-        max_members: Option<usize>,
-    ) -> CoreResult<Option<Found>>;
-    fn removal_at(&self, depth: usize, pods: u64, candidates: &Candidates) -> Option<(u64, i32)>;
-    fn removal_choices(&self, candidates: &Candidates, depth: usize, pods: u64) -> Vec<Choice>;
-    fn place_after_removal(
-        &self,
-        candidates: &Candidates,
-        members: &[usize],
-        depth: usize,
-        item: Item,
-        pods: u64,
-    ) -> CoreResult<Plan>;
-    fn plan_in_world(
-        &self,
-        world: &World,
-        demand: &Demand,
-        policy: Policy,
-    ) -> CoreResult<Option<Plan>>;
-}
-
-impl<V: CapacityView> SearchOps for Search<'_, V> {
-    fn plan(&self, demand: &Demand, policy: Policy) -> CoreResult<Option<Plan>> {
-        Search::plan(self, demand, policy)
-    }
-
-    fn largest_capacity(&self, depth: usize) -> LevelBest {
-        Search::largest_capacity(self, depth)
-    }
-
-    fn removal(
-        &self,
-        demand: &Demand,
-        candidates: &Candidates,
-        max_members: Option<usize>,
-    ) -> CoreResult<Option<Found>> {
-        crate::preemption::find(self, demand, candidates, max_members)
-    }
-
-    fn removal_at(&self, depth: usize, pods: u64, candidates: &Candidates) -> Option<(u64, i32)> {
-        crate::preemption::best_at(self, candidates, depth, pods)
-    }
-
-    fn removal_choices(&self, candidates: &Candidates, depth: usize, pods: u64) -> Vec<Choice> {
-        crate::preemption::all_at(self, candidates, depth, pods)
-    }
-
-    fn place_after_removal(
-        &self,
-        candidates: &Candidates,
-        members: &[usize],
-        depth: usize,
-        item: Item,
-        pods: u64,
-    ) -> CoreResult<Plan> {
-        crate::preemption::place_after_removal(self, candidates, members, depth, item, pods)
-    }
-
-    fn plan_in_world(
-        &self,
-        world: &World,
-        demand: &Demand,
-        policy: Policy,
-    ) -> CoreResult<Option<Plan>> {
-        crate::preemption::plan_in_world(self, world, demand, policy)
     }
 }

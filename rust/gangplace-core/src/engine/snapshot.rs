@@ -24,14 +24,13 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
 use super::Engine;
 use super::repair_snapshot::{HoldRepairs, Repairs, hold_repairs, link_from, spares_from};
 use super::roles::snapshot::{HoldRoles, Roles, hold_roles, roles_from};
 use super::snapshot_records::{
-    RequestRecord, TermsRecord, as_snapshot_error, bad, ending_code, ending_from, owner_from,
-    pod_from_record, request_from, request_record, slice_records, terms_from, terms_record,
+    Body, EndedRecord, Extension, HoldRecord, HoldShape, NodeRecord, NodeShape, Shapes,
+    as_snapshot_error, bad, ending_code, ending_from, owner_from, pod_from_record, request_from,
+    request_record, slice_records, terms_from, terms_record,
 };
 use crate::config::{EngineConfig, Policy};
 use crate::error::CoreResult;
@@ -67,83 +66,6 @@ pub fn frame(body: &[u8]) -> Vec<u8> {
     bytes.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
     bytes.extend_from_slice(body);
     bytes
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct Body {
-    levels: Vec<String>,
-    policy: String,
-    max_held_gpus_per_owner: Option<u64>,
-    taken_at: f64,
-    nodes: Vec<NodeRecord>,
-    holds: Vec<HoldRecord>,
-    ended: Vec<EndedRecord>,
-}
-
-/// What version 3 adds after the version 2 body.
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct Extension {
-    max_level: Option<String>,
-}
-
-/// What version 4 adds after the version 3 extension: one entry per hold of the body, in
-/// the same order.
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct Shapes {
-    holds: Vec<HoldShape>,
-    /// The GPU groups of the nodes that have them, by node name.
-    nodes: Vec<NodeShape>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct NodeShape {
-    name: String,
-    levels: Vec<String>,
-    paths: Vec<Vec<u32>>,
-}
-
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct HoldShape {
-    /// The request's slice layers (empty without a request or slices).
-    slices: Vec<(String, i64)>,
-    /// The placement's innermost slice paths.
-    placement_slices: Vec<Vec<String>>,
-    /// The request's spread (`"pack"` without a request).
-    spread: String,
-    /// The request's NUMA policy (`"none"` without a request).
-    numa: String,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct NodeRecord {
-    name: String,
-    gpus: u32,
-    path: Vec<String>,
-    labels: Vec<(String, String)>,
-    cordoned: bool,
-    unhealthy: u64,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct HoldRecord {
-    id: u128,
-    committed: bool,
-    expires_at: f64,
-    owner: Option<String>,
-    gpus: Vec<(String, u64)>,
-    pods: Vec<(String, Vec<u32>)>,
-    level: String,
-    domain: Vec<String>,
-    terms: TermsRecord,
-    since: f64,
-    request: Option<RequestRecord>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct EndedRecord {
-    id: u128,
-    ending: u8,
-    owner: Option<String>,
 }
 
 impl Engine {

@@ -126,3 +126,82 @@ pub(super) fn as_snapshot_error(error: CoreError) -> CoreError {
         other => bad(other.to_string()),
     }
 }
+
+// The snapshot body (module `snapshot`): its header-less layout, record by record.
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct Body {
+    pub(super) levels: Vec<String>,
+    pub(super) policy: String,
+    pub(super) max_held_gpus_per_owner: Option<u64>,
+    pub(super) taken_at: f64,
+    pub(super) nodes: Vec<NodeRecord>,
+    pub(super) holds: Vec<HoldRecord>,
+    pub(super) ended: Vec<EndedRecord>,
+}
+
+/// What version 3 adds after the version 2 body.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(super) struct Extension {
+    pub(super) max_level: Option<String>,
+}
+
+/// What version 4 adds after the version 3 extension: one entry per hold of the body, in
+/// the same order.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(super) struct Shapes {
+    pub(super) holds: Vec<HoldShape>,
+    /// The GPU groups of the nodes that have them, by node name.
+    pub(super) nodes: Vec<NodeShape>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct NodeShape {
+    pub(super) name: String,
+    pub(super) levels: Vec<String>,
+    pub(super) paths: Vec<Vec<u32>>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(super) struct HoldShape {
+    /// The request's slice layers (empty without a request or slices).
+    pub(super) slices: Vec<(String, i64)>,
+    /// The placement's innermost slice paths.
+    pub(super) placement_slices: Vec<Vec<String>>,
+    /// The request's spread (`"pack"` without a request).
+    pub(super) spread: String,
+    /// The request's NUMA policy (`"none"` without a request).
+    pub(super) numa: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct NodeRecord {
+    pub(super) name: String,
+    pub(super) gpus: u32,
+    pub(super) path: Vec<String>,
+    pub(super) labels: Vec<(String, String)>,
+    pub(super) cordoned: bool,
+    pub(super) unhealthy: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct HoldRecord {
+    pub(super) id: u128,
+    pub(super) committed: bool,
+    pub(super) expires_at: f64,
+    pub(super) owner: Option<String>,
+    pub(super) gpus: Vec<(String, u64)>,
+    pub(super) pods: Vec<(String, Vec<u32>)>,
+    pub(super) level: String,
+    pub(super) domain: Vec<String>,
+    pub(super) terms: TermsRecord,
+    pub(super) since: f64,
+    pub(super) request: Option<RequestRecord>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct EndedRecord {
+    pub(super) id: u128,
+    pub(super) ending: u8,
+    pub(super) owner: Option<String>,
+}

@@ -1,0 +1,165 @@
+//! Frozen, hashable views of a node and of the whole cluster (`Cluster.node`,
+//! `Cluster.stats`). Each wraps the core's owned value and builds Python objects only when an
+//! attribute is read.
+
+use gangplace_core as model;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+
+use crate::types::{call_repr, dict, py_repr};
+
+/// One node's description and GPU state.
+///
+/// ``free``, ``reserved`` and ``allocated`` are disjoint. ``unhealthy`` lists every unhealthy
+/// GPU: it may overlap ``allocated`` (a GPU that failed after commit stays allocated), never
+/// ``reserved`` or ``free``.
+#[pyclass(frozen, eq, hash, module = "gangplace._gangplace")]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NodeInfo {
+    pub inner: model::NodeInfo,
+}
+
+#[pymethods]
+impl NodeInfo {
+    /// The node's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Its GPU groups (a ``gangplace.NodeTopology``), or ``None``.
+    #[getter]
+    fn gpu_topology<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some((levels, paths)) = &self.inner.gpu_topology else {
+            return Ok(None);
+        };
+        let class = py
+            .import("gangplace.gpu_topology")?
+            .getattr("NodeTopology")?;
+        let levels = PyTuple::new(py, levels)?;
+        let paths: PyResult<Vec<Bound<'py, PyTuple>>> =
+            paths.iter().map(|path| PyTuple::new(py, path)).collect();
+        Ok(Some(class.call1((levels, PyTuple::new(py, paths?)?))?))
+    }
+
+    /// Its GPUs, healthy or not.
+    #[getter]
+    fn gpus(&self) -> u32 {
+        self.inner.gpus
+    }
+
+    /// Level -> domain name, outermost first.
+    #[getter]
+    fn topology<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        dict(py, &self.inner.topology)
+    }
+
+    /// Its labels (a fresh dict).
+    #[getter]
+    fn labels<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        dict(py, &self.inner.labels)
+    }
+
+    /// Whether it takes no new placements.
+    #[getter]
+    fn cordoned(&self) -> bool {
+        self.inner.cordoned
+    }
+
+    /// Healthy GPUs nothing holds.
+    #[getter]
+    fn free<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.inner.free)
+    }
+
+    /// GPU indices held by reservations.
+    #[getter]
+    fn reserved<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.inner.reserved)
+    }
+
+    /// GPU indices held by allocations (possibly unhealthy since).
+    #[getter]
+    fn allocated<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.inner.allocated)
+    }
+
+    /// GPU indices that are never placed on (held or not).
+    #[getter]
+    fn unhealthy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.inner.unhealthy)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let node = &self.inner;
+        let tuple = |items: &[u32]| -> PyResult<String> { py_repr(py, PyTuple::new(py, items)?) };
+        let parts = [
+            py_repr(py, &node.name)?,
+            format!("gpus={}", node.gpus),
+            format!("topology={}", py_repr(py, dict(py, &node.topology)?)?),
+            format!("cordoned={}", py_repr(py, node.cordoned)?),
+            format!("free={}", tuple(&node.free)?),
+            format!("reserved={}", tuple(&node.reserved)?),
+            format!("allocated={}", tuple(&node.allocated)?),
+            format!("unhealthy={}", tuple(&node.unhealthy)?),
+        ];
+        Ok(call_repr("NodeInfo", &parts))
+    }
+}
+
+/// GPU counts over the whole cluster.
+///
+/// ``healthy == total - unhealthy``; ``free`` counts cordoned nodes too; ``unhealthy`` counts
+/// held unhealthy GPUs too.
+#[pyclass(frozen, eq, hash, module = "gangplace._gangplace")]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClusterStats {
+    pub inner: model::ClusterStats,
+}
+
+#[pymethods]
+impl ClusterStats {
+    /// All GPUs.
+    #[getter]
+    fn total(&self) -> u64 {
+        self.inner.total
+    }
+
+    /// ``total - unhealthy``.
+    #[getter]
+    fn healthy(&self) -> u64 {
+        self.inner.healthy
+    }
+
+    /// Healthy GPUs nothing holds (cordoned nodes included).
+    #[getter]
+    fn free(&self) -> u64 {
+        self.inner.free
+    }
+
+    /// GPUs held by reservations.
+    #[getter]
+    fn reserved(&self) -> u64 {
+        self.inner.reserved
+    }
+
+    /// GPUs held by allocations.
+    #[getter]
+    fn allocated(&self) -> u64 {
+        self.inner.allocated
+    }
+
+    /// Unhealthy GPUs, held or not.
+    #[getter]
+    fn unhealthy(&self) -> u64 {
+        self.inner.unhealthy
+    }
+
+    fn __repr__(&self) -> String {
+        let s = &self.inner;
+        format!(
+            "ClusterStats(total={}, healthy={}, free={}, reserved={}, allocated={}, unhealthy={})",
+            s.total, s.healthy, s.free, s.reserved, s.allocated, s.unhealthy
+        )
+    }
+}
