@@ -18,9 +18,17 @@ use crate::limits::MAX_GPUS_PER_NODE;
 
 const COUNTS: usize = MAX_GPUS_PER_NODE as usize + 1;
 
-/// Per domain slot: its generation and, lazily, one remembered answer per free count.
+/// Per domain slot: its generation and, lazily, one remembered answer per free count. Nothing
+/// is allocated until the first answer is remembered, so a what-if copy of the index (which
+/// starts with nothing remembered) costs nothing.
 #[derive(Debug, Default)]
 pub struct TieMemo {
+    slots: usize,
+    inner: OnceLock<Slots>,
+}
+
+#[derive(Debug)]
+struct Slots {
     generations: Vec<u32>,
     answers: Vec<OnceLock<Box<[AtomicU64; COUNTS]>>>,
 }
@@ -29,22 +37,24 @@ impl TieMemo {
     /// A memo for `slots` domain slots, with nothing remembered.
     pub fn new(slots: usize) -> Self {
         Self {
-            // Generations start at 1 so that a slot never written (0) is never current.
-            generations: vec![1; slots],
-            answers: (0..slots).map(|_| OnceLock::new()).collect(),
+            slots,
+            inner: OnceLock::new(),
         }
     }
 
     /// Forgets every answer of `domain` (it or a node below it changed).
     pub fn touch(&mut self, domain: DomainId) {
-        let Some(generation) = self.generations.get_mut(domain as usize) else {
+        let Some(inner) = self.inner.get_mut() else {
+            return; // nothing remembered yet
+        };
+        let Some(generation) = inner.generations.get_mut(domain as usize) else {
             return;
         };
         *generation = generation.wrapping_add(1);
         if *generation == 0 {
             // Wrapped around: an old answer could look current, so drop them all.
             *generation = 1;
-            if let Some(answers) = self.answers.get_mut(domain as usize) {
+            if let Some(answers) = inner.answers.get_mut(domain as usize) {
                 *answers = OnceLock::new();
             }
         }
@@ -52,8 +62,9 @@ impl TieMemo {
 
     /// The remembered answer for `domain` and `free` (`Some(None)`: no such node), if current.
     pub fn get(&self, domain: DomainId, free: u32) -> Option<Option<NodeId>> {
-        let generation = *self.generations.get(domain as usize)?;
-        let slot = self
+        let inner = self.inner.get()?;
+        let generation = *inner.generations.get(domain as usize)?;
+        let slot = inner
             .answers
             .get(domain as usize)?
             .get()?
@@ -68,9 +79,14 @@ impl TieMemo {
 
     /// Remembers the answer for `domain` and `free` at the domain's current generation.
     pub fn set(&self, domain: DomainId, free: u32, node: Option<NodeId>) {
+        let inner = self.inner.get_or_init(|| Slots {
+            // Generations start at 1 so that a slot never written (0) is never current.
+            generations: vec![1; self.slots],
+            answers: (0..self.slots).map(|_| OnceLock::new()).collect(),
+        });
         let (Some(&generation), Some(cell)) = (
-            self.generations.get(domain as usize),
-            self.answers.get(domain as usize),
+            inner.generations.get(domain as usize),
+            inner.answers.get(domain as usize),
         ) else {
             return;
         };
@@ -91,7 +107,10 @@ impl TieMemo {
     /// Every current answer: `(domain, free count, node)` (invariant checks).
     pub fn current(&self) -> Vec<(DomainId, u32, Option<NodeId>)> {
         let mut found = Vec::new();
-        for (domain, cell) in self.answers.iter().enumerate() {
+        let Some(inner) = self.inner.get() else {
+            return found;
+        };
+        for (domain, cell) in inner.answers.iter().enumerate() {
             let (Ok(domain), Some(answers)) = (DomainId::try_from(domain), cell.get()) else {
                 continue;
             };
@@ -108,7 +127,7 @@ impl TieMemo {
 impl Clone for TieMemo {
     /// A memo of the same size with nothing remembered.
     fn clone(&self) -> Self {
-        Self::new(self.generations.len())
+        Self::new(self.slots)
     }
 }
 

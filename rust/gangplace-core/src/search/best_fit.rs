@@ -17,6 +17,10 @@ use super::{Item, Search};
 use crate::capacity::{CapacityView, FreeIndex};
 use crate::ids::{DomainId, NodeId, ROOT};
 
+/// Deepest domains read in rule 3's order at the node level before the remembered winners
+/// take over (they cost a walk of the tree when not yet remembered, a run of 64 does not).
+const RUN_BUDGET: usize = 64;
+
 impl<V: CapacityView> Search<'_, V> {
     /// Best-fit through the index: per level, finest first, the least free entry that holds
     /// `pods`, ties broken by ancestors (unless `by_ancestry` is false: `best-fit-path`) then
@@ -72,13 +76,35 @@ impl<V: CapacityView> Search<'_, V> {
     }
 
     /// The node level: every node with at least `need` free GPUs holds the gang, so rule 3
-    /// picks among the nodes with the least such count by their ancestors, read from the
-    /// remembered winner of each domain (module `capacity::ties`).
+    /// picks among the nodes with the least such count by their ancestors. The deepest
+    /// domains holding such a node are read fewest free first and their run of equally free
+    /// ones compared by ancestry; past [`RUN_BUDGET`] domains read, the pick comes from the
+    /// remembered winner of each domain instead (module `capacity::ties`), so a long run of
+    /// equally free racks costs the same as a short one.
     fn best_node_indexed(&self, index: &FreeIndex, need: u64) -> Option<Item> {
         let node_depth = self.topology.node_depth();
         let (least, _) = index.level(node_depth).at_least(need).next()?;
         let least = u32::try_from(least).ok()?;
-        self.tied_winner(index, ROOT, least).map(Item::Node)
+        let parents = index.level(node_depth - 1).at_least(u64::from(least));
+        let mut best: Option<(u64, DomainId)> = None;
+        for (read, (free, id)) in parents.enumerate() {
+            if read >= RUN_BUDGET {
+                return self.tied_winner(index, ROOT, least).map(Item::Node);
+            }
+            match best {
+                Some((run, _)) if free != run => break,
+                Some((_, other)) => {
+                    let fuller = self.ancestry_order(Item::Domain(id), Item::Domain(other));
+                    if fuller == Ordering::Less && self.has_node_with_free(id, least) {
+                        best = Some((free, id));
+                    }
+                }
+                None if self.has_node_with_free(id, least) => best = Some((free, id)),
+                None => {}
+            }
+        }
+        let (_, parent) = best?;
+        self.first_node_with_free(parent, least).map(Item::Node)
     }
 
     /// Among the nodes of `domain` with exactly `free` free GPUs, rule 3's pick: the one whose
