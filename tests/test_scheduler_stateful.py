@@ -10,15 +10,34 @@ jobs that cycle backfilled, and finds the first end at which the head fits: both
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from gangplace import Cluster, GangRequest, Scheduler, Unschedulable
+from gangplace import Cluster, GangRequest, InvalidRequest, Scheduler, Unschedulable
 
 LEVELS = ("rack",)
+
+# Bad submits: (job id, request, keyword arguments) from a fresh job id.
+BAD_SUBMITS: dict[str, Callable[[str], tuple[Any, Any, dict[str, Any]]]] = {
+    "owner-empty": lambda job: (job, GangRequest(1, 1), {"owner": ""}),
+    "owner-long": lambda job: (job, GangRequest(1, 1), {"owner": "o" * 254}),
+    "owner-multibyte": lambda job: (job, GangRequest(1, 1), {"owner": "é" * 127}),
+    "owner-surrogate": lambda job: (job, GangRequest(1, 1), {"owner": "a\ud800"}),
+    "owner-type": lambda job: (job, GangRequest(1, 1), {"owner": 7}),
+    "id-empty": lambda job: ("", GangRequest(1, 1), {}),
+    "id-long": lambda job: ("j" * 254, GangRequest(1, 1), {}),
+    "id-type": lambda job: (7, GangRequest(1, 1), {}),
+    "request-type": lambda job: (job, (1, 1), {}),
+    "walltime": lambda job: (job, GangRequest(1, 1), {"walltime": -1.0}),
+    "walltime-nan": lambda job: (job, GangRequest(1, 1), {"walltime": math.nan}),
+    "timeout": lambda job: (job, GangRequest(1, 1), {"timeout": math.inf}),
+    "ladder-level": lambda job: (job, GangRequest(1, 1), {"ladder": [(1.0, "spine")]}),
+    "ladder-shape": lambda job: (job, GangRequest(1, 1), {"ladder": [(1.0,)]}),
+}
 
 
 class SchedulerMachine(RuleBasedStateMachine):
@@ -58,6 +77,21 @@ class SchedulerMachine(RuleBasedStateMachine):
         except Unschedulable:
             return
         self.walltimes[job_id] = walltime
+
+    @rule(kind=st.sampled_from(sorted(BAD_SUBMITS)))
+    def submit_bad(self, kind: str) -> None:
+        """A bad argument raises a typed error at submit and queues nothing (issue 25): the
+        ``cycle`` rule after it would raise if it had been queued."""
+        job_id, request, arguments = BAD_SUBMITS[kind](f"bad{self.submitted}")
+        self.submitted += 1
+        pending = [job.job_id for job in self.scheduler.pending()]
+        try:
+            self.scheduler.submit(job_id, request, **arguments)
+        except (InvalidRequest, TypeError):
+            event(f"submit refused: {kind}")
+        else:
+            raise AssertionError(f"submit accepted a bad {kind}")
+        assert [job.job_id for job in self.scheduler.pending()] == pending
 
     @precondition(lambda self: bool(self.scheduler.running()))
     @rule(data=st.data())
@@ -139,3 +173,21 @@ class SchedulerMachine(RuleBasedStateMachine):
 
 TestSchedulerMachine = SchedulerMachine.TestCase
 TestSchedulerMachine.settings = settings(max_examples=600, stateful_step_count=50)
+
+
+def test_a_bad_owner_is_refused_at_submit_and_the_queue_goes_on() -> None:
+    """Issue 25's case: an empty owner used to be queued, then every cycle raised."""
+    cluster = Cluster(LEVELS)
+    for index in range(2):
+        cluster.add_node(f"n{index}", gpus=8, topology={"rack": "r0"})
+    scheduler = Scheduler(cluster, clock=lambda: 0.0)
+    for owner in ("", "x" * 300):
+        try:
+            scheduler.submit("bad", GangRequest(1, 2), owner=owner)
+        except InvalidRequest as error:
+            assert "owner must be 1 to 253 bytes long" in str(error)
+        else:
+            raise AssertionError("accepted")
+    scheduler.submit("good", GangRequest(1, 2), owner="team-a")
+    started = scheduler.cycle(0.0).started
+    assert [job.job_id for job in started] == ["good"]

@@ -13,8 +13,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from gangplace._gangplace import Allocation, Cluster, GangRequest
-from gangplace.errors import DuplicateJob, LimitExceeded, UnknownJob, Unschedulable
+from gangplace.errors import (
+    DuplicateJob,
+    InvalidRequest,
+    LimitExceeded,
+    UnknownJob,
+    Unschedulable,
+)
 from gangplace.reference import spares
+from gangplace.reference.values import MAX_NAME_BYTES
 from gangplace.scheduler.values import Decisions, Moved, Started
 
 __all__ = ["ReferenceScheduler"]
@@ -75,6 +82,9 @@ class ReferenceScheduler:
         ladder: tuple[tuple[float, str | None], ...] = (),
     ) -> None:
         """S2: refuse what can never start; otherwise queue it, its wait beginning now."""
+        for what, name in (("job_id", job_id), ("owner", owner)):
+            if name is not None and not 1 <= len(name.encode("utf-8")) <= MAX_NAME_BYTES:
+                raise InvalidRequest(f"{what} must be 1 to {MAX_NAME_BYTES} bytes long")
         if any(job.job_id == job_id for job in self.pending + self.running):
             raise DuplicateJob(job_id)
         levels = [request.required_level, *(level for _, level in ladder)]

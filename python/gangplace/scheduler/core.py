@@ -21,7 +21,7 @@ from gangplace.errors import (
     UnknownJob,
     Unschedulable,
 )
-from gangplace.scheduler.admission import EmptyTwin, every_form, relaxed
+from gangplace.scheduler.admission import EmptyTwin, checked_name, every_form, relaxed
 from gangplace.scheduler.cycle import run_cycle
 from gangplace.scheduler.metrics import SchedulerMetrics
 from gangplace.scheduler.queue import PendingQueue, QueuedJob, shadow_time
@@ -143,16 +143,17 @@ class Scheduler:
             Unschedulable: It cannot fit even the empty, all-healthy cluster (or its
                 owner's quota); it is not queued. ``.reason`` says why.
             DuplicateJob: ``job_id`` is pending or running.
-            InvalidRequest: Bad walltime, timeout or ladder, or an unknown level.
+            InvalidRequest: A ``job_id`` or ``owner`` that is empty or over 253 bytes of
+                UTF-8 (the engine's limit for names), a bad walltime, timeout or ladder, or
+                an unknown level. Nothing is queued.
             TypeError: Wrong argument types.
 
         """
-        if not isinstance(job_id, str) or not job_id:
-            raise TypeError("job_id must be a non-empty str")
+        checked_name("job_id", job_id)
         if not isinstance(request, GangRequest):
             raise TypeError(f"request must be a GangRequest, not {type(request).__name__}")
-        if owner is not None and not isinstance(owner, str):
-            raise TypeError("owner must be a str or None")
+        if owner is not None:
+            checked_name("owner", owner)
         if job_id in self._queue.by_id or job_id in self._running:
             raise DuplicateJob(f"job {job_id!r} is already pending or running")
         walltime = _seconds("walltime", walltime, positive=True)
