@@ -93,6 +93,32 @@ class SchedulerMachine(RuleBasedStateMachine):
             raise AssertionError(f"submit accepted a bad {kind}")
         assert [job.job_id for job in self.scheduler.pending()] == pending
 
+    @precondition(lambda self: len(self.scheduler) > 0)
+    @rule(data=st.data())
+    def cancel(self, data: Any) -> None:
+        """Cancels a pending or a running job (issue 25: cycles go on after any of these)."""
+        jobs = [job.job_id for job in self.scheduler.pending()]
+        jobs += [job.job_id for job in self.scheduler.running()]
+        job_id = data.draw(st.sampled_from(sorted(jobs)))
+        was_running = job_id in {job.job_id for job in self.scheduler.running()}
+        assert self.scheduler.cancel(job_id) == was_running  # True: its GPUs were released
+        assert job_id not in {job.job_id for job in self.scheduler.pending()}
+        assert job_id not in {job.job_id for job in self.scheduler.running()}
+
+    @precondition(lambda self: bool(self.scheduler.running()))
+    @rule(data=st.data())
+    def requeue(self, data: Any) -> None:
+        """Ends a running job and queues it again."""
+        job = data.draw(st.sampled_from(self.scheduler.running()))
+        self.scheduler.requeue(job.job_id, self.now)
+        assert job.job_id in {pending.job_id for pending in self.scheduler.pending()}
+
+    @rule(node=st.integers(0, 5), gpu=st.integers(0, 3), healthy=st.booleans())
+    def gpu_health(self, node: int, gpu: int, healthy: bool) -> None:
+        """A GPU fails or recovers, also under a running job (its allocation keeps it)."""
+        self.cluster.set_gpu_health(f"n{node}", gpu, healthy)
+        event("gpu " + ("recovers" if healthy else "fails"))
+
     @precondition(lambda self: bool(self.scheduler.running()))
     @rule(data=st.data())
     def finish(self, data: Any) -> None:
