@@ -3,9 +3,10 @@
 Past 64 deepest domains in a run of equally free ones, the engine reads rule 3's pick from
 per-domain remembered winners (``capacity/ties.rs``) instead of walking the run. A cluster
 of 2 spines x 50 racks x 2 nodes where every node has one free GPU makes every one-GPU search
-take that path; random reservations, rollbacks, health flips and cordons keep changing it,
-and after each step the engine's placement must be the reference's and ``check_invariants``
-(which recomputes every remembered winner) must pass.
+take that path, for the whole cluster and for a selector's pool (racks r07 are left out of
+it); random reservations, rollbacks, health flips and cordons keep changing it, and after
+each step the engine's placements must be the reference's and ``check_invariants`` (which
+recomputes every remembered winner, the pool's too) must pass.
 """
 
 from __future__ import annotations
@@ -33,7 +34,11 @@ def _twins() -> tuple[Any, Any]:
         for name in NAMES:
             spine, rack, _ = name.split("-")
             cluster.add_node(
-                name, gpus=GPUS, topology={"spine": spine, "rack": rack}, unhealthy=[1]
+                name,
+                gpus=GPUS,
+                topology={"spine": spine, "rack": rack},
+                labels={"kind": "gpu" if rack != "r07" else "other"},
+                unhealthy=[1],
             )
     return clusters
 
@@ -69,8 +74,9 @@ def test_remembered_tie_breaks_agree_with_the_reference(steps: list[tuple[Any, .
         elif step[0] == "cordon":
             for cluster in (engine, oracle):
                 (cluster.cordon if step[2] else cluster.uncordon)(step[1])
-        engine.check_invariants()
-        got, expected = engine.place_gang(GangRequest(1, 1)), oracle.place_gang(GangRequest(1, 1))
-        assert (got is None) == (expected is None)
-        if got is not None:
-            assert as_tuple(got) == as_tuple(expected)
+        for request in (GangRequest(1, 1), GangRequest(1, 1, selector={"kind": "gpu"})):
+            got, expected = engine.place_gang(request), oracle.place_gang(request)
+            assert (got is None) == (expected is None)
+            if got is not None:
+                assert as_tuple(got) == as_tuple(expected)
+        engine.check_invariants()  # also the selector pool's remembered picks

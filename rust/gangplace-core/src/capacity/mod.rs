@@ -158,6 +158,11 @@ impl Capacity {
         self.pools.ensure(topology, states, selector);
     }
 
+    /// The selectors whose pools are kept (invariant checks).
+    pub fn pool_selectors(&self) -> impl Iterator<Item = &[(String, String)]> {
+        self.pools.selectors()
+    }
+
     /// The aggregate of a domain (over every feasible node).
     pub fn aggregate(&self, domain: DomainId) -> &Aggregate {
         &self.aggregates[domain as usize]

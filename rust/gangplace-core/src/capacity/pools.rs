@@ -65,6 +65,11 @@ impl Pools {
             .find(|pool| pool.selector == selector)
     }
 
+    /// The selectors of the pools kept, in the order they were made (invariant checks).
+    pub fn selectors(&self) -> impl Iterator<Item = &[(String, String)]> {
+        self.pools.iter().map(|(_, pool)| pool.selector.as_slice())
+    }
+
     /// Whether `node` belongs to `pool`.
     pub fn contains(&self, pool: &SelectorPool, node: NodeId) -> bool {
         is_member(&self.membership, pool.bit, node)

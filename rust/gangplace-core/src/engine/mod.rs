@@ -438,6 +438,16 @@ impl Engine {
                 .check_ties(index)
                 .map_err(internal)?;
         }
+        for selector in self.capacity.pool_selectors() {
+            let Some(pool) = self.capacity.selector_view(&self.states, selector) else {
+                continue;
+            };
+            if let Some(index) = pool.index().filter(|index| !index.is_stale()) {
+                Search::new(&self.topology, &pool, 1)
+                    .check_ties(index)
+                    .map_err(internal)?;
+            }
+        }
         self.ledger.check_holders().map_err(internal)?;
         if self.states.totals() != self.states.recount() {
             return Err(internal("the GPU totals drifted from the nodes"));
