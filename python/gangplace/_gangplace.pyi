@@ -693,8 +693,11 @@ class Explanation:
     def failed_group(self) -> tuple[str, str] | None:
         """Multi-role gangs that do not fit: ``(group, why)`` of the first failing group.
 
-        The first group that failed in the first candidate of the coarsest level tried;
-        ``None`` otherwise (or when that level had no domain with the unit's GPUs free).
+        The first group that failed in the first candidate of the coarsest level tried. When
+        that level had no domain with the unit's GPUs free, the first group (placing order)
+        that no domain of that level holds even alone, with ``why`` reading ``cannot fit even
+        alone: the cluster holds 2 of its 3 pods``; ``None`` when the unit fits or every group
+        fits alone (README, "Multi-role gangs", rule 6).
         """
     @property
     def levels(self) -> tuple[LevelExplanation, ...]:

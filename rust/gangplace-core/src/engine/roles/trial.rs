@@ -187,16 +187,14 @@ impl<'e, 'v> Trial<'e, 'v> {
         let mut taken: Vec<(NodeId, GpuSet)> = Vec::new();
         let mut plans: Vec<Option<Plan>> = (0..count).map(|_| None).collect();
         for &group in &self.resolved.order {
-            let mut turn = vec![(group, None)];
-            if let Some(pin) = pin {
-                if group == pin.group {
-                    continue; // placed at its anchor's turn
-                }
-                if group == pin.anchor {
-                    turn.insert(0, (pin.group, Some((pin.depth, pin.domain))));
-                }
+            if pin.is_some_and(|pin| pin.group == group) {
+                continue; // placed at its anchor's turn
             }
-            for (group, forced) in turn {
+            // The pinned follower goes just before its anchor, in its forced domain.
+            let follower = pin
+                .filter(|pin| pin.anchor == group)
+                .map(|pin| (pin.group, Some((pin.depth, pin.domain))));
+            for (group, forced) in follower.into_iter().chain([(group, None)]) {
                 let probe = self.search(group, &self.views[group]);
                 let (target, anchor) = match forced {
                     Some(target) => (target, None),
