@@ -24,10 +24,14 @@ step "mypy --strict"
 mypy
 step "stubtest"
 python -m mypy.stubtest gangplace._gangplace
-step "pytest"
+# One pytest worker per core (pytest-xdist): on the 2-core CI machine this halves the
+# longest stage. GANGPLACE_TEST_WORKERS=0 runs everything in one process.
+workers="${GANGPLACE_TEST_WORKERS:-auto}"
+step "pytest (workers: $workers)"
 status=0
 GANGPLACE_HYPOTHESIS_PROFILE="${GANGPLACE_HYPOTHESIS_PROFILE:-ci}" \
-    python -m pytest tests benches --benchmark-disable --timeout=300 -p no:cacheprovider || status=$?
+    python -m pytest tests benches --benchmark-disable --timeout=300 -p no:cacheprovider \
+    -n "$workers" || status=$?
 if [ "$status" -eq 5 ]; then
     echo "pytest collected no tests: failing" >&2
 fi

@@ -8,7 +8,7 @@ earlier ones took: for a slice gang the lost ranks of each innermost slice, insi
 slice's domain (slices in rank order); otherwise the lost ranks of one pod size and group,
 largest pods first, inside the placement's domain, or with ``widen`` the smallest enclosing
 domain up to the request's coarsest level where every class fits. The Rust core
-(``engine/repair.rs``, ``engine/repair_commit.rs``) must give the same answers.
+(``repair/mod.rs``, ``repair/commit.rs``) must give the same answers.
 """
 
 from __future__ import annotations

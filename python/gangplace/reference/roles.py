@@ -10,7 +10,7 @@ candidate is tried once more with that follower placed there just before its anc
 anchor (without slices) filling what that domain still holds first. The first candidate
 where every group and every colocation succeeds wins. If no level holds the full unit, the
 coarsest level is tried again with every elastic group at its ``min_pods``. The Rust core
-(``engine/roles/``) must give the same answers.
+(``roles/``) must give the same answers.
 """
 
 from __future__ import annotations

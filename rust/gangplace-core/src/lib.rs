@@ -17,18 +17,22 @@
 //! - `capacity`: what is derived from both (aggregates, free-GPU index, selector pools),
 //!   updated once per mutation from the change records.
 //! - `search`: the placement rules over a capacity view (the cluster's, a selector's, or a
-//!   what-if overlay of either).
+//!   what-if overlay of either); `search::removal`, who must make room for a gang (the
+//!   removal sets of preemption and defragmentation).
 //! - `intranode`: GPU groups inside a node (NUMA, PCIe) and the GPUs a pod takes there.
 //! - `shapes`: gang shapes (slice layers: validation and resolution against a topology).
-//! - `roles`: multi-role gangs (groups and colocations: validation; the search is
-//!   `engine::roles`).
-//! - `preemption`: who must make room for a gang (preemption and defragmentation sets).
 //! - `ledger`: reservations, allocations, expiry, ended holds, holders per node.
-//! - `engine`: the operations ([`Engine`]), with `engine::transactions`, `engine::explain`,
-//!   `engine::preemption`, `engine::defrag` and `engine::snapshot`.
+//! - `engine`: what every operation shares: [`Engine`] and its state, with
+//!   `engine::transactions`, `engine::adopt`, `engine::explain` (the frame), `engine::removal`
+//!   (who may be removed), `engine::ranks` and `engine::records` (shared snapshot records).
+//! - One folder per concept, each depending on `engine` and never the reverse, with its
+//!   operations, types and snapshot records: `preemption` (with `defrag`), `roles` (multi-role
+//!   units; their request types are `model::roles`), `repair` (with spares), `snapshot` (the
+//!   versioned format); and `batch` (`place_many`, `reserve_many` over any requests).
 //! - `testing` (feature `testing` only): operation scripts, the snapshot framing for the
 //!   fuzzers, and the failpoint.
 
+mod batch;
 mod capacity;
 mod config;
 mod engine;
@@ -40,8 +44,11 @@ mod level_name;
 mod limits;
 mod model;
 mod preemption;
+mod repair;
+mod roles;
 mod search;
 mod shapes;
+mod snapshot;
 mod spares;
 mod state;
 mod topology;
@@ -52,7 +59,6 @@ pub mod testing;
 pub use config::{EngineConfig, Policy};
 pub use engine::Engine;
 pub use engine::explain::{Exclusions, Explanation, LevelExplanation};
-pub use engine::snapshot::{FORMAT_VERSION as SNAPSHOT_FORMAT_VERSION, MAGIC as SNAPSHOT_MAGIC};
 pub use error::{CoreError, CoreResult};
 pub use ids::{CLUSTER_LEVEL, GpuIndexError, GpuSet, HoldId, NODE_LEVEL};
 pub use intranode::{GpuTopology, MAX_GPU_LEVELS};
@@ -68,4 +74,5 @@ pub use model::{
 };
 pub use model::{AnyRequest, Colocation, MAX_GROUPS, MultiGangRequest};
 pub use shapes::{Numa, SliceLayer, Spread};
+pub use snapshot::{FORMAT_VERSION as SNAPSHOT_FORMAT_VERSION, MAGIC as SNAPSHOT_MAGIC};
 pub use topology::NodeSpec;

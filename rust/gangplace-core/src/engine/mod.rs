@@ -4,23 +4,19 @@
 //! then applies its change; the nodes it changed are handed to the capacity views once, at
 //! the end ([`Engine::apply`]).
 //!
-//! Submodules: [`transactions`] (reserve, commit, rollback, release, listings, batches),
-//! [`explain`] (why a gang fits or not), [`snapshot`] (the versioned state format).
+//! Submodules, what every operation shares: [`transactions`] (reserve, commit, rollback,
+//! release, listings), [`adopt`], [`explain`] (the frame and one-gang explanations),
+//! [`removal`] (who may be removed, and for what), [`ranks`] (what a hold's ranks have lost),
+//! [`records`] (snapshot records every concept uses). The concepts (`crate::preemption`,
+//! `crate::roles`, `crate::repair`, `crate::snapshot`) add their operations to [`Engine`] in
+//! their own folders.
 
 pub(crate) mod adopt;
-pub(crate) mod defrag;
 pub(crate) mod explain;
-pub(crate) mod preemption;
-mod ranks;
-pub(crate) mod repair;
-mod repair_commit;
-mod repair_preempt;
-mod repair_snapshot;
-mod repair_spares;
-pub(crate) mod roles;
+pub(crate) mod ranks;
+pub(crate) mod records;
+pub(crate) mod removal;
 mod search_ops;
-pub(crate) mod snapshot;
-mod snapshot_records;
 pub(crate) mod transactions;
 
 use std::sync::Arc;
@@ -43,11 +39,11 @@ use search_ops::search_over;
 /// A cluster: topology, GPU state and holds.
 #[derive(Debug)]
 pub struct Engine {
-    config: EngineConfig,
-    topology: Topology,
-    states: NodeStates,
-    capacity: Capacity,
-    ledger: Ledger,
+    pub(crate) config: EngineConfig,
+    pub(crate) topology: Topology,
+    pub(crate) states: NodeStates,
+    pub(crate) capacity: Capacity,
+    pub(crate) ledger: Ledger,
 }
 
 impl Engine {
@@ -103,7 +99,7 @@ impl Engine {
     }
 
     /// Hands a mutation's change records to the capacity views.
-    fn apply(&mut self, changes: &Changes) {
+    pub(crate) fn apply(&mut self, changes: &Changes) {
         self.capacity.apply(&self.topology, changes);
     }
 
@@ -114,7 +110,7 @@ impl Engine {
     }
 
     /// Ends a live hold and updates the views.
-    fn end_hold(&mut self, id: HoldId, ending: Ending) {
+    pub(crate) fn end_hold(&mut self, id: HoldId, ending: Ending) {
         let mut changes = Changes::new();
         self.ledger.end(&mut self.states, &mut changes, id, ending);
         self.apply(&changes);

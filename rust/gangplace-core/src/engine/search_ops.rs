@@ -6,7 +6,7 @@ use crate::capacity::{Capacity, CapacityView};
 use crate::config::Policy;
 use crate::error::{CoreResult, internal};
 use crate::model::GangRequest;
-use crate::preemption::{Candidates, Choice, Found, World};
+use crate::search::removal::{Candidates, Choice, Found, World};
 use crate::search::{Demand, Item, LevelBest, Plan, Search};
 use crate::shapes::Layers;
 use crate::state::NodeStates;
@@ -84,15 +84,15 @@ impl<V: CapacityView> SearchOps for Search<'_, V> {
         candidates: &Candidates,
         max_members: Option<usize>,
     ) -> CoreResult<Option<Found>> {
-        crate::preemption::find(self, demand, candidates, max_members)
+        crate::search::removal::find(self, demand, candidates, max_members)
     }
 
     fn removal_at(&self, depth: usize, pods: u64, candidates: &Candidates) -> Option<(u64, i32)> {
-        crate::preemption::best_at(self, candidates, depth, pods)
+        crate::search::removal::best_at(self, candidates, depth, pods)
     }
 
     fn removal_choices(&self, candidates: &Candidates, depth: usize, pods: u64) -> Vec<Choice> {
-        crate::preemption::all_at(self, candidates, depth, pods)
+        crate::search::removal::all_at(self, candidates, depth, pods)
     }
 
     fn place_after_removal(
@@ -103,7 +103,7 @@ impl<V: CapacityView> SearchOps for Search<'_, V> {
         item: Item,
         pods: u64,
     ) -> CoreResult<Plan> {
-        crate::preemption::place_after_removal(self, candidates, members, depth, item, pods)
+        crate::search::removal::place_after_removal(self, candidates, members, depth, item, pods)
     }
 
     fn plan_in_world(
@@ -112,6 +112,6 @@ impl<V: CapacityView> SearchOps for Search<'_, V> {
         demand: &Demand,
         policy: Policy,
     ) -> CoreResult<Option<Plan>> {
-        crate::preemption::plan_in_world(self, world, demand, policy)
+        crate::search::removal::plan_in_world(self, world, demand, policy)
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! This module holds the request side: the groups and colocations as given and their
 //! validation when the request is built. Level names are resolved when it is placed
-//! (`engine::roles`), which also holds the search.
+//! (`crate::roles`), which also holds the search.
 
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;

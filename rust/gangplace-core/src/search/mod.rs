@@ -23,6 +23,7 @@ mod balanced;
 mod best_fit;
 mod candidates;
 mod fill;
+pub(crate) mod removal;
 mod slices;
 
 /// A domain or a node: the things a level is made of.

@@ -5,4 +5,4 @@
 
 pub mod script;
 
-pub use crate::engine::snapshot::frame as frame_snapshot;
+pub use crate::snapshot::frame as frame_snapshot;

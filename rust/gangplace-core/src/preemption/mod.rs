@@ -1,18 +1,22 @@
 //! Priority preemption as operations: `plan_preemption` (a pure query), `preempt` (one
 //! re-validated mutation), and `capacity_for` (how many copies of a gang fit now). The sets
-//! themselves are chosen by [`crate::preemption`].
+//! themselves are chosen by [`crate::search::removal`].
+
+mod defrag;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::Engine;
-use super::transactions::{NewHold, Owner, check_owner, check_ttl, gpus_by_node, held_gpus};
+use crate::engine::Engine;
+use crate::engine::removal::Purpose;
+use crate::engine::transactions::{
+    NewHold, Owner, check_owner, check_ttl, gpus_by_node, held_gpus,
+};
 use crate::error::{CoreResult, internal, texts};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, HoldState};
 use crate::model::AnyRequest;
 use crate::model::{GangRequest, Placement, PreemptionPlan, RemovalLimits, Reservation};
-use crate::preemption::Candidates;
 use crate::search::Plan;
 use crate::state::Changes;
 
@@ -21,50 +25,7 @@ pub(crate) type FreedGpus = HashMap<NodeId, GpuSet>;
 /// GPUs about to be given back, per owner (`None`: holds without an owner).
 pub(crate) type ReturnedGpus = HashMap<Option<Arc<str>>, u64>;
 
-/// Which allocations may be removed, and for what.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Purpose {
-    /// Victims of preemption: preemptible, priority strictly below the request's.
-    Preemption,
-    /// Movers of defragmentation: movable, priority at most the request's.
-    Defragmentation,
-}
-
 impl Engine {
-    /// The live allocations that `purpose` may remove for `request`, by id.
-    pub(crate) fn candidates(
-        &self,
-        priority: i32,
-        limits: &RemovalLimits,
-        purpose: Purpose,
-        now: f64,
-    ) -> Candidates {
-        let mut candidates = Candidates::default();
-        // Any order here: the candidates are sorted by id below, before anything decides.
-        for (id, hold) in self.ledger.live_holds() {
-            let eligible = match purpose {
-                Purpose::Preemption => hold.terms.preemptible && hold.terms.priority < priority,
-                Purpose::Defragmentation => hold.terms.movable && hold.terms.priority <= priority,
-            };
-            let exempt = hold
-                .owner
-                .as_deref()
-                .is_some_and(|owner| limits.exempt_owners.iter().any(|e| e == owner));
-            let old_enough = now - hold.since >= limits.min_runtime;
-            if hold.state != HoldState::Committed || !eligible || exempt || !old_enough {
-                continue;
-            }
-            let states = &self.states;
-            let freed = hold
-                .gpus_by_node
-                .iter()
-                .map(|&(node, gpus)| (node, gpus & !states.get(node).unhealthy));
-            candidates.push(id, hold.terms.priority, hold.since, hold.gpu_count(), freed);
-        }
-        candidates.sort_by_id();
-        candidates
-    }
-
     /// The plan of a gang that fits as it is: no victims.
     fn plan_without_victims(&self, request: &Arc<GangRequest>, plan: &Plan) -> PreemptionPlan {
         PreemptionPlan {

@@ -9,14 +9,14 @@
 
 use std::collections::BTreeMap;
 
-use super::Engine;
-use super::preemption::Purpose;
-use super::repair::{Knobs, RepairClass};
+use super::{Knobs, RepairClass};
+use crate::engine::Engine;
+use crate::engine::removal::Purpose;
 use crate::error::{CoreResult, internal};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::Hold;
 use crate::model::{PodPlacement, RemovalLimits};
-use crate::preemption::{Candidates, removal_order};
+use crate::search::removal::{Candidates, removal_order};
 
 /// Victims (sorted by id) and the replacements once they are gone.
 type Preempted = (Vec<HoldId>, Vec<(u64, PodPlacement)>);

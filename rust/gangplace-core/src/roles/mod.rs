@@ -30,6 +30,7 @@ use crate::engine::transactions::{
 };
 
 mod defrag;
+mod explain;
 mod preemption;
 pub(crate) mod snapshot;
 mod trial;

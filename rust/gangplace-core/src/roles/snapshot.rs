@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::snapshot_records::{
+use crate::engine::records::{
     RequestRecord, TermsRecord, as_snapshot_error, bad, request_from, request_record,
     slice_records, terms_from, terms_record,
 };

@@ -12,13 +12,13 @@ use std::sync::Arc;
 
 use super::{Resolved, RolesPlan, group_views, plan_roles_in};
 use crate::capacity::CapacityView;
-use crate::engine::preemption::Purpose;
+use crate::engine::removal::Purpose;
 use crate::engine::{Engine, Scratch};
 use crate::error::{CoreResult, internal};
 use crate::ids::{HoldId, NodeId};
 use crate::model::{AnyRequest, MultiGangRequest};
 use crate::model::{PreemptionPlan, RemovalLimits};
-use crate::preemption::{Candidates, RemovalKey, removal_key};
+use crate::search::removal::{Candidates, RemovalKey, removal_key};
 use crate::search::{Item, Search};
 
 /// The set chosen in one domain: members (indices into the candidates) in removal order.
@@ -320,10 +320,10 @@ impl<'e> UnitSearch<'e> {
         }
     }
 
-    /// P4's order (`crate::preemption::removal_order`).
+    /// P4's order (`crate::search::removal::removal_order`).
     fn removal_order(&self, (a, freed_a): Touching, (b, freed_b): Touching) -> Ordering {
         let (x, y) = (&self.candidates[a], &self.candidates[b]);
-        crate::preemption::removal_order((x, freed_a), (y, freed_b))
+        crate::search::removal::removal_order((x, freed_a), (y, freed_b))
     }
 
     /// P5's key of a choice.

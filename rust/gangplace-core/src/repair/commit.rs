@@ -10,9 +10,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::Engine;
-use super::ranks::{lost_ranks, slice_of};
-use super::transactions::{
+use crate::engine::Engine;
+use crate::engine::ranks::{lost_ranks, slice_of};
+use crate::engine::transactions::{
     Owner, allocation_of, check_owner, check_ttl, gpus_by_node, held_gpus, reservation_of,
 };
 use crate::error::{CoreError, CoreResult, internal, invalid, texts};

@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::Engine;
-use super::preemption::Purpose;
-use super::transactions::{NewHold, Owner, check_owner, check_ttl, held_gpus};
+use crate::engine::Engine;
+use crate::engine::removal::Purpose;
+use crate::engine::transactions::{NewHold, Owner, check_owner, check_ttl, held_gpus};
 use crate::error::{CoreResult, internal, texts};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, Hold};
@@ -15,7 +15,7 @@ use crate::model::AnyRequest;
 use crate::model::{
     DefragOptions, DefragPlan, GangRequest, Move, Placement, RemovalLimits, Reservation,
 };
-use crate::preemption::{Candidate, Candidates, Choice, World};
+use crate::search::removal::{Candidate, Candidates, Choice, World};
 use crate::search::{Demand, Item, Plan};
 use crate::state::Changes;
 
@@ -37,7 +37,7 @@ impl Engine {
         options: DefragOptions,
         now: f64,
     ) -> CoreResult<Option<DefragPlan>> {
-        super::preemption::refuse_unsupported_shapes(request, "plan_defrag")?;
+        super::refuse_unsupported_shapes(request, "plan_defrag")?;
         let (demand, plan) = self.plan(request, now)?;
         if let Some(plan) = plan {
             let placement = Arc::new(self.placement(&plan));

@@ -4,9 +4,9 @@
 //! innermost slice domain, spares in the order the allocation lists them); and
 //! `reserve_spares`, which holds new spares for an allocation.
 
-use super::Engine;
-use super::repair::{Knobs, RepairClass};
-use super::transactions::{Owner, allocation_of};
+use super::{Knobs, RepairClass};
+use crate::engine::Engine;
+use crate::engine::transactions::{Owner, allocation_of};
 use crate::error::{CoreResult, internal, invalid, texts};
 use crate::ids::HoldId;
 use crate::ledger::Hold;

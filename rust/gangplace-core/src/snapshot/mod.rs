@@ -22,25 +22,27 @@
 //! limits, GPU indices, no GPU held twice, no reservation on an unhealthy GPU). The new
 //! engine is returned only when all of it passed: there is never a half-built cluster.
 
+mod body;
+
 use std::sync::Arc;
 
-use super::Engine;
-use super::repair_snapshot::{HoldRepairs, Repairs, hold_repairs, link_from, spares_from};
-use super::roles::snapshot::{HoldRoles, Roles, hold_roles, roles_from};
-use super::snapshot_records::{
-    Body, EndedRecord, Extension, HoldRecord, HoldShape, NodeRecord, NodeShape, Shapes,
+use crate::config::{EngineConfig, Policy};
+use crate::engine::Engine;
+use crate::engine::records::{
     as_snapshot_error, bad, ending_code, ending_from, owner_from, pod_from_record, request_from,
     request_record, slice_records, terms_from, terms_record,
 };
-use crate::config::{EngineConfig, Policy};
 use crate::error::CoreResult;
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{EndedHold, Hold, HoldState};
 use crate::limits::REMEMBERED_ENDED_HOLDS;
 use crate::model::Placement;
+use crate::repair::snapshot::{HoldRepairs, Repairs, hold_repairs, link_from, spares_from};
+use crate::roles::snapshot::{HoldRoles, Roles, hold_roles, roles_from};
 use crate::shapes::{Numa, Spread};
 use crate::state::Changes;
 use crate::topology::NodeSpec;
+use body::{Body, EndedRecord, Extension, HoldRecord, HoldShape, NodeRecord, NodeShape, Shapes};
 
 /// First bytes of every snapshot.
 pub const MAGIC: &[u8; 8] = b"GANGPLCE";

@@ -14,12 +14,17 @@
 //! every class fits. Inside a target the pods follow rules 4-6; the new pods go to the lost
 //! ranks in rank order.
 
+mod commit;
+mod preempt;
+pub(crate) mod snapshot;
+mod spares;
+
 use std::collections::BTreeMap;
 
-use super::Engine;
-use super::ranks::{lost_ranks, slice_index, spare_matches};
-use super::transactions::Owner;
 use crate::capacity::{CapacityView, Overlay};
+use crate::engine::Engine;
+use crate::engine::ranks::{lost_ranks, slice_index, spare_matches};
+use crate::engine::transactions::Owner;
 use crate::error::{CoreError, CoreResult, invalid};
 use crate::ids::{DomainId, GpuSet, HoldId, NodeId, ROOT};
 use crate::ledger::{Hold, HoldState};

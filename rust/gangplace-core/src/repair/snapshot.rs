@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::snapshot_records::{bad, pod_from_record};
+use crate::engine::records::{bad, pod_from_record};
 use crate::error::CoreResult;
 use crate::ids::HoldId;
 use crate::ledger::{Hold, RepairLink};
@@ -16,13 +16,13 @@ use crate::model::PodPlacement;
 
 /// One entry per hold of the body.
 #[derive(Debug, Default, Serialize, Deserialize)]
-pub(super) struct Repairs {
+pub(crate) struct Repairs {
     pub holds: Vec<HoldRepairs>,
 }
 
 /// A hold's spares and repair link.
 #[derive(Debug, Default, Serialize, Deserialize)]
-pub(super) struct HoldRepairs {
+pub(crate) struct HoldRepairs {
     /// The request's `spares` (0 without a request).
     pub request_spares: u64,
     /// The placement's spare pods.
@@ -34,7 +34,7 @@ pub(super) struct HoldRepairs {
 }
 
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) struct LinkRecord {
+pub(crate) struct LinkRecord {
     allocation: u128,
     ranks: Vec<u64>,
     spares: Vec<(u64, String, Vec<u32>)>,
@@ -45,7 +45,7 @@ fn pod_record(pod: &PodPlacement) -> (String, Vec<u32>) {
 }
 
 /// The entry of a live hold.
-pub(super) fn hold_repairs(hold: &Hold) -> HoldRepairs {
+pub(crate) fn hold_repairs(hold: &Hold) -> HoldRepairs {
     HoldRepairs {
         request_spares: hold.request.as_deref().map_or(0, |request| request.spares),
         group_spares: (hold.roles.as_deref())
@@ -68,14 +68,14 @@ pub(super) fn hold_repairs(hold: &Hold) -> HoldRepairs {
 }
 
 /// A restored hold's spare pods (affinities are set by the caller).
-pub(super) fn spares_from(entry: &HoldRepairs) -> CoreResult<Vec<PodPlacement>> {
+pub(crate) fn spares_from(entry: &HoldRepairs) -> CoreResult<Vec<PodPlacement>> {
     let pods = entry.spares.iter();
     pods.map(|(node, gpus)| pod_from_record(node.clone(), gpus))
         .collect()
 }
 
 /// A restored hold's repair link.
-pub(super) fn link_from(entry: Option<LinkRecord>) -> CoreResult<Option<Arc<RepairLink>>> {
+pub(crate) fn link_from(entry: Option<LinkRecord>) -> CoreResult<Option<Arc<RepairLink>>> {
     let Some(record) = entry else {
         return Ok(None);
     };

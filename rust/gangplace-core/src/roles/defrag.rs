@@ -8,13 +8,13 @@ use std::sync::Arc;
 
 use super::preemption::UnitSearch;
 use crate::engine::Engine;
-use crate::engine::preemption::Purpose;
+use crate::engine::removal::Purpose;
 use crate::error::CoreResult;
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::model::{AnyRequest, MultiGangRequest};
 use crate::model::{DefragOptions, DefragPlan, RemovalLimits};
-use crate::preemption::Candidate;
 use crate::search::Plan;
+use crate::search::removal::Candidate;
 
 /// D3's key: moves, moved GPUs, evictions, path of the unit's domain.
 type DefragKey = (usize, u64, usize, Vec<String>);

@@ -1,0 +1,53 @@
+//! Who may be removed, and for what: the candidates of preemption and defragmentation, which
+//! the preemption, defragmentation, repair and multi-role operations and `explain` share. The
+//! sets themselves are chosen by [`crate::search::removal`].
+
+use super::Engine;
+use crate::ledger::HoldState;
+use crate::model::RemovalLimits;
+use crate::search::removal::Candidates;
+
+/// Which allocations may be removed, and for what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    /// Victims of preemption: preemptible, priority strictly below the request's.
+    Preemption,
+    /// Movers of defragmentation: movable, priority at most the request's.
+    Defragmentation,
+}
+
+impl Engine {
+    /// The live allocations that `purpose` may remove for `request`, by id.
+    pub(crate) fn candidates(
+        &self,
+        priority: i32,
+        limits: &RemovalLimits,
+        purpose: Purpose,
+        now: f64,
+    ) -> Candidates {
+        let mut candidates = Candidates::default();
+        // Any order here: the candidates are sorted by id below, before anything decides.
+        for (id, hold) in self.ledger.live_holds() {
+            let eligible = match purpose {
+                Purpose::Preemption => hold.terms.preemptible && hold.terms.priority < priority,
+                Purpose::Defragmentation => hold.terms.movable && hold.terms.priority <= priority,
+            };
+            let exempt = hold
+                .owner
+                .as_deref()
+                .is_some_and(|owner| limits.exempt_owners.iter().any(|e| e == owner));
+            let old_enough = now - hold.since >= limits.min_runtime;
+            if hold.state != HoldState::Committed || !eligible || exempt || !old_enough {
+                continue;
+            }
+            let states = &self.states;
+            let freed = hold
+                .gpus_by_node
+                .iter()
+                .map(|&(node, gpus)| (node, gpus & !states.get(node).unhealthy));
+            candidates.push(id, hold.terms.priority, hold.since, hold.gpu_count(), freed);
+        }
+        candidates.sort_by_id();
+        candidates
+    }
+}
