@@ -168,7 +168,7 @@ impl Engine {
         let hold = Hold {
             state: HoldState::Reserved,
             expires_at: new.expires_at,
-            gpus_by_node,
+            gpus_by_node: gpus_by_node.into(),
             placement: new.placement,
             owner: new.owner.map(Arc::from),
             terms: new.terms,

@@ -54,10 +54,10 @@ impl Ledger {
             .chain(&merged)
             .map(|&(node, _)| node)
             .collect();
-        allocation.gpus_by_node = merged;
+        allocation.gpus_by_node = merged.into();
         allocation.placement = placement;
         let owner = allocation.owner.clone();
-        let held: Vec<(NodeId, GpuSet)> = allocation.gpus_by_node.clone();
+        let held: Vec<(NodeId, GpuSet)> = allocation.gpus_by_node.to_vec();
         for node in touched {
             self.remove_holder(node, target);
             if let Ok(at) = held.binary_search_by_key(&node, |&(on, _)| on) {
@@ -139,7 +139,7 @@ impl Ledger {
             .spares
             .extend(pods.iter().map(|(_, pod)| pod.clone()));
         hold.placement = Arc::new(placement);
-        hold.gpus_by_node = merged;
+        hold.gpus_by_node = merged.into();
         let (owner, held) = (hold.owner.clone(), hold.gpus_by_node.clone());
         let touched: BTreeSet<NodeId> = added.iter().map(|&(node, _)| node).collect();
         for (step, node) in touched.into_iter().enumerate() {

@@ -81,7 +81,7 @@ impl Engine {
         let hold = Hold {
             state: HoldState::Reserved,
             expires_at: now + ttl,
-            gpus_by_node: held,
+            gpus_by_node: held.into(),
             placement: Arc::new(placement),
             owner: caller.map(Arc::from),
             terms: target.terms,

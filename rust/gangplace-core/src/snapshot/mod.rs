@@ -430,7 +430,7 @@ impl Engine {
             } else {
                 expires_at
             },
-            gpus_by_node,
+            gpus_by_node: gpus_by_node.into(),
             placement: Arc::new(placement),
             owner: owner_from(record.owner)?,
             terms: terms_from(&record.terms)?,
