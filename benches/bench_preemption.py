@@ -10,6 +10,8 @@ Clusters, built once per session (seeded):
 - ``2k@95``: 16 blocks x 16 racks x 8 nodes x 8 GPUs (2,048 nodes, 16,384 GPUs) at 95%,
   78% of the gangs at priority -1: about 700 preemption candidates for a gang of priority 0,
   the size of the Kueue report (kueue #13148).
+- ``all-candidates``: ``synth.build("colossus100k", fill=1.0)``, every hold at priority 0
+  (issue 29): every one of its ~6,400 allocations is a candidate for a gang of priority 10.
 - ``fragmented2k``: the same shape with one movable 2-GPU job on the first node of every rack
   and the rest filled with fixed gangs to 90%: no rack is whole, defragmentation must move.
 
@@ -86,6 +88,8 @@ def clusters(request: pytest.FixtureRequest) -> dict[str, Cluster]:
     big = SMALL if smoke else synth.SHAPES["colossus100k"]
     two_k = SMALL if smoke else TWO_K
     return {
+        "all-candidates": synth.build("tiny" if smoke else "colossus100k", fill=1.0, seed=0)[0],
+        "all-candidates-2k": synth.build(SMALL if smoke else TWO_K, fill=1.0, seed=0)[0],
         "full": _filled(big, 1.0, 0.5),
         "2k": _filled(two_k, 0.95, 0.78),
         "fragmented": _fragmented(two_k, 0.5 if smoke else 0.9),
@@ -110,6 +114,44 @@ def bench_plan_preemption_full(benchmark: Any, clusters: dict[str, Cluster]) -> 
     plan = benchmark(cluster.plan_preemption, request)
     assert plan is not None and plan.victims and plan.max_victim_priority == -1
     benchmark.extra_info.update(victims=len(plan.victims), level=plan.placement.level)
+
+
+@pytest.mark.parametrize("pods", [1, 8, 64])
+def bench_plan_preemption_all_candidates(
+    benchmark: Any, clusters: dict[str, Cluster], pods: int
+) -> None:
+    """A pods x 8 gang of priority 10 on colossus100k full of priority-0 holds: every
+    allocation is a candidate (issue 29, part 4: goal <= 1 ms median)."""
+    cluster = clusters["all-candidates"]
+    request = GangRequest(pods, cluster.node(cluster.nodes()[0]).gpus, priority=10)
+    assert cluster.place_gang(request) is None or len(cluster) < 100
+    plan = benchmark(cluster.plan_preemption, request)
+    assert plan is not None
+    benchmark.extra_info.update(candidates=_candidates(cluster, 10), victims=len(plan.victims))
+
+
+def bench_plan_preemption_all_candidates_2k_reference(
+    benchmark: Any, clusters: dict[str, Cluster]
+) -> None:
+    """A 1 x 8 gang on the 2k shape full of priority-0 holds, by ``gangplace.reference``
+    (one round) and by the engine: the same victims count."""
+    cluster = clusters["all-candidates-2k"]
+    request = GangRequest(1, cluster.node(cluster.nodes()[0]).gpus, priority=10)
+    oracle = _twin(cluster)
+    got = benchmark.pedantic(oracle.plan_preemption, args=(request,), rounds=1, iterations=1)
+    plan = cluster.plan_preemption(request)
+    assert got is not None and plan is not None
+    assert len(got.victims) == len(plan.victims)
+    benchmark.extra_info.update(candidates=_candidates(cluster, 10))
+
+
+def bench_plan_preemption_all_candidates_2k(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """The engine's side of the reference benchmark above."""
+    cluster = clusters["all-candidates-2k"]
+    request = GangRequest(1, cluster.node(cluster.nodes()[0]).gpus, priority=10)
+    plan = benchmark(cluster.plan_preemption, request)
+    assert plan is not None
+    benchmark.extra_info.update(candidates=_candidates(cluster, 10))
 
 
 def _candidates(cluster: Cluster, priority: int) -> int:

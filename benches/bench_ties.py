@@ -38,8 +38,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("tied", sizes, indirect=True, scope="module")
 
 
-def tied_cluster(spines: int) -> Cluster:
-    """The all-tied cluster of ``spines`` spines (see the module docstring)."""
+def tied_cluster(spines: int, *, unhealthy_mask: int = SEVEN_UNHEALTHY) -> Cluster:
+    """The all-tied cluster of ``spines`` spines (see the module docstring); with
+    ``unhealthy_mask=0``, the same shape with every GPU healthy."""
     count = spines * RACKS_PER_SPINE * NODES_PER_RACK
     index = np.arange(count)
     spine_codes = index // (RACKS_PER_SPINE * NODES_PER_RACK)
@@ -52,7 +53,7 @@ def tied_cluster(spines: int) -> Cluster:
             (rack_codes, [f"r{r:02d}" for r in range(RACKS_PER_SPINE)]),
         ],
         gpus=np.full(count, GPUS),
-        unhealthy_mask=np.full(count, SEVEN_UNHEALTHY, dtype=np.uint64),
+        unhealthy_mask=np.full(count, unhealthy_mask, dtype=np.uint64),
     )
 
 

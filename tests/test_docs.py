@@ -29,6 +29,9 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "rack ('s1', 'r2') ('r2-n0', 'r2-n1', 'r2-n2', 'r2-n3')" in printed
     assert "best rack s1/r2 holds 4 of 5" in printed
     assert "[True, True, False]" in printed  # the bulk example's reserve_many
+    # bind: the second pod's binding fails, the first stays bound
+    assert "('ml/job-0',) ('ml/job-1', 'binding to n1: RuntimeError: HTTP 500') ()" in printed
+    assert "('patch', 'job-0', 'application/merge-patch+json')" in printed
     assert "('r1',) True -5" in printed  # preemption: the rack whose job matters least
     assert "('r0',) ['r1-n1', 'r2-n0']" in printed  # defragmentation: moves to the edge
     assert "[('pretrain', False), ('eval', True)]" in printed  # the scheduler's backfill
@@ -55,7 +58,7 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "GangRequest(2, 8, name='pretrain') 300.0" in printed  # PodGroup
     assert "GangRequest(64, 4, slices=(('rack', 16),))" in printed  # Kueue slices
     assert "('n2', 'n3') []" in printed  # k8s: the adopted pod keeps n0 busy
-    assert 'n3 {"metadata": {"annotations": {"gangplace.io/rank": "1"' in printed
+    assert "n3 {'metadata': {'annotations': {'gangplace.io/rank': '1'" in printed
     assert "['gpu01'] ['gpu02']" in printed  # scontrol
     assert "'--nodelist=gpu[03-04]'" in printed
 

@@ -79,7 +79,7 @@ def test_bindings_and_merge_patches() -> None:
     assert [entry["pod"] for entry in plan] == ["job-0", "job-1"]
     assert [entry["nodeName"] for entry in plan] == list(placement.nodes)
     assert all(entry["gpus"] == list(range(8)) for entry in plan)
-    patch = json.loads(binding_patches(plan)["job-1"])
+    patch = binding_patches(plan)["job-1"]
     assert patch == {
         "metadata": {
             "annotations": {"gangplace.io/rank": "1", "gangplace.io/gpus": "0,1,2,3,4,5,6,7"}
@@ -91,7 +91,7 @@ def test_bindings_and_merge_patches() -> None:
     assert binding.metadata is not None
     assert (binding.metadata.name, binding.metadata.namespace) == ("job-1", "train")
     assert (binding.target.kind, binding.target.name) == ("Node", placement.nodes[1])
-    assert json.loads(merge) == patch
+    assert merge == patch
     # The client serializes it into the body the pods/binding subresource takes.
     body = client.ApiClient().sanitize_for_serialization(binding)  # type: ignore[no-untyped-call]
     assert body == bindings(placement, ["job-0", "job-1"], namespace="train", as_dicts=True)[1][0]

@@ -43,18 +43,30 @@ Example:
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gangplace._gangplace import Cluster, Placement, PodPlacement
+from gangplace._gangplace import Cluster, PodPlacement
+from gangplace._k8s_binding import (
+    ALLOCATION_ANNOTATION,
+    GPUS_ANNOTATION,
+    RANK_ANNOTATION,
+    BindResult,
+    bind,
+    binding_patches,
+    binding_plan,
+    bindings,
+)
 from gangplace.errors import GangplaceError
 
 __all__ = [
+    "ALLOCATION_ANNOTATION",
     "DEFAULT_TOLERATIONS",
     "GPUS_ANNOTATION",
     "RANK_ANNOTATION",
     "UNHEALTHY_ANNOTATION",
+    "BindResult",
+    "bind",
     "binding_patches",
     "binding_plan",
     "bindings",
@@ -62,8 +74,6 @@ __all__ = [
 ]
 
 UNHEALTHY_ANNOTATION = "gangplace.io/unhealthy-gpus"
-GPUS_ANNOTATION = "gangplace.io/gpus"
-RANK_ANNOTATION = "gangplace.io/rank"
 DEFAULT_TOLERATIONS: tuple[Mapping[str, Any], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists"},
 )
@@ -273,84 +283,3 @@ def _adopt_pods(
             cluster.adopt([entry], owner=owner)
         except GangplaceError as error:
             warnings.append(f"pod {name} not adopted: {error}")
-
-
-def binding_plan(placement: Placement, pod_names: Sequence[str]) -> list[dict[str, Any]]:
-    """Per rank: the pod name, its ``nodeName`` and GPU indices.
-
-    Raises:
-        ValueError: ``pod_names`` does not name one pod per placed pod.
-
-    """
-    if len(pod_names) != len(placement.pods):
-        raise ValueError(f"{len(pod_names)} pod names for {len(placement.pods)} placed pods")
-    return [
-        {"rank": rank, "pod": pod_name, "nodeName": pod.node, "gpus": list(pod.gpus)}
-        for rank, (pod_name, pod) in enumerate(zip(pod_names, placement.pods, strict=True))
-    ]
-
-
-def binding_patches(plan: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """Per pod, the JSON merge patch (RFC 7386) recording its rank and GPU indices.
-
-    ``{"metadata": {"annotations": {"gangplace.io/rank": ..., "gangplace.io/gpus": ...}}}``:
-    a merge patch also works on a pod without annotations. The pod is bound to its node
-    through the ``pods/binding`` subresource (:func:`bindings`), not by patching
-    ``spec.nodeName``.
-    """
-    patches = {}
-    for entry in plan:
-        annotations = {
-            RANK_ANNOTATION: str(entry["rank"]),
-            GPUS_ANNOTATION: ",".join(str(gpu) for gpu in entry["gpus"]),
-        }
-        patches[str(entry["pod"])] = json.dumps({"metadata": {"annotations": annotations}})
-    return patches
-
-
-def bindings(
-    placement: Placement,
-    pod_names: Sequence[str],
-    *,
-    namespace: str = "default",
-    as_dicts: bool = False,
-) -> list[tuple[Any, str]]:
-    """Per rank: the ``Binding`` to create and the merge patch of the pod's annotations.
-
-    A scheduler binds a pod by creating a ``Binding`` (``POST .../pods/<name>/binding``,
-    ``CoreV1Api.create_namespaced_binding``); patch the annotations first (the GPU indices
-    the device plugin or a webhook reads), then bind. ``as_dicts=True`` (or no ``kubernetes``
-    package) gives plain dicts in the API's JSON shape instead of ``V1Binding`` objects.
-
-    Raises:
-        ValueError: ``pod_names`` does not name one pod per placed pod.
-
-    """
-    plan = binding_plan(placement, pod_names)
-    patches = binding_patches(plan)
-    out: list[tuple[Any, str]] = []
-    for entry in plan:
-        pod = str(entry["pod"])
-        body: Any = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": pod, "namespace": namespace},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": entry["nodeName"]},
-        }
-        if not as_dicts:
-            body = _binding_object(body)
-        out.append((body, patches[pod]))
-    return out
-
-
-def _binding_object(body: dict[str, Any]) -> Any:
-    try:
-        from kubernetes import client
-    except ImportError:
-        return body
-    return client.V1Binding(
-        api_version="v1",
-        kind="Binding",
-        metadata=client.V1ObjectMeta(**body["metadata"]),
-        target=client.V1ObjectReference(api_version="v1", kind="Node", name=body["target"]["name"]),
-    )
