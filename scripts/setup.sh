@@ -5,6 +5,26 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+# Runs "$@" with its output in the log $1, printing a progress line at least every 20 s: the
+# step's own latest line (cargo's "Compiling ...", pip's "Collecting ...") and the time so far.
+with_progress() {
+    local log=$1 label=$2
+    shift 2
+    "$@" >"$log" 2>&1 &
+    local pid=$! waited=0 status=0
+    while kill -0 "$pid" 2>/dev/null; do
+        sleep 1
+        waited=$((waited + 1))
+        if [ $((waited % 20)) -eq 0 ]; then
+            local latest
+            latest=$(grep -E "Compiling|Collecting|Downloading|Installing|Building|Finished|Built" "$log" \
+                | tail -n 1 | sed -E 's/^[[:space:]]+//' | cut -c1-90 || true)
+            echo "setup: $label, ${waited} s so far${latest:+: $latest}" >&2
+        fi
+    done
+    wait "$pid" || status=$?
+    return "$status"
+}
 python="${PYTHON:-python3.11}"
 command -v "$python" >/dev/null || python=python3
 if [ ! -x .venv/bin/python ]; then
@@ -14,7 +34,11 @@ fi
 stamp=.venv/.requirements-installed
 if [ ! -f "$stamp" ] || ! cmp -s requirements-dev.txt "$stamp"; then
     echo "setup: installing the pinned tools of requirements-dev.txt into .venv (first time: about a minute)" >&2
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+    if ! with_progress .venv/pip.log "installing the pinned tools" \
+        .venv/bin/python -m pip install --disable-pip-version-check -r requirements-dev.txt; then
+        cat .venv/pip.log >&2
+        exit 1
+    fi
     cp requirements-dev.txt "$stamp"
 fi
 export VIRTUAL_ENV="$root/.venv"
@@ -32,7 +56,8 @@ if [ -n "$extension" ] && [ -f "$built" ] && [ -z "$newer" ] && [ "$(cat "$built
     echo "setup: the extension is up to date (${features:+features $features, }built $(date -r "$extension" '+%Y-%m-%d %H:%M'))" >&2
 else
     echo "setup: building the extension: maturin develop --release${features:+ --features $features} (a first build takes a few minutes; later ones rebuild what changed)" >&2
-    if ! maturin develop --release ${features:+--features "$features"} >.venv/build.log 2>&1; then
+    if ! with_progress .venv/build.log "building the extension" \
+        maturin develop --release ${features:+--features "$features"}; then
         cat .venv/build.log >&2
         exit 1
     fi

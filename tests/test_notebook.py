@@ -1,45 +1,51 @@
-"""The example notebook runs: every code cell in order, in one namespace, as a kernel would.
+"""The example notebook runs, and its stored outputs are what a fresh run gives.
 
-No Jupyter is needed: the cells are read from the notebook's JSON and executed; a cell's last
-expression is evaluated and rendered the way a notebook would (``_repr_html_`` when there is
-one), so the pictures are exercised too.
+No Jupyter is needed: ``scripts/render_notebook.py`` reads the cells from the notebook's JSON
+and runs them in order in one namespace, as a kernel would; a cell's last expression is
+rendered the way a notebook would (``_repr_html_`` when there is one), so the pictures are
+exercised too. The notebook is stored with those outputs (pictures included) so that a
+reader browsing the repository sees them; this test fails when they go stale.
 """
 
 from __future__ import annotations
 
-import ast
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "examples" / "tour.ipynb"
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "examples" / "tour.ipynb"
 
 
-def _run_cell(source: str, namespace: dict[str, Any]) -> Any:
-    tree = ast.parse(source)
-    last = tree.body[-1] if tree.body else None
-    if not isinstance(last, ast.Expr):
-        exec(compile(tree, str(NOTEBOOK), "exec"), namespace)
-        return None
-    tree.body.pop()
-    exec(compile(tree, str(NOTEBOOK), "exec"), namespace)
-    return eval(compile(ast.Expression(last.value), str(NOTEBOOK), "eval"), namespace)
+def _renderer() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "render_notebook", ROOT / "scripts/render_notebook.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def test_the_tour_notebook_runs_top_to_bottom(capsys: Any) -> None:
+def _text(output: dict[str, Any], key: str) -> str:
+    if output["output_type"] == "stream":
+        return "".join(output["text"])
+    return "".join(output["data"].get(key, []))
+
+
+def test_the_tour_notebook_runs_and_its_stored_outputs_are_current() -> None:
     notebook = json.loads(NOTEBOOK.read_text())
     assert notebook["nbformat"] == 4
-    namespace: dict[str, Any] = {"__name__": "__main__"}
-    shown = []
-    for cell in notebook["cells"]:
-        if cell["cell_type"] != "code":
-            continue
-        assert cell["outputs"] == [], "keep the notebook without outputs"
-        value = _run_cell("".join(cell["source"]), namespace)
-        if value is not None:
-            html = getattr(value, "_repr_html_", None)
-            shown.append(html() if callable(html) else repr(value))
-    printed = capsys.readouterr().out
+    fresh = _renderer().rendered(notebook)
+    code = [cell for cell in fresh["cells"] if cell["cell_type"] == "code"]
+    outputs = [output for cell in code for output in cell["outputs"]]
+    printed = "".join(_text(o, "") for o in outputs if o["output_type"] == "stream")
+    shown = [
+        _text(o, "text/html") or _text(o, "text/plain")
+        for o in outputs
+        if o["output_type"] == "execute_result"
+    ]
     assert "rack ('s0', 's0-r1') ('s0-r1-n0', 's0-r1-n1', 's0-r1-n2', 's0-r1-n3')" in printed
     assert "does not fit" in printed
     assert "nodes with 8 free GPUs" in printed
@@ -47,3 +53,7 @@ def test_the_tour_notebook_runs_top_to_bottom(capsys: Any) -> None:
     assert shown[0].startswith("<") and "<svg" in shown[0]  # the cluster's rack map
     assert "<svg" in shown[1]  # the placement, highlighted
     assert shown[2] == "([('big', False), ('short', True)], 'blocked')"
+    stale = [
+        i for i, (a, b) in enumerate(zip(notebook["cells"], fresh["cells"], strict=True)) if a != b
+    ]
+    assert stale == [], f"cells {stale} have stale outputs: run scripts/render_notebook.py"
