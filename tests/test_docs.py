@@ -29,6 +29,8 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "rack ('s1', 'r2') ('r2-n0', 'r2-n1', 'r2-n2', 'r2-n3')" in printed
     assert "best rack s1/r2 holds 4 of 5" in printed
     assert "[True, True, False]" in printed  # the bulk example's reserve_many
+    assert "{'a1': 8, 'a2': 8}" in printed and "{'b': 4}" in printed  # gpus_from_conf
+    assert "--gres=gpu:2 : --nodelist=gpu06" in printed  # a heterogeneous sbatch job
     # bind: the second pod's binding fails, the first stays bound
     assert "('ml/job-0',) ('ml/job-1', 'binding to n1: RuntimeError: HTTP 500') ()" in printed
     assert "('patch', 'job-0', 'application/merge-patch+json')" in printed

@@ -9,6 +9,7 @@ import pytest
 
 from gangplace import Cluster, Conflict, GangRequest, PodPlacement
 from gangplace.slurm import (
+    SlurmConfWarning,
     SlurmError,
     apply_scontrol_nodes,
     cluster_from_topology_conf,
@@ -160,6 +161,85 @@ def test_gpus_from_gres_conf() -> None:
         gpus_from_conf("NodeName=g1 Name=gpu Count=x\n", filename="gres.conf")
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # The issue's cases: DEFAULT lines, gres.conf devices.
+        ("NodeName=DEFAULT Gres=gpu:8\nNodeName=a[1-2] CPUs=8\n", {"a1": 8, "a2": 8}),
+        ("NodeName=a Name=gpu File=/dev/nvidia[0-7]\n", {"a": 8}),
+        # A later DEFAULT changes what follows; a node's own Gres wins over the default.
+        (
+            "NodeName=DEFAULT Gres=gpu:8\nNodeName=a1\nNodeName=a2 Gres=gpu:4\n"
+            "NodeName=DEFAULT Gres=gpu:h100:2\nNodeName=a3\n",
+            {"a1": 8, "a2": 4, "a3": 2},
+        ),
+        # Typed and several GRES per line, socket bindings, gpu alone, other GRES ignored.
+        ("NodeName=b Gres=gpu:a100:4(S:0-1),gpu:h100:4,mps:400\n", {"b": 8}),
+        ("NodeName=c[1-3] Gres=gpu,nic:2\n", {"c1": 1, "c2": 1, "c3": 1}),
+        ('NodeName=d Gres=nic:2 Reason="no gpus here"\n', {"d": 0}),
+        # gres.conf: Count= first, File= lists, lines for one node adding up.
+        (
+            "NodeName=e Name=gpu Type=h100 File=/dev/nvidia[0-3]\n"
+            "NodeName=e Name=gpu Type=l4 File=/dev/nvidia4,/dev/nvidia5\n"
+            "NodeName=f Name=gpu Count=2 File=/dev/nvidia[0-7]\n",
+            {"e": 6, "f": 2},
+        ),
+    ],
+)
+def test_gpus_from_conf_reads_slurm_and_gres_conf(text: str, expected: dict[str, int]) -> None:
+    assert gpus_from_conf(text) == expected
+
+
+def test_gpus_from_conf_follows_include_files(tmp_path: Path) -> None:
+    (tmp_path / "nodes.conf").write_text("NodeName=g[1-2] Gres=gpu:h100:8\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "more.conf").write_text("NodeName=g3 Gres=gpu:4\n")
+    text = "ClusterName=x\nInclude nodes.conf\ninclude sub/more.conf\n"
+    assert gpus_from_conf(text, base_dir=tmp_path) == {"g1": 8, "g2": 8, "g3": 4}
+    with pytest.raises(SlurmError, match=r"slurm.conf:2: Include nodes.conf: pass base_dir"):
+        gpus_from_conf(text)
+    with pytest.raises(SlurmError, match=r"slurm.conf:1: Include missing.conf: No such file"):
+        gpus_from_conf("Include missing.conf\n", base_dir=tmp_path)
+    (tmp_path / "loop.conf").write_text("Include loop.conf\n")
+    with pytest.raises(SlurmError, match="nested more than 16 deep"):
+        gpus_from_conf("Include loop.conf\n", base_dir=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("NodeName=a Gres=gpu:h100:x\n", r"slurm.conf:1: Gres item 'gpu:h100:x'"),
+        ("NodeName=a Name=gpu Count=-1\n", r"slurm.conf:1: Count=-1 is not a number"),
+        ("NodeName=a Gres=gpu:8 garbage\n", r"slurm.conf:1: expected Key=Value, got 'garbage'"),
+        ('NodeName=a Reason="unclosed\n', r"slurm.conf:1: No closing quotation"),
+        ("NodeName=a[1-x] Gres=gpu:8\n", r"slurm.conf:1:"),
+        ("Include\n", r"slurm.conf:1: Include without a file"),
+    ],
+)
+def test_bad_conf_lines_raise_slurm_errors_naming_file_and_line(text: str, message: str) -> None:
+    with pytest.raises(SlurmError, match=message):
+        gpus_from_conf(text)
+
+
+def test_what_cannot_be_counted_is_warned_about() -> None:
+    with pytest.warns(SlurmConfWarning, match=r"gres.conf:1: AutoDetect=nvml"):
+        assert gpus_from_conf("AutoDetect=nvml\n", filename="gres.conf") == {}
+    with pytest.warns(SlurmConfWarning, match="without NodeName"):
+        assert gpus_from_conf("Name=gpu File=/dev/nvidia[0-3]\n", filename="gres.conf") == {}
+
+
+def test_disjoint_fabrics_stay_disjoint_through_a_round_trip() -> None:
+    conf = "SwitchName=east Nodes=e[1-2]\nSwitchName=west Nodes=w[1-2]\n"
+    cluster = cluster_from_topology_conf(conf, gpus=8)
+    assert cluster.max_level == "switch1"
+    written = to_topology_conf(cluster)
+    assert "cluster" not in written
+    assert written == "SwitchName=east Nodes=e[1-2]\nSwitchName=west Nodes=w[1-2]\n"
+    again = cluster_from_topology_conf(written, gpus=8)
+    assert again.max_level == "switch1"
+    assert again.place_gang(GangRequest(3, 8)) is None  # never across the two fabrics
+
+
 def test_round_trip_keeps_unique_switch_names() -> None:
     # Slurm switch names are unique: they come back as they were, never path-qualified.
     text = (
@@ -242,9 +322,44 @@ def test_sbatch_args_pin_a_multi_node_gang() -> None:
         "--ntasks-per-node=1",
         "--gres=gpu:8",
     ]
-    uneven = cluster.adopt([PodPlacement("gpu05", [0, 1]), PodPlacement("gpu04", [0])])
-    with pytest.raises(SlurmError, match="per node"):
-        sbatch_args(uneven.placement)
+    uneven = cluster.adopt(
+        [PodPlacement("gpu05", [0, 1]), PodPlacement("gpu04", [0]), PodPlacement("gpu04", [1])]
+    )
+    # Unequal pods and GPUs per node: a heterogeneous job, one component per kind of node.
+    assert [pod.node for pod in uneven.placement.pods] == ["gpu04", "gpu04", "gpu05"]
+    assert sbatch_args(uneven.placement) == [
+        "--nodelist=gpu04",
+        "--nodes=1",
+        "--ntasks=2",
+        "--ntasks-per-node=2",
+        "--gres=gpu:2",
+        ":",
+        "--nodelist=gpu05",
+        "--nodes=1",
+        "--ntasks=1",
+        "--ntasks-per-node=1",
+        "--gres=gpu:2",
+    ]
+
+
+def test_sbatch_args_group_nodes_of_one_kind_into_one_component() -> None:
+    cluster = cluster_from_topology_conf(FIVE_NODES, gpus=8)
+    pods = [PodPlacement(f"gpu0{i}", list(range(8))) for i in (1, 2, 3)]
+    pods.append(PodPlacement("gpu04", [0, 1, 2, 3]))
+    args = sbatch_args(cluster.adopt(pods).placement)
+    assert args == [
+        "--nodelist=gpu[01-03]",
+        "--nodes=3",
+        "--ntasks=3",
+        "--ntasks-per-node=1",
+        "--gres=gpu:8",
+        ":",
+        "--nodelist=gpu04",
+        "--nodes=1",
+        "--ntasks=1",
+        "--ntasks-per-node=1",
+        "--gres=gpu:4",
+    ]
 
 
 @pytest.mark.parametrize(
