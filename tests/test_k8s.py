@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from gangplace import GangRequest
+from gangplace import GangRequest, InvalidRequest
 from gangplace.k8s import binding_patches, binding_plan, bindings, cluster_from_nodes
 
 FIXTURE = Path(__file__).parent / "fixtures" / "k8s-nodes.json"
@@ -206,16 +206,106 @@ def test_running_pods_are_adopted() -> None:
     assert [again.node(n) for n in again.nodes()] == [cluster.node(n) for n in cluster.nodes()]
 
 
+def _gpu_node(name: str = "n1", **fields: Any) -> dict[str, Any]:
+    node: dict[str, Any] = {
+        "metadata": {"name": name, "labels": {"rack": "r1"}},
+        "status": {"capacity": {"nvidia.com/gpu": "8"}},
+    }
+    node.update(fields)
+    return node
+
+
+def _bound_pod(**spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p", "namespace": "ml"},
+        "spec": {"nodeName": "n2", **spec},
+        "status": {"phase": "Running"},
+    }
+
+
+BAD_NODES = [
+    (42, "node #0 left out: expected a V1Node or a dict, not int"),
+    (_gpu_node(status=None), "node n1 left out: status: is null"),
+    (_gpu_node(metadata=["x"]), "node #0 left out: metadata: expected an object, got list"),
+    (_gpu_node(spec={"taints": "x"}), "node n1 left out: spec.taints: expected a list, got str"),
+    (_gpu_node(spec={"taints": [7]}), "node n1 left out: spec.taints[0]: expected an object"),
+    (
+        _gpu_node(status={"capacity": {"nvidia.com/gpu": "8"}, "conditions": {"Ready": 1}}),
+        "node n1 left out: status.conditions: expected a list, got dict",
+    ),
+    (
+        _gpu_node(
+            metadata={
+                "name": "n1",
+                "labels": {"rack": "r1"},
+                "annotations": {"gangplace.io/unhealthy-gpus": "x,3"},
+            }
+        ),
+        "node n1 left out: metadata.annotations[gangplace.io/unhealthy-gpus]: 'x,3' is not",
+    ),
+    (_gpu_node(metadata={"name": 5}), "node #0 left out: metadata.name: expected a string"),
+    (_gpu_node(status={"capacity": "8"}), "node n1 left out: status.capacity: expected an obj"),
+]
+
+
+@pytest.mark.parametrize(("node", "warning"), BAD_NODES)
+def test_one_bad_node_is_left_out_with_a_warning_naming_its_field(node: Any, warning: str) -> None:
+    cluster, warnings = cluster_from_nodes([node, _gpu_node("n2")], levels={"rack": "rack"})
+    assert cluster.nodes() == ["n2"]  # the rest is built
+    assert len(warnings) == 1 and warnings[0].startswith(warning), warnings
+
+
+BAD_PODS = [
+    ("pod", "pod #0 not adopted: expected a V1Pod or a dict, not str"),
+    (_bound_pod(containers=None), "pod ml/p not adopted: spec.containers: is null"),
+    (
+        _bound_pod(containers=[{"resources": {"limits": {"nvidia.com/gpu": "eight"}}}]),
+        "pod ml/p not adopted: spec.containers[0].resources.limits[nvidia.com/gpu]: 'eight' is",
+    ),
+    (
+        _bound_pod(containers=[{"resources": {"limits": {"nvidia.com/gpu": "-2"}}}]),
+        "pod ml/p not adopted: spec.containers[0].resources.limits[nvidia.com/gpu]: '-2' is",
+    ),
+    (_bound_pod(containers="c"), "pod ml/p not adopted: spec.containers: expected a list"),
+    (_bound_pod(nodeName=["n2"]), "pod ml/p not adopted: spec.nodeName: expected a string"),
+    ({"metadata": "p", "spec": {}}, "pod #0 not adopted: metadata: expected an object"),
+]
+
+
+@pytest.mark.parametrize(("pod", "warning"), BAD_PODS)
+def test_one_bad_pod_is_not_adopted_with_a_warning_naming_its_field(pod: Any, warning: str) -> None:
+    good = _bound_pod(containers=[{"resources": {"limits": {"nvidia.com/gpu": "2"}}}])
+    good["metadata"] = {"name": "good", "namespace": "ml"}
+    cluster, warnings = cluster_from_nodes(
+        [_gpu_node("n2")], levels={"rack": "rack"}, pods=[pod, good]
+    )
+    assert [a.placement.total_gpus for a in cluster.allocations()] == [2]  # the good one
+    assert len(warnings) == 1 and warnings[0].startswith(warning), warnings
+
+
 @pytest.mark.parametrize(
-    ("nodes", "pods", "error"),
+    ("nodes", "pods", "message"),
     [
-        ([42], (), "expected a V1Node or a dict, not int"),
-        ([], ["pod"], "expected a V1Pod or a dict, not str"),
+        (None, (), "nodes must be a list of objects or a List, not null"),
+        ("n1", (), "nodes must be a list of objects or a List, not str"),
+        (7, (), "nodes must be a list of objects or a List, not int"),
+        ([], 3.5, "pods must be a list of objects or a List, not float"),
+        ({"items": "x"}, (), "nodes.items: expected a list, got str"),
     ],
 )
-def test_wrong_kinds_are_type_errors(nodes: Any, pods: Any, error: str) -> None:
-    with pytest.raises(TypeError, match=error):
+def test_a_list_argument_that_is_not_a_list_is_invalid(nodes: Any, pods: Any, message: str) -> None:
+    with pytest.raises(InvalidRequest, match=message):
         cluster_from_nodes(nodes, levels={}, pods=pods)
+
+
+def test_node_and_pod_lists_of_the_client_are_read() -> None:
+    node = client.V1Node(
+        metadata=client.V1ObjectMeta(name="n2", labels={"rack": "r1"}),
+        status=client.V1NodeStatus(capacity={"nvidia.com/gpu": "8"}),
+    )
+    nodes = client.V1NodeList(items=[node])
+    cluster, warnings = cluster_from_nodes(nodes, levels={"rack": "rack"})
+    assert (cluster.nodes(), warnings) == (["n2"], [])
 
 
 def test_truncated_objects_are_skipped_or_warned() -> None:

@@ -46,6 +46,7 @@ import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from gangplace import _k8s_fields as fields
 from gangplace._gangplace import Cluster, PodPlacement
 from gangplace._k8s_binding import (
     ALLOCATION_ANNOTATION,
@@ -57,7 +58,8 @@ from gangplace._k8s_binding import (
     binding_plan,
     bindings,
 )
-from gangplace.errors import GangplaceError
+from gangplace._k8s_fields import BadField
+from gangplace.errors import GangplaceError, InvalidRequest
 
 __all__ = [
     "ALLOCATION_ANNOTATION",
@@ -126,28 +128,56 @@ def _tolerated(taint: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]
 
 
 def _cordon_reason(node: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> str:
-    """Why the node takes no new pods (empty when it does)."""
-    spec = node.get("spec") or {}
+    """Why the node takes no new pods (empty when it does).
+
+    Raises:
+        BadField: ``spec.taints`` or ``status.conditions`` is not a list of objects.
+
+    """
+    spec = fields.obj(node.get("spec"), "spec")
     if spec.get("unschedulable"):
         return "spec.unschedulable"
-    for taint in spec.get("taints") or []:
+    for taint in fields.objects(spec.get("taints"), "spec.taints"):
         blocking = taint.get("effect") in ("NoSchedule", "NoExecute")
         if blocking and not _tolerated(taint, tolerations):
             value = f"={taint['value']}" if taint.get("value") else ""
             return f"taint {taint.get('key')}{value}:{taint.get('effect')}"
-    conditions = (node.get("status") or {}).get("conditions") or []
+    status = fields.obj(node.get("status"), "status")
+    conditions = fields.objects(status.get("conditions"), "status.conditions")
     ready = [c for c in conditions if c.get("type") == "Ready"]
     if ready and ready[0].get("status") != "True":
         return f"Ready={ready[0].get('status')}"
     return ""
 
 
-def _unhealthy(node: Mapping[str, Any], gpus: int, allocatable: int) -> list[int]:
-    annotations = (node.get("metadata") or {}).get("annotations") or {}
+def _unhealthy(metadata: Mapping[str, Any], gpus: int, allocatable: int) -> list[int]:
+    """Raises BadField: the annotation is not a list of GPU indices of this node."""
+    annotations = fields.obj(metadata.get("annotations"), "metadata.annotations")
     named = annotations.get(UNHEALTHY_ANNOTATION)
     if named:
-        return sorted({int(part) for part in str(named).split(",") if part.strip()})
+        field = f"metadata.annotations[{UNHEALTHY_ANNOTATION}]"
+        parts = [part.strip() for part in str(named).split(",") if part.strip()]
+        if not all(part.isdigit() and int(part) < gpus for part in parts):
+            raise BadField(field, f"{named!r} is not a list of GPU indices below {gpus}")
+        return sorted({int(part) for part in parts})
     return list(range(max(allocatable, 0), gpus))
+
+
+def _items(objects: Any, what: str) -> list[Any]:
+    """The items of a list argument: a list, a ``*List`` dict or model, or any iterable."""
+    if isinstance(objects, Mapping):
+        try:
+            return fields.seq(objects.get("items"), f"{what}.items")
+        except BadField as bad:
+            raise InvalidRequest(str(bad)) from None
+    items = getattr(objects, "items", None)
+    if isinstance(items, list):  # V1NodeList, V1PodList
+        return items
+    if isinstance(objects, (str, bytes)) or not isinstance(objects, Iterable):
+        raise InvalidRequest(
+            f"{what} must be a list of objects or a List, not {fields.kind(objects)}"
+        )
+    return list(objects)
 
 
 def cluster_from_nodes(
@@ -177,14 +207,27 @@ def cluster_from_nodes(
         The cluster, and one warning per node left out or cordoned and per pod not adopted.
 
     """
-    if isinstance(nodes, Mapping):
-        nodes = nodes.get("items") or []
+    node_list = _items(nodes, "nodes")
+    pod_list = _items(pods, "pods")
     cluster = Cluster(tuple(levels), **cluster_kw)
     warnings: list[str] = []
-    for raw in nodes:
-        _add_node(cluster, _plain(raw), levels, gpu_resource, tolerations, warnings)
-    _adopt_pods(cluster, pods, gpu_resource, pod_owner, warnings)
+    for index, raw in enumerate(node_list):
+        try:
+            _add_node(cluster, _plain(raw), levels, gpu_resource, tolerations, warnings)
+        except (BadField, TypeError) as bad:
+            warnings.append(f"node {_name_of(raw, index)} left out: {bad}")
+    _adopt_pods(cluster, pod_list, gpu_resource, pod_owner, warnings)
     return cluster, warnings
+
+
+def _name_of(raw: Any, index: int) -> str:
+    """A name for messages: ``metadata.name`` when it is a string, else the position."""
+    try:
+        metadata = _plain(raw).get("metadata")
+        name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    except TypeError:
+        name = None
+    return name if isinstance(name, str) and name else f"#{index}"
 
 
 def _add_node(
@@ -195,10 +238,12 @@ def _add_node(
     tolerations: Sequence[Mapping[str, Any]],
     warnings: list[str],
 ) -> None:
-    metadata = node.get("metadata") or {}
-    status = node.get("status") or {}
-    name = metadata.get("name")
-    capacity = (status.get("capacity") or {}).get(gpu_resource)
+    metadata = fields.obj(node.get("metadata"), "metadata")
+    if node.get("status") is None and "status" in node:
+        raise BadField("status", "is null")
+    status = fields.obj(node.get("status"), "status")
+    name = fields.text(metadata.get("name"), "metadata.name")
+    capacity = fields.obj(status.get("capacity"), "status.capacity").get(gpu_resource)
     if capacity is None:
         return
     if not name:
@@ -213,73 +258,118 @@ def _add_node(
         return
     if gpus == 0:
         return
-    labels = metadata.get("labels") or {}
-    missing = [key for key in levels.values() if key not in labels]
+    labels = fields.obj(metadata.get("labels"), "metadata.labels")
+    missing = [key for key in levels.values() if not isinstance(labels.get(key), str)]
     if missing:
         warnings.append(f"node {name} left out: no label {', '.join(missing)}")
         return
-    allocatable = _count((status.get("allocatable") or {}).get(gpu_resource, gpus))
+    allocatable = _count(
+        fields.obj(status.get("allocatable"), "status.allocatable").get(gpu_resource, gpus)
+    )
+    unhealthy = _unhealthy(metadata, gpus, gpus if allocatable is None else allocatable)
+    reason = _cordon_reason(node, tolerations)
     cluster.add_node(
         name,
         gpus=gpus,
         topology={level: labels[key] for level, key in levels.items()},
         labels={str(k): str(v) for k, v in labels.items()},
-        unhealthy=_unhealthy(node, gpus, gpus if allocatable is None else allocatable),
+        unhealthy=unhealthy,
     )
-    reason = _cordon_reason(node, tolerations)
     if reason:
         cluster.cordon(name)
         warnings.append(f"node {name} cordoned: {reason}")
 
 
 def _pod_gpus(pod: Mapping[str, Any], gpu_resource: str) -> int:
-    """The pod's GPUs as Kubernetes counts them: max(sum of containers, largest init)."""
-    spec = pod.get("spec") or {}
+    """The pod's GPUs as Kubernetes counts them: max(sum of containers, largest init).
 
-    def wanted(container: Mapping[str, Any]) -> int:
-        resources = container.get("resources") or {}
+    Raises:
+        BadField: A container list or a GPU quantity that is not what the API defines.
+
+    """
+    spec = fields.obj(pod.get("spec"), "spec")
+
+    def wanted(container: Mapping[str, Any], field: str) -> int:
+        resources = fields.obj(container.get("resources"), f"{field}.resources")
         for kind in ("limits", "requests"):
-            value = (resources.get(kind) or {}).get(gpu_resource)
+            value = fields.obj(resources.get(kind), f"{field}.resources.{kind}").get(gpu_resource)
             if value is not None:
-                return _count(value) or 0
+                count = _count(value)
+                if count is None or count < 0:
+                    raise BadField(
+                        f"{field}.resources.{kind}[{gpu_resource}]", f"{value!r} is not a GPU count"
+                    )
+                return count
         return 0
 
-    running = sum(wanted(c) for c in spec.get("containers") or spec.get("Containers") or [])
-    init = max((wanted(c) for c in spec.get("initContainers") or []), default=0)
+    if spec.get("containers") is None and "containers" in spec:
+        raise BadField("spec.containers", "is null")
+    containers = fields.objects(spec.get("containers"), "spec.containers")
+    inits = fields.objects(spec.get("initContainers"), "spec.initContainers")
+    running = sum(wanted(c, f"spec.containers[{i}]") for i, c in enumerate(containers))
+    init = max((wanted(c, f"spec.initContainers[{i}]") for i, c in enumerate(inits)), default=0)
     return max(running, init)
 
 
 def _adopt_pods(
     cluster: Cluster,
-    pods: Iterable[Any] | Mapping[str, Any],
+    pods: list[Any],
     gpu_resource: str,
     owner: str | None,
     warnings: list[str],
 ) -> None:
-    if isinstance(pods, Mapping):
-        pods = pods.get("items") or []
     known = set(cluster.nodes())
-    for raw in pods:
-        pod = _plain(raw, kind="V1Pod")
-        metadata = pod.get("metadata") or {}
-        spec = pod.get("spec") or {}
-        name = f"{metadata.get('namespace', 'default')}/{metadata.get('name', '?')}"
-        node = spec.get("nodeName") or spec.get("node_name")
-        phase = (pod.get("status") or {}).get("phase")
-        gpus = _pod_gpus(pod, gpu_resource)
-        if not node or phase in ("Succeeded", "Failed") or gpus <= 0:
-            continue
-        if node not in known:
-            warnings.append(f"pod {name} not adopted: its node {node} is not in the cluster")
-            continue
-        named = ((metadata.get("annotations") or {}).get(GPUS_ANNOTATION) or "").strip()
-        entry: Any = (node, gpus)
-        if named:
-            try:
-                entry = PodPlacement(node, [int(part) for part in named.split(",")])
-            except (ValueError, GangplaceError) as error:
-                warnings.append(f"pod {name}: bad {GPUS_ANNOTATION} {named!r} ({error})")
+    for index, raw in enumerate(pods):
         try:
-            cluster.adopt([entry], owner=owner)
-        except GangplaceError as error:
-            warnings.append(f"pod {name} not adopted: {error}")
+            _adopt_pod(
+                cluster, _plain(raw, kind="V1Pod"), index, known, gpu_resource, owner, warnings
+            )
+        except (BadField, TypeError) as bad:
+            warnings.append(f"pod {_pod_name(raw, index)} not adopted: {bad}")
+
+
+def _pod_name(raw: Any, index: int) -> str:
+    try:
+        metadata = _plain(raw, kind="V1Pod").get("metadata")
+    except TypeError:
+        metadata = None
+    if not isinstance(metadata, Mapping):
+        return f"#{index}"
+    space, name = metadata.get("namespace", "default"), metadata.get("name")
+    return f"{space}/{name}" if isinstance(name, str) and isinstance(space, str) else f"#{index}"
+
+
+def _adopt_pod(
+    cluster: Cluster,
+    pod: Mapping[str, Any],
+    index: int,
+    known: set[str],
+    gpu_resource: str,
+    owner: str | None,
+    warnings: list[str],
+) -> None:
+    metadata = fields.obj(pod.get("metadata"), "metadata")
+    spec = fields.obj(pod.get("spec"), "spec")
+    name = _pod_name(pod, index)
+    node = fields.text(spec.get("nodeName") or spec.get("node_name"), "spec.nodeName")
+    phase = fields.obj(pod.get("status"), "status").get("phase")
+    if not node or phase in ("Succeeded", "Failed"):
+        return
+    gpus = _pod_gpus(pod, gpu_resource)
+    if gpus <= 0:
+        return
+    if node not in known:
+        warnings.append(f"pod {name} not adopted: its node {node} is not in the cluster")
+        return
+    annotations = fields.obj(metadata.get("annotations"), "metadata.annotations")
+    named = str(annotations.get(GPUS_ANNOTATION) or "").strip()
+    entry: Any = (node, gpus)
+    if named:
+        try:
+            entry = PodPlacement(node, [int(part) for part in named.split(",")])
+        except (ValueError, GangplaceError) as error:
+            warnings.append(f"pod {name}: bad {GPUS_ANNOTATION} {named!r} ({error})")
+    try:
+        cluster.adopt([entry], owner=owner)
+    except GangplaceError as error:
+        warnings.append(f"pod {name} not adopted: {error}")
