@@ -121,6 +121,12 @@ def _podgroup(**spec: Any) -> dict[str, Any]:
          "scheduleTimeoutSeconds must be >= 0"),
         (_podgroup(minMember=10**9, minResources={"nvidia.com/gpu": str(10**11)}),
          "PodGroup pg: pods must be between 1 and"),
+        ({"kind": "PodGroup", "apiVersion": "scheduling.x-k8s.io/v1alpha1", "metadata": ["x"]},
+         r"PodGroup \(unnamed\): metadata: expected an object, got list"),
+        ({"kind": "PodGroup", "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+          "metadata": {"name": 7}}, "metadata.name must be a string, got 7"),
+        ({**_podgroup(minMember=2, minResources={"nvidia.com/gpu": "4"}),
+          "metadata": {"name": "pg", "namespace": ["a"]}}, "metadata.namespace must be a string"),
     ],
 )  # fmt: skip
 def test_bad_podgroups_name_the_field(obj: dict[str, Any], message: str) -> None:
@@ -140,6 +146,13 @@ def test_bad_podgroups_name_the_field(obj: dict[str, Any], message: str) -> None
          "must be the last"),
         ({"kind": "Topology", "apiVersion": "kueue.x-k8s.io/v1beta1",
           "spec": {"levels": [{"nodeLabel": "a/rack"}, {"nodeLabel": "b/rack"}]}}, "both be named"),
+        ({"kind": "Topology", "apiVersion": "kueue.x-k8s.io/v1beta1",
+          "spec": {"levels": [{"nodeLabel": f"x/l{i}"} for i in range(40)]}},
+         "spec.levels has 40 levels; at most"),
+        ({"kind": "Topology", "apiVersion": "kueue.x-k8s.io/v1beta1", "metadata": "t",
+          "spec": {"levels": [{"nodeLabel": "a/rack"}]}}, "metadata: expected an object, got str"),
+        ({"kind": "Topology", "apiVersion": "kueue.x-k8s.io/v1beta1", "spec": "levels"},
+         r"Topology \(unnamed\): spec: expected an object, got str"),
     ],
 )  # fmt: skip
 def test_bad_topologies_name_the_field(obj: dict[str, Any], message: str) -> None:
@@ -158,6 +171,20 @@ def test_bad_templates_and_wrong_types() -> None:
         request_from_pod_template(bad_level, 2, levels={"rack": "x/rack"})
     with pytest.raises(TypeError, match="expected a PodGroup"):
         gang_from_podgroup("pg")
+    with pytest.raises(PodGroupError, match=r"pod template \(unnamed\): metadata: expected an"):
+        request_from_pod_template({"metadata": "x", "spec": {"containers": []}}, 2, levels={})
+    containers_null = {"metadata": {"name": "w"}, "spec": {"containers": None}}
+    with pytest.raises(PodGroupError, match=r"pod template w: spec\.containers: is null"):
+        request_from_pod_template(containers_null, 2, levels={})
+    text_gpus = {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "x"}}}]}}
+    with pytest.raises(PodGroupError, match=r"limits\[nvidia.com/gpu\]: 'x' is not a GPU"):
+        request_from_pod_template(text_gpus, 2, levels={}, name="t")
+    annotations_list = {
+        "metadata": {"annotations": ["a"]},
+        "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": 1}}}]},
+    }
+    with pytest.raises(PodGroupError, match=r"metadata\.annotations: expected an object"):
+        request_from_pod_template(annotations_list, 2, levels={})
 
 
 def _sliced_template(annotations: dict[str, str]) -> dict[str, Any]:

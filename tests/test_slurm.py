@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -369,6 +370,7 @@ def test_sbatch_args_group_nodes_of_one_kind_into_one_component() -> None:
         ("NodeName= Gres=gpu:8\n", "without a name"),
         ("NodeName=gpu01 GresUsed=gpu:h100:2(IDX:0-x) State=MIXED\n", "bad GPU index list"),
         ("NodeName=gpu01 GresUsed=gpu:h100:3(IDX:0-1) State=MIXED\n", "names 2 GPUs but counts 3"),
+        ("NodeName=gpu01 GresUsed=gpu:h100:x(IDX:0-1) State=MIXED\n", "bad GPU item"),
     ],
 )
 def test_malformed_scontrol_output_names_the_line_and_changes_nothing(
@@ -378,6 +380,33 @@ def test_malformed_scontrol_output_names_the_line_and_changes_nothing(
     before = cluster.snapshot()
     with pytest.raises(SlurmError, match=message):
         apply_scontrol_nodes(cluster, text + "NodeName=gpu05 GresUsed=gpu:1 State=IDLE\n")
+    assert cluster.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("text", "warning", "cordoned"),
+    [
+        ("NodeName=gpu01 Gres=gpu:zz State=IDLE\n", "gpu01: Gres=gpu:zz has a GPU", False),
+        ("NodeName=gpu01 Gres=gpu:8 State=FOO\n", "gpu01: State=FOO has unknown", True),
+        ("NodeName=gpu01 Gres=gpu:8 State=\n", "gpu01: no State field", True),
+    ],
+)  # fmt: skip
+def test_scontrol_fields_it_cannot_read_are_warned_about(
+    text: str, warning: str, cordoned: bool
+) -> None:
+    cluster = cluster_from_topology_conf(FIVE_NODES, gpus=8)
+    cluster.cordon("gpu01")
+    state = apply_scontrol_nodes(cluster, text)
+    assert len(state.warnings) == 1 and state.warnings[0].startswith(warning)
+    assert cluster.node("gpu01").cordoned is cordoned  # an unreadable state changes nothing
+
+
+@pytest.mark.parametrize("text", [42, None, b"NodeName=gpu01 State=IDLE", ["NodeName=gpu01"]])
+def test_scontrol_output_that_is_not_text_is_refused(text: Any) -> None:
+    cluster = cluster_from_topology_conf(FIVE_NODES, gpus=8, clock=lambda: 0.0)
+    before = cluster.snapshot()
+    with pytest.raises(SlurmError, match="scontrol output must be text"):
+        apply_scontrol_nodes(cluster, text)
     assert cluster.snapshot() == before
 
 

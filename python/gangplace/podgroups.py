@@ -30,7 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gangplace._gangplace import GangRequest
+from gangplace import _k8s_fields as fields
+from gangplace._gangplace import LIMITS, GangRequest
+from gangplace._k8s_fields import BadField
 from gangplace.errors import GangplaceError, InvalidRequest
 
 __all__ = [
@@ -85,6 +87,14 @@ def _plain(obj: Any, what: str) -> dict[str, Any]:
     return plain(obj, kind=what)
 
 
+def _object(value: Any, where: str) -> Mapping[str, Any]:
+    """An object field (absent or null: empty), else a PodGroupError naming it."""
+    try:
+        return fields.obj(value, where)
+    except BadField as bad:
+        raise PodGroupError(str(bad)) from None
+
+
 def _integer(value: Any, where: str, *, low: int = 1) -> int:
     if isinstance(value, bool):
         raise PodGroupError(f"{where} must be an integer, got {value!r}")
@@ -120,8 +130,10 @@ def gang_from_podgroup(
 
     """
     obj = _plain(podgroup, "PodGroup")
-    metadata = obj.get("metadata") or {}
-    name = str(metadata.get("name") or "")
+    metadata = _object(obj.get("metadata"), "PodGroup (unnamed): metadata")
+    name = metadata.get("name")
+    if name is not None and not isinstance(name, str):
+        raise PodGroupError(f"PodGroup (unnamed): metadata.name must be a string, got {name!r}")
     label = f"PodGroup {name or '(unnamed)'}"
     group = str(obj.get("apiVersion", "")).split("/")[0]
     if obj.get("kind") != "PodGroup" or group not in PODGROUP_GROUPS:
@@ -157,14 +169,17 @@ def gang_from_podgroup(
     priority = (priorities or {}).get(str(priority_class), 0) if priority_class else 0
     try:
         request = GangRequest(
-            pods, total // pods, required_level=required_level, name=name, priority=priority
+            pods, total // pods, required_level=required_level, name=name or "", priority=priority
         )
     except InvalidRequest as error:
         raise PodGroupError(f"{label}: {error}") from None
     queue = spec.get("queue")
+    namespace = metadata.get("namespace")
+    if namespace is not None and not isinstance(namespace, str):
+        raise PodGroupError(f"{label}: metadata.namespace must be a string, got {namespace!r}")
     return GangSpec(
         request,
-        metadata.get("namespace"),
+        namespace,
         timeout_s,
         None if queue is None else str(queue),
         None if priority_class is None else str(priority_class),
@@ -184,17 +199,22 @@ def levels_from_kueue_topology(topology: Any) -> dict[str, str]:
 
     """
     obj = _plain(topology, "Topology")
-    name = (obj.get("metadata") or {}).get("name") or "(unnamed)"
-    label = f"Topology {name}"
+    name = _object(obj.get("metadata"), "Topology (unnamed): metadata").get("name")
+    label = f"Topology {name if isinstance(name, str) and name else '(unnamed)'}"
     if obj.get("kind") != "Topology" or not str(obj.get("apiVersion", "")).startswith(
         "kueue.x-k8s.io/"
     ):
         raise PodGroupError(
             f"{label}: expected kind Topology of kueue.x-k8s.io, got {obj.get('kind')!r}"
         )
-    levels = (obj.get("spec") or {}).get("levels")
+    levels = _object(obj.get("spec"), f"{label}: spec").get("levels")
     if not isinstance(levels, list) or not levels:
         raise PodGroupError(f"{label}: spec.levels is missing or empty")
+    if len(levels) > LIMITS["max_levels"] + 1:  # the hostname level is gangplace's node level
+        raise PodGroupError(
+            f"{label}: spec.levels has {len(levels)} levels; at most {LIMITS['max_levels']} "
+            "and the hostname level"
+        )
     keys = []
     for index, level in enumerate(levels):
         key = level.get("nodeLabel") if isinstance(level, Mapping) else None
@@ -240,11 +260,16 @@ def request_from_pod_template(
     from gangplace.k8s import _pod_gpus
 
     obj = _plain(template, "PodTemplateSpec")
-    label = f"pod template {name or (obj.get('metadata') or {}).get('name') or '(unnamed)'}"
-    gpus = _pod_gpus(obj, gpu_resource)
+    metadata = _object(obj.get("metadata"), f"pod template {name or '(unnamed)'}: metadata")
+    own = metadata.get("name")
+    label = f"pod template {name or (own if isinstance(own, str) and own else '(unnamed)')}"
+    try:
+        gpus = _pod_gpus(obj, gpu_resource)
+    except BadField as bad:
+        raise PodGroupError(f"{label}: {bad}") from None
     if gpus <= 0:
         raise PodGroupError(f"{label}: its containers request no {gpu_resource}")
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    annotations = _object(metadata.get("annotations"), f"{label}: metadata.annotations")
     by_label = {key: level_name for level_name, key in levels.items()} | {HOSTNAME_LABEL: "node"}
     level = _level_of(annotations, REQUIRED_TOPOLOGY, by_label, label)
     count = _integer(pods, f"{label}: pods")

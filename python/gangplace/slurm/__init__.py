@@ -31,7 +31,12 @@ from __future__ import annotations
 
 from gangplace.slurm.conf import SlurmConfWarning, gpus_from_conf
 from gangplace.slurm.sbatch import sbatch_args
-from gangplace.slurm.scontrol import UNUSABLE_STATES, SlurmNodeState, apply_scontrol_nodes
+from gangplace.slurm.scontrol import (
+    UNUSABLE_STATES,
+    USABLE_STATES,
+    SlurmNodeState,
+    apply_scontrol_nodes,
+)
 from gangplace.slurm.text import SlurmError, compress_hostlist, expand_hostlist
 from gangplace.slurm.topology import (
     TOP_SWITCH_LABEL,
@@ -44,6 +49,7 @@ from gangplace.slurm.topology import (
 __all__ = [
     "TOP_SWITCH_LABEL",
     "UNUSABLE_STATES",
+    "USABLE_STATES",
     "SlurmConfWarning",
     "SlurmError",
     "SlurmNodeState",

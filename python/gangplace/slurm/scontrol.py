@@ -33,6 +33,26 @@ UNUSABLE_STATES = frozenset(
 )
 
 
+# Base states and flags that leave a node schedulable (anything else is reported, not guessed).
+USABLE_STATES = frozenset(
+    {
+        "IDLE",
+        "MIXED",
+        "ALLOCATED",
+        "COMPLETING",
+        "RESERVED",
+        "PLANNED",
+        "CLOUD",
+        "DYNAMIC_NORM",
+        "DYNAMIC_FUTURE",
+        "POWERED_UP",
+        "RESUME",
+        "UNDRAIN",
+        "BLOCKED",
+    }
+)
+
+
 @dataclass(frozen=True)
 class SlurmNodeState:
     """What :func:`apply_scontrol_nodes` did.
@@ -69,13 +89,20 @@ def _node_records(text: str) -> list[tuple[int, str]]:
     return records
 
 
-def _gpu_count(gres: str) -> int:
-    """GPUs of a ``Gres=``/``GresUsed=`` value: ``gpu:8``, ``gpu:h100:8(S:0-1)``, several."""
+def _gpu_count(gres: str) -> int | None:
+    """GPUs of a ``Gres=`` value (``gpu:8``, ``gpu:h100:8(S:0-1)``, several).
+
+    ``None`` when a GPU item's count is not a number.
+    """
     total = 0
     for part in _split_top_level(gres):
-        match = re.fullmatch(r"gpu(?::[^:(]+)?:(\d+)(\(.*\))?", part.strip())
-        if match:
-            total += int(match.group(1))
+        item = part.strip()
+        if not re.match(r"gpu(:|$|\()", item):
+            continue
+        match = re.fullmatch(r"gpu(?::[^:(]+)?:(\d+)(\(.*\))?", item)
+        if match is None:
+            return None
+        total += int(match.group(1))
     return total
 
 
@@ -84,9 +111,12 @@ def _used_indices(used: str, where: str) -> tuple[int, list[int] | None]:
     count, named = 0, True
     indices: list[int] = []
     for part in _split_top_level(used):
-        match = re.fullmatch(r"gpu(?::[^:(]+)?:(\d+)(?:\(IDX:([^)]*)\))?", part.strip())
-        if match is None:
+        item = part.strip()
+        if not re.match(r"gpu(:|$|\()", item):
             continue
+        match = re.fullmatch(r"gpu(?::[^:(]+)?:(\d+)(?:\(IDX:([^)]*)\))?", item)
+        if match is None:
+            raise SlurmError(f"{where}: bad GPU item {item!r} in GresUsed")
         count += int(match.group(1))
         spec = match.group(2)
         if spec is None:
@@ -120,6 +150,8 @@ def apply_scontrol_nodes(cluster: Cluster, text: str, *, owner: str = "slurm") -
             nodes before it were applied (the error names the node).
 
     """
+    if not isinstance(text, str):
+        raise SlurmError(f"scontrol output must be text (str), got {type(text).__name__}")
     parsed = []
     for number, record in _node_records(text):
         where = f"scontrol:{number}"
@@ -139,7 +171,11 @@ def apply_scontrol_nodes(cluster: Cluster, text: str, *, owner: str = "slurm") -
             continue
         info = cluster.node(name)
         configured = _gpu_count(fields.get("Gres", ""))
-        if "Gres" in fields and configured != info.gpus:
+        if configured is None:
+            result.warnings.append(
+                f"{name}: Gres={fields['Gres']} has a GPU count that is not a number"
+            )
+        elif "Gres" in fields and configured != info.gpus:
             result.warnings.append(f"{name}: Slurm has {configured} GPUs, the cluster {info.gpus}")
         _apply_state(cluster, name, fields.get("State", ""), info.cordoned, result)
         if count:
@@ -155,6 +191,12 @@ def _apply_state(
         result.warnings.append(f"{name}: no State field; left as it was")
         return
     parts = {part.rstrip("*~#!%$@^-") for part in state.split("+")}
+    unknown = sorted(parts - UNUSABLE_STATES - USABLE_STATES)
+    if unknown:
+        result.warnings.append(
+            f"{name}: State={state} has unknown {', '.join(unknown)}; left as it was"
+        )
+        return
     unusable = state.endswith("*") or bool(parts & UNUSABLE_STATES)
     if unusable and not cordoned:
         cluster.cordon(name)
