@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +41,50 @@ def test_a_process_pool_gives_the_serial_figures(tmp_path: Path) -> None:
     assert "best-fit" in pooled.table() and "95% intervals" in pooled.table()
 
 
-def test_ray_gives_the_same_figures() -> None:
+def _ray_temp_dirs() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).glob("gangplace-ray-*")}
+
+
+def test_ray_gives_the_same_figures_and_leaves_no_temporary_files() -> None:
     pytest.importorskip("ray")
     kwargs: dict[str, Any] = {"policies": ("best-fit",), "seeds": (0, 1)}
+    before = _ray_temp_dirs()
     local = sweep([TRACE], ["tree:1,2,2,8"], workers=1, **kwargs)
     on_ray = sweep([TRACE], ["tree:1,2,2,8"], executor="ray", workers=2, **kwargs)
     assert _figures(local) == _figures(on_ray)
     assert on_ray.report["executor"] == "ray"
+    assert _ray_temp_dirs() <= before  # its temporary directory is removed
+
+
+def _listening() -> set[tuple[str, str]]:
+    """(address, port) of every listening TCP socket, from ``ss``."""
+    lines = subprocess.run(["ss", "-ltnH"], capture_output=True, text=True, check=True).stdout
+    found = set()
+    for line in lines.splitlines():
+        local = line.split()[3]
+        address, _, port = local.rpartition(":")
+        found.add((address, port))
+    return found
+
+
+def test_a_local_ray_listens_on_loopback_only() -> None:
+    ray = pytest.importorskip("ray")
+    if shutil.which("ss") is None:
+        pytest.skip("needs ss (iproute2) to list the listening sockets")
+    from gangplace.sim.sweep import local_ray_options
+
+    before = _listening()
+    temp = Path(tempfile.mkdtemp(prefix="gangplace-ray-"))
+    options = local_ray_options(1, temp)
+    ray.init(include_dashboard=False, log_to_driver=False, **options)
+    try:
+        opened = _listening() - before
+    finally:
+        ray.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
+    assert opened, "Ray opened no listening socket: the check would see nothing"
+    loopback = {"127.0.0.1", "[::1]", "[::ffff:127.0.0.1]"}
+    assert {address for address, _ in opened} <= loopback, opened
 
 
 def test_a_task_that_cannot_run_is_reported_not_raised() -> None:
@@ -62,3 +102,58 @@ def test_bad_sweep_arguments(kwargs: dict[str, Any]) -> None:
         sweep([TRACE], ["tree:1,1,1,8"], **kwargs)
     with pytest.raises(SimError):
         sweep([], ["tree:1,1,1,8"])
+
+
+def _cli(*args: str) -> Any:
+    from gangplace.cli import main
+
+    return main(list(args))
+
+
+def test_cli_keeps_tree_specs_whole_and_exits_0_when_every_task_ran(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = _cli(
+        "sweep", "--traces", TRACE, "--clusters", "tree:1,2,2,8;tree:2,2,2,4",
+        "--policies", "best-fit", "--seeds", "0-1", "--workers", "1", "--out", str(tmp_path),
+    )  # fmt: skip
+    out = capsys.readouterr()
+    assert status == 0, out.err
+    report = json.loads((tmp_path / "sweep.json").read_text())
+    assert sorted({row["cluster"] for row in report["rows"]}) == ["tree:1,2,2,8", "tree:2,2,2,4"]
+    header = out.out.splitlines()[0]
+    assert "standoffs" in header and "wait mean" in header
+    # Intervals as [low, high], a unit per column, standoffs counted.
+    row = out.out.splitlines()[1]
+    assert "[" in row and "]" in row and ("h" in row or "min" in row or " s" in row)
+    assert "%" in row and "jobs" in row
+
+
+def test_cli_repeated_flags_add_up(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = _cli(
+        "sweep", "--trace", TRACE, "--cluster", "tree:1,2,2,8", "--cluster", "tree:1,1,2,8",
+        "--policies", "best-fit", "--workers", "1", "--out", str(tmp_path),
+    )  # fmt: skip
+    assert status == 0, capsys.readouterr().err
+    report = json.loads((tmp_path / "sweep.json").read_text())
+    assert [row["cluster"] for row in report["rows"]] == ["tree:1,2,2,8", "tree:1,1,2,8"]
+
+
+@pytest.mark.parametrize(
+    ("trace", "cluster", "named"),
+    [
+        ("no/such.trace", "tree:1,1,1,8", "no/such.trace on tree:1,1,1,8, best-fit: "),
+        (TRACE, "tree:2,x", "on tree:2,x, best-fit: "),
+        (TRACE, "nosuchshape", "on nosuchshape, best-fit: "),
+    ],
+)
+def test_cli_a_failed_task_makes_the_exit_status_non_zero_and_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], trace: str, cluster: str, named: str
+) -> None:
+    status = _cli(
+        "sweep", "--traces", trace, "--clusters", cluster, "--policies", "best-fit",
+        "--workers", "1", "--out", str(tmp_path),
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert status == 1
+    assert f"gangplace sweep: failed: {trace} {named}" in err or named in err, err

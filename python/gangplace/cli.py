@@ -228,8 +228,20 @@ def _parser() -> argparse.ArgumentParser:
         description="Runs every (trace, cluster, policy, seed) on a local process pool or on "
         "Ray, and writes one aggregated report with 95%% intervals over the seeds.",
     )
-    sweep.add_argument("--traces", required=True, help="comma-separated trace files")
-    sweep.add_argument("--clusters", required=True, help="comma-separated cluster specs")
+    sweep.add_argument(
+        "--traces",
+        "--trace",
+        action="append",
+        required=True,
+        help="trace files, ';'-separated, or the flag repeated (a spec never contains ';')",
+    )
+    sweep.add_argument(
+        "--clusters",
+        "--cluster",
+        action="append",
+        required=True,
+        help="cluster specs (tree:S,R,N,G keeps its commas), ';'-separated or the flag repeated",
+    )
     _add_run_options(sweep)
     sweep.add_argument(
         "--executor", choices=("process", "ray"), default="process", help="default: process"
@@ -290,8 +302,8 @@ def _sweep(args: argparse.Namespace) -> int:
     from gangplace.sim.sweep import sweep
 
     result = sweep(
-        [part for part in args.traces.split(",") if part],
-        [part for part in args.clusters.split(",") if part],
+        _specs(args.traces),
+        _specs(args.clusters),
         policies=args.policies,
         seeds=args.seeds,
         settings=_settings(args),
@@ -302,7 +314,14 @@ def _sweep(args: argparse.Namespace) -> int:
     )
     print(result.table())
     print(f"wrote {', '.join(str(path) for path in result.files)}")
-    return 0
+    for failure in result.failures:
+        print(f"gangplace sweep: failed: {failure}", file=sys.stderr)
+    return 1 if result.failures else 0
+
+
+def _specs(values: list[str]) -> list[str]:
+    """Every ``;``-separated part of every value of a repeatable flag, in order."""
+    return [part.strip() for value in values for part in value.split(";") if part.strip()]
 
 
 def _explain(args: argparse.Namespace) -> int:

@@ -9,6 +9,9 @@ not depend on the executor: every task is deterministic in its inputs.
 from __future__ import annotations
 
 import os
+import shutil
+import sys
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,39 +33,72 @@ class Sweep:
     report: dict[str, Any]
     files: list[Path] = field(default_factory=list)
 
+    @property
+    def failures(self) -> list[str]:
+        """Every failed (trace, cluster, policy) with its errors, one line each."""
+        return [
+            f"{row['trace']} on {row['cluster']}, {row['policy']}: "
+            + "; ".join(row["figures"]["errors"])
+            for row in self.report["rows"]
+            if row["figures"]["errors"]
+        ]
+
     def table(self) -> str:
-        """One line per (trace, cluster, policy): mean wait and utilization with intervals."""
+        """One line per (trace, cluster, policy): means over the seeds.
+
+        With their 95% intervals as ``[low, high]`` (clipped to what each figure can be), in a
+        unit chosen per column, and the seeds that ended in a standoff.
+        """
         lines = [
-            f"{'trace':28} {'cluster':16} {'policy':17} {'seeds':>5} {'wait mean h':>14} "
-            f"{'wait p95 h':>14} {'never':>8} {'util':>12}"
+            f"{'trace':26} {'cluster':16} {'policy':17} {'seeds':>5} {'wait mean':>22} "
+            f"{'wait p95':>22} {'never started':>15} {'utilization':>20} {'standoffs':>9}"
         ]
         for row in self.report["rows"]:
             figures = row["figures"]
-
-            def cell(
-                name: str, scale: float = 1.0, share: bool = False, figures: Any = figures
-            ) -> str:
-                entry = figures[name]
-                if entry["mean"] is None:
-                    return "-"
-                mean = entry["mean"] / scale
-                half = (entry["high"] - entry["mean"]) / scale if entry["low"] is not None else None
-                if share:
-                    return f"{mean:.1%}" + (f"±{half * 100:.1f}" if half is not None else "")
-                return f"{mean:.2f}" + (f"±{half:.2f}" if half is not None else "")
-
+            hours = _unit(figures, ("wait_s.mean", "wait_s.p95"))
             lines.append(
-                f"{Path(row['trace']).name[:28]:28} {Path(row['cluster']).name[:16]:16} "
+                f"{Path(row['trace']).name[:26]:26} {Path(row['cluster']).name[:16]:16} "
                 f"{row['policy']:17} {figures['seeds_run']:>5} "
-                f"{cell('wait_s.mean', 3600):>14} {cell('wait_s.p95', 3600):>14} "
-                f"{cell('never_started'):>8} {cell('utilization', share=True):>12}"
+                f"{_cell(figures, 'wait_s.mean', hours):>22} "
+                f"{_cell(figures, 'wait_s.p95', hours):>22} "
+                f"{_cell(figures, 'never_started', ('jobs', 1.0)):>15} "
+                f"{_cell(figures, 'utilization', ('%', 0.01)):>20} "
+                f"{figures.get('standoffs', 0):>9}"
                 + (f"  FAILED: {figures['errors'][0]}" if figures["errors"] else "")
             )
         lines.append(
-            f"means over seeds with 95% intervals; executor {self.report['executor']}; "
+            f"means over seeds, 95% intervals as [low, high]; executor {self.report['executor']}; "
             f"{self.report['tasks']} tasks"
         )
         return "\n".join(lines)
+
+
+def _unit(figures: dict[str, Any], names: tuple[str, ...]) -> tuple[str, float]:
+    """Seconds shown in s, min or h, whichever keeps the largest mean of ``names`` readable."""
+    means = [figures[name]["mean"] for name in names if figures.get(name, {}).get("mean")]
+    largest = max(means, default=0.0)
+    if largest >= 3 * 3600:
+        return "h", 3600.0
+    if largest >= 3 * 60:
+        return "min", 60.0
+    return "s", 1.0
+
+
+def _cell(figures: dict[str, Any], name: str, unit: tuple[str, float]) -> str:
+    """``mean [low, high] unit`` (``-`` when no seed gave a value)."""
+    entry = figures.get(name) or {}
+    if entry.get("mean") is None:
+        return "-"
+    label, scale = unit
+    digits = 0 if label == "jobs" else 1
+
+    def show(value: float) -> str:
+        return f"{value / scale:.{digits}f}"
+
+    text = show(entry["mean"])
+    if entry.get("low") is not None and entry.get("high") is not None:
+        text += f" [{show(entry['low'])}, {show(entry['high'])}]"
+    return f"{text} {label}"
 
 
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
@@ -174,15 +210,20 @@ def _run_pool(tasks: list[dict[str, Any]], workers: int | None) -> list[dict[str
 def _run_ray(
     tasks: list[dict[str, Any]], address: str | None, workers: int | None
 ) -> list[dict[str, Any]]:
+    local = address is None
+    if local:
+        _loopback_only()
     try:
         import ray
     except ImportError:
         raise SimError("executor ray needs Ray: pip install 'gangplace[ray]'") from None
     started = not ray.is_initialized()
+    temp: Path | None = None
     if started:
         options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        if address is None and workers is not None:
-            options["num_cpus"] = workers  # a local Ray with this many CPUs
+        if local:
+            temp = Path(tempfile.mkdtemp(prefix="gangplace-ray-"))
+            options.update(local_ray_options(workers, temp))
         ray.init(address=address, **options)
     try:
         remote = ray.remote(run_task)
@@ -190,3 +231,36 @@ def _run_ray(
     finally:
         if started:
             ray.shutdown()
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+# Ray on Linux gives a node the address it would reach others from, and binds its servers to
+# it; with clusters "disabled" (this variable, which Ray reads when it is imported and which
+# every Ray process inherits) a local node is 127.0.0.1 and binds only there.
+LOCAL_ONLY = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+def _loopback_only() -> None:
+    """Makes the next local Ray stay on 127.0.0.1 and send no usage statistics."""
+    for key, value in LOCAL_ONLY.items():
+        os.environ.setdefault(key, value)
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None and os.environ[next(iter(LOCAL_ONLY))] == "0":
+        # Ray was imported before: its constant was read then (Ray's private module; the
+        # documented variable above is the interface, this only keeps it in force).
+        vars(constants)["ENABLE_RAY_CLUSTER"] = False
+
+
+def local_ray_options(workers: int | None, temp: Path) -> dict[str, Any]:
+    """``ray.init`` options of a local Ray that stays on this machine (README "Sweeps").
+
+    With :data:`LOCAL_ONLY` in force (the sweep sets it before importing Ray), every Ray
+    process binds to 127.0.0.1; there is no dashboard; temporary files go to ``temp``, which
+    the sweep removes afterwards.
+    """
+    _loopback_only()
+    options: dict[str, Any] = {"dashboard_host": "127.0.0.1", "_temp_dir": str(temp)}
+    if workers is not None:
+        options["num_cpus"] = workers  # a local Ray with this many CPUs
+    return options
