@@ -129,18 +129,66 @@ def test_pod_by_pod_timeouts_break_the_deadlock_and_count_idle_gpus() -> None:
     assert figures["idle_held_gpu_hours"] * 3600 >= 2 * 4 * 60
 
 
-def test_a_standoff_stops_the_run_when_its_window_closes() -> None:
-    # A and B each hold one pod while X runs for 1e6 s: nothing starts after t=0, so the run
-    # stops at the end of the window (1 h), not when X ends.
+def test_no_standoff_while_a_job_runs() -> None:
+    # A and B each hold one pod while X runs for 1e6 s: nothing starts for far longer than the
+    # window (1 h), but X's end frees a node, so the run goes on (the audit's case: pod-by-pod
+    # was stopped while jobs ran). When X ends, A gets its second pod, then B.
     jobs = [job("A", 0, 100, 2, 4), job("B", 0, 100, 2, 4), job("X", 0, 1e6, 1, 4)]
     result = run(
         "pod-by-pod", jobs, "tree:1,1,3,4", pod_timeout_s=None, pod_order="interleaved",
         standoff_s=3600,
     )  # fmt: skip
-    assert result.standoff is not None
-    assert (result.standoff.since_s, result.standoff.at_s, result.end_s) == (0, 3600, 3600)
-    assert result.standoff.held_gpus == 8 and result.standoff.held_gpu_hours == 8.0
-    assert result.deadlock_s == 0  # X was running: a standoff, not a deadlock
+    assert result.standoff is None and result.queued_at_end == 0
+    assert [r.end_s is not None for r in result.records] == [True, True, True]
+    assert result.end_s > 1e6
+    assert result.deadlock_s == 0  # X was running the whole time: never a deadlock
+
+
+def test_no_standoff_while_an_arrival_within_the_window_may_start() -> None:
+    # A and B deadlock at t=0 with nothing running; a 1-GPU job arriving after 20 h (inside
+    # the 24 h window) cannot start either, so the standoff comes 24 h after the last start,
+    # and a job arriving after the standoff is counted as not arrived.
+    jobs = [
+        job("A", 0, 100, 2, 4), job("B", 0, 100, 2, 4),
+        job("C", 20 * 3600, 5, 1, 1), job("late", 60 * 3600, 5, 1, 1),
+    ]  # fmt: skip
+    spec = parse_cluster("tree:1,1,2,4")
+    stuck = run("pod-by-pod", jobs, "tree:1,1,2,4", pod_timeout_s=None, pod_order="interleaved")
+    assert stuck.standoff is not None and stuck.end_s == 24 * 3600
+    figures = summarize(stuck, spec, (0.0, 10.0))
+    assert (figures["jobs_total"], figures["jobs_not_arrived"]) == (3, 1)
+
+
+def test_a_repair_keeps_the_run_going_while_jobs_wait_for_it() -> None:
+    # Two 4-GPU nodes; GPU 0 of the first fails at t=50 under nothing: the 2 x 4 gang that
+    # arrives at t=100 must wait for the repair (1 h later), and the run ends only when the
+    # gang has run (it used to end at t=100 with the gang queued, its status "ok").
+    from gangplace.sim.replay import FAILURE
+
+    jobs = [job("small", 0, 10, 1, 1), job("gang", 100, 50, 2, 4)]
+    replay = Replay(jobs, parse_cluster("tree:1,1,2,4"), "best-fit", SimSettings(repair_s=3600))
+    replay._next_failure = lambda after: None  # type: ignore[method-assign]  # this one only
+    replay.push(50.0, FAILURE, ("s0-r0-n0", 0))
+    result = replay.run()
+    gang = result.records[1]
+    assert gang.start_s is not None and gang.start_s >= 50 + 3600
+    assert result.queued_at_end == 0 and result.end_s == gang.end_s
+
+
+def test_a_run_that_ends_with_jobs_queued_says_so() -> None:
+    # The gang can never start after its node's GPU fails for good (no repair is scheduled):
+    # the run ends with it queued, and the status is not "ok".
+    from gangplace.sim.run import aggregate
+
+    jobs = [job("gang", 100, 50, 2, 4)]
+    replay = Replay(jobs, parse_cluster("tree:1,1,2,4"), "best-fit", SimSettings())
+    replay.cluster.set_gpu_health(replay.policy.node_name("s0-r0-n0"), 0, False)
+    result = replay.run()
+    assert result.standoff is None and result.queued_at_end == 1
+    figures = summarize(result, parse_cluster("tree:1,1,2,4"), (0.0, 100.0))
+    assert figures["queued_at_end"] == 1
+    entry = aggregate({"0": {"best-fit": figures}}, ("best-fit",))["best-fit"]
+    assert entry["ended_queued"] == 1
 
 
 def test_a_job_that_can_never_fit_is_rejected_not_queued() -> None:
@@ -471,3 +519,25 @@ def test_numa_split_scenario_counts_pods_the_kubelet_would_reject() -> None:
     assert plain.numa_split_pods == 1 and plain.records[2].nodes == ("s0-r0-n0",)
     assert single.numa_split_pods == 0 and single.records[2].nodes == ("s0-r0-n1",)
     assert run("best-fit", jobs, cluster="tree:1,1,2,8").numa_split_pods == 0  # not counted
+
+
+def test_report_json_says_what_made_it(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    import gangplace
+    from gangplace.sim.report import write_json
+
+    write_json(tmp_path / "report.json", {"seeds": [0]})
+    saved = json.loads((tmp_path / "report.json").read_text())
+    made = saved["provenance"]
+    assert list(saved) == ["provenance", "seeds"]
+    assert made["gangplace_version"] == gangplace.__version__
+    assert made["command_line"] == sys.argv and made["python"]
+    head = subprocess.run(
+        ["git", "-C", str(Path(gangplace.__file__).parent), "rev-parse", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert made["git_commit"] == (head.stdout.strip() if head.returncode == 0 else None)

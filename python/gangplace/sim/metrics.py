@@ -169,6 +169,8 @@ def summarize(result: RunResult, spec: ClusterSpec, window: Window) -> dict[str,
     standoff = result.standoff
     return {
         "jobs_total": len(arrived),
+        "jobs_not_arrived": len(result.records) - len(arrived),
+        "queued_at_end": result.queued_at_end,
         "jobs_started": len(ever_started),
         "jobs_finished": len(finished),
         "never_started": len(never),

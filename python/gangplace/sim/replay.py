@@ -6,9 +6,13 @@ order: finishes, failures and repairs, pod-by-pod timeouts, arrivals, wake-ups; 
 scheduling pass. Arrival-only traces (no durations) keep no queue: a job that cannot start
 when it arrives is rejected, as the FGD paper replays the Alibaba multigpu lists.
 
-A run ends when no event is left, or as a **standoff**: partial gangs held GPUs and no job
-started for ``standoff_s``; the run stops there and the report says so. Every job that
-arrived and never started is a censored wait (at least the run's end minus its arrival).
+A run ends when every admitted job has finished or been rejected, or as a **standoff**: partial
+gangs hold GPUs, no job is running, none started for ``standoff_s``, and no pending timeout,
+repair or arrival within ``standoff_s`` can change that; the run stops there and the report
+says so (jobs that had not arrived are counted as not arrived). Failure, repair and timeout
+events keep a run going while jobs are queued; a run that ends with jobs still queued (no
+event left that could start them) says so (``queued_at_end``). Every job that arrived and
+never started is a censored wait (at least the run's end minus its arrival).
 """
 
 from __future__ import annotations
@@ -95,6 +99,7 @@ class RunResult:
     repairs: int = 0  # failures repaired in place (``+repair``, ``+spares`` policies)
     ranks_from_spares: int = 0  # lost ranks those repairs gave to spares
     spare_gpu_s: float = 0.0  # GPU-seconds held as spares (idle, never free)
+    queued_at_end: int = 0  # admitted jobs still queued when the run ended (not a standoff)
 
 
 class Replay:
@@ -151,6 +156,9 @@ class Replay:
         self.failure_rng = random.Random(workload_seed * 7919 + 1)
         self.arrival_only = any(job.duration_s is None for job in jobs)
         self.job_events = 0  # events other than failures and repairs still queued
+        self.pending = [0] * 6  # events still queued, by kind
+        self.arrival_times: list[float] = []  # of the arrivals pushed, sorted
+        self.arrivals_handled = 0
         self.standoff_check: float | None = None
 
     # ------------------------------------------------------------------ the loop
@@ -160,6 +168,7 @@ class Replay:
         self.sequence += 1
         if kind not in (FAILURE, REPAIR):
             self.job_events += 1
+        self.pending[kind] += 1
         heapq.heappush(self.events, (at, kind, self.sequence, payload))
 
     def run(self, progress: Callable[[int], object] | None = None) -> RunResult:
@@ -170,11 +179,13 @@ class Replay:
                 break
             arrived += record.job.gpus
             self.push(record.job.arrival_s, ARRIVAL, record)
+            self.arrival_times.append(record.job.arrival_s)
+        self.arrival_times.sort()
         if self.settings.failures_per_gpu_hour and self.records:
             self._next_failure(self.records[0].job.arrival_s)
         last = self.events[0][0] if self.events else 0.0
         standoff = None
-        while self.job_events:
+        while self.job_events or (self.pending[REPAIR] and self.policy.queued(self)):
             now = self.events[0][0]
             self._advance(last, now)
             last = now
@@ -183,6 +194,9 @@ class Replay:
                 _, kind, _, payload = heapq.heappop(self.events)
                 if kind not in (FAILURE, REPAIR):
                     self.job_events -= 1
+                self.pending[kind] -= 1
+                if kind == ARRIVAL:
+                    self.arrivals_handled += 1
                 self._handle(kind, payload, now)
                 handled += 1
             self.policy.schedule(self, now)
@@ -200,7 +214,8 @@ class Replay:
                 break
             if progress is not None:
                 progress(handled)
-        if standoff is None and self.held_partial and self.policy.queued(self):
+        queued = self.policy.queued(self)
+        if standoff is None and self.held_partial and queued:
             standoff = Standoff(
                 last, self.last_start_s, self.held_partial, self.held_since_start / 3600.0
             )
@@ -222,6 +237,7 @@ class Replay:
             self.repairs,
             self.ranks_from_spares,
             self.spare_gpu_s,
+            0 if standoff is not None else queued,
         )
 
     def _advance(self, last: float, now: float) -> None:
@@ -335,12 +351,19 @@ class Replay:
         self.in_deadlock = bool(self.held_partial) and self.busy == 0
 
     def _standoff(self, now: float) -> Standoff | None:
+        """A standoff at ``now``, or ``None`` while something could still move.
+
+        See the module's docstring for the rule.
+        """
         window = self.settings.standoff_s
-        if self.held_since_start > 0 and now - self.last_start_s >= window:
-            return Standoff(
-                now, self.last_start_s, self.held_partial, self.held_since_start / 3600.0
-            )
-        return None
+        if self.held_since_start <= 0 or now - self.last_start_s < window:
+            return None
+        if self.busy > 0 or self.pending[TIMEOUT] or self.pending[REPAIR]:
+            return None  # a running job's end, a timeout or a repair may let one start
+        handled, times = self.arrivals_handled, self.arrival_times
+        if handled < len(times) and times[handled] <= now + window:
+            return None  # an arrival within the window may start
+        return Standoff(now, self.last_start_s, self.held_partial, self.held_since_start / 3600.0)
 
     # ------------------------------------------------------------------ failures
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import math
+import platform
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +80,9 @@ def table(report: dict[str, Any]) -> str:
         status = "ok"
         if entry["standoffs"]:
             status = f"STANDOFF in {entry['standoffs']}/{entry['seeds_run']} seed(s)"
+        if entry.get("ended_queued"):
+            queued = f"jobs still queued at the end in {entry['ended_queued']} seed(s)"
+            status = queued if status == "ok" else f"{status}; {queued}"
         if entry["errors"]:
             status += f"; failed in {len(report['seeds']) - entry['seeds_run']} seed(s)"
             notes.extend(f"{name}: {error}" for error in entry["errors"])
@@ -177,6 +183,9 @@ def markdown(report: dict[str, Any]) -> str:
             if entry["standoffs"]
             else "ok"
         )
+        if entry.get("ended_queued"):
+            queued = f"jobs still queued at the end in {entry['ended_queued']} seeds"
+            status = queued if status == "ok" else f"{status}; {queued}"
         cells = [
             _cell(entry["jobs_finished"], form="{:.0f}"),
             _cell(entry["never_started"], form="{:.0f}"),
@@ -232,8 +241,37 @@ def _arrival_only_table(report: dict[str, Any]) -> str:
 
 
 def write_json(path: Path, report: dict[str, Any]) -> None:
-    """Writes ``report`` as indented JSON (infinities as null)."""
-    path.write_text(json.dumps(_finite(report), indent=1, sort_keys=False) + "\n")
+    """Writes ``report`` as indented JSON (infinities as null), its provenance first."""
+    stamped = {"provenance": provenance(), **report}
+    path.write_text(json.dumps(_finite(stamped), indent=1, sort_keys=False) + "\n")
+
+
+def provenance() -> dict[str, Any]:
+    """What made a report.
+
+    gangplace's version, the git commit of its source when it runs from a checkout (``None``
+    otherwise), the process's command line and Python's version.
+    """
+    import gangplace
+
+    source = Path(gangplace.__file__).resolve().parent
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(source), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+        commit = done.stdout.strip() if done.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return {
+        "gangplace_version": gangplace.__version__,
+        "git_commit": commit or None,
+        "command_line": list(sys.argv),
+        "python": platform.python_version(),
+    }
 
 
 def _finite(value: Any) -> Any:

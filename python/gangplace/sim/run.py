@@ -201,6 +201,7 @@ def aggregate(runs: dict[str, dict[str, Any]], policies: tuple[str, ...]) -> dic
         entry["seeds_run"] = len(good)
         entry["errors"] = errors
         entry["standoffs"] = sum(1 for row in good if row.get("standoff"))
+        entry["ended_queued"] = sum(1 for row in good if row.get("queued_at_end"))
         summary[policy] = entry
     return summary
 
