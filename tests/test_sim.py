@@ -541,3 +541,50 @@ def test_report_json_says_what_made_it(tmp_path: Path) -> None:
         check=False,
     )
     assert made["git_commit"] == (head.stdout.strip() if head.returncode == 0 else None)
+
+
+def test_paired_differences_are_per_seed_with_their_own_interval() -> None:
+    from gangplace.sim.paired import paired
+
+    def figures(wait: float, util: float) -> dict[str, Any]:
+        return {"wait_s": {"mean": wait, "p95": wait}, "utilization": util, "never_started": 0}
+
+    runs = {
+        "0": {"a": figures(10.0, 0.5), "b": figures(7.0, 0.6)},
+        "1": {"a": figures(20.0, 0.5), "b": figures(18.0, 0.6)},
+        "2": {"a": figures(30.0, 0.5), "b": figures(26.0, 0.6)},
+        "3": {"a": figures(5.0, 0.5), "b": {"error": "boom"}},  # unpaired: left out
+    }
+    rows = {row["figure"]: row for row in paired(runs, ("a", "b"))}
+    wait = rows["wait_s.mean"]
+    assert (wait["policy"], wait["baseline"], wait["seeds"]) == ("b", "a", 3)
+    assert wait["difference"] == pytest.approx(-3.0)  # -3, -2, -4
+    assert wait["low"] is not None and wait["low"] < -3.0 < wait["high"] < 0.0
+    assert (wait["lower_in"], wait["higher_in"]) == (3, 0)
+    # The unpaired intervals overlap; the paired one excludes zero.
+    assert rows["utilization"]["difference"] == pytest.approx(0.1)
+    against_b = paired(runs, ("a", "b"), baseline="b")
+    assert {row["policy"] for row in against_b} == {"a"}
+
+
+def test_cli_simulate_prints_paired_differences_and_refuses_an_unknown_baseline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gangplace.cli import main
+
+    args = [
+        "simulate",
+        "--seeds",
+        "0-1",
+        "--policies",
+        "best-fit,first-fit",
+        "--out",
+        str(tmp_path),
+    ]
+    assert main([*args, "--baseline", "first-fit"]) == 0
+    out = capsys.readouterr().out
+    assert "paired against first-fit" in out and "best-fit          wait_s.mean" in out
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert {row["policy"] for row in report["paired"]} == {"best-fit"}
+    assert main([*args, "--baseline", "ladder"]) == 2
+    assert "baseline 'ladder' is not one of the policies run" in capsys.readouterr().err

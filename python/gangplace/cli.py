@@ -102,7 +102,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         "--standoff-hours",
         type=float,
         default=24.0,
-        help="stop a run after this long with partial gangs holding GPUs and no start (24)",
+        help="stop a run after this long with partial gangs holding GPUs, no job running and "
+        "nothing that could start one (24)",
     )
     parser.add_argument(
         "--quota",
@@ -221,6 +222,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_run_options(simulate)
     simulate.add_argument("--out", default="out/simulation", help="output directory")
+    simulate.add_argument(
+        "--baseline",
+        help="policy the others are compared with, seed by seed (default: the first policy)",
+    )
 
     sweep = commands.add_parser(
         "sweep",
@@ -286,6 +291,7 @@ def _simulate(args: argparse.Namespace) -> int:
         settings=_settings(args),
         out=args.out,
         progress=sys.stderr.isatty(),
+        baseline=args.baseline,
     )
     report = result.report
     print(

@@ -13,6 +13,7 @@ from typing import Any
 from gangplace.sim.clusters import ClusterSpec, parse_cluster
 from gangplace.sim.errors import SimError
 from gangplace.sim.metrics import Window, summarize
+from gangplace.sim.paired import paired, paired_table
 from gangplace.sim.policies import POLICIES, policy_for
 from gangplace.sim.replay import Replay, RunResult
 from gangplace.sim.report import table, write_json, write_plots
@@ -64,8 +65,9 @@ class Simulation:
     files: list[Path] = field(default_factory=list)
 
     def table(self) -> str:
-        """The terminal table with its assumptions."""
-        return table(self.report)
+        """The terminal table with its assumptions, then the paired comparisons."""
+        compared = paired_table(self.report.get("paired", []))
+        return table(self.report) + ("\n\n" + compared if compared else "")
 
 
 def run_policy(
@@ -108,6 +110,7 @@ def simulate(
     settings: SimSettings | None = None,
     out: str | Path | None = None,
     progress: bool = False,
+    baseline: str | None = None,
 ) -> Simulation:
     """Replays the trace(s) on ``cluster`` under each policy and each workload seed.
 
@@ -122,11 +125,16 @@ def simulate(
         settings: How the policies run (:class:`SimSettings`).
         out: Directory for ``report.json`` and the PNG plots.
         progress: Show a progress bar (tqdm) on stderr.
+        baseline: The policy the others are compared with, seed by seed (default: the
+            first of ``policies``); see :mod:`gangplace.sim.paired`.
 
     A policy that cannot replay the trace gets ``{"error": ...}`` in its row; the others run.
 
     """
     settings = settings or SimSettings()
+    if baseline is not None and baseline not in policies:
+        run = ", ".join(policies)
+        raise SimError(f"baseline {baseline!r} is not one of the policies run ({run})")
     paths = trace if isinstance(trace, list) else [trace]
     spec = parse_cluster(cluster, seed=settings.policy_seed)
     runs: dict[str, dict[str, Any]] = {}
@@ -171,6 +179,7 @@ def simulate(
         "assumptions": assumptions(settings, synthetic_durations=loaded.synthetic_durations),
         "jobs": _describe_jobs(loaded),
         "policies": aggregate(runs, policies),
+        "paired": paired(runs, policies, baseline),
         "runs": runs,
     }
     files: list[Path] = []

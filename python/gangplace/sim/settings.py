@@ -134,7 +134,8 @@ def assumptions(settings: SimSettings, *, synthetic_durations: bool) -> list[str
         f"pod-by-pod: {settings.pod_order} order, partial gangs release after "
         + (f"{settings.pod_timeout_s:g} s" if settings.pod_timeout_s else "never"),
         f"a run stops as a standoff after {settings.standoff_s / 3600:g} h with partial gangs "
-        "holding GPUs and no start",
+        "holding GPUs, no job running, no start, and no timeout, repair or arrival that could "
+        "change it",
     ]
     if synthetic_durations:
         lines.append(
