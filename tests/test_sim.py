@@ -191,6 +191,34 @@ def test_a_run_that_ends_with_jobs_queued_says_so() -> None:
     assert entry["ended_queued"] == 1
 
 
+def test_every_wait_counts_and_completion_and_slowdown_are_per_job() -> None:
+    # low runs 0-10, is preempted by high at 10 and queued again until high ends at 20: its
+    # first wait is 0, its total wait 10 s; it finishes at 1020 (no checkpoint): completion
+    # 1020 s over 1000 s of run time.
+    jobs = [
+        Job("low", 0, 1000, 16, 4, 4, priority=0),
+        Job("high", 10, 10, 8, 2, 4, priority=5),
+    ]
+    result = run("best-fit+preempt", jobs, order="priority", checkpoint_s=None)
+    low, high = result.records
+    assert (low.waited_s, high.waited_s) == (10.0, 0.0)
+    figures = summarize(result, parse_cluster(SMALL), (0.0, 10.0))
+    assert figures["wait_s"]["mean"] == 0.0  # first waits only
+    assert figures["total_wait_s"]["mean"] == 5.0  # (10 + 0) / 2
+    assert figures["completion_s"]["p99"] == 1020.0 and figures["completion_s"]["jobs"] == 2
+    assert figures["slowdown"]["p99"] == pytest.approx(1.02)
+    assert figures["slowdown"]["p50"] == pytest.approx(1.0)  # high: 10 s over 10 s
+    assert figures["restarted_jobs"] == 1
+
+
+def test_a_wait_still_open_at_the_end_is_censored_there() -> None:
+    jobs = [job("A", 0, 100, 2, 4), job("B", 0, 100, 2, 4)]
+    stuck = run("pod-by-pod", jobs, "tree:1,1,2,4", pod_timeout_s=None, pod_order="interleaved")
+    figures = summarize(stuck, parse_cluster("tree:1,1,2,4"), (0.0, 10.0))
+    assert figures["total_wait_s"]["mean"] == stuck.end_s == 24 * 3600
+    assert figures["completion_s"]["jobs"] == 0 and figures["slowdown"]["mean"] is None
+
+
 def test_a_job_that_can_never_fit_is_rejected_not_queued() -> None:
     jobs = [job("huge", 0, 10, 5, 4), job("next", 1, 10, 1, 4)]
     for policy in ("best-fit", "pod-by-pod", "blind"):

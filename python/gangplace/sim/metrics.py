@@ -8,6 +8,10 @@ Definitions (times in seconds of the trace):
   a job that never ran; ``never_started`` counts those; ``wait_started_s`` is the same over
   started jobs only, for comparison. ``wait_by_gpus_s`` per gang size, ``wait_by_owner_s``
   per owner.
+- ``total_wait_s``: every queued period of a job summed (time queued again after a
+  preemption, a failure or a requeue included; the period open at the run's end censored
+  there); ``completion_s``: finish minus arrival of finished jobs; ``slowdown``: completion
+  over run time; ``restarted_jobs``: jobs stopped and queued again at least once.
 - ``utilization``: GPU-seconds of running jobs inside the **common window** (first to last
   arrival of the trace, the same for every policy) over healthy GPUs x the window;
   ``idle_held_share`` the same for GPUs held by partial pod-by-pod gangs; ``drain_h`` the
@@ -145,6 +149,18 @@ def summarize(result: RunResult, spec: ClusterSpec, window: Window) -> dict[str,
         first = _first_wait(record)
         return first if first is not None else max(0.0, result.end_s - record.job.arrival_s)
 
+    def total_wait(record: JobRecord) -> float:
+        """Every queued period, the one open at the end included (censored there)."""
+        open_s = record.queued_since_s
+        return record.waited_s + (max(0.0, result.end_s - open_s) if open_s is not None else 0.0)
+
+    completions = [r.end_s - r.job.arrival_s for r in finished if r.end_s is not None]
+    slowdowns = [
+        (r.end_s - r.job.arrival_s) / r.job.duration_s
+        for r in finished
+        if r.end_s is not None and r.job.duration_s
+    ]
+
     def waits_of(records: list[JobRecord]) -> dict[str, Any]:
         figures: dict[str, Any] = dict(percentiles([wait(r) for r in records]))
         figures["jobs"] = len(records)
@@ -180,6 +196,10 @@ def summarize(result: RunResult, spec: ClusterSpec, window: Window) -> dict[str,
         "drain_h": max(0.0, result.end_s - high) / 3600.0,
         "wait_s": {**percentiles([wait(r) for r in admitted]), "censored": len(never)},
         "wait_started_s": percentiles([wait(r) for r in ever_started]),
+        "total_wait_s": percentiles([total_wait(r) for r in admitted]),
+        "completion_s": {**percentiles(completions), "jobs": len(completions)},
+        "slowdown": percentiles(slowdowns),
+        "restarted_jobs": sum(1 for r in admitted if r.restarts),
         "wait_by_gpus_s": {
             label: waits_of([r for r in admitted if low_ <= r.job.gpus <= high_])
             for label, low_, high_ in SIZE_BUCKETS

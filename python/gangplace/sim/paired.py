@@ -20,6 +20,9 @@ __all__ = ["PAIRED_FIGURES", "paired", "paired_table"]
 PAIRED_FIGURES = (
     "wait_s.mean",
     "wait_s.p95",
+    "total_wait_s.mean",
+    "completion_s.mean",
+    "slowdown.mean",
     "never_started",
     "utilization",
     "idle_held_share",

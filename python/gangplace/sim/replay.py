@@ -57,6 +57,8 @@ class JobRecord:
     rejected: str | None = None  # why, when it was refused or had no room on arrival
     first_start_s: float | None = None
     restarts: int = 0
+    waited_s: float = 0.0  # every queued period that ended in a start, summed
+    queued_since_s: float | None = None  # when it last entered the queue (None: not queued)
     lost_gpu_s: float = 0.0
     done_s: float = 0.0  # run time saved by checkpoints before a stop
     generation: int = 0  # bumps when a start is undone (stale finish events are ignored)
@@ -264,6 +266,7 @@ class Replay:
             self.policy.timeout(self, payload, now)
         elif kind == ARRIVAL:
             payload.arrived = True
+            payload.queued_since_s = now
             self.arrived_gpus += payload.job.gpus
             self.policy.arrived(self, payload, now)
         # WAKE: only the pass below.
@@ -285,6 +288,9 @@ class Replay:
         record.end_s = None
         if record.first_start_s is None:
             record.first_start_s = now
+        if record.queued_since_s is not None:
+            record.waited_s += now - record.queued_since_s
+            record.queued_since_s = None
         record.nodes = tuple(sorted(self.policy.alias.get(n, n) for n in nodes))
         self.busy += record.job.gpus
         self.last_start_s = now
@@ -314,6 +320,7 @@ class Replay:
         self.hold_spares(record, 0, now)
         record.restarts += 1
         record.start_s = None
+        record.queued_since_s = now
         record.nodes = ()
         self.busy -= record.job.gpus
 

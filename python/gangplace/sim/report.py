@@ -105,11 +105,36 @@ def table(report: dict[str, Any]) -> str:
         f"{window}; 1 rack: multi-pod gangs within one rack; w/ room: jobs that waited although "
         "enough GPUs were free in total on arrival; rejct: can never fit the cluster"
     )
+    lines.extend(_completion_lines(report, scale, unit))
     lines.extend(group_lines(report, scale, unit))
     lines.extend(_trace_lines(report))
     lines.extend(f"assumption: {line}" for line in report["assumptions"])
     lines.extend(f"error: {note}" for note in notes)
     return "\n".join(lines)
+
+
+def _completion_lines(report: dict[str, Any], scale: float, unit: str) -> list[str]:
+    """Per policy: every wait summed, completion time and slowdown, with their intervals."""
+    lines = [
+        f"completion ({unit}; slowdown = completion / run time; total wait = every queued "
+        "period, requeues included, never-started censored at the end):"
+    ]
+    for name, entry in report["policies"].items():
+        if not entry.get("seeds_run") or "completion_s.mean" not in entry:
+            continue
+        lines.append(
+            f"  {name:17} total wait mean {_cell(entry['total_wait_s.mean'], scale)} "
+            f"p95 {_cell(entry['total_wait_s.p95'], scale)}; completion mean "
+            f"{_cell(entry['completion_s.mean'], scale)} "
+            f"p50 {_cell(entry['completion_s.p50'], scale)} "
+            f"p95 {_cell(entry['completion_s.p95'], scale)} p99 "
+            f"{_cell(entry['completion_s.p99'], scale)}; slowdown mean "
+            f"{_cell(entry['slowdown.mean'], form='{:.2f}')} p95 "
+            f"{_cell(entry['slowdown.p95'], form='{:.2f}')} p99 "
+            f"{_cell(entry['slowdown.p99'], form='{:.2f}')}; restarted jobs "
+            f"{_cell(entry['restarted_jobs'], form='{:.0f}')}"
+        )
+    return lines if len(lines) > 1 else []
 
 
 def group_lines(report: dict[str, Any], scale: float, unit: str) -> list[str]:
