@@ -616,3 +616,24 @@ def test_cli_simulate_prints_paired_differences_and_refuses_an_unknown_baseline(
     assert {row["policy"] for row in report["paired"]} == {"best-fit"}
     assert main([*args, "--baseline", "ladder"]) == 2
     assert "baseline 'ladder' is not one of the policies run" in capsys.readouterr().err
+
+
+def test_pod_by_pod_admits_what_the_gang_policies_admit_and_honours_quotas() -> None:
+    def owned(name: str, arrival: float, pods: int, level: str | None = None) -> Job:
+        return Job(name, arrival, 100, pods * 4, pods, 4, required_level=level, owner="a")
+
+    # Racks of two 4-GPU nodes: 3 pods of 4 GPUs cannot stay in one rack; 12 GPUs are above
+    # the owner's quota of 8; the two 2 x 4 jobs fit the cluster together, not the quota.
+    jobs = [
+        owned("in-rack", 0, 3, "rack"),
+        owned("too-big", 0, 3),
+        owned("first", 1, 2),
+        owned("second", 1, 2),
+    ]
+    for policy in ("best-fit", "pod-by-pod"):
+        result = run(policy, jobs, "tree:1,2,2,4", quotas={"a": 8}, backfill="none")
+        rejected = [r.rejected for r in result.records]
+        assert rejected[0] is not None and "rack" in rejected[0], (policy, rejected)
+        assert rejected[1] is not None and "above owner 'a''s quota of 8" in rejected[1]
+        assert [r.start_s for r in result.records[2:]] == [1, 101], policy
+        assert max(busy for _, busy, _, _ in result.samples) <= 8  # never above the quota

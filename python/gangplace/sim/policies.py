@@ -293,6 +293,11 @@ class PodByPodPolicy:
     the next job's pods are tried. ``interleaved``: one pod per job per round (the worst
     case). A job still partial ``pod_timeout_s`` after its first pod bound releases its pods
     and retries after a seeded random backoff of up to one timeout.
+
+    It admits exactly the jobs the gang policies admit: a job that cannot fit the cluster at
+    its required level, or needs more GPUs than its owner's quota, is rejected with the
+    Scheduler's reason. While running, every bound pod of an owner (of running and partial
+    jobs alike) counts against the owner's quota: a pod that would pass it is not bound.
     """
 
     name = "pod-by-pod"
@@ -304,6 +309,7 @@ class PodByPodPolicy:
         self.index = 0
         self.owner_of: dict[str, JobRecord] = {}
         self.keys: dict[int, tuple[int, float, int]] = {}
+        self.held: dict[str, int] = {}  # GPUs bound per owner, partial gangs included
 
     def build(self, spec: ClusterSpec, clock: SimClock, settings: SimSettings) -> Cluster:
         """The spec's cluster, best-fit nodes."""
@@ -319,11 +325,28 @@ class PodByPodPolicy:
     def arrived(self, replay: Replay, record: JobRecord, now: float) -> None:
         """Queues the job's pods, unless the job can never fit."""
         job = record.job
-        reason = self.twin.fits(self.cluster, GangRequest(job.pods, job.gpus_per_pod))
+        request = GangRequest(job.pods, job.gpus_per_pod, required_level=job.required_level)
+        reason = self.twin.fits(self.cluster, request)
+        quota = self.settings.quotas.get(job.owner) if job.owner is not None else None
+        if reason is None and quota is not None and job.gpus > quota:
+            reason = f"needs {job.gpus} GPUs, above owner {job.owner!r}'s quota of {quota}"
         if reason is not None:
             replay.reject(record, f"never fits: {reason}")
             return
         self._queue(record)
+
+    def _quota_allows(self, record: JobRecord) -> bool:
+        """Whether one more pod of the job keeps its owner within quota."""
+        owner = record.job.owner
+        quota = self.settings.quotas.get(owner) if owner is not None else None
+        if quota is None or owner is None:
+            return True
+        return self.held.get(owner, 0) + record.job.gpus_per_pod <= quota
+
+    def _held(self, record: JobRecord, gpus: int) -> None:
+        owner = record.job.owner
+        if owner is not None:
+            self.held[owner] = self.held.get(owner, 0) + gpus
 
     def _queue(self, record: JobRecord) -> None:
         self.index += 1
@@ -360,6 +383,8 @@ class PodByPodPolicy:
             if record.retry_at_s > now or size >= smallest_failed:
                 continue
             while len(record.bound) < record.job.pods:
+                if not self._quota_allows(record):
+                    break  # this owner's quota, not the cluster: other jobs may still bind
                 if not self._bind_one(replay, record, now):
                     smallest_failed = size
                     break
@@ -370,6 +395,8 @@ class PodByPodPolicy:
         for *_, record in list(self.pending):
             size = record.job.gpus_per_pod
             if record.retry_at_s > now or size >= smallest_failed:
+                continue
+            if not self._quota_allows(record):
                 continue
             if self._bind_one(replay, record, now):
                 progress = True
@@ -387,6 +414,7 @@ class PodByPodPolicy:
         allocation = self.cluster.commit(reservation)
         self.owner_of[allocation.id] = record
         record.bound.append(allocation)
+        self._held(record, job.gpus_per_pod)
         replay.held_partial += job.gpus_per_pod
         if record.first_bound_s is None:
             record.first_bound_s = now
@@ -414,6 +442,7 @@ class PodByPodPolicy:
             self.cluster.release(allocation)
             self.owner_of.pop(allocation.id, None)
         replay.held_partial -= len(record.bound) * record.job.gpus_per_pod
+        self._held(record, -len(record.bound) * record.job.gpus_per_pod)
         record.bound = []
         record.first_bound_s = None
         if retry:
@@ -425,6 +454,7 @@ class PodByPodPolicy:
         for allocation in record.bound:
             self.cluster.release(allocation)
             self.owner_of.pop(allocation.id, None)
+        self._held(record, -len(record.bound) * record.job.gpus_per_pod)
         record.bound = []
 
     def lost(self, replay: Replay, holders: list[str], now: float) -> None:
@@ -444,6 +474,7 @@ class PodByPodPolicy:
                     record.bound.remove(allocation)
                     self.owner_of.pop(hold_id, None)
                     replay.held_partial -= record.job.gpus_per_pod
+                    self._held(record, -record.job.gpus_per_pod)
 
     def queued(self, replay: Replay) -> int:
         """Jobs waiting (partial or not)."""
