@@ -1,14 +1,19 @@
 """Pictures: a cluster as an SVG rack map (``Cluster.to_svg``, ``_repr_html_`` in notebooks).
 
-Up to :data:`SUMMARY_NODES` nodes, the detailed map: one block per top-level domain (the
-whole cluster when there are no levels), the deepest domains (racks) as columns inside it,
-nodes as rows of GPU cells. Colours: free (green), reserved (amber), allocated (blue),
-unhealthy (red); cordoned nodes are hatched. ``highlight`` (a placement) outlines the GPUs it
-takes. A legend (every mark the map uses) and totals sit on top.
+Up to :data:`SUMMARY_NODES` nodes, and while it fits in :data:`MAX_WIDTH` pixels both ways,
+the detailed map: one block per top-level domain (the whole cluster when there are no
+levels), the deepest domains (racks) as columns inside it, nodes as rows of GPU cells.
+Colours: free (green), reserved (amber), allocated (blue), unhealthy (red). A failed GPU is
+red whatever holds it; a failed GPU still held by a job carries a blue centre. Cordoned nodes
+are hatched. ``highlight`` (a placement) outlines the GPUs it takes. A legend (every mark the
+map uses, each entry whole) and totals sit on top; the totals count each GPU once (free,
+reserved, allocated and healthy, unhealthy) and say how many failed GPUs are still held.
+Domains and nodes are in natural order (``r2`` before ``r10``).
 
 Above it, the rack summary that stays legible at any size: one cell per rack, a small
 stacked bar of its GPUs' shares (free, reserved, allocated, unhealthy, in the same colours),
-hatched when most of its nodes are cordoned, outlined when ``highlight`` uses it. Racks are
+hatched when most of its nodes are cordoned, outlined when ``highlight`` uses it, with a red
+corner mark when any of its GPUs failed (however few). Racks are
 grouped by their parent domain (an array), labelled, and wrapped to at most
 :data:`MAX_WIDTH` pixels; top-level domains (halls) are sections, one under another, each
 with its free share.
@@ -16,6 +21,7 @@ with its free share.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from html import escape
 from typing import Any
@@ -50,9 +56,26 @@ class _Node:
     unhealthy: int
 
 
+def _natural(text: str) -> tuple[tuple[int, int | str], ...]:
+    """A sort key that orders the numbers inside names by value (``r2`` before ``r10``)."""
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part
+    )
+
+
+def _path_key(path: tuple[str, ...]) -> tuple[tuple[tuple[int, int | str], ...], ...]:
+    return tuple(_natural(name) for name in path)
+
+
+def _held_failed(info: _Node, gpu: int) -> bool:
+    """A failed GPU that a job (or reservation) still holds."""
+    bit = 1 << gpu
+    return bool(info.unhealthy & bit and (info.allocated | info.reserved) & bit)
+
+
 def _state_of(info: _Node, gpu: int) -> str:
     bit = 1 << gpu
-    if info.unhealthy & bit and not info.allocated & bit:
+    if info.unhealthy & bit:
         return "unhealthy"
     if info.allocated & bit:
         return "allocated"
@@ -79,6 +102,9 @@ def _nodes_by_rack(cluster: Any) -> dict[str, dict[tuple[str, ...], list[_Node]]
         )
         top = path[0] if path else "cluster"
         blocks.setdefault(top, {}).setdefault(path, []).append(node)
+    for racks in blocks.values():
+        for nodes in racks.values():
+            nodes.sort(key=lambda node: _natural(node.name))
     return blocks
 
 
@@ -86,15 +112,25 @@ def cluster_svg(cluster: Any, highlight: Any = None) -> str:
     """The rack map of ``cluster`` as an SVG document (``highlight``: a placement)."""
     if len(cluster) > SUMMARY_NODES:
         return _summary_svg(cluster, highlight)
-    chosen = {(pod.node, gpu) for pod in highlight.pods for gpu in pod.gpus} if highlight else set()
     blocks = _nodes_by_rack(cluster)
+    detailed = _detailed_svg(cluster, blocks, highlight)
+    if detailed is None:  # wider or taller than MAX_WIDTH: the summary instead
+        return _summary_svg(cluster, highlight, blocks)
+    return detailed
+
+
+def _detailed_svg(
+    cluster: Any, blocks: dict[str, dict[tuple[str, ...], list[_Node]]], highlight: Any
+) -> str | None:
+    """The detailed map, or ``None`` when it would exceed :data:`MAX_WIDTH` either way."""
+    chosen = {(pod.node, gpu) for pod in highlight.pods for gpu in pod.gpus} if highlight else set()
     parts: list[str] = []
     x, height, widest = GAP, 0, 0
     y0 = 44
-    for top in sorted(blocks):
+    for top in sorted(blocks, key=_natural):
         racks = blocks[top]
         block_x, rack_x, row_y, row_height = x, x + GAP, y0 + 14, 0
-        for index, path in enumerate(sorted(racks)):
+        for index, path in enumerate(sorted(racks, key=_path_key)):
             if index and index % RACKS_PER_ROW == 0:  # wrap: a new row of racks
                 rack_x, row_y = block_x + GAP, row_y + row_height + 14
             width, rows = _rack(parts, racks[path], rack_x, row_y, chosen)
@@ -111,9 +147,12 @@ def cluster_svg(cluster: Any, highlight: Any = None) -> str:
             f"{escape(top)}</text>"
         )
         x = widest + GAP * 4
-    marks = ["cordoned"] + (["highlight"] if highlight else [])
-    width = max(x, 480)
-    return _document(width, height + 8, _legend(marks) + _totals(cluster, ""), parts)
+    if x > MAX_WIDTH or height > MAX_WIDTH:
+        return None
+    marks = ["cordoned", "held-failed"] + (["highlight"] if highlight else [])
+    legend, legend_width = _legend(marks)
+    width = max(x, legend_width + 8, 480)
+    return _document(width, height + 8, legend + _totals(cluster, blocks, ""), parts)
 
 
 def _document(width: int, height: int, header: str, parts: list[str]) -> str:
@@ -128,8 +167,8 @@ def _document(width: int, height: int, header: str, parts: list[str]) -> str:
     )
 
 
-def _legend(marks: list[str]) -> str:
-    """A legend of the four states and of every other mark the map uses."""
+def _legend(marks: list[str]) -> tuple[str, int]:
+    """A legend of the four states and of every other mark the map uses, and its width."""
     items = []
     for index, (state, colour) in enumerate(COLOURS.items()):
         items.append(
@@ -144,21 +183,56 @@ def _legend(marks: list[str]) -> str:
             f'fill="url(#hatch)"/><text x="{x + 12}" y="12" font-size="9">cordoned</text>'
         )
         x += 90
+    if "held-failed" in marks:
+        items.append(
+            f'<rect class="legend" x="{x}" y="4" width="{CELL}" height="{CELL}" '
+            f'fill="{COLOURS["unhealthy"]}"/>{_held_mark(x, 4)}<text x="{x + 12}" y="12" '
+            f'font-size="9">failed, still held</text>'
+        )
+        x += 110
+    if "failed-rack" in marks:
+        items.append(
+            f'{_failed_mark(x, 4, CELL)}<text x="{x + 12}" y="12" font-size="9">'
+            "rack with failed GPUs</text>"
+        )
+        x += 130
     if "highlight" in marks:
         items.append(
             f'<rect class="legend" x="{x}" y="4" width="{CELL}" height="{CELL}" fill="none" '
             f'stroke="{HIGHLIGHT}" stroke-width="2"/><text x="{x + 12}" y="12" '
             f'font-size="9">the placement</text>'
         )
-    return "".join(items)
+        x += 100
+    return "".join(items), x
 
 
-def _totals(cluster: Any, note: str) -> str:
-    stats = cluster.stats()
+def _held_mark(x: float, y: float) -> str:
+    """The blue centre of a failed GPU a job still holds."""
     return (
-        f'<text x="4" y="28" font-size="9">{stats.total:,} GPUs: {stats.free:,} free, '
-        f"{stats.reserved:,} reserved, {stats.allocated:,} allocated, {stats.unhealthy:,} "
-        f"unhealthy{note}</text>"
+        f'<rect class="held-failed" x="{x + 3}" y="{y + 3}" width="{CELL - 6}" '
+        f'height="{CELL - 6}" fill="{COLOURS["allocated"]}"/>'
+    )
+
+
+def _failed_mark(x: float, y: float, size: int) -> str:
+    """The red corner of a rack with failed GPUs."""
+    return (
+        f'<circle class="failed-mark" cx="{x + size - 2}" cy="{y + 2}" r="3" '
+        f'fill="{COLOURS["unhealthy"]}" stroke="#fff" stroke-width="1"/>'
+    )
+
+
+def _totals(cluster: Any, blocks: dict[str, dict[tuple[str, ...], list[_Node]]], note: str) -> str:
+    """Every GPU counted once, by the state it is drawn in; failed GPUs still held noted."""
+    nodes = [node for racks in blocks.values() for group in racks.values() for node in group]
+    counts = _shares(nodes)
+    held_failed = sum(_held_failed(n, gpu) for n in nodes for gpu in range(n.gpus))
+    under = f" ({held_failed:,} of them still held)" if held_failed else ""
+    return (
+        f'<text x="4" y="28" font-size="9">{sum(counts.values()):,} GPUs: '
+        f"{counts['free']:,} free, {counts['reserved']:,} reserved, "
+        f"{counts['allocated']:,} allocated, {counts['unhealthy']:,} unhealthy{under}"
+        f"{note}</text>"
     )
 
 
@@ -170,15 +244,21 @@ def _shares(nodes: list[_Node]) -> dict[str, int]:
     return counts
 
 
-def _summary_svg(cluster: Any, highlight: Any) -> str:
+def _summary_svg(
+    cluster: Any,
+    highlight: Any,
+    blocks: dict[str, dict[tuple[str, ...], list[_Node]]] | None = None,
+) -> str:
     """One cell per rack, grouped by array and hall, wrapped to :data:`MAX_WIDTH`."""
     used = set(highlight.nodes) if highlight else set()
+    blocks = _nodes_by_rack(cluster) if blocks is None else blocks
     parts: list[str] = []
     y = 44
     step = RACK_CELL + 2
-    for top, racks in sorted(_nodes_by_rack(cluster).items()):
+    for top in sorted(blocks, key=_natural):
+        racks = blocks[top]
         groups: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
-        for path in sorted(racks):
+        for path in sorted(racks, key=_path_key):
             groups.setdefault(path[:-1], []).append(path)
         counts = _shares([node for nodes in racks.values() for node in nodes])
         healthy = sum(counts.values()) - counts["unhealthy"]
@@ -203,8 +283,9 @@ def _summary_svg(cluster: Any, highlight: Any) -> str:
             x += width
         y += step + 24
     note = f" (one cell per rack: {len(cluster):,} nodes)"
-    marks = ["cordoned"] + (["highlight"] if highlight else [])
-    return _document(MAX_WIDTH + 8, y, _legend(marks) + _totals(cluster, note), parts)
+    marks = ["cordoned", "failed-rack"] + (["highlight"] if highlight else [])
+    legend, _ = _legend(marks)
+    return _document(MAX_WIDTH + 8, y, legend + _totals(cluster, blocks, note), parts)
 
 
 def _rack_cell(x: int, y: int, nodes: list[_Node], outlined: bool) -> str:
@@ -229,6 +310,8 @@ def _rack_cell(x: int, y: int, nodes: list[_Node], outlined: bool) -> str:
             f'<rect x="{x - 1}" y="{y - 1}" width="{RACK_CELL + 2}" height="{RACK_CELL + 2}" '
             f'fill="none" stroke="{HIGHLIGHT}" stroke-width="2"/>'
         )
+    if counts["unhealthy"]:
+        bars.append(_failed_mark(x, y, RACK_CELL))
     title = ", ".join(f"{counts[state]} {state}" for state in COLOURS if counts[state])
     return f'<g class="rack"><title>{title}</title>{"".join(bars)}</g>'
 
@@ -250,6 +333,8 @@ def _rack(
                 f'<rect class="cell" data-state="{state}" x="{cx}" y="{row}" width="{CELL}" '
                 f'height="{CELL}" fill="{COLOURS[state]}"{outline}/>'
             )
+            if _held_failed(info, column):
+                parts.append(_held_mark(cx, row))
         if info.cordoned:
             parts.append(
                 f'<rect class="cordoned" x="{x}" y="{row}" width="{len(cells) * (CELL + 1)}" '
@@ -260,8 +345,18 @@ def _rack(
     return width, row - y
 
 
+COMPACT_PODS = 32  # above it, a placement is drawn as a grid of pods
+PODS_PER_ROW = 32
+
+
 def placement_svg(placement: Any) -> str:
-    """A placement alone: one row per pod, its node and GPU indices."""
+    """A placement alone: one row per pod, its node and GPU indices.
+
+    Above :data:`COMPACT_PODS` pods, a compact grid (one square per pod, in rank order, its
+    node and GPUs in the tooltip).
+    """
+    if len(placement.pods) > COMPACT_PODS:
+        return _compact_placement_svg(placement)
     rows = []
     for index, pod in enumerate(placement.pods):
         y = 16 + index * (CELL + 3)
@@ -277,4 +372,28 @@ def placement_svg(placement: Any) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" width="320" height="{height}" '
         f'font-family="sans-serif"><text x="4" y="10" font-size="9">{len(placement.pods)} pods '
         f"at level {escape(placement.level)}: {domain}</text>" + "".join(rows) + "</svg>"
+    )
+
+
+def _compact_placement_svg(placement: Any) -> str:
+    pods = placement.pods
+    rows = -(-len(pods) // PODS_PER_ROW)
+    cells = []
+    for rank, pod in enumerate(pods):
+        x = 4 + (rank % PODS_PER_ROW) * (CELL + 1)
+        y = 16 + (rank // PODS_PER_ROW) * (CELL + 1)
+        gpus = ",".join(str(gpu) for gpu in pod.gpus)
+        cells.append(
+            f'<rect class="cell" x="{x}" y="{y}" width="{CELL}" height="{CELL}" '
+            f'fill="{PLACED}"><title>rank {rank}: {escape(pod.node)} GPUs {gpus}</title></rect>'
+        )
+    nodes = len(set(placement.nodes))
+    domain = escape("/".join(placement.domain) or "the cluster")
+    width = max(320, 8 + PODS_PER_ROW * (CELL + 1))
+    height = 24 + rows * (CELL + 1)
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'font-family="sans-serif"><text x="4" y="10" font-size="9">{len(pods)} pods on '
+        f"{nodes} nodes at level {escape(placement.level)}: {domain} (one square per pod, rank "
+        "order)</text>" + "".join(cells) + "</svg>"
     )
