@@ -257,6 +257,35 @@ def test_metrics_are_published_in_the_registry() -> None:
     assert value("gangplace_pending_jobs") == 0
     text = prometheus_client.generate_latest(registry).decode()
     assert "# HELP gangplace_pending_duration_seconds" in text
+    # Per owner (no owner: ""), the GPU-state gauges, backfills and requeues.
+    assert value("gangplace_owner_started_total", {"owner": ""}) == 2
+    assert value("gangplace_owner_pending_jobs", {"owner": ""}) == 0
+    assert value("gangplace_owner_pending_duration_seconds_sum", {"owner": ""}) == 100.0
+    stats = scheduler.cluster.stats()
+    for state in ("free", "reserved", "allocated", "unhealthy"):
+        assert value("gangplace_gpus", {"state": state}) == getattr(stats, state)
+    assert value("gangplace_backfills_total") == 0 and value("gangplace_requeues_total") == 0
+    scheduler.requeue("b", now=100.0)
+    assert value("gangplace_requeues_total") == 1
+    assert value("gangplace_owner_pending_jobs", {"owner": ""}) == 1
+
+
+def test_metrics_per_owner() -> None:
+    prometheus_client = pytest.importorskip("prometheus_client")
+    registry = prometheus_client.CollectorRegistry()
+    scheduler = Scheduler(_cluster(), metrics=registry, clock=lambda: 0.0)
+    scheduler.submit("a", GangRequest(4, 8), owner="team-a", walltime=100)
+    scheduler.submit("b", GangRequest(4, 8), owner="team-b", walltime=100)
+    scheduler.cycle(0.0)
+
+    def value(name: str, labels: dict[str, str]) -> float | None:
+        sample = registry.get_sample_value(name, labels)
+        return None if sample is None else float(sample)
+
+    assert value("gangplace_owner_started_total", {"owner": "team-a"}) == 1
+    assert value("gangplace_owner_pending_jobs", {"owner": "team-b"}) == 1
+    scheduler.cancel("b")
+    assert value("gangplace_owner_pending_jobs", {"owner": "team-b"}) == 0
 
 
 def test_help_shows_the_docs() -> None:

@@ -256,6 +256,8 @@ class Scheduler:
             raise UnknownJob(f"job {job_id!r} is not running", job_id)
         job = self._end_running(job_id, release=True)
         self._enqueue(job, self._now(now))
+        if self.metrics is not None:
+            self.metrics.job_requeued(job.owner, preempted=False)
         self._set_pending_gauge()
 
     def _end_running(self, job_id: str, *, release: bool) -> QueuedJob:
@@ -387,8 +389,8 @@ class Scheduler:
             head,
         )
         if self.metrics is not None:
-            self.metrics.attempts.labels(result="waiting").inc(len(self._queue))
-            self.metrics.cycle_duration.observe(time.perf_counter() - began)
+            seconds = time.perf_counter() - began
+            self.metrics.cycle_done(self.cluster.stats(), seconds, len(self._queue))
             self._set_pending_gauge()
         return decisions
 
@@ -480,9 +482,7 @@ class Scheduler:
         bisect.insort(self._ends, (_predicted_end(job), gpus, job.job_id))
         waited = now - job.wait_began
         if self.metrics is not None:
-            self.metrics.pending_duration.observe(waited)
-            self.metrics.attempts.labels(result="started").inc()
-            self.metrics.placements.inc()
+            self.metrics.job_started(job.owner, waited, backfilled)
         return Started(job.job_id, allocation, waited, backfilled, preempted)
 
     def _shadow(self, head: QueuedJob, now: float) -> float:
@@ -500,7 +500,7 @@ class Scheduler:
             self._enqueue(job, now)
             names.append(job_id)
             if self.metrics is not None:
-                self.metrics.preemptions.inc()
+                self.metrics.job_requeued(job.owner, preempted=True)
         return names
 
     def _moved(self, moves: Mapping[str, Any], plan_moves: Iterable[Any]) -> list[Moved]:
@@ -524,7 +524,7 @@ class Scheduler:
 
     def _set_pending_gauge(self) -> None:
         if self.metrics is not None:
-            self.metrics.pending.set(len(self._queue))
+            self.metrics.queue_changed([job.owner for job in self._queue.in_order()])
 
 
 def _predicted_end(job: QueuedJob) -> float:

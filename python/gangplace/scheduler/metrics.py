@@ -9,6 +9,14 @@ Names follow Volcano's and the scheduler-plugins' (``podgroup_pending_duration_s
 - ``gangplace_placements_total``, ``gangplace_preemptions_total`` (jobs or holds evicted),
   ``gangplace_moves_total`` (defragmentation moves), ``gangplace_rejections_total``.
 - ``gangplace_pending_jobs`` (gauge) and ``gangplace_cycle_duration_seconds`` (histogram).
+- Per owner (label ``owner``; ``""`` for jobs without one): ``gangplace_owner_pending_jobs``
+  (gauge), ``gangplace_owner_started_total``, ``gangplace_owner_preempted_total``,
+  ``gangplace_owner_pending_duration_seconds`` (histogram).
+- ``gangplace_gpus{state}`` (gauge, after every cycle): the cluster's ``free``, ``reserved``,
+  ``allocated`` and ``unhealthy`` GPUs as ``Cluster.stats()`` counts them (``unhealthy``
+  includes failed GPUs still held).
+- ``gangplace_backfills_total`` (jobs started past a blocked head) and
+  ``gangplace_requeues_total`` (running jobs queued again: preempted or ``requeue``).
 """
 
 from __future__ import annotations
@@ -66,3 +74,80 @@ class SchedulerMetrics:
             buckets=CYCLE_BUCKETS,
             registry=registry,
         )
+        self.owner_pending = Gauge(
+            "gangplace_owner_pending_jobs",
+            "Jobs in the queue, per owner.",
+            ["owner"],
+            registry=registry,
+        )
+        self.owner_started = Counter(
+            "gangplace_owner_started_total",
+            "Jobs started, per owner.",
+            ["owner"],
+            registry=registry,
+        )
+        self.owner_preempted = Counter(
+            "gangplace_owner_preempted_total",
+            "Jobs preempted, per owner.",
+            ["owner"],
+            registry=registry,
+        )
+        self.owner_pending_duration = Histogram(
+            "gangplace_owner_pending_duration_seconds",
+            "Seconds a gang waited before it started, per owner.",
+            ["owner"],
+            buckets=WAIT_BUCKETS,
+            registry=registry,
+        )
+        self.gpus = Gauge(
+            "gangplace_gpus",
+            "The cluster's GPUs by state after the last cycle (unhealthy includes held ones).",
+            ["state"],
+            registry=registry,
+        )
+        self.backfills = Counter(
+            "gangplace_backfills_total", "Jobs started past a blocked head.", registry=registry
+        )
+        self.requeues = Counter(
+            "gangplace_requeues_total",
+            "Running jobs queued again (preempted, or requeue).",
+            registry=registry,
+        )
+        self._owners_seen: set[str] = set()
+
+    def job_started(self, owner: str | None, waited: float, backfilled: bool) -> None:
+        """One start: the wait, the counts, per owner too."""
+        label = owner or ""
+        self.pending_duration.observe(waited)
+        self.owner_pending_duration.labels(owner=label).observe(waited)
+        self.attempts.labels(result="started").inc()
+        self.placements.inc()
+        self.owner_started.labels(owner=label).inc()
+        if backfilled:
+            self.backfills.inc()
+
+    def job_requeued(self, owner: str | None, *, preempted: bool) -> None:
+        """A running job queued again."""
+        self.requeues.inc()
+        if preempted:
+            self.preemptions.inc()
+            self.owner_preempted.labels(owner=owner or "").inc()
+
+    def queue_changed(self, owners: list[str | None]) -> None:
+        """The pending gauges, from the owners of the queued jobs."""
+        self.pending.set(len(owners))
+        counts: dict[str, int] = {}
+        for owner in owners:
+            counts[owner or ""] = counts.get(owner or "", 0) + 1
+        for label in self._owners_seen - set(counts):
+            self.owner_pending.labels(owner=label).set(0)
+        for label, count in counts.items():
+            self.owner_pending.labels(owner=label).set(count)
+        self._owners_seen |= set(counts)
+
+    def cycle_done(self, stats: Any, seconds: float, waiting: int) -> None:
+        """After a cycle: the GPU-state gauges, its duration, the jobs still waiting."""
+        self.attempts.labels(result="waiting").inc(waiting)
+        self.cycle_duration.observe(seconds)
+        for state in ("free", "reserved", "allocated", "unhealthy"):
+            self.gpus.labels(state=state).set(getattr(stats, state))
