@@ -612,6 +612,8 @@ def test_cli_simulate_prints_paired_differences_and_refuses_an_unknown_baseline(
     assert main([*args, "--baseline", "first-fit"]) == 0
     out = capsys.readouterr().out
     assert "paired against first-fit" in out and "best-fit          wait_s.mean" in out
+    completion = next(line for line in out.splitlines() if "completion_s.mean" in line)
+    assert completion.split("]")[-1].startswith(" h"), completion  # seconds shown in hours
     report = json.loads((tmp_path / "report.json").read_text())
     assert {row["policy"] for row in report["paired"]} == {"best-fit"}
     assert main([*args, "--baseline", "ladder"]) == 2

@@ -79,7 +79,8 @@ def paired_table(rows: list[dict[str, Any]]) -> str:
         return ""
     lines = [f"paired against {rows[0]['baseline']} (policy minus baseline, same seeds):"]
     for row in rows:
-        scale, unit = (3600.0, " h") if row["figure"].startswith("wait_s") else (1.0, "")
+        seconds = row["figure"].split(".")[0].endswith("_s")  # wait_s, completion_s, ...
+        scale, unit = (3600.0, " h") if seconds else (1.0, "")
         share = row["figure"] in ("utilization", "idle_held_share")
         if share:
             scale, unit = 0.01, " pts"
@@ -89,7 +90,7 @@ def paired_table(rows: list[dict[str, Any]]) -> str:
 
         bounds = f" [{show(row['low'])}, {show(row['high'])}]" if row["low"] is not None else ""
         lines.append(
-            f"  {row['policy']:17} {row['figure']:16} {show(row['difference'])}{bounds}{unit}"
+            f"  {row['policy']:17} {row['figure']:18} {show(row['difference'])}{bounds}{unit}"
             f"  lower in {row['lower_in']} of {row['seeds']} seeds, higher in {row['higher_in']}"
         )
     return "\n".join(lines)
