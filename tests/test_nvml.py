@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from helpers import tree
 
-from gangplace import GangplaceError, GangRequest, ReservationRevoked
+from gangplace import GangplaceError, GangRequest, ReservationRevoked, UnknownNode
 from gangplace.nvml import GpuHealth, NvmlUnavailable, apply, probe
 
 
@@ -91,3 +91,59 @@ def test_no_driver_and_no_package() -> None:
         with pytest.raises(NvmlUnavailable) as caught:
             probe()
         assert isinstance(caught.value, GangplaceError)
+
+
+@pytest.mark.parametrize(
+    ("device", "note"),
+    [
+        ({"ecc": "many"}, "nvmlDeviceGetTotalEccErrors: 'many' is not a count"),
+        ({"ecc": None}, "nvmlDeviceGetTotalEccErrors: None is not a count"),
+        ({"pending": -1}, "nvmlDeviceGetRetiredPagesPendingStatus: -1 is not a count"),
+        ({"remap_rows": (0, 1)}, "nvmlDeviceGetRemappedRows: (0, 1) is not four counts"),
+    ],
+)
+def test_garbage_from_nvml_is_named_not_raised(device: dict[str, Any], note: str) -> None:
+    module = fake_nvml([{}, device])
+    if "remap_rows" in device:
+        rows = device["remap_rows"]
+        module.nvmlDeviceGetRemappedRows = lambda h: rows if h is device else (0, 0, 0, 0)  # type: ignore[attr-defined]
+    result = probe(module=module)
+    assert result[1].notes == (note,) and result[1].healthy  # not guessed unhealthy
+    assert result[0].notes == () and result[0].healthy
+
+
+@pytest.mark.parametrize("count", [-1, 65, "8", None, True, 2.0])
+def test_an_absurd_device_count_is_nvml_unavailable(count: Any) -> None:
+    module = fake_nvml([])
+    module.nvmlDeviceGetCount = lambda: count  # type: ignore[attr-defined]
+    with pytest.raises(NvmlUnavailable, match="not a GPU count"):
+        probe(module=module)
+    assert module.calls["shutdown"] == 1
+
+
+@pytest.mark.parametrize(
+    ("probe_result", "error", "match"),
+    [
+        ([GpuHealth(8, "x", ("lost",))], "InvalidRequest", "GPU 8 is outside node 'r0-n0'"),
+        ([GpuHealth(-1, "x")], "InvalidRequest", "GPU -1 is outside"),
+        ([GpuHealth(0, "a"), GpuHealth(0, "b", ("lost",))], "InvalidRequest", "GPU 0 is twice"),
+        ([GpuHealth(0, "a"), "GPU 1"], "InvalidRequest", "expected a GpuHealth"),
+        ([GpuHealth("1", "a")], "InvalidRequest", "index '1' is not an int"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_bad_probe_changes_nothing(probe_result: Any, error: str, match: str) -> None:
+    cluster = tree(("rack",), (1, 1), clock=lambda: 0.0)
+    cluster.commit(cluster.reserve(GangRequest(1, 2)))
+    before = cluster.snapshot()
+    # The first entry alone would be applied: a bad later one must stop the whole probe.
+    failing = [GpuHealth(3, "ok", ("ecc-uncorrectable",)), *probe_result]
+    with pytest.raises(GangplaceError, match=match) as caught:
+        apply(cluster, "r0-n0", failing)
+    assert type(caught.value).__name__ == error
+    assert cluster.snapshot() == before
+
+
+def test_a_probe_for_an_unknown_node_is_unknown_node() -> None:
+    cluster = tree(("rack",), (1, 1))
+    with pytest.raises(UnknownNode):
+        apply(cluster, "nope", [GpuHealth(0, "a", ("lost",))])
