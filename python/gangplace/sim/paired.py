@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gangplace.sim.stats import interval
+from gangplace.sim.stats import figure, interval
 
 __all__ = ["PAIRED_FIGURES", "paired", "paired_table"]
 
@@ -27,13 +27,6 @@ PAIRED_FIGURES = (
     "utilization",
     "idle_held_share",
 )
-
-
-def _get(row: dict[str, Any], dotted: str) -> Any:
-    value: Any = row
-    for part in dotted.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
 
 
 def paired(
@@ -53,7 +46,7 @@ def paired(
                 mine, theirs = by_policy.get(policy), by_policy.get(base)
                 if not mine or not theirs or "error" in mine or "error" in theirs:
                     continue
-                a, b = _get(mine, name), _get(theirs, name)
+                a, b = figure(mine, name), figure(theirs, name)
                 if isinstance(a, (int, float)) and isinstance(b, (int, float)):
                     differences.append(float(a) - float(b))
             summary = interval(differences)

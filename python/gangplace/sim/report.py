@@ -18,7 +18,15 @@ from typing import Any
 
 from gangplace.sim.replay import RunResult
 
-__all__ = ["group_lines", "markdown", "table", "wait_unit", "write_json", "write_plots"]
+__all__ = [
+    "group_lines",
+    "markdown",
+    "seconds_unit",
+    "table",
+    "wait_unit",
+    "write_json",
+    "write_plots",
+]
 
 UNITS = (("s", 1.0), ("min", 60.0), ("h", 3600.0))
 
@@ -30,6 +38,11 @@ def wait_unit(report: dict[str, Any]) -> tuple[str, float]:
         value = entry["wait_s.p95"]["mean"]
         if value is not None:
             largest = max(largest, value)
+    return seconds_unit(largest)
+
+
+def seconds_unit(largest: float) -> tuple[str, float]:
+    """``(label, seconds per unit)`` that keeps ``largest`` seconds readable: s, min or h."""
     if largest < 120:
         return UNITS[0]
     if largest < 2 * 3600:

@@ -19,7 +19,7 @@ from gangplace.sim.replay import Replay, RunResult
 from gangplace.sim.report import table, write_json, write_plots
 from gangplace.sim.scenarios import apply_scenarios
 from gangplace.sim.settings import SimSettings, assumptions
-from gangplace.sim.stats import interval
+from gangplace.sim.stats import figure, interval
 from gangplace.sim.traces import Job, Trace, read_traces
 
 __all__ = ["HEADLINE", "Simulation", "aggregate", "run_policy", "simulate"]
@@ -210,7 +210,7 @@ def aggregate(runs: dict[str, dict[str, Any]], policies: tuple[str, ...]) -> dic
         errors = sorted({row["error"] for row in rows if "error" in row})
         good = [row for row in rows if "error" not in row]
         entry: dict[str, Any] = {
-            name: _clipped(name, interval([_get(row, name) for row in good])) for name in HEADLINE
+            name: _clipped(name, interval([figure(row, name) for row in good])) for name in HEADLINE
         }
         for group in ("wait_by_priority_s", "wait_by_owner_s"):
             keys = sorted({key for row in good for key in row.get(group, {})})
@@ -238,13 +238,6 @@ def _clipped(name: str, summary: dict[str, Any]) -> dict[str, Any]:
             value = max(value, 0.0)
             summary[key] = min(value, high_bound) if high_bound is not None else value
     return summary
-
-
-def _get(row: dict[str, Any], dotted: str) -> Any:
-    value: Any = row
-    for part in dotted.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
 
 
 def _window(jobs: list[Job], stop: float | None) -> Window:

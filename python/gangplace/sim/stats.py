@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from typing import Any
 
-__all__ = ["interval", "percentiles"]
+__all__ = ["figure", "interval", "percentiles"]
 
 # Two-sided 95% Student-t quantiles by degrees of freedom (1-30); above 30, 1.96.
 _T95 = (
@@ -47,3 +48,11 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
         "p95": at(0.95),
         "p99": at(0.99),
     }
+
+
+def figure(row: dict[str, Any], dotted: str) -> Any:
+    """A figure of a run's summary by its dotted name (``wait_s.p95``); ``None`` if absent."""
+    value: Any = row
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value

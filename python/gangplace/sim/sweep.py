@@ -19,6 +19,7 @@ from typing import Any
 
 from gangplace.sim.errors import SimError
 from gangplace.sim.policies import POLICIES
+from gangplace.sim.report import seconds_unit
 from gangplace.sim.run import ARRIVAL_ONLY_LOAD, aggregate, run_policy
 from gangplace.sim.settings import SimSettings
 from gangplace.sim.stats import interval
@@ -74,14 +75,9 @@ class Sweep:
 
 
 def _unit(figures: dict[str, Any], names: tuple[str, ...]) -> tuple[str, float]:
-    """Seconds shown in s, min or h, whichever keeps the largest mean of ``names`` readable."""
+    """The unit (s, min or h) that keeps the largest mean of ``names`` readable."""
     means = [figures[name]["mean"] for name in names if figures.get(name, {}).get("mean")]
-    largest = max(means, default=0.0)
-    if largest >= 3 * 3600:
-        return "h", 3600.0
-    if largest >= 3 * 60:
-        return "min", 60.0
-    return "s", 1.0
+    return seconds_unit(max(means, default=0.0))
 
 
 def _cell(figures: dict[str, Any], name: str, unit: tuple[str, float]) -> str:
