@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -125,8 +126,8 @@ def test_cli_keeps_tree_specs_whole_and_exits_0_when_every_task_ran(
     assert "standoffs" in header and "wait mean" in header
     # Intervals as [low, high], a unit per column, standoffs counted.
     row = out.out.splitlines()[1]
-    assert "[" in row and "]" in row and ("h" in row or "min" in row or " s" in row)
-    assert "%" in row and "jobs" in row
+    assert re.search(r"\d \[\d+\.\d, \d+\.\d\] (s|min|h) ", row), row  # [low, high] unit
+    assert re.search(r"\] %", row) and re.search(r"\d+ \[\d+, \d+\] jobs", row), row
 
 
 def test_cli_repeated_flags_add_up(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
