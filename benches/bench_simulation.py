@@ -3,6 +3,9 @@
 - ``replay_20k[policy]``: 20,000 jobs on 1,024 GPUs (2 spines x 8 racks x 8 nodes x 8 GPUs)
   offering 1.2x the cluster's GPUs, FIFO with EASY backfill (pod-by-pod: kube order).
 - ``replay_200k``: 200,000 jobs on ``colossus100k`` (102,400 GPUs) at 1.2x, best-fit.
+- ``replay_20k_placement_model[none|cited]``: ``replay_20k[best-fit]`` without and with the
+  placement-speed model (the CSV workload names no job types: the cited model's GUESSED
+  default applies to every job), to show what the model costs a replay.
 
 Workloads come from :mod:`benches.workloads` (real Philly GPU counts, GUESSED durations).
 The README's test command runs small versions once with ``--benchmark-disable``.
@@ -17,6 +20,7 @@ import pytest
 
 from benches.workloads import write_workload
 from gangplace.sim.run import simulate
+from gangplace.sim.settings import SimSettings
 
 POLICIES = ("best-fit", "first-fit", "blind", "ladder", "pod-by-pod")
 
@@ -60,3 +64,25 @@ def bench_replay_200k(benchmark: Any, tmp_path: Path, request: pytest.FixtureReq
         jobs=figures["jobs_total"], utilization=round(figures["utilization"], 4)
     )
     assert figures["jobs_total"] == jobs
+
+
+@pytest.mark.parametrize("model", ("none", "cited"))
+def bench_replay_20k_placement_model(
+    benchmark: Any, model: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """``replay_20k[best-fit]`` with the placement model off and on."""
+    smoke = _smoke(request)
+    jobs, cluster = (400, "tree:1,2,2,8") if smoke else (20_000, "tree:2,8,8,8")
+    trace = write_workload(tmp_path / "w.csv", jobs, 32 if smoke else 1024, load=1.2)
+    settings = SimSettings(placement_model=model)
+    kwargs = {"cluster": cluster, "policies": ("best-fit",), "settings": settings}
+    result = benchmark.pedantic(simulate, args=(trace,), kwargs=kwargs, rounds=1)
+    figures = result.report["runs"]["0"]["best-fit"]
+    benchmark.extra_info.update(
+        jobs=figures["jobs_total"],
+        spread_gpu_hours=round(figures["spread_gpu_hours"], 1),
+        mean_wait_h=round(figures["wait_s"]["mean"] / 3600, 2),
+    )
+    assert figures["jobs_finished"] + figures["jobs_rejected"] + figures["never_started"] == jobs
+    if model == "none":
+        assert figures["spread_gpu_hours"] == 0

@@ -45,5 +45,12 @@ run philly-nvl72-slices --trace $philly/6c71a0.trace,$philly/b436b2.trace,$phill
 # NUMA-split nodes (issue 13): two NUMA halves per node; best-fit against numa="single".
 run philly-numa-split --trace $philly/6c71a0.trace,$philly/b436b2.trace,$philly/11cb48.trace \
     --cluster tree:2,2,4,8 --seeds 0-4 --policies best-fit,best-fit+numa,pod-by-pod --numa-split
+# Hard against soft topology constraints (issue 26), with the cited placement model: every
+# multi-node job required in one rack (rack-only), a rack preferred with a timeout ladder,
+# best-fit's preference without waiting, and no topology at all (blind).
+run philly-hard-soft --trace $philly/b436b2.trace --cluster tree:2,2,2,8 --seeds 0-9 \
+    --policies rack-only,ladder,best-fit,blind --baseline rack-only
+run philly-hard-soft-nomodel --trace $philly/b436b2.trace --cluster tree:2,2,2,8 --seeds 0-9 \
+    --policies rack-only,ladder,best-fit,blind --baseline rack-only --placement-model none
 echo "simulation_docs: tables of docs/simulation.md" >&2
 python scripts/simulation_tables.py

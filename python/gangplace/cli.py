@@ -141,6 +141,14 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         help="priorities scenario: this share of jobs made priority 1 at random (0)",
     )
     parser.add_argument(
+        "--placement-model",
+        default="auto",
+        metavar="none|cited|FILE",
+        help="run-time factors by the level a job spans: cited (Pollux measurements, labelled "
+        "guesses), none, or a CSV job_type,span,factor (default: cited when the trace names "
+        "job types, else none)",
+    )
+    parser.add_argument(
         "--checkpoint-hours",
         type=float,
         default=1.0,
@@ -189,6 +197,7 @@ def _settings(args: argparse.Namespace) -> SimSettings:
         high_priority_share=args.high_priority_share,
         numa_split=args.numa_split,
         spares=args.spares,
+        placement_model=args.placement_model,
     )
 
 

@@ -23,6 +23,10 @@ Definitions (times in seconds of the trace):
 - ``rejected``: jobs refused because they cannot fit the cluster as built, or (arrival-only)
   because there was no room on arrival; ``allocation_at_end`` the busy share of healthy GPUs
   at the end; ``load_curve`` (arrival-only) the allocated share against the arrived load.
+- ``spread_gpu_hours``: GPU-hours jobs ran beyond their run time at the tightest span they
+  could have, because the placement model slowed their placement down; ``by_job_type`` the
+  waits, completion times, slowdowns and spreading cost of the multi-node jobs of each job
+  type family.
 - ``lost_gpu_hours``: work thrown away by preemptions and failures (restarts from scratch);
   ``goodput`` the share of busy GPU-time that was not lost; ``useful_gpu_hours`` the busy
   GPU-time that was not lost, over the whole run. ``repairs``: failures repaired in place
@@ -236,6 +240,8 @@ def summarize(result: RunResult, spec: ClusterSpec, window: Window) -> dict[str,
         "failures": result.failures,
         "restarts": sum(r.restarts for r in result.records),
         "lost_gpu_hours": lost / 3600.0,
+        "spread_gpu_hours": sum(r.spread_gpu_s for r in result.records) / 3600.0,
+        "by_job_type": _by_job_type(finished, admitted, wait),
         "goodput": 1.0 - lost / busy_total if busy_total else None,
         "useful_gpu_hours": (busy_total - lost) / 3600.0,
         "repairs": result.repairs,
@@ -250,6 +256,43 @@ def summarize(result: RunResult, spec: ClusterSpec, window: Window) -> dict[str,
         "real_wait_s": percentiles(real) if real else None,
         "scheduler_seconds": result.engine_seconds,
     }
+
+
+def _family(job_type: str | None) -> str:
+    """``"ResNet-50 (batch size 64)"`` -> ``"ResNet-50"``; no type -> ``"(none)"``."""
+    return job_type.split(" (batch size", 1)[0] if job_type else "(none)"
+
+
+def _by_job_type(
+    finished: list[JobRecord], admitted: list[JobRecord], wait: Any
+) -> dict[str, dict[str, Any]]:
+    """Per job type family: jobs, waits, completion times, slowdowns and spreading cost.
+
+    Completion and slowdown are over the finished multi-node jobs of the family (the ones
+    placement can slow down), waits over every admitted multi-node job of it.
+    """
+    families: dict[str, dict[str, Any]] = {}
+    ended = {id(r): r.end_s for r in finished if r.end_s is not None and r.job.duration_s}
+    for family in sorted({_family(r.job.job_type) for r in admitted}):
+        mine = [r for r in admitted if _family(r.job.job_type) == family and r.job.pods > 1]
+        completions = {
+            id(r): end - r.job.arrival_s for r in mine if (end := ended.get(id(r))) is not None
+        }
+        families[family] = {
+            "multi_node_jobs": len(mine),
+            "never_started": sum(1 for r in mine if r.first_start_s is None),
+            "wait_s": percentiles([wait(r) for r in mine]),
+            "completion_s": percentiles(list(completions.values())),
+            "slowdown": percentiles(
+                [
+                    completions[id(r)] / (r.job.duration_s or 1.0)
+                    for r in mine
+                    if id(r) in completions
+                ]
+            ),
+            "spread_gpu_hours": sum(r.spread_gpu_s for r in mine) / 3600.0,
+        }
+    return families
 
 
 def _thin(points: list[tuple[float, float]], most: int) -> list[list[float]]:

@@ -23,6 +23,7 @@ PAIRED_FIGURES = (
     "total_wait_s.mean",
     "completion_s.mean",
     "slowdown.mean",
+    "spread_gpu_hours",
     "never_started",
     "utilization",
     "idle_held_share",

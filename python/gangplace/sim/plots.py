@@ -77,6 +77,11 @@ def _utilization(
         queue.step(times, lengths, where="post", color="#444444", linewidth=0.7)
         queue.set_ylabel("queued", fontsize="x-small")
         queue.tick_params(labelsize="x-small")
+        if result.standoff is not None:
+            stop = result.standoff.at_s / 3600
+            axis.axvline(stop, color="#c0392b", linewidth=1, linestyle="--")
+            axis.text(stop, 0.95, " run stopped: standoff", color="#c0392b", fontsize="x-small",
+                      va="top")  # fmt: skip
     axes[0, 0].legend(loc="lower left", bbox_to_anchor=(0, 1.02), ncol=2, fontsize="small")
     axes[-1, 0].set_xlabel("time (hours); left axis: share of healthy GPUs; line: jobs queued")
     axes[-1, 0].set_xlim(window[0] / 3600, window[1] / 3600)
@@ -100,6 +105,10 @@ def _wait_cdf(out: Path, results: dict[str, RunResult], label: str) -> Path:
     fig, axes = plt.subplots(
         rows, columns, figsize=(4 * columns, 3 * rows), sharex=True, sharey=True, squeeze=False
     )
+    # The y axis starts at the lowest first step of any curve (rounded down to a tenth): the
+    # jobs that started at once are often most of them, and the rest is the story.
+    firsts = [waits.count(waits[0]) / total for waits, total in curves.values() if waits]
+    bottom = math.floor(min(firsts, default=0.0) * 10) / 10
     for index, (name, (waits, total)) in enumerate(curves.items()):
         axis = axes[index // columns, index % columns]
         for other, (other_waits, other_total) in curves.items():
@@ -112,12 +121,15 @@ def _wait_cdf(out: Path, results: dict[str, RunResult], label: str) -> Path:
         never = total - len(waits)
         axis.set_title(f"{name}: {never} never started" if never else name, fontsize="small")
         axis.set_xscale("symlog", linthresh=0.01)
-        axis.set_ylim(0, 1.02)
+        axis.set_ylim(bottom, 1.02)
         axis.grid(alpha=0.3)
     for index in range(len(curves), rows * columns):
         axes[index // columns, index % columns].axis("off")
     fig.supxlabel("queue wait (hours, log scale above 0.01 h)", fontsize="small")
-    fig.supylabel("share of admitted jobs started", fontsize="small")
+    fig.supylabel(
+        "share of admitted jobs started" + (f" (axis from {bottom:.1f})" if bottom else ""),
+        fontsize="small",
+    )
     fig.suptitle(f"Waits: each policy in colour, the others in grey ({label})", fontsize="medium")
     return _save(fig, out / "wait_cdf.png")
 
@@ -132,6 +144,15 @@ def _locality(out: Path, report: dict[str, Any], label: str) -> Path:
         if any((first_seed[n]["locality"].get(kind) or 0) > 0 for n in names)
     ]
     fig, axis = plt.subplots(figsize=(8, 0.5 * len(names) + 1.5))
+    if not kinds:  # no multi-pod gang started: say so instead of an empty chart
+        axis.set_yticks(range(len(names)), names)
+        axis.set_xticks([])
+        axis.text(0.5, (len(names) - 1) / 2, "no multi-pod gang started in this run",
+                  ha="center", va="center", fontsize="small")  # fmt: skip
+        axis.set_xlim(0, 1)
+        axis.invert_yaxis()
+        axis.set_title(f"Where multi-pod gangs ran ({label})", fontsize="medium")
+        return _save(fig, out / "locality.png")
     colours = {"rack": "#2b7bba", "spine": "#7fb3d5", "wider": "#e8743b"}
     left = [0.0] * len(names)
     for kind in kinds:

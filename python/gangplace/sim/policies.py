@@ -68,6 +68,7 @@ EXTRA_POLICIES = (
     "best-fit+numa",
     "best-fit+repair",
     "best-fit+spares",
+    "rack-only",
 )
 ALL_POLICIES = POLICIES + EXTRA_POLICIES
 
@@ -86,6 +87,7 @@ class GangPolicy:
         numa_single: bool = False,
         ladder: tuple[float, float] | None = None,
         on_failure: str = "requeue",
+        rack_only: bool = False,
     ) -> None:
         self.name = name
         self.kind = kind
@@ -95,6 +97,7 @@ class GangPolicy:
         self.numa_single = numa_single
         self.ladder = ladder
         self.on_failure = on_failure  # "requeue", "repair" or "spares"
+        self.rack_only = rack_only  # every multi-pod job required within one rack (hard)
         self.alias: dict[str, str] = {}
         self.scheduler: Scheduler | None = None
 
@@ -127,6 +130,8 @@ class GangPolicy:
         job = record.job
         level = job.required_level
         ladder: list[tuple[float, str | None]] = []
+        if self.rack_only and level is None and self.levels and job.pods > 1:
+            level = self.levels[-1]
         if self.ladder is not None and level is None and self.levels:
             level = self.levels[-1]
             above = self.levels[-2] if len(self.levels) >= 2 else None
@@ -521,6 +526,8 @@ def policy_for(name: str, settings: SimSettings) -> GangPolicy | PodByPodPolicy:
         return GangPolicy(name, "best-fit", on_failure="spares")
     if name == "blind":
         return BlindPolicy(settings.policy_seed)
+    if name == "rack-only":
+        return GangPolicy(name, "best-fit", rack_only=True)
     if name == "ladder":
         return GangPolicy(name, "best-fit", ladder=settings.ladder_s)
     if name == "pod-by-pod":

@@ -27,6 +27,7 @@ from typing import Any
 from gangplace._gangplace import Allocation, Cluster
 from gangplace.sim.clusters import ClusterSpec
 from gangplace.sim.settings import SimSettings
+from gangplace.sim.speed import model_for, reference_span, span_of
 from gangplace.sim.traces import Job
 
 __all__ = ["JobRecord", "Replay", "RunResult", "SimClock", "Standoff"]
@@ -60,7 +61,9 @@ class JobRecord:
     waited_s: float = 0.0  # every queued period that ended in a start, summed
     queued_since_s: float | None = None  # when it last entered the queue (None: not queued)
     lost_gpu_s: float = 0.0
-    done_s: float = 0.0  # run time saved by checkpoints before a stop
+    done_s: float = 0.0  # work saved by checkpoints before a stop (seconds at full speed)
+    speed: float = 1.0  # run-time factor of its current placement (gangplace.sim.speed)
+    spread_gpu_s: float = 0.0  # GPU-seconds its placements cost beyond its reference span
     generation: int = 0  # bumps when a start is undone (stale finish events are ignored)
     spare_gpus: int = 0  # GPUs its allocation holds as spares now (README "Spares")
     spare_since_s: float = 0.0
@@ -162,6 +165,9 @@ class Replay:
         self.arrival_times: list[float] = []  # of the arrivals pushed, sorted
         self.arrivals_handled = 0
         self.standoff_check: float | None = None
+        self.paths = dict(zip(spec.names, spec.paths, strict=True))
+        self.largest_node = max(spec.gpus, default=0)
+        self.speed_model = model_for(self.settings.placement_model, (j.job_type for j in jobs))
 
     # ------------------------------------------------------------------ the loop
 
@@ -255,6 +261,7 @@ class Replay:
             if generation == record.generation and record.start_s is not None:
                 self.policy.finished(self, record)
                 self.busy -= record.job.gpus
+                self._ran(record, now - record.start_s, now - record.start_s)
                 record.end_s = now
                 self.hold_spares(record, 0, now)
         elif kind == FAILURE:
@@ -295,10 +302,30 @@ class Replay:
         self.busy += record.job.gpus
         self.last_start_s = now
         self.held_since_start = 0.0
+        self._schedule_finish(record, now)
+
+    def _schedule_finish(self, record: JobRecord, now: float) -> None:
+        """Sets the job's speed from its placement and schedules the end of its work."""
+        record.speed = self._speed(record)
         duration = record.job.duration_s
         if duration is not None:
-            duration -= record.done_s
-            self.push(now + duration, FINISH, (record, record.generation))
+            left = (duration - record.done_s) * record.speed
+            self.push(now + left, FINISH, (record, record.generation))
+
+    def _speed(self, record: JobRecord) -> float:
+        """The placement model's run-time factor for the job's nodes (1 without a model)."""
+        model = self.speed_model
+        if model is None or not record.nodes:
+            return 1.0
+        span = span_of(record.nodes, self.paths)
+        reference = reference_span(record.job.gpus, self.largest_node)
+        return model.factor(record.job.job_type, span, reference)
+
+    def _ran(self, record: JobRecord, ran_s: float, kept_s: float) -> None:
+        """Books ``kept_s`` of the ``ran_s`` it ran as work, and the spreading cost of it."""
+        record.done_s += kept_s / record.speed
+        record.spread_gpu_s += kept_s * (1.0 - 1.0 / record.speed) * record.job.gpus
+        record.lost_gpu_s += (ran_s - kept_s) * record.job.gpus
 
     def _interrupt(self, record: JobRecord, now: float) -> None:
         """Keeps a running job's work up to its last checkpoint; counts the rest as lost.
@@ -310,8 +337,7 @@ class Replay:
         ran = now - record.start_s
         every = self.settings.checkpoint_s
         saved = (ran // every) * every if every else 0.0
-        record.done_s += saved
-        record.lost_gpu_s += (ran - saved) * record.job.gpus
+        self._ran(record, ran, saved)
         record.generation += 1
 
     def stopped(self, record: JobRecord, now: float) -> None:
@@ -329,9 +355,7 @@ class Replay:
         self._interrupt(record, now)
         record.start_s = now
         record.nodes = tuple(sorted(self.policy.alias.get(n, n) for n in nodes))
-        duration = record.job.duration_s
-        if duration is not None:
-            self.push(now + duration - record.done_s, FINISH, (record, record.generation))
+        self._schedule_finish(record, now)
 
     def repaired(
         self, record: JobRecord, nodes: tuple[str, ...], from_spares: int, now: float

@@ -19,6 +19,7 @@ from typing import Any
 from gangplace.sim.replay import RunResult
 
 __all__ = [
+    "completion_lines",
     "group_lines",
     "markdown",
     "seconds_unit",
@@ -118,7 +119,7 @@ def table(report: dict[str, Any]) -> str:
         f"{window}; 1 rack: multi-pod gangs within one rack; w/ room: jobs that waited although "
         "enough GPUs were free in total on arrival; rejct: can never fit the cluster"
     )
-    lines.extend(_completion_lines(report, scale, unit))
+    lines.extend(completion_lines(report, scale, unit))
     lines.extend(group_lines(report, scale, unit))
     lines.extend(_trace_lines(report))
     lines.extend(f"assumption: {line}" for line in report["assumptions"])
@@ -126,7 +127,7 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _completion_lines(report: dict[str, Any], scale: float, unit: str) -> list[str]:
+def completion_lines(report: dict[str, Any], scale: float, unit: str) -> list[str]:
     """Per policy: every wait summed, completion time and slowdown, with their intervals."""
     lines = [
         f"completion ({unit}; slowdown = completion / run time; total wait = every queued "
@@ -146,6 +147,11 @@ def _completion_lines(report: dict[str, Any], scale: float, unit: str) -> list[s
             f"{_cell(entry['slowdown.p95'], form='{:.2f}')} p99 "
             f"{_cell(entry['slowdown.p99'], form='{:.2f}')}; restarted jobs "
             f"{_cell(entry['restarted_jobs'], form='{:.0f}')}"
+            + (
+                f"; GPU-h lost to spreading {_cell(entry['spread_gpu_hours'], form='{:.1f}')}"
+                if "spread_gpu_hours" in entry
+                else ""
+            )
         )
     return lines if len(lines) > 1 else []
 

@@ -19,6 +19,7 @@ from gangplace.sim.replay import Replay, RunResult
 from gangplace.sim.report import table, write_json, write_plots
 from gangplace.sim.scenarios import apply_scenarios
 from gangplace.sim.settings import SimSettings, assumptions
+from gangplace.sim.speed import model_for
 from gangplace.sim.stats import figure, interval
 from gangplace.sim.traces import Job, Trace, read_traces
 
@@ -49,6 +50,7 @@ HEADLINE = (
     "slowdown.p95",
     "slowdown.p99",
     "restarted_jobs",
+    "spread_gpu_hours",
     "utilization",
     "idle_held_share",
     "idle_held_gpu_hours",
@@ -188,6 +190,7 @@ def simulate(
         "arrival_only": arrival_only,
         "synthetic_durations": loaded.synthetic_durations,
         "assumptions": assumptions(settings, synthetic_durations=loaded.synthetic_durations),
+        "placement_model": _model_rows(settings, loaded),
         "jobs": _describe_jobs(loaded),
         "policies": aggregate(runs, policies),
         "paired": paired(runs, policies, baseline),
@@ -238,6 +241,12 @@ def _clipped(name: str, summary: dict[str, Any]) -> dict[str, Any]:
             value = max(value, 0.0)
             summary[key] = min(value, high_bound) if high_bound is not None else value
     return summary
+
+
+def _model_rows(settings: SimSettings, trace: Trace) -> list[dict[str, Any]] | None:
+    """The placement model's table as it applied to this trace (``None``: no model)."""
+    model = model_for(settings.placement_model, (job.job_type for job in trace.jobs))
+    return model.rows() if model is not None else None
 
 
 def _window(jobs: list[Job], stop: float | None) -> Window:

@@ -9,6 +9,8 @@ import math
 from dataclasses import dataclass, field
 
 from gangplace.sim.errors import SimError
+from gangplace.sim.speed import CROSS_LEVEL_GROWTH, MODEL_CHOICES, load_model
+from gangplace.sim.traces import PHILLY_CAPPED_MEAN_S
 
 __all__ = ["BACKFILLS", "ORDERS", "POD_ORDERS", "SimSettings", "assumptions", "parse_seeds"]
 
@@ -50,6 +52,10 @@ class SimSettings:
             ``single-numa-node`` policy would reject them).
         spares: Spare pods the ``best-fit+spares`` policy holds next to every gang (per
             innermost slice with slices).
+        placement_model: Run-time factors by the level a job's pods span
+            (:mod:`gangplace.sim.speed`): ``"auto"`` (``"cited"`` when the trace names job
+            types, else ``"none"``), ``"cited"``, ``"none"`` (placement never changes run
+            time) or the path of a model CSV.
 
     """
 
@@ -68,6 +74,7 @@ class SimSettings:
     high_priority_share: float = 0.0
     numa_split: bool = False
     spares: int = 1
+    placement_model: str = "auto"
 
     def __post_init__(self) -> None:
         _choice("order", self.order, ORDERS)
@@ -81,6 +88,8 @@ class SimSettings:
         if self.pod_timeout_s is not None:
             _positive("pod timeout", self.pod_timeout_s)
         _positive("standoff window", self.standoff_s)
+        if not isinstance(self.policy_seed, int) or not 0 <= self.policy_seed < 2**63:
+            raise SimError(f"policy seed must be an integer >= 0, got {self.policy_seed!r}")
         _at_least("failure rate", self.failures_per_gpu_hour, 0.0)
         _positive("repair time", self.repair_s)
         if not 0.0 <= self.high_priority_share <= 1.0:
@@ -89,6 +98,8 @@ class SimSettings:
             _positive("checkpoint interval", self.checkpoint_s)
         if not 0 <= self.spares <= 64:
             raise SimError(f"spares must be 0 to 64 pods per gang, got {self.spares}")
+        if self.placement_model not in MODEL_CHOICES:
+            load_model(self.placement_model)  # a file: read now, so a bad one fails here
         for owner, gpus in self.quotas.items():
             if gpus < 0:
                 raise SimError(f"quota of {owner!r} must be >= 0 GPUs, got {gpus}")
@@ -131,16 +142,21 @@ def assumptions(settings: SimSettings, *, synthetic_durations: bool) -> list[str
     lines = [
         f"gang policies: {settings.order} order, {settings.backfill} backfill, walltime = "
         f"run time x {settings.walltime_factor:g}",
-        f"pod-by-pod: {settings.pod_order} order, partial gangs release after "
-        + (f"{settings.pod_timeout_s:g} s" if settings.pod_timeout_s else "never"),
+        f"pod-by-pod: {settings.pod_order} order, "
+        + (
+            f"partial gangs release after {settings.pod_timeout_s:g} s"
+            if settings.pod_timeout_s
+            else "partial gangs never release"
+        ),
         f"a run stops as a standoff after {settings.standoff_s / 3600:g} h with partial gangs "
         "holding GPUs, no job running, no start, and no timeout, repair or arrival that could "
         "change it",
     ]
     if synthetic_durations:
         lines.append(
-            "durations are SYNTHETIC (guessed): log-normal, Philly median 874 s and mean "
-            "18,006 s, capped at Philly's maximum 4,240,676 s"
+            "durations are SYNTHETIC (guessed): log-normal fitted to Philly's median 874 s "
+            "and mean 18,006 s, capped at Philly's maximum 4,240,676 s, which lowers the mean "
+            f"to {PHILLY_CAPPED_MEAN_S:,.0f} s"
         )
     if settings.high_priority_share:
         lines.append(
@@ -161,6 +177,24 @@ def assumptions(settings: SimSettings, *, synthetic_durations: bool) -> list[str
             "using it is requeued (+repair, +spares: repaired in place when a repair fits, "
             f"resuming at once; +spares holds {settings.spares} spare pod(s) per gang)"
         )
+    model = settings.placement_model
+    if model == "none":
+        lines.append("placement never changes run time (placement model: none)")
+    elif model in ("cited", "auto"):
+        lines.append(
+            (
+                "placement model cited"
+                if model == "cited"
+                else "placement model auto (cited when the trace names job types, else none)"
+            )
+            + ": a multi-node job runs 1+e times its one-node time, e MEASURED by Pollux "
+            "(OSDI'21) for ResNet-18/ResNet-50 by batch size; the spine and wider levels "
+            f"multiply e by {CROSS_LEVEL_GROWTH:g} per level (GUESSED), Transformer/LM use "
+            "BERT's e (GUESSED proxy), other types the median e (GUESSED); durations are run "
+            "times at the tightest span a job can have"
+        )
+    else:
+        lines.append(f"placement model read from {model} (run-time factor by span)")
     lines.append(
         "a stopped or moved job (failure, preemption, defragmentation) resumes from its last "
         f"checkpoint, every {settings.checkpoint_s / 3600:g} h of run time (GUESSED)"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import math
 import random
+import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,18 @@ PHILLY_MEAN_S = 18_006.0
 PHILLY_MAX_S = 4_240_676.0  # the longest GPU job of the published Philly summary
 
 
+def capped_lognormal_mean(median: float, mean: float, cap: float) -> float:
+    """The mean of ``min(X, cap)`` for X log-normal with this median and (uncapped) mean."""
+    mu, sigma = math.log(median), math.sqrt(2 * math.log(mean / median))
+    normal = statistics.NormalDist()
+    below = normal.cdf((math.log(cap) - mu - sigma * sigma) / sigma)
+    return mean * below + cap * (1 - normal.cdf((math.log(cap) - mu) / sigma))
+
+
+# The mean of the drawn durations after the cap (about 16,295 s).
+PHILLY_CAPPED_MEAN_S = capped_lognormal_mean(PHILLY_MEDIAN_S, PHILLY_MEAN_S, PHILLY_MAX_S)
+
+
 @dataclass(frozen=True)
 class Job:
     """One job of a trace: a gang arriving at ``arrival_s`` and running ``duration_s``.
@@ -59,6 +72,9 @@ class Job:
         priority: Its priority (a CSV ``priority`` column; default 0).
         real_wait_s: The wait the trace itself recorded (Alibaba ``scheduled_time`` minus
             ``creation_time``), to report beside the simulated one.
+        job_type: What the job trains, if the trace says (Philly VC traces: field 1, e.g.
+            ``"ResNet-50 (batch size 64)"``): keys the placement model
+            (:mod:`gangplace.sim.speed`).
 
     """
 
@@ -72,6 +88,7 @@ class Job:
     owner: str | None = None
     priority: int = 0
     real_wait_s: float | None = None
+    job_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -148,8 +165,18 @@ def read_philly(
             raise TraceError(f"{where}: GPU count must be >= 1, got {gpus}")
         pods, size = gang_shape(gpus, gpus_per_node)
         duration = min(rng.lognormvariate(mu, sigma), PHILLY_MAX_S)
+        job_type = fields[0].strip() or None
         jobs.append(
-            Job(f"{path.stem}-{number - 1}", arrival, duration, gpus, pods, size, owner=owner)
+            Job(
+                f"{path.stem}-{number - 1}",
+                arrival,
+                duration,
+                gpus,
+                pods,
+                size,
+                owner=owner,
+                job_type=job_type,
+            )
         )
     return sorted(jobs, key=lambda job: job.arrival_s)
 
