@@ -52,5 +52,9 @@ run philly-hard-soft --trace $philly/b436b2.trace --cluster tree:2,2,2,8 --seeds
     --policies rack-only,ladder,best-fit,blind --baseline rack-only
 run philly-hard-soft-nomodel --trace $philly/b436b2.trace --cluster tree:2,2,2,8 --seeds 0-9 \
     --policies rack-only,ladder,best-fit,blind --baseline rack-only --placement-model none
+run philly-hard-soft-3vcs \
+    --trace $philly/6c71a0.trace,$philly/b436b2.trace,$philly/11cb48.trace \
+    --cluster tree:2,2,4,8 --seeds 0-4 --policies rack-only,ladder,best-fit,blind \
+    --baseline rack-only
 echo "simulation_docs: tables of docs/simulation.md" >&2
 python scripts/simulation_tables.py

@@ -2,7 +2,8 @@
 
 Every table sits between ``<!-- table: RUN -->`` and ``<!-- /table -->`` (the run's table, its
 completion lines and its paired differences), or ``<!-- jobtypes: RUN -->`` and
-``<!-- /jobtypes -->`` (the multi-node jobs by job type and policy); RUN names a folder of
+``<!-- /jobtypes -->`` (the multi-node jobs by job type and policy), or ``<!-- model: RUN -->``
+and ``<!-- /model -->`` (the placement model's table); RUN names a folder of
 ``docs/simulation/``. Run by ``scripts/simulation_docs.sh`` after the runs; the prose around
 the tables (and the conclusions drawn from them) is written by hand.
 """
@@ -21,6 +22,7 @@ from gangplace.sim.stats import interval
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "simulation.md"
 MARKER = re.compile(r"<!-- table: ([\w.-]+) -->\n.*?<!-- /table -->", re.S)
+MODEL = re.compile(r"<!-- model: ([\w.-]+) -->\n.*?<!-- /model -->", re.S)
 JOBTYPES = re.compile(r"<!-- jobtypes: ([\w.-]+) -->\n.*?<!-- /jobtypes -->", re.S)
 
 
@@ -50,6 +52,19 @@ def _cell(values: list[float], scale: float = 1.0, form: str = "{:.1f}") -> str:
         return form.format(summary["mean"])
     low, high = max(0.0, summary["low"]), summary["high"]
     return f"{form.format(summary['mean'])} [{form.format(low)}, {form.format(high)}]"
+
+
+def model(run: str) -> str:
+    """The placement model a run used, as a table: T by span, status and source."""
+    rows = _report(run).get("placement_model") or []
+    lines = [
+        "| job type | T(node) | T(rack) | T(spine) | T(wider) | status | source |",
+        "| --- | ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    for row in rows:
+        times = " | ".join(f"{row[span]:.2f}" for span in ("node", "rack", "spine", "wider"))
+        lines.append(f"| {row['job_type']} | {times} | {row['status']} | {row['source']} |")
+    return f"<!-- model: {run} -->\n" + "\n".join(lines) + "\n<!-- /model -->"
 
 
 def jobtypes(run: str) -> str:
@@ -93,13 +108,18 @@ def jobtypes(run: str) -> str:
     return f"<!-- jobtypes: {run} -->\n" + "\n".join(rows) + "\n<!-- /jobtypes -->"
 
 
+def rewritten(page: str) -> str:
+    """``page`` with every table rebuilt from its run's report.json."""
+    text = MARKER.sub(lambda match: table(match.group(1)), page)
+    text = JOBTYPES.sub(lambda match: jobtypes(match.group(1)), text)
+    return MODEL.sub(lambda match: model(match.group(1)), text)
+
+
 def main() -> int:
     """Rewrites the page in place."""
     page = PAGE.read_text()
-    text = MARKER.sub(lambda match: table(match.group(1)), page)
-    text = JOBTYPES.sub(lambda match: jobtypes(match.group(1)), text)
-    PAGE.write_text(text)
-    count = len(MARKER.findall(page)) + len(JOBTYPES.findall(page))
+    PAGE.write_text(rewritten(page))
+    count = sum(len(marker.findall(page)) for marker in (MARKER, JOBTYPES, MODEL))
     print(f"simulation_tables: rewrote {count} tables of {PAGE.name}")
     return 0
 

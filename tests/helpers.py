@@ -135,3 +135,16 @@ def set_failpoint(cluster: Any, armed: bool) -> None:
     if arm is None:
         raise AssertionError("this extension was built without the testing feature")
     arm(armed)
+
+
+def load_script(name: str) -> Any:
+    """``scripts/<name>.py`` imported as a module (the scripts are not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -9,23 +9,18 @@ reader browsing the repository sees them; this test fails when they go stale.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
+
+from helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "examples" / "tour.ipynb"
 
 
 def _renderer() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "render_notebook", ROOT / "scripts/render_notebook.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("render_notebook")
 
 
 def _text(output: dict[str, Any], key: str) -> str:

@@ -569,6 +569,15 @@ def test_report_json_says_what_made_it(tmp_path: Path) -> None:
         check=False,
     )
     assert made["git_commit"] == (head.stdout.strip() if head.returncode == 0 else None)
+    if made["git_commit"] is not None:  # dirty: the package or Rust sources differ from HEAD
+        root = Path(gangplace.__file__).resolve().parents[2]
+        status = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "python", "rust"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert made["git_dirty"] == bool(status.stdout.strip())
 
 
 def test_paired_differences_are_per_seed_with_their_own_interval() -> None:

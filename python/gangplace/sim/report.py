@@ -294,28 +294,36 @@ def provenance() -> dict[str, Any]:
     """What made a report.
 
     gangplace's version, the git commit of its source when it runs from a checkout (``None``
-    otherwise), the process's command line and Python's version.
+    otherwise) and whether that checkout's package or Rust sources had uncommitted changes
+    (``git_dirty``), the process's command line and Python's version.
     """
     import gangplace
 
     source = Path(gangplace.__file__).resolve().parent
+    commit = _git(source, "rev-parse", "HEAD")
+    changed = _git(source, "status", "--porcelain", "--", "../../python", "../../rust")
+    return {
+        "gangplace_version": gangplace.__version__,
+        "git_commit": commit or None,
+        "git_dirty": None if commit is None else bool(changed),
+        "command_line": list(sys.argv),
+        "python": platform.python_version(),
+    }
+
+
+def _git(where: Path, *args: str) -> str | None:
+    """``git -C where args`` stripped, or ``None`` when git fails or is missing."""
     try:
         done = subprocess.run(
-            ["git", "-C", str(source), "rev-parse", "HEAD"],
+            ["git", "-C", str(where), *args],
             capture_output=True,
             text=True,
             timeout=10,
             check=False,
         )
-        commit = done.stdout.strip() if done.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
-        commit = None
-    return {
-        "gangplace_version": gangplace.__version__,
-        "git_commit": commit or None,
-        "command_line": list(sys.argv),
-        "python": platform.python_version(),
-    }
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def _finite(value: Any) -> Any:
