@@ -58,11 +58,12 @@ def model(run: str) -> str:
     """The placement model a run used, as a table: T by span, status and source."""
     rows = _report(run).get("placement_model") or []
     lines = [
-        "| job type | T(node) | T(rack) | T(spine) | T(wider) | status | source |",
-        "| --- | ---: | ---: | ---: | ---: | --- | --- |",
+        "| job type | T(node) | T(rack) | T(spine) | T(wider) | NUMA split | status | source |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for row in rows:
-        times = " | ".join(f"{row[span]:.2f}" for span in ("node", "rack", "spine", "wider"))
+        spans = ("node", "rack", "spine", "wider", "numa")
+        times = " | ".join(f"{row[span]:.2f}" for span in spans)
         lines.append(f"| {row['job_type']} | {times} | {row['status']} | {row['source']} |")
     return f"<!-- model: {run} -->\n" + "\n".join(lines) + "\n<!-- /model -->"
 

@@ -58,7 +58,7 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "None True" in printed and "preempted ['b0', 'b2']" in printed  # repair with preempt
     assert "None 2" in printed and "spine [(1, 'r1-n0'), (2, 'r1-n1')]" in printed  # repair plans
     assert "GangRequest(2, 8, name='pretrain') 300.0" in printed  # PodGroup
-    assert "rack measured; spine, wider GUESSED 1.7 per-GPU batch 57" in printed  # sim speed
+    assert "rack measured; spine, wider, NUMA GUESSED 1.7 per-GPU batch 57" in printed  # sim speed
     assert "spine/rack 1.41" in printed
     assert "GangRequest(64, 4, slices=(('rack', 16),))" in printed  # Kueue slices
     assert "('n2', 'n3') []" in printed  # k8s: the adopted pod keeps n0 busy

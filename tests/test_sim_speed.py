@@ -101,6 +101,7 @@ def test_model_for_resolves_auto_by_the_trace() -> None:
         ([("*", "rack", "-1")], "finite and > 0"),
         ([("*", "rack", "nan")], "finite and > 0"),
         ([("*", "galaxy", "2")], "span (one of"),
+        ([("*", "numa", "0")], "finite and > 0"),
     ],
 )
 def test_bad_model_files_are_named(
@@ -168,6 +169,26 @@ def test_checkpointed_work_is_counted_at_the_placement_speed(tmp_path: Path) -> 
     assert record.lost_gpu_s == pytest.approx(30.0 * 8)
     assert record.end_s == pytest.approx(180.0)
     assert record.spread_gpu_s == pytest.approx(400.0)
+
+
+def test_a_numa_split_pod_slows_its_job_by_the_numa_factor(tmp_path: Path) -> None:
+    """As test_sim's NUMA case: A (2 GPUs) lands across sockets under best-fit, not with numa."""
+    rows = [("*", "rack", "2"), ("*", "spine", "3"), ("*", "wider", "5"), ("*", "numa", "1.5")]
+    model = str(write_model(tmp_path / "numa.csv", rows))
+    jobs = [
+        Job("B0", 0, 100, 3, 1, 3),
+        Job("B1", 0, 100, 3, 1, 3),
+        Job("A", 10, 10, 2, 1, 2),
+    ]
+    spec = parse_cluster("tree:1,1,2,8")
+    settings = SimSettings(numa_split=True, placement_model=model)
+    split = Replay(jobs, spec, "best-fit", settings).run().records[2]
+    assert split.numa_split and split.end_s == pytest.approx(10 + 15)
+    single = Replay(jobs, spec, "best-fit+numa", settings).run().records[2]
+    assert not single.numa_split and single.end_s == pytest.approx(10 + 10)
+    assert cited_model().entry("ResNet-50 (batch size 64)").numa == pytest.approx(
+        1 + (cited_model().entry("ResNet-50 (batch size 64)").times[1] - 1) / 4
+    )
 
 
 def test_rack_only_waits_for_a_rack_and_rejects_what_never_fits() -> None:

@@ -184,8 +184,8 @@ class GangPolicy:
                 replay.preemptions += 1
         for started in decisions.started:
             replay.placements += 1
-            replay.count_numa_splits(started.allocation.placement.pods)
             record = replay.by_id[started.job_id]
+            replay.count_numa_splits(started.allocation.placement.pods, record)
             replay.started(record, started.allocation.placement.nodes, now)
             replay.hold_spares(record, _spare_gpus(started.allocation), now)
         for moved in decisions.moved:
@@ -430,7 +430,9 @@ class PodByPodPolicy:
             self._dequeue(record)
             record.first_bound_s = None
             nodes = tuple({node for a in record.bound for node in a.placement.nodes})
-            replay.count_numa_splits([pod for a in record.bound for pod in a.placement.pods])
+            replay.count_numa_splits(
+                [pod for a in record.bound for pod in a.placement.pods], record
+            )
             replay.started(record, nodes, now)
         return True
 

@@ -64,6 +64,7 @@ class JobRecord:
     done_s: float = 0.0  # work saved by checkpoints before a stop (seconds at full speed)
     speed: float = 1.0  # run-time factor of its current placement (gangplace.sim.speed)
     spread_gpu_s: float = 0.0  # GPU-seconds its placements cost beyond its reference span
+    numa_split: bool = False  # a pod of its current placement spans two NUMA halves
     generation: int = 0  # bumps when a start is undone (stale finish events are ignored)
     spare_gpus: int = 0  # GPUs its allocation holds as spares now (README "Spares")
     spare_since_s: float = 0.0
@@ -280,14 +281,21 @@ class Replay:
 
     # ------------------------------------------------------------------ for the policies
 
-    def count_numa_splits(self, pods: Any) -> None:
-        """NUMA-split scenario: counts started pods whose GPUs span two NUMA groups."""
+    def count_numa_splits(self, pods: Any, record: JobRecord | None = None) -> None:
+        """NUMA-split scenario: counts started pods whose GPUs span two NUMA groups.
+
+        ``record`` (the job starting) remembers whether it has such a pod: the placement
+        model slows it down (:mod:`gangplace.sim.speed`).
+        """
         if self.spec.numa_split:
             grouped = {gpus for gpus in self.spec.gpus if gpus >= 2 and gpus % 2 == 0}
             by_name = dict(zip(self.spec.names, self.spec.gpus, strict=True))
-            self.numa_split_pods += sum(
+            split = sum(
                 1 for pod in pods if pod.affinity == "node" and by_name.get(pod.node) in grouped
             )
+            self.numa_split_pods += split
+            if record is not None:
+                record.numa_split = split > 0
 
     def started(self, record: JobRecord, nodes: tuple[str, ...], now: float) -> None:
         """A job runs from ``now`` on ``nodes``."""
@@ -319,7 +327,7 @@ class Replay:
             return 1.0
         span = span_of(record.nodes, self.paths)
         reference = reference_span(record.job.gpus, self.largest_node)
-        return model.factor(record.job.job_type, span, reference)
+        return model.factor(record.job.job_type, span, reference, numa_split=record.numa_split)
 
     def _ran(self, record: JobRecord, ran_s: float, kept_s: float) -> None:
         """Books ``kept_s`` of the ``ran_s`` it ran as work, and the spreading cost of it."""

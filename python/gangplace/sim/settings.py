@@ -190,8 +190,9 @@ def assumptions(settings: SimSettings, *, synthetic_durations: bool) -> list[str
             + ": a multi-node job runs 1+e times its one-node time, e MEASURED by Pollux "
             "(OSDI'21) for ResNet-18/ResNet-50 by batch size; the spine and wider levels "
             f"multiply e by {CROSS_LEVEL_GROWTH:g} per level (GUESSED), Transformer/LM use "
-            "BERT's e (GUESSED proxy), other types the median e (GUESSED); durations are run "
-            "times at the tightest span a job can have"
+            "BERT's e (GUESSED proxy), other types the median e (GUESSED), a pod across NUMA "
+            "halves 1+e/4 on top (GUESSED); durations are run times at the tightest span a "
+            "job can have"
         )
     else:
         lines.append(f"placement model read from {model} (run-time factor by span)")

@@ -21,7 +21,10 @@ The cited model (``cited_model``):
   2:1 oversubscribed level above each rack doubles the communication excess per level: no
   measured source was found for cross-rack training speed); Transformer and LM jobs use the
   BERT rows as a proxy; every other type (and jobs without a type) uses the median ``e`` of
-  all measured rows. NUMA splits are not modelled (factor 1).
+  all measured rows; a job with a pod whose GPUs span two NUMA halves of a node (the
+  ``--numa-split`` scenario) runs ``1 + e/4`` times as long on top of its span factor (the
+  inter-socket link crossed inside the node, taken as a quarter of what crossing nodes costs:
+  no measurement of it was found).
 """
 
 from __future__ import annotations
@@ -52,8 +55,10 @@ __all__ = [
 ]
 
 SPANS = ("node", "rack", "spine", "wider")
+NUMA = "numa"  # a model file's row for the NUMA-split factor (optional, default 1)
 MODEL_CHOICES = ("auto", "none", "cited")
 CROSS_LEVEL_GROWTH = 2.0  # GUESSED: the communication excess doubles per level above a rack
+NUMA_SHARE = 0.25  # GUESSED: a NUMA split costs this share of the cross-node excess
 DEFAULT_TYPE = "*"
 POLLUX_DATA = Path(__file__).resolve().parent.parent / "data" / "pollux-step-times.csv"
 POLLUX_SOURCE = (
@@ -76,6 +81,7 @@ class SpeedEntry:
     Attributes:
         job_type: The trace's job type, or ``"*"`` for every type not listed.
         times: ``T(node), T(rack), T(spine), T(wider)``.
+        numa: The factor on top when one of its pods spans two NUMA halves (1: none).
         status: ``"measured"`` or a ``"GUESSED ..."`` label saying what was guessed.
         source: Where the values come from.
 
@@ -85,6 +91,7 @@ class SpeedEntry:
     times: tuple[float, float, float, float]
     status: str
     source: str
+    numa: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -105,10 +112,16 @@ class PlacementModel:
         found = self.entries.get(job_type) if job_type is not None else None
         return found or self.entries[DEFAULT_TYPE]
 
-    def factor(self, job_type: str | None, span: str, reference: str) -> float:
-        """``T(span) / T(reference)`` for ``job_type``: how much longer than the trace says."""
-        times = self.entry(job_type).times
-        return times[SPANS.index(span)] / times[SPANS.index(reference)]
+    def factor(
+        self, job_type: str | None, span: str, reference: str, *, numa_split: bool = False
+    ) -> float:
+        """``T(span) / T(reference)`` for ``job_type`` (times ``numa`` for a NUMA split).
+
+        How much longer than the trace says the job runs.
+        """
+        entry = self.entry(job_type)
+        ratio = entry.times[SPANS.index(span)] / entry.times[SPANS.index(reference)]
+        return ratio * entry.numa if numa_split else ratio
 
     def rows(self) -> list[dict[str, object]]:
         """The table, sorted by job type, as report.json and the docs show it."""
@@ -116,6 +129,7 @@ class PlacementModel:
             {
                 "job_type": entry.job_type,
                 **{span: round(time, 4) for span, time in zip(SPANS, entry.times, strict=True)},
+                "numa": round(entry.numa, 4),
                 "status": entry.status,
                 "source": entry.source,
             }
@@ -147,6 +161,10 @@ def reference_span(gpus: int, largest_node_gpus: int) -> str:
 def _times(excess: float) -> tuple[float, float, float, float]:
     growth = CROSS_LEVEL_GROWTH
     return (1.0, 1.0 + excess, 1.0 + growth * excess, 1.0 + growth * growth * excess)
+
+
+def _entry(job_type: str, excess: float, status: str, source: str) -> SpeedEntry:
+    return SpeedEntry(job_type, _times(excess), status, source, 1.0 + NUMA_SHARE * excess)
 
 
 def _pollux_excess(path: Path = POLLUX_DATA) -> dict[str, dict[int, float]]:
@@ -191,23 +209,23 @@ def cited_model(job_types: Iterable[str] = GAVEL_TYPES) -> PlacementModel:
         f"median e = {median:.3f} of every measured row; {POLLUX_SOURCE.format(app=apps)}"
     )
     entries = {
-        DEFAULT_TYPE: SpeedEntry(
-            DEFAULT_TYPE, _times(median), "GUESSED (no measurement of this type)", guessed_source
+        DEFAULT_TYPE: _entry(
+            DEFAULT_TYPE, median, "GUESSED (no measurement of this type)", guessed_source
         )
     }
     for job_type in sorted(set(job_types)):
         match = _BATCH.match(job_type)
         family = FAMILIES.get(match["family"]) if match else None
         if match is None or family is None:
-            entries[job_type] = SpeedEntry(
-                job_type, _times(median), "GUESSED (no measurement of this type)", guessed_source
+            entries[job_type] = _entry(
+                job_type, median, "GUESSED (no measurement of this type)", guessed_source
             )
             continue
         app, status = family
         batch, value = _nearest(excess[app], int(match["batch"]))
         source = f"{POLLUX_SOURCE.format(app=app)}, per-GPU batch {batch}"
-        entries[job_type] = SpeedEntry(
-            job_type, _times(value), f"rack {status}; spine, wider GUESSED", source
+        entries[job_type] = _entry(
+            job_type, value, f"rack {status}; spine, wider, NUMA GUESSED", source
         )
     return PlacementModel("cited", entries)
 
@@ -216,7 +234,8 @@ def read_model(path: str | Path) -> PlacementModel:
     """A model from a CSV: ``job_type,span,factor[,status,source]`` (``T(span)``, node = 1).
 
     Every job type listed needs ``rack``, ``spine`` and ``wider`` rows (``node`` defaults to
-    1); a ``*`` job type is required (the default). Factors must be finite and > 0.
+    1, and an optional ``numa`` row gives the NUMA-split factor, default 1); a ``*`` job type
+    is required (the default). Factors must be finite and > 0.
 
     Raises:
         SimError: The file cannot be read, or a row is missing, malformed or absurd.
@@ -233,8 +252,9 @@ def read_model(path: str | Path) -> PlacementModel:
     for number, row in enumerate(rows, start=2):
         where = f"placement model {path}:{number}"
         job_type, span, text = row.get("job_type"), row.get("span"), row.get("factor")
-        if not job_type or span not in SPANS or text is None:
-            raise SimError(f"{where}: needs job_type, span (one of {', '.join(SPANS)}), factor")
+        if not job_type or (span not in SPANS and span != NUMA) or text is None:
+            spans = ", ".join((*SPANS, NUMA))
+            raise SimError(f"{where}: needs job_type, span (one of {spans}), factor")
         try:
             value = float(text)
         except ValueError:
@@ -251,7 +271,8 @@ def read_model(path: str | Path) -> PlacementModel:
         if missing:
             raise SimError(f"placement model {path}: {job_type!r} has no {', '.join(missing)}")
         times = (by_span["node"], by_span["rack"], by_span["spine"], by_span["wider"])
-        entries[job_type] = SpeedEntry(job_type, times, *labels[job_type])
+        numa = by_span.get(NUMA, 1.0)
+        entries[job_type] = SpeedEntry(job_type, times, *labels[job_type], numa=numa)
     return PlacementModel(str(path), entries)
 
 
