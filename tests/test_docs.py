@@ -60,6 +60,7 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "GangRequest(2, 8, name='pretrain') 300.0" in printed  # PodGroup
     assert "rack measured; spine, wider, NUMA GUESSED 1.7 per-GPU batch 57" in printed  # sim speed
     assert "spine/rack 1.41" in printed
+    assert "a2\nbusy nodes keep their place\n{'rack': 'b'} 4" in printed  # update_node
     assert "GangRequest(64, 4, slices=(('rack', 16),))" in printed  # Kueue slices
     assert "('n2', 'n3') []" in printed  # k8s: the adopted pod keeps n0 busy
     assert "n3 {'metadata': {'annotations': {'gangplace.io/rank': '1'" in printed

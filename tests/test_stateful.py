@@ -589,6 +589,30 @@ class EngineVersusReference(RuleBasedStateMachine):
             groups = gangplace.NodeTopology(("numa", "pcie"), paths)
         self._both("add_node", node, gpus=gpus, topology=topology, gpu_topology=groups)
 
+    @rule(
+        node=st.sampled_from(NAMES),
+        pool=st.none() | st.sampled_from(("a", "b", "")),
+        rack=st.none() | st.sampled_from(("s0-r0", "s0-r1", "s1-r9", "bad")),
+        gpus=st.none() | st.sampled_from((1, 4, 8, 0)),
+    )
+    def update_node(self, node: str, pool: str | None, rack: str | None, gpus: int | None) -> None:
+        """README "Node updates": labels any time; structure only while the node holds nothing.
+
+        A label key "" and a rack of an unknown level or 0 GPUs are the bad inputs; after a
+        label change both place a one-GPU gang selecting the pool (the pools must follow).
+        """
+        labels = None if pool is None else ({"pool": pool} if pool else {"": "x"})
+        topology = None
+        if rack is not None:
+            topology = {"galaxy": "x"} if rack == "bad" else {"spine": rack[:2], "rack": rack}
+        self._both("update_node", node, labels=labels, topology=topology, gpus=gpus)
+        if pool:
+            request = GangRequest(1, 1, selector={"pool": pool})
+            got, expected = self.engine.place_gang(request), self.oracle.place_gang(request)
+            assert (got is None) == (expected is None)
+            if got is not None and expected is not None:
+                assert as_tuple(got) == as_tuple(expected)
+
     @rule(node=st.sampled_from(NAMES))
     def remove_node(self, node: str) -> None:
         got, expected = self._both("remove_node", node)
@@ -628,6 +652,11 @@ class EngineVersusReference(RuleBasedStateMachine):
                 expected.allocated,
                 expected.unhealthy,
                 expected.cordoned,
+            )
+            assert (node.gpus, dict(node.topology), dict(node.labels)) == (
+                expected.gpus,
+                dict(expected.topology),
+                dict(expected.labels),
             )
         stats, expected_stats = self.engine.stats(), self.oracle.stats()
         assert (stats.total, stats.free, stats.reserved, stats.allocated) == (

@@ -847,6 +847,39 @@ class Cluster:
             LimitExceeded: The cluster already has 4,194,304 nodes.
 
         """
+    def update_node(
+        self,
+        name: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        topology: Mapping[str, str] | None = None,
+        gpus: int | None = None,
+        gpu_topology: NodeTopology | None = None,
+    ) -> None:
+        """Updates a node in place (README "Node updates", N1-N3).
+
+        ``labels`` replace every label of the node, at any time (selector pools follow).
+        ``topology``, ``gpus`` and ``gpu_topology`` change only while no reservation or
+        allocation holds a GPU of the node; a value equal to the current one is no change.
+        The node keeps its cordon and its unhealthy GPUs (those past a smaller count are
+        dropped).
+
+        Args:
+            name: The node.
+            labels: Every label, replacing the old ones; ``None``: unchanged.
+            topology: Every level -> its domain name; ``None``: unchanged.
+            gpus: The GPU count, 1..64; ``None``: unchanged.
+            gpu_topology: Its GPU groups; ``None``: unchanged (a node with groups that
+                changes its GPU count needs new groups).
+
+        Raises:
+            UnknownNode: No such node.
+            Conflict: A change of topology, GPU count or groups while holds sit on the node.
+            InvalidRequest: Bad names, levels, counts or groups (as ``add_node``).
+
+        On any error the cluster is left exactly as it was.
+
+        """
     def set_priority(
         self, hold: Reservation | Allocation | str, priority: int, *, owner: str | None = None
     ) -> Reservation | Allocation:

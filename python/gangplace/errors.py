@@ -91,7 +91,8 @@ class Conflict(ReservationError):
 
     Raised when a GPU of the placement was taken, turned unhealthy, or its node was cordoned,
     removed or moved out of the placement's domain since ``place_gang`` computed it. Nothing
-    is held; ask ``place_gang`` again.
+    is held; ask ``place_gang`` again. Also raised by a plan applied after the state moved,
+    and by ``update_node`` changing the structure of a node that holds GPUs.
     """
 
 

@@ -28,6 +28,7 @@ from gangplace.errors import (
 )
 from gangplace.reference import snapshots, spares, texts
 from gangplace.reference.adoption import Adoption
+from gangplace.reference.inventory import Inventory
 from gangplace.reference.planning import Planning, gpu_groups, is_roles
 from gangplace.reference.removals import COMMITTED_ENDINGS, Removals
 from gangplace.reference.repair import Repairs
@@ -149,7 +150,7 @@ def _check_name(what: str, name: str) -> None:
         raise InvalidRequest(f"{what} is longer than {MAX_NAME_BYTES} bytes")
 
 
-class Cluster(Planning, Removals, Adoption, Repairs, Validation):
+class Cluster(Planning, Removals, Adoption, Repairs, Validation, Inventory):
     """The reference cluster: same constructor and methods as ``gangplace.Cluster``."""
 
     def __init__(

@@ -62,6 +62,14 @@ def node_gone(node: str) -> Conflict:
     return Conflict(f"the placement is stale: node {quoted(node)} is gone")
 
 
+def node_holds(node: str, holds: int) -> Conflict:
+    """``update_node`` would change the structure of a node that holds GPUs."""
+    return Conflict(
+        f"node {quoted(node)} holds GPUs of {holds} reservation(s) or allocation(s): its "
+        "topology, GPU count and GPU groups change only while it holds none"
+    )
+
+
 def node_cordoned(node: str) -> Conflict:
     """A placement's node is cordoned."""
     return Conflict(f"the placement is stale: node {quoted(node)} is cordoned")

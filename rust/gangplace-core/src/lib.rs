@@ -57,8 +57,8 @@ mod topology;
 pub mod testing;
 
 pub use config::{EngineConfig, Policy};
-pub use engine::Engine;
 pub use engine::explain::{Exclusions, Explanation, LevelExplanation};
+pub use engine::{Engine, NodeUpdate};
 pub use error::{CoreError, CoreResult};
 pub use ids::{CLUSTER_LEVEL, GpuIndexError, GpuSet, HoldId, NODE_LEVEL};
 pub use intranode::{GpuTopology, MAX_GPU_LEVELS};

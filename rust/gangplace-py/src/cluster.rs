@@ -6,7 +6,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use gangplace_core::{Engine, HoldId, NodeSpec};
+use gangplace_core::{Engine, HoldId, NodeSpec, NodeUpdate};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString, PyTuple};
@@ -496,6 +496,53 @@ impl Cluster {
         let now = self.now(py)?;
         let holders = self.run(|engine| Ok(engine.remove_node(&name, now)?))?;
         Ok(ids(holders))
+    }
+
+    /// Updates a node in place (README "Node updates", N1-N3).
+    ///
+    /// ``labels`` replace every label of the node, at any time (selector pools follow).
+    /// ``topology``, ``gpus`` and ``gpu_topology`` change only while no reservation or
+    /// allocation holds a GPU of the node; a value equal to the current one is no change.
+    /// The node keeps its cordon and its unhealthy GPUs (those past a smaller count are
+    /// dropped).
+    ///
+    /// Args:
+    ///     name: The node.
+    ///     labels: Every label, replacing the old ones; ``None``: unchanged.
+    ///     topology: Every level -> its domain name; ``None``: unchanged.
+    ///     gpus: The GPU count, 1..64; ``None``: unchanged.
+    ///     gpu_topology: Its GPU groups; ``None``: unchanged (a node with groups that
+    ///         changes its GPU count needs new groups).
+    ///
+    /// Raises:
+    ///     UnknownNode: No such node.
+    ///     Conflict: A change of topology, GPU count or groups while holds sit on the node.
+    ///     InvalidRequest: Bad names, levels, counts or groups (as ``add_node``).
+    ///
+    /// On any error the cluster is left exactly as it was.
+    #[pyo3(signature = (name, *, labels = None, topology = None, gpus = None, gpu_topology = None))]
+    fn update_node(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        labels: Option<&Bound<'_, PyAny>>,
+        topology: Option<&Bound<'_, PyAny>>,
+        gpus: Option<&Bound<'_, PyAny>>,
+        gpu_topology: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let name = convert::string(name, "name")?;
+        let update = NodeUpdate {
+            labels: labels
+                .map(|l| convert::str_mapping(l, "labels"))
+                .transpose()?,
+            topology: topology
+                .map(|t| convert::str_mapping(t, "topology"))
+                .transpose()?,
+            gpus: gpus.map(|g| convert::int(g, "gpus")).transpose()?,
+            gpu_topology: gpu_topology.map(convert::gpu_topology).transpose()?,
+        };
+        let now = self.now(py)?;
+        Ok(self.run(|engine| Ok(engine.update_node(&name, update, now)?))?)
     }
 
     /// Testing only (built with the `testing` feature): arms the failpoint that panics

@@ -81,6 +81,12 @@ impl Capacity {
         }
     }
 
+    /// A node's labels changed: the selector pools are rebuilt on next use (membership is
+    /// per node and per pool; rebuilding is one pass over a selector's nodes).
+    pub fn labels_changed(&mut self) {
+        self.pools.clear();
+    }
+
     /// A node is about to be removed (call before the topology prunes its domains).
     pub fn node_removed(&mut self, topology: &Topology, states: &NodeStates, id: NodeId) {
         let free = states.get(id).feasible_set();

@@ -7,12 +7,13 @@
 //! Submodules, what every operation shares: [`transactions`] (reserve, commit, rollback,
 //! release, listings), [`adopt`], [`explain`] (the frame and one-gang explanations),
 //! [`removal`] (who may be removed, and for what), [`ranks`] (what a hold's ranks have lost),
-//! [`records`] (snapshot records every concept uses). The concepts (`crate::preemption`,
+//! [`records`] (snapshot records every concept uses), [`nodes`] (updating a node in place). The concepts (`crate::preemption`,
 //! `crate::roles`, `crate::repair`, `crate::snapshot`) add their operations to [`Engine`] in
 //! their own folders.
 
 pub(crate) mod adopt;
 pub(crate) mod explain;
+mod nodes;
 pub(crate) mod ranks;
 pub(crate) mod records;
 pub(crate) mod removal;
@@ -33,6 +34,7 @@ use crate::shapes::Layers;
 use crate::state::{Changes, NodeState, NodeStates};
 use crate::topology::{NodeSpec, Topology};
 
+pub use nodes::NodeUpdate;
 pub(crate) use search_ops::SearchOps;
 use search_ops::search_over;
 

@@ -41,6 +41,14 @@ pub(crate) fn node_gone(node: &str) -> CoreError {
     CoreError::Conflict(format!("the placement is stale: node {node:?} is gone"))
 }
 
+/// `Conflict`: `update_node` would change the structure of a node that holds GPUs.
+pub(crate) fn node_holds(node: &str, holds: usize) -> CoreError {
+    CoreError::Conflict(format!(
+        "node {node:?} holds GPUs of {holds} reservation(s) or allocation(s): its topology, \
+         GPU count and GPU groups change only while it holds none"
+    ))
+}
+
 /// `Conflict`: a placement's node is cordoned.
 pub(crate) fn node_cordoned(node: &str) -> CoreError {
     CoreError::Conflict(format!("the placement is stale: node {node:?} is cordoned"))

@@ -10,6 +10,7 @@
 //! order: the order every tie is broken by. Sorting is deferred ([`Topology::settle`]) so that
 //! adding many nodes stays linear.
 
+pub(crate) mod edit;
 mod labels;
 
 use std::collections::{BTreeMap, HashMap};
@@ -19,7 +20,7 @@ use crate::config::check_name;
 use crate::error::{CoreError, CoreResult, invalid, texts};
 use crate::ids::{CLUSTER_LEVEL, DomainId, GpuIndexError, GpuSet, NODE_LEVEL, NodeId, ROOT};
 use crate::intranode::GpuTopology;
-use crate::limits::{MAX_GPUS_PER_NODE, MAX_NAME_BYTES, MAX_NODES};
+use crate::limits::{MAX_GPUS_PER_NODE, MAX_NODES};
 use labels::LabelIndex;
 
 /// A topology domain (the root, a spine, a rack...).
@@ -321,14 +322,7 @@ impl Topology {
                 ))
             })?;
         self.validate_topology(spec)?;
-        for (key, value) in &spec.labels {
-            check_name("a label key", key)?;
-            if value.len() > MAX_NAME_BYTES {
-                return Err(invalid(format!(
-                    "label {key:?} is longer than {MAX_NAME_BYTES} bytes"
-                )));
-            }
-        }
+        edit::validate_labels(&spec.labels)?;
         // Repeating an unhealthy index is harmless: the list is read as a set.
         let mut indices = spec.unhealthy.clone();
         indices.sort_unstable();
@@ -343,7 +337,7 @@ impl Topology {
         Ok((gpus, unhealthy))
     }
 
-    fn validate_topology(&self, spec: &NodeSpec) -> CoreResult<()> {
+    pub(crate) fn validate_topology(&self, spec: &NodeSpec) -> CoreResult<()> {
         for (level, domain) in &spec.topology {
             if !self.levels.iter().any(|known| **known == **level) {
                 return Err(invalid(format!(

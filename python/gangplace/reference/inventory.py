@@ -1,0 +1,83 @@
+"""The oracle's node updates: README "Node updates" (N1-N3), as plainly as they read.
+
+A mixin of :class:`gangplace.reference.Cluster`. A node's labels change at any time; its
+topology, GPU count and GPU groups only while no hold sits on it, checked by adding the
+changed node to an empty scratch cluster first, exactly as ``add_node`` checks a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from gangplace.reference import texts
+
+if TYPE_CHECKING:
+    from gangplace.reference.oracle import _Hold, _Node
+
+__all__ = ["Inventory"]
+
+
+class Inventory:
+    """``update_node`` for the reference cluster."""
+
+    levels: tuple[str, ...]
+    _nodes: dict[str, _Node]
+    _holds: dict[str, _Hold]
+
+    if TYPE_CHECKING:
+
+        def _reclaim(self) -> float: ...
+        def _node(self, name: str) -> _Node: ...
+
+    def update_node(
+        self,
+        name: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        topology: Mapping[str, str] | None = None,
+        gpus: int | None = None,
+        gpu_topology: Any = None,
+    ) -> None:
+        """Updates a node in place; see ``gangplace.Cluster.update_node``."""
+        self._reclaim()
+        node = self._node(name)
+        current_topology = dict(zip(self.levels, node.path, strict=True))
+        groups = None if node.gpu_paths is None else (node.gpu_levels, node.gpu_paths)
+        new_groups = groups
+        if gpu_topology is not None:
+            new_groups = (
+                tuple(gpu_topology.levels),
+                tuple(tuple(path) for path in gpu_topology.paths),
+            )
+        new_gpus = node.gpus if gpus is None else gpus
+        new_topology = current_topology if topology is None else dict(topology)
+        new_labels = dict(node.labels if labels is None else labels)
+        structural = (new_gpus, new_topology, new_groups) != (node.gpus, current_topology, groups)
+        holds = sum(1 for hold in self._holds.values() if name in hold.gpus)
+        if structural and holds:
+            raise texts.node_holds(name, holds)
+        scratch = type(self)(self.levels)  # type: ignore[call-arg]
+        scratch.add_node(  # type: ignore[attr-defined]
+            name,
+            gpus=new_gpus,
+            topology=new_topology if structural else current_topology,
+            labels=new_labels,
+            unhealthy=[gpu for gpu in node.unhealthy if gpu < new_gpus],
+            gpu_topology=gpu_topology if gpu_topology is not None else _as_topology(groups),
+        )
+        checked = scratch._nodes[name]
+        node.labels = checked.labels
+        if structural:
+            node.gpus, node.path = checked.gpus, checked.path
+            node.unhealthy = checked.unhealthy
+            node.gpu_levels, node.gpu_paths = checked.gpu_levels, checked.gpu_paths
+
+
+def _as_topology(groups: tuple[Any, Any] | None) -> Any:
+    """A node's current GPU groups in ``NodeTopology``'s shape (``None``: no groups)."""
+    if groups is None:
+        return None
+    levels, paths = groups
+    return SimpleNamespace(levels=levels, paths=paths)

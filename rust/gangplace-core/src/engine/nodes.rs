@@ -1,0 +1,113 @@
+//! Updating a node in place (README "Node updates"): its labels at any time; its topology,
+//! GPU count and GPU groups only while no hold sits on it, by adding it again as changed.
+
+use super::Engine;
+use crate::error::{CoreResult, texts};
+use crate::ids::NodeId;
+use crate::state::{Changes, NodeState};
+use crate::topology::NodeSpec;
+use crate::topology::edit::validate_labels;
+
+/// What `update_node` changes; `None` leaves that part as it is.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeUpdate {
+    /// Every label of the node, replacing the old ones.
+    pub labels: Option<Vec<(String, String)>>,
+    /// Level name -> domain name, for exactly the cluster's levels.
+    pub topology: Option<Vec<(String, String)>>,
+    /// The GPU count.
+    pub gpus: Option<i64>,
+    /// Intra-node levels and each GPU's group ids.
+    pub gpu_topology: Option<(Vec<String>, Vec<Vec<u32>>)>,
+}
+
+impl Engine {
+    /// Updates a node (README "Node updates", N1-N3). On any error nothing changes.
+    pub fn update_node(&mut self, name: &str, update: NodeUpdate, now: f64) -> CoreResult<()> {
+        self.reclaim(now);
+        let id = self.topology.known_node(name)?;
+        let state = self.states.get(id);
+        let unhealthy: Vec<i64> = state
+            .unhealthy
+            .indices()
+            .into_iter()
+            .map(i64::from)
+            .collect();
+        let cordoned = state.cordoned;
+        let current = self.topology.spec_of(id, unhealthy);
+        let changed = changed_spec(&current, update);
+        let structural = changed.gpus != current.gpus
+            || sorted(&changed.topology) != sorted(&current.topology)
+            || changed.gpu_topology != current.gpu_topology;
+        if structural {
+            let mut holders: Vec<_> = self
+                .ledger
+                .holders_on(id)
+                .into_iter()
+                .map(|(h, _)| h)
+                .collect();
+            holders.sort_unstable();
+            holders.dedup();
+            if !holders.is_empty() {
+                return Err(texts::node_holds(name, holders.len()));
+            }
+            return self.readd(id, current, changed, cordoned);
+        }
+        validate_labels(&changed.labels)?;
+        self.topology.set_labels(id, changed.labels);
+        self.capacity.labels_changed();
+        Ok(())
+    }
+
+    /// Replaces node `id` (which holds nothing) by `changed`; on error puts `current` back.
+    fn readd(
+        &mut self,
+        id: NodeId,
+        current: NodeSpec,
+        changed: NodeSpec,
+        cordoned: bool,
+    ) -> CoreResult<()> {
+        let name = current.name.clone();
+        self.capacity.node_removed(&self.topology, &self.states, id);
+        self.topology.remove_node(id);
+        self.states.vacate(id);
+        let result = self.add_node(changed);
+        if result.is_err() {
+            // The node was valid as it was, and its slot and name are free again.
+            self.add_node(current)?;
+        }
+        let id = self.topology.known_node(&name)?;
+        let mut changes = Changes::new();
+        self.states
+            .update(id, &mut changes, |state: &mut NodeState| {
+                state.cordoned = cordoned
+            });
+        self.apply(&changes);
+        result
+    }
+}
+
+/// `current` with the parts `update` gives; unhealthy GPUs past a smaller count are dropped.
+fn changed_spec(current: &NodeSpec, update: NodeUpdate) -> NodeSpec {
+    let mut changed = current.clone();
+    if let Some(labels) = update.labels {
+        changed.labels = labels;
+    }
+    if let Some(topology) = update.topology {
+        changed.topology = topology;
+    }
+    if let Some(gpus) = update.gpus {
+        changed.gpus = gpus;
+        changed.unhealthy.retain(|&gpu| gpu < gpus);
+    }
+    if let Some(groups) = update.gpu_topology {
+        changed.gpu_topology = Some(groups);
+    }
+    changed
+}
+
+fn sorted(pairs: &[(String, String)]) -> Vec<(String, String)> {
+    let mut pairs = pairs.to_vec();
+    pairs.sort();
+    pairs
+}

@@ -1,0 +1,65 @@
+//! Editing a node in place: its labels, and the spec that would add it again as it is (for
+//! `Engine::update_node`, which re-adds a node that holds nothing with a changed structure).
+
+use std::collections::BTreeMap;
+
+use super::{NodeSpec, Topology};
+use crate::config::check_name;
+use crate::error::{CoreResult, invalid};
+use crate::ids::NodeId;
+use crate::limits::MAX_NAME_BYTES;
+
+/// Checks label keys (names) and values (at most [`MAX_NAME_BYTES`] bytes).
+pub(crate) fn validate_labels(labels: &[(String, String)]) -> CoreResult<()> {
+    for (key, value) in labels {
+        check_name("a label key", key)?;
+        if value.len() > MAX_NAME_BYTES {
+            return Err(invalid(format!(
+                "label {key:?} is longer than {MAX_NAME_BYTES} bytes"
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl Topology {
+    /// Replaces a node's labels (checked with [`validate_labels`] first); the label index
+    /// follows.
+    pub fn set_labels(&mut self, id: NodeId, labels: Vec<(String, String)>) {
+        let labels: BTreeMap<Box<str>, Box<str>> = labels
+            .into_iter()
+            .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
+            .collect();
+        let node = &mut self.nodes[id as usize];
+        self.labels.remove(id, &node.labels);
+        self.labels.insert(id, &labels);
+        node.labels = labels;
+    }
+
+    /// The spec that would add `id` again as it is now, with `unhealthy` as its unhealthy
+    /// GPUs.
+    pub fn spec_of(&self, id: NodeId, unhealthy: Vec<i64>) -> NodeSpec {
+        let node = self.node(id);
+        let path = self.domain_path(node.domain);
+        NodeSpec {
+            name: node.name.to_string(),
+            gpus: i64::from(node.gpus),
+            topology: self
+                .levels
+                .iter()
+                .map(|level| level.to_string())
+                .zip(path.into_iter().map(String::from))
+                .collect(),
+            labels: node
+                .labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            unhealthy,
+            gpu_topology: node
+                .gpu_topology
+                .as_deref()
+                .map(|groups| (groups.levels().to_vec(), groups.paths().to_vec())),
+        }
+    }
+}
