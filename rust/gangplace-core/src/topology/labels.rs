@@ -1,13 +1,14 @@
 //! The label index: which nodes carry `key=value`, for label selectors.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::ids::NodeId;
 
-/// Label key -> value -> nodes carrying it (in insertion order; callers sort what they decide on).
+/// Label key -> value -> nodes carrying it, by id (so that removing one costs O(log n), not a
+/// scan of every node carrying the label; callers sort what they decide on).
 #[derive(Debug, Default)]
 pub struct LabelIndex {
-    nodes_by_label: HashMap<Box<str>, HashMap<Box<str>, Vec<NodeId>>>,
+    nodes_by_label: HashMap<Box<str>, HashMap<Box<str>, BTreeSet<NodeId>>>,
 }
 
 impl LabelIndex {
@@ -19,7 +20,7 @@ impl LabelIndex {
                 .or_default()
                 .entry(value.clone())
                 .or_default()
-                .push(id);
+                .insert(id);
         }
     }
 
@@ -30,7 +31,7 @@ impl LabelIndex {
                 continue;
             };
             if let Some(pool) = values.get_mut(value) {
-                pool.retain(|&other| other != id);
+                pool.remove(&id);
                 if pool.is_empty() {
                     values.remove(value);
                 }
@@ -41,11 +42,10 @@ impl LabelIndex {
         }
     }
 
-    /// The nodes carrying `key=value` (empty when none).
-    pub fn nodes_with(&self, key: &str, value: &str) -> &[NodeId] {
+    /// The nodes carrying `key=value` (`None` when none do).
+    pub fn nodes_with(&self, key: &str, value: &str) -> Option<&BTreeSet<NodeId>> {
         self.nodes_by_label
             .get(key)
             .and_then(|values| values.get(value))
-            .map_or(&[], Vec::as_slice)
     }
 }

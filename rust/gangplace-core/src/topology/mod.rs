@@ -269,10 +269,12 @@ impl Topology {
         &'a self,
         selector: &'a [(String, String)],
     ) -> impl Iterator<Item = NodeId> + 'a {
-        let smallest = selector
+        // A label no node carries leaves no candidate (`collect` into `Option` stops there).
+        let sets: Option<Vec<_>> = selector
             .iter()
             .map(|(key, value)| self.labels.nodes_with(key, value))
-            .min_by_key(|pool| pool.len());
+            .collect();
+        let smallest = sets.and_then(|sets| sets.into_iter().min_by_key(|set| set.len()));
         let candidates = if selector.is_empty() { None } else { smallest };
         candidates
             .into_iter()
