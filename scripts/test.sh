@@ -24,6 +24,20 @@ step "mypy --strict"
 mypy
 step "stubtest"
 python -m mypy.stubtest gangplace._gangplace
+# tests/test_slurmctld.py runs Debian's slurmctld (issue 24): install it when we can.
+step "Slurm and MUNGE for tests/test_slurmctld.py"
+if command -v slurmctld >/dev/null && command -v munged >/dev/null && command -v sbatch >/dev/null; then
+    echo "already installed: $(slurmctld -V 2>/dev/null || echo slurmctld)"
+elif [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    echo "not root with apt-get: tests/test_slurmctld.py will be skipped"
+elif with_progress .venv/apt.log "apt-get update" apt-get update -qq &&
+    with_progress .venv/apt.log "apt-get install slurmctld slurm-client munge" \
+        env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        slurmctld slurm-client munge; then
+    echo "installed: $(slurmctld -V 2>/dev/null || echo slurmctld)"
+else
+    echo "apt-get failed (.venv/apt.log): tests/test_slurmctld.py will be skipped"
+fi
 # One pytest worker per core (pytest-xdist): on the 2-core CI machine this halves the
 # longest stage. GANGPLACE_TEST_WORKERS=0 runs everything in one process.
 workers="${GANGPLACE_TEST_WORKERS:-auto}"
