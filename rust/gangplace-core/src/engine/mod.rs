@@ -192,13 +192,7 @@ impl Engine {
     pub fn remove_node(&mut self, name: &str, now: f64) -> CoreResult<Vec<HoldId>> {
         self.reclaim(now);
         let id = self.topology.known_node(name)?;
-        let mut holders: Vec<HoldId> = self
-            .ledger
-            .holders_on(id)
-            .into_iter()
-            .map(|(holder, _)| holder)
-            .collect();
-        holders.dedup();
+        let holders = self.ledger.hold_ids_on(id);
         let mut changes = Changes::new();
         for &holder in &holders {
             let (states, ledger) = (&mut self.states, &mut self.ledger);
@@ -243,11 +237,7 @@ impl Engine {
             name: node.name.to_string(),
             gpus: node.gpus,
             topology: levels.zip(path.into_iter().map(String::from)).collect(),
-            labels: node
-                .labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            labels: node.label_pairs(),
             cordoned: state.cordoned,
             free: state.free().indices(),
             reserved: state.reserved.indices(),

@@ -40,14 +40,7 @@ impl Engine {
             || sorted(&changed.topology) != sorted(&current.topology)
             || changed.gpu_topology != current.gpu_topology;
         if structural {
-            let mut holders: Vec<_> = self
-                .ledger
-                .holders_on(id)
-                .into_iter()
-                .map(|(h, _)| h)
-                .collect();
-            holders.sort_unstable();
-            holders.dedup();
+            let holders = self.ledger.hold_ids_on(id);
             if !holders.is_empty() {
                 return Err(texts::node_holds(name, holders.len()));
             }

@@ -273,6 +273,17 @@ impl Ledger {
         holders
     }
 
+    /// The ids of the holds with GPUs on `node`, sorted, each once.
+    pub fn hold_ids_on(&self, node: NodeId) -> Vec<HoldId> {
+        let mut ids: Vec<HoldId> = self
+            .holders_on(node)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        ids.dedup();
+        ids
+    }
+
     fn add_holder(&mut self, node: NodeId, id: HoldId, gpus: GpuSet) {
         let slot = node as usize;
         if slot >= self.holders.len() {

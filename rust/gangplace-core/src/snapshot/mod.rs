@@ -158,11 +158,7 @@ impl Engine {
                     .into_iter()
                     .map(String::from)
                     .collect(),
-                labels: node
-                    .labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
+                labels: node.label_pairs(),
                 cordoned: self.states.get(id).cordoned,
                 unhealthy: self.states.get(id).unhealthy.mask(),
             })

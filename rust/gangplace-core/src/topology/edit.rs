@@ -50,11 +50,7 @@ impl Topology {
                 .map(|level| level.to_string())
                 .zip(path.into_iter().map(String::from))
                 .collect(),
-            labels: node
-                .labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            labels: node.label_pairs(),
             unhealthy,
             gpu_topology: node
                 .gpu_topology

@@ -71,6 +71,12 @@ impl Node {
         self.gpus == 0
     }
 
+    /// Its labels as owned `(key, value)` pairs, sorted by key.
+    pub fn label_pairs(&self) -> Vec<(String, String)> {
+        let pairs = self.labels.iter();
+        pairs.map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
     /// Whether the node carries every `(key, value)` of `selector`.
     pub fn matches(&self, selector: &[(String, String)]) -> bool {
         selector.iter().all(|(key, value)| {
