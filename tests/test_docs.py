@@ -62,7 +62,8 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "spine/rack 1.41" in printed
     assert "a2\nbusy nodes keep their place\n{'rack': 'b'} 4" in printed  # update_node
     assert "GangRequest(64, 4, slices=(('rack', 16),))" in printed  # Kueue slices
-    assert "('n2', 'n3') []" in printed  # k8s: the adopted pod keeps n0 busy
+    assert "('n2', 'n3') []" in printed  # k8s: the adopted gang keeps n0 and n1 busy
+    assert "2 1000" in printed  # k8s: one allocation for the gang, at its priority
     assert "n3 {'metadata': {'annotations': {'gangplace.io/rank': '1'" in printed
     assert "['gpu01'] ['gpu02']" in printed  # scontrol
     assert "'--nodelist=gpu[03-04]'" in printed

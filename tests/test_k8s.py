@@ -206,6 +206,71 @@ def test_running_pods_are_adopted() -> None:
     assert [again.node(n) for n in again.nodes()] == [cluster.node(n) for n in cluster.nodes()]
 
 
+def _gang_pod(name: str, node: str, *, group: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return _pod(name, node, 4, metadata=group, spec=spec)
+
+
+def test_gangs_are_adopted_whole_at_their_highest_priority() -> None:
+    """README "Kubernetes nodes": one allocation per gang, spec.priority kept, system pods safe."""
+    nodes = [_gke_node(f"gke-a3-{i}", "8", rack=f"r{i // 2}") for i in range(4)]
+    coscheduled = {"labels": {"scheduling.x-k8s.io/pod-group": "train"}}
+    volcano = {"annotations": {"scheduling.k8s.io/group-name": "train"}}  # another gang
+    lws = {
+        "labels": {
+            "leaderworkerset.sigs.k8s.io/name": "serve",
+            "leaderworkerset.sigs.k8s.io/group-index": "0",
+        }
+    }
+    pods = [
+        _gang_pod("train-0", "gke-a3-0", group=coscheduled, priority=100),
+        _gang_pod("train-1", "gke-a3-1", group=coscheduled, priority=300),
+        _gang_pod("vc-0", "gke-a3-0", group=volcano),
+        _gang_pod("leader", "gke-a3-2", group=lws, priorityClassName="system-cluster-critical"),
+        _gang_pod("worker", "gke-a3-3", group=lws, priority=5),
+        _gang_pod("solo", "gke-a3-1", group={}, priority=2_000_001_000),
+        _gang_pod("bad", "gke-a3-2", group={}, priority="high"),
+        _gang_pod("huge", "gke-a3-3", group={}, priority=2**40),
+    ]
+    cluster, warnings = cluster_from_nodes(
+        nodes, levels={"rack": "example.com/rack"}, pods=pods, pod_owner="kube"
+    )
+    got = sorted(
+        (sorted(p.node for p in a.placement.pods), a.priority, a.preemptible)
+        for a in cluster.allocations()
+    )
+    assert got == [
+        (["gke-a3-0"], 0, True),  # the Volcano gang: same name, another key
+        (["gke-a3-0", "gke-a3-1"], 300, True),  # the coscheduling gang, its highest priority
+        (["gke-a3-1"], 2_000_001_000, False),  # at the system threshold: never preemptible
+        (["gke-a3-2", "gke-a3-3"], 5, False),  # a LeaderWorkerSet group with a system pod
+    ]
+    assert warnings == [
+        "pod ml/bad not adopted: spec.priority: is str, not an integer",
+        f"pod ml/huge not adopted: spec.priority: {2**40} is outside -2147483648..2147483647",
+    ]
+    api = client.ApiClient()
+    good = [api._ApiClient__deserialize(p, "V1Pod") for p in pods[:6]]  # type: ignore[attr-defined]
+    again, _ = cluster_from_nodes(nodes, levels={"rack": "example.com/rack"}, pods=good)
+    assert (
+        sorted(
+            (sorted(p.node for p in a.placement.pods), a.priority, a.preemptible)
+            for a in again.allocations()
+        )
+        == got
+    )  # the client's V1Pod objects (snake_case attributes) give the same
+
+
+def test_a_gang_that_does_not_fit_is_named_with_its_pods() -> None:
+    nodes = [_gke_node("gke-a3-0", "8")]
+    group = {"labels": {"scheduling.x-k8s.io/pod-group": "big"}}
+    pods = [_gang_pod(f"big-{i}", "gke-a3-0", group=group) for i in range(3)]
+    cluster, warnings = cluster_from_nodes(nodes, levels={"rack": "example.com/rack"}, pods=pods)
+    assert cluster.allocations() == []
+    assert warnings[0].startswith(
+        "gang scheduling.x-k8s.io/pod-group/big (pods ml/big-0, ml/big-1, ml/big-2) not adopted"
+    )
+
+
 def _gpu_node(name: str = "n1", **fields: Any) -> dict[str, Any]:
     node: dict[str, Any] = {
         "metadata": {"name": name, "labels": {"rack": "r1"}},

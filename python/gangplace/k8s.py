@@ -20,7 +20,11 @@ out or cordons is named in the returned warnings):
   NoSchedule`` on every GPU node and adds the toleration to GPU pods).
 - Running work (``pods``): every pod bound to a node (``spec.nodeName``) and not finished
   (phase neither ``Succeeded`` nor ``Failed``) that requests GPUs is adopted
-  (:meth:`gangplace.Cluster.adopt`), one allocation per pod, owned by ``pod_owner``. Its
+  (:meth:`gangplace.Cluster.adopt`), owned by ``pod_owner``: the pods of one gang (the
+  labels and annotations of :mod:`gangplace._k8s_gangs`: coscheduling, Volcano, Kueue,
+  LeaderWorkerSet, JobSet, gangplace's own) as one allocation, any other pod alone, at the
+  highest ``spec.priority`` of its pods and never preemptible when one of them is of a
+  system priority class. Its
   GPUs: ``limits`` (else ``requests``) of ``gpu_resource``, the larger of the sum over
   containers and the largest init container (as Kubernetes counts them); their indices
   come from the ``gangplace.io/gpus`` annotation when gangplace bound the pod, otherwise
@@ -44,6 +48,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gangplace import _k8s_fields as fields
@@ -59,6 +64,7 @@ from gangplace._k8s_binding import (
     bindings,
 )
 from gangplace._k8s_fields import BadField
+from gangplace._k8s_gangs import gang_key, pod_priority
 from gangplace.errors import GangplaceError, InvalidRequest
 
 __all__ = [
@@ -318,14 +324,31 @@ def _adopt_pods(
     owner: str | None,
     warnings: list[str],
 ) -> None:
+    """Adopts running pods: one allocation per gang (pods of no gang: one each)."""
     known = set(cluster.nodes())
+    gangs: dict[Any, list[_Running]] = {}
     for index, raw in enumerate(pods):
         try:
-            _adopt_pod(
-                cluster, _plain(raw, kind="V1Pod"), index, known, gpu_resource, owner, warnings
-            )
+            running = _running_pod(_plain(raw, kind="V1Pod"), index, known, gpu_resource, warnings)
         except (BadField, TypeError) as bad:
             warnings.append(f"pod {_pod_name(raw, index)} not adopted: {bad}")
+            continue
+        if running is not None:
+            gangs.setdefault(running.gang or ("pod", index), []).append(running)
+    for members in gangs.values():
+        what = f"pod {members[0].name}"
+        if len(members) > 1:
+            gang = members[0].gang or ()
+            what = f"gang {'/'.join(gang[1:])} (pods {', '.join(m.name for m in members)})"
+        try:
+            cluster.adopt(
+                [member.entry for member in members],
+                owner=owner,
+                priority=max(member.priority for member in members),
+                preemptible=all(member.preemptible for member in members),
+            )
+        except GangplaceError as error:
+            warnings.append(f"{what} not adopted: {error}")
 
 
 def _pod_name(raw: Any, index: int) -> str:
@@ -339,28 +362,38 @@ def _pod_name(raw: Any, index: int) -> str:
     return f"{space}/{name}" if isinstance(name, str) and isinstance(space, str) else f"#{index}"
 
 
-def _adopt_pod(
-    cluster: Cluster,
+@dataclass(frozen=True)
+class _Running:
+    """A running pod to adopt: its entry, name, gang key and priority."""
+
+    entry: Any
+    name: str
+    gang: tuple[str, ...] | None
+    priority: int
+    preemptible: bool
+
+
+def _running_pod(
     pod: Mapping[str, Any],
     index: int,
     known: set[str],
     gpu_resource: str,
-    owner: str | None,
     warnings: list[str],
-) -> None:
+) -> _Running | None:
+    """The pod as something to adopt, or ``None`` (finished, unbound, no GPUs, unknown node)."""
     metadata = fields.obj(pod.get("metadata"), "metadata")
     spec = fields.obj(pod.get("spec"), "spec")
     name = _pod_name(pod, index)
     node = fields.text(spec.get("nodeName") or spec.get("node_name"), "spec.nodeName")
     phase = fields.obj(pod.get("status"), "status").get("phase")
     if not node or phase in ("Succeeded", "Failed"):
-        return
+        return None
     gpus = _pod_gpus(pod, gpu_resource)
     if gpus <= 0:
-        return
+        return None
     if node not in known:
         warnings.append(f"pod {name} not adopted: its node {node} is not in the cluster")
-        return
+        return None
     annotations = fields.obj(metadata.get("annotations"), "metadata.annotations")
     named = str(annotations.get(GPUS_ANNOTATION) or "").strip()
     entry: Any = (node, gpus)
@@ -369,7 +402,5 @@ def _adopt_pod(
             entry = PodPlacement(node, [int(part) for part in named.split(",")])
         except (ValueError, GangplaceError) as error:
             warnings.append(f"pod {name}: bad {GPUS_ANNOTATION} {named!r} ({error})")
-    try:
-        cluster.adopt([entry], owner=owner)
-    except GangplaceError as error:
-        warnings.append(f"pod {name} not adopted: {error}")
+    priority, preemptible = pod_priority(spec)
+    return _Running(entry, name, gang_key(metadata), priority, preemptible)
