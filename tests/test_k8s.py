@@ -230,6 +230,8 @@ def test_gangs_are_adopted_whole_at_their_highest_priority() -> None:
         _gang_pod("solo", "gke-a3-1", group={}, priority=2_000_001_000),
         _gang_pod("bad", "gke-a3-2", group={}, priority="high"),
         _gang_pod("huge", "gke-a3-3", group={}, priority=2**40),
+        _gang_pod("odd-class", "gke-a3-3", group={}, priorityClassName=["x"]),
+        _gang_pod("odd-labels", "gke-a3-3", group={"labels": ["x"]}),
     ]
     cluster, warnings = cluster_from_nodes(
         nodes, levels={"rack": "example.com/rack"}, pods=pods, pod_owner="kube"
@@ -247,6 +249,8 @@ def test_gangs_are_adopted_whole_at_their_highest_priority() -> None:
     assert warnings == [
         "pod ml/bad not adopted: spec.priority: is str, not an integer",
         f"pod ml/huge not adopted: spec.priority: {2**40} is outside -2147483648..2147483647",
+        "pod ml/odd-class not adopted: spec.priorityClassName: is list, not a string",
+        "pod ml/odd-labels not adopted: metadata.labels: expected an object, got list ['x']",
     ]
     api = client.ApiClient()
     good = [api._ApiClient__deserialize(p, "V1Pod") for p in pods[:6]]  # type: ignore[attr-defined]

@@ -68,7 +68,8 @@ def pod_priority(spec: Mapping[str, Any]) -> tuple[int, bool]:
     """``(priority, preemptible)`` of a pod from its ``spec``.
 
     Raises:
-        BadField: ``spec.priority`` is not an integer in the 32-bit range.
+        BadField: ``spec.priority`` is not an integer in the 32-bit range, or
+            ``spec.priorityClassName`` is not a string.
 
     """
     raw = spec.get("priority")
@@ -82,5 +83,7 @@ def pod_priority(spec: Mapping[str, Any]) -> tuple[int, bool]:
     if not low <= priority <= high:
         raise BadField("spec.priority", f"{priority} is outside {low}..{high}")
     name = spec.get("priorityClassName") or spec.get("priority_class_name")
+    if name is not None and not isinstance(name, str):
+        raise BadField("spec.priorityClassName", f"is {fields.kind(name)}, not a string")
     critical = priority >= SYSTEM_PRIORITY or name in SYSTEM_CLASSES
     return priority, not critical
