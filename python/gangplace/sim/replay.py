@@ -281,7 +281,7 @@ class Replay:
 
     # ------------------------------------------------------------------ for the policies
 
-    def count_numa_splits(self, pods: Any, record: JobRecord | None = None) -> None:
+    def count_numa_splits(self, pods: Any, record: JobRecord) -> None:
         """NUMA-split scenario: counts started pods whose GPUs span two NUMA groups.
 
         ``record`` (the job starting) remembers whether it has such a pod: the placement
@@ -294,8 +294,7 @@ class Replay:
                 1 for pod in pods if pod.affinity == "node" and by_name.get(pod.node) in grouped
             )
             self.numa_split_pods += split
-            if record is not None:
-                record.numa_split = split > 0
+            record.numa_split = split > 0
 
     def started(self, record: JobRecord, nodes: tuple[str, ...], now: float) -> None:
         """A job runs from ``now`` on ``nodes``."""

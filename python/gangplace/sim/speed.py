@@ -276,9 +276,16 @@ def read_model(path: str | Path) -> PlacementModel:
     return PlacementModel(str(path), entries)
 
 
-@functools.lru_cache(maxsize=16)
+@functools.cache
+def _cited() -> PlacementModel:
+    """The cited model, built once per process (its data never changes)."""
+    return cited_model()
+
+
 def load_model(choice: str) -> PlacementModel | None:
     """``"none"`` -> ``None``; ``"cited"`` -> :func:`cited_model`; else :func:`read_model`.
+
+    A model file is read on every call, so an edited file is seen by the next run.
 
     Raises:
         SimError: ``"auto"`` (resolve it with :func:`model_for`), or a bad model file.
@@ -287,7 +294,7 @@ def load_model(choice: str) -> PlacementModel | None:
     if choice == "none":
         return None
     if choice == "cited":
-        return cited_model()
+        return _cited()
     if choice == "auto":
         raise SimError("placement model 'auto' depends on the trace: use model_for")
     return read_model(choice)
