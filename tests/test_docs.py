@@ -61,6 +61,8 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "rack measured; spine, wider, NUMA GUESSED 1.7 per-GPU batch 57" in printed  # sim speed
     assert "spine/rack 1.41" in printed
     assert "a2\nbusy nodes keep their place\n{'rack': 'b'} 4" in printed  # update_node
+    assert "(1,) ['w0', 'w0', 'w1', 'w1'] 4" in printed  # release_pods
+    assert "None released" in printed
     assert "GangRequest(64, 4, slices=(('rack', 16),))" in printed  # Kueue slices
     assert "('n2', 'n3') []" in printed  # k8s: the adopted gang keeps n0 and n1 busy
     assert "2 1000" in printed  # k8s: one allocation for the gang, at its priority

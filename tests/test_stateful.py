@@ -301,6 +301,20 @@ class EngineVersusReference(RuleBasedStateMachine):
         got = outcome(self.engine.release, hold, owner=owner)
         assert got == outcome(self.oracle.release, self.ids[hold], owner=owner)
 
+    @rule(
+        hold=holds,
+        ranks=st.lists(st.integers(-1, 8), max_size=3),
+        owner=st.sampled_from(OWNERS),
+    )
+    def release_pods(self, hold: str, ranks: list[int], owner: str | None) -> None:
+        got = outcome(self.engine.release_pods, hold, ranks, owner=owner)
+        expected = outcome(self.oracle.release_pods, self.ids[hold], ranks, owner=owner)
+        assert got[0] == expected[0], (got, expected)
+        if got[0] == "ok" and got[1] is not None:
+            assert (got[1].ended, got[1].lost) == (expected[1].ended, expected[1].lost)
+        else:
+            assert got == expected
+
     @rule(hold=holds, priority=st.integers(-2, 3), owner=st.sampled_from(OWNERS))
     def set_priority(self, hold: str, priority: int, owner: str | None) -> None:
         got = outcome(self.engine.set_priority, hold, priority, owner=owner)
@@ -688,6 +702,7 @@ class EngineVersusReference(RuleBasedStateMachine):
                 assert spares == [(p.node, tuple(p.gpus)) for p in other.spares], "spares"
                 if listing == "allocations":
                     assert hold.lost == other.lost, "lost ranks disagree"
+                    assert hold.ended == other.ended, "ended ranks disagree"
                     self._slices_hold(hold)
                 else:
                     repairs = None if hold.repairs is None else self.ids[hold.repairs]

@@ -438,8 +438,15 @@ class Allocation:
         when this value was made: ``allocations()`` and ``commit`` give current ones.
         """
     @property
+    def ended(self) -> tuple[int, ...]:
+        """Ranks whose pods ``release_pods`` ended, sorted (README "Ending some pods").
+
+        They stay listed in ``placement.pods`` (every other rank keeps its number), hold no
+        GPU, and are never lost nor repaired.
+        """
+    @property
     def placement(self) -> Placement:
-        """The placement as reserved (a removed node's pods stay listed)."""
+        """The placement as reserved (a removed node's pods and ended ranks stay listed)."""
     @property
     def spares(self) -> tuple[PodPlacement, ...]:
         """Its spare pods (``placement.spares``): held, never free, not ranks."""
@@ -1246,6 +1253,38 @@ class Cluster:
         """
     def reservations(self, owner: str | None = None) -> list[Reservation]:
         """Live reservations, sorted by id; only ``owner``'s when given, else all."""
+    def release_pods(
+        self,
+        allocation: Allocation | str,
+        ranks: Iterable[int],
+        *,
+        owner: str | None = None,
+    ) -> Allocation | None:
+        """Ends some pods of an allocation (README "Ending some pods", E1-E4).
+
+        For a worker that completed or a pod that was deleted while the rest of the gang runs.
+        The GPUs the ended pods still hold go back to the pool (unhealthy ones stay out of it);
+        the ranks are listed in ``Allocation.ended`` and keep their places in
+        ``placement.pods``, so every other rank keeps its number. An ended rank is never lost
+        nor repaired, and an allocation with an ended rank is no longer moved by
+        defragmentation.
+
+        Args:
+            allocation: The allocation or its id.
+            ranks: The ranks to end (ints, each once).
+            owner: The caller (as for ``release``).
+
+        Returns:
+            The allocation as it is now, or ``None`` when no rank is left: then it ended as
+            released (``hold_status`` says ``"released"``) and its spares' GPUs are freed too.
+
+        Raises:
+            InvalidRequest: No ranks, a rank out of range, named twice or already ended.
+            ReservationError: A reservation (not committed), an allocation that ended, or a
+                rank that a live repair reservation replaces.
+            UnknownReservation: No such id, or it belongs to another owner.
+
+        """
     def allocations(self, owner: str | None = None) -> list[Allocation]:
         """Live allocations, sorted by id; only ``owner``'s when given, else all."""
     def to_svg(self, highlight: Placement | None = None) -> str:

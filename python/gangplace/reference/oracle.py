@@ -30,6 +30,7 @@ from gangplace.reference import snapshots, spares, texts
 from gangplace.reference.adoption import Adoption
 from gangplace.reference.inventory import Inventory
 from gangplace.reference.planning import Planning, gpu_groups, is_roles
+from gangplace.reference.pods import PodEndings
 from gangplace.reference.removals import COMMITTED_ENDINGS, Removals
 from gangplace.reference.repair import Repairs
 from gangplace.reference.validation import Validation
@@ -92,6 +93,7 @@ class _Hold:
     repairs: str | None = None  # a repair reservation: the allocation it repairs
     repaired_ranks: tuple[int, ...] = ()  # and the ranks its pods replace, in pod order
     repair_spares: tuple[tuple[int, PodPlacement], ...] = ()  # and the spares it takes
+    ended: tuple[int, ...] = ()  # README "Ending some pods": ranks ``release_pods`` ended
 
     @property
     def asked(self) -> AnyRequest | None:
@@ -124,19 +126,24 @@ class _Hold:
             self.since,
             self.asked,
             self.lost(nodes),
+            self.ended,
         )
 
     def lost(self, nodes: Mapping[str, _Node]) -> tuple[int, ...]:
         """README "Repair": ranks whose node was removed or that have an unhealthy GPU.
 
         A removed node's GPUs are no longer in the hold, even if a node of its name returns.
+        An ended rank is never lost.
         """
         return tuple(
             rank
             for rank, pod in enumerate(self.placement.pods)
-            if pod.node not in self.gpus
-            or pod.node not in nodes
-            or set(pod.gpus) & nodes[pod.node].unhealthy
+            if rank not in self.ended
+            and (
+                pod.node not in self.gpus
+                or pod.node not in nodes
+                or set(pod.gpus) & nodes[pod.node].unhealthy
+            )
         )
 
     def gpu_count(self) -> int:
@@ -150,7 +157,7 @@ def _check_name(what: str, name: str) -> None:
         raise InvalidRequest(f"{what} is longer than {MAX_NAME_BYTES} bytes")
 
 
-class Cluster(Planning, Removals, Adoption, Repairs, Validation, Inventory):
+class Cluster(Planning, Removals, Adoption, Repairs, Validation, Inventory, PodEndings):
     """The reference cluster: same constructor and methods as ``gangplace.Cluster``."""
 
     def __init__(

@@ -132,7 +132,8 @@ class Removals:
             if kind == "preempt":
                 eligible = hold.preemptible and hold.priority < request.priority
             else:
-                eligible = hold.movable and hold.priority <= request.priority
+                # README E4: a hold with ended ranks no longer matches its request.
+                eligible = hold.movable and hold.priority <= request.priority and not hold.ended
             if not hold.committed or not eligible or now - hold.since < min_runtime:
                 continue
             if hold.owner is not None and hold.owner in exempt:
@@ -364,7 +365,7 @@ class Removals:
         request = plan.request
         for step in plan.moves:
             hold = self._holds.get(step.allocation)
-            if hold is None or hold.placement != step.source:
+            if hold is None or hold.placement != step.source or hold.ended:
                 raise texts.mover_changed(step.allocation)
         moved = [step.allocation for step in plan.moves]
         freed, returned = self._check_victims(

@@ -185,6 +185,7 @@ def dump(cluster: Cluster) -> bytes:
                 "repairs": [hold.repairs, list(hold.repaired_ranks)],
                 "repair_spares": [[r, p.node, list(p.gpus)] for r, p in hold.repair_spares],
                 "spares": [[pod.node, list(pod.gpus)] for pod in hold.placement.spares],
+                "ended": list(hold.ended),
             }
             for hid, hold in sorted(cluster._holds.items())
         ],
@@ -256,6 +257,7 @@ def load(cls: type[C], data: bytes, clock: Callable[[], float] | None) -> C:
                 (int(r), PodPlacement(node, tuple(g)))
                 for r, node, g in entry.get("repair_spares", ())
             )
+            cluster._holds[entry["id"]].ended = tuple(int(r) for r in entry.get("ended", ()))
             for name, indices in held.items():
                 node = cluster._nodes[name]
                 (node.allocated if committed else node.reserved).update(indices)

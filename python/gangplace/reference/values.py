@@ -264,6 +264,7 @@ class Allocation:
     since: float = 0.0
     request: AnyRequest | None = None
     lost: tuple[int, ...] = ()  # README "Repair": ranks with a removed node or unhealthy GPU
+    ended: tuple[int, ...] = ()  # README "Ending some pods": ranks ``release_pods`` ended
 
     @property
     def spares(self) -> tuple[PodPlacement, ...]:

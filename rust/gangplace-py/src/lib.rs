@@ -12,6 +12,7 @@ mod explain;
 mod nodes;
 mod pickling;
 mod placing;
+mod pods;
 mod preemption;
 mod repair;
 mod request;

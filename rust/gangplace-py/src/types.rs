@@ -392,6 +392,7 @@ impl PartialEq for Allocation {
             && self.inner.owner == other.inner.owner
             && self.inner.terms == other.inner.terms
             && self.inner.since.to_bits() == other.inner.since.to_bits()
+            && self.inner.ended == other.inner.ended
     }
 }
 
@@ -404,6 +405,7 @@ impl Hash for Allocation {
         self.inner.owner.hash(state);
         self.inner.terms.hash(state);
         self.inner.since.to_bits().hash(state);
+        self.inner.ended.hash(state);
     }
 }
 
@@ -431,7 +433,16 @@ impl Allocation {
         PyTuple::new(py, &self.inner.lost)
     }
 
-    /// The placement as reserved (a removed node's pods stay listed).
+    /// Ranks whose pods ``release_pods`` ended, sorted (README "Ending some pods").
+    ///
+    /// They stay listed in ``placement.pods`` (every other rank keeps its number), hold no
+    /// GPU, and are never lost nor repaired.
+    #[getter]
+    fn ended<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.inner.ended)
+    }
+
+    /// The placement as reserved (a removed node's pods and ended ranks stay listed).
     #[getter]
     fn placement(&self) -> Placement {
         Placement {
@@ -482,6 +493,10 @@ impl Allocation {
         ];
         let mut parts = parts.to_vec();
         parts.extend(terms_parts(self.inner.terms));
+        if !self.inner.ended.is_empty() {
+            let ended = self.ended(py)?;
+            parts.push(format!("ended={}", ended.repr()?));
+        }
         parts.push(format!("placement={}", self.placement().__repr__(py)?));
         Ok(call_repr("Allocation", &parts))
     }

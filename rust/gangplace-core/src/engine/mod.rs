@@ -7,13 +7,14 @@
 //! Submodules, what every operation shares: [`transactions`] (reserve, commit, rollback,
 //! release, listings), [`adopt`], [`explain`] (the frame and one-gang explanations),
 //! [`removal`] (who may be removed, and for what), [`ranks`] (what a hold's ranks have lost),
-//! [`records`] (snapshot records every concept uses), [`nodes`] (updating a node in place). The concepts (`crate::preemption`,
+//! [`records`] (snapshot records every concept uses), [`nodes`] (updating a node in place), [`pods`] (ending some pods of an allocation). The concepts (`crate::preemption`,
 //! `crate::roles`, `crate::repair`, `crate::snapshot`) add their operations to [`Engine`] in
 //! their own folders.
 
 pub(crate) mod adopt;
 pub(crate) mod explain;
 mod nodes;
+mod pods;
 pub(crate) mod ranks;
 pub(crate) mod records;
 pub(crate) mod removal;

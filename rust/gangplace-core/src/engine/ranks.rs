@@ -10,10 +10,13 @@ use crate::model::PodPlacement;
 use crate::state::NodeStates;
 use crate::topology::Topology;
 
-/// The sorted ranks of `hold`'s placement that have lost a GPU.
+/// The sorted ranks of `hold`'s placement that have lost a GPU (an ended rank never has).
 pub(crate) fn lost_ranks(topology: &Topology, states: &NodeStates, hold: &Hold) -> Vec<u64> {
     let mut lost = Vec::new();
     for (rank, pod) in (0u64..).zip(&hold.placement.pods) {
+        if hold.ended.binary_search(&rank).is_ok() {
+            continue;
+        }
         let held = topology.node_id(&pod.node).and_then(|node| {
             let position = hold
                 .gpus_by_node

@@ -12,7 +12,7 @@ use crate::search::removal::Candidates;
 pub(crate) enum Purpose {
     /// Victims of preemption: preemptible, priority strictly below the request's.
     Preemption,
-    /// Movers of defragmentation: movable, priority at most the request's.
+    /// Movers of defragmentation: movable, priority at most the request's, no ended rank.
     Defragmentation,
 }
 
@@ -30,7 +30,10 @@ impl Engine {
         for (id, hold) in self.ledger.live_holds() {
             let eligible = match purpose {
                 Purpose::Preemption => hold.terms.preemptible && hold.terms.priority < priority,
-                Purpose::Defragmentation => hold.terms.movable && hold.terms.priority <= priority,
+                // A hold with ended ranks no longer matches its request (README E4).
+                Purpose::Defragmentation => {
+                    hold.terms.movable && hold.terms.priority <= priority && hold.ended.is_empty()
+                }
             };
             let exempt = hold
                 .owner

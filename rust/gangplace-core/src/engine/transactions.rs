@@ -96,6 +96,7 @@ pub(crate) fn allocation_of(
     Allocation {
         id,
         lost: lost_ranks(topology, states, hold),
+        ended: hold.ended.clone(),
         placement: Arc::clone(&hold.placement),
         owner: hold.owner.as_deref().map(str::to_owned),
         terms: hold.terms,
@@ -176,6 +177,7 @@ impl Engine {
             request: new.request,
             roles: new.roles,
             repair: None,
+            ended: Vec::new(),
         };
         let reservation = reservation_of(id, &hold);
         self.ledger.hold(&mut self.states, changes, id, hold);

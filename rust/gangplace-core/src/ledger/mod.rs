@@ -6,6 +6,7 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
+mod pods;
 mod repairs;
 use std::sync::Arc;
 
@@ -86,6 +87,9 @@ pub struct Hold {
     pub roles: Option<Arc<MultiGangRequest>>,
     /// A repair reservation: the allocation it repairs and the ranks its pods replace.
     pub repair: Option<Arc<RepairLink>>,
+    /// Ranks whose pods `release_pods` ended, sorted (README "Ending some pods"): they keep
+    /// their places in the placement and hold no GPUs.
+    pub ended: Vec<u64>,
 }
 
 /// What ties a repair reservation to its allocation (README "Repair after failures", R4).

@@ -170,6 +170,7 @@ impl Ledger {
                     let ranks = link.all_ranks();
                     ranks.windows(2).any(|pair| pair[0] == pair[1])
                         || ranks.last().copied().unwrap_or(0) >= target.placement.pods.len() as u64
+                        || ranks.iter().any(|r| target.ended.binary_search(r).is_ok())
                 })
             {
                 return Err(format!(

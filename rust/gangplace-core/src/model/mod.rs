@@ -328,6 +328,8 @@ pub struct Allocation {
     /// Ranks (sorted) whose pod has a GPU on a removed node or an unhealthy GPU, as of when
     /// this value was made (README "Repair").
     pub lost: Vec<u64>,
+    /// Ranks (sorted) whose pods `release_pods` ended (README "Ending some pods").
+    pub ended: Vec<u64>,
     /// What is allocated (shared with the ledger's hold).
     pub placement: Arc<Placement>,
     /// Who holds it (`None`: made without an owner).

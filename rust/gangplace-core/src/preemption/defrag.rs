@@ -310,7 +310,8 @@ impl Engine {
         let priority = terms.priority;
         for step in &plan.moves {
             let same = self.ledger.live(step.allocation).is_some_and(|hold| {
-                Arc::ptr_eq(&hold.placement, &step.source) || *hold.placement == *step.source
+                (Arc::ptr_eq(&hold.placement, &step.source) || *hold.placement == *step.source)
+                    && hold.ended.is_empty()
             });
             if !same {
                 return Err(texts::mover_changed(step.allocation));

@@ -93,6 +93,7 @@ impl Engine {
                 ranks,
                 spares,
             })),
+            ended: Vec::new(),
         };
         let id = self.ledger.new_id()?;
         let reservation = reservation_of(id, &hold);

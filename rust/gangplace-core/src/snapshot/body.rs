@@ -81,3 +81,9 @@ pub(crate) struct EndedRecord {
     pub(crate) ending: u8,
     pub(crate) owner: Option<String>,
 }
+
+/// From version 7: per live hold (sorted by id), the ranks `release_pods` ended, sorted.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Endings {
+    pub holds: Vec<Vec<u64>>,
+}

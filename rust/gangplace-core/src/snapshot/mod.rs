@@ -42,7 +42,9 @@ use crate::roles::snapshot::{HoldRoles, Roles, hold_roles, roles_from};
 use crate::shapes::{Numa, Spread};
 use crate::state::Changes;
 use crate::topology::NodeSpec;
-use body::{Body, EndedRecord, Extension, HoldRecord, HoldShape, NodeRecord, NodeShape, Shapes};
+use body::{
+    Body, EndedRecord, Endings, Extension, HoldRecord, HoldShape, NodeRecord, NodeShape, Shapes,
+};
 
 /// First bytes of every snapshot.
 pub const MAGIC: &[u8; 8] = b"GANGPLCE";
@@ -51,9 +53,10 @@ pub const MAGIC: &[u8; 8] = b"GANGPLCE";
 /// (`max_level`); version 4 adds [`Shapes`] after that (slice layers of every hold's request
 /// and its placement's slices); version 5 adds the roles of every hold after that (module
 /// `roles_snapshot`: multi-role groups and requests); version 6 adds the spares and repair
-/// links of every hold after that (module `repair_snapshot`). Versions 2 to 6 are read; version 1
-/// snapshots are refused.
-pub const FORMAT_VERSION: u16 = 6;
+/// links of every hold after that (module `repair_snapshot`); version 7 adds the ended ranks
+/// of every hold after that ([`Endings`], README "Ending some pods"). Versions 2 to 7 are
+/// read; version 1 snapshots are refused.
+pub const FORMAT_VERSION: u16 = 7;
 const OLDEST_READ: u16 = 2;
 const HEADER_BYTES: usize = 24;
 
@@ -125,6 +128,12 @@ impl Engine {
                 .collect(),
         };
         bytes.extend(postcard::to_stdvec(&repairs).map_err(encoding)?);
+        let endings = Endings {
+            holds: (self.ledger.live_holds_by_id().into_iter())
+                .map(|(_, hold)| hold.ended.clone())
+                .collect(),
+        };
+        bytes.extend(postcard::to_stdvec(&endings).map_err(encoding)?);
         Ok(frame(&bytes))
     }
 
@@ -216,7 +225,7 @@ impl Engine {
 
     /// Rebuilds an engine from snapshot bytes; `now` is the restoring clock's reading.
     pub fn restore(bytes: &[u8], now: f64) -> CoreResult<Engine> {
-        let (body, extension, shapes, roles, repairs) = decode(bytes)?;
+        let (body, extension, shapes, roles, repairs, endings) = decode(bytes)?;
         let offset = now - body.taken_at;
         if !offset.is_finite() {
             return Err(bad("the snapshot's clock reading is not finite"));
@@ -252,6 +261,10 @@ impl Engine {
         if !repairs.holds.is_empty() && repairs.holds.len() != body.holds.len() {
             return Err(bad("the repair links do not match the holds"));
         }
+        if !endings.holds.is_empty() && endings.holds.len() != body.holds.len() {
+            return Err(bad("the ended ranks do not match the holds"));
+        }
+        let mut endings = endings.holds.into_iter();
         let mut shapes = shapes.holds.into_iter();
         let mut roles = roles.holds.into_iter();
         let mut repairs = repairs.holds.into_iter();
@@ -259,7 +272,8 @@ impl Engine {
             let shape = shapes.next().unwrap_or_default();
             let roles = roles.next().unwrap_or_default();
             let repair = repairs.next().unwrap_or_default();
-            engine.restore_hold(hold, (shape, roles, repair), offset)?;
+            let ended = endings.next().unwrap_or_default();
+            engine.restore_hold(hold, (shape, roles, repair), ended, offset)?;
         }
         if body.ended.len() > REMEMBERED_ENDED_HOLDS {
             return Err(bad("more ended holds than are ever remembered"));
@@ -324,6 +338,7 @@ impl Engine {
         &mut self,
         record: HoldRecord,
         (shape, roles, repairs): (HoldShape, HoldRoles, HoldRepairs),
+        ended: Vec<u64>,
         offset: f64,
     ) -> CoreResult<()> {
         let id = HoldId::from_bits(record.id);
@@ -434,7 +449,9 @@ impl Engine {
             request: request.map(Arc::new),
             roles: roles.map(Arc::new),
             repair: link_from(repairs.link)?,
+            ended,
         };
+        self.check_ended(&hold, committed)?;
         if committed && hold.repair.is_some() {
             return Err(bad("an allocation has a repair link"));
         }
@@ -454,7 +471,7 @@ impl Engine {
 }
 
 /// Checks the header and checksum and decodes the body (and, from version 3, its extension).
-type Decoded = (Body, Extension, Shapes, Roles, Repairs);
+type Decoded = (Body, Extension, Shapes, Roles, Repairs, Endings);
 
 fn decode(bytes: &[u8]) -> CoreResult<Decoded> {
     let header = bytes.get(..HEADER_BYTES).ok_or_else(|| {
@@ -517,10 +534,16 @@ fn decode(bytes: &[u8]) -> CoreResult<Decoded> {
     } else {
         (Repairs::default(), rest)
     };
+    let (endings, rest) = if version >= 7 {
+        postcard::take_from_bytes::<Endings>(rest)
+            .map_err(|error| bad(format!("malformed ended ranks: {error}")))?
+    } else {
+        (Endings::default(), rest)
+    };
     if !rest.is_empty() {
         return Err(bad("trailing bytes after the body"));
     }
-    Ok((decoded, extension, shapes, roles, repairs))
+    Ok((decoded, extension, shapes, roles, repairs, endings))
 }
 
 /// The start time a restored hold was recorded with (commit keeps it).

@@ -66,6 +66,8 @@ pub enum Op {
     Rollback { hold: u8, owner: u8 },
     /// Releases the `hold`-th id seen so far.
     Release { hold: u8, owner: u8 },
+    /// Ends the ranks of bit mask `ranks` of the `hold`-th id seen so far.
+    ReleasePods { hold: u8, owner: u8, ranks: u8 },
     /// Advances the clock.
     Tick { seconds: u8 },
     /// Snapshots, restores, compares, and continues on the restored engine.
@@ -98,7 +100,7 @@ pub fn decode(bytes: &[u8]) -> Vec<Op> {
             }
             (params, count.min(tail.len()))
         };
-        let (op, used) = match selector % 13 {
+        let (op, used) = match selector % 14 {
             0 => {
                 let (p, used) = take(3);
                 (
@@ -192,6 +194,15 @@ pub fn decode(bytes: &[u8]) -> Vec<Op> {
             10 => {
                 let (p, used) = take(1);
                 (Op::Tick { seconds: p[0] }, used)
+            }
+            13 => {
+                let (p, used) = take(3);
+                let op = Op::ReleasePods {
+                    hold: p[0],
+                    owner: p[1] % 3,
+                    ranks: p[2],
+                };
+                (op, used)
             }
             12 => {
                 let (p, used) = take(4);
@@ -420,6 +431,13 @@ impl Run {
                 let id = self.pick(hold);
                 self.engine
                     .release(id, OWNERS[usize::from(owner)], now)
+                    .map(drop)
+            }
+            Op::ReleasePods { hold, owner, ranks } => {
+                let id = self.pick(hold);
+                let ranks: Vec<i64> = (0..8).filter(|bit| ranks & (1 << bit) != 0).collect();
+                self.engine
+                    .release_pods(id, &ranks, OWNERS[usize::from(owner)], now)
                     .map(drop)
             }
             Op::Preempt {

@@ -1,0 +1,57 @@
+//! The ledger's operation for ending some pods of an allocation (README "Ending some pods",
+//! E1-E4): the ranks are recorded as ended and the GPUs their pods still hold go back to the
+//! pool. The engine has computed and checked everything; nothing here can fail.
+
+use super::Ledger;
+use crate::ids::{GpuSet, HoldId, NodeId};
+use crate::state::{Changes, NodeStates};
+
+impl Ledger {
+    /// Marks `ranks` of allocation `id` ended and frees `freed` (per node, GPUs the
+    /// allocation holds there). Unhealthy GPUs stay out of the pool, as `end` leaves them.
+    pub fn end_pods(
+        &mut self,
+        states: &mut NodeStates,
+        changes: &mut Changes,
+        id: HoldId,
+        ranks: &[u64],
+        freed: &[(NodeId, GpuSet)],
+    ) {
+        let Some(hold) = self.live.get_mut(&id) else {
+            return;
+        };
+        hold.ended.extend_from_slice(ranks);
+        hold.ended.sort_unstable();
+        let mut count = 0u64;
+        let mut touched: Vec<(NodeId, GpuSet)> = Vec::with_capacity(freed.len());
+        for &(node, gpus) in freed {
+            let Ok(at) = hold.gpus_by_node.binary_search_by_key(&node, |&(on, _)| on) else {
+                continue;
+            };
+            let gone = hold.gpus_by_node[at].1 & gpus;
+            hold.gpus_by_node[at].1 &= !gone;
+            let left = hold.gpus_by_node[at].1;
+            if left.is_empty() {
+                hold.gpus_by_node.remove(at);
+            }
+            count += u64::from(gone.count());
+            touched.push((node, left));
+            states.update(node, changes, |state| state.allocated &= !gone);
+        }
+        let owner = hold.owner.clone();
+        for (node, left) in touched {
+            self.remove_holder(node, id);
+            if !left.is_empty() {
+                self.add_holder(node, id, left);
+            }
+        }
+        self.count_held(&owner, 0, count);
+    }
+}
+
+impl Ledger {
+    /// The live repair reservations of allocation `id`, sorted by id.
+    pub fn repairs_of(&self, id: HoldId) -> &[HoldId] {
+        self.repairs.get(&id).map_or(&[], Vec::as_slice)
+    }
+}

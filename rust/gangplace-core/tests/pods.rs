@@ -1,0 +1,117 @@
+//! Ending some pods of an allocation (README "Ending some pods", E1-E4).
+#![allow(clippy::unwrap_used)] // test helpers: a failed setup should panic loudly
+
+use gangplace_core::{CoreError, Engine};
+
+mod common;
+
+use common::{rack_cluster, request};
+
+fn committed(engine: &mut Engine, pods: i64, gpus: i64) -> gangplace_core::Allocation {
+    let reservation = engine
+        .reserve(&request(pods, gpus), 30.0, None, 0.0)
+        .unwrap();
+    engine.commit(reservation.id, None, 0.0).unwrap()
+}
+
+#[test]
+fn ended_ranks_free_their_gpus_and_keep_the_other_numbers() {
+    let mut engine = rack_cluster(1, 2, 8);
+    let allocation = committed(&mut engine, 4, 4);
+    assert_eq!(engine.stats(0.0).free, 0);
+    let after = engine
+        .release_pods(allocation.id, &[2, 0], None, 1.0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(after.ended, vec![0, 2]);
+    assert_eq!(after.placement.pods, allocation.placement.pods);
+    assert_eq!(engine.stats(1.0).free, 8);
+    let error = engine
+        .release_pods(allocation.id, &[2], None, 1.0)
+        .unwrap_err();
+    assert!(matches!(error, CoreError::InvalidRequest(_)), "{error}");
+    assert_eq!(
+        engine
+            .release_pods(allocation.id, &[1, 3], None, 2.0)
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        engine.hold_status(allocation.id, None, 2.0).unwrap(),
+        "released"
+    );
+    assert_eq!(engine.stats(2.0).free, 16);
+    engine.check_invariants().unwrap();
+}
+
+#[test]
+fn bad_ranks_change_nothing() {
+    let mut engine = rack_cluster(1, 1, 8);
+    let allocation = committed(&mut engine, 2, 4);
+    let before = engine.snapshot(0.0).unwrap();
+    for ranks in [&[][..], &[2], &[-1], &[1, 1]] {
+        let error = engine
+            .release_pods(allocation.id, ranks, None, 0.0)
+            .unwrap_err();
+        assert!(
+            matches!(error, CoreError::InvalidRequest(_)),
+            "{ranks:?}: {error}"
+        );
+        assert_eq!(engine.snapshot(0.0).unwrap(), before);
+    }
+}
+
+#[test]
+fn another_owner_sees_an_unknown_allocation() {
+    let mut engine = rack_cluster(1, 1, 8);
+    let reservation = engine
+        .reserve(&request(2, 4), 30.0, Some("team"), 0.0)
+        .unwrap();
+    engine.commit(reservation.id, Some("team"), 0.0).unwrap();
+    let error = engine
+        .release_pods(reservation.id, &[0], Some("someone"), 0.0)
+        .unwrap_err();
+    assert!(matches!(error, CoreError::UnknownReservation(_)), "{error}");
+    assert!(
+        engine
+            .release_pods(reservation.id, &[0], Some("team"), 0.0)
+            .is_ok()
+    );
+}
+
+#[test]
+fn a_reservation_has_no_pods_to_end() {
+    let mut engine = rack_cluster(1, 1, 8);
+    let reservation = engine.reserve(&request(2, 4), 30.0, None, 0.0).unwrap();
+    let error = engine
+        .release_pods(reservation.id, &[0], None, 0.0)
+        .unwrap_err();
+    assert!(matches!(error, CoreError::ReservationError(_)), "{error}");
+}
+
+#[test]
+fn an_ended_rank_is_never_lost_and_survives_a_snapshot() {
+    let mut engine = rack_cluster(1, 2, 8);
+    let allocation = committed(&mut engine, 2, 8);
+    let node = allocation.placement.pods[1].node.to_string();
+    engine.set_gpu_health(&node, 0, false, 0.0).unwrap();
+    let lost = engine.allocations(None, 0.0).remove(0);
+    assert_eq!(lost.lost, vec![1]);
+    let after = engine
+        .release_pods(allocation.id, &[1], None, 0.0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (after.lost.as_slice(), after.ended.as_slice()),
+        (&[][..], &[1][..])
+    );
+    // The unhealthy GPU stays out of the pool; the other seven are free.
+    assert_eq!(engine.stats(0.0).free, 7);
+    let bytes = engine.snapshot(0.0).unwrap();
+    let mut restored = Engine::restore(&bytes, 0.0).unwrap();
+    assert_eq!(
+        restored.allocations(None, 0.0),
+        engine.allocations(None, 0.0)
+    );
+    assert_eq!(restored.snapshot(0.0).unwrap(), bytes);
+}

@@ -1,0 +1,52 @@
+//! `Cluster.release_pods`: ending some pods of an allocation (README "Ending some pods").
+//! Converts the arguments, calls the core, maps its errors.
+
+use pyo3::prelude::*;
+
+use crate::cluster::Cluster;
+use crate::cluster_args::{hold_id, owner as owner_name};
+use crate::convert::int_sequence;
+use crate::types::Allocation;
+
+#[pymethods]
+impl Cluster {
+    /// Ends some pods of an allocation (README "Ending some pods", E1-E4).
+    ///
+    /// For a worker that completed or a pod that was deleted while the rest of the gang runs.
+    /// The GPUs the ended pods still hold go back to the pool (unhealthy ones stay out of it);
+    /// the ranks are listed in ``Allocation.ended`` and keep their places in
+    /// ``placement.pods``, so every other rank keeps its number. An ended rank is never lost
+    /// nor repaired, and an allocation with an ended rank is no longer moved by
+    /// defragmentation.
+    ///
+    /// Args:
+    ///     allocation: The allocation or its id.
+    ///     ranks: The ranks to end (ints, each once).
+    ///     owner: The caller (as for ``release``).
+    ///
+    /// Returns:
+    ///     The allocation as it is now, or ``None`` when no rank is left: then it ended as
+    ///     released (``hold_status`` says ``"released"``) and its spares' GPUs are freed too.
+    ///
+    /// Raises:
+    ///     InvalidRequest: No ranks, a rank out of range, named twice or already ended.
+    ///     ReservationError: A reservation (not committed), an allocation that ended, or a
+    ///         rank that a live repair reservation replaces.
+    ///     UnknownReservation: No such id, or it belongs to another owner.
+    #[pyo3(signature = (allocation, ranks, *, owner = None))]
+    fn release_pods(
+        &self,
+        py: Python<'_>,
+        allocation: &Bound<'_, PyAny>,
+        ranks: &Bound<'_, PyAny>,
+        owner: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<Allocation>> {
+        let id = hold_id(allocation, "allocation")?;
+        let ranks = int_sequence(ranks, "ranks")?;
+        let owner = owner_name(owner)?;
+        let now = self.now(py)?;
+        let after =
+            self.run(|engine| Ok(engine.release_pods(id, &ranks, owner.as_deref(), now)?))?;
+        Ok(after.map(|inner| Allocation { inner }))
+    }
+}
