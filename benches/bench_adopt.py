@@ -81,3 +81,40 @@ def bench_adopt_64_pods_reference(
         reference.PodPlacement(p.node, tuple(p.gpus)) for p in want.placement.pods
     )
     cluster.release(want)
+
+
+def bench_adopt_into_one_pod(benchmark: Any, loaded: tuple[Cluster, list[PodPlacement]]) -> None:
+    """One running pod joins an adopted 63-pod gang (``adopt(into=...)``)."""
+    cluster, pods = loaded
+    state: list[Any] = []
+
+    def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
+        for allocation in state:
+            cluster.release(allocation)
+        state.clear()
+        state.append(cluster.adopt(pods[:-1]))
+        return ([pods[-1]],), {"into": state[0]}
+
+    def grow(entries: list[Any], into: Any) -> None:
+        state[0] = cluster.adopt(entries, into=into)
+
+    benchmark.pedantic(grow, setup=setup, rounds=200, iterations=1, warmup_rounds=2)
+    for allocation in state:
+        cluster.release(allocation)
+    benchmark.extra_info.update(pods=len(pods))
+
+
+def bench_adopt_into_reference(benchmark: Any, loaded: tuple[Cluster, list[PodPlacement]]) -> None:
+    """The same growth by ``gangplace.reference`` on a twin (one round)."""
+    cluster, pods = loaded
+    twin = reference.Cluster(cluster.levels)
+    for name in cluster.nodes():
+        info = cluster.node(name)
+        twin.add_node(name, gpus=info.gpus, topology=info.topology, labels=info.labels)
+    for allocation in cluster.allocations():
+        twin.adopt(allocation.placement.pods)
+    gang = twin.adopt(pods[:-1])
+    grown = benchmark.pedantic(
+        twin.adopt, args=([pods[-1]],), kwargs={"into": gang}, rounds=1, iterations=1
+    )
+    assert len(grown.placement.pods) == len(pods)

@@ -18,7 +18,9 @@ from gangplace import (
     InvalidRequest,
     LimitExceeded,
     PodPlacement,
+    ReservationError,
     UnknownNode,
+    UnknownReservation,
     reference,
 )
 
@@ -90,7 +92,8 @@ def test_cordoned_nodes_may_hold_running_work() -> None:
         ([("n3", 1, 2)], {}, TypeError, "PodPlacement or a (node, count) tuple"),
         ([(3, 1)], {}, TypeError, "node"),
         ([("n3", "1")], {}, TypeError, "count"),
-        ([("n3", 1)], {"preemptible": None}, TypeError, "preemptible"),
+        ([("n3", 1)], {"preemptible": "yes"}, TypeError, "preemptible"),
+        ([("n3", 1)], {"into": 7}, TypeError, "into"),
     ],
 )
 @pytest.mark.parametrize("kind", [Cluster, reference.Cluster])
@@ -175,3 +178,54 @@ def test_holds_carry_their_request_through_snapshots() -> None:
     restored = Cluster.restore(cluster.snapshot(), clock=lambda: 100.0)
     again = next(a for a in restored.allocations() if a.id == allocation.id)
     assert again.request == request
+
+
+@pytest.mark.parametrize("kind", [Cluster, reference.Cluster])
+def test_a_gang_grows_by_pods_seen_later(kind: Any) -> None:
+    cluster = _cluster(kind)
+    first = cluster.adopt([("n1", 4)], owner="kubelet", priority=2, preemptible=False)
+    assert first.placement.level == "node"
+    grown = cluster.adopt([("n0", 2), ("n2", 1)], into=first, owner="kubelet")
+    assert grown.id == first.id and len(cluster.allocations()) == 1
+    assert [(p.node, tuple(p.gpus)) for p in grown.placement.pods] == [
+        ("n1", (0, 1, 2, 3)),
+        ("n0", (0, 1)),
+        ("n2", (0,)),
+    ]
+    assert (grown.placement.level, tuple(grown.placement.domain)) == ("spine", ("s0",))
+    assert (grown.owner, grown.priority, grown.preemptible, grown.since) == (
+        "kubelet",
+        2,
+        False,
+        100.0,
+    )
+    again = cluster.adopt([("n3", 1)], into=first.id, owner="kubelet", priority=7)
+    assert again.priority == 7 and not again.preemptible
+    assert cluster.release_pods(again, [0], owner="kubelet").ended == (0,)
+    assert cluster.stats().allocated == 4
+
+
+@pytest.mark.parametrize("kind", [Cluster, reference.Cluster])
+def test_only_adopted_allocations_grow(kind: Any) -> None:
+    cluster = _cluster(kind, max_held_gpus_per_owner=6)
+    placed = cluster.commit(cluster.reserve(GangRequest(1, 2)))
+    reserved = cluster.reserve(GangRequest(1, 1))
+    mine = cluster.adopt([("n3", 4)], owner="team")
+    cases: list[tuple[Any, dict[str, Any], type[Exception]]] = [
+        (placed, {}, InvalidRequest),
+        (reserved, {}, ReservationError),
+        (mine, {}, UnknownReservation),  # another owner's allocation is unknown
+        (mine, {"owner": "team", "priority": 2**40}, InvalidRequest),
+        ("gp-" + "0" * 32, {}, UnknownReservation),
+    ]
+    for into, kwargs, error in cases:
+        before = cluster.snapshot() if kind is Cluster else None
+        with pytest.raises(error):
+            cluster.adopt([("n2", 1)], into=into, **kwargs)
+        if before is not None:
+            assert cluster.snapshot() == before
+    with pytest.raises(LimitExceeded):  # the allocation's owner's cap
+        cluster.adopt([("n2", 3)], into=mine, owner="team")
+    cluster.release(mine, owner="team")
+    with pytest.raises(ReservationError):
+        cluster.adopt([("n2", 1)], into=mine, owner="team")

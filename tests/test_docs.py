@@ -39,6 +39,7 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "[('pretrain', False), ('eval', True)]" in printed  # the scheduler's backfill
     assert "['finetune']" in printed
     assert "rack ('r0',) 8" in printed  # adopt
+    assert "cluster ['a', 'b', 'c'] 5" in printed  # adopt(into=...)
     assert "cluster (('r0',), ('r1',), ('r2',), ('r3',))" in printed  # slices
     assert "16 r1-t00" in printed
     assert "pack [8, 4, 0]" in printed and "balanced [6, 6, 0]" in printed  # spreads

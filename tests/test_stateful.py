@@ -281,6 +281,40 @@ class EngineVersusReference(RuleBasedStateMachine):
         event(f"adopt: {got[1][0] if got[0] == 'error' else 'ok'}")
         return UNKNOWN
 
+    @rule(
+        hold=holds,
+        entries=st.lists(
+            st.tuples(
+                st.sampled_from(NAMES),
+                st.integers(1, 4)
+                | st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True),
+            ),
+            max_size=2,
+        ),
+        owner=st.sampled_from(OWNERS),
+        priority=st.none() | st.integers(-1, 2),
+    )
+    def adopt_into(
+        self, hold: str, entries: list[tuple[str, Any]], owner: str | None, priority: int | None
+    ) -> None:
+        """Grows an allocation by running pods (only adopted ones may grow)."""
+        pods = [
+            gangplace.PodPlacement(name, gpus) if isinstance(gpus, list) else (name, gpus)
+            for name, gpus in entries
+        ]
+        got = outcome(self.engine.adopt, pods, owner=owner, priority=priority, into=hold)
+        expected = outcome(
+            self.oracle.adopt, pods, owner=owner, priority=priority, into=self.ids[hold]
+        )
+        assert got[0] == expected[0], (got, expected)
+        if got[0] == "ok":
+            assert as_tuple(got[1].placement) == as_tuple(expected[1].placement)
+            assert (got[1].owner, got[1].priority) == (expected[1].owner, expected[1].priority)
+            event("adopt_into: grown")
+        else:
+            assert got == expected
+            event(f"adopt_into: {got[1][0]}")
+
     @rule(hold=holds, owner=st.sampled_from(OWNERS))
     def commit(self, hold: str, owner: str | None) -> None:
         got = outcome(self.engine.commit, hold, owner=owner)

@@ -1094,9 +1094,10 @@ class Cluster:
         pods: Iterable[PodPlacement | tuple[str, int]],
         *,
         owner: str | None = None,
-        priority: int = 0,
-        preemptible: bool = True,
-        movable: bool = False,
+        priority: int | None = None,
+        preemptible: bool | None = None,
+        movable: bool | None = None,
+        into: Allocation | str | None = None,
     ) -> Allocation:
         """Records pods that already run as one allocation; no placement rule applies.
 
@@ -1105,15 +1106,26 @@ class Cluster:
         ``(node, count)`` pair (that many of the node's lowest-indexed free healthy GPUs).
         Every GPU must exist, be free and healthy, and be named once; cordoned nodes are
         accepted. The result is an ordinary allocation (release, snapshots, caps, owners,
-        preemption), at the finest level whose one domain holds all of its nodes.
+        preemption), at the finest level whose one domain holds all of its nodes; priority,
+        preemptible and movable default to 0, True and False.
+
+        With ``into`` (README "Adopting running work"), the pods join that live
+        allocation instead, as new ranks after its others (ranked among themselves by rule
+        6; every earlier rank keeps its number), for a pod of a running gang that shows up
+        later. Only an allocation placed without a request (``adopt``,
+        ``reserve(placement)``) grows; ``owner`` is then the caller (as for ``release``) and
+        the allocation keeps its owner; a priority or flag given replaces the allocation's,
+        one left ``None`` keeps it.
 
         Raises:
             Conflict: A GPU is held, unhealthy, named twice, or a node has too few free GPUs
                 for a count. Nothing changed.
             UnknownNode: No node has an entry's name.
             InvalidRequest: No pods, a GPU index or count out of range, a bad priority or
-                owner.
+                owner, or ``into`` an allocation placed for a request.
             LimitExceeded: The owner's cap.
+            ReservationError: ``into`` a reservation or an allocation that ended.
+            UnknownReservation: ``into`` an unknown id, or another owner's.
 
         """
     def capacity_for(self, request: GangRequest | MultiGangRequest) -> int:

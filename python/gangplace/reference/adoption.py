@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from gangplace.errors import InvalidRequest, UnknownNode
+from gangplace.errors import InvalidRequest, ReservationError, UnknownNode
 from gangplace.reference import texts
 from gangplace.reference.values import MAX_GPUS_PER_NODE, Allocation, Placement, PodPlacement
 
 if TYPE_CHECKING:
-    from gangplace.reference.oracle import _Node
+    from gangplace.reference.oracle import _Hold, _Node
 
 __all__ = ["Adoption"]
 
@@ -31,22 +32,33 @@ class Adoption:
         pods: Iterable[Any],
         *,
         owner: str | None = None,
-        priority: int = 0,
-        preemptible: bool = True,
-        movable: bool = False,
+        priority: int | None = None,
+        preemptible: bool | None = None,
+        movable: bool | None = None,
+        into: Allocation | str | None = None,
     ) -> Allocation:
-        """Records ``pods`` (``PodPlacement`` or ``(node, count)``) as one allocation."""
+        """Records ``pods`` as one allocation, or adds them to allocation ``into``.
+
+        Each entry is a ``PodPlacement`` or a ``(node, count)`` pair (README "Adopting running
+        work").
+        """
         from gangplace.reference.oracle import _Hold
         from gangplace.reference.removals import check_priority
 
+        if into is not None and not isinstance(into, str) and not hasattr(into, "id"):
+            raise TypeError(f"into must be an Allocation or its id, not {type(into).__name__}")
         entries = list(_entries(pods))
-        if isinstance(priority, bool) or not isinstance(priority, int):
+        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise TypeError(f"priority must be an int, not {type(priority).__name__}")
         for what, flag in (("preemptible", preemptible), ("movable", movable)):
-            if not isinstance(flag, bool):
+            if flag is not None and not isinstance(flag, bool):
                 raise TypeError(f"{what} must be a bool, not {type(flag).__name__}")
-        check_priority(priority)
         now = self._check_call(1.0, owner)  # type: ignore[attr-defined]
+        target = None if into is None else self._adoption_target(into, owner)
+        if target is None:
+            check_priority(0 if priority is None else priority)
+        else:
+            check_priority(target[1].priority if priority is None else priority)
         if not entries:
             raise InvalidRequest("adopt needs at least one pod")
         taken: list[tuple[str, tuple[int, ...]]] = []
@@ -55,14 +67,63 @@ class Adoption:
         held: dict[str, set[int]] = {}
         for name, gpus in taken:
             held.setdefault(name, set()).update(gpus)
-        self._check_cap(owner, sum(len(g) for g in held.values()))  # type: ignore[attr-defined]
+        cap_owner = owner if target is None else target[1].owner
+        self._check_cap(cap_owner, sum(len(g) for g in held.values()))  # type: ignore[attr-defined]
         for name, gpus_held in held.items():
             self._nodes[name].allocated.update(gpus_held)
         placement = self._adopted_placement(taken)
-        hold = _Hold(True, now, held, placement, owner, priority, preemptible, movable, now)
+        if target is not None:
+            hid, hold = target
+            hold.placement = self._grown(hold.placement, placement)
+            for name, gpus_held in held.items():
+                hold.gpus.setdefault(name, set()).update(gpus_held)
+            hold.priority = hold.priority if priority is None else priority
+            hold.preemptible = hold.preemptible if preemptible is None else preemptible
+            hold.movable = hold.movable if movable is None else movable
+            return hold.allocation(hid, self._nodes)
+        hold = _Hold(
+            True,
+            now,
+            held,
+            placement,
+            owner,
+            0 if priority is None else priority,
+            True if preemptible is None else preemptible,
+            False if movable is None else movable,
+            now,
+        )
         hid = self._new_id()  # type: ignore[attr-defined]
         self._holds[hid] = hold  # type: ignore[attr-defined]
         return hold.allocation(hid, self._nodes)
+
+    def _adoption_target(self, into: Allocation | str, owner: str | None) -> tuple[str, _Hold]:
+        """The live allocation ``into`` names, if ``owner`` may grow it."""
+        hid = into if isinstance(into, str) else into.id
+        hold, ending = self._visible(hid, owner)  # type: ignore[attr-defined]
+        if hold is None:
+            raise self._ended_error(hid, ending, "adopt into")  # type: ignore[attr-defined]
+        if not hold.committed:
+            raise ReservationError(f"cannot adopt into {hid}: it is not committed")
+        if hold.asked is not None:
+            raise InvalidRequest(
+                f"allocation {hid} was placed for a request: only adopted work (adopt, "
+                "reserve(placement)) takes more pods"
+            )
+        return hid, hold
+
+    def _grown(self, old: Placement, added: Placement) -> Placement:
+        """``old`` with ``added``'s pods after its own.
+
+        At the finest level whose one domain holds both domains.
+        """
+        common = 0
+        for mine, theirs in zip(old.domain, added.domain, strict=False):
+            if mine != theirs:
+                break
+            common += 1
+        level = ["cluster", *self.levels, "node"][min(common, len(self.levels) + 1)]
+        pods = (*old.pods, *added.pods)
+        return replace(old, pods=pods, domain=tuple(old.domain[:common]), level=level)
 
     def _adopted_gpus(
         self,

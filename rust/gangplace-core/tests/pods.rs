@@ -115,3 +115,43 @@ fn an_ended_rank_is_never_lost_and_survives_a_snapshot() {
     );
     assert_eq!(restored.snapshot(0.0).unwrap(), bytes);
 }
+
+#[test]
+fn an_adopted_gang_grows_and_a_placed_one_does_not() {
+    use gangplace_core::{AdoptedPod, Terms, TermsChange};
+    let mut engine = rack_cluster(2, 1, 8);
+    let pod = |node: &str, count| AdoptedPod::Count {
+        node: node.into(),
+        count,
+    };
+    let adopted = engine
+        .adopt(&[pod("r0-n0", 2)], None, Terms::default(), 0.0)
+        .unwrap();
+    let change = TermsChange {
+        priority: Some(4),
+        ..TermsChange::default()
+    };
+    let grown = engine
+        .adopt_into(adopted.id, &[pod("r1-n0", 3)], None, change, 1.0)
+        .unwrap();
+    assert_eq!(grown.placement.pods.len(), 2);
+    assert_eq!(
+        (grown.placement.level.as_str(), grown.terms.priority),
+        ("cluster", 4)
+    );
+    assert_eq!(grown.since, 0.0);
+    let placed = committed(&mut engine, 1, 1);
+    let before = engine.snapshot(1.0).unwrap();
+    let error = engine
+        .adopt_into(
+            placed.id,
+            &[pod("r1-n0", 1)],
+            None,
+            TermsChange::default(),
+            1.0,
+        )
+        .unwrap_err();
+    assert!(matches!(error, CoreError::InvalidRequest(_)), "{error}");
+    assert_eq!(engine.snapshot(1.0).unwrap(), before);
+    engine.check_invariants().unwrap();
+}

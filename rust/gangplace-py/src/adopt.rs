@@ -1,13 +1,13 @@
 //! `Cluster.adopt`: work that is already running, as one allocation (README, "Adopting
 //! running work"). Converts the entries, calls the core, maps its errors.
 
-use gangplace_core::{AdoptedPod, CoreError, MAX_GPUS_PER_NODE, Terms};
+use gangplace_core::{AdoptedPod, CoreError, MAX_GPUS_PER_NODE, Terms, TermsChange};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 use crate::cluster::Cluster;
-use crate::cluster_args::owner as owner_name;
+use crate::cluster_args::{hold_id, owner as owner_name};
 use crate::convert::{self, Movable, Preemptible, Priority};
 use crate::errors::core_to_py;
 use crate::types::{Allocation, PodPlacement};
@@ -24,33 +24,58 @@ impl Cluster {
     /// ``(node, count)`` pair (that many of the node's lowest-indexed free healthy GPUs).
     /// Every GPU must exist, be free and healthy, and be named once; cordoned nodes are
     /// accepted. The result is an ordinary allocation (release, snapshots, caps, owners,
-    /// preemption), at the finest level whose one domain holds all of its nodes.
+    /// preemption), at the finest level whose one domain holds all of its nodes; priority,
+    /// preemptible and movable default to 0, True and False.
+    ///
+    /// With ``into`` (README "Adopting running work"), the pods join that live
+    /// allocation instead, as new ranks after its others (ranked among themselves by rule
+    /// 6; every earlier rank keeps its number), for a pod of a running gang that shows up
+    /// later. Only an allocation placed without a request (``adopt``,
+    /// ``reserve(placement)``) grows; ``owner`` is then the caller (as for ``release``) and
+    /// the allocation keeps its owner; a priority or flag given replaces the allocation's,
+    /// one left ``None`` keeps it.
     ///
     /// Raises:
     ///     Conflict: A GPU is held, unhealthy, named twice, or a node has too few free GPUs
     ///         for a count. Nothing changed.
     ///     UnknownNode: No node has an entry's name.
     ///     InvalidRequest: No pods, a GPU index or count out of range, a bad priority or
-    ///         owner.
+    ///         owner, or ``into`` an allocation placed for a request.
     ///     LimitExceeded: The owner's cap.
+    ///     ReservationError: ``into`` a reservation or an allocation that ended.
+    ///     UnknownReservation: ``into`` an unknown id, or another owner's.
     #[pyo3(
-        signature = (pods, *, owner = None, priority = Priority(0), preemptible = Preemptible(true), movable = Movable(false)),
-        text_signature = "(self, pods, *, owner=None, priority=0, preemptible=True, movable=False)"
+        signature = (pods, *, owner = None, priority = None, preemptible = None, movable = None, into = None),
+        text_signature = "(self, pods, *, owner=None, priority=None, preemptible=None, movable=None, into=None)"
     )]
+    #[allow(clippy::too_many_arguments)] // the Python signature: keyword arguments
     fn adopt(
         &self,
         py: Python<'_>,
         pods: &Bound<'_, PyAny>,
         owner: Option<&Bound<'_, PyAny>>,
-        priority: Priority,
-        preemptible: Preemptible,
-        movable: Movable,
+        priority: Option<Priority>,
+        preemptible: Option<Preemptible>,
+        movable: Option<Movable>,
+        into: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Allocation> {
+        let into = into.map(|value| hold_id(value, "into")).transpose()?;
         let pods = adopted_pods(pods)?;
         let owner = owner_name(owner)?;
-        let terms = Terms::new(priority.0, preemptible.0, movable.0).map_err(core_to_py)?;
+        let change = TermsChange {
+            priority: priority.map(|p| p.0),
+            preemptible: preemptible.map(|p| p.0),
+            movable: movable.map(|m| m.0),
+        };
         let now = self.now(py)?;
-        let inner = self.run(|engine| Ok(engine.adopt(&pods, owner.as_deref(), terms, now)?))?;
+        let inner = match into {
+            Some(id) => self
+                .run(|engine| Ok(engine.adopt_into(id, &pods, owner.as_deref(), change, now)?))?,
+            None => {
+                let terms = change.applied_to(Terms::default()).map_err(core_to_py)?;
+                self.run(|engine| Ok(engine.adopt(&pods, owner.as_deref(), terms, now)?))?
+            }
+        };
         Ok(Allocation { inner })
     }
 }

@@ -7,8 +7,9 @@
 
 use std::sync::Arc;
 
-use crate::error::{CoreError, CoreResult, invalid, texts};
-use crate::ids::{GpuSet, NodeId};
+use crate::error::{CoreError, CoreResult, internal, invalid, texts};
+use crate::ids::{GpuSet, HoldId, NodeId};
+use crate::ledger::HoldState;
 use crate::limits::MAX_GPUS_PER_NODE;
 use crate::model::{AdoptedPod, Allocation, Placement, PodPlacement, Terms};
 use crate::state::Changes;
@@ -58,8 +59,85 @@ impl Engine {
         self.ledger.commit(&mut self.states, &mut changes, id, now);
         self.apply(&changes);
         let hold = self.ledger.live(id);
-        let hold = hold.ok_or_else(|| crate::error::internal("an adopted hold vanished"))?;
+        let hold = hold.ok_or_else(|| internal("an adopted hold vanished"))?;
         Ok(allocation_of(&self.topology, &self.states, id, hold))
+    }
+
+    /// Adds `pods` (already running) to allocation `id` as new ranks after its others
+    /// (README "Adopting running work", `into`): the same checks as [`Engine::adopt`], and
+    /// only for an allocation placed without a request (adopted, or `reserve(placement)`);
+    /// `change` replaces the terms it names. Nothing changes on any error.
+    pub fn adopt_into(
+        &mut self,
+        id: HoldId,
+        pods: &[AdoptedPod],
+        caller: Owner<'_>,
+        change: TermsChange,
+        now: f64,
+    ) -> CoreResult<Allocation> {
+        check_owner(caller)?;
+        self.reclaim(now);
+        match self.visible(id, caller) {
+            (Some(HoldState::Committed), _) => {}
+            (Some(HoldState::Reserved), _) => {
+                return Err(CoreError::ReservationError(format!(
+                    "cannot adopt into {id}: it is not committed"
+                )));
+            }
+            (None, ending) => return Err(Self::ended_error(id, ending, "adopt into")),
+        }
+        let hold = self
+            .ledger
+            .live(id)
+            .ok_or_else(|| internal("a live hold vanished"))?;
+        if hold.request.is_some() || hold.roles.is_some() {
+            return Err(invalid(format!(
+                "allocation {id} was placed for a request: only adopted work (adopt, \
+                 reserve(placement)) takes more pods"
+            )));
+        }
+        let terms = change.applied_to(hold.terms)?;
+        if pods.is_empty() {
+            return Err(invalid("adopt needs at least one pod"));
+        }
+        let mut taken: Vec<(NodeId, GpuSet)> = Vec::with_capacity(pods.len());
+        for pod in pods {
+            let (node, gpus) = self.adopted_gpus(pod, &taken)?;
+            taken.push((node, gpus));
+        }
+        let held = gpus_by_node(taken.iter().copied()).ok_or_else(texts::adopt_overlap)?;
+        self.check_cap(hold.owner.as_deref(), held_gpus(&held))?;
+        let placement = Arc::new(self.grown_placement(&hold.placement, &taken));
+        let mut changes = Changes::new();
+        self.ledger.add_pods(
+            &mut self.states,
+            &mut changes,
+            id,
+            (placement, terms),
+            &held,
+        );
+        self.apply(&changes);
+        let hold = self
+            .ledger
+            .live(id)
+            .ok_or_else(|| internal("a live hold vanished"))?;
+        Ok(allocation_of(&self.topology, &self.states, id, hold))
+    }
+
+    /// `old` with the pods of `taken` after its own (ranked by rule 6 among themselves), at
+    /// the finest level whose one domain holds the old domain and every new pod's node.
+    fn grown_placement(&self, old: &Placement, taken: &[(NodeId, GpuSet)]) -> Placement {
+        let added = self.adopted_placement(taken);
+        let common = (old.domain.iter())
+            .zip(&added.domain)
+            .take_while(|(a, b)| a == b)
+            .count();
+        let depth = common.min(self.topology.node_depth());
+        let mut grown = old.clone();
+        grown.pods.extend(added.pods);
+        grown.domain.truncate(common);
+        grown.level = self.topology.level_name(depth).to_owned();
+        grown
     }
 
     /// The node and GPUs of one adopted pod, given the GPUs earlier pods of the call took.
@@ -162,5 +240,27 @@ impl Engine {
             groups: Vec::new(),
             spares: Vec::new(),
         }
+    }
+}
+
+/// What `adopt(into=...)` changes of an allocation's terms; `None` keeps that part.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TermsChange {
+    /// The new priority.
+    pub priority: Option<i64>,
+    /// Whether it may be preempted.
+    pub preemptible: Option<bool>,
+    /// Whether defragmentation may move it.
+    pub movable: Option<bool>,
+}
+
+impl TermsChange {
+    /// `terms` with the named parts replaced (the priority checked as everywhere).
+    pub fn applied_to(self, terms: Terms) -> CoreResult<Terms> {
+        Terms::new(
+            self.priority.unwrap_or(i64::from(terms.priority)),
+            self.preemptible.unwrap_or(terms.preemptible),
+            self.movable.unwrap_or(terms.movable),
+        )
     }
 }

@@ -55,3 +55,36 @@ impl Ledger {
         self.repairs.get(&id).map_or(&[], Vec::as_slice)
     }
 }
+
+impl Ledger {
+    /// Adds pods to allocation `id` (README "Adopting running work", `adopt(into=...)`):
+    /// its placement becomes `placement` (the old pods, then the new ones), `added` (per
+    /// node) becomes allocated to it, and its terms become `terms`.
+    pub fn add_pods(
+        &mut self,
+        states: &mut NodeStates,
+        changes: &mut Changes,
+        id: HoldId,
+        (placement, terms): (std::sync::Arc<crate::model::Placement>, crate::model::Terms),
+        added: &[(NodeId, GpuSet)],
+    ) {
+        let Some(hold) = self.live.get_mut(&id) else {
+            return;
+        };
+        let merged = super::repairs::merged_gpus(&hold.gpus_by_node, &[], added);
+        hold.placement = placement;
+        hold.terms = terms;
+        hold.gpus_by_node = merged.into();
+        let (owner, held) = (hold.owner.clone(), hold.gpus_by_node.clone());
+        for (step, &(node, gpus)) in added.iter().enumerate() {
+            states.update(node, changes, |state| state.allocated |= gpus);
+            self.remove_holder(node, id);
+            if let Ok(at) = held.binary_search_by_key(&node, |&(on, _)| on) {
+                self.add_holder(node, id, held[at].1);
+            }
+            self.failpoint(step);
+        }
+        let count: u64 = added.iter().map(|&(_, gpus)| u64::from(gpus.count())).sum();
+        self.count_held(&owner, count, 0);
+    }
+}

@@ -188,7 +188,7 @@ impl Ledger {
 }
 
 /// `held` less `released` plus `added`, per node sorted by node id, empty nodes dropped.
-fn merged_gpus(
+pub(super) fn merged_gpus(
     held: &[(NodeId, GpuSet)],
     released: &[(NodeId, GpuSet)],
     added: &[(NodeId, GpuSet)],
