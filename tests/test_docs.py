@@ -40,6 +40,8 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "['finetune']" in printed
     assert "rack ('r0',) 8" in printed  # adopt
     assert "cluster ['a', 'b', 'c'] 5" in printed  # adopt(into=...)
+    assert "['pod adopted', 'pod joined']\npod ended 0 8 1" in printed  # ClusterSync
+    assert "pod #0 not adopted: metadata: expected an object" in printed
     assert "cluster (('r0',), ('r1',), ('r2',), ('r3',))" in printed  # slices
     assert "16 r1-t00" in printed
     assert "pack [8, 4, 0]" in printed and "balanced [6, 6, 0]" in printed  # spreads

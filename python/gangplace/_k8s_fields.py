@@ -26,6 +26,8 @@ def kind(value: Any) -> str:
 
 def obj(value: Any, field: str) -> Mapping[str, Any]:
     """An object field (absent or null: empty)."""
+    if type(value) is dict:  # the common case, without the slower ABC check below
+        return value
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -35,6 +37,8 @@ def obj(value: Any, field: str) -> Mapping[str, Any]:
 
 def seq(value: Any, field: str) -> list[Any]:
     """A list field (absent or null: empty)."""
+    if type(value) is list:
+        return value
     if value is None:
         return []
     if not isinstance(value, (list, tuple)):

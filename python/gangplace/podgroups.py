@@ -82,7 +82,7 @@ class GangSpec:
 
 
 def _plain(obj: Any, what: str) -> dict[str, Any]:
-    from gangplace.k8s import _plain as plain
+    from gangplace._k8s_read import plain
 
     return plain(obj, kind=what)
 
@@ -257,7 +257,7 @@ def request_from_pod_template(
         PodGroupError: No GPUs requested, or a required topology label that is not a level.
 
     """
-    from gangplace.k8s import _pod_gpus
+    from gangplace._k8s_read import pod_gpus as _pod_gpus
 
     obj = _plain(template, "PodTemplateSpec")
     metadata = _object(obj.get("metadata"), f"pod template {name or '(unnamed)'}: metadata")

@@ -33,15 +33,7 @@ impl Engine {
     ) -> CoreResult<Allocation> {
         check_owner(owner)?;
         self.reclaim(now);
-        if pods.is_empty() {
-            return Err(invalid("adopt needs at least one pod"));
-        }
-        let mut taken: Vec<(NodeId, GpuSet)> = Vec::with_capacity(pods.len());
-        for pod in pods {
-            let (node, gpus) = self.adopted_gpus(pod, &taken)?;
-            taken.push((node, gpus));
-        }
-        let held = gpus_by_node(taken.iter().copied()).ok_or_else(texts::adopt_overlap)?;
+        let (taken, held) = self.adopted_pods(pods)?;
         self.check_cap(owner, held_gpus(&held))?;
         let id = self.new_ids(1)?[0];
         let placement = Arc::new(self.adopted_placement(&taken));
@@ -97,15 +89,7 @@ impl Engine {
             )));
         }
         let terms = change.applied_to(hold.terms)?;
-        if pods.is_empty() {
-            return Err(invalid("adopt needs at least one pod"));
-        }
-        let mut taken: Vec<(NodeId, GpuSet)> = Vec::with_capacity(pods.len());
-        for pod in pods {
-            let (node, gpus) = self.adopted_gpus(pod, &taken)?;
-            taken.push((node, gpus));
-        }
-        let held = gpus_by_node(taken.iter().copied()).ok_or_else(texts::adopt_overlap)?;
+        let (taken, held) = self.adopted_pods(pods)?;
         self.check_cap(hold.owner.as_deref(), held_gpus(&held))?;
         let placement = Arc::new(self.grown_placement(&hold.placement, &taken));
         let mut changes = Changes::new();
@@ -138,6 +122,24 @@ impl Engine {
         grown.domain.truncate(common);
         grown.level = self.topology.level_name(depth).to_owned();
         grown
+    }
+
+    /// Each pod's node and GPUs, in order, and the GPUs per node; every check of `adopt`.
+    #[allow(clippy::type_complexity)] // two plain lists of (node, GPUs)
+    fn adopted_pods(
+        &self,
+        pods: &[AdoptedPod],
+    ) -> CoreResult<(Vec<(NodeId, GpuSet)>, Vec<(NodeId, GpuSet)>)> {
+        if pods.is_empty() {
+            return Err(invalid("adopt needs at least one pod"));
+        }
+        let mut taken: Vec<(NodeId, GpuSet)> = Vec::with_capacity(pods.len());
+        for pod in pods {
+            let (node, gpus) = self.adopted_gpus(pod, &taken)?;
+            taken.push((node, gpus));
+        }
+        let held = gpus_by_node(taken.iter().copied()).ok_or_else(texts::adopt_overlap)?;
+        Ok((taken, held))
     }
 
     /// The node and GPUs of one adopted pod, given the GPUs earlier pods of the call took.

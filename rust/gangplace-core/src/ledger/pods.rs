@@ -71,20 +71,8 @@ impl Ledger {
         let Some(hold) = self.live.get_mut(&id) else {
             return;
         };
-        let merged = super::repairs::merged_gpus(&hold.gpus_by_node, &[], added);
         hold.placement = placement;
         hold.terms = terms;
-        hold.gpus_by_node = merged.into();
-        let (owner, held) = (hold.owner.clone(), hold.gpus_by_node.clone());
-        for (step, &(node, gpus)) in added.iter().enumerate() {
-            states.update(node, changes, |state| state.allocated |= gpus);
-            self.remove_holder(node, id);
-            if let Ok(at) = held.binary_search_by_key(&node, |&(on, _)| on) {
-                self.add_holder(node, id, held[at].1);
-            }
-            self.failpoint(step);
-        }
-        let count: u64 = added.iter().map(|&(_, gpus)| u64::from(gpus.count())).sum();
-        self.count_held(&owner, count, 0);
+        self.allocate_more(states, changes, id, added);
     }
 }

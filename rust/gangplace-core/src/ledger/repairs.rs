@@ -133,13 +133,27 @@ impl Ledger {
         };
         let added: Vec<(NodeId, GpuSet)> =
             pods.iter().map(|(node, pod)| (*node, pod.gpus)).collect();
-        let merged = merged_gpus(&hold.gpus_by_node, &[], &added);
         let mut placement = (*hold.placement).clone();
         placement
             .spares
             .extend(pods.iter().map(|(_, pod)| pod.clone()));
         hold.placement = Arc::new(placement);
-        hold.gpus_by_node = merged.into();
+        self.allocate_more(states, changes, id, &added);
+    }
+
+    /// Allocates `added` (GPUs per node, a node possibly repeated) to live hold `id` on top
+    /// of what it holds: the node states, the holders index and the owner's count follow.
+    pub(super) fn allocate_more(
+        &mut self,
+        states: &mut NodeStates,
+        changes: &mut Changes,
+        id: HoldId,
+        added: &[(NodeId, GpuSet)],
+    ) {
+        let Some(hold) = self.live.get_mut(&id) else {
+            return;
+        };
+        hold.gpus_by_node = merged_gpus(&hold.gpus_by_node, &[], added).into();
         let (owner, held) = (hold.owner.clone(), hold.gpus_by_node.clone());
         let touched: BTreeSet<NodeId> = added.iter().map(|&(node, _)| node).collect();
         for (step, node) in touched.into_iter().enumerate() {
@@ -188,7 +202,7 @@ impl Ledger {
 }
 
 /// `held` less `released` plus `added`, per node sorted by node id, empty nodes dropped.
-pub(super) fn merged_gpus(
+fn merged_gpus(
     held: &[(NodeId, GpuSet)],
     released: &[(NodeId, GpuSet)],
     added: &[(NodeId, GpuSet)],

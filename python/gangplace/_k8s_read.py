@@ -1,0 +1,333 @@
+"""Reading Kubernetes objects from outside (README "Kubernetes nodes").
+
+Nodes become node descriptions, pods running work. Every field may be missing, null,
+mistyped or absurd: each reader returns what it read or raises :class:`BadField` naming the
+field, which the callers turn into a warning naming the object.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gangplace import _k8s_fields as fields
+from gangplace._gangplace import PodPlacement
+from gangplace._k8s_binding import ALLOCATION_ANNOTATION, GPUS_ANNOTATION, RANK_ANNOTATION
+from gangplace._k8s_fields import BadField
+from gangplace._k8s_gangs import gang_key, pod_priority
+from gangplace.errors import GangplaceError, InvalidRequest
+
+__all__ = [
+    "DEFAULT_TOLERATIONS",
+    "MAX_GPUS",
+    "UNHEALTHY_ANNOTATION",
+    "NodeView",
+    "PodView",
+    "items",
+    "name_of",
+    "node_view",
+    "plain",
+    "pod_gpus",
+    "pod_name",
+    "pod_view",
+]
+
+UNHEALTHY_ANNOTATION = "gangplace.io/unhealthy-gpus"
+MAX_GPUS = 64
+DEFAULT_TOLERATIONS: tuple[Mapping[str, Any], ...] = (
+    {"key": "nvidia.com/gpu", "operator": "Exists"},
+)
+
+
+def plain(obj: Any, kind: str = "V1Node") -> dict[str, Any]:
+    """A dict view: dicts as they are, client model objects through the API's own names.
+
+    Model objects are serialized by the client (``sanitize_for_serialization``), which uses
+    the API's camelCase keys (``nodeName``, ``initContainers``), as ``kubectl -o json``.
+    """
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    if hasattr(obj, "to_dict") and hasattr(obj, "openapi_types"):
+        result = _api_client().sanitize_for_serialization(obj)
+        if isinstance(result, dict):
+            return result
+    raise TypeError(f"expected a {kind} or a dict, not {type(obj).__name__}")
+
+
+@functools.cache
+def _api_client() -> Any:
+    """One client for serializing model objects (building one per object costs a pool)."""
+    from kubernetes.client import ApiClient
+
+    return ApiClient()
+
+
+def _count(value: Any) -> int | None:
+    """An integer quantity, or ``None`` when it is not one."""
+    try:
+        return int(str(value))
+    except ValueError:
+        return None
+
+
+def _tolerated(taint: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> bool:
+    for toleration in tolerations:
+        effect = toleration.get("effect")
+        if effect and effect != taint.get("effect"):
+            continue
+        if toleration.get("operator") == "Exists" and not toleration.get("key"):
+            return True
+        if toleration.get("key") != taint.get("key"):
+            continue
+        if toleration.get("operator") == "Exists" or toleration.get("value") == taint.get("value"):
+            return True
+    return False
+
+
+def _cordon_reason(node: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> str:
+    """Why the node takes no new pods (empty when it does).
+
+    Raises:
+        BadField: ``spec.taints`` or ``status.conditions`` is not a list of objects.
+
+    """
+    spec = fields.obj(node.get("spec"), "spec")
+    if spec.get("unschedulable"):
+        return "spec.unschedulable"
+    for taint in fields.objects(spec.get("taints"), "spec.taints"):
+        blocking = taint.get("effect") in ("NoSchedule", "NoExecute")
+        if blocking and not _tolerated(taint, tolerations):
+            value = f"={taint['value']}" if taint.get("value") else ""
+            return f"taint {taint.get('key')}{value}:{taint.get('effect')}"
+    status = fields.obj(node.get("status"), "status")
+    conditions = fields.objects(status.get("conditions"), "status.conditions")
+    ready = [c for c in conditions if c.get("type") == "Ready"]
+    if ready and ready[0].get("status") != "True":
+        return f"Ready={ready[0].get('status')}"
+    return ""
+
+
+def _unhealthy(metadata: Mapping[str, Any], gpus: int, allocatable: int) -> list[int]:
+    """Raises BadField: the annotation is not a list of GPU indices of this node."""
+    annotations = fields.obj(metadata.get("annotations"), "metadata.annotations")
+    named = annotations.get(UNHEALTHY_ANNOTATION)
+    if named:
+        field = f"metadata.annotations[{UNHEALTHY_ANNOTATION}]"
+        parts = [part.strip() for part in str(named).split(",") if part.strip()]
+        if not all(part.isdigit() and int(part) < gpus for part in parts):
+            raise BadField(field, f"{named!r} is not a list of GPU indices below {gpus}")
+        return sorted({int(part) for part in parts})
+    return list(range(max(allocatable, 0), gpus))
+
+
+def items(objects: Any, what: str) -> list[Any]:
+    """The items of a list argument: a list, a ``*List`` dict or model, or any iterable."""
+    if isinstance(objects, Mapping):
+        try:
+            return fields.seq(objects.get("items"), f"{what}.items")
+        except BadField as bad:
+            raise InvalidRequest(str(bad)) from None
+    items = getattr(objects, "items", None)
+    if isinstance(items, list):  # V1NodeList, V1PodList
+        return items
+    if isinstance(objects, (str, bytes)) or not isinstance(objects, Iterable):
+        raise InvalidRequest(
+            f"{what} must be a list of objects or a List, not {fields.kind(objects)}"
+        )
+    return list(objects)
+
+
+def name_of(raw: Any, index: int) -> str:
+    """A name for messages: ``metadata.name`` when it is a string, else the position."""
+    try:
+        metadata = plain(raw).get("metadata")
+        name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    except TypeError:
+        name = None
+    return name if isinstance(name, str) and name else f"#{index}"
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """A GPU node as read: what ``add_node`` takes, and why it is cordoned (empty: it is not)."""
+
+    name: str
+    gpus: int
+    topology: dict[str, str]
+    labels: dict[str, str]
+    unhealthy: tuple[int, ...]
+    cordon_reason: str
+
+
+def node_view(
+    node: Mapping[str, Any],
+    levels: Mapping[str, str],
+    gpu_resource: str,
+    tolerations: Sequence[Mapping[str, Any]],
+    warnings: list[str],
+) -> NodeView | None:
+    """The node as gangplace sees it, or ``None`` (no GPUs, or left out with a warning).
+
+    Raises:
+        BadField: A field that is not what the API defines.
+
+    """
+    metadata = fields.obj(node.get("metadata"), "metadata")
+    if node.get("status") is None and "status" in node:
+        raise BadField("status", "is null")
+    status = fields.obj(node.get("status"), "status")
+    name = fields.text(metadata.get("name"), "metadata.name")
+    capacity = fields.obj(status.get("capacity"), "status.capacity").get(gpu_resource)
+    if capacity is None:
+        return None
+    if not name:
+        warnings.append(f"a node without metadata.name left out ({gpu_resource}: {capacity})")
+        return None
+    gpus = _count(capacity)
+    if gpus is None or not 0 <= gpus <= MAX_GPUS:
+        warnings.append(
+            f"node {name} left out: {gpu_resource} capacity {capacity!r} is not a GPU count "
+            f"in 0..{MAX_GPUS} (time-slicing or MPS replicas?)"
+        )
+        return None
+    if gpus == 0:
+        return None
+    labels = fields.obj(metadata.get("labels"), "metadata.labels")
+    missing = [key for key in levels.values() if not isinstance(labels.get(key), str)]
+    if missing:
+        warnings.append(f"node {name} left out: no label {', '.join(missing)}")
+        return None
+    allocatable = _count(
+        fields.obj(status.get("allocatable"), "status.allocatable").get(gpu_resource, gpus)
+    )
+    unhealthy = _unhealthy(metadata, gpus, gpus if allocatable is None else allocatable)
+    return NodeView(
+        name,
+        gpus,
+        {level: labels[key] for level, key in levels.items()},
+        {str(k): str(v) for k, v in labels.items()},
+        tuple(unhealthy),
+        _cordon_reason(node, tolerations),
+    )
+
+
+def pod_gpus(pod: Mapping[str, Any], gpu_resource: str) -> int:
+    """The pod's GPUs as Kubernetes counts them: max(sum of containers, largest init).
+
+    Raises:
+        BadField: A container list or a GPU quantity that is not what the API defines.
+
+    """
+    spec = fields.obj(pod.get("spec"), "spec")
+
+    def wanted(container: Mapping[str, Any], field: str) -> int:
+        resources = fields.obj(container.get("resources"), f"{field}.resources")
+        for kind in ("limits", "requests"):
+            value = fields.obj(resources.get(kind), f"{field}.resources.{kind}").get(gpu_resource)
+            if value is not None:
+                count = _count(value)
+                if count is None or count < 0:
+                    raise BadField(
+                        f"{field}.resources.{kind}[{gpu_resource}]", f"{value!r} is not a GPU count"
+                    )
+                return count
+        return 0
+
+    if spec.get("containers") is None and "containers" in spec:
+        raise BadField("spec.containers", "is null")
+    containers = fields.objects(spec.get("containers"), "spec.containers")
+    inits = fields.objects(spec.get("initContainers"), "spec.initContainers")
+    running = sum(wanted(c, f"spec.containers[{i}]") for i, c in enumerate(containers))
+    init = max((wanted(c, f"spec.initContainers[{i}]") for i, c in enumerate(inits)), default=0)
+    return max(running, init)
+
+
+def pod_name(raw: Any, index: int) -> str:
+    try:
+        metadata = plain(raw, kind="V1Pod").get("metadata")
+    except TypeError:
+        metadata = None
+    if not isinstance(metadata, Mapping):
+        return f"#{index}"
+    space, name = metadata.get("namespace", "default"), metadata.get("name")
+    return f"{space}/{name}" if isinstance(name, str) and isinstance(space, str) else f"#{index}"
+
+
+@dataclass(frozen=True)
+class PodView:
+    """A pod as read: who it is, where it runs, what it holds and which gang it is of.
+
+    ``node`` is ``None`` for a pod not bound yet; ``finished`` for phase ``Succeeded`` or
+    ``Failed``; ``gpus`` 0 for a pod without GPUs. ``allocation`` and ``rank`` are gangplace's
+    own annotations (the pod was bound by gangplace), else ``None``.
+    """
+
+    key: tuple[str, str]
+    name: str
+    node: str | None
+    finished: bool
+    gpus: int
+    entry: Any
+    gang: tuple[str, ...] | None
+    priority: int
+    preemptible: bool
+    allocation: str | None
+    rank: int | None
+
+    @property
+    def runs(self) -> bool:
+        """Bound, unfinished and holding GPUs: running work to adopt."""
+        return self.node is not None and not self.finished and self.gpus > 0
+
+
+def pod_view(pod: Mapping[str, Any], index: int, gpu_resource: str, warnings: list[str]) -> PodView:
+    """The pod as gangplace sees it.
+
+    Raises:
+        BadField: A field that is not what the API defines (a bad GPU annotation is a
+            warning instead: the pod then takes the node's lowest free GPUs).
+
+    """
+    metadata = fields.obj(pod.get("metadata"), "metadata")
+    spec = fields.obj(pod.get("spec"), "spec")
+    name = pod_name(pod, index)
+    namespace = fields.text(metadata.get("namespace"), "metadata.namespace") or "default"
+    short = fields.text(metadata.get("name"), "metadata.name") or ""
+    node = fields.text(spec.get("nodeName") or spec.get("node_name"), "spec.nodeName") or None
+    phase = fields.obj(pod.get("status"), "status").get("phase")
+    finished = phase in ("Succeeded", "Failed")
+    idle = PodView((namespace, short), name, node, finished, 0, None, None, 0, True, None, None)
+    if node is None or finished:
+        return idle  # nothing more is read of a pod that holds nothing
+    gpus = pod_gpus(pod, gpu_resource)
+    if gpus <= 0:
+        return idle
+    if not short:
+        raise BadField("metadata.name", "is missing")
+    annotations = fields.obj(metadata.get("annotations"), "metadata.annotations")
+    named = str(annotations.get(GPUS_ANNOTATION) or "").strip()
+    entry: Any = (node, gpus)
+    if named:
+        try:
+            entry = PodPlacement(node, [int(part) for part in named.split(",")])
+        except (ValueError, GangplaceError) as error:
+            warnings.append(f"pod {name}: bad {GPUS_ANNOTATION} {named!r} ({error})")
+    priority, preemptible = pod_priority(spec)
+    allocation = annotations.get(ALLOCATION_ANNOTATION)
+    rank_text = annotations.get(RANK_ANNOTATION)
+    rank = int(rank_text) if isinstance(rank_text, str) and rank_text.isdigit() else None
+    return PodView(
+        key=(namespace, short),
+        name=name,
+        node=node,
+        finished=finished,
+        gpus=gpus,
+        entry=entry,
+        gang=gang_key(metadata),
+        priority=priority,
+        preemptible=preemptible,
+        allocation=allocation if isinstance(allocation, str) and allocation else None,
+        rank=rank,
+    )
