@@ -217,3 +217,10 @@ def test_random_event_streams_match_a_relist() -> None:
         assert mine == theirs
         assert sync.cluster.stats().allocated == built.stats().allocated
         sync.cluster.check_invariants()
+
+
+def test_a_kueue_workload_is_one_gang() -> None:
+    sync = synced("n0", "n1")
+    kueue = {"annotations": {"kueue.x-k8s.io/workload": "job-train-3f2a"}}
+    actions = [sync.apply("ADDED", pod(f"w{i}", f"n{i}", 8, metadata=kueue)).action for i in (0, 1)]
+    assert actions == ["pod adopted", "pod joined"] and len(sync.cluster.allocations()) == 1

@@ -7,6 +7,8 @@ set; the first one present wins, and pods of one namespace with the same key are
 - ``scheduling.x-k8s.io/pod-group`` (label): scheduler-plugins coscheduling;
 - ``scheduling.k8s.io/group-name`` (annotation): Volcano;
 - ``kueue.x-k8s.io/pod-group-name`` (label): Kueue's plain pod groups;
+- ``kueue.x-k8s.io/workload`` (annotation): the admitted Workload of a Kueue-managed job (set
+  on the job's pod template when Kueue starts it);
 - ``leaderworkerset.sigs.k8s.io/name`` with ``leaderworkerset.sigs.k8s.io/group-index``
   (labels): one LeaderWorkerSet group;
 - ``jobset.sigs.k8s.io/jobset-name`` (label): one JobSet.
@@ -36,6 +38,7 @@ _GANG_KEYS = (
     ("labels", "scheduling.x-k8s.io/pod-group"),
     ("annotations", "scheduling.k8s.io/group-name"),
     ("labels", "kueue.x-k8s.io/pod-group-name"),
+    ("annotations", "kueue.x-k8s.io/workload"),
     ("labels", "leaderworkerset.sigs.k8s.io/name"),
     ("labels", "jobset.sigs.k8s.io/jobset-name"),
 )
