@@ -76,14 +76,19 @@ slurmctld -f {dir}/slurm.conf
 trap 'kill $(cat {dir}/slurmctld.pid) $(cat {dir}/munged.pid) 2>/dev/null' EXIT
 for i in $(seq 1 50); do timeout 3 scontrol ping >/dev/null 2>&1 && break; sleep 0.2; done
 {jobs}
-scontrol -d show node -o > {dir}/nodes.txt
+# Every job's GPUs show in GresUsed before the node list is read (a loaded machine lags).
+for i in $(seq 1 60); do
+    scontrol -d show node -o > {dir}/nodes.txt
+    [ "$(grep -c 'GresUsed=gpu:[1-9]' {dir}/nodes.txt)" -ge {busy} ] && break; sleep 0.5
+done
 ss -ltn > {dir}/listening.txt
 ip -o addr show > {dir}/addresses.txt
 """
 JOB = """\
 id=$(sbatch --parsable {args} --wrap true)
-for i in $(seq 1 60); do
-    scontrol show job -o "$id" | grep -q ' NodeList=gpu' && break; sleep 0.5
+for i in $(seq 1 60); do  # every component (one line each) has its nodes
+    lines=$(scontrol show job -o "$id")
+    [ -n "$lines" ] && ! grep -v -q ' NodeList=gpu' <<< "$lines" && break; sleep 0.5
 done
 scontrol show job -o "$id" > {dir}/job{number}.txt
 """
@@ -114,7 +119,8 @@ def _run_slurm(directory: Path, placements: list[Placement], cluster: Cluster) -
         for number, placement in enumerate(placements)
     )
     script = directory / "run.sh"
-    script.write_text(SCRIPT.format(dir=directory, jobs=jobs))
+    busy = len({pod.node for placement in placements for pod in placement.pods})
+    script.write_text(SCRIPT.format(dir=directory, jobs=jobs, busy=busy))
     done = subprocess.run(
         ["unshare", "--net", "bash", str(script)],
         capture_output=True,
