@@ -6,7 +6,9 @@ of 2 spines x 50 racks x 2 nodes where every node has one free GPU makes every o
 take that path, for the whole cluster and for a selector's pool (racks r07 are left out of
 it); random reservations, rollbacks, health flips and cordons keep changing it, and after
 each step the engine's placements must be the reference's and ``check_invariants`` (which
-recomputes every remembered winner, the pool's too) must pass.
+recomputes every remembered winner, the pool's too) must pass. Gangs of 2 and 3 one-GPU pods
+do the same at the rack and spine levels (``best_fit::tied_domain``; test builds ask the
+remembered winner from the third equally free domain on).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def _twins() -> tuple[Any, Any]:
 
 
 STEP = st.one_of(
-    st.tuples(st.just("reserve"), st.integers(1, 2)),
+    st.tuples(st.just("reserve"), st.integers(1, 3)),
     st.tuples(st.just("rollback"), st.integers(0, 20)),
     st.tuples(st.just("health"), st.sampled_from(NAMES), st.booleans()),
     st.tuples(st.just("cordon"), st.sampled_from(NAMES), st.booleans()),
@@ -74,7 +76,13 @@ def test_remembered_tie_breaks_agree_with_the_reference(steps: list[tuple[Any, .
         elif step[0] == "cordon":
             for cluster in (engine, oracle):
                 (cluster.cordon if step[2] else cluster.uncordon)(step[1])
-        for request in (GangRequest(1, 1), GangRequest(1, 1, selector={"kind": "gpu"})):
+        for request in (
+            GangRequest(1, 1),
+            GangRequest(1, 1, selector={"kind": "gpu"}),
+            GangRequest(2, 1),  # a run of equally free racks: the remembered domain winners
+            GangRequest(2, 1, selector={"kind": "gpu"}),
+            GangRequest(3, 1),
+        ):
             got, expected = engine.place_gang(request), oracle.place_gang(request)
             assert (got is None) == (expected is None)
             if got is not None:

@@ -10,8 +10,9 @@
 //! holds only while its generation is the domain's. Answers are kept in atomics so that a
 //! search, which reads the index through `&self`, can fill them in.
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use crate::ids::{DomainId, NodeId};
 use crate::limits::MAX_GPUS_PER_NODE;
@@ -25,6 +26,17 @@ const COUNTS: usize = MAX_GPUS_PER_NODE as usize + 1;
 pub struct TieMemo {
     slots: usize,
     inner: OnceLock<Slots>,
+    /// Per (domain, depth below it): the last free count asked, at a generation of the
+    /// domain, and rule 3's winner among its domains of that depth with that many free GPUs.
+    domains: Mutex<HashMap<(DomainId, usize), DomainAnswer>>,
+}
+
+/// A remembered winner among equally free domains of one depth (see [`TieMemo::domain`]).
+#[derive(Debug, Clone, Copy)]
+struct DomainAnswer {
+    generation: u32,
+    free: u64,
+    winner: Option<DomainId>,
 }
 
 #[derive(Debug)]
@@ -39,6 +51,39 @@ impl TieMemo {
         Self {
             slots,
             inner: OnceLock::new(),
+            domains: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn slots(&self) -> &Slots {
+        self.inner.get_or_init(|| Slots {
+            // Generations start at 1 so that a slot never written (0) is never current.
+            generations: vec![1; self.slots],
+            answers: (0..self.slots).map(|_| OnceLock::new()).collect(),
+        })
+    }
+
+    /// The remembered winner among `domain`'s domains of `depth` with exactly `free` free
+    /// GPUs (`Some(None)`: no such domain), if current. Looked up by key only: never iterated.
+    pub fn domain(&self, domain: DomainId, depth: usize, free: u64) -> Option<Option<DomainId>> {
+        let generation = *self.inner.get()?.generations.get(domain as usize)?;
+        let answers = self.domains.lock().ok()?;
+        let answer = answers.get(&(domain, depth))?;
+        (answer.generation == generation && answer.free == free).then_some(answer.winner)
+    }
+
+    /// Remembers the winner among `domain`'s domains of `depth` with `free` free GPUs.
+    pub fn set_domain(&self, domain: DomainId, depth: usize, free: u64, winner: Option<DomainId>) {
+        let Some(&generation) = self.slots().generations.get(domain as usize) else {
+            return;
+        };
+        if let Ok(mut answers) = self.domains.lock() {
+            let answer = DomainAnswer {
+                generation,
+                free,
+                winner,
+            };
+            answers.insert((domain, depth), answer);
         }
     }
 
@@ -56,6 +101,9 @@ impl TieMemo {
             *generation = 1;
             if let Some(answers) = inner.answers.get_mut(domain as usize) {
                 *answers = OnceLock::new();
+            }
+            if let Ok(domains) = self.domains.get_mut() {
+                domains.retain(|&(id, _), _| id != domain);
             }
         }
     }
@@ -79,11 +127,7 @@ impl TieMemo {
 
     /// Remembers the answer for `domain` and `free` at the domain's current generation.
     pub fn set(&self, domain: DomainId, free: u32, node: Option<NodeId>) {
-        let inner = self.inner.get_or_init(|| Slots {
-            // Generations start at 1 so that a slot never written (0) is never current.
-            generations: vec![1; self.slots],
-            answers: (0..self.slots).map(|_| OnceLock::new()).collect(),
-        });
+        let inner = self.slots();
         let (Some(&generation), Some(cell)) = (
             inner.generations.get(domain as usize),
             inner.answers.get(domain as usize),
@@ -120,6 +164,29 @@ impl TieMemo {
                 }
             }
         }
+        found
+    }
+}
+
+impl TieMemo {
+    /// Every current domain answer: `(domain, depth, free count, winner)`, sorted (invariant
+    /// checks).
+    pub fn current_domains(&self) -> Vec<(DomainId, usize, u64, Option<DomainId>)> {
+        let keys: Vec<(DomainId, usize, u64)> = match self.domains.lock() {
+            Ok(answers) => answers
+                .iter()
+                .map(|(&(domain, depth), answer)| (domain, depth, answer.free))
+                .collect(),
+            Err(_) => return Vec::new(),
+        };
+        let mut found: Vec<_> = keys
+            .into_iter()
+            .filter_map(|(domain, depth, free)| {
+                let winner = self.domain(domain, depth, free)?;
+                Some((domain, depth, free, winner))
+            })
+            .collect();
+        found.sort_unstable();
         found
     }
 }

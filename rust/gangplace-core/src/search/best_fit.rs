@@ -21,6 +21,11 @@ use crate::ids::{DomainId, NodeId, ROOT};
 /// take over (they cost a walk of the tree when not yet remembered, a run of 64 does not).
 const RUN_BUDGET: usize = 64;
 
+/// Equally free domains compared one by one before the remembered winner is asked
+/// ([`Search::tied_domain`]). Test builds ask at once, so that every differential test runs
+/// the remembered path.
+const DOMAIN_RUN_BUDGET: usize = if cfg!(feature = "testing") { 1 } else { 64 };
+
 impl<V: CapacityView> Search<'_, V> {
     /// Best-fit through the index: per level, finest first, the least free entry that holds
     /// `pods`, ties broken by ancestors (unless `by_ancestry` is false: `best-fit-path`) then
@@ -66,13 +71,65 @@ impl<V: CapacityView> Search<'_, V> {
         let mut entries = index.level(depth).at_least(need);
         let (least, first) = entries.find(|&(_, id)| self.holds(Item::Domain(id), pods))?;
         let mut best = Item::Domain(first);
-        for (_, id) in entries.take_while(|&(free, _)| free == least) {
+        let mut remembered_tried = false;
+        for (read, (_, id)) in entries.take_while(|&(free, _)| free == least).enumerate() {
+            if read >= DOMAIN_RUN_BUDGET && !remembered_tried {
+                // A long run of equally free domains: rule 3's winner among all of them
+                // (remembered per domain), which is the answer when it holds the gang.
+                remembered_tried = true;
+                let winner = self
+                    .tied_domain(index, ROOT, depth, least)
+                    .map(Item::Domain);
+                if let Some(winner) = winner.filter(|&winner| self.holds(winner, pods)) {
+                    return Some(winner);
+                }
+            }
             let item = Item::Domain(id);
             if self.ancestry_order(item, best) == Ordering::Less && self.holds(item, pods) {
                 best = item;
             }
         }
         Some(best)
+    }
+
+    /// Among the domains of `depth` under `domain` with exactly `free` free GPUs, rule 3's
+    /// pick: the one whose parent has the fewest free GPUs, then its grandparent, ... up to
+    /// `domain`, then the smallest path. Built from the children's picks (remembered until a
+    /// change below), entering only children with at least `free` free GPUs.
+    pub(super) fn tied_domain(
+        &self,
+        index: &FreeIndex,
+        domain: DomainId,
+        depth: usize,
+        free: u64,
+    ) -> Option<DomainId> {
+        let children = &self.topology.domain(domain).child_domains;
+        if self.topology.domain(domain).depth + 1 == depth {
+            let equal = |&&child: &&DomainId| self.view.domain_free(child) == free;
+            return children.iter().find(equal).copied();
+        }
+        if let Some(known) = index.ties().domain(domain, depth, free) {
+            return known;
+        }
+        let roomy = children
+            .iter()
+            .filter(|&&child| self.view.domain_free(child) >= free);
+        let winner = roomy.fold(None, |best, &child| {
+            let Some(found) = self.tied_domain(index, child, depth, free) else {
+                return best;
+            };
+            match best {
+                Some(best)
+                    if self.ancestry_order(Item::Domain(found), Item::Domain(best))
+                        != Ordering::Less =>
+                {
+                    Some(best)
+                }
+                _ => Some(found),
+            }
+        });
+        index.ties().set_domain(domain, depth, free, winner);
+        winner
     }
 
     /// The node level: every node with at least `need` free GPUs holds the gang, so rule 3
@@ -186,6 +243,36 @@ impl<V: CapacityView> Search<'_, V> {
             if fresh != remembered {
                 return Err(format!(
                     "the remembered tie winner of domain #{domain} for {free} free GPUs is stale"
+                ));
+            }
+        }
+        for (domain, depth, free, remembered) in index.ties().current_domains() {
+            let mut found: Option<DomainId> = None;
+            let mut stack = vec![domain];
+            let mut below = Vec::new();
+            while let Some(id) = stack.pop() {
+                let current = self.topology.domain(id);
+                if current.depth == depth {
+                    below.push(id);
+                } else {
+                    stack.extend(current.child_domains.iter().rev());
+                }
+            }
+            for id in below
+                .into_iter()
+                .filter(|&id| self.view.domain_free(id) == free)
+            {
+                let beats = |best: DomainId| {
+                    self.ancestry_order(Item::Domain(id), Item::Domain(best)) == Ordering::Less
+                };
+                if found.is_none_or(beats) {
+                    found = Some(id);
+                }
+            }
+            if found != remembered {
+                return Err(format!(
+                    "the remembered winner of domain #{domain} at depth {depth} for {free} free \
+                     GPUs is stale"
                 ));
             }
         }
