@@ -136,6 +136,9 @@ impl Totals {
 #[derive(Debug, Default, Clone)]
 pub struct NodeStates {
     nodes: Vec<NodeState>,
+    /// Each slot's unhealthy GPUs again, packed (8 bytes a node): a walk over every hold's
+    /// nodes, as preemption's candidates make, reads this instead of the whole states.
+    unhealthy: Vec<GpuSet>,
     totals: Totals,
 }
 
@@ -145,16 +148,27 @@ impl NodeStates {
         &self.nodes[id as usize]
     }
 
+    /// The unhealthy GPUs of node `id` (empty for a slot never used).
+    pub fn unhealthy(&self, id: NodeId) -> GpuSet {
+        self.unhealthy.get(id as usize).copied().unwrap_or_default()
+    }
+
     /// The GPU counts over every node.
     pub fn totals(&self) -> Totals {
         self.totals
     }
 
-    /// The totals recounted node by node (for the invariant check).
+    /// The totals recounted node by node (for the invariant check; a stale packed copy of
+    /// the unhealthy GPUs makes them differ).
     pub fn recount(&self) -> Totals {
         let mut totals = Totals::default();
         for state in &self.nodes {
             totals.add(Totals::of(state));
+        }
+        let mirrored =
+            (self.nodes.iter().map(|state| state.unhealthy)).eq(self.unhealthy.iter().copied());
+        if !mirrored {
+            totals.unhealthy = u64::MAX; // differs from the kept totals: the check reports it
         }
         totals
     }
@@ -164,9 +178,11 @@ impl NodeStates {
         let slot = id as usize;
         if slot >= self.nodes.len() {
             self.nodes.resize(slot + 1, NodeState::VACANT);
+            self.unhealthy.resize(slot + 1, GpuSet::EMPTY);
         }
         self.totals.remove(Totals::of(&self.nodes[slot]));
         self.totals.add(Totals::of(&state));
+        self.unhealthy[slot] = state.unhealthy;
         self.nodes[slot] = state;
     }
 
@@ -174,6 +190,7 @@ impl NodeStates {
     pub fn vacate(&mut self, id: NodeId) {
         self.totals.remove(Totals::of(&self.nodes[id as usize]));
         self.nodes[id as usize] = NodeState::VACANT;
+        self.unhealthy[id as usize] = GpuSet::EMPTY;
     }
 
     /// Changes node `id` with `change`, recording what the placement rules see change.
@@ -188,6 +205,7 @@ impl NodeStates {
         self.totals.remove(Totals::of(state));
         change(state);
         self.totals.add(Totals::of(state));
+        self.unhealthy[id as usize] = state.unhealthy;
         let after_set = state.feasible_set();
         if before_set != after_set {
             let count = |set: Option<GpuSet>| set.map(GpuSet::count);

@@ -47,7 +47,7 @@ impl Engine {
             let freed = hold
                 .gpus_by_node
                 .iter()
-                .map(|&(node, gpus)| (node, gpus & !states.get(node).unhealthy));
+                .map(|&(node, gpus)| (node, gpus & !states.unhealthy(node)));
             candidates.push(id, hold.terms.priority, hold.since, hold.gpu_count(), freed);
         }
         candidates.sort_by_id();

@@ -116,6 +116,54 @@ fn by_rank(helds: Vec<Held>, rank: impl Fn(NodeId) -> usize, slots: usize) -> Ve
     ordered
 }
 
+/// The largest GPUs-held counts seen (up to [`MostHeld::KEPT`], largest first), for a lower
+/// bound on the members a removal set needs.
+#[derive(Debug, Default)]
+struct MostHeld {
+    largest: [u64; MostHeld::KEPT],
+    kept: usize,
+}
+
+impl MostHeld {
+    const KEPT: usize = 16;
+
+    fn add(&mut self, held: u64) {
+        if self.kept == Self::KEPT && held <= self.largest[Self::KEPT - 1] {
+            return;
+        }
+        let mut at = self.kept.min(Self::KEPT - 1);
+        while at > 0 && self.largest[at - 1] < held {
+            self.largest[at] = self.largest[at - 1];
+            at -= 1;
+        }
+        self.largest[at] = held;
+        self.kept = (self.kept + 1).min(Self::KEPT);
+    }
+
+    /// The fewest of the counts seen whose sum reaches `lacking` (each count past the kept
+    /// ones is at most the smallest kept); `usize::MAX` when all of them fall short.
+    fn fewest_reaching(&self, lacking: u64) -> usize {
+        let mut sum = 0u64;
+        for (index, &held) in self.largest[..self.kept].iter().enumerate() {
+            if sum >= lacking {
+                return index;
+            }
+            sum += held;
+        }
+        if sum >= lacking {
+            return self.kept;
+        }
+        match self.largest[..self.kept].last() {
+            Some(&smallest) if smallest > 0 && self.kept == Self::KEPT => {
+                let more = (lacking - sum).div_ceil(smallest);
+                self.kept
+                    .saturating_add(usize::try_from(more).unwrap_or(usize::MAX))
+            }
+            _ => usize::MAX,
+        }
+    }
+}
+
 /// P5's key without its path: (highest member priority, member count, GPUs the members
 /// hold, free healthy GPUs of the domain after removal). Smaller is better.
 type ShortKey = (i32, usize, u64, u64);
@@ -286,15 +334,21 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
     }
 
     /// A key no choice in the span can be below (`None` when the item holds the pods
-    /// already, so its choice may be empty). A choice has at least one member then: its
-    /// highest priority is at least the lowest touching one; with one member, that member's
-    /// GPUs held are at least the fewest of the touching candidates of that priority, and the
-    /// free GPUs after are the item's now plus at least the fewest one entry frees.
+    /// already, so its choice may be empty). A choice has at least one member then, and
+    /// its members free at least the GPUs the item lacks (`pods` x GPUs per pod less its
+    /// free GPUs now), each at most the GPUs it holds in total: so at least
+    /// `ceil(lacking / most held)` members. Its highest priority is at least the lowest
+    /// touching one; at that priority, its GPUs held are at least that many times the
+    /// fewest held by a touching candidate of that priority; the free GPUs after are at
+    /// least the item's now plus the fewest one entry frees, and at least what the gang
+    /// needs.
     fn lower_bound(&self, span: &Span, pods: u64) -> Option<ShortKey> {
         if self.search.capacity(span.item) >= pods {
             return None;
         }
         let (mut priority, mut held, mut freed) = (i32::MAX, u64::MAX, u32::MAX);
+        let mut most = MostHeld::default();
+        let mut last = usize::MAX;
         for entry in &self.ordered[span.start..span.end] {
             let candidate = &self.candidates[entry.candidate];
             match candidate.priority.cmp(&priority) {
@@ -303,9 +357,19 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
                 Ordering::Greater => {}
             }
             freed = freed.min(entry.freed);
+            if entry.candidate != last {
+                // A candidate on several nodes may be counted more than once: that only
+                // makes the bound weaker, never wrong.
+                most.add(candidate.held);
+                last = entry.candidate;
+            }
         }
-        let free_after = self.search.free_gpus(span.item) + u64::from(freed);
-        Some((priority, 1, held, free_after))
+        let need = pods.saturating_mul(u64::from(self.gpus_per_pod));
+        let free_now = self.search.free_gpus(span.item);
+        let members = most.fewest_reaching(need.saturating_sub(free_now)).max(1);
+        let held = held.saturating_mul(members as u64);
+        let free_after = (free_now + u64::from(freed)).max(need);
+        Some((priority, members, held, free_after))
     }
 
     /// Whether a domain of `depth` can hold `pods` at all (however much is removed).
@@ -430,10 +494,37 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
 mod tests {
     use proptest::prelude::*;
 
-    use super::{Held, by_rank};
+    use super::{Held, MostHeld, by_rank};
     use crate::ids::GpuSet;
 
     proptest! {
+        /// The fewest counts reaching a sum is never above the true fewest (a lower bound),
+        /// and is exact while every count is kept.
+        #[test]
+        fn most_held_bounds_the_fewest_members(
+            helds in proptest::collection::vec(1u64..600, 0..40),
+            lacking in 0u64..4000,
+        ) {
+            let mut most = MostHeld::default();
+            helds.iter().for_each(|&held| most.add(held));
+            let mut sorted = helds.clone();
+            sorted.sort_unstable_by(|a, b| b.cmp(a));
+            let mut sum = 0;
+            let truth = (0..=sorted.len()).find(|&k| {
+                let reached = sum >= lacking;
+                if k < sorted.len() { sum += sorted[k]; }
+                reached
+            });
+            let bound = most.fewest_reaching(lacking);
+            match truth {
+                Some(k) => {
+                    prop_assert!(bound <= k, "bound {} above the truth {}", bound, k);
+                    if helds.len() <= MostHeld::KEPT { prop_assert_eq!(bound, k); }
+                }
+                None => prop_assert!(helds.len() > MostHeld::KEPT || bound == usize::MAX),
+            }
+        }
+
         /// The counting sort is a stable sort by node rank.
         #[test]
         fn by_rank_is_a_stable_sort_by_rank(ranks in proptest::collection::vec(0u32..20, 0..80)) {
