@@ -224,3 +224,19 @@ def test_a_kueue_workload_is_one_gang() -> None:
     kueue = {"annotations": {"kueue.x-k8s.io/workload": "job-train-3f2a"}}
     actions = [sync.apply("ADDED", pod(f"w{i}", f"n{i}", 8, metadata=kueue)).action for i in (0, 1)]
     assert actions == ["pod adopted", "pod joined"] and len(sync.cluster.allocations()) == 1
+
+
+def test_changes_behind_the_syncs_back_do_not_break_it() -> None:
+    """A rank ended by the caller, a node removed by the caller: later events still apply."""
+    sync = synced("n0", "n1", "n2")
+    pods = [pod(f"train-{i}", f"n{i}", 8, metadata=GROUP) for i in range(3)]
+    for item in pods:
+        sync.apply("ADDED", item)
+    (gang,) = sync.cluster.allocations()
+    sync.cluster.release_pods(gang, [0], owner="kube")  # the caller ended rank 0 itself
+    assert sync.apply("DELETED", pods[0]).action == "pod ended"
+    assert sync.apply("DELETED", pods[1]).action == "pod ended"  # the gang goes on
+    sync.cluster.remove_node("n2")
+    assert sync.apply("DELETED", node("n2")).action == "node removed"
+    assert sync.apply("DELETED", pods[2]).action == "allocation ended"
+    assert sync.cluster.allocations() == []

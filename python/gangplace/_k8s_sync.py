@@ -18,7 +18,7 @@ from gangplace import _k8s_read as read
 from gangplace._gangplace import Allocation, Cluster, PodPlacement
 from gangplace._k8s_fields import BadField
 from gangplace._k8s_read import DEFAULT_TOLERATIONS, NodeView, PodView
-from gangplace.errors import Conflict, GangplaceError, ReservationError
+from gangplace.errors import Conflict, GangplaceError, InvalidRequest, ReservationError
 
 __all__ = ["DEFAULT_TOLERATIONS", "ClusterSync", "SyncResult"]
 
@@ -302,8 +302,10 @@ class ClusterSync:
     def _remove_node(self, name: str) -> SyncResult:
         if name not in self._nodes:
             return SyncResult("ignored", name)
-        holds = self.cluster.remove_node(name)
         del self._nodes[name]
+        if name not in self.cluster:  # removed behind the sync's back: nothing left to do
+            return SyncResult("node removed", name)
+        holds = self.cluster.remove_node(name)
         note = () if not holds else (f"node {name} removed: {len(holds)} hold(s) lost GPUs",)
         return SyncResult("node removed", name, warnings=note)
 
@@ -427,14 +429,16 @@ class ClusterSync:
             after = self.cluster.release_pods(
                 tracked.allocation, [tracked.rank], owner=tracked.owner
             )
+        except InvalidRequest:  # someone else ended the rank already; the rest goes on
+            return SyncResult(
+                "pod ended", view.name, tracked.allocation, tracked.rank, tuple(warnings)
+            )
         except ReservationError as error:
-            if "repair reservation" in str(error):
+            if self._live(tracked.allocation, fresh=True) is not None:  # E3: under repair
                 self._track(view.key, tracked)  # a later event or resync ends it
                 warnings.append(f"pod {view.name} ended but stays held: {error}")
                 return SyncResult("ignored", view.name, warnings=tuple(warnings))
             after = None  # the allocation had already ended (released, preempted, ...)
-        except GangplaceError:
-            after = None  # unknown, or the rank had already ended
         if after is None:
             self._forget_gang(tracked.allocation)
             return SyncResult(
