@@ -96,3 +96,18 @@ def bench_cycle_10k_reference(
     assert [s.job_id for s in got.started] == [s.job_id for s in want.started]
     for started in got.started:
         slow.cancel(started.job_id)
+
+
+def bench_pending_10k(benchmark: Any, loaded: tuple[Cluster, list[Any]]) -> None:
+    """``Scheduler.pending()`` after a cycle over 10,000 pending gangs (rule S10: no engine
+    call per job; issue 25's goal: <= 20 ms)."""
+    cluster, jobs = loaded
+    scheduler = Scheduler(cluster, clock=lambda: 0.0)
+    for job_id, request, walltime in jobs:
+        scheduler.submit(job_id, request, walltime=walltime)
+    decisions = scheduler.cycle(0.0)
+    reports = benchmark.pedantic(scheduler.pending, rounds=20, iterations=1, warmup_rounds=1)
+    assert len(reports) == len(jobs) - len(decisions.started)
+    benchmark.extra_info.update(pending=len(reports), classes=len(scheduler._queue.classes))
+    for started in decisions.started:
+        scheduler.cancel(started.job_id)

@@ -38,6 +38,8 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "('r0',) ['r1-n1', 'r2-n0']" in printed  # defragmentation: moves to the edge
     assert "[('pretrain', False), ('eval', True)]" in printed  # the scheduler's backfill
     assert "['finetune']" in printed
+    assert "the blocked head: it does not fit now" in printed  # Scheduler.pending, S10
+    assert 'gang "finetune" of 2 pods x 8 GPUs does not fit: no node holds a pod' in printed
     assert "rack ('r0',) 8" in printed  # adopt
     assert "cluster ['a', 'b', 'c'] 5" in printed  # adopt(into=...)
     assert "['pod adopted', 'pod joined']\npod ended 0 8 1" in printed  # ClusterSync

@@ -134,9 +134,18 @@ class SchedulerMachine(RuleBasedStateMachine):
                 self.scheduler.finish(job.job_id)
         before = self.cluster.snapshot()
         decisions = self.scheduler.cycle(self.now)
+        self._check_reasons(decisions)
         backfilled = [s for s in decisions.started if s.backfilled]
         if backfilled:
             self._check_no_delay(before, decisions)
+
+    def _check_reasons(self, decisions: Any) -> None:
+        """Rule S10: the cycle's blocked head says so (unless its quota is full now), and no
+        job is left without a reason or as "not tried yet" right after a cycle."""
+        for job in self.scheduler.pending():
+            assert job.reason and not job.reason.startswith("not tried yet"), job
+            if job.job_id == decisions.head and not job.reason.startswith("owner "):
+                assert job.reason.startswith("the blocked head"), job
 
     def _check_no_delay(self, before: bytes, decisions: Any) -> None:
         if decisions.head is None:

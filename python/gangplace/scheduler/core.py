@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from gangplace._gangplace import Allocation, Cluster, GangRequest
+from gangplace._gangplace import Allocation, Cluster, Explanation, GangRequest
 from gangplace.errors import (
     DuplicateJob,
     InvalidRequest,
@@ -25,6 +25,7 @@ from gangplace.scheduler.admission import EmptyTwin, checked_name, every_form, r
 from gangplace.scheduler.cycle import run_cycle
 from gangplace.scheduler.metrics import SchedulerMetrics
 from gangplace.scheduler.queue import PendingQueue, QueuedJob, shadow_time
+from gangplace.scheduler.reasons import LastWalk, pending_reason
 from gangplace.scheduler.values import Decisions, Moved, PendingJob, RunningJob, Started
 
 __all__ = ["Scheduler"]
@@ -114,6 +115,7 @@ class Scheduler:
         self._sequence = 0
         self._twin = EmptyTwin()
         self._last_cycle = -math.inf
+        self._last_walk: LastWalk | None = None
 
     # ------------------------------------------------------------------ queue
 
@@ -277,17 +279,30 @@ class Scheduler:
     # ------------------------------------------------------------------ queries
 
     def pending(self) -> list[PendingJob]:
-        """The queued jobs in queue order, each with the reason it is not running.
+        """The queued jobs in queue order, each with the reason it is not running (S10).
 
-        Costs one ``Cluster.explain`` per job: a report, not part of a cycle.
+        The reason comes from the last cycle (the owner's quota, the blocked head, behind
+        it, ...) in constant time per job: the engine is not asked. ``explain(job_id)``
+        asks it about one job.
         """
-        now = self.clock()
-        reports = []
-        for job in self._queue.in_order():
-            request = job.effective()
-            reason = self._quota_reason(job) or self.cluster.explain(request).summary
-            reports.append(PendingJob(job.job_id, request, job.owner, now - job.wait_began, reason))
-        return reports
+        now, walk, quotas = self.clock(), self._last_walk, self.quotas
+        return [
+            PendingJob(
+                job.job_id,
+                job.current(),
+                job.owner,
+                now - job.wait_began,
+                (job.owner in quotas and self._quota_reason(job)) or pending_reason(walk, job),
+            )
+            for job in self._queue.in_order()
+        ]
+
+    def explain(self, job_id: str) -> Explanation:
+        """The engine's explanation of a pending job's request (``UnknownJob``: not pending)."""
+        job = self._queue.by_id.get(job_id)
+        if job is None:
+            raise UnknownJob(f"job {job_id!r} is not pending", job_id)
+        return self.cluster.explain(job.effective())
 
     def running(self) -> list[RunningJob]:
         """The running jobs, in the order they started."""

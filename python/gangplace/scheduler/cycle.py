@@ -14,6 +14,7 @@ import heapq
 from typing import TYPE_CHECKING
 
 from gangplace.scheduler.queue import ClassKey, OrderKey, QueuedJob
+from gangplace.scheduler.reasons import LastWalk
 from gangplace.scheduler.values import Moved, Started
 
 if TYPE_CHECKING:
@@ -48,6 +49,8 @@ def _walk(
     ``blocked[0]`` is set to the walk's blocked head (``None`` if none).
     """
     blocked[0] = None
+    walk = LastWalk(now, scheduler.backfill, scheduler._queue.added)
+    scheduler._last_walk = walk
     queue = scheduler._queue
     failed: set[ClassKey] = set()
     heap: list[tuple[OrderKey, ClassKey]] = []
@@ -74,6 +77,7 @@ def _walk(
                 heapq.heappush(heap, (nxt.order, key))
             continue
         failed.add(key)
+        walk.failed[key] = "quota" if outcome == "quota" else "nofit"
         if outcome == "quota" or head is not None:
             continue
         room = _make_room(scheduler, job, now)
@@ -84,10 +88,12 @@ def _walk(
             return True
         head = job
         blocked[0] = job.job_id
+        if scheduler.backfill == "easy":
+            shadow = scheduler._shadow(head, now)
+        walk.blocked_by(job.job_id, key, shadow)
         if scheduler.backfill == "none":
             break
         if scheduler.backfill == "easy":
-            shadow = scheduler._shadow(head, now)
             heap = _easy_candidates(scheduler, heap, failed, now, shadow)
     return False
 

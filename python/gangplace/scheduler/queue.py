@@ -39,6 +39,9 @@ class QueuedJob:
     generation: int = 0
     timed_out: bool = False
     class_key: ClassKey = ()
+    queued_index: int = 0  # the queue's count of additions when it was last added
+    # ``effective()`` for the form it was made for: (level, elastic, request)
+    _current: tuple[str | None, bool, GangRequest] | None = field(default=None, repr=False)
     # running state
     allocation_id: str | None = None
     started_at: float | None = None
@@ -86,6 +89,13 @@ class QueuedJob:
             numa=request.numa,
             spares=request.spares,
         )
+
+    def current(self) -> GangRequest:
+        """``effective()``, made once per form (a request is immutable: reports reuse it)."""
+        cached = self._current
+        if cached is None or cached[0] != self.level or cached[1] != self.elastic:
+            cached = self._current = (self.level, self.elastic, self.effective())
+        return cached[2]
 
     @property
     def fewest_gpus(self) -> int:
@@ -145,12 +155,15 @@ class PendingQueue:
     def __init__(self) -> None:
         self.by_id: dict[str, QueuedJob] = {}
         self.classes: dict[ClassKey, JobClass] = {}
+        self.added = 0  # additions so far: which jobs a walk may have seen
 
     def __len__(self) -> int:
         return len(self.by_id)
 
     def add(self, job: QueuedJob) -> None:
         """Queues ``job`` in the class of its current form."""
+        job.queued_index = self.added
+        self.added += 1
         self.by_id[job.job_id] = job
         self.classes.setdefault(job.class_key, JobClass()).add(job)
 

@@ -1,0 +1,63 @@
+"""README Scheduler rule S10: why each pending job waits, from the last cycle."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gangplace import Cluster, GangRequest, Scheduler, UnknownJob
+
+
+def _cluster() -> Cluster:
+    cluster = Cluster(("rack",), clock=lambda: 0.0)
+    for rack in ("r0", "r1"):
+        for n in range(2):
+            cluster.add_node(f"{rack}-n{n}", gpus=8, topology={"rack": rack})
+    return cluster
+
+
+def _reasons(scheduler: Scheduler) -> dict[str, str]:
+    return {job.job_id: job.reason for job in scheduler.pending()}
+
+
+@pytest.mark.parametrize(
+    ("backfill", "behind"),
+    [
+        ("none", "behind the blocked head 'big' (no backfill)"),
+        ("easy", "behind the blocked head 'big': it would not end by the head's shadow time"),
+        ("any", "does not fit now (a job like it was tried behind the blocked head)"),
+    ],
+)
+def test_each_pending_job_says_why(backfill: Any, behind: str) -> None:
+    scheduler = Scheduler(_cluster(), backfill=backfill, clock=lambda: 0.0, quotas={"q": 8})
+    scheduler.submit("q-first", GangRequest(1, 8), owner="q", walltime=100)
+    scheduler.submit("running", GangRequest(2, 8), walltime=100)
+    scheduler.submit("big", GangRequest(2, 8), walltime=100)
+    scheduler.submit("twin", GangRequest(2, 8), walltime=1)  # the head's class
+    scheduler.submit("long", GangRequest(4, 4), walltime=10_000)
+    scheduler.submit("open-ended", GangRequest(4, 4))
+    scheduler.submit("capped", GangRequest(1, 8), owner="q", walltime=1)
+    assert _reasons(scheduler)["big"] == "not tried yet: queued after the last cycle"
+    scheduler.cycle()
+    reasons = _reasons(scheduler)
+    assert reasons["big"].startswith("the blocked head")
+    assert reasons["long"].startswith(behind)
+    assert reasons["twin"] == "does not fit now, like the blocked head 'big'"
+    if backfill == "easy":
+        assert reasons["open-ended"] == "behind the blocked head 'big': no walltime, so no backfill"
+    assert reasons["capped"] == "owner 'q' has 0 of its 8 GPUs of quota left"
+    scheduler.submit("late", GangRequest(1, 8), walltime=1)
+    assert _reasons(scheduler)["late"] == "not tried yet: queued after the last cycle"
+
+
+def test_explain_asks_the_engine_about_one_pending_job() -> None:
+    scheduler = Scheduler(_cluster(), clock=lambda: 0.0)
+    scheduler.submit("running", GangRequest(3, 8), walltime=100)
+    scheduler.submit("big", GangRequest(2, 8), walltime=100)
+    scheduler.cycle()
+    assert "does not fit" in scheduler.explain("big").summary
+    with pytest.raises(UnknownJob):
+        scheduler.explain("running")  # running, not pending
+    with pytest.raises(UnknownJob):
+        scheduler.explain("nobody")
