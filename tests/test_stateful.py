@@ -42,6 +42,11 @@ CAP = 40  # max_held_gpus_per_owner
 UNKNOWN = "gp-" + "0" * 32
 # Errors the two implementations must word identically (others are compared by type).
 SAME_TEXT = {"Unschedulable", "Conflict", "LimitExceeded"}
+# A running pod to adopt: a node and a GPU count, or explicit GPUs (maybe held, twice, absent).
+ADOPTED_POD = st.tuples(
+    st.sampled_from(NAMES),
+    st.integers(1, 4) | st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True),
+)
 
 
 def outcome(call: Any, *args: Any, **kwargs: Any) -> tuple[str, Any]:
@@ -251,15 +256,7 @@ class EngineVersusReference(RuleBasedStateMachine):
 
     @rule(
         target=holds,
-        entries=st.lists(
-            st.tuples(
-                st.sampled_from(NAMES),
-                st.integers(1, 4)
-                | st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True),
-            ),
-            min_size=1,
-            max_size=3,
-        ),
+        entries=st.lists(ADOPTED_POD, min_size=1, max_size=3),
         owner=st.sampled_from(OWNERS),
         priority=st.integers(-1, 2),
     )
@@ -283,14 +280,7 @@ class EngineVersusReference(RuleBasedStateMachine):
 
     @rule(
         hold=holds,
-        entries=st.lists(
-            st.tuples(
-                st.sampled_from(NAMES),
-                st.integers(1, 4)
-                | st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True),
-            ),
-            max_size=2,
-        ),
+        entries=st.lists(ADOPTED_POD, max_size=2),
         owner=st.sampled_from(OWNERS),
         priority=st.none() | st.integers(-1, 2),
     )
