@@ -1,7 +1,7 @@
 """A gang scheduler around the engine: queue, backfill, priorities, timeouts, metrics.
 
 :class:`Scheduler` is what an embedder puts around a :class:`~gangplace.Cluster` and what
-``gangplace simulate`` drives. The rules are the README's "Scheduler" section (S1-S9);
+``gangplace simulate`` drives. The rules are the README's "Scheduler" section (S1-S10);
 :mod:`gangplace.reference.scheduler` is a naive implementation of the same rules that the
 tests compare it with.
 """

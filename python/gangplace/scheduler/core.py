@@ -1,6 +1,6 @@
 """The Scheduler: a gang queue and its cycle around a :class:`~gangplace.Cluster`.
 
-The contract is the README's "Scheduler" section (rules S1-S9); this module implements it,
+The contract is the README's "Scheduler" section (rules S1-S10); this module implements it,
 and :mod:`gangplace.reference.scheduler` implements it again, naively, for the tests.
 """
 
@@ -42,7 +42,7 @@ class Scheduler:
     The scheduler owns the holds it makes: a started job's GPUs are reserved and committed
     at once (the caller binds its pods), and released by :meth:`finish` or :meth:`cancel`.
     The simulator (``gangplace simulate``) drives this same class. See the README's
-    "Scheduler" section for the rules (S1-S9).
+    "Scheduler" section for the rules (S1-S10).
 
     Args:
         cluster: The cluster to place on.
