@@ -39,6 +39,7 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "[('pretrain', False), ('eval', True)]" in printed  # the scheduler's backfill
     assert "['finetune']" in printed
     assert "the blocked head: it does not fit now" in printed  # Scheduler.pending, S10
+    assert "()\n('batch',)" in printed  # S11: min_runtime spares a young victim
     assert 'gang "finetune" of 2 pods x 8 GPUs does not fit: no node holds a pod' in printed
     assert "rack ('r0',) 8" in printed  # adopt
     assert "cluster ['a', 'b', 'c'] 5" in printed  # adopt(into=...)

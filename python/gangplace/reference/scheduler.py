@@ -55,8 +55,18 @@ class ReferenceScheduler:
         preemption: bool = False,
         defrag: bool = False,
         quotas: dict[str, int] | None = None,
+        min_runtime: float = 0.0,
+        max_victims_per_cycle: int | None = None,
+        max_evicted_gpus_per_hour: int | None = None,
+        budgets: dict[str, int] | None = None,
     ) -> None:
         self.cluster = cluster
+        self.min_runtime = min_runtime
+        self.max_victims_per_cycle = max_victims_per_cycle
+        self.max_evicted_gpus_per_hour = max_evicted_gpus_per_hour
+        self.budgets = dict(budgets or {})
+        self.evictions: list[tuple[float, str | None, int]] = []  # (when, owner, GPUs)
+        self.victims_this_cycle = 0
         self.order = order
         self.backfill = backfill
         self.preemption = preemption
@@ -209,6 +219,7 @@ class ReferenceScheduler:
         started: list[Started] = []
         evicted: list[str] = []
         moved: list[Moved] = []
+        self.victims_this_cycle = 0
         while self._walk(now, started, evicted, moved):
             pass
         head = self.head
@@ -344,14 +355,17 @@ class ReferenceScheduler:
             return None
         request = self._request(head)
         if self.preemption:
-            plan = self.cluster.plan_preemption(request)
+            plan = self._braked_plan(request, now)
             if plan is not None and plan.victims:
+                for victim in plan.victims:
+                    self.evictions.append((now, *self._victim(victim)))
+                self.victims_this_cycle += len(plan.victims)
                 reservation = self.cluster.preempt(plan, owner=head.owner)
                 evicted = self._evict(plan.victims, now)
                 allocation = self.cluster.commit(reservation, owner=head.owner)
                 return self._start(head, allocation, now, False, evicted), evicted, []
         if self.defrag:
-            defrag = self.cluster.plan_defrag(request)
+            defrag = self.cluster.plan_defrag(request, min_runtime=self.min_runtime)
             if defrag is not None and (defrag.moves or defrag.evictions):
                 reservation, new = self.cluster.apply_defrag(defrag, owner=head.owner)
                 moved = []
@@ -366,6 +380,48 @@ class ReferenceScheduler:
                 allocation = self.cluster.commit(reservation, owner=head.owner)
                 return self._start(head, allocation, now, False, evicted), evicted, moved
         return None
+
+    def _victim(self, hold_id: str) -> tuple[str | None, int]:
+        """A victim's owner and GPUs."""
+        for job in self.running:
+            if job.allocation is not None and job.allocation.id == hold_id:
+                return job.owner, job.allocation.placement.total_gpus
+        held = next(a for a in self.cluster.allocations() if a.id == hold_id)
+        return held.owner, held.placement.total_gpus
+
+    def _braked_plan(self, request: GangRequest, now: float) -> Any:
+        """S11: the preemption plan within the brakes, or ``None``."""
+        left = None
+        if self.max_victims_per_cycle is not None:
+            left = max(self.max_victims_per_cycle - self.victims_this_cycle, 0)
+            if left == 0:
+                return None
+        recent = [(owner, gpus) for when, owner, gpus in self.evictions if when > now - 3600.0]
+
+        def used(owner: str) -> int:
+            return sum(gpus for who, gpus in recent if who == owner)
+
+        exempt = [owner for owner, budget in self.budgets.items() if used(owner) >= budget]
+        while True:
+            plan = self.cluster.plan_preemption(
+                request, max_victims=left, min_runtime=self.min_runtime, exempt_owners=exempt
+            )
+            if plan is None or not plan.victims:
+                return plan
+            taking: dict[str, int] = {}
+            for victim in plan.victims:
+                owner, gpus = self._victim(victim)
+                if owner is not None and owner in self.budgets:
+                    taking[owner] = taking.get(owner, 0) + gpus
+            over = sorted(o for o, g in taking.items() if used(o) + g > self.budgets[o])
+            if not over:
+                break
+            exempt.extend(over)
+        limit = self.max_evicted_gpus_per_hour
+        evicting = sum(self._victim(victim)[1] for victim in plan.victims)
+        if limit is not None and sum(gpus for _, gpus in recent) + evicting > limit:
+            return None
+        return plan
 
     def _evict(self, hold_ids: tuple[str, ...], now: float) -> list[str]:
         names = []

@@ -22,6 +22,8 @@ from gangplace.errors import (
     Unschedulable,
 )
 from gangplace.scheduler.admission import EmptyTwin, checked_name, every_form, relaxed
+from gangplace.scheduler.arguments import checked_ladder, checked_quotas, checked_seconds
+from gangplace.scheduler.brakes import Brakes
 from gangplace.scheduler.cycle import run_cycle
 from gangplace.scheduler.metrics import SchedulerMetrics
 from gangplace.scheduler.queue import PendingQueue, QueuedJob, shadow_time
@@ -61,9 +63,15 @@ class Scheduler:
             ``gangplace[metrics]``); ``None``: no metrics.
         quotas: Owner -> the most GPUs that owner's running jobs may hold at once. Owners
             not listed have no quota.
+        min_runtime: Seconds a job must have run before preemption or defragmentation
+            may take it (S11).
+        max_victims_per_cycle: The most jobs one cycle may evict (``None``: no limit).
+        max_evicted_gpus_per_hour: The most GPUs evicted over any hour (sliding window).
+        budgets: Owner -> the most of its GPUs evicted over any hour (a disruption budget).
 
     Raises:
-        InvalidRequest: Unknown ``order`` or ``backfill``, or a negative quota.
+        InvalidRequest: Unknown ``order`` or ``backfill``, a negative quota, limit or
+            budget, or a ``min_runtime`` that is not finite and >= 0.
         TypeError: ``cluster`` is not a ``Cluster``.
 
     Example:
@@ -88,6 +96,10 @@ class Scheduler:
         clock: Callable[[], float] | None = None,
         metrics: Any = None,
         quotas: Mapping[str, int] | None = None,
+        min_runtime: float = 0.0,
+        max_victims_per_cycle: int | None = None,
+        max_evicted_gpus_per_hour: int | None = None,
+        budgets: Mapping[str, int] | None = None,
     ) -> None:
         if not isinstance(cluster, Cluster):
             raise TypeError(f"cluster must be a gangplace.Cluster, not {type(cluster).__name__}")
@@ -97,7 +109,10 @@ class Scheduler:
             raise InvalidRequest(
                 f"backfill must be one of {', '.join(BACKFILLS)}; got {backfill!r}"
             )
-        self.quotas = _checked_quotas(quotas)
+        self.quotas = checked_quotas(quotas)
+        self._brakes = Brakes.checked(
+            min_runtime, max_victims_per_cycle, max_evicted_gpus_per_hour, budgets
+        )
         self.cluster = cluster
         self.order = order
         self.backfill = backfill
@@ -158,9 +173,9 @@ class Scheduler:
             checked_name("owner", owner)
         if job_id in self._queue.by_id or job_id in self._running:
             raise DuplicateJob(f"job {job_id!r} is already pending or running")
-        walltime = _seconds("walltime", walltime, positive=True)
-        timeout = _seconds("timeout", timeout, positive=False)
-        steps = _checked_ladder(ladder, self.cluster.levels)
+        walltime = checked_seconds("walltime", walltime, positive=True)
+        timeout = checked_seconds("timeout", timeout, positive=False)
+        steps = checked_ladder(ladder, self.cluster.levels)
         self._admit(job_id, request, owner, steps)
         self._sequence += 1
         priority = request.priority if self.order == "priority" else 0
@@ -503,6 +518,14 @@ class Scheduler:
     def _shadow(self, head: QueuedJob, now: float) -> float:
         return shadow_time(now, self.cluster.stats().free, head.fewest_gpus, self._ends)
 
+    def _victim_of(self, hold_id: str) -> tuple[str | None, int]:
+        """A victim's owner and GPUs (S11): the scheduler's job's, else the cluster's hold's."""
+        job_id = self._by_hold.get(hold_id)
+        if job_id is not None:
+            return self._running[job_id].owner, self._allocations[job_id].placement.total_gpus
+        held = next(a for a in self.cluster.allocations() if a.id == hold_id)
+        return held.owner, held.placement.total_gpus
+
     def _evicted(self, hold_ids: Iterable[str], now: float) -> list[str]:
         """Requeues the scheduler's jobs among evicted holds; returns job or hold ids."""
         names = []
@@ -546,50 +569,3 @@ def _predicted_end(job: QueuedJob) -> float:
     if job.walltime is None or job.started_at is None:
         return math.inf
     return job.started_at + job.walltime
-
-
-def _seconds(what: str, value: float | None, *, positive: bool) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{what} must be a number of seconds or None")
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        bound = "> 0" if positive else ">= 0"
-        raise InvalidRequest(f"{what} must be finite and {bound} seconds, got {value!r}")
-    return float(value)
-
-
-def _checked_ladder(
-    ladder: Iterable[tuple[float, str | None]] | None, levels: tuple[str, ...]
-) -> tuple[tuple[float, str | None], ...]:
-    if ladder is None:
-        return ()
-    steps: list[tuple[float, str | None]] = []
-    known = {"node", "cluster", *levels}
-    for step in ladder:
-        try:
-            seconds, level = step
-        except (TypeError, ValueError):
-            raise TypeError("ladder steps must be (seconds, level or None) pairs") from None
-        checked = _seconds("ladder step", seconds, positive=False)
-        assert checked is not None
-        if level is not None and level not in known:
-            raise InvalidRequest(
-                f"ladder level {level!r} is not a level of this cluster "
-                f"({', '.join(['node', *levels, 'cluster'])})"
-            )
-        if steps and checked <= steps[-1][0]:
-            raise InvalidRequest("ladder steps must have strictly increasing seconds")
-        steps.append((checked, None if level == "cluster" else level))
-    return tuple(steps)
-
-
-def _checked_quotas(quotas: Mapping[str, int] | None) -> dict[str | None, int]:
-    checked: dict[str | None, int] = {}
-    for owner, gpus in (quotas or {}).items():
-        if not isinstance(owner, str) or isinstance(gpus, bool) or not isinstance(gpus, int):
-            raise TypeError("quotas must map owner names (str) to GPU counts (int)")
-        if gpus < 0:
-            raise InvalidRequest(f"quota of owner {owner!r} must be >= 0, got {gpus}")
-        checked[owner] = gpus
-    return checked

@@ -1,0 +1,63 @@
+"""The checks of the Scheduler's arguments (README "Scheduler", S2, S6, S7).
+
+Each raises a typed error before anything is queued or changed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+from gangplace.errors import InvalidRequest
+
+__all__ = ["checked_ladder", "checked_quotas", "checked_seconds"]
+
+
+def checked_seconds(what: str, value: float | None, *, positive: bool) -> float | None:
+    """``value`` as float seconds (``None`` stays ``None``): finite, >= 0 (> 0 if positive)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds or None")
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise InvalidRequest(f"{what} must be finite and {bound} seconds, got {value!r}")
+    return float(value)
+
+
+def checked_ladder(
+    ladder: Iterable[tuple[float, str | None]] | None, levels: tuple[str, ...]
+) -> tuple[tuple[float, str | None], ...]:
+    """The ladder as ``(seconds, level or None)`` steps, strictly increasing, known levels."""
+    if ladder is None:
+        return ()
+    steps: list[tuple[float, str | None]] = []
+    known = {"node", "cluster", *levels}
+    for step in ladder:
+        try:
+            seconds, level = step
+        except (TypeError, ValueError):
+            raise TypeError("ladder steps must be (seconds, level or None) pairs") from None
+        checked = checked_seconds("ladder step", seconds, positive=False)
+        assert checked is not None
+        if level is not None and level not in known:
+            raise InvalidRequest(
+                f"ladder level {level!r} is not a level of this cluster "
+                f"({', '.join(['node', *levels, 'cluster'])})"
+            )
+        if steps and checked <= steps[-1][0]:
+            raise InvalidRequest("ladder steps must have strictly increasing seconds")
+        steps.append((checked, None if level == "cluster" else level))
+    return tuple(steps)
+
+
+def checked_quotas(quotas: Mapping[str, int] | None) -> dict[str | None, int]:
+    """Owner -> GPUs, each a non-negative int."""
+    checked: dict[str | None, int] = {}
+    for owner, gpus in (quotas or {}).items():
+        if not isinstance(owner, str) or isinstance(gpus, bool) or not isinstance(gpus, int):
+            raise TypeError("quotas must map owner names (str) to GPU counts (int)")
+        if gpus < 0:
+            raise InvalidRequest(f"quota of owner {owner!r} must be >= 0, got {gpus}")
+        checked[owner] = gpus
+    return checked

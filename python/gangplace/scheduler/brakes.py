@@ -1,0 +1,136 @@
+"""Preemption's brakes (README "Scheduler", rule S11).
+
+A blocked head may evict lower-priority jobs (S7) only within limits: victims committed at
+least ``min_runtime`` seconds ago; at most ``max_victims_per_cycle`` victims in one cycle;
+at most ``max_evicted_gpus_per_hour`` GPUs evicted over the last hour (a sliding window of
+3,600 s); and per owner of victims, at most ``budgets[owner]`` of its GPUs evicted over the
+last hour. An owner whose budget a plan would exceed is left out of the candidates and the
+plan made again, so the victims stay 1-minimal among the eligible allocations; a plan over
+the cluster-wide hourly limit is not applied, and the cycle makes no more room.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gangplace._gangplace import Cluster, GangRequest, PreemptionPlan
+from gangplace.errors import InvalidRequest
+
+__all__ = ["HOUR", "Brakes"]
+
+HOUR = 3600.0
+
+
+@dataclass
+class Brakes:
+    """The limits and the evictions counted against them (mutable: the scheduler's own)."""
+
+    min_runtime: float = 0.0
+    max_victims_per_cycle: int | None = None
+    max_evicted_gpus_per_hour: int | None = None
+    budgets: dict[str, int] = field(default_factory=dict)
+    evicted: deque[tuple[float, str | None, int]] = field(default_factory=deque)
+    victims_this_cycle: int = 0
+
+    @classmethod
+    def checked(
+        cls,
+        min_runtime: float,
+        max_victims_per_cycle: int | None,
+        max_evicted_gpus_per_hour: int | None,
+        budgets: Mapping[str, int] | None,
+    ) -> Brakes:
+        """The brakes, after checking every argument (``TypeError``, ``InvalidRequest``)."""
+        if isinstance(min_runtime, bool) or not isinstance(min_runtime, (int, float)):
+            raise TypeError("min_runtime must be a number of seconds")
+        if not math.isfinite(min_runtime) or min_runtime < 0:
+            raise InvalidRequest(f"min_runtime must be finite and >= 0, got {min_runtime!r}")
+        for what, limit in (
+            ("max_victims_per_cycle", max_victims_per_cycle),
+            ("max_evicted_gpus_per_hour", max_evicted_gpus_per_hour),
+            *((f"budget of owner {owner!r}", gpus) for owner, gpus in (budgets or {}).items()),
+        ):
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+                raise TypeError(f"{what} must be an int or None")
+            if limit is not None and limit < 0:
+                raise InvalidRequest(f"{what} must be >= 0, got {limit}")
+        if any(not isinstance(owner, str) for owner in budgets or {}):
+            raise TypeError("budgets must map owner names (str) to GPUs per hour (int)")
+        return cls(
+            float(min_runtime),
+            max_victims_per_cycle,
+            max_evicted_gpus_per_hour,
+            dict(budgets or {}),
+        )
+
+    def _recent(self, now: float) -> deque[tuple[float, str | None, int]]:
+        while self.evicted and self.evicted[0][0] <= now - HOUR:
+            self.evicted.popleft()
+        return self.evicted
+
+    def _used(self, now: float, owner: str | None = None, *, everyone: bool = False) -> int:
+        return sum(gpus for _, who, gpus in self._recent(now) if everyone or who == owner)
+
+    def plan(
+        self,
+        cluster: Cluster,
+        request: GangRequest,
+        now: float,
+        victim_of: Callable[[str], tuple[str | None, int]],
+    ) -> PreemptionPlan | None:
+        """The preemption plan the brakes allow for ``request`` now, or ``None``.
+
+        ``victim_of(allocation_id)`` gives a victim's owner and GPUs.
+        """
+        left = self._victims_left()
+        if left == 0:
+            return None
+        exempt = [owner for owner in self.budgets if self._used(now, owner) >= self.budgets[owner]]
+        while True:
+            plan = cluster.plan_preemption(
+                request, max_victims=left, min_runtime=self.min_runtime, exempt_owners=exempt
+            )
+            if plan is None or not plan.victims:
+                return plan
+            over = self._over_budget(plan, now, victim_of)
+            if not over:
+                break
+            exempt.extend(over)
+        if self.max_evicted_gpus_per_hour is not None:
+            evicting = sum(victim_of(victim)[1] for victim in plan.victims)
+            if self._used(now, everyone=True) + evicting > self.max_evicted_gpus_per_hour:
+                return None
+        return plan
+
+    def _victims_left(self) -> int | None:
+        if self.max_victims_per_cycle is None:
+            return None
+        return max(self.max_victims_per_cycle - self.victims_this_cycle, 0)
+
+    def _over_budget(
+        self, plan: PreemptionPlan, now: float, victim_of: Callable[[str], tuple[str | None, int]]
+    ) -> list[str]:
+        """Owners whose budget the plan's victims would exceed, sorted."""
+        evicting: dict[str, int] = {}
+        for victim in plan.victims:
+            owner, gpus = victim_of(victim)
+            if owner is not None and owner in self.budgets:
+                evicting[owner] = evicting.get(owner, 0) + gpus
+        return sorted(
+            owner
+            for owner, gpus in evicting.items()
+            if self._used(now, owner) + gpus > self.budgets[owner]
+        )
+
+    def record(
+        self, victims: Any, now: float, victim_of: Callable[[str], tuple[str | None, int]]
+    ) -> None:
+        """Counts applied evictions against the limits."""
+        for victim in victims:
+            owner, gpus = victim_of(victim)
+            self.evicted.append((now, owner, gpus))
+            self.victims_this_cycle += 1

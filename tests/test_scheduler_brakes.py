@@ -1,0 +1,83 @@
+"""README Scheduler rule S11: preemption's brakes (minimum run time, victims per cycle, GPUs
+evicted per hour, per-owner disruption budgets)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gangplace import Cluster, GangRequest, InvalidRequest, Scheduler
+
+
+def _setup(**brakes: Any) -> tuple[Scheduler, list[float]]:
+    """Two nodes of 8 GPUs, two low-priority jobs of 8 running since t=0 (owners a and b)."""
+    now = [0.0]
+    cluster = Cluster(("rack",), clock=lambda: now[0])
+    for node in ("n0", "n1"):
+        cluster.add_node(node, gpus=8, topology={"rack": "r0"})
+    scheduler = Scheduler(
+        cluster, order="priority", preemption=True, clock=lambda: now[0], **brakes
+    )
+    scheduler.submit("low-a", GangRequest(1, 8, priority=0), owner="a", walltime=9999)
+    scheduler.submit("low-b", GangRequest(1, 8, priority=0), owner="b", walltime=9999)
+    assert len(scheduler.cycle(0.0).started) == 2
+    return scheduler, now
+
+
+def test_a_young_victim_is_not_taken_before_min_runtime() -> None:
+    scheduler, now = _setup(min_runtime=60.0)
+    scheduler.submit("urgent", GangRequest(1, 8, priority=5))
+    now[0] = 10.0
+    assert scheduler.cycle(10.0).preempted == ()
+    now[0] = 60.0
+    decisions = scheduler.cycle(60.0)
+    assert len(decisions.preempted) == 1 and decisions.started[0].job_id == "urgent"
+
+
+def test_victims_per_cycle_stop_making_room() -> None:
+    scheduler, _ = _setup(max_victims_per_cycle=1)
+    scheduler.submit("wide", GangRequest(2, 8, priority=5))  # needs both victims
+    assert scheduler.cycle(1.0).preempted == ()
+    scheduler.submit("one", GangRequest(1, 8, priority=6))  # the head now
+    decisions = scheduler.cycle(2.0)
+    assert [s.job_id for s in decisions.started] == ["one"] and len(decisions.preempted) == 1
+    assert decisions.head == "wide"  # the walk went on: "wide" waits behind
+
+
+def test_evicted_gpus_per_hour_is_a_sliding_window() -> None:
+    scheduler, now = _setup(max_evicted_gpus_per_hour=8)
+    scheduler.submit("first", GangRequest(1, 8, priority=5), walltime=10)
+    assert len(scheduler.cycle(1.0).preempted) == 1
+    scheduler.submit("second", GangRequest(1, 8, priority=5), walltime=10)
+    assert scheduler.cycle(2.0).preempted == ()  # 8 more would be 16 in the hour
+    now[0] = 3602.0
+    assert len(scheduler.cycle(3602.0).preempted) == 1  # the first eviction left the window
+
+
+def test_an_owner_out_of_budget_is_spared_and_another_victim_taken() -> None:
+    scheduler, _ = _setup(budgets={"a": 0})
+    scheduler.submit("urgent", GangRequest(1, 8, priority=5))
+    decisions = scheduler.cycle(1.0)
+    assert decisions.preempted == ("low-b",)  # a's job is spared: its budget is 0
+    scheduler.submit("more", GangRequest(1, 8, priority=5))
+    assert scheduler.cycle(2.0).preempted == ()  # only a's job is left, and a may lose none
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"min_runtime": -1.0}, InvalidRequest),
+        ({"min_runtime": float("nan")}, InvalidRequest),
+        ({"min_runtime": "1"}, TypeError),
+        ({"max_victims_per_cycle": -1}, InvalidRequest),
+        ({"max_victims_per_cycle": 1.5}, TypeError),
+        ({"max_evicted_gpus_per_hour": True}, TypeError),
+        ({"budgets": {"a": -8}}, InvalidRequest),
+        ({"budgets": {3: 8}}, TypeError),
+    ],
+)
+def test_bad_brakes_are_refused(kwargs: dict[str, Any], error: type) -> None:
+    cluster = Cluster(("rack",))
+    with pytest.raises(error):
+        Scheduler(cluster, **kwargs)
