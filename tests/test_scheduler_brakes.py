@@ -81,3 +81,36 @@ def test_bad_brakes_are_refused(kwargs: dict[str, Any], error: type) -> None:
     cluster = Cluster(("rack",))
     with pytest.raises(error):
         Scheduler(cluster, **kwargs)
+
+
+def test_each_brake_that_holds_is_counted() -> None:
+    prometheus_client = pytest.importorskip("prometheus_client")
+    registry = prometheus_client.CollectorRegistry()
+    now = [0.0]
+    cluster = Cluster(("rack",), clock=lambda: now[0])
+    for node in ("n0", "n1"):
+        cluster.add_node(node, gpus=8, topology={"rack": "r0"})
+    scheduler = Scheduler(
+        cluster,
+        order="priority",
+        preemption=True,
+        clock=lambda: now[0],
+        budgets={"a": 4},
+        max_evicted_gpus_per_hour=8,
+        metrics=registry,
+    )
+
+    def held(brake: str) -> float:
+        value = registry.get_sample_value("gangplace_brake_refusals_total", {"brake": brake})
+        return value or 0.0
+
+    scheduler.submit("low-a", GangRequest(1, 8), owner="a", walltime=9999)
+    scheduler.cycle(0.0)  # on n0, which P5's path order tries first
+    scheduler.submit("low-b", GangRequest(1, 8), owner="b", walltime=9999)
+    scheduler.cycle(1.0)
+    scheduler.submit("urgent", GangRequest(1, 8, priority=5))
+    assert scheduler.cycle(2.0).preempted == ("low-b",)  # 8 GPUs of a would pass its 4
+    assert held("budget") == 1 and held("evicted_gpus_per_hour") == 0
+    scheduler.submit("more", GangRequest(1, 8, priority=6))  # 8 more GPUs in the hour: no
+    assert scheduler.cycle(3.0).preempted == ()
+    assert held("evicted_gpus_per_hour") == 1

@@ -35,6 +35,12 @@ class Brakes:
     budgets: dict[str, int] = field(default_factory=dict)
     evicted: deque[tuple[float, str | None, int]] = field(default_factory=deque)
     victims_this_cycle: int = 0
+    # Told the name of each brake that holds (the scheduler's metrics), if set.
+    refused: Callable[[str], None] | None = None
+
+    def _held(self, brake: str) -> None:
+        if self.refused is not None:
+            self.refused(brake)
 
     @classmethod
     def checked(
@@ -88,6 +94,7 @@ class Brakes:
         """
         left = self._victims_left()
         if left == 0:
+            self._held("victims_per_cycle")
             return None
         exempt = [owner for owner in self.budgets if self._used(now, owner) >= self.budgets[owner]]
         while True:
@@ -100,9 +107,11 @@ class Brakes:
             if not over:
                 break
             exempt.extend(over)
+            self._held("budget")
         if self.max_evicted_gpus_per_hour is not None:
             evicting = sum(victim_of(victim)[1] for victim in plan.victims)
             if self._used(now, everyone=True) + evicting > self.max_evicted_gpus_per_hour:
+                self._held("evicted_gpus_per_hour")
                 return None
         return plan
 

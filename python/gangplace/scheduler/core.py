@@ -120,6 +120,8 @@ class Scheduler:
         self.defrag = bool(defrag)
         self.clock = clock or time.monotonic
         self.metrics = SchedulerMetrics(metrics) if metrics is not None else None
+        if self.metrics is not None:
+            self._brakes.refused = self.metrics.brake_refused
         self._queue = PendingQueue()
         self._running: dict[str, QueuedJob] = {}
         self._by_hold: dict[str, str] = {}

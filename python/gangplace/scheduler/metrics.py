@@ -113,6 +113,12 @@ class SchedulerMetrics:
             "Running jobs queued again (preempted, or requeue).",
             registry=registry,
         )
+        self.brake_refusals = Counter(
+            "gangplace_brake_refusals_total",
+            "Room not made, or an owner spared, because of a preemption brake (rule S11).",
+            ["brake"],
+            registry=registry,
+        )
         self._owners_seen: set[str] = set()
 
     def job_started(self, owner: str | None, waited: float, backfilled: bool) -> None:
@@ -132,6 +138,10 @@ class SchedulerMetrics:
         if preempted:
             self.preemptions.inc()
             self.owner_preempted.labels(owner=owner or "").inc()
+
+    def brake_refused(self, brake: str) -> None:
+        """A brake held: ``victims_per_cycle``, ``evicted_gpus_per_hour`` or ``budget``."""
+        self.brake_refusals.labels(brake=brake).inc()
 
     def queue_changed(self, owners: list[str | None]) -> None:
         """The pending gauges, from the owners of the queued jobs."""
