@@ -172,6 +172,7 @@ def test_min_runtime_and_exempt_owners_protect_jobs(clock: FakeClock) -> None:
     gang = GangRequest(1, 4, priority=1)
     assert cluster.plan_preemption(gang, min_runtime=10) is None
     assert cluster.plan_preemption(gang, exempt_owners=["a"]) is None
+    assert cluster.plan_preemption(gang, exempt_allocations=[young]) is None
     clock.advance(10)
     plan = cluster.plan_preemption(gang, min_runtime=10)
     assert plan is not None and plan.victims == (young.id,)
@@ -243,6 +244,12 @@ def test_plans_agree_with_the_reference_and_apply_identically(
     for max_victims in (None, 1):
         got = engine.plan_preemption(gang, max_victims=max_victims)
         same_plan(got, oracle.plan_preemption(gang, max_victims=max_victims))
+    if got is not None and got.victims:  # the same plan with its first victim spared
+        spared = (got.victims[0], "gp-" + "f" * 32)  # an id of no allocation is ignored
+        same_plan(
+            engine.plan_preemption(gang, exempt_allocations=spared),
+            oracle.plan_preemption(gang, exempt_allocations=spared),
+        )
     assert engine.capacity_for(gang) == oracle.capacity_for(gang)
     for evict in (False, True):
         got, expected = (c.plan_defrag(gang, evict_unplaceable=evict) for c in (engine, oracle))
@@ -345,6 +352,12 @@ def test_bad_inputs_raise_typed_errors_and_change_nothing() -> None:
         (InvalidRequest, lambda: engine.plan_preemption(GangRequest(1), min_runtime=-1)),
         (InvalidRequest, lambda: engine.plan_preemption(GangRequest(1), min_runtime=float("nan"))),
         (TypeError, lambda: engine.plan_preemption(GangRequest(1), exempt_owners="a")),
+        (TypeError, lambda: engine.plan_preemption(GangRequest(1), exempt_allocations="gp-1")),
+        (TypeError, lambda: engine.plan_preemption(GangRequest(1), exempt_allocations=[7])),
+        (
+            UnknownReservation,
+            lambda: engine.plan_preemption(GangRequest(1), exempt_allocations=["x"]),
+        ),
         (InvalidRequest, lambda: engine.plan_defrag(GangRequest(1), max_moves=-1)),
         (TypeError, lambda: engine.preempt("a plan")),
         (TypeError, lambda: engine.apply_defrag(plan)),

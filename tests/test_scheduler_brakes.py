@@ -64,12 +64,26 @@ def test_an_owner_out_of_budget_is_spared_and_another_victim_taken() -> None:
     assert scheduler.cycle(2.0).preempted == ()  # only a's job is left, and a may lose none
 
 
+def test_a_job_just_preempted_is_no_victim_during_its_cool_down() -> None:
+    scheduler, now = _setup(preemption_cooldown=100.0)
+    scheduler.submit("urgent", GangRequest(1, 8, priority=5), walltime=10)
+    (victim,) = scheduler.cycle(1.0).preempted  # the first of the two low jobs
+    scheduler.finish("urgent")
+    assert victim in [s.job_id for s in scheduler.cycle(2.0).started]  # back on its GPUs
+    scheduler.submit("again", GangRequest(2, 8, priority=5))  # needs both nodes
+    now[0] = 50.0
+    assert scheduler.cycle(50.0).preempted == ()  # the victim is cooling down
+    now[0] = 101.0
+    assert len(scheduler.cycle(101.0).preempted) == 2
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error"),
     [
         ({"min_runtime": -1.0}, InvalidRequest),
         ({"min_runtime": float("nan")}, InvalidRequest),
         ({"min_runtime": "1"}, TypeError),
+        ({"preemption_cooldown": -5.0}, InvalidRequest),
         ({"max_victims_per_cycle": -1}, InvalidRequest),
         ({"max_victims_per_cycle": 1.5}, TypeError),
         ({"max_evicted_gpus_per_hour": True}, TypeError),

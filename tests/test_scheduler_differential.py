@@ -96,6 +96,7 @@ configs = st.fixed_dictionaries(
         "quotas": st.sampled_from([{}, {"a": 8}, {"a": 6, "b": 12}]),
         # Rule S11's brakes (the sums of hours never pass here: the window only fills up).
         "min_runtime": st.sampled_from([0.0, 0.0, 5.0, 20.0]),
+        "preemption_cooldown": st.sampled_from([0.0, 0.0, 10.0, 1000.0]),
         "max_victims_per_cycle": st.none() | st.integers(0, 2),
         "max_evicted_gpus_per_hour": st.none() | st.sampled_from([8, 24]),
         "budgets": st.sampled_from([{}, {}, {"a": 8}, {"a": 16, "b": 0}]),

@@ -916,13 +916,16 @@ class Cluster:
         max_victims: int | None = None,
         min_runtime: float = 0.0,
         exempt_owners: Iterable[str] = (),
+        exempt_allocations: Iterable[Allocation | str] = (),
     ) -> PreemptionPlan | None:
         """Which allocations to end so that the gang fits, and where it then goes.
 
         A pure query (README, rules P1-P6): a gang that fits as it is gets a plan without
         victims. Victims are whole live allocations, preemptible, of a strictly lower
         priority, committed at least ``min_runtime`` seconds ago, of owners not in
-        ``exempt_owners``; the plan is 1-minimal, and the finest level that yields one wins.
+        ``exempt_owners``, not in ``exempt_allocations`` (allocations or ids; ids of no live
+        allocation are ignored); the plan is 1-minimal among those, and the finest level that
+        yields one wins.
         A ``MultiGangRequest`` is planned for as one unit: it fits a domain when every group
         and colocation succeeds there (README "Multi-role gangs").
 
@@ -931,6 +934,7 @@ class Cluster:
 
         Raises:
             InvalidRequest: Negative ``max_victims``, bad ``min_runtime``, or an unknown level.
+            UnknownReservation: A string in ``exempt_allocations`` that is no hold id.
 
         """
     def plan_repair(

@@ -126,9 +126,12 @@ class Removals:
         min_runtime: float,
         exempt: tuple[str, ...],
         now: float,
+        spared: frozenset[str] = frozenset(),
     ) -> list[preemption.Candidate]:
         found = []
         for hid, hold in sorted(self._holds.items()):
+            if hid in spared:
+                continue
             if kind == "preempt":
                 eligible = hold.preemptible and hold.priority < request.priority
             else:
@@ -154,9 +157,11 @@ class Removals:
         max_victims: int | None = None,
         min_runtime: float = 0.0,
         exempt_owners: Iterable[str] = (),
+        exempt_allocations: Iterable[Any] = (),
     ) -> PreemptionPlan | None:
         """Which allocations to end, and where the gang (or whole unit) then goes (P1-P6)."""
         most, min_runtime, exempt = _limits(max_victims, min_runtime, exempt_owners, "max_victims")
+        spared = frozenset(a if isinstance(a, str) else a.id for a in exempt_allocations)
         if not is_roles(request):
             _refuse_unsupported_shapes(request, "plan_preemption")
         elif any(getattr(group, "spares", 0) for group in request.groups):
@@ -167,7 +172,7 @@ class Removals:
         placement = self._plan(request)
         if placement is not None:
             return PreemptionPlan(request, placement, (), 0, None)
-        candidates = self._candidates(request, "preempt", min_runtime, exempt, now)
+        candidates = self._candidates(request, "preempt", min_runtime, exempt, now, spared)
         if is_roles(request):
             unit = self._roles(request)
             found = preemption.find_roles(self._views(), self.levels, unit, candidates, most)

@@ -56,12 +56,15 @@ class ReferenceScheduler:
         defrag: bool = False,
         quotas: dict[str, int] | None = None,
         min_runtime: float = 0.0,
+        preemption_cooldown: float = 0.0,
         max_victims_per_cycle: int | None = None,
         max_evicted_gpus_per_hour: int | None = None,
         budgets: dict[str, int] | None = None,
     ) -> None:
         self.cluster = cluster
         self.min_runtime = min_runtime
+        self.cooldown = preemption_cooldown
+        self.preempted_at: dict[str, float] = {}  # job id -> its last preemption
         self.max_victims_per_cycle = max_victims_per_cycle
         self.max_evicted_gpus_per_hour = max_evicted_gpus_per_hour
         self.budgets = dict(budgets or {})
@@ -359,7 +362,14 @@ class ReferenceScheduler:
             if plan is not None and plan.victims:
                 for victim in plan.victims:
                     self.evictions.append((now, *self._victim(victim)))
+                    for job in self.running:
+                        hit = job.allocation is not None and job.allocation.id == victim
+                        if hit and self.cooldown > 0:
+                            self.preempted_at[job.job_id] = now
                 self.victims_this_cycle += len(plan.victims)
+                self.preempted_at = {
+                    j: t for j, t in self.preempted_at.items() if now - t < self.cooldown
+                }
                 reservation = self.cluster.preempt(plan, owner=head.owner)
                 evicted = self._evict(plan.victims, now)
                 allocation = self.cluster.commit(reservation, owner=head.owner)
@@ -402,9 +412,20 @@ class ReferenceScheduler:
             return sum(gpus for who, gpus in recent if who == owner)
 
         exempt = [owner for owner, budget in self.budgets.items() if used(owner) >= budget]
+        cooling = [
+            job.allocation.id
+            for job in self.running
+            if job.allocation is not None
+            and job.job_id in self.preempted_at
+            and now - self.preempted_at[job.job_id] < self.cooldown
+        ]
         while True:
             plan = self.cluster.plan_preemption(
-                request, max_victims=left, min_runtime=self.min_runtime, exempt_owners=exempt
+                request,
+                max_victims=left,
+                min_runtime=self.min_runtime,
+                exempt_owners=exempt,
+                exempt_allocations=cooling,
             )
             if plan is None or not plan.victims:
                 return plan

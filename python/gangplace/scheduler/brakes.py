@@ -1,12 +1,14 @@
 """Preemption's brakes (README "Scheduler", rule S11).
 
 A blocked head may evict lower-priority jobs (S7) only within limits: victims committed at
-least ``min_runtime`` seconds ago; at most ``max_victims_per_cycle`` victims in one cycle;
-at most ``max_evicted_gpus_per_hour`` GPUs evicted over the last hour (a sliding window of
-3,600 s); and per owner of victims, at most ``budgets[owner]`` of its GPUs evicted over the
-last hour. An owner whose budget a plan would exceed is left out of the candidates and the
-plan made again, so the victims stay 1-minimal among the eligible allocations; a plan over
-the cluster-wide hourly limit is not applied, and the cycle makes no more room.
+least ``min_runtime`` seconds ago and not preempted less than ``cooldown`` seconds ago (the
+engine's ``min_runtime`` and ``exempt_allocations``, so the search stays in the core); at
+most ``max_victims_per_cycle`` victims in one cycle; at most ``max_evicted_gpus_per_hour``
+GPUs evicted over the last hour (a sliding window of 3,600 s); and per owner of victims, at
+most ``budgets[owner]`` of its GPUs evicted over the last hour. An owner whose budget a plan
+would exceed is left out of the candidates and the plan made again, so the victims stay
+1-minimal among the eligible allocations; a plan over the cluster-wide hourly limit is not
+applied, and the cycle makes no more room.
 """
 
 from __future__ import annotations
@@ -30,11 +32,13 @@ class Brakes:
     """The limits and the evictions counted against them (mutable: the scheduler's own)."""
 
     min_runtime: float = 0.0
+    cooldown: float = 0.0
     max_victims_per_cycle: int | None = None
     max_evicted_gpus_per_hour: int | None = None
     budgets: dict[str, int] = field(default_factory=dict)
     evicted: deque[tuple[float, str | None, int]] = field(default_factory=deque)
     victims_this_cycle: int = 0
+    preempted_at: dict[str, float] = field(default_factory=dict)  # job id -> last eviction
     # Told the name of each brake that holds (the scheduler's metrics), if set.
     refused: Callable[[str], None] | None = None
 
@@ -46,15 +50,17 @@ class Brakes:
     def checked(
         cls,
         min_runtime: float,
+        cooldown: float,
         max_victims_per_cycle: int | None,
         max_evicted_gpus_per_hour: int | None,
         budgets: Mapping[str, int] | None,
     ) -> Brakes:
         """The brakes, after checking every argument (``TypeError``, ``InvalidRequest``)."""
-        if isinstance(min_runtime, bool) or not isinstance(min_runtime, (int, float)):
-            raise TypeError("min_runtime must be a number of seconds")
-        if not math.isfinite(min_runtime) or min_runtime < 0:
-            raise InvalidRequest(f"min_runtime must be finite and >= 0, got {min_runtime!r}")
+        for what, seconds in (("min_runtime", min_runtime), ("preemption_cooldown", cooldown)):
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+                raise TypeError(f"{what} must be a number of seconds")
+            if not math.isfinite(seconds) or seconds < 0:
+                raise InvalidRequest(f"{what} must be finite and >= 0, got {seconds!r}")
         for what, limit in (
             ("max_victims_per_cycle", max_victims_per_cycle),
             ("max_evicted_gpus_per_hour", max_evicted_gpus_per_hour),
@@ -68,6 +74,7 @@ class Brakes:
             raise TypeError("budgets must map owner names (str) to GPUs per hour (int)")
         return cls(
             float(min_runtime),
+            float(cooldown),
             max_victims_per_cycle,
             max_evicted_gpus_per_hour,
             dict(budgets or {}),
@@ -87,19 +94,30 @@ class Brakes:
         request: GangRequest,
         now: float,
         victim_of: Callable[[str], tuple[str | None, int]],
+        allocation_of: Callable[[str], str | None],
     ) -> PreemptionPlan | None:
         """The preemption plan the brakes allow for ``request`` now, or ``None``.
 
-        ``victim_of(allocation_id)`` gives a victim's owner and GPUs.
+        ``victim_of(allocation_id)`` gives a victim's owner and GPUs; ``allocation_of(job_id)``
+        a running job's allocation (``None`` when it is not running).
         """
         left = self._victims_left()
         if left == 0:
             self._held("victims_per_cycle")
             return None
         exempt = [owner for owner in self.budgets if self._used(now, owner) >= self.budgets[owner]]
+        cooling = [
+            allocation
+            for job_id, when in self.preempted_at.items()
+            if now - when < self.cooldown and (allocation := allocation_of(job_id)) is not None
+        ]
         while True:
             plan = cluster.plan_preemption(
-                request, max_victims=left, min_runtime=self.min_runtime, exempt_owners=exempt
+                request,
+                max_victims=left,
+                min_runtime=self.min_runtime,
+                exempt_owners=exempt,
+                exempt_allocations=cooling,
             )
             if plan is None or not plan.victims:
                 return plan
@@ -136,10 +154,19 @@ class Brakes:
         )
 
     def record(
-        self, victims: Any, now: float, victim_of: Callable[[str], tuple[str | None, int]]
+        self,
+        victims: Any,
+        now: float,
+        victim_of: Callable[[str], tuple[str | None, int]],
+        job_of: Callable[[str], str | None],
     ) -> None:
-        """Counts applied evictions against the limits."""
+        """Counts applied evictions against the limits, and starts their jobs' cool-down."""
         for victim in victims:
             owner, gpus = victim_of(victim)
             self.evicted.append((now, owner, gpus))
             self.victims_this_cycle += 1
+            job_id = job_of(victim)
+            if job_id is not None and self.cooldown > 0:
+                self.preempted_at[job_id] = now
+        for job_id in [j for j, when in self.preempted_at.items() if now - when >= self.cooldown]:
+            del self.preempted_at[job_id]

@@ -65,6 +65,7 @@ class Scheduler:
             not listed have no quota.
         min_runtime: Seconds a job must have run before preemption or defragmentation
             may take it (S11).
+        preemption_cooldown: Seconds after a job's preemption during which it is no victim.
         max_victims_per_cycle: The most jobs one cycle may evict (``None``: no limit).
         max_evicted_gpus_per_hour: The most GPUs evicted over any hour (sliding window).
         budgets: Owner -> the most of its GPUs evicted over any hour (a disruption budget).
@@ -97,6 +98,7 @@ class Scheduler:
         metrics: Any = None,
         quotas: Mapping[str, int] | None = None,
         min_runtime: float = 0.0,
+        preemption_cooldown: float = 0.0,
         max_victims_per_cycle: int | None = None,
         max_evicted_gpus_per_hour: int | None = None,
         budgets: Mapping[str, int] | None = None,
@@ -111,7 +113,11 @@ class Scheduler:
             )
         self.quotas = checked_quotas(quotas)
         self._brakes = Brakes.checked(
-            min_runtime, max_victims_per_cycle, max_evicted_gpus_per_hour, budgets
+            min_runtime,
+            preemption_cooldown,
+            max_victims_per_cycle,
+            max_evicted_gpus_per_hour,
+            budgets,
         )
         self.cluster = cluster
         self.order = order
@@ -519,6 +525,10 @@ class Scheduler:
 
     def _shadow(self, head: QueuedJob, now: float) -> float:
         return shadow_time(now, self.cluster.stats().free, head.fewest_gpus, self._ends)
+
+    def _allocation_of(self, job_id: str) -> str | None:
+        job = self._running.get(job_id)
+        return None if job is None else job.allocation_id
 
     def _victim_of(self, hold_id: str) -> tuple[str | None, int]:
         """A victim's owner and GPUs (S11): the scheduler's job's, else the cluster's hold's."""

@@ -147,9 +147,9 @@ def _make_room(
     request = scheduler._within_quota(head)
     if scheduler.preemption:
         brakes = scheduler._brakes
-        plan = brakes.plan(cluster, request, now, scheduler._victim_of)
+        plan = brakes.plan(cluster, request, now, scheduler._victim_of, scheduler._allocation_of)
         if plan is not None and plan.victims:
-            brakes.record(plan.victims, now, scheduler._victim_of)
+            brakes.record(plan.victims, now, scheduler._victim_of, scheduler.job_of)
             reservation = cluster.preempt(plan, owner=head.owner)
             evicted = scheduler._evicted(plan.victims, now)
             allocation = cluster.commit(reservation, owner=head.owner)

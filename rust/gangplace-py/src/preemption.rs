@@ -193,6 +193,27 @@ pub fn removal_limits(
     RemovalLimits::new(max_members, min_runtime, exempt, what).map_err(core_to_py)
 }
 
+/// The ids of `exempt_allocations` (an iterable of allocations or ids; `None`: none).
+fn hold_ids(values: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<gangplace_core::HoldId>> {
+    let Some(values) = values.filter(|values| !values.is_none()) else {
+        return Ok(Vec::new());
+    };
+    if values.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(
+            "exempt_allocations must be an iterable of allocations or ids, not a str",
+        ));
+    }
+    let items = values.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "exempt_allocations must be an iterable of allocations or ids, not {}",
+            convert::type_name(values)
+        ))
+    })?;
+    items
+        .map(|item| hold_id(&item?, "each of exempt_allocations"))
+        .collect()
+}
+
 /// A live hold as its Python object.
 pub fn held(py: Python<'_>, held: Held) -> PyResult<Py<PyAny>> {
     Ok(match held {
@@ -208,7 +229,9 @@ impl Cluster {
     /// A pure query (README, rules P1-P6): a gang that fits as it is gets a plan without
     /// victims. Victims are whole live allocations, preemptible, of a strictly lower
     /// priority, committed at least ``min_runtime`` seconds ago, of owners not in
-    /// ``exempt_owners``; the plan is 1-minimal, and the finest level that yields one wins.
+    /// ``exempt_owners``, not in ``exempt_allocations`` (allocations or ids; ids of no live
+    /// allocation are ignored); the plan is 1-minimal among those, and the finest level that
+    /// yields one wins.
     /// A ``MultiGangRequest`` is planned for as one unit: it fits a domain when every group
     /// and colocation succeeds there (README "Multi-role gangs").
     ///
@@ -217,9 +240,10 @@ impl Cluster {
     ///
     /// Raises:
     ///     InvalidRequest: Negative ``max_victims``, bad ``min_runtime``, or an unknown level.
+    ///     UnknownReservation: A string in ``exempt_allocations`` that is no hold id.
     #[pyo3(
-        signature = (request, *, max_victims = None, min_runtime = None, exempt_owners = None),
-        text_signature = "(self, request, *, max_victims=None, min_runtime=0.0, exempt_owners=())"
+        signature = (request, *, max_victims = None, min_runtime = None, exempt_owners = None, exempt_allocations = None),
+        text_signature = "(self, request, *, max_victims=None, min_runtime=0.0, exempt_owners=(), exempt_allocations=())"
     )]
     fn plan_preemption(
         &self,
@@ -228,9 +252,11 @@ impl Cluster {
         max_victims: Option<&Bound<'_, PyAny>>,
         min_runtime: Option<&Bound<'_, PyAny>>,
         exempt_owners: Option<&Bound<'_, PyAny>>,
+        exempt_allocations: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<PreemptionPlan>> {
         let request = crate::roles::any_request(request, "request")?;
         let limits = removal_limits(max_victims, "max_victims", min_runtime, exempt_owners)?;
+        let limits = limits.with_exempt_holds(hold_ids(exempt_allocations)?);
         let now = self.now(py)?;
         let plan = self.run_detached(py, |engine| {
             Ok(match &request {

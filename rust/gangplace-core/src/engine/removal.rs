@@ -38,7 +38,9 @@ impl Engine {
             let exempt = hold
                 .owner
                 .as_deref()
-                .is_some_and(|owner| limits.exempt_owners.iter().any(|e| e == owner));
+                .is_some_and(|owner| limits.exempt_owners.iter().any(|e| e == owner))
+                || (!limits.exempt_holds.is_empty()
+                    && limits.exempt_holds.binary_search(&id).is_ok());
             let old_enough = now - hold.since >= limits.min_runtime;
             if hold.state != HoldState::Committed || !eligible || exempt || !old_enough {
                 continue;

@@ -434,6 +434,8 @@ pub struct RemovalLimits {
     pub min_runtime: f64,
     /// Never allocations of these owners.
     pub exempt_owners: Vec<String>,
+    /// Never these allocations, sorted (a scheduler's cool-down after a preemption).
+    pub exempt_holds: Vec<HoldId>,
 }
 
 impl RemovalLimits {
@@ -468,7 +470,17 @@ impl RemovalLimits {
             max_members,
             min_runtime,
             exempt_owners,
+            exempt_holds: Vec::new(),
         })
+    }
+
+    /// The same limits, never removing the allocations `holds` (sorted here, each once).
+    #[must_use]
+    pub fn with_exempt_holds(mut self, mut holds: Vec<HoldId>) -> Self {
+        holds.sort_unstable();
+        holds.dedup();
+        self.exempt_holds = holds;
+        self
     }
 }
 
