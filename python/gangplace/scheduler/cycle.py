@@ -50,7 +50,7 @@ def _walk(
     ``blocked[0]`` is set to the walk's blocked head (``None`` if none).
     """
     blocked[0] = None
-    walk = LastWalk(now, scheduler.backfill, scheduler._queue.added)
+    walk = LastWalk(scheduler.backfill, scheduler._queue.added)
     scheduler._last_walk = walk
     queue = scheduler._queue
     failed: set[ClassKey] = set()

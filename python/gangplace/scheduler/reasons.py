@@ -26,7 +26,6 @@ NOFIT = "does not fit now (a job like it was tried behind the blocked head)"
 class LastWalk:
     """What the last walk of the last cycle saw (mutable while the walk runs)."""
 
-    now: float
     backfill: str
     queued: int  # the queue's count of additions when the walk began
     failed: dict[ClassKey, str] = field(default_factory=dict)

@@ -442,6 +442,9 @@ impl Engine {
         if self.states.totals() != self.states.recount() {
             return Err(internal("the GPU totals drifted from the nodes"));
         }
+        if !self.states.unhealthy_mirrored() {
+            return Err(internal("the packed unhealthy GPUs drifted from the nodes"));
+        }
         let slots = self.topology.node_slots();
         let mut reserved = vec![GpuSet::EMPTY; slots];
         let mut allocated = vec![GpuSet::EMPTY; slots];
