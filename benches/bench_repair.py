@@ -218,3 +218,20 @@ def bench_plan_repair_preempt_reference(benchmark: Any, contested: dict[str, Any
     assert [(r, p.node, tuple(p.gpus)) for r, p in got.replacements] == [
         (r, p.node, tuple(p.gpus)) for r, p in expected.replacements
     ]
+
+
+@pytest.mark.parametrize("lost", [True, False], ids=["lost-only", "all"])
+def bench_lost_allocations(benchmark: Any, broken: dict[str, Any], lost: bool) -> None:
+    """``allocations(lost=True)`` (what a scheduler asks every cycle, README "Repair after
+    failures") against listing every allocation, at 90% fill with the one broken gang."""
+    cluster: Cluster = broken["cluster"]
+    found = benchmark(cluster.allocations, lost=lost)
+    if lost:
+        assert [a.id for a in found] == [broken["allocation"]]
+    benchmark.extra_info.update(allocations=len(found))
+
+
+def bench_lost_allocations_reference(benchmark: Any, broken: dict[str, Any]) -> None:
+    """The reference's ``allocations(lost=True)`` (every allocation made, then filtered)."""
+    found = benchmark.pedantic(broken["oracle"].allocations, kwargs={"lost": True}, rounds=1)
+    assert [a.id for a in found] == [broken["twin_id"]]

@@ -95,7 +95,7 @@ def bench_cycle_10k_reference(
     got = benchmark.pedantic(slow.cycle, args=(0.0,), rounds=1, iterations=1)
     assert [s.job_id for s in got.started] == [s.job_id for s in want.started]
     for started in got.started:
-        slow.cancel(started.job_id)
+        slow.cancel(started.job_id, 0.0)
 
 
 def bench_pending_10k(benchmark: Any, loaded: tuple[Cluster, list[Any]]) -> None:

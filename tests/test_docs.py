@@ -40,6 +40,8 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "['finetune']" in printed
     assert "the blocked head: it does not fit now" in printed  # Scheduler.pending, S10
     assert "()\n('batch',)" in printed  # S11: min_runtime spares a young victim
+    assert "0.0 ['submitted', 'started', 'preempted']" in printed  # S14: its history
+    assert "('f0', 'f1') 1 ('f0', 'f2')" in printed  # S13: a failure repaired in place
     assert 'gang "finetune" of 2 pods x 8 GPUs does not fit: no node holds a pod' in printed
     assert "rack ('r0',) 8" in printed  # adopt
     assert "cluster ['a', 'b', 'c'] 5" in printed  # adopt(into=...)

@@ -1,4 +1,4 @@
-"""gangplace.Scheduler against the naive reference of the README's rules S1-S9.
+"""gangplace.Scheduler against the naive reference of the README's rules S1-S14.
 
 Both run on identical clusters (sequential hold ids, so that preemption's tie-breaks by id
 agree) through the same random operations; every cycle's decisions must be equal.
@@ -75,6 +75,11 @@ submits = st.tuples(
     st.sampled_from([None, 20.0, 50.0, 200.0]),
     st.sampled_from([None, 0.0, 25.0]),
     ladders,
+    st.sampled_from(["requeue", "repair", "repair", "fail"]),  # rule S13
+)
+# Hardware under running jobs (rule S13): a GPU fails or comes back, a node goes.
+hardware = st.tuples(st.just("unhealthy"), st.integers(0, 7), st.integers(0, 3)) | st.tuples(
+    st.sampled_from(["healthy", "remove"]), st.integers(0, 7), st.just(0)
 )
 operations = st.lists(
     st.one_of(
@@ -82,6 +87,7 @@ operations = st.lists(
         st.one_of(
             st.tuples(st.sampled_from(["finish", "cancel", "requeue"]), st.integers(0, 15)),
             st.tuples(st.just("cycle"), st.sampled_from([0.0, 5.0, 10.0, 30.0])),
+            hardware,
         ),
     ),
     min_size=10,
@@ -117,6 +123,10 @@ def _decisions(decisions: Any) -> tuple[Any, ...]:
         decisions.degraded,
         decisions.pending,
         decisions.head,
+        tuple((r.job_id, r.plan, r.allocation.placement) for r in decisions.repaired),
+        decisions.requeued,
+        decisions.failed,
+        tuple(sorted(decisions.reasons)),
     )
 
 
@@ -137,7 +147,7 @@ def test_scheduler_matches_the_reference(
     submitted = 0
     for op in ops:
         if op[0] == "submit":
-            _, request, owner, walltime, timeout, ladder = op
+            _, request, owner, walltime, timeout, ladder, on_failure = op
             job_id = f"j{submitted}"
             submitted += 1
             outcomes = []
@@ -151,6 +161,7 @@ def test_scheduler_matches_the_reference(
                             walltime=walltime,
                             timeout=timeout,
                             ladder=ladder,
+                            on_failure=on_failure,
                         )
                     else:
                         slow.submit(
@@ -161,6 +172,7 @@ def test_scheduler_matches_the_reference(
                             walltime=walltime,
                             timeout=timeout,
                             ladder=ladder,
+                            on_failure=on_failure,
                         )
                     outcomes.append("queued")
                 except Unschedulable:
@@ -171,17 +183,31 @@ def test_scheduler_matches_the_reference(
             results: list[object] = []
             for scheduler in (fast, slow):
                 try:
-                    if op[0] == "finish":
-                        scheduler.finish(job_id)
+                    if op[0] == "finish" and scheduler is fast:
+                        fast.finish(job_id)
                         results.append("finished")
+                    elif op[0] == "finish":
+                        slow.finish(job_id, now[0])
+                        results.append("finished")
+                    elif op[0] == "cancel" and scheduler is fast:
+                        results.append(fast.cancel(job_id))
                     elif op[0] == "cancel":
-                        results.append(scheduler.cancel(job_id))
+                        results.append(slow.cancel(job_id, now[0]))
                     else:
                         scheduler.requeue(job_id, now[0])
                         results.append("requeued")
                 except UnknownJob:
                     results.append("unknown")
             assert results[0] == results[1], (op, results)
+        elif op[0] in ("unhealthy", "healthy", "remove"):
+            name = f"n{op[1]}"
+            for cluster in (fast_cluster, slow_cluster):
+                if name not in cluster.nodes():
+                    continue
+                if op[0] == "remove":
+                    cluster.remove_node(name)
+                else:
+                    cluster.set_gpu_health(name, op[2], op[0] == "healthy")
         else:
             now[0] += op[1]
             got = _decisions(fast.cycle(now[0]))
@@ -196,5 +222,15 @@ def test_scheduler_matches_the_reference(
                 event("timed out")
             if got[5]:
                 event("degraded")
+            for kind, index in (("repaired", 8), ("requeued on failure", 9), ("failed", 10)):
+                if got[index]:
+                    event(kind)
         fast_cluster.check_invariants()
     assert fast_cluster.snapshot() == slow_cluster.snapshot()
+    for index in range(submitted):  # rule S14: the same histories, sums and summary
+        try:
+            want_history = slow.history(f"j{index}", now[0])
+        except UnknownJob:
+            continue
+        assert fast.history(f"j{index}") == want_history
+    assert fast.summary() == slow.summary(now[0])

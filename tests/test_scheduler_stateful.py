@@ -59,6 +59,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         walltime=st.sampled_from([None, 3.0, 5.0, 20.0, 60.0, 200.0]),
         owner=st.sampled_from([None, "a"]),
         elastic=st.booleans(),
+        on_failure=st.sampled_from(["requeue", "repair", "fail"]),
     )
     def submit(
         self,
@@ -68,12 +69,15 @@ class SchedulerMachine(RuleBasedStateMachine):
         walltime: float | None,
         owner: str | None,
         elastic: bool,
+        on_failure: str,
     ) -> None:
         job_id = f"j{self.submitted}"
         self.submitted += 1
         request = GangRequest(pods, gpus, required_level=level, min_pods=1 if elastic else None)
         try:
-            self.scheduler.submit(job_id, request, owner=owner, walltime=walltime)
+            self.scheduler.submit(
+                job_id, request, owner=owner, walltime=walltime, on_failure=on_failure
+            )
         except Unschedulable:
             return
         self.walltimes[job_id] = walltime
@@ -135,9 +139,35 @@ class SchedulerMachine(RuleBasedStateMachine):
         before = self.cluster.snapshot()
         decisions = self.scheduler.cycle(self.now)
         self._check_reasons(decisions)
+        self._check_failures_handled(decisions)
         backfilled = [s for s in decisions.started if s.backfilled]
         if backfilled:
             self._check_no_delay(before, decisions)
+
+    def _check_failures_handled(self, decisions: Any) -> None:
+        """Rule S13: right after a cycle no running job has lost ranks; the jobs that had
+        are repaired (running, nothing lost), requeued (pending or started again) or failed
+        (gone, their history says so); rule S14: every job's history agrees with its state."""
+        for job in self.scheduler.running():
+            assert job.allocation.lost == (), job
+        for repaired in decisions.repaired:
+            assert self.scheduler.status(repaired.job_id) == "running"
+            assert self.scheduler.history(repaired.job_id).events[-1].kind == "repaired"
+            event("failure repaired in place")
+        for job_id in decisions.failed:
+            assert self.scheduler.history(job_id).state == "failed"
+            event("job failed on lost ranks")
+        for job_id in decisions.requeued:
+            event("job requeued on lost ranks")
+            kinds = [e.kind for e in self.scheduler.history(job_id).events]
+            assert "requeued" in kinds
+        for waiting in self.scheduler.pending():
+            assert self.scheduler.history(waiting.job_id).state == "pending"
+        for job in self.scheduler.running():
+            history = self.scheduler.history(job.job_id)
+            assert history.state == "running" and history.starts >= 1
+        reasons = dict(decisions.reasons)  # rule S12: one reason per job still queued
+        assert set(reasons) == {job.job_id for job in self.scheduler.pending()}
 
     def _check_reasons(self, decisions: Any) -> None:
         """Rule S10: the cycle's blocked head says so (unless its quota is full now), and no

@@ -707,6 +707,9 @@ class EngineVersusReference(RuleBasedStateMachine):
 
     def _holds_agree(self) -> None:
         """Live holds: same ids (through the map), placements, deadlines and owners."""
+        lost = {self.ids[a.id]: a.lost for a in self.engine.allocations(lost=True)}
+        assert lost == {a.id: a.lost for a in self.oracle.allocations(lost=True)}
+        assert all(lost.values())  # allocations(lost=True): only those with lost ranks
         held: set[tuple[str, int]] = set()
         for listing in ("reservations", "allocations"):
             got = {self.ids[h.id]: h for h in getattr(self.engine, listing)()}

@@ -56,7 +56,17 @@ from gangplace.errors import (
     Unschedulable,
 )
 from gangplace.gpu_topology import NodeTopology
-from gangplace.scheduler import Decisions, PendingJob, RunningJob, Scheduler, Started
+from gangplace.scheduler import (
+    Decisions,
+    HistorySummary,
+    JobEvent,
+    JobHistory,
+    PendingJob,
+    Repaired,
+    RunningJob,
+    Scheduler,
+    Started,
+)
 
 if TYPE_CHECKING:
     from gangplace import synth
@@ -73,9 +83,12 @@ __all__ = [
     "Explanation",
     "GangRequest",
     "GangplaceError",
+    "HistorySummary",
     "InternalError",
     "InvalidRequest",
     "InvalidSnapshot",
+    "JobEvent",
+    "JobHistory",
     "LevelExplanation",
     "LimitExceeded",
     "Move",
@@ -88,6 +101,7 @@ __all__ = [
     "PodPlacement",
     "PreemptionPlan",
     "RepairPlan",
+    "Repaired",
     "Reservation",
     "ReservationError",
     "ReservationExpired",

@@ -1301,8 +1301,13 @@ class Cluster:
             UnknownReservation: No such id, or it belongs to another owner.
 
         """
-    def allocations(self, owner: str | None = None) -> list[Allocation]:
-        """Live allocations, sorted by id; only ``owner``'s when given, else all."""
+    def allocations(self, owner: str | None = None, *, lost: bool = False) -> list[Allocation]:
+        """Live allocations, sorted by id; only ``owner``'s when given, else all.
+
+        With ``lost=True``, only those with lost ranks (README "Repair after failures"):
+        the others are skipped inside the engine, so a scheduler finds its damaged jobs
+        each cycle without reading every allocation.
+        """
     def to_svg(self, highlight: Placement | None = None) -> str:
         """The rack map as an SVG document (see ``gangplace.pictures``).
 

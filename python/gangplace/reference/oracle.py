@@ -564,14 +564,15 @@ class Cluster(Planning, Removals, Adoption, Repairs, Validation, Inventory, PodE
             if not hold.committed and (owner is None or hold.owner == owner)
         ]
 
-    def allocations(self, owner: str | None = None) -> list[Allocation]:
-        """Live allocations sorted by id; only ``owner``'s when given."""
+    def allocations(self, owner: str | None = None, *, lost: bool = False) -> list[Allocation]:
+        """Live allocations sorted by id; only ``owner``'s when given; ``lost``: with lost ranks."""
         self._reclaim()
-        return [
+        every = [
             hold.allocation(hid, self._nodes)
             for hid, hold in sorted(self._holds.items())
             if hold.committed and (owner is None or hold.owner == owner)
         ]
+        return [allocation for allocation in every if allocation.lost or not lost]
 
     def check_invariants(self) -> None:
         """Nothing to check: the reference keeps no aggregates."""

@@ -1,4 +1,4 @@
-"""The Scheduler rules of the README (S1-S9), implemented naively, for the tests.
+"""The Scheduler rules of the README (S1-S14), implemented naively, for the tests.
 
 Every cycle sorts the whole queue and walks it job by job; every form change is found by
 looking at every job. Nothing here is grouped, cached or indexed: it is the readable
@@ -15,14 +15,17 @@ from typing import Any
 from gangplace._gangplace import Allocation, Cluster, GangRequest
 from gangplace.errors import (
     DuplicateJob,
+    GangplaceError,
     InvalidRequest,
     LimitExceeded,
     UnknownJob,
     Unschedulable,
 )
 from gangplace.reference import spares
+from gangplace.reference.history import ReferenceHistories
 from gangplace.reference.values import MAX_NAME_BYTES
-from gangplace.scheduler.values import Decisions, Moved, Started
+from gangplace.scheduler.history import HistorySummary, JobHistory
+from gangplace.scheduler.values import Decisions, Moved, Repaired, Started
 
 __all__ = ["ReferenceScheduler"]
 
@@ -41,6 +44,7 @@ class _Job:
     timed_out: bool = False
     allocation: Allocation | None = None
     started_at: float | None = None
+    on_failure: str = "requeue"
 
 
 class ReferenceScheduler:
@@ -60,8 +64,10 @@ class ReferenceScheduler:
         max_victims_per_cycle: int | None = None,
         max_evicted_gpus_per_hour: int | None = None,
         budgets: dict[str, int] | None = None,
+        history_limit: int = 100_000,
     ) -> None:
         self.cluster = cluster
+        self.histories = ReferenceHistories(history_limit)
         self.min_runtime = min_runtime
         self.cooldown = preemption_cooldown
         self.preempted_at: dict[str, float] = {}  # job id -> its last preemption
@@ -93,6 +99,7 @@ class ReferenceScheduler:
         walltime: float | None = None,
         timeout: float | None = None,
         ladder: tuple[tuple[float, str | None], ...] = (),
+        on_failure: str = "requeue",
     ) -> None:
         """S2: refuse what can never start; otherwise queue it, its wait beginning now."""
         for what, name in (("job_id", job_id), ("owner", owner)):
@@ -129,6 +136,9 @@ class ReferenceScheduler:
             raise Unschedulable(f"job {job_id!r} can never start")
         self.sequence += 1
         job = _Job(job_id, request, owner, walltime, timeout, tuple(ladder), self.sequence)
+        job.on_failure = on_failure
+        self.histories.add(job_id, now, "submitted")
+        self.histories.owners[job_id] = owner
         self._queue(job, now)
 
     def _queue(self, job: _Job, now: float) -> None:
@@ -173,24 +183,36 @@ class ReferenceScheduler:
         )
         return level, elastic
 
-    def cancel(self, job_id: str) -> bool:
+    def cancel(self, job_id: str, now: float) -> bool:
         """Drops a pending job or releases a running one."""
         for job in self.pending:
             if job.job_id == job_id:
                 self.pending.remove(job)
+                self.histories.add(job_id, now, "cancelled")
                 return False
         self._end(self._running(job_id), release=True)
+        self.histories.add(job_id, now, "cancelled")
         return True
 
-    def finish(self, job_id: str) -> None:
+    def finish(self, job_id: str, now: float) -> None:
         """Releases a running job."""
         self._end(self._running(job_id), release=True)
+        self.histories.add(job_id, now, "finished")
 
     def requeue(self, job_id: str, now: float) -> None:
         """Releases a running job and queues it again at its old position."""
         job = self._running(job_id)
         self._end(job, release=True)
+        self.histories.add(job_id, now, "requeued", "requeue()")
         self._queue(job, now)
+
+    def history(self, job_id: str, now: float) -> JobHistory:
+        """S14: the job's history as of ``now``."""
+        return self.histories.of(job_id, now)
+
+    def summary(self, now: float) -> HistorySummary:
+        """S14: the figures over the finished jobs kept."""
+        return self.histories.summary(now)
 
     def _running(self, job_id: str) -> _Job:
         for job in self.running:
@@ -208,7 +230,12 @@ class ReferenceScheduler:
     # ---------------------------------------------------------------- S4-S9: a cycle
 
     def cycle(self, now: float) -> Decisions:
-        """S4: apply due form changes, then walk the queue until no walk makes room."""
+        """S13 first (running jobs that lost ranks), then S4.
+
+        Due form changes are applied, then the queue is walked until no walk makes room.
+        """
+        self.victims_this_cycle = 0
+        repaired, requeued, failed, repair_evicted = self._failures(now)
         timed_out, degraded = [], []
         for job in sorted(self.pending, key=self._order):
             form = self._form(job, now)
@@ -222,20 +249,111 @@ class ReferenceScheduler:
         started: list[Started] = []
         evicted: list[str] = []
         moved: list[Moved] = []
-        self.victims_this_cycle = 0
         while self._walk(now, started, evicted, moved):
             pass
         head = self.head
         return Decisions(
             now,
             tuple(started),
-            tuple(evicted),
+            tuple(repair_evicted + evicted),
             tuple(moved),
             tuple(timed_out),
             tuple(degraded),
             len(self.pending),
             head,
+            tuple(repaired),
+            tuple(requeued),
+            tuple(failed),
+            {job.job_id: "" for job in self.pending},  # which jobs wait (not why: S10)
         )
+
+    def _failures(self, now: float) -> tuple[list[Repaired], list[str], list[str], list[str]]:
+        """S13: every running job with lost ranks, in queue order, by its ``on_failure``."""
+        repaired: list[Repaired] = []
+        requeued: list[str] = []
+        failed: list[str] = []
+        evicted: list[str] = []
+        lost = {a.id: a.lost for a in self.cluster.allocations() if a.lost}
+        for job in sorted(self.running, key=self._order):
+            if job not in self.running or job.allocation is None:
+                continue  # ended by an earlier repair's preemption
+            if job.allocation.id not in lost:
+                continue
+            ranks = ", ".join(str(rank) for rank in lost[job.allocation.id])
+            if job.on_failure == "repair":
+                done = self._repair(job, now, evicted)
+                if done is not None:
+                    repaired.append(done)
+                    self.histories.add(job.job_id, now, "repaired", f"ranks {ranks}")
+                    continue
+            self._end(job, release=True)
+            if job.on_failure == "fail":
+                self.histories.add(job.job_id, now, "failed", f"lost ranks {ranks}")
+                failed.append(job.job_id)
+                continue
+            self.histories.add(job.job_id, now, "requeued", f"lost ranks {ranks}")
+            self._queue(job, now)
+            requeued.append(job.job_id)
+        return repaired, requeued, failed, evicted
+
+    def _repair(self, job: _Job, now: float, evicted: list[str]) -> Repaired | None:
+        """S13: a repair in place (widened; with preemption, victims the brakes allow)."""
+        assert job.allocation is not None
+        hold = job.allocation.id
+        try:
+            plan = self.cluster.plan_repair(hold, widen=True, owner=job.owner)
+            if plan is None and self.preemption:
+                plan = self.cluster.plan_repair(hold, widen=True, preempt=True, owner=job.owner)
+                if plan is not None and not self._victims_allowed(plan.victims, now):
+                    plan = None
+            if plan is None:
+                return None
+            victims = [(victim, *self._victim(victim)) for victim in plan.victims]
+            reservation = self.cluster.repair(plan, owner=job.owner)
+            allocation = self.cluster.commit_repair(reservation, owner=job.owner)
+        except GangplaceError:
+            return None
+        self._count_evictions(victims, now)
+        evicted.extend(self._evict(plan.victims, now, f"repair of {job.job_id}"))
+        job.allocation = allocation
+        return Repaired(job.job_id, plan, allocation)
+
+    def _victims_allowed(self, victims: tuple[str, ...], now: float) -> bool:
+        """S11 for a repair's victims: every brake must let all of them go."""
+        left = None
+        if self.max_victims_per_cycle is not None:
+            left = self.max_victims_per_cycle - self.victims_this_cycle
+        if left is not None and len(victims) > left:
+            return False
+        every = {a.id: a for a in self.cluster.allocations()}
+        for victim in victims:
+            of_job = [j.job_id for j in self.running if j.allocation and j.allocation.id == victim]
+            preempted = self.preempted_at.get(of_job[0], -math.inf) if of_job else -math.inf
+            if now - every[victim].since < self.min_runtime or now - preempted < self.cooldown:
+                return False
+        recent = [(owner, gpus) for when, owner, gpus in self.evictions if when > now - 3600.0]
+        taking: dict[str, int] = {}
+        for victim in victims:
+            owner, gpus = self._victim(victim)
+            if owner is not None and owner in self.budgets:
+                taking[owner] = taking.get(owner, 0) + gpus
+        for owner, gpus in taking.items():
+            if sum(g for who, g in recent if who == owner) + gpus > self.budgets[owner]:
+                return False
+        limit = self.max_evicted_gpus_per_hour
+        evicting = sum(self._victim(victim)[1] for victim in victims)
+        return limit is None or sum(gpus for _, gpus in recent) + evicting <= limit
+
+    def _count_evictions(self, victims: list[tuple[str, str | None, int]], now: float) -> None:
+        """S11: evictions counted against the limits; victims' jobs start their cool-down."""
+        for victim, owner, gpus in victims:
+            self.evictions.append((now, owner, gpus))
+            for job in self.running:
+                hit = job.allocation is not None and job.allocation.id == victim
+                if hit and self.cooldown > 0:
+                    self.preempted_at[job.job_id] = now
+        self.victims_this_cycle += len(victims)
+        self.preempted_at = {j: t for j, t in self.preempted_at.items() if now - t < self.cooldown}
 
     def _order(self, job: _Job) -> tuple[int, int]:
         """S1: submission order, or priority first."""
@@ -330,6 +448,8 @@ class ReferenceScheduler:
         self.pending.remove(job)
         job.allocation, job.started_at = allocation, now
         self.running.append(job)
+        detail = allocation.id + (" (backfilled)" if backfilled else "")
+        self.histories.add(job.job_id, now, "started", detail)
         return Started(job.job_id, allocation, now - job.wait_began, backfilled, tuple(evicted))
 
     def _shadow(self, head: _Job, now: float) -> float:
@@ -360,18 +480,10 @@ class ReferenceScheduler:
         if self.preemption:
             plan = self._braked_plan(request, now)
             if plan is not None and plan.victims:
-                for victim in plan.victims:
-                    self.evictions.append((now, *self._victim(victim)))
-                    for job in self.running:
-                        hit = job.allocation is not None and job.allocation.id == victim
-                        if hit and self.cooldown > 0:
-                            self.preempted_at[job.job_id] = now
-                self.victims_this_cycle += len(plan.victims)
-                self.preempted_at = {
-                    j: t for j, t in self.preempted_at.items() if now - t < self.cooldown
-                }
+                victims = [(victim, *self._victim(victim)) for victim in plan.victims]
+                self._count_evictions(victims, now)
                 reservation = self.cluster.preempt(plan, owner=head.owner)
-                evicted = self._evict(plan.victims, now)
+                evicted = self._evict(plan.victims, now, head.job_id)
                 allocation = self.cluster.commit(reservation, owner=head.owner)
                 return self._start(head, allocation, now, False, evicted), evicted, []
         if self.defrag:
@@ -386,7 +498,8 @@ class ReferenceScheduler:
                         if job.allocation is not None and job.allocation.id == move.allocation:
                             job.allocation = allocation
                             moved.append(Moved(job.job_id, move, allocation))
-                evicted = self._evict(defrag.evictions, now)
+                            self.histories.add(job.job_id, now, "moved", allocation.id)
+                evicted = self._evict(defrag.evictions, now, head.job_id)
                 allocation = self.cluster.commit(reservation, owner=head.owner)
                 return self._start(head, allocation, now, False, evicted), evicted, moved
         return None
@@ -444,7 +557,7 @@ class ReferenceScheduler:
             return None
         return plan
 
-    def _evict(self, hold_ids: tuple[str, ...], now: float) -> list[str]:
+    def _evict(self, hold_ids: tuple[str, ...], now: float, for_job: str) -> list[str]:
         names = []
         for hold_id in hold_ids:
             match = [j for j in self.running if j.allocation and j.allocation.id == hold_id]
@@ -452,6 +565,7 @@ class ReferenceScheduler:
                 names.append(hold_id)
                 continue
             self._end(match[0], release=False)
+            self.histories.add(match[0].job_id, now, "preempted", f"for {for_job}")
             self._queue(match[0], now)
             names.append(match[0].job_id)
         return names

@@ -7,6 +7,27 @@ tests compare it with.
 """
 
 from gangplace.scheduler.core import Scheduler
-from gangplace.scheduler.values import Decisions, Moved, PendingJob, RunningJob, Started
+from gangplace.scheduler.history import HistorySummary, JobEvent, JobHistory
+from gangplace.scheduler.values import (
+    Decisions,
+    Moved,
+    PendingJob,
+    PendingReasons,
+    Repaired,
+    RunningJob,
+    Started,
+)
 
-__all__ = ["Decisions", "Moved", "PendingJob", "RunningJob", "Scheduler", "Started"]
+__all__ = [
+    "Decisions",
+    "HistorySummary",
+    "JobEvent",
+    "JobHistory",
+    "Moved",
+    "PendingJob",
+    "PendingReasons",
+    "Repaired",
+    "RunningJob",
+    "Scheduler",
+    "Started",
+]

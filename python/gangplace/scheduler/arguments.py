@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 
 from gangplace.errors import InvalidRequest
 
-__all__ = ["checked_ladder", "checked_quotas", "checked_seconds"]
+__all__ = ["checked_choice", "checked_ladder", "checked_quotas", "checked_seconds"]
 
 
 def checked_seconds(what: str, value: float | None, *, positive: bool) -> float | None:
@@ -61,3 +61,12 @@ def checked_quotas(quotas: Mapping[str, int] | None) -> dict[str | None, int]:
             raise InvalidRequest(f"quota of owner {owner!r} must be >= 0, got {gpus}")
         checked[owner] = gpus
     return checked
+
+
+def checked_choice(what: str, value: object, choices: tuple[str, ...]) -> str:
+    """``value`` if it is one of ``choices`` (``TypeError`` for a non-str)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    if value not in choices:
+        raise InvalidRequest(f"{what} must be one of {', '.join(choices)}; got {value!r}")
+    return value

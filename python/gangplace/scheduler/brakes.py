@@ -121,7 +121,7 @@ class Brakes:
             )
             if plan is None or not plan.victims:
                 return plan
-            over = self._over_budget(plan, now, victim_of)
+            over = self._over_budget(plan.victims, now, victim_of)
             if not over:
                 break
             exempt.extend(over)
@@ -138,12 +138,46 @@ class Brakes:
             return None
         return max(self.max_victims_per_cycle - self.victims_this_cycle, 0)
 
+    def allow(
+        self,
+        victims: tuple[str, ...],
+        now: float,
+        victim_of: Callable[[str], tuple[str | None, int]],
+        since_of: Callable[[str], float],
+        job_of: Callable[[str], str | None],
+    ) -> bool:
+        """Whether every brake lets these victims (a repair's, rule S13) be ended now.
+
+        ``since_of(allocation_id)`` gives when a victim was committed.
+        """
+        left = self._victims_left()
+        if left is not None and len(victims) > left:
+            self._held("victims_per_cycle")
+            return False
+        for victim in victims:
+            job_id = job_of(victim)
+            preempted = -math.inf if job_id is None else self.preempted_at.get(job_id, -math.inf)
+            if now - since_of(victim) < self.min_runtime or now - preempted < self.cooldown:
+                return False
+        if self._over_budget(victims, now, victim_of):
+            self._held("budget")
+            return False
+        if self.max_evicted_gpus_per_hour is not None:
+            evicting = sum(victim_of(victim)[1] for victim in victims)
+            if self._used(now, everyone=True) + evicting > self.max_evicted_gpus_per_hour:
+                self._held("evicted_gpus_per_hour")
+                return False
+        return True
+
     def _over_budget(
-        self, plan: PreemptionPlan, now: float, victim_of: Callable[[str], tuple[str | None, int]]
+        self,
+        victims: tuple[str, ...],
+        now: float,
+        victim_of: Callable[[str], tuple[str | None, int]],
     ) -> list[str]:
-        """Owners whose budget the plan's victims would exceed, sorted."""
+        """Owners whose budget the victims would exceed, sorted."""
         evicting: dict[str, int] = {}
-        for victim in plan.victims:
+        for victim in victims:
             owner, gpus = victim_of(victim)
             if owner is not None and owner in self.budgets:
                 evicting[owner] = evicting.get(owner, 0) + gpus

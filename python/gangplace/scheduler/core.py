@@ -10,10 +10,11 @@ import bisect
 import heapq
 import math
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from gangplace._gangplace import Allocation, Cluster, Explanation, GangRequest
+from gangplace._gangplace import Allocation, Cluster, GangRequest
 from gangplace.errors import (
     DuplicateJob,
     InvalidRequest,
@@ -22,13 +23,21 @@ from gangplace.errors import (
     Unschedulable,
 )
 from gangplace.scheduler.admission import EmptyTwin, checked_name, every_form, relaxed
-from gangplace.scheduler.arguments import checked_ladder, checked_quotas, checked_seconds
+from gangplace.scheduler.arguments import (
+    checked_choice,
+    checked_ladder,
+    checked_quotas,
+    checked_seconds,
+)
 from gangplace.scheduler.brakes import Brakes
 from gangplace.scheduler.cycle import run_cycle
+from gangplace.scheduler.failures import ON_FAILURE, handle_failures
+from gangplace.scheduler.history import Histories
 from gangplace.scheduler.metrics import SchedulerMetrics
 from gangplace.scheduler.queue import PendingQueue, QueuedJob, shadow_time
-from gangplace.scheduler.reasons import LastWalk, pending_reason
-from gangplace.scheduler.values import Decisions, Moved, PendingJob, RunningJob, Started
+from gangplace.scheduler.reasons import LastWalk
+from gangplace.scheduler.values import Decisions, Moved, PendingReasons, Started
+from gangplace.scheduler.views import SchedulerViews
 
 __all__ = ["Scheduler"]
 
@@ -38,7 +47,7 @@ BACKFILLS = ("easy", "none", "any")
 HOLD_TTL = 60.0
 
 
-class Scheduler:
+class Scheduler(SchedulerViews):
     """A gang queue with backfill, priorities, timeouts and metrics around one cluster.
 
     The scheduler owns the holds it makes: a started job's GPUs are reserved and committed
@@ -69,6 +78,8 @@ class Scheduler:
         max_victims_per_cycle: The most jobs one cycle may evict (``None``: no limit).
         max_evicted_gpus_per_hour: The most GPUs evicted over any hour (sliding window).
         budgets: Owner -> the most of its GPUs evicted over any hour (a disruption budget).
+        history_limit: Ended jobs whose histories are kept (the oldest ended are forgotten
+            first; rule S14).
 
     Raises:
         InvalidRequest: Unknown ``order`` or ``backfill``, a negative quota, limit or
@@ -102,6 +113,7 @@ class Scheduler:
         max_victims_per_cycle: int | None = None,
         max_evicted_gpus_per_hour: int | None = None,
         budgets: Mapping[str, int] | None = None,
+        history_limit: int = 100_000,
     ) -> None:
         if not isinstance(cluster, Cluster):
             raise TypeError(f"cluster must be a gangplace.Cluster, not {type(cluster).__name__}")
@@ -112,6 +124,7 @@ class Scheduler:
                 f"backfill must be one of {', '.join(BACKFILLS)}; got {backfill!r}"
             )
         self.quotas = checked_quotas(quotas)
+        self._histories = Histories(Histories.checked_limit(history_limit))
         self._brakes = Brakes.checked(
             min_runtime,
             preemption_cooldown,
@@ -139,6 +152,7 @@ class Scheduler:
         self._twin = EmptyTwin()
         self._last_cycle = -math.inf
         self._last_walk: LastWalk | None = None
+        self._reasons: weakref.ref[PendingReasons] | None = None
 
     # ------------------------------------------------------------------ queue
 
@@ -151,6 +165,7 @@ class Scheduler:
         walltime: float | None = None,
         timeout: float | None = None,
         ladder: Iterable[tuple[float, str | None]] | None = None,
+        on_failure: str = "requeue",
     ) -> None:
         """Queues a job (README, rules S1-S3).
 
@@ -163,14 +178,18 @@ class Scheduler:
                 smaller; before it, only whole. ``None``: elastic at once.
             ladder: ``(seconds waited, required_level or None)`` steps, increasing: the
                 level the gang may span from that wait on (a soft constraint that degrades).
+            on_failure: What a cycle does when the running job loses ranks (rule S13):
+                ``"requeue"`` (release it and queue it again at its position), ``"repair"``
+                (replace the lost ranks in place if a repair fits, else requeue) or
+                ``"fail"`` (release it; it ends).
 
         Raises:
             Unschedulable: It cannot fit even the empty, all-healthy cluster (or its
                 owner's quota); it is not queued. ``.reason`` says why.
             DuplicateJob: ``job_id`` is pending or running.
             InvalidRequest: A ``job_id`` or ``owner`` that is empty or over 253 bytes of
-                UTF-8 (the engine's limit for names), a bad walltime, timeout or ladder, or
-                an unknown level. Nothing is queued.
+                UTF-8 (the engine's limit for names), a bad walltime, timeout, ladder or
+                ``on_failure``, or an unknown level. Nothing is queued.
             TypeError: Wrong argument types.
 
         """
@@ -184,13 +203,18 @@ class Scheduler:
         walltime = checked_seconds("walltime", walltime, positive=True)
         timeout = checked_seconds("timeout", timeout, positive=False)
         steps = checked_ladder(ladder, self.cluster.levels)
+        on_failure = checked_choice("on_failure", on_failure, ON_FAILURE)
         self._admit(job_id, request, owner, steps)
+        self._freeze_reasons()
         self._sequence += 1
         priority = request.priority if self.order == "priority" else 0
         job = QueuedJob(
             job_id, request, owner, walltime, timeout, steps, (-priority, self._sequence), 0.0
         )
-        self._enqueue(job, self.clock())
+        job.on_failure = on_failure
+        now = self.clock()
+        self._histories.submitted(job_id, owner, now)
+        self._enqueue(job, now)
 
     def _admit(
         self,
@@ -248,12 +272,15 @@ class Scheduler:
             UnknownJob: Neither pending nor running.
 
         """
+        self._freeze_reasons()
         if job_id in self._queue.by_id:
             self._queue.remove(self._queue.by_id[job_id])
+            self._histories.ended(job_id, self.clock(), "cancelled")
             self._set_pending_gauge()
             return False
         if job_id in self._running:
             self._end_running(job_id, release=True)
+            self._histories.ended(job_id, self.clock(), "cancelled")
             return True
         raise UnknownJob(f"job {job_id!r} is neither pending nor running", job_id)
 
@@ -266,7 +293,9 @@ class Scheduler:
         """
         if job_id not in self._running:
             raise UnknownJob(f"job {job_id!r} is not running", job_id)
+        self._freeze_reasons()
         self._end_running(job_id, release=True)
+        self._histories.ended(job_id, self.clock(), "finished")
 
     def requeue(self, job_id: str, now: float | None = None) -> None:
         """Ends a running job and queues it again at its old position (a new wait begins).
@@ -279,8 +308,11 @@ class Scheduler:
         """
         if job_id not in self._running:
             raise UnknownJob(f"job {job_id!r} is not running", job_id)
+        when = self._now(now)
+        self._freeze_reasons()
         job = self._end_running(job_id, release=True)
-        self._enqueue(job, self._now(now))
+        self._histories.stopped(job_id, when, "requeued", "requeue()")
+        self._enqueue(job, when)
         if self.metrics is not None:
             self.metrics.job_requeued(job.owner, preempted=False)
         self._set_pending_gauge()
@@ -298,97 +330,6 @@ class Scheduler:
         del self._ends[bisect.bisect_left(self._ends, (end, gpus, job_id))]
         job.allocation_id = job.started_at = None
         return job
-
-    # ------------------------------------------------------------------ queries
-
-    def pending(self) -> list[PendingJob]:
-        """The queued jobs in queue order, each with the reason it is not running (S10).
-
-        The reason comes from the last cycle (the owner's quota, the blocked head, behind
-        it, ...) in constant time per job: the engine is not asked. ``explain(job_id)``
-        asks it about one job.
-        """
-        now, walk, quotas = self.clock(), self._last_walk, self.quotas
-        return [
-            PendingJob(
-                job.job_id,
-                job.current(),
-                job.owner,
-                now - job.wait_began,
-                (job.owner in quotas and self._quota_reason(job)) or pending_reason(walk, job),
-            )
-            for job in self._queue.in_order()
-        ]
-
-    def explain(self, job_id: str) -> Explanation:
-        """The engine's explanation of a pending job's request (``UnknownJob``: not pending)."""
-        job = self._queue.by_id.get(job_id)
-        if job is None:
-            raise UnknownJob(f"job {job_id!r} is not pending", job_id)
-        return self.cluster.explain(job.effective())
-
-    def running(self) -> list[RunningJob]:
-        """The running jobs, in the order they started."""
-        jobs = sorted(self._running.values(), key=lambda job: (job.started_at or 0.0, job.order))
-        return [
-            RunningJob(
-                job.job_id,
-                self._allocations[job.job_id],
-                job.owner,
-                job.started_at or 0.0,
-                job.walltime,
-            )
-            for job in jobs
-        ]
-
-    def status(self, job_id: str) -> Literal["pending", "running"]:
-        """``"pending"`` or ``"running"``.
-
-        Raises:
-            UnknownJob: Neither (never submitted, finished or cancelled).
-
-        """
-        if job_id in self._queue.by_id:
-            return "pending"
-        if job_id in self._running:
-            return "running"
-        raise UnknownJob(f"job {job_id!r} is neither pending nor running", job_id)
-
-    def next_wakeup(self) -> float | None:
-        """The earliest time a pending job's form changes (a ladder step or timeout).
-
-        An event loop cycles then even when nothing else happens; ``None`` if no change is due.
-        """
-        while self._stages:
-            due, _, job_id, generation = self._stages[0]
-            job = self._queue.by_id.get(job_id)
-            if job is not None and job.generation == generation:
-                return due
-            heapq.heappop(self._stages)
-        return None
-
-    def pending_ids(self) -> list[str]:
-        """The pending jobs' ids in queue order."""
-        return [job.job_id for job in self._queue.in_order()]
-
-    def job_of(self, hold_id: str) -> str | None:
-        """The running job holding allocation ``hold_id``, or ``None``."""
-        return self._by_hold.get(hold_id)
-
-    @property
-    def queue_length(self) -> int:
-        """Jobs pending."""
-        return len(self._queue)
-
-    def __len__(self) -> int:
-        """Pending plus running jobs."""
-        return len(self._queue) + len(self._running)
-
-    def __repr__(self) -> str:
-        return (
-            f"Scheduler(order={self.order!r}, backfill={self.backfill!r}, "
-            f"pending={len(self._queue)}, running={len(self._running)})"
-        )
 
     # ------------------------------------------------------------------ the cycle
 
@@ -413,24 +354,39 @@ class Scheduler:
                 f"cycle at {now} s is before the previous cycle ({self._last_cycle} s)"
             )
         self._last_cycle = now
-
+        self._freeze_reasons()
+        self._brakes.victims_this_cycle = 0
+        repaired, requeued, failed, evicted = handle_failures(self, now)
         timed_out, degraded = self._apply_stages(now)
         started, preempted, moved, head = run_cycle(self, now)
+        reasons = PendingReasons(lambda: {job.job_id: job.reason for job in self.pending()})
+        self._reasons = weakref.ref(reasons)
         decisions = Decisions(
             now,
             tuple(started),
-            tuple(preempted),
+            tuple(evicted + preempted),
             tuple(moved),
             tuple(timed_out),
             tuple(degraded),
             len(self._queue),
             head,
+            tuple(repaired),
+            tuple(requeued),
+            tuple(failed),
+            reasons,
         )
         if self.metrics is not None:
             seconds = time.perf_counter() - began
             self.metrics.cycle_done(self.cluster.stats(), seconds, len(self._queue))
             self._set_pending_gauge()
         return decisions
+
+    def _freeze_reasons(self) -> None:
+        """Makes the last cycle's ``Decisions.reasons`` now if someone still holds them."""
+        view = self._reasons() if self._reasons is not None else None
+        if view is not None:
+            view.freeze()
+        self._reasons = None
 
     def _apply_stages(self, now: float) -> tuple[list[str], list[tuple[str, str | None]]]:
         timed_out: list[str] = []
@@ -519,6 +475,8 @@ class Scheduler:
         self._usage[job.owner] = self._usage.get(job.owner, 0) + gpus
         bisect.insort(self._ends, (_predicted_end(job), gpus, job.job_id))
         waited = now - job.wait_began
+        detail = allocation.id + (" (backfilled)" if backfilled else "")
+        self._histories.started(job.job_id, now, detail)
         if self.metrics is not None:
             self.metrics.job_started(job.owner, waited, backfilled)
         return Started(job.job_id, allocation, waited, backfilled, preempted)
@@ -530,6 +488,13 @@ class Scheduler:
         job = self._running.get(job_id)
         return None if job is None else job.allocation_id
 
+    def _since_of(self, hold_id: str) -> float:
+        """When allocation ``hold_id`` was committed (the scheduler's, else the cluster's)."""
+        job_id = self._by_hold.get(hold_id)
+        if job_id is not None:
+            return self._allocations[job_id].since
+        return next(a for a in self.cluster.allocations() if a.id == hold_id).since
+
     def _victim_of(self, hold_id: str) -> tuple[str | None, int]:
         """A victim's owner and GPUs (S11): the scheduler's job's, else the cluster's hold's."""
         job_id = self._by_hold.get(hold_id)
@@ -538,7 +503,7 @@ class Scheduler:
         held = next(a for a in self.cluster.allocations() if a.id == hold_id)
         return held.owner, held.placement.total_gpus
 
-    def _evicted(self, hold_ids: Iterable[str], now: float) -> list[str]:
+    def _evicted(self, hold_ids: Iterable[str], now: float, *, for_job: str) -> list[str]:
         """Requeues the scheduler's jobs among evicted holds; returns job or hold ids."""
         names = []
         for hold_id in hold_ids:
@@ -547,13 +512,16 @@ class Scheduler:
                 names.append(hold_id)
                 continue
             job = self._end_running(job_id, release=False)
+            self._histories.stopped(job_id, now, "preempted", f"for {for_job}")
             self._enqueue(job, now)
             names.append(job_id)
             if self.metrics is not None:
                 self.metrics.job_requeued(job.owner, preempted=True)
         return names
 
-    def _moved(self, moves: Mapping[str, Any], plan_moves: Iterable[Any]) -> list[Moved]:
+    def _moved(
+        self, moves: Mapping[str, Any], plan_moves: Iterable[Any], now: float
+    ) -> list[Moved]:
         moved = []
         for move in plan_moves:
             job_id = self._by_hold.get(move.allocation)
@@ -568,6 +536,7 @@ class Scheduler:
             self._by_hold[allocation.id] = job_id
             self._allocations[job_id] = allocation
             moved.append(Moved(job_id, move, allocation))
+            self._histories.note(job_id, now, "moved", allocation.id)
             if self.metrics is not None:
                 self.metrics.moves.inc()
         return moved

@@ -31,7 +31,6 @@ def run_cycle(
     preempted: list[str] = []
     moved: list[Moved] = []
     head: list[str | None] = [None]
-    scheduler._brakes.victims_this_cycle = 0
     while _walk(scheduler, now, started, preempted, moved, head):
         pass
     return started, preempted, moved, head[0]
@@ -151,15 +150,15 @@ def _make_room(
         if plan is not None and plan.victims:
             brakes.record(plan.victims, now, scheduler._victim_of, scheduler.job_of)
             reservation = cluster.preempt(plan, owner=head.owner)
-            evicted = scheduler._evicted(plan.victims, now)
+            evicted = scheduler._evicted(plan.victims, now, for_job=head.job_id)
             allocation = cluster.commit(reservation, owner=head.owner)
             return scheduler._started(head, allocation, now, False, tuple(evicted)), evicted, []
     if scheduler.defrag:
         defrag = cluster.plan_defrag(request, min_runtime=scheduler._brakes.min_runtime)
         if defrag is not None and (defrag.moves or defrag.evictions):
             reservation, moves = cluster.apply_defrag(defrag, owner=head.owner)
-            moved = scheduler._moved(moves, defrag.moves)
-            evicted = scheduler._evicted(defrag.evictions, now)
+            moved = scheduler._moved(moves, defrag.moves, now)
+            evicted = scheduler._evicted(defrag.evictions, now, for_job=head.job_id)
             allocation = cluster.commit(reservation, owner=head.owner)
             return scheduler._started(head, allocation, now, False, tuple(evicted)), evicted, moved
     return None

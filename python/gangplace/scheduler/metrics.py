@@ -15,8 +15,10 @@ Names follow Volcano's and the scheduler-plugins' (``podgroup_pending_duration_s
 - ``gangplace_gpus{state}`` (gauge, after every cycle): the cluster's ``free``, ``reserved``,
   ``allocated`` and ``unhealthy`` GPUs as ``Cluster.stats()`` counts them (``unhealthy``
   includes failed GPUs still held).
-- ``gangplace_backfills_total`` (jobs started past a blocked head) and
-  ``gangplace_requeues_total`` (running jobs queued again: preempted or ``requeue``).
+- ``gangplace_backfills_total`` (jobs started past a blocked head),
+  ``gangplace_requeues_total`` (running jobs queued again: preempted, ``requeue``, or lost
+  ranks), ``gangplace_repairs_total`` and ``gangplace_failed_jobs_total`` (running jobs with
+  lost ranks repaired in place, or ended: rule S13).
 """
 
 from __future__ import annotations
@@ -110,7 +112,17 @@ class SchedulerMetrics:
         )
         self.requeues = Counter(
             "gangplace_requeues_total",
-            "Running jobs queued again (preempted, or requeue).",
+            "Running jobs queued again (preempted, requeue, or lost ranks).",
+            registry=registry,
+        )
+        self.repairs = Counter(
+            "gangplace_repairs_total",
+            "Running jobs whose lost ranks a cycle repaired in place (rule S13).",
+            registry=registry,
+        )
+        self.failed = Counter(
+            "gangplace_failed_jobs_total",
+            "Running jobs ended because they lost ranks (on_failure='fail', rule S13).",
             registry=registry,
         )
         self.brake_refusals = Counter(

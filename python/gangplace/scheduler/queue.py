@@ -42,6 +42,7 @@ class QueuedJob:
     queued_index: int = 0  # the queue's count of additions when it was last added
     # ``effective()`` for the form it was made for: (level, elastic, request)
     _current: tuple[str | None, bool, GangRequest] | None = field(default=None, repr=False)
+    on_failure: str = "requeue"  # README rule S13
     # running state
     allocation_id: str | None = None
     started_at: float | None = None

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 
-from gangplace._gangplace import Allocation, GangRequest, Move
+from gangplace._gangplace import Allocation, GangRequest, Move, RepairPlan
 
-__all__ = ["Decisions", "Moved", "PendingJob", "RunningJob", "Started"]
+__all__ = ["Decisions", "Moved", "PendingJob", "Repaired", "RunningJob", "Started"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,58 @@ class Moved:
 
 
 @dataclass(frozen=True)
+class Repaired:
+    """A running job whose lost ranks a cycle repaired in place (``on_failure="repair"``).
+
+    Attributes:
+        job_id: The job.
+        plan: The repair committed: ``plan.replacements`` are the ``(rank, pod)`` pairs to
+            restart (from its checkpoint); its other ranks keep running where they are.
+        allocation: The job's allocation after the repair (same id, no lost ranks).
+
+    """
+
+    job_id: str
+    plan: RepairPlan
+    allocation: Allocation
+
+
+class PendingReasons(Mapping[str, str]):
+    """Job id -> why it did not start in one cycle (README rule S12), read-only.
+
+    Made when first read, from that cycle's walk; the scheduler freezes it before it next
+    changes (a submit, finish, cancel, requeue or cycle), so it always tells that cycle's
+    reasons, and a cycle whose reasons nobody reads costs nothing for them.
+    """
+
+    def __init__(self, make: Callable[[], dict[str, str]]) -> None:
+        self._make: Callable[[], dict[str, str]] | None = make
+        self._reasons: dict[str, str] | None = None
+
+    def freeze(self) -> None:
+        """Makes the reasons now (the scheduler calls it before it changes)."""
+        if self._reasons is None and self._make is not None:
+            self._reasons, self._make = self._make(), None
+
+    def _all(self) -> dict[str, str]:
+        self.freeze()
+        assert self._reasons is not None
+        return self._reasons
+
+    def __getitem__(self, job_id: str) -> str:
+        return self._all()[job_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __repr__(self) -> str:
+        return f"PendingReasons({self._all()!r})"
+
+
+@dataclass(frozen=True)
 class Decisions:
     """What one :meth:`~gangplace.scheduler.Scheduler.cycle` decided.
 
@@ -59,6 +112,13 @@ class Decisions:
         pending: Jobs still queued after the cycle.
         head: The blocked head of the last walk (the first job that did not fit, not for
             quota), or ``None`` when no job was blocked.
+        repaired: Running jobs with lost ranks repaired in place (``on_failure="repair"``,
+            README rule S13), before the walk.
+        requeued: Running jobs with lost ranks released and queued again at their position
+            (``on_failure="requeue"``, or a repair that did not fit).
+        failed: Running jobs with lost ranks ended for good (``on_failure="fail"``).
+        reasons: Job id -> why it did not start in this cycle, for every job still queued
+            (rule S12; made when first read).
 
     """
 
@@ -70,6 +130,10 @@ class Decisions:
     degraded: tuple[tuple[str, str | None], ...] = ()
     pending: int = 0
     head: str | None = None
+    repaired: tuple[Repaired, ...] = ()
+    requeued: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+    reasons: Mapping[str, str] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)

@@ -164,7 +164,12 @@ class GangPolicy:
             walltime = max(job.duration_s * self.settings.walltime_factor, 1e-6)
         try:
             self.scheduler.submit(
-                job.id, request, owner=job.owner, walltime=walltime, ladder=ladder
+                job.id,
+                request,
+                owner=job.owner,
+                walltime=walltime,
+                ladder=ladder,
+                on_failure="requeue" if self.on_failure == "requeue" else "repair",
             )
         except Unschedulable as error:
             replay.reject(record, f"never fits: {error.reason}")
@@ -177,6 +182,13 @@ class GangPolicy:
         began = time.perf_counter()
         decisions = self.scheduler.cycle(now)
         replay.engine_seconds += time.perf_counter() - began
+        for job_id in decisions.requeued:  # lost ranks (rule S13): before any restart
+            replay.stopped(replay.by_id[job_id], now)
+        for repaired in decisions.repaired:
+            kept = replay.by_id[repaired.job_id]
+            nodes = repaired.allocation.placement.nodes
+            replay.repaired(kept, nodes, len(repaired.plan.from_spares), now)
+            replay.hold_spares(kept, _spare_gpus(repaired.allocation), now)
         for victim in decisions.preempted:
             record = replay.by_id.get(victim)
             if record is not None and record.start_s is not None:
@@ -208,40 +220,19 @@ class GangPolicy:
         """Gang policies set no pod timeouts."""
 
     def lost(self, replay: Replay, holders: list[str], now: float) -> None:
-        """A GPU failed under these holds: their jobs are repaired or requeued.
+        """A GPU failed under these holds: the cycle at ``now`` handles their jobs.
 
-        ``+repair`` and ``+spares`` repair in place when a repair fits; otherwise, and for
-        the other policies, the job goes back to the queue.
+        The scheduler repairs in place (``+repair``, ``+spares``: ``on_failure="repair"``)
+        or requeues them (README "Scheduler", rule S13); ``schedule`` reports it to the
+        replay. Here only a failed spare (no rank lost: the job runs on) is counted.
         """
         assert self.scheduler is not None
+        running = {job.job_id: job.allocation for job in self.scheduler.running()}
         for hold_id in holders:
             job_id = self.scheduler.job_of(hold_id)
-            if job_id is None:
+            if job_id is None or job_id not in running or running[job_id].lost:
                 continue
-            record = replay.by_id[job_id]
-            if self.on_failure != "requeue" and self._repaired(replay, record, hold_id, now):
-                continue
-            self.scheduler.requeue(job_id, now)
-            replay.stopped(record, now)
-
-    def _repaired(self, replay: Replay, record: JobRecord, hold_id: str, now: float) -> bool:
-        """Repairs the allocation in place if a repair fits; ``False`` to requeue the job."""
-        cluster = replay.cluster
-        began = time.perf_counter()
-        try:
-            plan = cluster.plan_repair(hold_id, widen=True)
-            if plan is None:
-                return False
-            if not plan.replacements:
-                # A spare failed, not a rank: the job runs on (commit reads the allocation).
-                replay.hold_spares(record, _spare_gpus(cluster.commit(hold_id)), now)
-                return True
-            merged = cluster.commit_repair(cluster.repair(plan))
-        finally:
-            replay.engine_seconds += time.perf_counter() - began
-        replay.repaired(record, merged.placement.nodes, len(plan.from_spares), now)
-        replay.hold_spares(record, _spare_gpus(merged), now)
-        return True
+            replay.hold_spares(replay.by_id[job_id], _spare_gpus(running[job_id]), now)
 
     def queued(self, replay: Replay) -> int:
         """Jobs waiting."""

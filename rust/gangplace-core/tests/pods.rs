@@ -95,7 +95,7 @@ fn an_ended_rank_is_never_lost_and_survives_a_snapshot() {
     let allocation = committed(&mut engine, 2, 8);
     let node = allocation.placement.pods[1].node.to_string();
     engine.set_gpu_health(&node, 0, false, 0.0).unwrap();
-    let lost = engine.allocations(None, 0.0).remove(0);
+    let lost = engine.allocations(None, false, 0.0).remove(0);
     assert_eq!(lost.lost, vec![1]);
     let after = engine
         .release_pods(allocation.id, &[1], None, 0.0)
@@ -110,8 +110,8 @@ fn an_ended_rank_is_never_lost_and_survives_a_snapshot() {
     let bytes = engine.snapshot(0.0).unwrap();
     let mut restored = Engine::restore(&bytes, 0.0).unwrap();
     assert_eq!(
-        restored.allocations(None, 0.0),
-        engine.allocations(None, 0.0)
+        restored.allocations(None, false, 0.0),
+        engine.allocations(None, false, 0.0)
     );
     assert_eq!(restored.snapshot(0.0).unwrap(), bytes);
 }

@@ -466,15 +466,20 @@ impl Cluster {
     }
 
     /// Live allocations, sorted by id; only ``owner``'s when given, else all.
-    #[pyo3(signature = (owner = None))]
+    ///
+    /// With ``lost=True``, only those with lost ranks (README "Repair after failures"):
+    /// the others are skipped inside the engine, so a scheduler finds its damaged jobs
+    /// each cycle without reading every allocation.
+    #[pyo3(signature = (owner = None, *, lost = false))]
     fn allocations(
         &self,
         py: Python<'_>,
         owner: Option<&Bound<'_, PyAny>>,
+        lost: bool,
     ) -> PyResult<Vec<Allocation>> {
         let owner = owner_name(owner)?;
         let now = self.now(py)?;
-        let all = self.run(|engine| Ok(engine.allocations(owner.as_deref(), now)))?;
+        let all = self.run(|engine| Ok(engine.allocations(owner.as_deref(), lost, now)))?;
         Ok(all.into_iter().map(|inner| Allocation { inner }).collect())
     }
 

@@ -449,6 +449,12 @@ impl Engine {
         let mut reserved = vec![GpuSet::EMPTY; slots];
         let mut allocated = vec![GpuSet::EMPTY; slots];
         for (_, hold) in self.ledger.live_holds() {
+            let lost = ranks::lost_ranks(&self.topology, &self.states, hold);
+            if !lost.is_empty() && !ranks::may_have_lost(&self.states, hold) {
+                return Err(internal(
+                    "a hold with lost ranks passed the quick lost test",
+                ));
+            }
             for &(node, gpus) in &hold.gpus_by_node {
                 let index = node as usize;
                 if (reserved[index] | allocated[index]).intersects(gpus) {

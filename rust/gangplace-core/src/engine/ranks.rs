@@ -31,6 +31,32 @@ pub(crate) fn lost_ranks(topology: &Topology, states: &NodeStates, hold: &Hold) 
     lost
 }
 
+/// Whether `hold` may have lost ranks: `false` proves it has none. A hold that holds every
+/// GPU its live ranks and spares name, none unhealthy, has none (a removed node takes its
+/// GPUs out of `gpus_by_node`); otherwise `lost_ranks` decides. Reads no node names, so a
+/// scan over every hold stays cheap.
+pub(crate) fn may_have_lost(states: &NodeStates, hold: &Hold) -> bool {
+    let mut held = 0u64;
+    for &(node, gpus) in &hold.gpus_by_node {
+        if states.get(node).unhealthy.intersects(gpus) {
+            return true;
+        }
+        held += u64::from(gpus.count());
+    }
+    let ranks = (0u64..).zip(&hold.placement.pods);
+    let named: u64 = ranks
+        .filter(|(rank, _)| hold.ended.binary_search(rank).is_err())
+        .map(|(_, pod)| u64::from(pod.gpus.count()))
+        .sum::<u64>()
+        + hold
+            .placement
+            .spares
+            .iter()
+            .map(|pod| u64::from(pod.gpus.count()))
+            .sum::<u64>();
+    held != named
+}
+
 /// The innermost slice domain of `rank` for a slice gang or a sliced group (`None`
 /// otherwise).
 pub(crate) fn slice_of(hold: &Hold, rank: u64) -> Option<&[String]> {

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::Engine;
-use super::ranks::lost_ranks;
+use super::ranks::{lost_ranks, may_have_lost};
 use crate::error::{CoreError, CoreResult, internal, invalid, texts};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, Hold, HoldState};
@@ -466,15 +466,24 @@ impl Engine {
             .collect()
     }
 
-    /// Live allocations (`owner` given: only that owner's), sorted by id.
-    pub fn allocations(&mut self, owner: Owner<'_>, now: f64) -> Vec<Allocation> {
+    /// Live allocations (`owner` given: only that owner's), sorted by id; with `lost_only`,
+    /// only those with lost ranks (README "Repair after failures"), found without making
+    /// the others.
+    pub fn allocations(&mut self, owner: Owner<'_>, lost_only: bool, now: f64) -> Vec<Allocation> {
         self.reclaim(now);
         let (topology, states) = (&self.topology, &self.states);
-        let mut holds = self.ledger.live_holds_by_id();
-        holds.retain(|(_, hold)| {
-            hold.state == HoldState::Committed
-                && (owner.is_none() || hold.owner.as_deref() == owner)
-        });
+        let mut holds: Vec<(HoldId, &Hold)> = self
+            .ledger
+            .live_holds()
+            .filter(|(_, hold)| {
+                hold.state == HoldState::Committed
+                    && (owner.is_none() || hold.owner.as_deref() == owner)
+                    && (!lost_only
+                        || (may_have_lost(states, hold)
+                            && !lost_ranks(topology, states, hold).is_empty()))
+            })
+            .collect();
+        holds.sort_unstable_by_key(|&(id, _)| id);
         holds
             .into_iter()
             .map(|(id, hold)| allocation_of(topology, states, id, hold))
