@@ -44,6 +44,7 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "('f0', 'f1') 1 ('f0', 'f2')" in printed  # S13: a failure repaired in place
     assert 'gang "finetune" of 2 pods x 8 GPUs does not fit: no node holds a pod' in printed
     assert "rack ('r0',) 8" in printed  # adopt
+    assert "1 ('a0', 'a1')\n('a3',)" in printed  # looking ahead: place_after, avoid
     assert "cluster ['a', 'b', 'c'] 5" in printed  # adopt(into=...)
     assert "['pod adopted', 'pod joined']\npod ended 0 8 1" in printed  # ClusterSync
     assert "pod #0 not adopted: metadata: expected an object" in printed

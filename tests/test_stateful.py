@@ -245,6 +245,44 @@ class EngineVersusReference(RuleBasedStateMachine):
         assert as_tuple(got) == as_tuple(expected)
         return got, expected
 
+    @rule(
+        target=holds,
+        pods=st.integers(1, 6),
+        gpus_per_pod=st.sampled_from((1, 2, 4)),
+        avoid=st.lists(st.tuples(st.sampled_from(NAMES), st.integers(0, 7)), max_size=6),
+        groups=st.lists(st.lists(holds, max_size=3), max_size=4),
+        owner=st.sampled_from(OWNERS),
+    )
+    def look_ahead_and_reserve_avoiding(
+        self,
+        pods: int,
+        gpus_per_pod: int,
+        avoid: list[tuple[str, int]],
+        groups: list[list[str]],
+        owner: str | None,
+    ) -> str:
+        """README "Looking ahead": ``place_after`` over groups of earlier holds (live,
+        ended or unknown) agrees with the reference and changes nothing; then a
+        reservation that avoids the answer's GPUs (or the drawn ones) agrees too."""
+        request = GangRequest(pods, gpus_per_pod)
+        pods_avoided = [gangplace.PodPlacement(node, [gpu]) for node, gpu in avoid]
+        known = [[hold for hold in group if hold in self.ids] for group in groups]
+        theirs = [[self.ids[hold] for hold in group] for group in known]
+        before = self.engine.snapshot()
+        got = outcome(self.engine.place_after, request, known, avoid=pods_avoided)
+        expected = outcome(self.oracle.place_after, request, theirs, avoid=pods_avoided)
+        assert self.engine.snapshot() == before
+        assert got[0] == expected[0], (got, expected)
+        if got[0] == "ok":
+            answer = None if got[1] is None else (got[1][0], as_tuple(got[1][1]))
+            other = None if expected[1] is None else (expected[1][0], as_tuple(expected[1][1]))
+            assert answer == other
+            if got[1] is not None:
+                pods_avoided = list(got[1][1].pods)
+        engine_side = outcome(self.engine.reserve, request, owner=owner, avoid=pods_avoided)
+        oracle_side = outcome(self.oracle.reserve, request, owner=owner, avoid=pods_avoided)
+        return self._held(engine_side, oracle_side)
+
     @rule(target=holds, placement=placements, owner=st.sampled_from(OWNERS))
     def reserve_placement(self, placement: tuple[Any, Any], owner: str | None) -> str:
         """Reserves a placement computed in an earlier step: stale by now, or not."""

@@ -1212,6 +1212,7 @@ class Cluster:
         *,
         ttl: float = 30.0,
         owner: str | None = None,
+        avoid: Iterable[PodPlacement] = (),
     ) -> Reservation:
         """Holds GPUs for ``ttl`` seconds (0 < ttl <= 7 days).
 
@@ -1226,12 +1227,43 @@ class Cluster:
             ttl: Lifetime in seconds; ``commit`` before it runs out.
             owner: Who holds it. Only calls with the same ``owner`` can commit, roll back or
                 release it; to anyone else its id looks unknown.
+            avoid: Pods whose GPUs the gang must not take (a ``GangRequest`` only; README
+                "Looking ahead", L2): it is placed as if they were held, and they stay as
+                they were.
 
         Raises:
             Unschedulable: No placement; ``.reason`` tells what each level could hold.
             Conflict: The placement is stale.
             LimitExceeded: The owner would exceed ``max_held_gpus_per_owner``.
-            InvalidRequest: Bad ``ttl``, ``owner`` or ``required_level``; nothing is held.
+            InvalidRequest: Bad ``ttl``, ``owner`` or ``required_level``, or a GPU of
+                ``avoid`` its node does not have; nothing is held.
+            UnknownNode: A node of ``avoid`` that does not exist.
+
+        """
+    def place_after(
+        self,
+        request: GangRequest,
+        releases: Iterable[Iterable[Allocation | str]] = (),
+        *,
+        avoid: Iterable[PodPlacement] = (),
+    ) -> tuple[int, Placement] | None:
+        """Where a gang would go once some allocations have ended: the first moment it fits.
+
+        A pure query (README "Looking ahead", L1-L3). ``releases`` lists groups of
+        allocations (or ids) in the order they are expected to end; the answer is the
+        smallest ``k`` such that the gang fits once the allocations of ``releases[:k]`` have
+        ended (their healthy GPUs free), with the GPUs of ``avoid`` kept out of its way, and
+        its placement then, by the placement rules. ``k = 0``: it fits now. Ids of no live
+        allocation are ignored.
+
+        Returns:
+            ``(k, placement)``, or ``None`` when it does not fit even with every group ended.
+
+        Raises:
+            InvalidRequest: An unknown level, or a GPU of ``avoid`` its node does not have.
+            UnknownNode: A node of ``avoid`` that does not exist.
+            UnknownReservation: A string in ``releases`` that is no hold id.
+            TypeError: ``request`` is not a ``GangRequest``; malformed ``releases``/``avoid``.
 
         """
     def commit(self, reservation: Reservation | str, *, owner: str | None = None) -> Allocation:

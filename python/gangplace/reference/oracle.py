@@ -29,6 +29,7 @@ from gangplace.errors import (
 from gangplace.reference import snapshots, spares, texts
 from gangplace.reference.adoption import Adoption
 from gangplace.reference.inventory import Inventory
+from gangplace.reference.lookahead import Lookahead
 from gangplace.reference.planning import Planning, gpu_groups, is_roles
 from gangplace.reference.pods import PodEndings
 from gangplace.reference.removals import COMMITTED_ENDINGS, Removals
@@ -157,7 +158,7 @@ def _check_name(what: str, name: str) -> None:
         raise InvalidRequest(f"{what} is longer than {MAX_NAME_BYTES} bytes")
 
 
-class Cluster(Planning, Removals, Adoption, Repairs, Validation, Inventory, PodEndings):
+class Cluster(Planning, Removals, Adoption, Repairs, Validation, Inventory, PodEndings, Lookahead):
     """The reference cluster: same constructor and methods as ``gangplace.Cluster``."""
 
     def __init__(
@@ -403,7 +404,7 @@ class Cluster(Planning, Removals, Adoption, Repairs, Validation, Inventory, PodE
         if held + gpus > cap:
             raise texts.owner_cap(owner, held + gpus, cap, held)
 
-    def reserve(
+    def _reserve_now(
         self,
         request: AnyRequest | PlacementLike,
         *,

@@ -42,6 +42,7 @@ mod intranode;
 mod ledger;
 mod level_name;
 mod limits;
+mod lookahead;
 mod model;
 mod preemption;
 mod repair;

@@ -9,6 +9,7 @@ mod convert;
 mod determinism;
 mod errors;
 mod explain;
+mod lookahead;
 mod nodes;
 mod pickling;
 mod placing;

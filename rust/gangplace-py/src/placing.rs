@@ -11,6 +11,7 @@ use crate::cluster::Cluster;
 use crate::cluster_args::owner as owner_name;
 use crate::convert;
 use crate::explain::Explanation;
+use crate::lookahead::avoided_pods;
 use crate::roles::{MultiGangRequest, any_request};
 use crate::types::{GangRequest, Placement, Reservation};
 
@@ -102,15 +103,20 @@ impl Cluster {
     ///     ttl: Lifetime in seconds; ``commit`` before it runs out.
     ///     owner: Who holds it. Only calls with the same ``owner`` can commit, roll back or
     ///         release it; to anyone else its id looks unknown.
+    ///     avoid: Pods whose GPUs the gang must not take (a ``GangRequest`` only; README
+    ///         "Looking ahead", L2): it is placed as if they were held, and they stay as
+    ///         they were.
     ///
     /// Raises:
     ///     Unschedulable: No placement; ``.reason`` tells what each level could hold.
     ///     Conflict: The placement is stale.
     ///     LimitExceeded: The owner would exceed ``max_held_gpus_per_owner``.
-    ///     InvalidRequest: Bad ``ttl``, ``owner`` or ``required_level``; nothing is held.
+    ///     InvalidRequest: Bad ``ttl``, ``owner`` or ``required_level``, or a GPU of
+    ///         ``avoid`` its node does not have; nothing is held.
+    ///     UnknownNode: A node of ``avoid`` that does not exist.
     #[pyo3(
-        signature = (request, *, ttl = None, owner = None),
-        text_signature = "(self, request, *, ttl=30.0, owner=None)"
+        signature = (request, *, ttl = None, owner = None, avoid = None),
+        text_signature = "(self, request, *, ttl=30.0, owner=None, avoid=())"
     )]
     fn reserve(
         &self,
@@ -118,14 +124,25 @@ impl Cluster {
         request: &Bound<'_, PyAny>,
         ttl: Option<&Bound<'_, PyAny>>,
         owner: Option<&Bound<'_, PyAny>>,
+        avoid: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Reservation> {
         let ttl = ttl.map_or(Ok(DEFAULT_TTL_SECONDS), |t| convert::seconds(t, "ttl"))?;
         let owner = owner_name(owner)?;
+        let avoid = avoided_pods(avoid)?;
         let now = self.now(py)?;
+        if !avoid.is_empty() && request.cast::<GangRequest>().is_err() {
+            return Err(PyTypeError::new_err(format!(
+                "avoid is taken with a GangRequest only, not with a {}",
+                convert::type_name(request)
+            )));
+        }
         let inner = if let Ok(request) = request.cast::<GangRequest>() {
             let request = request.get().inner.clone();
-            self.run_detached(py, |engine| {
-                Ok(engine.reserve(&request, ttl, owner.as_deref(), now)?)
+            self.run_detached(py, |engine| match avoid.is_empty() {
+                true => Ok(engine.reserve(&request, ttl, owner.as_deref(), now)?),
+                false => {
+                    Ok(engine.reserve_avoiding(&request, ttl, owner.as_deref(), &avoid, now)?)
+                }
             })?
         } else if let Ok(request) = request.cast::<MultiGangRequest>() {
             let request = request.get().inner.clone();

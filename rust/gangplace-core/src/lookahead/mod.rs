@@ -1,0 +1,278 @@
+//! Looking ahead (README "Looking ahead", rules L1-L3): where a gang would go once some
+//! allocations have ended, with some GPUs kept out of its way, and a reservation that keeps
+//! out of given GPUs. A scheduler's backfill builds on both: the blocked head's *shadow
+//! placement* is `place_after` over the running jobs grouped by predicted end, and a job that
+//! passes the head reserves `avoiding` the shadow placement's GPUs.
+//!
+//! Both work on the engine's own state under a temporary overlay: released allocations'
+//! GPUs are cleared from `allocated`, avoided free GPUs are marked `reserved`, and every bit
+//! set or cleared is undone before the call returns (also on errors), so nothing outside the
+//! call ever sees it. The views are updated through the same change lists as any mutation,
+//! so each step costs the nodes it touches, not the cluster.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::engine::Engine;
+use crate::error::{CoreError, CoreResult, invalid};
+use crate::ids::{GpuSet, HoldId, NodeId};
+use crate::ledger::HoldState;
+use crate::model::{GangRequest, Placement, PodPlacement, Reservation};
+use crate::search::{Demand, Plan};
+use crate::state::Changes;
+
+/// One temporary change of one node: GPUs marked reserved, GPUs cleared from allocated.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    node: NodeId,
+    blocked: GpuSet,
+    freed: GpuSet,
+}
+
+/// The temporary changes made so far, undone in reverse order.
+#[derive(Debug, Default)]
+struct Overlay {
+    steps: Vec<Step>,
+    avoid: BTreeMap<NodeId, GpuSet>,
+}
+
+impl Overlay {
+    fn new(avoid: &[(NodeId, GpuSet)]) -> Self {
+        let mut merged: BTreeMap<NodeId, GpuSet> = BTreeMap::new();
+        for &(node, gpus) in avoid {
+            *merged.entry(node).or_default() |= gpus;
+        }
+        Self {
+            steps: Vec::new(),
+            avoid: merged,
+        }
+    }
+
+    /// Marks the avoided GPUs that are free now as reserved.
+    fn block_avoided(&mut self, engine: &mut Engine) {
+        let avoided: Vec<(NodeId, GpuSet)> = self.avoid.iter().map(|(&n, &g)| (n, g)).collect();
+        for (node, gpus) in avoided {
+            let blocked = gpus & engine.states.get(node).free();
+            self.push(engine, node, blocked, GpuSet::EMPTY);
+        }
+    }
+
+    /// Frees an allocation's GPUs on this overlay; avoided ones among them stay blocked.
+    fn release(&mut self, engine: &mut Engine, held: &[(NodeId, GpuSet)]) {
+        for &(node, gpus) in held {
+            let state = engine.states.get(node);
+            let avoided = self.avoid.get(&node).copied().unwrap_or_default();
+            let blocked = gpus & avoided & !state.unhealthy;
+            self.push(engine, node, blocked, gpus);
+        }
+    }
+
+    fn push(&mut self, engine: &mut Engine, node: NodeId, blocked: GpuSet, freed: GpuSet) {
+        if blocked.is_empty() && freed.is_empty() {
+            return;
+        }
+        let mut changes = Changes::new();
+        engine.states.update(node, &mut changes, |state| {
+            state.allocated &= !freed;
+            state.reserved |= blocked;
+        });
+        engine.apply(&changes);
+        self.steps.push(Step {
+            node,
+            blocked,
+            freed,
+        });
+    }
+
+    /// Undoes the changes after the first `keep`.
+    fn undo_to(&mut self, engine: &mut Engine, keep: usize) {
+        let mut changes = Changes::new();
+        while self.steps.len() > keep {
+            let Some(step) = self.steps.pop() else { break };
+            engine.states.update(step.node, &mut changes, |state| {
+                state.reserved &= !step.blocked;
+                state.allocated |= step.freed;
+            });
+        }
+        engine.apply(&changes);
+    }
+}
+
+impl Engine {
+    /// The first `k` (0 ..= `releases.len()`) such that the gang fits once the allocations
+    /// of `releases[..k]` have ended, with the GPUs of `avoid` kept out of its way, and where
+    /// it goes then (README "Looking ahead", L1). A pure query; `None` when it does not fit
+    /// even with every group released. Ids of no live allocation are ignored.
+    pub fn place_after(
+        &mut self,
+        request: &GangRequest,
+        releases: &[Vec<HoldId>],
+        avoid: &[PodPlacement],
+        now: f64,
+    ) -> CoreResult<Option<(usize, Placement)>> {
+        let avoid = self.avoided(avoid)?;
+        let placed = request.placed();
+        let demand = self.prepare(&placed, now)?;
+        let groups: Vec<Vec<(NodeId, GpuSet)>> = releases
+            .iter()
+            .map(|group| self.released_gpus(group))
+            .collect();
+        let mut overlay = Overlay::new(&avoid);
+        overlay.block_avoided(self);
+        let found = self.first_prefix(&placed, &demand, &groups, &mut overlay);
+        let placement = match &found {
+            Ok(Some((_, plan))) => Some(request.split_spares(self.placement(plan))),
+            _ => None,
+        };
+        overlay.undo_to(self, 0);
+        Ok(found?
+            .zip(placement)
+            .map(|((k, _), placement)| (k, placement)))
+    }
+
+    /// Places and holds the gang as `reserve` does, with the GPUs of `avoid` kept out of its
+    /// way (README "Looking ahead", L2); they stay as they were.
+    pub fn reserve_avoiding(
+        &mut self,
+        request: &Arc<GangRequest>,
+        ttl: f64,
+        owner: Option<&str>,
+        avoid: &[PodPlacement],
+        now: f64,
+    ) -> CoreResult<Reservation> {
+        let avoid = self.avoided(avoid)?;
+        self.reclaim(now);
+        let mut overlay = Overlay::new(&avoid);
+        overlay.block_avoided(self);
+        let reservation = self.reserve(request, ttl, owner, now);
+        overlay.undo_to(self, 0);
+        reservation
+    }
+
+    /// `avoid`'s pods as node ids and GPUs (L3: an unknown node or a GPU the node does not
+    /// have is refused).
+    fn avoided(&self, avoid: &[PodPlacement]) -> CoreResult<Vec<(NodeId, GpuSet)>> {
+        let mut ids = Vec::with_capacity(avoid.len());
+        for pod in avoid {
+            let node = (self.topology.node_id(&pod.node))
+                .ok_or_else(|| CoreError::UnknownNode(pod.node.to_string()))?;
+            if let Some(gpu) = (pod.gpus & !self.states.get(node).gpus).lowest() {
+                let name = &pod.node;
+                return Err(invalid(format!("avoid: node {name:?} has no GPU {gpu}")));
+            }
+            ids.push((node, pod.gpus));
+        }
+        Ok(ids)
+    }
+
+    /// The GPUs held by the live allocations among `ids`.
+    fn released_gpus(&self, ids: &[HoldId]) -> Vec<(NodeId, GpuSet)> {
+        let mut gpus = Vec::new();
+        for id in ids {
+            if let Some(hold) = self.ledger.live(*id)
+                && hold.state == HoldState::Committed
+            {
+                gpus.extend(hold.gpus_by_node.iter().copied());
+            }
+        }
+        gpus
+    }
+
+    /// The smallest prefix of `groups` after which `demand` fits, and its plan. Fitting is
+    /// monotone in the prefix (releasing only adds free GPUs), so the search starts at the
+    /// first prefix with enough free GPUs in total, gallops forward, then bisects.
+    fn first_prefix(
+        &mut self,
+        placed: &GangRequest,
+        demand: &Demand,
+        groups: &[Vec<(NodeId, GpuSet)>],
+        overlay: &mut Overlay,
+    ) -> CoreResult<Option<(usize, Plan)>> {
+        if let Some(plan) = self.plan_now(placed, demand)? {
+            return Ok(Some((0, plan)));
+        }
+        let mut prefix = Prefix::new();
+        let (mut low, mut step) = (0usize, 1usize);
+        let mut k = self.enough_gpus_at(placed, groups).max(1);
+        let (high, mut best) = loop {
+            if k > groups.len() {
+                return Ok(None);
+            }
+            prefix.set(self, overlay, groups, k);
+            if let Some(plan) = self.plan_now(placed, demand)? {
+                break (k, plan);
+            }
+            if k == groups.len() {
+                return Ok(None);
+            }
+            low = k;
+            k = (k + step).min(groups.len());
+            step *= 2;
+        };
+        let mut high = high;
+        while high - low > 1 {
+            let middle = low + (high - low) / 2;
+            prefix.set(self, overlay, groups, middle);
+            match self.plan_now(placed, demand)? {
+                Some(plan) => (high, best) = (middle, plan),
+                None => low = middle,
+            }
+        }
+        Ok(Some((high, best)))
+    }
+
+    /// The first prefix length with at least the gang's fewest GPUs free in total (a lower
+    /// bound: GPUs in the wrong places may not help); `groups.len() + 1` when none has.
+    fn enough_gpus_at(&self, placed: &GangRequest, groups: &[Vec<(NodeId, GpuSet)>]) -> usize {
+        let need = placed.min_gpus();
+        let mut free = self.states.totals().free;
+        for (index, group) in groups.iter().enumerate() {
+            if free >= need {
+                return index;
+            }
+            for &(node, gpus) in group {
+                free += u64::from((gpus & !self.states.get(node).unhealthy).count());
+            }
+        }
+        if free >= need {
+            groups.len()
+        } else {
+            groups.len() + 1
+        }
+    }
+
+    fn plan_now(&self, placed: &GangRequest, demand: &Demand) -> CoreResult<Option<Plan>> {
+        let policy = self.policy();
+        self.with_search(placed, |search| search.plan(demand, policy))?
+    }
+}
+
+/// Which prefix of the groups the overlay holds released: where each released group's
+/// steps begin, so that moving back undoes exactly the later groups.
+struct Prefix {
+    starts: Vec<usize>,
+}
+
+impl Prefix {
+    fn new() -> Self {
+        Self { starts: Vec::new() }
+    }
+
+    /// Makes the overlay hold exactly `groups[..k]` released.
+    fn set(
+        &mut self,
+        engine: &mut Engine,
+        overlay: &mut Overlay,
+        groups: &[Vec<(NodeId, GpuSet)>],
+        k: usize,
+    ) {
+        if k < self.starts.len() {
+            overlay.undo_to(engine, self.starts[k]);
+            self.starts.truncate(k);
+        }
+        while self.starts.len() < k {
+            self.starts.push(overlay.steps.len());
+            overlay.release(engine, &groups[self.starts.len() - 1]);
+        }
+    }
+}

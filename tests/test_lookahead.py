@@ -1,0 +1,202 @@
+"""README "Looking ahead" (L1-L3): ``place_after`` and ``reserve(avoid=...)`` against the
+reference, the minimal prefix by brute force on restored copies, and bad inputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from helpers import NodeSpec, as_tuple, full_state, twins
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+import gangplace
+from gangplace import (
+    Cluster,
+    GangRequest,
+    InvalidRequest,
+    MultiGangRequest,
+    PodGroup,
+    PodPlacement,
+    UnknownNode,
+    UnknownReservation,
+    Unschedulable,
+)
+
+LEVELS = ("spine", "rack")
+NODES = [
+    NodeSpec(f"n{i}", 4, (f"s{i // 4}", f"r{i // 2}"), {"zone": "a" if i < 6 else "b"})
+    for i in range(8)
+]
+
+gangs = st.builds(
+    lambda pods, gpus, level, elastic, zone: GangRequest(
+        pods,
+        gpus,
+        required_level=level,
+        min_pods=max(1, pods // 2) if elastic else None,
+        selector={"zone": "b"} if zone else None,
+    ),
+    st.integers(1, 6),
+    st.sampled_from([1, 2, 4]),
+    st.sampled_from([None, "rack", "spine", "node"]),
+    st.booleans(),
+    st.sampled_from([False, False, True]),
+)
+
+
+@st.composite
+def states(draw: Any) -> dict[str, Any]:
+    """Holds to make, GPUs to fail, the request, how to group the allocations, avoid."""
+    return {
+        "holds": draw(st.lists(gangs, max_size=8)),
+        "unhealthy": draw(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 3)), max_size=3)),
+        "request": draw(gangs),
+        "grouping": draw(st.lists(st.integers(0, 3), max_size=8)),
+        "avoid": draw(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 3)), max_size=6)),
+        "policy": draw(st.sampled_from(["best-fit", "first-fit"])),
+    }
+
+
+def _build(state: dict[str, Any]) -> tuple[Any, Any, list[list[str]], list[PodPlacement]]:
+    engine, oracle = twins(LEVELS, NODES, state["policy"])
+    ids: list[str] = []
+    for request in state["holds"]:
+        try:
+            held = engine.commit(engine.reserve(request))
+        except Unschedulable:
+            continue
+        other = oracle.commit(oracle.reserve(request))
+        assert held.id == other.id
+        ids.append(held.id)
+    for node, gpu in state["unhealthy"]:
+        engine.set_gpu_health(f"n{node}", gpu, False)
+        oracle.set_gpu_health(f"n{node}", gpu, False)
+    groups: list[list[str]] = [[] for _ in range(4)]
+    for hold_id, group in zip(ids, state["grouping"], strict=False):
+        groups[group].append(hold_id)
+    avoid = [PodPlacement(f"n{node}", [gpu]) for node, gpu in state["avoid"]]
+    return engine, oracle, groups, avoid
+
+
+def _answer(found: Any) -> Any:
+    return None if found is None else (found[0], as_tuple(found[1]))
+
+
+@settings(max_examples=400)
+@given(states())
+def test_place_after_matches_the_reference(state: dict[str, Any]) -> None:
+    engine, oracle, groups, avoid = _build(state)
+    request = state["request"]
+    before = engine.snapshot()
+    got = engine.place_after(request, groups, avoid=avoid)
+    assert _answer(got) == _answer(oracle.place_after(request, groups, avoid=avoid))
+    assert engine.snapshot() == before  # a pure query
+    engine.check_invariants()
+    event("fits now" if got is not None and got[0] == 0 else "later" if got else "never")
+
+
+@settings(max_examples=300)
+@given(states())
+def test_reserve_avoiding_matches_the_reference(state: dict[str, Any]) -> None:
+    engine, oracle, _, avoid = _build(state)
+    request = state["request"]
+    outcomes = []
+    for cluster in (engine, oracle):
+        try:
+            outcomes.append(as_tuple(cluster.reserve(request, avoid=avoid).placement))
+        except Unschedulable:
+            outcomes.append(None)
+    assert outcomes[0] == outcomes[1]
+    if outcomes[0] is not None:
+        taken = {(node, gpu) for node, gpus in outcomes[0][2] for gpu in gpus}
+        assert not taken & {(pod.node, pod.gpus[0]) for pod in avoid}
+        event("reserved")
+    engine.check_invariants()
+    assert full_state(engine) == full_state(oracle)
+
+
+@settings(max_examples=200)
+@given(states())
+def test_the_prefix_is_the_first_that_fits_by_brute_force(state: dict[str, Any]) -> None:
+    """Every shorter prefix, replayed on a restored copy with the avoided free GPUs adopted,
+    leaves the gang without a placement; the answer's prefix gives the answer's."""
+    engine, _, groups, avoid = _build(state)
+    request = state["request"]
+    found = engine.place_after(request, groups, avoid=avoid)
+    limit = len(groups) + 1 if found is None else found[0] + 1
+    for k in range(limit):
+        copy = Cluster.restore(engine.snapshot())
+        for group in groups[:k]:
+            for hold_id in group:
+                copy.release(hold_id)
+        free = [
+            PodPlacement(pod.node, [g for g in pod.gpus if g in copy.node(pod.node).free])
+            for pod in avoid
+        ]
+        free = [pod for pod in free if pod.gpus]
+        if free:
+            try:
+                copy.adopt(free)
+            except gangplace.Conflict:  # one GPU named twice in avoid: adopt it once
+                copy.adopt({(p.node, p.gpus[0]): p for p in free}.values())
+        placed = copy.place_gang(request)
+        if found is not None and k == found[0]:
+            assert as_tuple(placed) == as_tuple(found[1])
+        else:
+            assert placed is None, (k, found)
+
+
+def _small() -> tuple[Cluster, Any, Any]:
+    cluster = Cluster(("rack",), clock=lambda: 0.0)
+    for n in range(4):
+        cluster.add_node(f"a{n}", gpus=8, topology={"rack": "r0" if n < 2 else "r1"})
+    first = cluster.commit(cluster.reserve(GangRequest(2, 8)))
+    second = cluster.commit(cluster.reserve(GangRequest(1, 8)))
+    return cluster, first, second
+
+
+def test_a_gang_that_never_fits_gets_none_and_ended_ids_are_ignored() -> None:
+    cluster, first, second = _small()
+    assert cluster.place_after(GangRequest(5, 8), [[first], [second]]) is None
+    cluster.release(second)
+    k, placement = cluster.place_after(GangRequest(3, 8), [[second], [first]])  # type: ignore[misc]
+    assert k == 2 and len(placement.nodes) == 3
+
+
+BAD: dict[str, tuple[Any, Any, dict[str, Any], type[Exception]]] = {
+    "avoid-node": (GangRequest(1, 1), (), {"avoid": [PodPlacement("nope", [0])]}, UnknownNode),
+    "avoid-gpu": (GangRequest(1, 1), (), {"avoid": [PodPlacement("a0", [9])]}, InvalidRequest),
+    "avoid-type": (GangRequest(1, 1), (), {"avoid": [("a0", 1)]}, TypeError),
+    "avoid-str": (GangRequest(1, 1), (), {"avoid": "a0"}, TypeError),
+    "releases-str": (GangRequest(1, 1), "gp-1", {}, TypeError),
+    "releases-flat": (GangRequest(1, 1), [7], {}, TypeError),
+    "releases-id": (GangRequest(1, 1), [["not an id"]], {}, UnknownReservation),
+    "level": (GangRequest(1, 1, required_level="pod"), (), {}, InvalidRequest),
+    "roles": (MultiGangRequest((PodGroup("w", 1, 1),)), (), {}, TypeError),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_inputs_raise_typed_errors_and_change_nothing(case: str) -> None:
+    cluster, _, _ = _small()
+    request, releases, keywords, error = BAD[case]
+    before = cluster.snapshot()
+    with pytest.raises(error):
+        cluster.place_after(request, releases, **keywords)
+    assert cluster.snapshot() == before
+    if "avoid" in keywords:
+        with pytest.raises(error):
+            cluster.reserve(request, avoid=keywords["avoid"])
+        assert cluster.snapshot() == before
+
+
+def test_avoid_with_a_multi_role_gang_or_a_placement_is_refused() -> None:
+    cluster, _, _ = _small()
+    before = cluster.snapshot()
+    placement = cluster.place_gang(GangRequest(1, 1))
+    assert placement is not None
+    for request in (MultiGangRequest((PodGroup("w", 1, 1),)), placement):
+        with pytest.raises(TypeError):
+            cluster.reserve(request, avoid=[PodPlacement("a0", [0])])
+    assert cluster.snapshot() == before
