@@ -38,6 +38,7 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "('r0',) ['r1-n1', 'r2-n0']" in printed  # defragmentation: moves to the edge
     assert "[('pretrain', False), ('eval', True)]" in printed  # the scheduler's backfill
     assert "['finetune']" in printed
+    assert "['a', 'long'] 100.0 ('b0', 'b1', 'b2')" in printed  # S5: beside a reservation
     assert "the blocked head: it does not fit now" in printed  # Scheduler.pending, S10
     assert "()\n('batch',)" in printed  # S11: min_runtime spares a young victim
     assert "0.0 ['submitted', 'started', 'preempted']" in printed  # S14: its history

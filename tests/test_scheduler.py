@@ -39,16 +39,32 @@ def test_fifo_blocks_behind_the_head_without_backfill() -> None:
     assert [job.job_id for job in scheduler.pending()] == ["next", "small"]
 
 
-def test_easy_backfill_lets_a_short_job_pass_but_not_a_long_one() -> None:
+def test_easy_backfill_starts_a_long_job_beside_the_heads_shadow_placement() -> None:
+    """README S5: the head's reservation is r0 from t=100 (when "big" ends); "long" runs
+    past it but fits on the fourth node, off the reserved GPUs; "short" would end in time
+    but nothing is free any more."""
     scheduler = Scheduler(_cluster(), clock=lambda: 0.0)
     scheduler.submit("big", GangRequest(3, 8), walltime=100)
     scheduler.submit("head", GangRequest(2, 8), walltime=100)  # blocked until t=100
     scheduler.submit("long", GangRequest(1, 8), walltime=500)
-    scheduler.submit("untimed", GangRequest(1, 8))
     scheduler.submit("short", GangRequest(1, 8), walltime=100)
     decisions = scheduler.cycle(0.0)
-    assert _started(decisions) == ["big", "short"]
+    assert _started(decisions) == ["big", "long"]
     assert [s.backfilled for s in decisions.started] == [False, True]
+    head = scheduler.pending()[0]
+    assert head.shadow is not None and head.shadow.time == 100.0
+    assert head.shadow.placement is not None
+    long_nodes = set(decisions.started[1].allocation.placement.nodes)
+    assert not long_nodes & set(head.shadow.placement.nodes)
+
+
+def test_easy_backfill_a_job_that_ends_in_time_may_use_the_reserved_gpus() -> None:
+    scheduler = Scheduler(_cluster(), clock=lambda: 0.0)
+    scheduler.submit("big", GangRequest(2, 8), walltime=100)
+    scheduler.submit("head", GangRequest(3, 8), walltime=100)  # every node but one at t=100
+    scheduler.submit("long", GangRequest(2, 8), walltime=500)  # needs reserved GPUs: waits
+    scheduler.submit("short", GangRequest(2, 8), walltime=100)  # ends in time: starts
+    assert _started(scheduler.cycle(0.0)) == ["big", "short"]
 
 
 def test_any_backfill_starts_whatever_fits() -> None:
@@ -60,7 +76,7 @@ def test_any_backfill_starts_whatever_fits() -> None:
 
 
 def test_easy_backfill_when_fragmentation_blocks_the_head() -> None:
-    # 16 GPUs free in total, but 8 in each rack: the head's shadow is the first end (t=50).
+    # 16 GPUs free in total, but 8 in each rack: the head is reserved rack r0 from t=50.
     cluster = Cluster(("rack",), clock=lambda: 0.0)
     for name in ("r0n0", "r0n1", "r1n0", "r1n1"):
         cluster.add_node(name, gpus=8, topology={"rack": name[:2]}, labels={"name": name})
@@ -70,9 +86,13 @@ def test_easy_backfill_when_fragmentation_blocks_the_head() -> None:
     scheduler.cycle(0.0)
     assert cluster.stats().free == 16
     scheduler.submit("head", GangRequest(2, 8, required_level="rack"), walltime=10)
-    scheduler.submit("too-long", GangRequest(1, 4), walltime=60)
-    scheduler.submit("passes", GangRequest(1, 4), walltime=50)
-    assert _started(scheduler.cycle(0.0)) == ["passes"]
+    scheduler.submit("beside", GangRequest(1, 8), walltime=60)  # on r1n1, off the reservation
+    scheduler.submit("too-long", GangRequest(1, 4), walltime=60)  # only r0n1 is left: waits
+    scheduler.submit("passes", GangRequest(1, 4), walltime=50)  # ends by t=50: takes r0n1
+    assert _started(scheduler.cycle(0.0)) == ["beside", "passes"]
+    shadow = scheduler.pending()[0].shadow
+    assert shadow is not None and shadow.time == 50.0 and shadow.placement is not None
+    assert shadow.placement.nodes == ("r0n0", "r0n1")
 
 
 def test_priority_order() -> None:
@@ -217,7 +237,7 @@ def test_bad_input_raises_a_typed_error_and_changes_nothing(call: Any, error: An
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"order": "lifo"}, {"backfill": "conservative"}, {"quotas": {"a": -1}}],
+    [{"order": "lifo"}, {"backfill": "slurm"}, {"quotas": {"a": -1}}, {"reservation_depth": 0}],
 )
 def test_bad_constructor_arguments(kwargs: Any) -> None:
     with pytest.raises(InvalidRequest):

@@ -96,7 +96,8 @@ operations = st.lists(
 configs = st.fixed_dictionaries(
     {
         "order": st.sampled_from(["fifo", "priority"]),
-        "backfill": st.sampled_from(["easy", "none", "any"]),
+        "backfill": st.sampled_from(["easy", "conservative", "none", "any"]),
+        "reservation_depth": st.sampled_from([1, 2, 16]),
         "preemption": st.booleans(),
         "defrag": st.booleans(),
         "quotas": st.sampled_from([{}, {"a": 8}, {"a": 6, "b": 12}]),
@@ -213,6 +214,10 @@ def test_scheduler_matches_the_reference(
             got = _decisions(fast.cycle(now[0]))
             want = _decisions(slow.cycle(now[0]))
             assert got == want
+            shadows = {job.job_id: job.shadow for job in fast.pending() if job.shadow}
+            assert shadows == {job_id: kept[1] for job_id, kept in slow.kept.items()}
+            if any(shadow.placement is not None for shadow in shadows.values()):
+                event(f"reservations ({config['backfill']})")
             if any(started[3] for started in got[1]):
                 event("backfilled")
             for kind, index in (("evicted", 2), ("moved", 3)):

@@ -1,10 +1,11 @@
-"""A state machine over gangplace.Scheduler: invariants after every step, and EASY backfill's
+"""A state machine over gangplace.Scheduler: invariants after every step, and the backfill's
 promise checked by brute force on a copy of the cluster.
 
-The promise (README, rule S5): jobs backfilled ahead of a blocked head never delay the
-head's earliest start as the running jobs' walltimes predict it. After every cycle the test
-replays the predicted ends on a restored copy of the cluster twice, with and without the
-jobs that cycle backfilled, and finds the first end at which the head fits: both must agree.
+The promise (README, rule S5), for EASY and conservative backfill alike: no job that started
+delays a reservation past its time, as the running jobs' walltimes predict. After every
+cycle the test releases, on a restored copy of the cluster, every running job predicted to
+end by a reservation's time: every GPU of the reservation must then be free, and its owner's
+quota must have room for it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ from typing import Any
 
 from hypothesis import event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 
 from gangplace import Cluster, GangRequest, InvalidRequest, Scheduler, Unschedulable
 
@@ -51,6 +58,21 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.scheduler = Scheduler(self.cluster, clock=lambda: self.now, quotas=self.quotas)
         self.submitted = 0
         self.walltimes: dict[str, float | None] = {}
+        self.backfill = "easy"
+
+    @initialize(
+        backfill=st.sampled_from(["easy", "conservative"]), depth=st.sampled_from([1, 2, 16])
+    )
+    def choose_backfill(self, backfill: str, depth: int) -> None:
+        """EASY, or conservative backfill with a reservation depth (README S5)."""
+        self.backfill = backfill
+        self.scheduler = Scheduler(
+            self.cluster,
+            clock=lambda: self.now,
+            quotas=self.quotas,
+            backfill=backfill,  # type: ignore[arg-type]
+            reservation_depth=depth,
+        )
 
     @rule(
         pods=st.integers(1, 4),
@@ -136,13 +158,10 @@ class SchedulerMachine(RuleBasedStateMachine):
         for job in self.scheduler.running():  # jobs end at their walltime, as in the simulator
             if job.walltime is not None and job.started_at + job.walltime <= self.now:
                 self.scheduler.finish(job.job_id)
-        before = self.cluster.snapshot()
         decisions = self.scheduler.cycle(self.now)
         self._check_reasons(decisions)
         self._check_failures_handled(decisions)
-        backfilled = [s for s in decisions.started if s.backfilled]
-        if backfilled:
-            self._check_no_delay(before, decisions)
+        self._check_reservations_hold()
 
     def _check_failures_handled(self, decisions: Any) -> None:
         """Rule S13: right after a cycle no running job has lost ranks; the jobs that had
@@ -177,49 +196,31 @@ class SchedulerMachine(RuleBasedStateMachine):
             if job.job_id == decisions.head and not job.reason.startswith("owner "):
                 assert job.reason.startswith("the blocked head"), job
 
-    def _check_no_delay(self, before: bytes, decisions: Any) -> None:
-        if decisions.head is None:
-            return
-        head = next(job for job in self.scheduler.pending() if job.job_id == decisions.head)
-        backfilled = {s.job_id for s in decisions.started if s.backfilled}
-        with_them = self._earliest_start(head, set())
-        without = self._earliest_start(head, backfilled)
-        assert with_them == without, (head, backfilled, with_them, without)
-        event("backfill checked against the head's earliest start")
-        if math.isfinite(without):
-            event("... with a finite earliest start")
-
-    def _earliest_start(self, head: Any, released_now: set[str]) -> float:
-        """When the head can start as the walltimes predict: placement and quota both."""
-        copy = Cluster.restore(self.cluster.snapshot(), clock=lambda: self.now)
-        quota = self.quotas.get(head.owner) if head.owner is not None else None
-        request = head.request
-        fewest = (request.min_pods or request.pods) * request.gpus_per_pod
-        used = 0
-        ends: list[tuple[float, str, str | None, int]] = []
-        for job in self.scheduler.running():
-            gpus = job.allocation.placement.total_gpus
-            if job.job_id in released_now:
-                copy.release(job.allocation.id, owner=job.owner)
+    def _check_reservations_hold(self) -> None:
+        """README S5, by brute force: every reservation of the last cycle can start at its
+        time. On a copy of the cluster, every running job predicted to end by then is
+        released: the reservation's GPUs must all be free and healthy, and its owner's
+        quota must have room for it."""
+        running = self.scheduler.running()
+        for job in self.scheduler.pending():
+            shadow = job.shadow
+            if shadow is None or shadow.placement is None:
                 continue
-            used += gpus if job.owner == head.owner else 0
-            end = math.inf if job.walltime is None else job.started_at + job.walltime
-            ends.append((max(end, self.now), job.allocation.id, job.owner, gpus))
-
-        def can_start() -> bool:
-            room = quota is None or used + fewest <= quota
-            return room and copy.place_gang(request) is not None
-
-        if can_start():
-            return self.now
-        for end, allocation, owner, gpus in sorted(ends):
-            if math.isinf(end):
-                break
-            copy.release(allocation, owner=owner)
-            used -= gpus if owner == head.owner else 0
-            if can_start():
-                return end
-        return math.inf
+            copy = Cluster.restore(self.cluster.snapshot(), clock=lambda: self.now)
+            used = 0
+            for other in running:
+                end = math.inf if other.walltime is None else other.started_at + other.walltime
+                if max(end, self.now) <= shadow.time:
+                    copy.release(other.allocation.id, owner=other.owner)
+                elif other.owner == job.owner:
+                    used += other.allocation.placement.total_gpus
+            for pod in shadow.placement.pods:
+                free = set(copy.node(pod.node).free)
+                assert set(pod.gpus) <= free, (job, pod, free)
+            quota = self.quotas.get(job.owner) if job.owner is not None else None
+            if quota is not None:
+                assert used + shadow.placement.total_gpus <= quota, (job, used)
+            event(f"reservation checked ({self.backfill})")
 
     @invariant()
     def quotas_hold_and_holds_match(self) -> None:

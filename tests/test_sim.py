@@ -648,3 +648,12 @@ def test_pod_by_pod_admits_what_the_gang_policies_admit_and_honours_quotas() -> 
         assert rejected[1] is not None and "above owner 'a''s quota of 8" in rejected[1]
         assert [r.start_s for r in result.records[2:]] == [1, 101], policy
         assert max(busy for _, busy, _, _ in result.samples) <= 8  # never above the quota
+
+
+@pytest.mark.parametrize("backfill", ["easy", "conservative"])
+def test_a_job_starts_beside_the_heads_reservation(backfill: str) -> None:
+    """Issue 25's trace: on 32 GPUs, 16 GPUs for 100 s, then 24 (blocked until t=100), then
+    8 for 1,000 s. The 8-GPU job runs past the head's start but fits on the node the head's
+    reservation leaves out, so it starts at 2 s (it waited until 100 s before README S5)."""
+    jobs = [job("A", 0, 100, 2, 8), job("B", 1, 100, 3, 8), job("C", 2, 1000, 1, 8)]
+    assert starts("best-fit", jobs, "tree:1,1,4,8", backfill=backfill) == [0, 100, 2]

@@ -22,9 +22,11 @@ from gangplace.errors import (
     Unschedulable,
 )
 from gangplace.reference import spares
+from gangplace.reference.backfill import ReferenceReservation, fresh_reservation, kept_time
 from gangplace.reference.history import ReferenceHistories
 from gangplace.reference.values import MAX_NAME_BYTES
 from gangplace.scheduler.history import HistorySummary, JobHistory
+from gangplace.scheduler.reservations import Shadow
 from gangplace.scheduler.values import Decisions, Moved, Repaired, Started
 
 __all__ = ["ReferenceScheduler"]
@@ -65,8 +67,11 @@ class ReferenceScheduler:
         max_evicted_gpus_per_hour: int | None = None,
         budgets: dict[str, int] | None = None,
         history_limit: int = 100_000,
+        reservation_depth: int = 16,
     ) -> None:
         self.cluster = cluster
+        self.reservation_depth = reservation_depth
+        self.kept: dict[str, tuple[GangRequest, Shadow]] = {}  # S5: job -> its reservation
         self.histories = ReferenceHistories(history_limit)
         self.min_runtime = min_runtime
         self.cooldown = preemption_cooldown
@@ -366,31 +371,68 @@ class ReferenceScheduler:
         """S5-S7: one walk; True when room was made for the head (start over)."""
         head: _Job | None = None
         self.head = None
-        shadow = 0.0
+        depth = {"easy": 1, "conservative": self.reservation_depth}.get(self.backfill, 0)
+        walk: list[ReferenceReservation] = []
         for job in sorted(self.pending, key=self._order):
-            if head is not None:
-                if self.backfill == "none":
-                    break
-                if self.backfill == "easy" and (
-                    job.walltime is None or now + job.walltime > shadow
-                ):
-                    continue
-            outcome = self._try(job, now, head is not None)
+            if head is not None and self.backfill == "none":
+                break
+            end = math.inf if job.walltime is None else now + job.walltime
+            if head is None or self.backfill == "any":
+                outcome = self._try(job, now, head is not None)
+            elif self._may_not_pass(job, end, walk):
+                outcome = "nofit"
+            else:
+                avoid = [
+                    pod
+                    for r in walk
+                    if r.shadow.placement is not None and r.shadow.time < end
+                    for pod in r.shadow.placement.pods
+                ]
+                outcome = self._try(job, now, True, avoid)
             if isinstance(outcome, Started):
                 started.append(outcome)
                 continue
-            if outcome == "quota" or head is not None:
+            if outcome == "quota":
                 continue
-            made = self._make_room(job, now)
-            if made is not None:
-                started.append(made[0])
-                evicted.extend(made[1])
-                moved.extend(made[2])
-                return True
-            head = job
-            self.head = job.job_id
-            shadow = self._shadow(job, now)
+            if head is None:
+                made = self._make_room(job, now)
+                if made is not None:
+                    started.append(made[0])
+                    evicted.extend(made[1])
+                    moved.extend(made[2])
+                    return True
+                head = job
+                self.head = job.job_id
+                if self.backfill == "none":
+                    break
+            if len(walk) < depth:
+                quota = job.owner is not None and job.owner in self.quotas
+                walk.append(ReferenceReservation(self._reserve(job, walk, now), job.owner, quota))
+        self.kept = {r.shadow.job_id: self.kept[r.shadow.job_id] for r in walk}
         return False
+
+    def _may_not_pass(self, job: _Job, end: float, walk: list[ReferenceReservation]) -> bool:
+        """S5: whether ``job`` may not pass the reservations at all.
+
+        A job without a walltime never passes a blind reservation; a job of an owner with a
+        quota never runs past a reservation of the same owner.
+        """
+        if math.isinf(end) and any(r.shadow.placement is None for r in walk):
+            return True
+        return any(r.quota and r.owner == job.owner and r.shadow.time < end for r in walk)
+
+    def _reserve(self, job: _Job, walk: list[ReferenceReservation], now: float) -> Shadow:
+        """S5: the job's reservation: the kept one while valid, else a new one."""
+        request = self._request(job)
+        kept = self.kept.get(job.job_id)
+        if kept is not None and kept[0] == request:
+            time = kept_time(self.cluster, self.running, kept[1], walk, now)
+            if time is not None:
+                self.kept[job.job_id] = (request, Shadow(job.job_id, time, kept[1].placement))
+                return self.kept[job.job_id][1]
+        shadow = fresh_reservation(self.cluster, self.running, job.job_id, request, walk, now)
+        self.kept[job.job_id] = (request, shadow)
+        return shadow
 
     def _request(self, job: _Job) -> GangRequest:
         request = job.request
@@ -430,12 +472,14 @@ class ReferenceScheduler:
         layers = tuple(request.slices)
         return spares.placed_pods(pods, request.spares, layers) * request.gpus_per_pod
 
-    def _try(self, job: _Job, now: float, backfilled: bool) -> Started | str:
+    def _try(self, job: _Job, now: float, backfilled: bool, avoid: Any = ()) -> Started | str:
         quota = self.quotas.get(job.owner) if job.owner is not None else None
         if quota is not None and self._fewest(job) > quota - self._usage(job.owner):
             return "quota"
         try:
-            reservation = self.cluster.reserve(self._request(job), ttl=60.0, owner=job.owner)
+            reservation = self.cluster.reserve(
+                self._request(job), ttl=60.0, owner=job.owner, avoid=avoid
+            )
         except Unschedulable:
             return "nofit"
         except LimitExceeded:
@@ -446,31 +490,12 @@ class ReferenceScheduler:
         self, job: _Job, allocation: Allocation, now: float, backfilled: bool, evicted: Any = ()
     ) -> Started:
         self.pending.remove(job)
+        self.kept.pop(job.job_id, None)
         job.allocation, job.started_at = allocation, now
         self.running.append(job)
         detail = allocation.id + (" (backfilled)" if backfilled else "")
         self.histories.add(job.job_id, now, "started", detail)
         return Started(job.job_id, allocation, now - job.wait_began, backfilled, tuple(evicted))
-
-    def _shadow(self, head: _Job, now: float) -> float:
-        """S6: a lower bound on the head's earliest start, by the running jobs' walltimes."""
-        ends = sorted(
-            (
-                math.inf
-                if job.walltime is None or job.started_at is None
-                else job.started_at + job.walltime,
-                job.allocation.placement.total_gpus if job.allocation else 0,
-            )
-            for job in self.running
-        )
-        free, need = self.cluster.stats().free, self._fewest(head)
-        if free >= need:
-            return max(ends[0][0], now) if ends else math.inf
-        for end, gpus in ends:
-            free += gpus
-            if free >= need:
-                return max(end, now)
-        return math.inf
 
     def _make_room(self, head: _Job, now: float) -> tuple[Started, list[str], list[Moved]] | None:
         """S8: preemption first, then defragmentation (never for slice, NUMA or spared gangs)."""

@@ -6,7 +6,6 @@ and :mod:`gangplace.reference.scheduler` implements it again, naively, for the t
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import math
 import time
@@ -14,7 +13,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from gangplace._gangplace import Allocation, Cluster, GangRequest
+from gangplace._gangplace import Allocation, Cluster, GangRequest, PodPlacement
 from gangplace.errors import (
     DuplicateJob,
     InvalidRequest,
@@ -34,20 +33,22 @@ from gangplace.scheduler.cycle import run_cycle
 from gangplace.scheduler.failures import ON_FAILURE, handle_failures
 from gangplace.scheduler.history import Histories
 from gangplace.scheduler.metrics import SchedulerMetrics
-from gangplace.scheduler.queue import PendingQueue, QueuedJob, shadow_time
+from gangplace.scheduler.queue import PendingQueue, QueuedJob
 from gangplace.scheduler.reasons import LastWalk
-from gangplace.scheduler.values import Decisions, Moved, PendingReasons, Started
+from gangplace.scheduler.reservations import ShadowBook
+from gangplace.scheduler.running import RunningJobs
+from gangplace.scheduler.values import Decisions, PendingReasons, Started
 from gangplace.scheduler.views import SchedulerViews
 
 __all__ = ["Scheduler"]
 
 ORDERS = ("fifo", "priority")
-BACKFILLS = ("easy", "none", "any")
+BACKFILLS = ("easy", "conservative", "none", "any")
 # Reservations are committed in the same call; the ttl only has to outlive that call.
 HOLD_TTL = 60.0
 
 
-class Scheduler(SchedulerViews):
+class Scheduler(RunningJobs, SchedulerViews):
     """A gang queue with backfill, priorities, timeouts and metrics around one cluster.
 
     The scheduler owns the holds it makes: a started job's GPUs are reserved and committed
@@ -59,10 +60,14 @@ class Scheduler(SchedulerViews):
         cluster: The cluster to place on.
         order: ``"fifo"`` (submission order) or ``"priority"`` (higher
             ``GangRequest.priority`` first, then submission order).
-        backfill: ``"easy"`` (default): a job may start ahead of the blocked head only if
-            it ends, by its walltime, before the head's earliest possible start; a job
-            without a walltime never passes the head. ``"none"``: nothing passes a blocked
-            head. ``"any"``: anything that fits starts.
+        backfill: ``"easy"`` (default, EASY backfill): the blocked head gets a reservation
+            (its shadow placement, where and when it starts as the walltimes predict),
+            and a later job starts now only if it ends by then or fits without the
+            reservation's GPUs. ``"conservative"``: the first ``reservation_depth`` jobs
+            that do not fit each get one, and a later job may delay none of them.
+            ``"none"``: nothing passes a blocked head. ``"any"``: anything that fits starts.
+        reservation_depth: How many blocked jobs get a reservation with
+            ``backfill="conservative"`` (Slurm's ``bf_max_job_test`` plays this part).
         preemption: Let the blocked head evict lower-priority preemptible allocations
             (``Cluster.plan_preemption``); evicted jobs go back to the queue.
         defrag: Let the blocked head move movable jobs (``Cluster.plan_defrag``).
@@ -102,7 +107,7 @@ class Scheduler(SchedulerViews):
         cluster: Cluster,
         *,
         order: Literal["fifo", "priority"] = "fifo",
-        backfill: Literal["easy", "none", "any"] = "easy",
+        backfill: Literal["easy", "conservative", "none", "any"] = "easy",
         preemption: bool = False,
         defrag: bool = False,
         clock: Callable[[], float] | None = None,
@@ -114,6 +119,7 @@ class Scheduler(SchedulerViews):
         max_evicted_gpus_per_hour: int | None = None,
         budgets: Mapping[str, int] | None = None,
         history_limit: int = 100_000,
+        reservation_depth: int = 16,
     ) -> None:
         if not isinstance(cluster, Cluster):
             raise TypeError(f"cluster must be a gangplace.Cluster, not {type(cluster).__name__}")
@@ -124,6 +130,11 @@ class Scheduler(SchedulerViews):
                 f"backfill must be one of {', '.join(BACKFILLS)}; got {backfill!r}"
             )
         self.quotas = checked_quotas(quotas)
+        if isinstance(reservation_depth, bool) or not isinstance(reservation_depth, int):
+            raise TypeError("reservation_depth must be an int")
+        if reservation_depth < 1:
+            raise InvalidRequest(f"reservation_depth must be >= 1, got {reservation_depth}")
+        self.reservation_depth = reservation_depth
         self._histories = Histories(Histories.checked_limit(history_limit))
         self._brakes = Brakes.checked(
             min_runtime,
@@ -146,6 +157,9 @@ class Scheduler(SchedulerViews):
         self._by_hold: dict[str, str] = {}
         self._ends: list[tuple[float, int, str]] = []  # (predicted end, GPUs, job id)
         self._allocations: dict[str, Allocation] = {}
+        self._jobs_on: dict[str, set[str]] = {}  # node -> running jobs with pods there
+        self._book = ShadowBook()
+        self._walk_now = 0.0
         self._usage: dict[str | None, int] = {}
         self._stages: list[tuple[float, tuple[int, int], str, int]] = []
         self._sequence = 0
@@ -173,7 +187,7 @@ class Scheduler(SchedulerViews):
             job_id: Unique among pending and running jobs.
             request: The gang; its ``priority`` orders the queue under ``order="priority"``.
             owner: Who runs it: the cluster owner of its holds, and the key of ``quotas``.
-            walltime: Its run-time limit in seconds; EASY backfill needs it.
+            walltime: Its run-time limit in seconds: the backfill's predictions need it.
             timeout: Seconds of waiting after which an elastic gang (``min_pods``) may start
                 smaller; before it, only whole. ``None``: elastic at once.
             ladder: ``(seconds waited, required_level or None)`` steps, increasing: the
@@ -317,22 +331,6 @@ class Scheduler(SchedulerViews):
             self.metrics.job_requeued(job.owner, preempted=False)
         self._set_pending_gauge()
 
-    def _end_running(self, job_id: str, *, release: bool) -> QueuedJob:
-        job = self._running.pop(job_id)
-        allocation_id = job.allocation_id
-        assert allocation_id is not None
-        if release:
-            self.cluster.release(allocation_id, owner=job.owner)
-        del self._by_hold[allocation_id]
-        gpus = self._allocations.pop(job_id).placement.total_gpus
-        self._usage[job.owner] = self._usage.get(job.owner, 0) - gpus
-        end = _predicted_end(job)
-        del self._ends[bisect.bisect_left(self._ends, (end, gpus, job_id))]
-        job.allocation_id = job.started_at = None
-        return job
-
-    # ------------------------------------------------------------------ the cycle
-
     def cycle(self, now: float | None = None) -> Decisions:
         """One scheduling pass (README, rules S4-S9): starts what the rules allow.
 
@@ -354,6 +352,7 @@ class Scheduler(SchedulerViews):
                 f"cycle at {now} s is before the previous cycle ({self._last_cycle} s)"
             )
         self._last_cycle = now
+        self._walk_now = now
         self._freeze_reasons()
         self._brakes.victims_this_cycle = 0
         repaired, requeued, failed, evicted = handle_failures(self, now)
@@ -387,6 +386,8 @@ class Scheduler(SchedulerViews):
         if view is not None:
             view.freeze()
         self._reasons = None
+
+    # ------------------------------------------------------------------ the cycle
 
     def _apply_stages(self, now: float) -> tuple[list[str], list[tuple[str, str | None]]]:
         timed_out: list[str] = []
@@ -440,15 +441,20 @@ class Scheduler(SchedulerViews):
         room = self._room_in_quota(job)
         return job.effective(None if room is None else room // job.request.gpus_per_pod)
 
-    def _try_start(self, job: QueuedJob, now: float, backfilled: bool) -> Started | str:
-        """Starts ``job`` if it fits now: the ``Started``, or ``"quota"``/``"nofit"``."""
+    def _try_start(
+        self, job: QueuedJob, now: float, backfilled: bool, avoid: list[PodPlacement] | None = None
+    ) -> Started | str:
+        """Starts ``job`` if it fits now, never on the GPUs of ``avoid``.
+
+        Returns the ``Started``, or ``"quota"``/``"nofit"``.
+        """
         if self._quota_reason(job) is not None:
             return "quota"
         if job.fewest_gpus > self.cluster.stats().free:
             return "nofit"
         try:
             reservation = self.cluster.reserve(
-                self._within_quota(job), ttl=HOLD_TTL, owner=job.owner
+                self._within_quota(job), ttl=HOLD_TTL, owner=job.owner, avoid=avoid or ()
             )
         except Unschedulable:
             return "nofit"
@@ -457,96 +463,6 @@ class Scheduler(SchedulerViews):
         allocation = self.cluster.commit(reservation, owner=job.owner)
         return self._started(job, allocation, now, backfilled)
 
-    def _started(
-        self,
-        job: QueuedJob,
-        allocation: Allocation,
-        now: float,
-        backfilled: bool,
-        preempted: tuple[str, ...] = (),
-    ) -> Started:
-        self._queue.remove(job)
-        job.allocation_id = allocation.id
-        job.started_at = now
-        self._running[job.job_id] = job
-        self._by_hold[allocation.id] = job.job_id
-        self._allocations[job.job_id] = allocation
-        gpus = allocation.placement.total_gpus
-        self._usage[job.owner] = self._usage.get(job.owner, 0) + gpus
-        bisect.insort(self._ends, (_predicted_end(job), gpus, job.job_id))
-        waited = now - job.wait_began
-        detail = allocation.id + (" (backfilled)" if backfilled else "")
-        self._histories.started(job.job_id, now, detail)
-        if self.metrics is not None:
-            self.metrics.job_started(job.owner, waited, backfilled)
-        return Started(job.job_id, allocation, waited, backfilled, preempted)
-
-    def _shadow(self, head: QueuedJob, now: float) -> float:
-        return shadow_time(now, self.cluster.stats().free, head.fewest_gpus, self._ends)
-
-    def _allocation_of(self, job_id: str) -> str | None:
-        job = self._running.get(job_id)
-        return None if job is None else job.allocation_id
-
-    def _since_of(self, hold_id: str) -> float:
-        """When allocation ``hold_id`` was committed (the scheduler's, else the cluster's)."""
-        job_id = self._by_hold.get(hold_id)
-        if job_id is not None:
-            return self._allocations[job_id].since
-        return next(a for a in self.cluster.allocations() if a.id == hold_id).since
-
-    def _victim_of(self, hold_id: str) -> tuple[str | None, int]:
-        """A victim's owner and GPUs (S11): the scheduler's job's, else the cluster's hold's."""
-        job_id = self._by_hold.get(hold_id)
-        if job_id is not None:
-            return self._running[job_id].owner, self._allocations[job_id].placement.total_gpus
-        held = next(a for a in self.cluster.allocations() if a.id == hold_id)
-        return held.owner, held.placement.total_gpus
-
-    def _evicted(self, hold_ids: Iterable[str], now: float, *, for_job: str) -> list[str]:
-        """Requeues the scheduler's jobs among evicted holds; returns job or hold ids."""
-        names = []
-        for hold_id in hold_ids:
-            job_id = self._by_hold.get(hold_id)
-            if job_id is None:
-                names.append(hold_id)
-                continue
-            job = self._end_running(job_id, release=False)
-            self._histories.stopped(job_id, now, "preempted", f"for {for_job}")
-            self._enqueue(job, now)
-            names.append(job_id)
-            if self.metrics is not None:
-                self.metrics.job_requeued(job.owner, preempted=True)
-        return names
-
-    def _moved(
-        self, moves: Mapping[str, Any], plan_moves: Iterable[Any], now: float
-    ) -> list[Moved]:
-        moved = []
-        for move in plan_moves:
-            job_id = self._by_hold.get(move.allocation)
-            reservation = moves[move.allocation]
-            owner = reservation.owner
-            allocation = self.cluster.commit(reservation, owner=owner)
-            if job_id is None:
-                continue
-            job = self._running[job_id]
-            del self._by_hold[move.allocation]
-            job.allocation_id = allocation.id
-            self._by_hold[allocation.id] = job_id
-            self._allocations[job_id] = allocation
-            moved.append(Moved(job_id, move, allocation))
-            self._histories.note(job_id, now, "moved", allocation.id)
-            if self.metrics is not None:
-                self.metrics.moves.inc()
-        return moved
-
     def _set_pending_gauge(self) -> None:
         if self.metrics is not None:
             self.metrics.queue_changed([job.owner for job in self._queue.in_order()])
-
-
-def _predicted_end(job: QueuedJob) -> float:
-    if job.walltime is None or job.started_at is None:
-        return math.inf
-    return job.started_at + job.walltime

@@ -1,20 +1,27 @@
 """One scheduling cycle over the class-grouped queue (README, rules S4-S8).
 
 The walk visits jobs in queue order, but through their classes (see
-:mod:`gangplace.scheduler.queue`): a heap holds one candidate per class, and a class that
-failed to fit is dropped for the rest of the walk. Until the first job that cannot start
-(the *head*), every job is a candidate. After it: nothing (``backfill="none"``), every job
-(``"any"``), or the jobs whose walltime ends by the head's shadow time (``"easy"``). When
-preemption or defragmentation makes room for the head, the walk starts over.
+:mod:`gangplace.scheduler.queue`): a heap holds one candidate per class. Until the first job
+that cannot start (the *head*), every job is tried as it is. After it: nothing
+(``backfill="none"``), every job (``"any"``), or, with reservations (``"easy"``: the head's;
+``"conservative"``: the first ``reservation_depth`` blocked jobs'), every job, kept off the
+GPUs of each reservation whose time comes before the job's predicted end (see
+:mod:`gangplace.scheduler.reservations`). Inside a walk the free GPUs only shrink and the
+reservations only grow, so a job that failed while kept off the reservations up to time
+``t`` proves that every later job of its class ending after ``t`` fails too: each class
+keeps that *bound* and offers only jobs ending by it. When preemption or defragmentation
+makes room for the head, the walk starts over.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from typing import TYPE_CHECKING
 
 from gangplace.scheduler.queue import ClassKey, OrderKey, QueuedJob
 from gangplace.scheduler.reasons import LastWalk
+from gangplace.scheduler.reservations import BLIND_BOUND, WalkReservations
 from gangplace.scheduler.values import Moved, Started
 
 if TYPE_CHECKING:
@@ -31,107 +38,129 @@ def run_cycle(
     preempted: list[str] = []
     moved: list[Moved] = []
     head: list[str | None] = [None]
-    while _walk(scheduler, now, started, preempted, moved, head):
+    while _Walk(scheduler, now).run(started, preempted, moved, head):
         pass
     return started, preempted, moved, head[0]
 
 
-def _walk(
-    scheduler: Scheduler,
-    now: float,
-    started: list[Started],
-    preempted: list[str],
-    moved: list[Moved],
-    blocked: list[str | None],
-) -> bool:
-    """One walk over the queue; ``True`` when room was made and the walk must start over.
+class _Walk:
+    """One walk over the queue."""
 
-    ``blocked[0]`` is set to the walk's blocked head (``None`` if none).
-    """
-    blocked[0] = None
-    walk = LastWalk(scheduler.backfill, scheduler._queue.added)
-    scheduler._last_walk = walk
-    queue = scheduler._queue
-    failed: set[ClassKey] = set()
-    heap: list[tuple[OrderKey, ClassKey]] = []
-    for key, group in queue.classes.items():
-        first = group.first()
-        if first is not None:
-            heap.append((first.order, key))
-    heapq.heapify(heap)
-    head: QueuedJob | None = None
-    shadow = 0.0
-    while heap:
-        order, key = heapq.heappop(heap)
-        if key in failed:
-            continue
-        members = queue.classes.get(key)
-        job = members.jobs.get(order) if members is not None else None
-        if job is None:
-            continue
-        outcome = scheduler._try_start(job, now, backfilled=head is not None)
-        if isinstance(outcome, Started):
-            started.append(outcome)
-            nxt = _next_candidate(scheduler, key, order, head is not None, now, shadow)
-            if nxt is not None:
-                heapq.heappush(heap, (nxt.order, key))
-            continue
-        failed.add(key)
-        walk.failed[key] = "quota" if outcome == "quota" else "nofit"
-        if outcome == "quota" or head is not None:
-            continue
-        room = _make_room(scheduler, job, now)
-        if room is not None:
-            started.append(room[0])
-            preempted.extend(room[1])
-            moved.extend(room[2])
-            return True
-        head = job
-        blocked[0] = job.job_id
-        if scheduler.backfill == "easy":
-            shadow = scheduler._shadow(head, now)
-        walk.blocked_by(job.job_id, key, shadow)
-        if scheduler.backfill == "none":
-            break
-        if scheduler.backfill == "easy":
-            heap = _easy_candidates(scheduler, heap, failed, now, shadow)
-    return False
+    def __init__(self, scheduler: Scheduler, now: float) -> None:
+        self.scheduler = scheduler
+        self.now = now
+        backfill = scheduler.backfill
+        depth = {"easy": 1, "conservative": scheduler.reservation_depth}.get(backfill, 0)
+        self.reservations = WalkReservations(depth)
+        self.record = LastWalk(backfill, scheduler._queue.added)
+        scheduler._last_walk = self.record
+        self.bounds: dict[ClassKey, float] = {}  # class -> skip its jobs ending after this
+        self.head: QueuedJob | None = None
 
+    def run(
+        self,
+        started: list[Started],
+        preempted: list[str],
+        moved: list[Moved],
+        blocked: list[str | None],
+    ) -> bool:
+        """The walk; ``True`` when room was made and the walk must start over."""
+        scheduler, queue = self.scheduler, self.scheduler._queue
+        blocked[0] = None
+        heap: list[tuple[OrderKey, ClassKey]] = []
+        for key, group in queue.classes.items():
+            first = group.first()
+            if first is not None:
+                heap.append((first.order, key))
+        heapq.heapify(heap)
+        while heap:
+            order, key = heapq.heappop(heap)
+            members = queue.classes.get(key)
+            job = members.jobs.get(order) if members is not None else None
+            if job is None:
+                continue
+            outcome = self._attempt(job, key)
+            if isinstance(outcome, Started):
+                started.append(outcome)
+                self._push_next(heap, key, order)
+                continue
+            if outcome == "quota":
+                self.record.failed[key] = "quota"
+                continue
+            if self.head is None:
+                room = _make_room(scheduler, job, self.now)
+                if room is not None:
+                    started.append(room[0])
+                    preempted.extend(room[1])
+                    moved.extend(room[2])
+                    return True
+                self.head = job
+                blocked[0] = job.job_id
+                self.record.blocked_by(job.job_id, key)
+                if scheduler.backfill == "none":
+                    break
+            if not self.reservations.full:
+                shadow = scheduler._book.reserve(
+                    scheduler, job.job_id, scheduler._within_quota(job), self.reservations
+                )
+                quota = job.owner is not None and job.owner in scheduler.quotas
+                self.reservations.add(shadow, job.owner, quota=quota)
+                self.record.reserved[job.job_id] = shadow
+            self._push_next(heap, key, order)
+        scheduler._book.keep_only(self.record.reserved)
+        return False
 
-def _next_candidate(
-    scheduler: Scheduler,
-    key: ClassKey,
-    after: OrderKey,
-    backfilling: bool,
-    now: float,
-    shadow: float,
-) -> QueuedJob | None:
-    group = scheduler._queue.classes.get(key)
-    if group is None:
-        return None
-    if backfilling and scheduler.backfill == "easy":
-        return group.first_ending_by(now, shadow, after)
-    return group.first()
+    def _attempt(self, job: QueuedJob, key: ClassKey) -> Started | str:
+        """Tries ``job`` now: ``Started``, ``"quota"``, or ``"nofit"`` (the class's bound set)."""
+        scheduler, now = self.scheduler, self.now
+        end = now + job.walltime if job.walltime is not None else math.inf
+        if end > self.bounds.get(key, math.inf):
+            return "nofit"  # known: an earlier job of its class failed under less
+        if self.head is None or scheduler.backfill == "any":
+            outcome = scheduler._try_start(job, now, backfilled=self.head is not None)
+            if outcome == "nofit":
+                self._fail(key, -math.inf, "nofit")
+            return outcome
+        if math.isinf(end) and self.reservations.blind():
+            self._fail(key, BLIND_BOUND, "untimed")  # README S5: it never passes a blind one
+            return "nofit"
+        quota_bound = self.reservations.quota_bound(job.owner)
+        if end > quota_bound:
+            self._fail(key, quota_bound, "quota-reserved")  # its owner's quota is reserved
+            return "nofit"
+        avoid, bound = self.reservations.to_avoid(end)
+        outcome = scheduler._try_start(job, now, backfilled=True, avoid=avoid)
+        if outcome == "nofit":
+            self._fail(key, bound, "nofit" if bound == -math.inf else "beside")
+        return outcome
 
+    def _fail(self, key: ClassKey, bound: float, why: str) -> None:
+        if bound < self.bounds.get(key, math.inf):
+            self.bounds[key] = bound
+            self.record.failed[key] = why
 
-def _easy_candidates(
-    scheduler: Scheduler,
-    heap: list[tuple[OrderKey, ClassKey]],
-    failed: set[ClassKey],
-    now: float,
-    shadow: float,
-) -> list[tuple[OrderKey, ClassKey]]:
-    """The heap rebuilt with each class's first job that ends by ``shadow``."""
-    rebuilt = []
-    for _, key in heap:
-        if key in failed:
-            continue
-        group = scheduler._queue.classes.get(key)
-        candidate = group.first_ending_by(now, shadow, None) if group is not None else None
+    def _push_next(
+        self, heap: list[tuple[OrderKey, ClassKey]], key: ClassKey, after: OrderKey
+    ) -> None:
+        """Pushes the class's next candidate after ``after``.
+
+        While reservations are still handed out, that is its next job (a job known to fail
+        still gets one); after, its next job ending by the class's bound.
+        """
+        group = self.scheduler._queue.classes.get(key)
+        if group is None or (self.head is not None and self.scheduler.backfill == "none"):
+            return
+        bound = self.bounds.get(key, math.inf)
+        if not self.reservations.full and self.head is not None:
+            bound = math.inf
+        if bound == -math.inf:
+            return
+        if math.isinf(bound):
+            candidate = group.next_after(after)
+        else:
+            candidate = group.first_ending_by(self.now, bound, after)
         if candidate is not None:
-            rebuilt.append((candidate.order, key))
-    heapq.heapify(rebuilt)
-    return rebuilt
+            heapq.heappush(heap, (candidate.order, key))
 
 
 def _make_room(

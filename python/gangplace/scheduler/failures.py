@@ -94,7 +94,7 @@ def _repair(
     if victims:
         scheduler._brakes.record(plan.victims, now, victims.__getitem__, scheduler.job_of)
     evicted.extend(scheduler._evicted(plan.victims, now, for_job=f"repair of {job.job_id}"))
-    scheduler._allocations[job.job_id] = allocation
+    scheduler._set_allocation(job.job_id, allocation)
     if scheduler.metrics is not None:
         scheduler.metrics.repairs.inc()
     return Repaired(job.job_id, plan, allocation)

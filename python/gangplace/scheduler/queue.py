@@ -176,6 +176,14 @@ class JobClass:
         """The first job in order."""
         return self.jobs[self.blocks[0][0]] if self.blocks else None
 
+    def next_after(self, after: OrderKey) -> QueuedJob | None:
+        """The first job after ``after`` in order."""
+        at = bisect.bisect_right(self.lasts, after)
+        if at == len(self.blocks):
+            return None
+        block = self.blocks[at]
+        return self.jobs[block[bisect.bisect_right(block, after)]]
+
     def first_ending_by(
         self, now: float, shadow: float, after: OrderKey | None
     ) -> QueuedJob | None:
@@ -222,22 +230,3 @@ class PendingQueue:
     def in_order(self) -> list[QueuedJob]:
         """Every pending job in queue order (for reports; O(n log n))."""
         return sorted(self.by_id.values(), key=lambda job: job.order)
-
-
-def shadow_time(now: float, free: int, need: int, ends: list[tuple[float, int, str]]) -> float:
-    """A lower bound on the blocked head's earliest start, by the running jobs' walltimes.
-
-    ``ends`` is sorted ``(predicted end, GPUs, job id)`` of the running jobs (``inf`` for a job
-    without a walltime; a job past its walltime is taken to end ``now``). When fewer than
-    ``need`` GPUs are free, the first instant at which enough are free in total; when enough
-    are free but the head does not fit (the free GPUs are in the wrong places), the first
-    predicted end, since nothing frees a GPU before it (README, rule S6). ``inf`` when no
-    instant qualifies.
-    """
-    if free >= need:
-        return max(ends[0][0], now) if ends else math.inf
-    for end, gpus, _ in ends:  # stops at the first instant with enough: O(jobs ending first)
-        free += gpus
-        if free >= need:
-            return max(end, now)
-    return math.inf

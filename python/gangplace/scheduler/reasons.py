@@ -1,19 +1,21 @@
 """Why a pending job is not running (README, Scheduler rule S10), from the last cycle's walk.
 
 A cycle records, per class of jobs it tried, why the class stopped (``"nofit"``: its next
-job did not fit; ``"quota"``: its owner's quota), which job was the blocked head and, with
-EASY backfill, the head's shadow time. :func:`pending_reason` turns that into one sentence
-per job in constant time, so that ``Scheduler.pending()`` costs O(jobs) (plus the sort into
-queue order) however large the cluster: it never asks the engine. ``Scheduler.explain``
-asks the engine about one job.
+job did not fit; ``"beside"``: it did not fit off the reserved GPUs; ``"untimed"``: no
+walltime behind a head whose start cannot be predicted; ``"quota-reserved"``: a reserved
+job of its owner needs the quota; ``"quota"``: its owner's quota), which job was the
+blocked head, and the reservations made (README S5). :func:`pending_reason` turns that into
+one sentence per job in constant time, so that ``Scheduler.pending()`` costs O(jobs) (plus
+the sort into queue order) however large the cluster: it never asks the engine.
+``Scheduler.explain`` asks it about one job.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from gangplace.scheduler.queue import ClassKey, QueuedJob
+from gangplace.scheduler.reservations import Shadow
 
 __all__ = ["LastWalk", "pending_reason"]
 
@@ -31,21 +33,27 @@ class LastWalk:
     failed: dict[ClassKey, str] = field(default_factory=dict)
     head: str | None = None
     head_class: ClassKey | None = None
-    shadow: float = math.inf
+    reserved: dict[str, Shadow] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)
 
-    def blocked_by(self, head: str, key: ClassKey, shadow: float) -> None:
-        """Records the walk's blocked head, its class and shadow time.
+    def blocked_by(self, head: str, key: ClassKey) -> None:
+        """Records the walk's blocked head and its class.
 
         The sentences that name it are made here, once for every job behind it.
         """
-        self.head, self.head_class, self.shadow = head, key, shadow
+        self.head, self.head_class = head, key
         behind = f"behind the blocked head {head!r}"
         self.texts = {
             "twin": f"does not fit now, like the blocked head {head!r}",
             "none": f"{behind} (no backfill)",
-            "untimed": f"{behind}: no walltime, so no backfill",
-            "late": f"{behind}: it would not end by the head's shadow time ({shadow:g} s)",
+            "untimed": f"{behind}: no walltime, and the head's start cannot be predicted",
+            "beside": (
+                f"{behind}: it does not fit without the GPUs reserved for earlier jobs, "
+                "and would still run when their reservations begin"
+            ),
+            "quota-reserved": (
+                f"{behind}: a reserved job of its owner needs the owner's quota before it would end"
+            ),
             "behind": behind,
         }
 
@@ -59,6 +67,11 @@ def pending_reason(walk: LastWalk | None, job: QueuedJob) -> str:
         return "not tried yet: queued after the last cycle"
     if job.job_id == walk.head:
         return HEAD
+    shadow = walk.reserved.get(job.job_id)
+    if shadow is not None:
+        if shadow.placement is None:
+            return "does not fit now, nor once every running job with a walltime has ended"
+        return f"does not fit now; its GPUs are reserved from {shadow.time:g} s"
     outcome = walk.failed.get(job.class_key)
     if outcome == "quota":
         return QUOTA
@@ -66,10 +79,8 @@ def pending_reason(walk: LastWalk | None, job: QueuedJob) -> str:
         return walk.texts["twin"]
     if outcome == "nofit":
         return NOFIT
+    if outcome in ("beside", "untimed", "quota-reserved"):
+        return walk.texts[outcome]
     if walk.head is None:
         return "not tried in the last cycle"
-    if walk.backfill == "none":
-        return walk.texts["none"]
-    if walk.backfill == "easy":
-        return walk.texts["late" if job.walltime is not None else "untimed"]
-    return walk.texts["behind"]
+    return walk.texts["none" if walk.backfill == "none" else "behind"]

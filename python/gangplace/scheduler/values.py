@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from gangplace._gangplace import Allocation, GangRequest, Move, RepairPlan
+from gangplace.scheduler.reservations import Shadow
 
 __all__ = ["Decisions", "Moved", "PendingJob", "Repaired", "RunningJob", "Started"]
 
@@ -146,6 +147,8 @@ class PendingJob:
         owner: Its owner.
         waited: Seconds since its current wait began.
         reason: Why it is not running: the engine's explanation, or the owner's quota.
+        shadow: Its backfill reservation from the last cycle (where and when it is predicted
+            to start), if it got one (README rule S5).
 
     """
 
@@ -154,6 +157,7 @@ class PendingJob:
     owner: str | None
     waited: float
     reason: str
+    shadow: Shadow | None = None
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from gangplace.sim.traces import PHILLY_CAPPED_MEAN_S
 
 __all__ = ["BACKFILLS", "ORDERS", "POD_ORDERS", "SimSettings", "assumptions", "parse_seeds"]
 
-BACKFILLS = ("easy", "none", "any")
+BACKFILLS = ("easy", "conservative", "none", "any")
 ORDERS = ("fifo", "priority")
 POD_ORDERS = ("kube", "interleaved")
 # Llama 3 (Meta, 2024): 419 unexpected interruptions in 54 days on 16,384 H100 GPUs.
@@ -27,7 +27,8 @@ class SimSettings:
 
     Attributes:
         order: Queue order of the gang policies: ``"fifo"`` or ``"priority"``.
-        backfill: ``"easy"`` (default), ``"none"`` or ``"any"`` (Scheduler rule S5).
+        backfill: ``"easy"`` (default), ``"conservative"``, ``"none"`` or ``"any"``
+            (Scheduler rule S5).
         walltime_factor: Walltime given to the scheduler = run time x this (>= 1). A job's
             run time is its trace duration; EASY backfill trusts walltimes.
         ladder_s: ``(T1, T2)`` of the ladder policy: a rack for T1 s, the level above until T2.

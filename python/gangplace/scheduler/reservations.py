@@ -1,0 +1,215 @@
+"""Backfill reservations: where and when blocked jobs will start (README "Scheduler", S5).
+
+With ``backfill="easy"`` the blocked head, with ``"conservative"`` the first
+``reservation_depth`` jobs that do not fit, each get a **shadow placement**: the placement
+the rules give them once enough running jobs have ended by their walltimes
+(``Cluster.place_after`` over the running jobs grouped by predicted end), with the GPUs of
+the earlier reservations of the walk kept out of their way. Its time is the predicted end
+that frees it. A later job may start now only if, for every reservation whose time comes
+before the job's predicted end, it fits without any of that reservation's GPUs
+(``Cluster.reserve(avoid=...)``), and, when its owner has a quota, it ends by the time of
+every reservation of the same owner (so that it takes none of the quota that job needs);
+so no reservation is delayed, as the walltimes predict.
+
+A reservation is kept across cycles while it stays valid: the job is blocked in the same
+form, and each of its GPUs is on a present, uncordoned node, healthy, and free or held by a
+running job of this scheduler with a walltime (the reservation's time is then the latest
+predicted end among those holders), and none is reserved by an earlier job of the walk.
+A job that does not fit even once every running job with a walltime has ended gets a
+*blind* reservation: no GPUs, time infinite; a job without a walltime never passes it.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from gangplace._gangplace import Allocation, GangRequest, Placement, PodPlacement
+from gangplace.errors import UnknownNode
+
+if TYPE_CHECKING:
+    from gangplace.scheduler.core import Scheduler
+
+__all__ = ["BLIND_BOUND", "Shadow", "ShadowBook", "WalkReservations"]
+
+# A class whose job was refused by a blind reservation skips only jobs without a walltime.
+BLIND_BOUND = sys.float_info.max
+
+
+@dataclass(frozen=True)
+class Shadow:
+    """A blocked job's reservation (README "Scheduler", S5).
+
+    Attributes:
+        job_id: The job.
+        time: When its placement's GPUs are all predicted free (by the running jobs'
+            walltimes); ``inf`` for a blind reservation.
+        placement: Where it will start then (``None`` for a blind reservation: it does not
+            fit even once every running job with a walltime has ended).
+
+    """
+
+    job_id: str
+    time: float
+    placement: Placement | None
+
+
+@dataclass
+class _Kept:
+    request: GangRequest
+    shadow: Shadow
+
+
+@dataclass
+class WalkReservations:
+    """The reservations made (or kept) so far in one walk, in queue order."""
+
+    depth: int
+    shadows: list[Shadow] = field(default_factory=list)
+    taken: set[tuple[str, int]] = field(default_factory=set)
+    quota_times: dict[str | None, float] = field(default_factory=dict)  # owner -> earliest
+
+    @property
+    def full(self) -> bool:
+        """Whether no more job gets a reservation in this walk."""
+        return len(self.shadows) >= self.depth
+
+    def blind(self) -> bool:
+        """Whether a blind reservation was made."""
+        return any(shadow.placement is None for shadow in self.shadows)
+
+    def to_avoid(self, end: float) -> tuple[list[PodPlacement], float]:
+        """The pods a job ending at ``end`` must keep out of, and its failure bound.
+
+        The pods are those of every reservation whose time comes before ``end``; the bound
+        is the latest such time (``-inf`` when there is none): if the job does not fit, no
+        job of its class ending after the bound fits either.
+        """
+        pods: list[PodPlacement] = []
+        bound = -math.inf
+        for shadow in self.shadows:
+            if shadow.placement is not None and shadow.time < end:
+                pods.extend(shadow.placement.pods)
+                bound = max(bound, shadow.time)
+        return pods, bound
+
+    def every_pod(self) -> list[PodPlacement]:
+        """The pods of every reservation so far (kept out of a later reservation's way)."""
+        return [pod for s in self.shadows if s.placement is not None for pod in s.placement.pods]
+
+    def quota_bound(self, owner: str | None) -> float:
+        """The earliest reservation time of a job of ``owner``, an owner with a quota.
+
+        A job of that owner running past it could take quota the reserved job needs then,
+        so it may pass only by ending by it (``inf``: no such reservation).
+        """
+        return self.quota_times.get(owner, math.inf)
+
+    def add(self, shadow: Shadow, owner: str | None = None, *, quota: bool = False) -> None:
+        """Records ``shadow`` as the walk's next reservation.
+
+        ``quota``: its job's owner, ``owner``, has a quota in the scheduler.
+        """
+        if quota:
+            earlier = self.quota_times.get(owner, math.inf)
+            self.quota_times[owner] = min(earlier, shadow.time)
+        self.shadows.append(shadow)
+        if shadow.placement is not None:
+            self.taken.update(_gpus(shadow.placement))
+
+
+def _gpus(placement: Placement) -> set[tuple[str, int]]:
+    return {(pod.node, gpu) for pod in placement.pods for gpu in pod.gpus}
+
+
+class ShadowBook:
+    """The reservations kept across cycles (mutable: the scheduler's own)."""
+
+    def __init__(self) -> None:
+        self.kept: dict[str, _Kept] = {}
+
+    def reserve(
+        self, scheduler: Scheduler, job_id: str, request: GangRequest, walk: WalkReservations
+    ) -> Shadow:
+        """The job's reservation for this walk: the kept one if still valid, else a new one."""
+        kept = self.kept.get(job_id)
+        if kept is not None and kept.request == request:
+            time = _still_valid(scheduler, kept.shadow, walk)
+            if time is not None:
+                shadow = Shadow(job_id, time, kept.shadow.placement)
+                self.kept[job_id] = _Kept(request, shadow)
+                return shadow
+        shadow = _fresh(scheduler, job_id, request, walk)
+        self.kept[job_id] = _Kept(request, shadow)
+        return shadow
+
+    def keep_only(self, reserved: dict[str, Shadow]) -> None:
+        """After a walk: only the jobs it reserved for keep their reservations."""
+        self.kept = {job_id: kept for job_id, kept in self.kept.items() if job_id in reserved}
+
+    def forget(self, job_id: str) -> None:
+        """The job started, left the queue, or is no longer reserved for."""
+        self.kept.pop(job_id, None)
+
+    def current(self, job_id: str) -> Shadow | None:
+        """The job's reservation as last made or kept, or ``None``."""
+        kept = self.kept.get(job_id)
+        return None if kept is None else kept.shadow
+
+
+def _fresh(
+    scheduler: Scheduler, job_id: str, request: GangRequest, walk: WalkReservations
+) -> Shadow:
+    """A new reservation by ``place_after`` over the running jobs grouped by predicted end."""
+    now = scheduler._walk_now
+    times: list[float] = []
+    groups: list[list[Allocation | str]] = []
+    for end, _, running_id in scheduler._ends:
+        if math.isinf(end):
+            break
+        when = max(end, now)
+        if not times or times[-1] != when:
+            times.append(when)
+            groups.append([])
+        groups[-1].append(scheduler._allocations[running_id])
+    found = scheduler.cluster.place_after(request, groups, avoid=walk.every_pod())
+    if found is None:
+        return Shadow(job_id, math.inf, None)
+    k, placement = found
+    return Shadow(job_id, times[k - 1] if k else now, placement)
+
+
+def _still_valid(scheduler: Scheduler, shadow: Shadow, walk: WalkReservations) -> float | None:
+    """The kept reservation's time now if it is still valid, else ``None``."""
+    placement = shadow.placement
+    if placement is None:
+        return None  # a blind reservation is made again: something may have ended
+    now, cluster = scheduler._walk_now, scheduler.cluster
+    latest = now
+    for node_name in placement.nodes:
+        try:
+            info = cluster.node(node_name)
+        except UnknownNode:
+            return None
+        wanted = {gpu for pod in placement.pods if pod.node == node_name for gpu in pod.gpus}
+        if info.cordoned or wanted & set(info.unhealthy) or wanted & set(info.reserved):
+            return None
+        if any((node_name, gpu) in walk.taken for gpu in wanted):
+            return None
+        held = wanted & set(info.allocated)
+        for job_id in scheduler._jobs_on.get(node_name, ()):
+            allocation = scheduler._allocations[job_id]
+            mine = {
+                g for pod in allocation.placement.pods if pod.node == node_name for g in pod.gpus
+            }
+            if mine & held:
+                end = scheduler._end_of(job_id)
+                if math.isinf(end):
+                    return None
+                latest = max(latest, end)
+                held -= mine
+        if held:
+            return None  # held by something that is not a running job of this scheduler
+    return latest

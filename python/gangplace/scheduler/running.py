@@ -1,0 +1,165 @@
+"""The Scheduler's record of its running jobs (README "Scheduler", S4-S7, S11, S13).
+
+A mixin of :class:`~gangplace.scheduler.core.Scheduler`: starting a job, ending it, and
+keeping every view of the running jobs consistent (by hold, by node, by predicted end, GPUs
+per owner) when defragmentation moves one, preemption evicts one or a repair replaces its
+lost ranks.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from gangplace._gangplace import Allocation, Cluster
+from gangplace.scheduler.history import Histories
+from gangplace.scheduler.metrics import SchedulerMetrics
+from gangplace.scheduler.queue import PendingQueue, QueuedJob
+from gangplace.scheduler.reservations import ShadowBook
+from gangplace.scheduler.values import Moved, Started
+
+__all__ = ["RunningJobs"]
+
+
+class RunningJobs:
+    """Starting, ending, moving and repairing running jobs (see the Scheduler)."""
+
+    cluster: Cluster
+    metrics: SchedulerMetrics | None
+    _queue: PendingQueue
+    _running: dict[str, QueuedJob]
+    _by_hold: dict[str, str]
+    _jobs_on: dict[str, set[str]]
+    _ends: list[tuple[float, int, str]]
+    _allocations: dict[str, Allocation]
+    _usage: dict[str | None, int]
+    _histories: Histories
+    _book: ShadowBook
+    _walk_now: float
+
+    def _enqueue(self, job: QueuedJob, now: float) -> None:
+        raise NotImplementedError
+
+    def _set_allocation(self, job_id: str, allocation: Allocation | None) -> None:
+        """The job's allocation is now ``allocation`` (``None``: it ended): the by-node index."""
+        old = self._allocations.pop(job_id, None)
+        if old is not None:
+            for node in old.placement.nodes:
+                jobs = self._jobs_on.get(node)
+                if jobs is not None:
+                    jobs.discard(job_id)
+                    if not jobs:
+                        del self._jobs_on[node]
+        if allocation is not None:
+            self._allocations[job_id] = allocation
+            for node in allocation.placement.nodes:
+                self._jobs_on.setdefault(node, set()).add(job_id)
+
+    def _end_of(self, job_id: str) -> float:
+        """A running job's predicted end (``inf`` without a walltime; at least the walk's now)."""
+        return max(_predicted_end(self._running[job_id]), self._walk_now)
+
+    def _end_running(self, job_id: str, *, release: bool) -> QueuedJob:
+        job = self._running.pop(job_id)
+        allocation_id = job.allocation_id
+        assert allocation_id is not None
+        if release:
+            self.cluster.release(allocation_id, owner=job.owner)
+        del self._by_hold[allocation_id]
+        gpus = self._allocations[job_id].placement.total_gpus
+        self._set_allocation(job_id, None)
+        self._usage[job.owner] = self._usage.get(job.owner, 0) - gpus
+        end = _predicted_end(job)
+        del self._ends[bisect.bisect_left(self._ends, (end, gpus, job_id))]
+        job.allocation_id = job.started_at = None
+        return job
+
+    def _started(
+        self,
+        job: QueuedJob,
+        allocation: Allocation,
+        now: float,
+        backfilled: bool,
+        preempted: tuple[str, ...] = (),
+    ) -> Started:
+        self._queue.remove(job)
+        self._book.forget(job.job_id)
+        job.allocation_id = allocation.id
+        job.started_at = now
+        self._running[job.job_id] = job
+        self._by_hold[allocation.id] = job.job_id
+        self._set_allocation(job.job_id, allocation)
+        gpus = allocation.placement.total_gpus
+        self._usage[job.owner] = self._usage.get(job.owner, 0) + gpus
+        bisect.insort(self._ends, (_predicted_end(job), gpus, job.job_id))
+        waited = now - job.wait_began
+        detail = allocation.id + (" (backfilled)" if backfilled else "")
+        self._histories.started(job.job_id, now, detail)
+        if self.metrics is not None:
+            self.metrics.job_started(job.owner, waited, backfilled)
+        return Started(job.job_id, allocation, waited, backfilled, preempted)
+
+    def _allocation_of(self, job_id: str) -> str | None:
+        job = self._running.get(job_id)
+        return None if job is None else job.allocation_id
+
+    def _since_of(self, hold_id: str) -> float:
+        """When allocation ``hold_id`` was committed (the scheduler's, else the cluster's)."""
+        job_id = self._by_hold.get(hold_id)
+        if job_id is not None:
+            return self._allocations[job_id].since
+        return next(a for a in self.cluster.allocations() if a.id == hold_id).since
+
+    def _victim_of(self, hold_id: str) -> tuple[str | None, int]:
+        """A victim's owner and GPUs (S11): the scheduler's job's, else the cluster's hold's."""
+        job_id = self._by_hold.get(hold_id)
+        if job_id is not None:
+            return self._running[job_id].owner, self._allocations[job_id].placement.total_gpus
+        held = next(a for a in self.cluster.allocations() if a.id == hold_id)
+        return held.owner, held.placement.total_gpus
+
+    def _evicted(self, hold_ids: Iterable[str], now: float, *, for_job: str) -> list[str]:
+        """Requeues the scheduler's jobs among evicted holds; returns job or hold ids."""
+        names = []
+        for hold_id in hold_ids:
+            job_id = self._by_hold.get(hold_id)
+            if job_id is None:
+                names.append(hold_id)
+                continue
+            job = self._end_running(job_id, release=False)
+            self._histories.stopped(job_id, now, "preempted", f"for {for_job}")
+            self._enqueue(job, now)
+            names.append(job_id)
+            if self.metrics is not None:
+                self.metrics.job_requeued(job.owner, preempted=True)
+        return names
+
+    def _moved(
+        self, moves: Mapping[str, Any], plan_moves: Iterable[Any], now: float
+    ) -> list[Moved]:
+        moved = []
+        for move in plan_moves:
+            job_id = self._by_hold.get(move.allocation)
+            reservation = moves[move.allocation]
+            owner = reservation.owner
+            allocation = self.cluster.commit(reservation, owner=owner)
+            if job_id is None:
+                continue
+            job = self._running[job_id]
+            del self._by_hold[move.allocation]
+            job.allocation_id = allocation.id
+            self._by_hold[allocation.id] = job_id
+            self._set_allocation(job_id, allocation)
+            moved.append(Moved(job_id, move, allocation))
+            self._histories.note(job_id, now, "moved", allocation.id)
+            if self.metrics is not None:
+                self.metrics.moves.inc()
+        return moved
+
+
+def _predicted_end(job: QueuedJob) -> float:
+    if job.walltime is None or job.started_at is None:
+        return math.inf
+    return job.started_at + job.walltime
