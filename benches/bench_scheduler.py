@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from gangplace import Cluster, GangRequest, Scheduler, synth
+from gangplace import Cluster, GangRequest, Scheduler, Unschedulable, synth
 from gangplace.reference.scheduler import ReferenceScheduler
 
 SMALL = synth.Shape("small", ("block", "rack"), (2, 2, 4), 8, "smoke-test size")
@@ -111,3 +111,75 @@ def bench_pending_10k(benchmark: Any, loaded: tuple[Cluster, list[Any]]) -> None
     benchmark.extra_info.update(pending=len(reports), classes=len(scheduler._queue.classes))
     for started in decisions.started:
         scheduler.cancel(started.job_id)
+
+
+def _scheduled_state(smoke: bool) -> tuple[Scheduler, list[tuple[str, GangRequest, float]]]:
+    """colossus100k filled to about 90% by the scheduler itself (its jobs have walltimes, so
+    blocked jobs get reservations), and 10,000 more gangs of the same mix to queue."""
+    shape = SMALL if smoke else synth.SHAPES["colossus100k"]
+    data = synth.columns(shape, unhealthy=0.002, seed=1)
+    cluster = Cluster.from_arrays(
+        shape.levels, data["names"], data["domains"], data["gpus"], data["unhealthy_mask"]
+    )
+    rng = random.Random(11)
+    total = cluster.stats().total
+    filler = Scheduler(cluster, clock=lambda: 0.0, backfill="any")
+    submitted = index = 0
+    while submitted < 0.9 * total:
+        request = synth.gang_mix(rng, shape.gpus_per_node)
+        index += 1
+        if request.total_gpus > total // 8:
+            continue  # the smoke run's small cluster
+        filler.submit(f"run{index:06d}", request, walltime=rng.uniform(60.0, 86_400.0))
+        submitted += request.total_gpus
+    filler.cycle(0.0)
+    jobs = []
+    for index in range(200 if smoke else 10_000):
+        request = synth.gang_mix(rng, shape.gpus_per_node)
+        jobs.append((f"job{index:05d}", request, rng.uniform(1.0, 86_400.0)))
+    return filler, jobs
+
+
+@pytest.mark.parametrize("backfill", ["easy", "conservative"])
+@pytest.mark.parametrize("kept", [True, False], ids=["kept", "fresh"])
+def bench_cycle_10k_reservations(
+    benchmark: Any, request: pytest.FixtureRequest, backfill: Any, kept: bool
+) -> None:
+    """One cycle over 10,000 pending gangs with reservations (README S5; issue 25's goal:
+    <= 20 ms median), the cluster filled by the scheduler's own jobs. ``kept``: the
+    reservations of the previous round are still valid (the usual cycle); ``fresh``: they
+    are forgotten before each round, so each is made again by ``place_after``."""
+    smoke = request.config.getoption("benchmark_disable", default=False)
+    scheduler, jobs = _scheduled_state(smoke)
+    scheduler.backfill = backfill
+    for job_id, gang, walltime in jobs:
+        try:
+            scheduler.submit(job_id, gang, walltime=walltime)
+        except Unschedulable:  # the smoke run's small cluster
+            continue
+    started: list[str] = []
+
+    def setup() -> None:
+        for job_id in started:
+            scheduler.requeue(job_id, 0.0)
+        started.clear()
+        if not kept:
+            scheduler._book.kept.clear()
+
+    def cycle() -> Any:
+        decisions = scheduler.cycle(0.0)
+        started.extend(s.job_id for s in decisions.started)
+        return decisions
+
+    benchmark.pedantic(cycle, setup=setup, rounds=20, iterations=1, warmup_rounds=1)
+    setup()
+    decisions = scheduler.cycle(0.0)
+    reserved = [job for job in scheduler.pending() if job.shadow is not None]
+    benchmark.extra_info.update(
+        pending=len(jobs),
+        running=len(scheduler.running()),
+        started=len(decisions.started),
+        reservations=len(reserved),
+        classes=len(scheduler._queue.classes),
+    )
+    assert reserved, "the blocked jobs got reservations"

@@ -86,3 +86,30 @@ def bench_replay_20k_placement_model(
     assert figures["jobs_finished"] + figures["jobs_rejected"] + figures["never_started"] == jobs
     if model == "none":
         assert figures["spread_gpu_hours"] == 0
+
+
+@pytest.mark.parametrize("backfill", ["easy", "conservative"])
+def bench_replay_200k_1024(
+    benchmark: Any, tmp_path: Path, request: pytest.FixtureRequest, backfill: str
+) -> None:
+    """Issue 25's replay: 200,000 jobs at 1.2x offered load on 1,024 GPUs (``tree:2,8,8,8``),
+    best-fit, with EASY or conservative backfill (reservations, README S5). Goal: <= 60 s."""
+    smoke = _smoke(request)
+    jobs, cluster, gpus = (500, "tiny", 256) if smoke else (200_000, "tree:2,8,8,8", 1024)
+    trace = write_workload(tmp_path / "w.csv", jobs, gpus, load=1.2)
+    settings = SimSettings(backfill=backfill)
+    result = benchmark.pedantic(
+        simulate,
+        args=(trace,),
+        kwargs={"cluster": cluster, "policies": ("best-fit",), "settings": settings},
+        rounds=1,
+    )
+    figures = result.report["runs"]["0"]["best-fit"]
+    benchmark.extra_info.update(
+        jobs=figures["jobs_total"],
+        finished=figures["jobs_finished"],
+        never_started=figures["never_started"],
+        utilization=round(figures["utilization"], 4),
+        mean_wait_h=round(figures["total_wait_s"]["mean"] / 3600.0, 3),
+    )
+    assert figures["jobs_total"] == jobs

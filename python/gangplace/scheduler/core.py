@@ -158,6 +158,7 @@ class Scheduler(RunningJobs, SchedulerViews):
         self._ends: list[tuple[float, int, str]] = []  # (predicted end, GPUs, job id)
         self._allocations: dict[str, Allocation] = {}
         self._jobs_on: dict[str, set[str]] = {}  # node -> running jobs with pods there
+        self._nodes_of: dict[str, tuple[str, ...]] = {}  # running job -> its nodes
         self._book = ShadowBook()
         self._walk_now = 0.0
         self._usage: dict[str | None, int] = {}
@@ -439,7 +440,9 @@ class Scheduler(RunningJobs, SchedulerViews):
     def _within_quota(self, job: QueuedJob) -> GangRequest:
         """The job's current request, its pods capped by the owner's remaining quota (S4)."""
         room = self._room_in_quota(job)
-        return job.effective(None if room is None else room // job.request.gpus_per_pod)
+        if room is None:
+            return job.current()  # made once per form
+        return job.effective(room // job.request.gpus_per_pod)
 
     def _try_start(
         self, job: QueuedJob, now: float, backfilled: bool, avoid: list[PodPlacement] | None = None

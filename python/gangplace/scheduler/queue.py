@@ -148,11 +148,11 @@ class JobClass:
     def add(self, job: QueuedJob) -> None:
         """Inserts ``job`` at its order."""
         self.jobs[job.order] = job
+        walltime = math.inf if job.walltime is None else job.walltime
         if not self.blocks:
             self.blocks.append([job.order])
             self.lasts.append(job.order)
-            self.shortest.append(math.inf)
-            self._refresh(0)
+            self.shortest.append(walltime)
             return
         at = min(bisect.bisect_left(self.lasts, job.order), len(self.blocks) - 1)
         block = self.blocks[at]
@@ -162,7 +162,10 @@ class JobClass:
             self.lasts.insert(at, block[BLOCK - 1])
             self.shortest.insert(at, math.inf)
             self._refresh(at + 1)
-        self._refresh(at)
+            self._refresh(at)
+            return
+        self.lasts[at] = block[-1]
+        self.shortest[at] = min(self.shortest[at], walltime)  # no rescan on an insert
 
     def remove(self, job: QueuedJob) -> None:
         """Removes ``job``."""
@@ -170,7 +173,9 @@ class JobClass:
         block = self.blocks[at]
         del block[bisect.bisect_left(block, job.order)]
         del self.jobs[job.order]
-        self._refresh(at)
+        walltime = math.inf if job.walltime is None else job.walltime
+        if not block or walltime <= self.shortest[at] or block[-1] != self.lasts[at]:
+            self._refresh(at)  # the block's shortest or last may have gone with it
 
     def first(self) -> QueuedJob | None:
         """The first job in order."""

@@ -32,6 +32,7 @@ class RunningJobs:
     _running: dict[str, QueuedJob]
     _by_hold: dict[str, str]
     _jobs_on: dict[str, set[str]]
+    _nodes_of: dict[str, tuple[str, ...]]
     _ends: list[tuple[float, int, str]]
     _allocations: dict[str, Allocation]
     _usage: dict[str | None, int]
@@ -44,17 +45,17 @@ class RunningJobs:
 
     def _set_allocation(self, job_id: str, allocation: Allocation | None) -> None:
         """The job's allocation is now ``allocation`` (``None``: it ended): the by-node index."""
-        old = self._allocations.pop(job_id, None)
-        if old is not None:
-            for node in old.placement.nodes:
-                jobs = self._jobs_on.get(node)
-                if jobs is not None:
-                    jobs.discard(job_id)
-                    if not jobs:
-                        del self._jobs_on[node]
+        if self._allocations.pop(job_id, None) is not None:
+            jobs_on = self._jobs_on
+            for node in self._nodes_of.pop(job_id):
+                jobs = jobs_on[node]
+                jobs.discard(job_id)
+                if not jobs:
+                    del jobs_on[node]
         if allocation is not None:
             self._allocations[job_id] = allocation
-            for node in allocation.placement.nodes:
+            nodes = self._nodes_of[job_id] = allocation.placement.nodes
+            for node in nodes:
                 self._jobs_on.setdefault(node, set()).add(job_id)
 
     def _end_of(self, job_id: str) -> float:
@@ -84,22 +85,23 @@ class RunningJobs:
         backfilled: bool,
         preempted: tuple[str, ...] = (),
     ) -> Started:
+        job_id, allocation_id = job.job_id, allocation.id
         self._queue.remove(job)
-        self._book.forget(job.job_id)
-        job.allocation_id = allocation.id
+        self._book.forget(job_id)
+        job.allocation_id = allocation_id
         job.started_at = now
-        self._running[job.job_id] = job
-        self._by_hold[allocation.id] = job.job_id
-        self._set_allocation(job.job_id, allocation)
+        self._running[job_id] = job
+        self._by_hold[allocation_id] = job_id
+        self._set_allocation(job_id, allocation)
         gpus = allocation.placement.total_gpus
         self._usage[job.owner] = self._usage.get(job.owner, 0) + gpus
-        bisect.insort(self._ends, (_predicted_end(job), gpus, job.job_id))
+        bisect.insort(self._ends, (_predicted_end(job), gpus, job_id))
         waited = now - job.wait_began
-        detail = allocation.id + (" (backfilled)" if backfilled else "")
-        self._histories.started(job.job_id, now, detail)
+        detail = allocation_id + " (backfilled)" if backfilled else allocation_id
+        self._histories.started(job_id, now, detail)
         if self.metrics is not None:
             self.metrics.job_started(job.owner, waited, backfilled)
-        return Started(job.job_id, allocation, waited, backfilled, preempted)
+        return Started(job_id, allocation, waited, backfilled, preempted)
 
     def _allocation_of(self, job_id: str) -> str | None:
         job = self._running.get(job_id)

@@ -159,6 +159,26 @@ class PendingJob:
     reason: str
     shadow: Shadow | None = None
 
+    @classmethod
+    def _made(
+        cls,
+        job_id: str,
+        request: GangRequest,
+        owner: str | None,
+        waited: float,
+        reason: str,
+        shadow: Shadow | None,
+    ) -> PendingJob:
+        """The same value as the constructor's, made without its frozen ``__setattr__``.
+
+        ``Scheduler.pending()`` makes one per queued job.
+        """
+        made = object.__new__(cls)
+        made.__dict__.update(
+            job_id=job_id, request=request, owner=owner, waited=waited, reason=reason, shadow=shadow
+        )
+        return made
+
 
 @dataclass(frozen=True)
 class RunningJob:

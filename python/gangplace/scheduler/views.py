@@ -15,7 +15,6 @@ from gangplace.errors import UnknownJob
 from gangplace.scheduler.history import Histories, HistorySummary, JobHistory
 from gangplace.scheduler.queue import PendingQueue, QueuedJob
 from gangplace.scheduler.reasons import LastWalk, pending_reason
-from gangplace.scheduler.reservations import Shadow
 from gangplace.scheduler.values import PendingJob, RunningJob
 
 __all__ = ["SchedulerViews"]
@@ -48,14 +47,17 @@ class SchedulerViews:
         asks it about one job.
         """
         now, walk, quotas = self.clock(), self._last_walk, self.quotas
+        reserved = walk.reserved if walk is not None else {}
+        seen = walk.queued if walk is not None else 0
+        made = PendingJob._made
         return [
-            PendingJob(
+            made(
                 job.job_id,
                 job.current(),
                 job.owner,
                 now - job.wait_began,
                 (job.owner in quotas and self._quota_reason(job)) or pending_reason(walk, job),
-                _shadow_of(walk, job),
+                reserved.get(job.job_id) if reserved and job.queued_index < seen else None,
             )
             for job in self._queue.in_order()
         ]
@@ -149,10 +151,3 @@ class SchedulerViews:
     def summary(self) -> HistorySummary:
         """Waits, completion times and slowdowns over the finished jobs kept (rule S14)."""
         return self._histories.summary(self.clock())
-
-
-def _shadow_of(walk: LastWalk | None, job: QueuedJob) -> Shadow | None:
-    """The job's reservation from the last walk, unless it was queued again since."""
-    if walk is None or job.queued_index >= walk.queued:
-        return None
-    return walk.reserved.get(job.job_id)

@@ -51,32 +51,42 @@ impl Overlay {
     /// Marks the avoided GPUs that are free now as reserved.
     fn block_avoided(&mut self, engine: &mut Engine) {
         let avoided: Vec<(NodeId, GpuSet)> = self.avoid.iter().map(|(&n, &g)| (n, g)).collect();
+        let mut changes = Changes::new();
         for (node, gpus) in avoided {
             let blocked = gpus & engine.states.get(node).free();
-            self.push(engine, node, blocked, GpuSet::EMPTY);
+            self.push(engine, &mut changes, node, blocked, GpuSet::EMPTY);
         }
+        engine.apply(&changes);
     }
 
     /// Frees an allocation's GPUs on this overlay; avoided ones among them stay blocked.
     fn release(&mut self, engine: &mut Engine, held: &[(NodeId, GpuSet)]) {
+        let mut changes = Changes::new();
         for &(node, gpus) in held {
             let state = engine.states.get(node);
             let avoided = self.avoid.get(&node).copied().unwrap_or_default();
             let blocked = gpus & avoided & !state.unhealthy;
-            self.push(engine, node, blocked, gpus);
+            self.push(engine, &mut changes, node, blocked, gpus);
         }
+        engine.apply(&changes);
     }
 
-    fn push(&mut self, engine: &mut Engine, node: NodeId, blocked: GpuSet, freed: GpuSet) {
+    /// One node's change, recorded; the views are updated by the caller, once per batch.
+    fn push(
+        &mut self,
+        engine: &mut Engine,
+        changes: &mut Changes,
+        node: NodeId,
+        blocked: GpuSet,
+        freed: GpuSet,
+    ) {
         if blocked.is_empty() && freed.is_empty() {
             return;
         }
-        let mut changes = Changes::new();
-        engine.states.update(node, &mut changes, |state| {
+        engine.states.update(node, changes, |state| {
             state.allocated &= !freed;
             state.reserved |= blocked;
         });
-        engine.apply(&changes);
         self.steps.push(Step {
             node,
             blocked,
@@ -113,13 +123,9 @@ impl Engine {
         let avoid = self.avoided(avoid)?;
         let placed = request.placed();
         let demand = self.prepare(&placed, now)?;
-        let groups: Vec<Vec<(NodeId, GpuSet)>> = releases
-            .iter()
-            .map(|group| self.released_gpus(group))
-            .collect();
         let mut overlay = Overlay::new(&avoid);
         overlay.block_avoided(self);
-        let found = self.first_prefix(&placed, &demand, &groups, &mut overlay);
+        let found = self.first_prefix(&placed, &demand, releases, &mut overlay);
         let placement = match &found {
             Ok(Some((_, plan))) => Some(request.split_spares(self.placement(plan))),
             _ => None,
@@ -165,7 +171,8 @@ impl Engine {
         Ok(ids)
     }
 
-    /// The GPUs held by the live allocations among `ids`.
+    /// The GPUs held by the live allocations among `ids` (asked for a group only when the
+    /// search reaches it, so a long list of groups costs what the search reads of it).
     fn released_gpus(&self, ids: &[HoldId]) -> Vec<(NodeId, GpuSet)> {
         let mut gpus = Vec::new();
         for id in ids {
@@ -185,7 +192,7 @@ impl Engine {
         &mut self,
         placed: &GangRequest,
         demand: &Demand,
-        groups: &[Vec<(NodeId, GpuSet)>],
+        groups: &[Vec<HoldId>],
         overlay: &mut Overlay,
     ) -> CoreResult<Option<(usize, Plan)>> {
         if let Some(plan) = self.plan_now(placed, demand)? {
@@ -223,14 +230,14 @@ impl Engine {
 
     /// The first prefix length with at least the gang's fewest GPUs free in total (a lower
     /// bound: GPUs in the wrong places may not help); `groups.len() + 1` when none has.
-    fn enough_gpus_at(&self, placed: &GangRequest, groups: &[Vec<(NodeId, GpuSet)>]) -> usize {
+    fn enough_gpus_at(&self, placed: &GangRequest, groups: &[Vec<HoldId>]) -> usize {
         let need = placed.min_gpus();
         let mut free = self.states.totals().free;
         for (index, group) in groups.iter().enumerate() {
             if free >= need {
                 return index;
             }
-            for &(node, gpus) in group {
+            for (node, gpus) in self.released_gpus(group) {
                 free += u64::from((gpus & !self.states.get(node).unhealthy).count());
             }
         }
@@ -263,7 +270,7 @@ impl Prefix {
         &mut self,
         engine: &mut Engine,
         overlay: &mut Overlay,
-        groups: &[Vec<(NodeId, GpuSet)>],
+        groups: &[Vec<HoldId>],
         k: usize,
     ) {
         if k < self.starts.len() {
@@ -272,7 +279,8 @@ impl Prefix {
         }
         while self.starts.len() < k {
             self.starts.push(overlay.steps.len());
-            overlay.release(engine, &groups[self.starts.len() - 1]);
+            let held = engine.released_gpus(&groups[self.starts.len() - 1]);
+            overlay.release(engine, &held);
         }
     }
 }

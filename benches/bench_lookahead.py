@@ -1,0 +1,96 @@
+"""Looking ahead (README "Looking ahead", L1-L3; figures in docs/performance.md).
+
+``colossus100k`` at 90% fill (a seeded ``synth`` build: guessed gang mix, not a trace). Its
+5,681 allocations, sorted by id, are split into 64 release groups (as a scheduler passes its
+running jobs grouped by predicted end, as ``Allocation`` objects). The request is a very
+large job, 2,048 pods x 8 GPUs inside one hall (16,384 of its 25,600 GPUs), which does not
+fit now but does once enough has ended.
+
+- ``place_after``: the engine (a lower bound, galloping, bisection).
+- ``place_after_reference``: the readable counterpart, the prefixes tried in order on a
+  restored copy each (``gangplace.reference.backfill``'s method), one round.
+- ``reserve_avoiding``: a 1 x 2 reservation kept off the 16,384 GPUs of the answer,
+  rolled back each round; against a plain ``reserve``.
+
+The smoke run (``--benchmark-disable``) uses the ``tiny`` shape and checks the answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gangplace import Cluster, GangRequest, synth
+
+
+@pytest.fixture(scope="module")
+def ahead(request: pytest.FixtureRequest) -> dict[str, Any]:
+    smoke = request.config.getoption("benchmark_disable", default=False)
+    shape = synth.SHAPES["tiny" if smoke else "colossus100k"]
+    cluster, _ = synth.build(shape, fill=0.9, seed=1)
+    held = cluster.allocations()
+    size = max(1, len(held) // 64)
+    groups = [held[at : at + size] for at in range(0, len(held), size)]
+    level = shape.levels[0]
+    gang = None
+    for pods in (2, 4, 8) if smoke else (2048,):
+        candidate = GangRequest(pods, shape.gpus_per_node, required_level=level)
+        if cluster.place_gang(candidate) is None and cluster.place_after(candidate, groups):
+            gang = candidate
+            break
+    assert gang is not None, "no gang of the sizes tried waits for releases"
+    return {"cluster": cluster, "groups": groups, "gang": gang}
+
+
+def bench_place_after(benchmark: Any, ahead: dict[str, Any]) -> None:
+    cluster: Cluster = ahead["cluster"]
+    held = cluster.stats()
+    found = benchmark(cluster.place_after, ahead["gang"], ahead["groups"])
+    assert found is not None and found[0] >= 1
+    assert cluster.stats() == held  # a pure query
+    benchmark.extra_info.update(
+        groups=len(ahead["groups"]), released=found[0], pods=ahead["gang"].pods
+    )
+
+
+def _replayed(cluster: Cluster, gang: GangRequest, groups: list[list[Any]]) -> Any:
+    """The first prefix after which the gang fits, tried in order on restored copies."""
+    data = cluster.snapshot()
+    for k in range(len(groups) + 1):
+        copy = Cluster.restore(data)
+        for group in groups[:k]:
+            for hold in group:
+                copy.release(hold.id)
+        placement = copy.place_gang(gang)
+        if placement is not None:
+            return k, placement
+    return None
+
+
+def bench_place_after_reference(benchmark: Any, ahead: dict[str, Any]) -> None:
+    cluster: Cluster = ahead["cluster"]
+    want = cluster.place_after(ahead["gang"], ahead["groups"])
+    got = benchmark.pedantic(
+        _replayed, args=(cluster, ahead["gang"], ahead["groups"]), rounds=1, iterations=1
+    )
+    assert got == want
+
+
+@pytest.mark.parametrize("avoiding", [True, False], ids=["avoid", "plain"])
+def bench_reserve_avoiding(benchmark: Any, ahead: dict[str, Any], avoiding: bool) -> None:
+    cluster: Cluster = ahead["cluster"]
+    found = cluster.place_after(ahead["gang"], ahead["groups"])
+    assert found is not None
+    avoid = found[1].pods if avoiding else ()
+    small = GangRequest(1, 2)
+
+    def reserve() -> Any:
+        reservation = cluster.reserve(small, avoid=avoid)
+        cluster.rollback(reservation)
+        return reservation
+
+    reservation = benchmark(reserve)
+    taken = {(pod.node, gpu) for pod in reservation.placement.pods for gpu in pod.gpus}
+    assert not taken & {(pod.node, gpu) for pod in avoid for gpu in pod.gpus}
+    benchmark.extra_info.update(avoided_gpus=sum(len(pod.gpus) for pod in avoid))
