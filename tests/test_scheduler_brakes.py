@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from gangplace import Cluster, GangRequest, InvalidRequest, Scheduler
 
@@ -128,3 +130,98 @@ def test_each_brake_that_holds_is_counted() -> None:
     scheduler.submit("more", GangRequest(1, 8, priority=6))  # 8 more GPUs in the hour: no
     assert scheduler.cycle(3.0).preempted == ()
     assert held("evicted_gpus_per_hour") == 1
+
+
+@settings(max_examples=300)
+@given(
+    jobs=st.lists(
+        st.tuples(
+            st.integers(1, 2),  # pods
+            st.sampled_from([1, 2, 4]),  # GPUs per pod
+            st.integers(0, 2),  # priority
+            st.sampled_from(["a", "b"]),  # owner
+            st.sampled_from([0.0, 50.0, 90.0]),  # start
+        ),
+        min_size=2,
+        max_size=6,
+    ),
+    head=st.tuples(st.integers(1, 3), st.sampled_from([2, 4])),
+    brakes=st.fixed_dictionaries(
+        {
+            "min_runtime": st.sampled_from([0.0, 30.0, 60.0]),
+            "max_victims_per_cycle": st.none() | st.integers(1, 2),
+            "max_evicted_gpus_per_hour": st.none() | st.sampled_from([4, 8]),
+            "budgets": st.sampled_from([{}, {"a": 4}, {"a": 0, "b": 8}]),
+        }
+    ),
+)
+def test_victims_are_eligible_and_one_minimal_by_brute_force(
+    jobs: list[tuple[int, int, int, str, float]], head: tuple[int, int], brakes: dict[str, Any]
+) -> None:
+    """README S11 on tiny clusters: every victim a cycle takes passes every brake, and the
+    set is 1-minimal among the eligible ones: with any one victim restored, on a copy of the
+    cluster as it was, the head does not fit in the domain it got."""
+    now = [0.0]
+    cluster = Cluster(("rack",), clock=lambda: now[0])
+    for rack in range(2):
+        for node in range(2):
+            name = f"r{rack}n{node}"
+            labels = {"name": name, "rack": f"r{rack}"}
+            cluster.add_node(name, gpus=4, topology={"rack": f"r{rack}"}, labels=labels)
+    scheduler = Scheduler(
+        cluster, order="priority", preemption=True, clock=lambda: now[0], **brakes
+    )
+    started_at: dict[str, float] = {}
+    for index, (pods, gpus, priority, owner, start) in enumerate(sorted(jobs, key=lambda j: j[4])):
+        now[0] = start
+        scheduler.submit(f"j{index}", GangRequest(pods, gpus, priority=priority), owner=owner)
+        for started in scheduler.cycle().started:
+            started_at[started.job_id] = now[0]
+    for job_id in scheduler.pending_ids():
+        scheduler.cancel(job_id)
+    now[0] = 100.0
+    before = cluster.snapshot()
+    running = {job.job_id: job for job in scheduler.running()}
+    request = GangRequest(head[0], head[1], priority=5)
+    scheduler.submit("head", request, owner="c")
+    decisions = scheduler.cycle()
+    victims = list(decisions.preempted)  # the head's, then those of jobs it evicted (requeued)
+    if not victims:
+        return
+    event(f"{len(victims)} victim(s)")
+    limit = brakes["max_victims_per_cycle"]
+    assert limit is None or len(victims) <= limit
+    evicted = {owner: 0 for owner in ("a", "b")}
+    for victim in victims:
+        job = running[victim]
+        assert 100.0 - started_at[victim] >= brakes["min_runtime"]
+        evicted[job.owner or ""] = (
+            evicted.get(job.owner or "", 0) + job.allocation.placement.total_gpus
+        )
+    for owner, budget in brakes["budgets"].items():
+        assert evicted.get(owner, 0) <= budget
+    hourly = brakes["max_evicted_gpus_per_hour"]
+    assert hourly is None or sum(evicted.values()) <= hourly
+    (started,) = [s for s in decisions.started if s.job_id == "head"]
+    mine = started.preempted  # the head's own victims, from the state before the cycle
+    assert all(running[victim].allocation.priority < 5 for victim in mine)
+    placement = started.allocation.placement
+    selector = _domain_selector(placement)
+    level = None if placement.level == "cluster" else placement.level
+    within = GangRequest(head[0], head[1], selector=selector, required_level=level)
+    for kept in mine:
+        copy = Cluster.restore(before, clock=lambda: now[0])
+        for victim in mine:
+            if victim != kept:
+                job = running[victim]
+                copy.release(job.allocation.id, owner=job.owner)
+        assert copy.place_gang(within) is None, (kept, mine)
+
+
+def _domain_selector(placement: Any) -> dict[str, str] | None:
+    """A selector of the nodes of the placement's domain (a node's name, or its rack)."""
+    if placement.level == "node":
+        return {"name": placement.domain[-1]}
+    if placement.level == "rack":
+        return {"rack": placement.domain[-1]}
+    return None

@@ -25,7 +25,7 @@ def _reasons(scheduler: Scheduler) -> dict[str, str]:
     ("backfill", "behind"),
     [
         ("none", "behind the blocked head 'big' (no backfill)"),
-        ("easy", "behind the blocked head 'big': it does not fit without the GPUs reserved"),
+        ("easy", "does not fit now (a job like it was tried behind the blocked head)"),
         # big and twin hold the reservations of all 4 nodes: long gets a blind one (README S5)
         ("conservative", "does not fit now, nor once every running job with a walltime"),
         ("any", "does not fit now (a job like it was tried behind the blocked head)"),
@@ -50,7 +50,7 @@ def test_each_pending_job_says_why(backfill: Any, behind: str) -> None:
         assert reasons["open-ended"] == reasons["long"]
     else:
         assert reasons["twin"] == "does not fit now, like the blocked head 'big'"
-    if backfill == "easy":  # a job without a walltime may pass only beside the reservation
+    if backfill == "easy":  # 16 GPUs, and fewer are free: neither is tried
         assert reasons["open-ended"] == reasons["long"]
     assert reasons["capped"] == "owner 'q' has 0 of its 8 GPUs of quota left"
     scheduler.submit("late", GangRequest(1, 8), walltime=1)
@@ -67,3 +67,22 @@ def test_explain_asks_the_engine_about_one_pending_job() -> None:
         scheduler.explain("running")  # running, not pending
     with pytest.raises(UnknownJob):
         scheduler.explain("nobody")
+
+
+def test_a_job_that_fits_only_on_reserved_gpus_says_so() -> None:
+    """README S5: "long-2" would fit the free node, but it is the head's from t=100."""
+    cluster = Cluster(("rack",), clock=lambda: 0.0)
+    for n in range(4):
+        cluster.add_node(f"b{n}", gpus=8, topology={"rack": "r0"})
+    scheduler = Scheduler(cluster, clock=lambda: 0.0)
+    scheduler.submit("a", GangRequest(2, 8), walltime=100)
+    scheduler.submit("head", GangRequest(3, 8), walltime=100)
+    scheduler.submit("long-1", GangRequest(1, 8), walltime=1000)  # starts beside it
+    scheduler.submit("long-2", GangRequest(1, 8), walltime=1000)
+    scheduler.submit("short", GangRequest(1, 8), walltime=100)  # ends in time: takes b2
+    assert [s.job_id for s in scheduler.cycle().started] == ["a", "long-1", "short"]
+    reasons = _reasons(scheduler)
+    assert reasons["long-2"] == (
+        "behind the blocked head 'head': it does not fit without the GPUs reserved for "
+        "earlier jobs, and would still run when their reservations begin"
+    )

@@ -377,7 +377,11 @@ class ReferenceScheduler:
             if head is not None and self.backfill == "none":
                 break
             end = math.inf if job.walltime is None else now + job.walltime
-            if head is None or self.backfill == "any":
+            cap = self.quotas.get(job.owner) if job.owner is not None else None
+            outcome: Started | str
+            if cap is not None and self._fewest(job) > cap - self._usage(job.owner):
+                outcome = "quota"  # the quota first, before any backfill rule
+            elif head is None or self.backfill == "any":
                 outcome = self._try(job, now, head is not None)
             elif self._may_not_pass(job, end, walk):
                 outcome = "nofit"

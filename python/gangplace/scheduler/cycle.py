@@ -56,6 +56,7 @@ class _Walk:
         scheduler._last_walk = self.record
         self.bounds: dict[ClassKey, float] = {}  # class -> skip its jobs ending after this
         self.head: QueuedJob | None = None
+        self.free = scheduler.cluster.stats().free  # healthy GPUs nothing holds, now
 
     def run(
         self,
@@ -67,11 +68,7 @@ class _Walk:
         """The walk; ``True`` when room was made and the walk must start over."""
         scheduler, queue = self.scheduler, self.scheduler._queue
         blocked[0] = None
-        heap: list[tuple[OrderKey, ClassKey]] = []
-        for key, group in queue.classes.items():
-            first = group.first()
-            if first is not None:
-                heap.append((first.order, key))
+        heap = [(group.blocks[0][0], key) for key, group in queue.classes.items() if group.blocks]
         heapq.heapify(heap)
         while heap:
             order, key = heapq.heappop(heap)
@@ -113,14 +110,19 @@ class _Walk:
     def _attempt(self, job: QueuedJob, key: ClassKey) -> Started | str:
         """Tries ``job`` now: ``Started``, ``"quota"``, or ``"nofit"`` (the class's bound set)."""
         scheduler, now = self.scheduler, self.now
+        if job.owner in scheduler.quotas and scheduler._quota_reason(job) is not None:
+            return "quota"
         end = now + job.walltime if job.walltime is not None else math.inf
         if end > self.bounds.get(key, math.inf):
             return "nofit"  # known: an earlier job of its class failed under less
+        if job.fewest_gpus > self.free:
+            self._fail(key, -math.inf, "nofit")  # too few free GPUs for every job of its class
+            return "nofit"
         if self.head is None or scheduler.backfill == "any":
             outcome = scheduler._try_start(job, now, backfilled=self.head is not None)
             if outcome == "nofit":
                 self._fail(key, -math.inf, "nofit")
-            return outcome
+            return self._counted(outcome)
         if math.isinf(end) and self.reservations.blind():
             self._fail(key, BLIND_BOUND, "untimed")  # README S5: it never passes a blind one
             return "nofit"
@@ -132,6 +134,12 @@ class _Walk:
         outcome = scheduler._try_start(job, now, backfilled=True, avoid=avoid)
         if outcome == "nofit":
             self._fail(key, bound, "nofit" if bound == -math.inf else "beside")
+        return self._counted(outcome)
+
+    def _counted(self, outcome: Started | str) -> Started | str:
+        """After a start, the free GPUs the walk's quick test compares with."""
+        if isinstance(outcome, Started):
+            self.free = self.scheduler.cluster.stats().free
         return outcome
 
     def _fail(self, key: ClassKey, bound: float, why: str) -> None:

@@ -70,11 +70,10 @@ class WalkReservations:
     shadows: list[Shadow] = field(default_factory=list)
     taken: set[tuple[str, int]] = field(default_factory=set)
     quota_times: dict[str | None, float] = field(default_factory=dict)  # owner -> earliest
+    full: bool = False  # whether no more job gets a reservation in this walk
 
-    @property
-    def full(self) -> bool:
-        """Whether no more job gets a reservation in this walk."""
-        return len(self.shadows) >= self.depth
+    def __post_init__(self) -> None:
+        self.full = self.depth <= 0
 
     def blind(self) -> bool:
         """Whether a blind reservation was made."""
@@ -116,6 +115,7 @@ class WalkReservations:
             earlier = self.quota_times.get(owner, math.inf)
             self.quota_times[owner] = min(earlier, shadow.time)
         self.shadows.append(shadow)
+        self.full = len(self.shadows) >= self.depth
         if shadow.placement is not None:
             self.taken.update(_gpus(shadow.placement))
 
@@ -159,26 +159,61 @@ class ShadowBook:
         return None if kept is None else kept.shadow
 
 
+# Groups passed to ``place_after`` beyond the first one at which enough GPUs are free in
+# total; only when the gang does not fit within them are all groups passed.
+EXTRA_GROUPS = 16
+
+
 def _fresh(
     scheduler: Scheduler, job_id: str, request: GangRequest, walk: WalkReservations
 ) -> Shadow:
-    """A new reservation by ``place_after`` over the running jobs grouped by predicted end."""
+    """A new reservation by ``place_after`` over the running jobs grouped by predicted end.
+
+    The groups are passed up to a little past the first at which the gang's fewest GPUs are
+    free in total (most gangs fit by then); only if it does not fit within them, all of
+    them. The answer is the same: the first prefix that fits is inside the shorter list
+    whenever the shorter list holds one.
+    """
     now = scheduler._walk_now
-    times: list[float] = []
-    groups: list[list[Allocation | str]] = []
-    for end, _, running_id in scheduler._ends:
-        if math.isinf(end):
-            break
-        when = max(end, now)
-        if not times or times[-1] != when:
-            times.append(when)
-            groups.append([])
-        groups[-1].append(scheduler._allocations[running_id])
-    found = scheduler.cluster.place_after(request, groups, avoid=walk.every_pod())
+    need = (request.min_pods or request.pods) * request.gpus_per_pod
+    free = scheduler.cluster.stats().free
+    times, groups = _groups(scheduler, now, need - free)
+    avoid = walk.every_pod()
+    found = scheduler.cluster.place_after(request, groups, avoid=avoid)
+    if found is None and sum(len(group) for group in groups) < scheduler._finite_ends():
+        times, groups = _groups(scheduler, now, None)
+        found = scheduler.cluster.place_after(request, groups, avoid=avoid)
     if found is None:
         return Shadow(job_id, math.inf, None)
     k, placement = found
     return Shadow(job_id, times[k - 1] if k else now, placement)
+
+
+def _groups(
+    scheduler: Scheduler, now: float, short: int | None
+) -> tuple[list[float], list[list[Allocation | str]]]:
+    """The running jobs with a walltime grouped by predicted end, and the groups' times.
+
+    Ends before ``now`` count as ``now``. All of them (``short`` is ``None``), or up to
+    ``EXTRA_GROUPS`` past the first group by which ``short`` more GPUs are freed in total.
+    """
+    times: list[float] = []
+    groups: list[list[Allocation | str]] = []
+    freed, enough_at = 0, None
+    for end, gpus, running_id in scheduler._ends:
+        if math.isinf(end):
+            break
+        when = max(end, now)
+        if not times or times[-1] != when:
+            if enough_at is not None and len(times) >= enough_at + EXTRA_GROUPS:
+                break
+            times.append(when)
+            groups.append([])
+        groups[-1].append(scheduler._allocations[running_id])
+        freed += gpus
+        if short is not None and enough_at is None and freed >= short:
+            enough_at = len(times)
+    return times, groups
 
 
 def _still_valid(scheduler: Scheduler, shadow: Shadow, walk: WalkReservations) -> float | None:
@@ -186,25 +221,27 @@ def _still_valid(scheduler: Scheduler, shadow: Shadow, walk: WalkReservations) -
     placement = shadow.placement
     if placement is None:
         return None  # a blind reservation is made again: something may have ended
-    now, cluster = scheduler._walk_now, scheduler.cluster
+    now, cluster, taken = scheduler._walk_now, scheduler.cluster, walk.taken
+    wanted: dict[str, set[int]] = {}
+    for pod in placement.pods:
+        wanted.setdefault(pod.node, set()).update(pod.gpus)
     latest = now
-    for node_name in placement.nodes:
+    for node_name, gpus in wanted.items():
         try:
             info = cluster.node(node_name)
         except UnknownNode:
             return None
-        wanted = {gpu for pod in placement.pods if pod.node == node_name for gpu in pod.gpus}
-        if info.cordoned or wanted & set(info.unhealthy) or wanted & set(info.reserved):
+        if info.cordoned or (taken and any((node_name, gpu) in taken for gpu in gpus)):
             return None
-        if any((node_name, gpu) in walk.taken for gpu in wanted):
-            return None
-        held = wanted & set(info.allocated)
+        held = gpus.difference(info.free)
+        if not held:
+            continue  # all free and healthy
+        if not held.issubset(info.allocated) or not held.isdisjoint(info.unhealthy):
+            return None  # reserved by someone, or failed
         for job_id in scheduler._jobs_on.get(node_name, ()):
-            allocation = scheduler._allocations[job_id]
-            mine = {
-                g for pod in allocation.placement.pods if pod.node == node_name for g in pod.gpus
-            }
-            if mine & held:
+            pods = scheduler._allocations[job_id].placement.pods
+            mine = {gpu for pod in pods if pod.node == node_name for gpu in pod.gpus}
+            if not held.isdisjoint(mine):
                 end = scheduler._end_of(job_id)
                 if math.isinf(end):
                     return None

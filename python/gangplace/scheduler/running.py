@@ -58,6 +58,10 @@ class RunningJobs:
             for node in nodes:
                 self._jobs_on.setdefault(node, set()).add(job_id)
 
+    def _finite_ends(self) -> int:
+        """How many running jobs have a walltime (``_ends`` sorts the others last)."""
+        return bisect.bisect_left(self._ends, (math.inf,))
+
     def _end_of(self, job_id: str) -> float:
         """A running job's predicted end (``inf`` without a walltime; at least the walk's now)."""
         return max(_predicted_end(self._running[job_id]), self._walk_now)
