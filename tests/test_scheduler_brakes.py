@@ -91,6 +91,9 @@ def test_a_job_just_preempted_is_no_victim_during_its_cool_down() -> None:
         ({"max_evicted_gpus_per_hour": True}, TypeError),
         ({"budgets": {"a": -8}}, InvalidRequest),
         ({"budgets": {3: 8}}, TypeError),
+        ({"budgets": {"": 8}}, InvalidRequest),  # it used to fail in a later cycle
+        ({"budgets": {"o" * 254: 8}}, InvalidRequest),
+        ({"quotas": {"": 8}}, InvalidRequest),
     ],
 )
 def test_bad_brakes_are_refused(kwargs: dict[str, Any], error: type) -> None:
@@ -225,3 +228,36 @@ def _domain_selector(placement: Any) -> dict[str, str] | None:
     if placement.level == "rack":
         return {"rack": placement.domain[-1]}
     return None
+
+
+@pytest.mark.parametrize(
+    ("brakes", "moved"),
+    [
+        ({}, True),
+        ({"max_victims_per_cycle": 0}, False),
+        ({"budgets": {"t": 0}}, False),
+        ({"budgets": {"t": 4}}, True),
+        ({"min_runtime": 200.0}, False),
+        ({"max_evicted_gpus_per_hour": 3}, False),
+    ],
+)
+def test_defragmentation_is_braked_like_preemption(brakes: dict[str, Any], moved: bool) -> None:
+    """README S11: a moved job counts as a victim for every brake. "m" (4 GPUs, owner t)
+    must move from r0n0 to r1n1 for the 8-GPU head to fit."""
+    now = [0.0]
+    cluster = Cluster(("rack",), clock=lambda: now[0])
+    for name in ("r0n0", "r0n1", "r1n0", "r1n1"):
+        cluster.add_node(name, gpus=8, topology={"rack": name[:2]}, labels={"name": name})
+    scheduler = Scheduler(cluster, defrag=True, clock=lambda: now[0], **brakes)
+    scheduler.submit("m", GangRequest(1, 4, movable=True), owner="t", walltime=1e6)
+    scheduler.submit("b", GangRequest(1, 8), walltime=1e6)
+    scheduler.submit("c", GangRequest(1, 8), walltime=1e6)
+    scheduler.submit("e", GangRequest(1, 4, selector={"name": "r1n1"}), walltime=1e6)
+    assert len(scheduler.cycle().started) == 4
+    now[0] = 100.0
+    scheduler.submit("head", GangRequest(1, 8), walltime=10)
+    decisions = scheduler.cycle()
+    assert [m.job_id for m in decisions.moved] == (["m"] if moved else [])
+    assert [s.job_id for s in decisions.started] == (["head"] if moved else [])
+    if moved:
+        assert scheduler.history("m").events[-1].kind == "moved"

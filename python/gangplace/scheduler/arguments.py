@@ -8,7 +8,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
+from gangplace._gangplace import LIMITS
 from gangplace.errors import InvalidRequest
+
+MAX_NAME_BYTES = int(LIMITS["max_name_bytes"])
 
 __all__ = ["checked_choice", "checked_ladder", "checked_quotas", "checked_seconds"]
 
@@ -59,6 +62,8 @@ def checked_quotas(quotas: Mapping[str, int] | None) -> dict[str | None, int]:
             raise TypeError("quotas must map owner names (str) to GPU counts (int)")
         if gpus < 0:
             raise InvalidRequest(f"quota of owner {owner!r} must be >= 0, got {gpus}")
+        if not 1 <= len(owner.encode("utf-8", "surrogatepass")) <= MAX_NAME_BYTES:
+            raise InvalidRequest(f"quota owner {owner!r} must be 1 to {MAX_NAME_BYTES} bytes")
         checked[owner] = gpus
     return checked
 

@@ -8,7 +8,8 @@ GPUs evicted over the last hour (a sliding window of 3,600 s); and per owner of 
 most ``budgets[owner]`` of its GPUs evicted over the last hour. An owner whose budget a plan
 would exceed is left out of the candidates and the plan made again, so the victims stay
 1-minimal among the eligible allocations; a plan over the cluster-wide hourly limit is not
-applied, and the cycle makes no more room.
+applied, and the cycle makes no more room. Defragmentation is braked alike: a moved job
+counts as a victim for every limit (and starts its cool-down).
 """
 
 from __future__ import annotations
@@ -19,12 +20,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gangplace._gangplace import Cluster, GangRequest, PreemptionPlan
+from gangplace._gangplace import Cluster, DefragPlan, GangRequest, PreemptionPlan
 from gangplace.errors import InvalidRequest
+from gangplace.scheduler.admission import checked_name
 
-__all__ = ["HOUR", "Brakes"]
+__all__ = ["DEFRAG_MOVES", "HOUR", "Brakes", "disrupted"]
 
 HOUR = 3600.0
+DEFRAG_MOVES = 16  # plan_defrag's own default for max_moves
+
+
+def disrupted(plan: DefragPlan) -> tuple[str, ...]:
+    """The allocations a defragmentation plan moves or evicts, in the plan's order."""
+    return (*(move.allocation for move in plan.moves), *plan.evictions)
 
 
 @dataclass
@@ -72,6 +80,8 @@ class Brakes:
                 raise InvalidRequest(f"{what} must be >= 0, got {limit}")
         if any(not isinstance(owner, str) for owner in budgets or {}):
             raise TypeError("budgets must map owner names (str) to GPUs per hour (int)")
+        for owner in budgets or {}:
+            checked_name("owner of budgets", owner)  # as the engine takes exempt_owners
         return cls(
             float(min_runtime),
             float(cooldown),
@@ -137,6 +147,46 @@ class Brakes:
         if self.max_victims_per_cycle is None:
             return None
         return max(self.max_victims_per_cycle - self.victims_this_cycle, 0)
+
+    def plan_defrag(
+        self,
+        cluster: Cluster,
+        request: GangRequest,
+        now: float,
+        victim_of: Callable[[str], tuple[str | None, int]],
+    ) -> DefragPlan | None:
+        """The defragmentation plan the brakes allow for ``request`` now, or ``None``.
+
+        A moved or evicted job counts as a victim for every limit: at most the victims left
+        this cycle are moved (``max_moves``), owners out of budget are left out
+        (``exempt_owners``) and the plan made again, and a plan over the hourly limit is not
+        applied.
+        """
+        left = self._victims_left()
+        if left == 0:
+            self._held("victims_per_cycle")
+            return None
+        exempt = [owner for owner in self.budgets if self._used(now, owner) >= self.budgets[owner]]
+        while True:
+            plan = cluster.plan_defrag(
+                request,
+                max_moves=DEFRAG_MOVES if left is None else min(DEFRAG_MOVES, left),
+                min_runtime=self.min_runtime,
+                exempt_owners=exempt,
+            )
+            if plan is None or not (plan.moves or plan.evictions):
+                return plan
+            over = self._over_budget(disrupted(plan), now, victim_of)
+            if not over:
+                break
+            exempt.extend(over)
+            self._held("budget")
+        if self.max_evicted_gpus_per_hour is not None:
+            moving = sum(victim_of(victim)[1] for victim in disrupted(plan))
+            if self._used(now, everyone=True) + moving > self.max_evicted_gpus_per_hour:
+                self._held("evicted_gpus_per_hour")
+                return None
+        return plan
 
     def allow(
         self,

@@ -19,6 +19,7 @@ import heapq
 import math
 from typing import TYPE_CHECKING
 
+from gangplace.scheduler.brakes import disrupted
 from gangplace.scheduler.queue import ClassKey, OrderKey, QueuedJob
 from gangplace.scheduler.reasons import LastWalk
 from gangplace.scheduler.reservations import BLIND_BOUND, WalkReservations
@@ -191,8 +192,10 @@ def _make_room(
             allocation = cluster.commit(reservation, owner=head.owner)
             return scheduler._started(head, allocation, now, False, tuple(evicted)), evicted, []
     if scheduler.defrag:
-        defrag = cluster.plan_defrag(request, min_runtime=scheduler._brakes.min_runtime)
+        brakes = scheduler._brakes
+        defrag = brakes.plan_defrag(cluster, request, now, scheduler._victim_of)
         if defrag is not None and (defrag.moves or defrag.evictions):
+            brakes.record(disrupted(defrag), now, scheduler._victim_of, scheduler.job_of)
             reservation, moves = cluster.apply_defrag(defrag, owner=head.owner)
             moved = scheduler._moved(moves, defrag.moves, now)
             evicted = scheduler._evicted(defrag.evictions, now, for_job=head.job_id)

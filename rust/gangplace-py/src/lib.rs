@@ -12,6 +12,7 @@ mod explain;
 mod lookahead;
 mod nodes;
 mod pickling;
+mod pictures;
 mod placing;
 mod pods;
 mod preemption;
