@@ -98,6 +98,7 @@ configs = st.fixed_dictionaries(
         "order": st.sampled_from(["fifo", "priority"]),
         "backfill": st.sampled_from(["easy", "conservative", "none", "any"]),
         "reservation_depth": st.sampled_from([1, 2, 16]),
+        "repair_widen": st.booleans(),
         "preemption": st.booleans(),
         "defrag": st.booleans(),
         "quotas": st.sampled_from([{}, {"a": 8}, {"a": 6, "b": 12}]),
@@ -127,7 +128,7 @@ def _decisions(decisions: Any) -> tuple[Any, ...]:
         tuple((r.job_id, r.plan, r.allocation.placement) for r in decisions.repaired),
         decisions.requeued,
         decisions.failed,
-        tuple(sorted(decisions.reasons)),
+        tuple(sorted(decisions.reasons.items())),  # rule S10's reasons, word for word
     )
 
 

@@ -9,6 +9,7 @@ decision for decision.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from gangplace.reference.brakes import ReferenceBrakes
 from gangplace.reference.history import ReferenceHistories
 from gangplace.reference.values import MAX_NAME_BYTES
 from gangplace.scheduler.history import HistorySummary, JobHistory
+from gangplace.scheduler.reasons import HEAD, NOFIT, QUOTA, LastWalk
 from gangplace.scheduler.reservations import Shadow
 from gangplace.scheduler.values import Decisions, Moved, Repaired, Started
 
@@ -69,10 +71,15 @@ class ReferenceScheduler(ReferenceBrakes):
         budgets: dict[str, int] | None = None,
         history_limit: int = 100_000,
         reservation_depth: int = 16,
+        repair_widen: bool = True,
     ) -> None:
         self.cluster = cluster
+        self.repair_widen = repair_widen
         self.reservation_depth = reservation_depth
         self.kept: dict[str, tuple[GangRequest, Shadow]] = {}  # S5: job -> its reservation
+        self.fresh: set[str] = set()  # S10: queued since the last walk
+        self.outcomes: dict[tuple[object, ...], tuple[float, str]] = {}  # S10: per class
+        self.head_class: tuple[object, ...] | None = None
         self.histories = ReferenceHistories(history_limit)
         self.min_runtime = min_runtime
         self.cooldown = preemption_cooldown
@@ -144,6 +151,7 @@ class ReferenceScheduler(ReferenceBrakes):
         job = _Job(job_id, request, owner, walltime, timeout, tuple(ladder), self.sequence)
         job.on_failure = on_failure
         self.histories.add(job_id, now, "submitted")
+        self.fresh.add(job_id)
         self.histories.owners[job_id] = owner
         self._queue(job, now)
 
@@ -210,6 +218,7 @@ class ReferenceScheduler(ReferenceBrakes):
         job = self._running(job_id)
         self._end(job, release=True)
         self.histories.add(job_id, now, "requeued", "requeue()")
+        self.fresh.add(job_id)
         self._queue(job, now)
 
     def history(self, job_id: str, now: float) -> JobHistory:
@@ -270,7 +279,7 @@ class ReferenceScheduler(ReferenceBrakes):
             tuple(repaired),
             tuple(requeued),
             tuple(failed),
-            {job.job_id: "" for job in self.pending},  # which jobs wait (not why: S10)
+            self.reasons(),
         )
 
     def _failures(self, now: float) -> tuple[list[Repaired], list[str], list[str], list[str]]:
@@ -307,9 +316,10 @@ class ReferenceScheduler(ReferenceBrakes):
         assert job.allocation is not None
         hold = job.allocation.id
         try:
-            plan = self.cluster.plan_repair(hold, widen=True, owner=job.owner)
+            widen = self.repair_widen
+            plan = self.cluster.plan_repair(hold, widen=widen, owner=job.owner)
             if plan is None and self.preemption:
-                plan = self.cluster.plan_repair(hold, widen=True, preempt=True, owner=job.owner)
+                plan = self.cluster.plan_repair(hold, widen=widen, preempt=True, owner=job.owner)
                 if plan is not None and not self._victims_allowed(plan.victims, now):
                     plan = None
             if plan is None:
@@ -332,35 +342,28 @@ class ReferenceScheduler(ReferenceBrakes):
     def _walk(
         self, now: float, started: list[Started], evicted: list[str], moved: list[Moved]
     ) -> bool:
-        """S5-S7: one walk; True when room was made for the head (start over)."""
+        """S5-S7: one walk; True when room was made for the head (start over).
+
+        Every job's outcome is recorded for S10's reasons: per class, the failure with the
+        smallest bound (the first of equal ones): ``-inf`` for a job that did not fit as it
+        is, the latest reservation time it had to stay off for one that did not fit beside
+        the reservations, the earliest reservation of its owner for one refused for quota.
+        """
         head: _Job | None = None
         self.head = None
         depth = {"easy": 1, "conservative": self.reservation_depth}.get(self.backfill, 0)
         walk: list[ReferenceReservation] = []
+        self.outcomes = {}
+        self.head_class = None
         for job in sorted(self.pending, key=self._order):
             if head is not None and self.backfill == "none":
                 break
-            end = math.inf if job.walltime is None else now + job.walltime
-            cap = self.quotas.get(job.owner) if job.owner is not None else None
-            outcome: Started | str
-            if cap is not None and self._fewest(job) > cap - self._usage(job.owner):
-                outcome = "quota"  # the quota first, before any backfill rule
-            elif head is None or self.backfill == "any":
-                outcome = self._try(job, now, head is not None)
-            elif self._may_not_pass(job, end, walk):
-                outcome = "nofit"
-            else:
-                avoid = [
-                    pod
-                    for r in walk
-                    if r.shadow.placement is not None and r.shadow.time < end
-                    for pod in r.shadow.placement.pods
-                ]
-                outcome = self._try(job, now, True, avoid)
+            outcome = self._outcome(job, now, head, walk)
             if isinstance(outcome, Started):
                 started.append(outcome)
                 continue
             if outcome == "quota":
+                self.outcomes[self._class(job)] = (-math.inf, "quota")
                 continue
             if head is None:
                 made = self._make_room(job, now)
@@ -371,23 +374,103 @@ class ReferenceScheduler(ReferenceBrakes):
                     return True
                 head = job
                 self.head = job.job_id
+                self.head_class = self._class(job)
                 if self.backfill == "none":
                     break
             if len(walk) < depth:
                 quota = job.owner is not None and job.owner in self.quotas
                 walk.append(ReferenceReservation(self._reserve(job, walk, now), job.owner, quota))
         self.kept = {r.shadow.job_id: self.kept[r.shadow.job_id] for r in walk}
+        self.fresh.clear()
         return False
 
-    def _may_not_pass(self, job: _Job, end: float, walk: list[ReferenceReservation]) -> bool:
-        """S5: whether ``job`` may not pass the reservations at all.
-
-        A job without a walltime never passes a blind reservation; a job of an owner with a
-        quota never runs past a reservation of the same owner.
-        """
+    def _outcome(
+        self, job: _Job, now: float, head: _Job | None, walk: list[ReferenceReservation]
+    ) -> Started | str:
+        """S4-S6 for one job: started, ``"quota"`` or ``"nofit"`` (recorded for S10)."""
+        cap = self.quotas.get(job.owner) if job.owner is not None else None
+        if cap is not None and self._fewest(job) > cap - self._usage(job.owner):
+            return "quota"  # the quota first, before any backfill rule
+        if self._fewest(job) > self.cluster.stats().free:
+            return self._failed(job, -math.inf, "nofit")
+        end = math.inf if job.walltime is None else now + job.walltime
+        if head is None or self.backfill == "any":
+            outcome = self._try(job, now, head is not None)
+            return self._failed(job, -math.inf, "nofit") if outcome == "nofit" else outcome
         if math.isinf(end) and any(r.shadow.placement is None for r in walk):
-            return True
-        return any(r.quota and r.owner == job.owner and r.shadow.time < end for r in walk)
+            return self._failed(job, sys.float_info.max, "untimed")
+        mine = [r.shadow.time for r in walk if r.quota and r.owner == job.owner]
+        if mine and end > min(mine):
+            return self._failed(job, min(mine), "quota-reserved")
+        before = [r for r in walk if r.shadow.placement is not None and r.shadow.time < end]
+        avoid = [pod for r in before if r.shadow.placement for pod in r.shadow.placement.pods]
+        outcome = self._try(job, now, True, avoid)
+        if outcome != "nofit":
+            return outcome
+        bound = max((r.shadow.time for r in before), default=-math.inf)
+        return self._failed(job, bound, "nofit" if bound == -math.inf else "beside")
+
+    def _failed(self, job: _Job, bound: float, why: str) -> str:
+        key = self._class(job)
+        if bound < self.outcomes.get(key, (math.inf, ""))[0]:
+            self.outcomes[key] = (bound, why)
+        return "nofit"
+
+    def _class(self, job: _Job) -> tuple[object, ...]:
+        """S8: what makes two jobs alike to the engine (and to S10's reasons)."""
+        request, (level, elastic) = job.request, job.form
+        return (
+            request.pods,
+            request.gpus_per_pod,
+            request.min_pods if elastic else None,
+            level,
+            tuple(sorted(request.selector.items())),
+            request.slices,
+            request.spread,
+            request.numa,
+            request.spares,
+            job.owner,
+        )
+
+    def reasons(self) -> dict[str, str]:
+        """S10: why each pending job is not running, from the last walk, naively."""
+        texts = LastWalk(self.backfill, 0)
+        if self.head is not None:
+            texts.blocked_by(self.head, ())
+        reserved = {job_id: kept[1] for job_id, kept in self.kept.items()}
+        reasons = {}
+        for job in sorted(self.pending, key=self._order):
+            cap = self.quotas.get(job.owner) if job.owner is not None else None
+            room = None if cap is None else cap - self._usage(job.owner)
+            if cap is not None and room is not None and self._fewest(job) > room:
+                left = f"has {room} of its {cap} GPUs of quota left"
+                reasons[job.job_id] = f"owner {job.owner!r} {left}"
+            elif job.job_id in self.fresh:
+                reasons[job.job_id] = "not tried yet: queued after the last cycle"
+            elif job.job_id == self.head:
+                reasons[job.job_id] = HEAD
+            elif job.job_id in reserved:
+                shadow = reserved[job.job_id]
+                reasons[job.job_id] = (
+                    "does not fit now, nor once every running job with a walltime has ended"
+                    if shadow.placement is None
+                    else f"does not fit now; its GPUs are reserved from {shadow.time:g} s"
+                )
+            else:
+                reasons[job.job_id] = self._class_reason(job, texts)
+        return reasons
+
+    def _class_reason(self, job: _Job, texts: LastWalk) -> str:
+        why = self.outcomes.get(self._class(job), (0.0, ""))[1]
+        if why == "quota":
+            return QUOTA
+        if why == "nofit":
+            return texts.texts["twin"] if self._class(job) == self.head_class else NOFIT
+        if why in ("beside", "untimed", "quota-reserved"):
+            return texts.texts[why]
+        if self.head is None:
+            return "not tried in the last cycle"
+        return texts.texts["none" if self.backfill == "none" else "behind"]
 
     def _reserve(self, job: _Job, walk: list[ReferenceReservation], now: float) -> Shadow:
         """S5: the job's reservation: the kept one while valid, else a new one."""

@@ -68,6 +68,8 @@ class Scheduler(RunningJobs, SchedulerViews):
             ``"none"``: nothing passes a blocked head. ``"any"``: anything that fits starts.
         reservation_depth: How many blocked jobs get a reservation with
             ``backfill="conservative"`` (Slurm's ``bf_max_job_test`` plays this part).
+        repair_widen: Whether a repair (``on_failure="repair"``, S13) may go beyond the
+            placement's domain, up to the request's ``required_level``.
         preemption: Let the blocked head evict lower-priority preemptible allocations
             (``Cluster.plan_preemption``); evicted jobs go back to the queue.
         defrag: Let the blocked head move movable jobs (``Cluster.plan_defrag``).
@@ -120,6 +122,7 @@ class Scheduler(RunningJobs, SchedulerViews):
         budgets: Mapping[str, int] | None = None,
         history_limit: int = 100_000,
         reservation_depth: int = 16,
+        repair_widen: bool = True,
     ) -> None:
         if not isinstance(cluster, Cluster):
             raise TypeError(f"cluster must be a gangplace.Cluster, not {type(cluster).__name__}")
@@ -135,6 +138,7 @@ class Scheduler(RunningJobs, SchedulerViews):
         if reservation_depth < 1:
             raise InvalidRequest(f"reservation_depth must be >= 1, got {reservation_depth}")
         self.reservation_depth = reservation_depth
+        self.repair_widen = bool(repair_widen)
         self._histories = Histories(Histories.checked_limit(history_limit))
         self._brakes = Brakes.checked(
             min_runtime,

@@ -109,28 +109,33 @@ class _Walk:
         return False
 
     def _attempt(self, job: QueuedJob, key: ClassKey) -> Started | str:
-        """Tries ``job`` now: ``Started``, ``"quota"``, or ``"nofit"`` (the class's bound set)."""
+        """Tries ``job`` now: ``Started``, ``"quota"``, or ``"nofit"`` (the class's bound set).
+
+        The cheap refusals are recorded for every job; the engine is asked only for a job
+        its class's bound does not already refuse.
+        """
         scheduler, now = self.scheduler, self.now
         if job.owner in scheduler.quotas and scheduler._quota_reason(job) is not None:
             return "quota"
-        end = now + job.walltime if job.walltime is not None else math.inf
-        if end > self.bounds.get(key, math.inf):
-            return "nofit"  # known: an earlier job of its class failed under less
         if job.fewest_gpus > self.free:
             self._fail(key, -math.inf, "nofit")  # too few free GPUs for every job of its class
             return "nofit"
-        if self.head is None or scheduler.backfill == "any":
+        end = now + job.walltime if job.walltime is not None else math.inf
+        plain = self.head is None or scheduler.backfill == "any"
+        if not plain and math.isinf(end) and self.reservations.blind():
+            self._fail(key, BLIND_BOUND, "untimed")  # README S5: it never passes a blind one
+            return "nofit"
+        quota_bound = math.inf if plain else self.reservations.quota_bound(job.owner)
+        if end > quota_bound:
+            self._fail(key, quota_bound, "quota-reserved")  # its owner's quota is reserved
+            return "nofit"
+        if end > self.bounds.get(key, math.inf):
+            return "nofit"  # known: an earlier job of its class failed under less
+        if plain:
             outcome = scheduler._try_start(job, now, backfilled=self.head is not None)
             if outcome == "nofit":
                 self._fail(key, -math.inf, "nofit")
             return self._counted(outcome)
-        if math.isinf(end) and self.reservations.blind():
-            self._fail(key, BLIND_BOUND, "untimed")  # README S5: it never passes a blind one
-            return "nofit"
-        quota_bound = self.reservations.quota_bound(job.owner)
-        if end > quota_bound:
-            self._fail(key, quota_bound, "quota-reserved")  # its owner's quota is reserved
-            return "nofit"
         avoid, bound = self.reservations.to_avoid(end)
         outcome = scheduler._try_start(job, now, backfilled=True, avoid=avoid)
         if outcome == "nofit":

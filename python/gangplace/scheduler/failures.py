@@ -4,8 +4,9 @@ Each cycle begins here: the engine lists the allocations with lost ranks
 (``Cluster.allocations(lost=True)``), and every one the scheduler started is handled by its
 job's ``on_failure``, jobs in queue order:
 
-- ``"repair"``: ``plan_repair(widen=True)`` (spares first, then the slice's or the
-  placement's domain, then the smallest enclosing domain up to the request's level); with
+- ``"repair"``: ``plan_repair(widen=repair_widen)`` (spares first, then the slice's or the
+  placement's domain, then, with ``repair_widen`` (default), the smallest enclosing domain
+  up to the request's level); with
   ``preemption=True`` and no such room, the plan may end lower-priority jobs inside the
   placement's domain, if the brakes (S11) allow those victims. The repair is reserved and
   committed at once; when none fits (or the engine refuses it), the job is requeued.
@@ -79,9 +80,10 @@ def _repair(
     cluster, hold = scheduler.cluster, job.allocation_id
     assert hold is not None
     try:
-        plan = cluster.plan_repair(hold, widen=True, owner=job.owner)
+        widen = scheduler.repair_widen
+        plan = cluster.plan_repair(hold, widen=widen, owner=job.owner)
         if plan is None and scheduler.preemption:
-            plan = cluster.plan_repair(hold, widen=True, preempt=True, owner=job.owner)
+            plan = cluster.plan_repair(hold, widen=widen, preempt=True, owner=job.owner)
             if plan is not None and not _braked_victims_allowed(scheduler, plan, now):
                 plan = None
         if plan is None:
