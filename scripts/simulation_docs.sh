@@ -56,5 +56,10 @@ run philly-hard-soft-3vcs \
     --trace $philly/6c71a0.trace,$philly/b436b2.trace,$philly/11cb48.trace \
     --cluster tree:2,2,4,8 --seeds 0-4 --policies rack-only,ladder,best-fit,blind \
     --baseline rack-only
+# Backfill with reservations (issue 25): EASY, conservative and none on one VC.
+for mode in easy conservative none; do
+    run philly-b436b2-backfill-$mode --trace $philly/b436b2.trace --cluster tree:2,2,2,8 \
+        --seeds 0-9 --policies best-fit,first-fit --backfill $mode
+done
 echo "simulation_docs: tables of docs/simulation.md" >&2
 python scripts/simulation_tables.py
