@@ -65,6 +65,7 @@ from gangplace.scheduler import (
     Repaired,
     RunningJob,
     Scheduler,
+    Shadow,
     Started,
 )
 
@@ -108,6 +109,7 @@ __all__ = [
     "ReservationRevoked",
     "RunningJob",
     "Scheduler",
+    "Shadow",
     "Started",
     "UnknownJob",
     "UnknownNode",

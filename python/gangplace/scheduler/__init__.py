@@ -8,6 +8,7 @@ tests compare it with.
 
 from gangplace.scheduler.core import Scheduler
 from gangplace.scheduler.history import HistorySummary, JobEvent, JobHistory
+from gangplace.scheduler.reservations import Shadow
 from gangplace.scheduler.values import (
     Decisions,
     Moved,
@@ -29,5 +30,6 @@ __all__ = [
     "Repaired",
     "RunningJob",
     "Scheduler",
+    "Shadow",
     "Started",
 ]
