@@ -1,7 +1,8 @@
 """Looking ahead (README "Looking ahead", L1-L3; figures in docs/performance.md).
 
 ``colossus100k`` at 90% fill (a seeded ``synth`` build: guessed gang mix, not a trace). Its
-5,681 allocations, sorted by id, are split into 64 release groups (as a scheduler passes its
+5,682 allocations, sorted by their pods' GPUs (ids are random), are split into 64
+release groups (as a scheduler passes its
 running jobs grouped by predicted end, as ``Allocation`` objects). The request is a very
 large job, 2,048 pods x 8 GPUs inside one hall (16,384 of its 25,600 GPUs), which does not
 fit now but does once enough has ended.
@@ -29,7 +30,7 @@ def ahead(request: pytest.FixtureRequest) -> dict[str, Any]:
     smoke = request.config.getoption("benchmark_disable", default=False)
     shape = synth.SHAPES["tiny" if smoke else "colossus100k"]
     cluster, _ = synth.build(shape, fill=0.9, seed=1)
-    held = cluster.allocations()
+    held = sorted(cluster.allocations(), key=lambda a: [(p.node, p.gpus) for p in a.placement.pods])
     size = max(1, len(held) // 64)
     groups = [held[at : at + size] for at in range(0, len(held), size)]
     level = shape.levels[0]

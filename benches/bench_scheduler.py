@@ -41,6 +41,29 @@ def _state(smoke: bool) -> tuple[Cluster, list[tuple[str, GangRequest, float]]]:
     return cluster, jobs
 
 
+def _timed_cycles(benchmark: Any, scheduler: Scheduler, *, forget: bool = False) -> Any:
+    """Times ``cycle(0.0)`` over 20 rounds from the same state (each round's setup requeues
+    what the previous one started, and with ``forget`` drops the kept reservations); then
+    one more cycle, whose decisions are returned (the caller cancels what it started)."""
+    started: list[str] = []
+
+    def setup() -> None:
+        for job_id in started:
+            scheduler.requeue(job_id, 0.0)
+        started.clear()
+        if forget:
+            scheduler._book.kept.clear()
+
+    def cycle() -> Any:
+        decisions = scheduler.cycle(0.0)
+        started.extend(s.job_id for s in decisions.started)
+        return decisions
+
+    benchmark.pedantic(cycle, setup=setup, rounds=20, iterations=1, warmup_rounds=1)
+    setup()
+    return scheduler.cycle(0.0)
+
+
 @pytest.fixture(scope="module")
 def loaded(request: pytest.FixtureRequest) -> tuple[Cluster, list[Any]]:
     smoke = request.config.getoption("benchmark_disable", default=False)
@@ -54,21 +77,7 @@ def bench_cycle_10k(benchmark: Any, loaded: tuple[Cluster, list[Any]], backfill:
     scheduler = Scheduler(cluster, clock=lambda: 0.0, backfill=backfill)
     for job_id, request, walltime in jobs:
         scheduler.submit(job_id, request, walltime=walltime)
-    started: list[str] = []
-
-    def setup() -> None:
-        for job_id in started:
-            scheduler.requeue(job_id, 0.0)
-        started.clear()
-
-    def cycle() -> Any:
-        decisions = scheduler.cycle(0.0)
-        started.extend(s.job_id for s in decisions.started)
-        return decisions
-
-    benchmark.pedantic(cycle, setup=setup, rounds=20, iterations=1, warmup_rounds=1)
-    setup()
-    decisions = scheduler.cycle(0.0)
+    decisions = _timed_cycles(benchmark, scheduler)
     benchmark.extra_info.update(
         pending=len(jobs), started=len(decisions.started), classes=len(scheduler._queue.classes)
     )
@@ -157,23 +166,7 @@ def bench_cycle_10k_reservations(
             scheduler.submit(job_id, gang, walltime=walltime)
         except Unschedulable:  # the smoke run's small cluster
             continue
-    started: list[str] = []
-
-    def setup() -> None:
-        for job_id in started:
-            scheduler.requeue(job_id, 0.0)
-        started.clear()
-        if not kept:
-            scheduler._book.kept.clear()
-
-    def cycle() -> Any:
-        decisions = scheduler.cycle(0.0)
-        started.extend(s.job_id for s in decisions.started)
-        return decisions
-
-    benchmark.pedantic(cycle, setup=setup, rounds=20, iterations=1, warmup_rounds=1)
-    setup()
-    decisions = scheduler.cycle(0.0)
+    decisions = _timed_cycles(benchmark, scheduler, forget=not kept)
     reserved = [job for job in scheduler.pending() if job.shadow is not None]
     benchmark.extra_info.update(
         pending=len(jobs),

@@ -30,9 +30,7 @@ class ReferenceBrakes:
 
     def _victims_allowed(self, victims: tuple[str, ...], now: float) -> bool:
         """S11 for a repair's victims: every brake must let all of them go."""
-        left = None
-        if self.max_victims_per_cycle is not None:
-            left = self.max_victims_per_cycle - self.victims_this_cycle
+        left = self._left()
         if left is not None and len(victims) > left:
             return False
         every = {a.id: a for a in self.cluster.allocations()}
@@ -41,18 +39,7 @@ class ReferenceBrakes:
             preempted = self.preempted_at.get(of_job[0], -math.inf) if of_job else -math.inf
             if now - every[victim].since < self.min_runtime or now - preempted < self.cooldown:
                 return False
-        recent = [(owner, gpus) for when, owner, gpus in self.evictions if when > now - 3600.0]
-        taking: dict[str, int] = {}
-        for victim in victims:
-            owner, gpus = self._victim(victim)
-            if owner is not None and owner in self.budgets:
-                taking[owner] = taking.get(owner, 0) + gpus
-        for owner, gpus in taking.items():
-            if sum(g for who, g in recent if who == owner) + gpus > self.budgets[owner]:
-                return False
-        limit = self.max_evicted_gpus_per_hour
-        evicting = sum(self._victim(victim)[1] for victim in victims)
-        return limit is None or sum(gpus for _, gpus in recent) + evicting <= limit
+        return not self._over(list(victims), now) and not self._past_hourly(list(victims), now)
 
     def _count_evictions(self, victims: list[tuple[str, str | None, int]], now: float) -> None:
         """S11: evictions counted against the limits; victims' jobs start their cool-down."""
@@ -67,13 +54,10 @@ class ReferenceBrakes:
 
     def _braked_defrag(self, request: GangRequest, now: float) -> Any:
         """S11 for defragmentation: a moved job counts as a victim for every limit."""
-        left = None
-        if self.max_victims_per_cycle is not None:
-            left = max(self.max_victims_per_cycle - self.victims_this_cycle, 0)
-            if left == 0:
-                return None
-        recent = [(owner, gpus) for when, owner, gpus in self.evictions if when > now - 3600.0]
-        exempt = [o for o, b in self.budgets.items() if sum(g for w, g in recent if w == o) >= b]
+        left = self._left()
+        if left == 0:
+            return None
+        exempt = [owner for owner in self.budgets if self._spent(now, owner) >= self.budgets[owner]]
         while True:
             plan = self.cluster.plan_defrag(
                 request,
@@ -84,24 +68,37 @@ class ReferenceBrakes:
             if plan is None or not (plan.moves or plan.evictions):
                 return plan
             every = [m.allocation for m in plan.moves] + list(plan.evictions)
-            taking: dict[str, int] = {}
-            for victim in every:
-                owner, gpus = self._victim(victim)
-                if owner is not None and owner in self.budgets:
-                    taking[owner] = taking.get(owner, 0) + gpus
-            over = [
-                o
-                for o, g in sorted(taking.items())
-                if sum(x for w, x in recent if w == o) + g > self.budgets[o]
-            ]
+            over = self._over(every, now)
             if not over:
                 break
             exempt.extend(over)
-        limit = self.max_evicted_gpus_per_hour
-        moving = sum(self._victim(victim)[1] for victim in every)
-        if limit is not None and sum(gpus for _, gpus in recent) + moving > limit:
+        return None if self._past_hourly(every, now) else plan
+
+    def _left(self) -> int | None:
+        """Victims this cycle may still take (``None``: no limit)."""
+        if self.max_victims_per_cycle is None:
             return None
-        return plan
+        return max(self.max_victims_per_cycle - self.victims_this_cycle, 0)
+
+    def _spent(self, now: float, owner: str | None = None) -> int:
+        """GPUs evicted over the last hour: ``owner``'s, or everyone's (``None``)."""
+        recent = [(who, gpus) for when, who, gpus in self.evictions if when > now - 3600.0]
+        return sum(gpus for who, gpus in recent if owner is None or who == owner)
+
+    def _over(self, victims: list[str], now: float) -> list[str]:
+        """Owners whose budget these victims would pass, sorted."""
+        taking: dict[str, int] = {}
+        for victim in victims:
+            owner, gpus = self._victim(victim)
+            if owner is not None and owner in self.budgets:
+                taking[owner] = taking.get(owner, 0) + gpus
+        return sorted(o for o, g in taking.items() if self._spent(now, o) + g > self.budgets[o])
+
+    def _past_hourly(self, victims: list[str], now: float) -> bool:
+        """Whether these victims would take the last hour's evictions past the limit."""
+        limit = self.max_evicted_gpus_per_hour
+        taking = sum(self._victim(victim)[1] for victim in victims)
+        return limit is not None and self._spent(now) + taking > limit
 
     def _victim(self, hold_id: str) -> tuple[str | None, int]:
         """A victim's owner and GPUs."""
@@ -113,17 +110,10 @@ class ReferenceBrakes:
 
     def _braked_plan(self, request: GangRequest, now: float) -> Any:
         """S11: the preemption plan within the brakes, or ``None``."""
-        left = None
-        if self.max_victims_per_cycle is not None:
-            left = max(self.max_victims_per_cycle - self.victims_this_cycle, 0)
-            if left == 0:
-                return None
-        recent = [(owner, gpus) for when, owner, gpus in self.evictions if when > now - 3600.0]
-
-        def used(owner: str) -> int:
-            return sum(gpus for who, gpus in recent if who == owner)
-
-        exempt = [owner for owner, budget in self.budgets.items() if used(owner) >= budget]
+        left = self._left()
+        if left == 0:
+            return None
+        exempt = [owner for owner in self.budgets if self._spent(now, owner) >= self.budgets[owner]]
         cooling = [
             job.allocation.id
             for job in self.running
@@ -141,17 +131,8 @@ class ReferenceBrakes:
             )
             if plan is None or not plan.victims:
                 return plan
-            taking: dict[str, int] = {}
-            for victim in plan.victims:
-                owner, gpus = self._victim(victim)
-                if owner is not None and owner in self.budgets:
-                    taking[owner] = taking.get(owner, 0) + gpus
-            over = sorted(o for o, g in taking.items() if used(o) + g > self.budgets[o])
+            over = self._over(list(plan.victims), now)
             if not over:
                 break
             exempt.extend(over)
-        limit = self.max_evicted_gpus_per_hour
-        evicting = sum(self._victim(victim)[1] for victim in plan.victims)
-        if limit is not None and sum(gpus for _, gpus in recent) + evicting > limit:
-            return None
-        return plan
+        return None if self._past_hourly(list(plan.victims), now) else plan

@@ -451,14 +451,11 @@ class Scheduler(RunningJobs, SchedulerViews):
     def _try_start(
         self, job: QueuedJob, now: float, backfilled: bool, avoid: list[PodPlacement] | None = None
     ) -> Started | str:
-        """Starts ``job`` if it fits now, never on the GPUs of ``avoid``.
+        """Reserves and commits ``job`` now, never on the GPUs of ``avoid``.
 
-        Returns the ``Started``, or ``"quota"``/``"nofit"``.
+        The walk has checked its quota and the free GPUs. Returns the ``Started``, or
+        ``"nofit"``, or ``"quota"`` when the cluster's owner cap refuses it.
         """
-        if self._quota_reason(job) is not None:
-            return "quota"
-        if job.fewest_gpus > self.cluster.stats().free:
-            return "nofit"
         try:
             reservation = self.cluster.reserve(
                 self._within_quota(job), ttl=HOLD_TTL, owner=job.owner, avoid=avoid or ()
