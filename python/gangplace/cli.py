@@ -75,7 +75,10 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--order", choices=ORDERS, default="fifo", help="queue order (fifo)")
     parser.add_argument(
-        "--backfill", choices=BACKFILLS, default="easy", help="gang policies' backfill (easy)"
+        "--backfill",
+        choices=BACKFILLS,
+        default="easy",
+        help="gang policies' backfill: easy (default), conservative, none or any (README S5)",
     )
     parser.add_argument(
         "--walltime-factor",
