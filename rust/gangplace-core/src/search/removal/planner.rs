@@ -122,12 +122,15 @@ fn by_rank(helds: Vec<Held>, rank: impl Fn(NodeId) -> usize, slots: usize) -> Ve
 struct MostHeld {
     largest: [u64; MostHeld::KEPT],
     kept: usize,
+    /// Counts added in all, kept or not: past `kept`, some were dropped.
+    seen: usize,
 }
 
 impl MostHeld {
     const KEPT: usize = 16;
 
     fn add(&mut self, held: u64) {
+        self.seen += 1;
         if self.kept == Self::KEPT && held <= self.largest[Self::KEPT - 1] {
             return;
         }
@@ -141,7 +144,8 @@ impl MostHeld {
     }
 
     /// The fewest of the counts seen whose sum reaches `lacking` (each count past the kept
-    /// ones is at most the smallest kept); `usize::MAX` when all of them fall short.
+    /// ones is at most the smallest kept); `usize::MAX` when all of them fall short, which
+    /// is known when none was dropped.
     fn fewest_reaching(&self, lacking: u64) -> usize {
         let mut sum = 0u64;
         for (index, &held) in self.largest[..self.kept].iter().enumerate() {
@@ -154,7 +158,7 @@ impl MostHeld {
             return self.kept;
         }
         match self.largest[..self.kept].last() {
-            Some(&smallest) if smallest > 0 && self.kept == Self::KEPT => {
+            Some(&smallest) if smallest > 0 && self.seen > self.kept => {
                 let more = (lacking - sum).div_ceil(smallest);
                 self.kept
                     .saturating_add(usize::try_from(more).unwrap_or(usize::MAX))
