@@ -153,11 +153,6 @@ class ShadowBook:
         """The job started, left the queue, or is no longer reserved for."""
         self.kept.pop(job_id, None)
 
-    def current(self, job_id: str) -> Shadow | None:
-        """The job's reservation as last made or kept, or ``None``."""
-        kept = self.kept.get(job_id)
-        return None if kept is None else kept.shadow
-
 
 # Groups passed to ``place_after`` beyond the first one at which enough GPUs are free in
 # total; only when the gang does not fit within them are all groups passed.
