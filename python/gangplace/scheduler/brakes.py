@@ -115,7 +115,7 @@ class Brakes:
         if left == 0:
             self._held("victims_per_cycle")
             return None
-        exempt = [owner for owner in self.budgets if self._used(now, owner) >= self.budgets[owner]]
+        exempt = self._spent_owners(now)
         cooling = [
             allocation
             for job_id, when in self.preempted_at.items()
@@ -136,12 +136,7 @@ class Brakes:
                 break
             exempt.extend(over)
             self._held("budget")
-        if self.max_evicted_gpus_per_hour is not None:
-            evicting = sum(victim_of(victim)[1] for victim in plan.victims)
-            if self._used(now, everyone=True) + evicting > self.max_evicted_gpus_per_hour:
-                self._held("evicted_gpus_per_hour")
-                return None
-        return plan
+        return None if self._past_hourly(plan.victims, now, victim_of) else plan
 
     def _victims_left(self) -> int | None:
         if self.max_victims_per_cycle is None:
@@ -166,7 +161,7 @@ class Brakes:
         if left == 0:
             self._held("victims_per_cycle")
             return None
-        exempt = [owner for owner in self.budgets if self._used(now, owner) >= self.budgets[owner]]
+        exempt = self._spent_owners(now)
         while True:
             plan = cluster.plan_defrag(
                 request,
@@ -181,12 +176,7 @@ class Brakes:
                 break
             exempt.extend(over)
             self._held("budget")
-        if self.max_evicted_gpus_per_hour is not None:
-            moving = sum(victim_of(victim)[1] for victim in disrupted(plan))
-            if self._used(now, everyone=True) + moving > self.max_evicted_gpus_per_hour:
-                self._held("evicted_gpus_per_hour")
-                return None
-        return plan
+        return None if self._past_hourly(disrupted(plan), now, victim_of) else plan
 
     def allow(
         self,
@@ -212,11 +202,25 @@ class Brakes:
         if self._over_budget(victims, now, victim_of):
             self._held("budget")
             return False
-        if self.max_evicted_gpus_per_hour is not None:
-            evicting = sum(victim_of(victim)[1] for victim in victims)
-            if self._used(now, everyone=True) + evicting > self.max_evicted_gpus_per_hour:
-                self._held("evicted_gpus_per_hour")
-                return False
+        return not self._past_hourly(victims, now, victim_of)
+
+    def _spent_owners(self, now: float) -> list[str]:
+        """Owners whose budget the last hour's evictions have used up."""
+        return [owner for owner in self.budgets if self._used(now, owner) >= self.budgets[owner]]
+
+    def _past_hourly(
+        self,
+        victims: tuple[str, ...],
+        now: float,
+        victim_of: Callable[[str], tuple[str | None, int]],
+    ) -> bool:
+        """Whether ending ``victims`` would take the last hour's evicted GPUs past the limit."""
+        if self.max_evicted_gpus_per_hour is None:
+            return False
+        evicting = sum(victim_of(victim)[1] for victim in victims)
+        if self._used(now, everyone=True) + evicting <= self.max_evicted_gpus_per_hour:
+            return False
+        self._held("evicted_gpus_per_hour")
         return True
 
     def _over_budget(
