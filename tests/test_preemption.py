@@ -114,7 +114,7 @@ def same_plan(got: Any, expected: Any) -> None:
     if got is None:
         return
     assert as_tuple(got.placement) == as_tuple(expected.placement)
-    for field in ("victims", "victim_gpus", "max_victim_priority"):
+    for field in ("victims", "victim_gpus", "max_victim_priority", "chosen_victims"):
         if hasattr(expected, field):
             assert getattr(got, field) == getattr(expected, field), field
 
@@ -267,7 +267,50 @@ def test_plans_agree_with_the_reference_and_apply_identically(
     same_state(engine, oracle)
 
 
+@given(jobs, gangs, st.lists(st.booleans(), min_size=8, max_size=8))
+def test_chosen_candidates_agree_with_the_reference_and_apply(
+    specs: list[tuple[Any, ...]], gang_spec: tuple[Any, ...], chosen: list[bool]
+) -> None:
+    """README P7: victims only among ``candidates``, whatever their priority."""
+    engine, oracle, gang = contended(specs, gang_spec)
+    ids = sorted(a.id for a in engine.allocations())
+    picked = [hold for hold, keep in zip(ids, chosen, strict=False) if keep]
+    got = engine.plan_preemption(gang, candidates=picked)
+    same_plan(got, oracle.plan_preemption(gang, candidates=picked))
+    if got is None:
+        return
+    assert set(got.victims) <= set(picked)
+    assert got.chosen_victims == bool(got.victims)
+    engine.preempt(got)
+    oracle.preempt(oracle.plan_preemption(gang, candidates=picked))
+    same_state(engine, oracle)
+
+
 # ------------------------------------------------------------------ brute force
+
+
+@given(jobs, gangs, st.lists(st.booleans(), min_size=8, max_size=8))
+def test_brute_force_chosen_candidates_are_1_minimal(
+    specs: list[tuple[Any, ...]], gang_spec: tuple[Any, ...], chosen: list[bool]
+) -> None:
+    """README P7: the victims are 1-minimal among the candidates, of any priority."""
+    engine, _, gang = contended(specs, gang_spec)
+    pods, size, _, level = gang_spec
+    by_id = {a.id: a for a in engine.allocations()}
+    picked = [by_id[h] for h, keep in zip(sorted(by_id), chosen, strict=False) if keep]
+    eligible = [a for a in picked if a.preemptible]
+    plan = engine.plan_preemption(gang, candidates=picked)
+    if plan is None:
+        allowed = [("r0",), ("r1",), ()] if level is None else [("r0",), ("r1",)]
+        assert all(capacity_after(engine, d, eligible, size) < pods for d in allowed)
+        return
+    victims = [by_id[v] for v in plan.victims]
+    assert all(v in eligible for v in victims)
+    domain = plan.placement.domain
+    assert capacity_after(engine, domain, victims, size) >= pods
+    for victim in victims:
+        rest = [v for v in victims if v is not victim]
+        assert capacity_after(engine, domain, rest, size) < pods
 
 
 def views(cluster: Any) -> list[rules.NodeView]:
@@ -358,6 +401,9 @@ def test_bad_inputs_raise_typed_errors_and_change_nothing() -> None:
             UnknownReservation,
             lambda: engine.plan_preemption(GangRequest(1), exempt_allocations=["x"]),
         ),
+        (TypeError, lambda: engine.plan_preemption(GangRequest(1), candidates="gp-1")),
+        (TypeError, lambda: engine.plan_preemption(GangRequest(1), candidates=[low.priority])),
+        (UnknownReservation, lambda: engine.plan_preemption(GangRequest(1), candidates=["x"])),
         (InvalidRequest, lambda: engine.plan_defrag(GangRequest(1), max_moves=-1)),
         (TypeError, lambda: engine.preempt("a plan")),
         (TypeError, lambda: engine.apply_defrag(plan)),

@@ -422,6 +422,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         max_victims=st.none() | st.integers(0, 2),
         owner=st.sampled_from(OWNERS),
         balanced=st.booleans(),
+        chosen=st.none() | st.integers(0, 255),
     )
     def preempt(
         self,
@@ -429,6 +430,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         max_victims: int | None,
         owner: str | None,
         balanced: bool,
+        chosen: int | None,
     ) -> str:
         pods, size, priority, level = gang
         request = GangRequest(
@@ -438,7 +440,18 @@ class EngineVersusReference(RuleBasedStateMachine):
             priority=priority,
             spread="balanced" if balanced else "pack",
         )
-        got, expected = self._both("plan_preemption", request, max_victims=max_victims)
+        if chosen is None:
+            got, expected = self._both("plan_preemption", request, max_victims=max_victims)
+        else:  # README P7: the candidates as a bit mask over the engine's allocations
+            ids = sorted(a.id for a in self.engine.allocations() if a.id in self.ids)
+            mine = [hold for bit, hold in enumerate(ids) if chosen >> (bit % 8) & 1]
+            theirs = [self.ids[hold] for hold in mine]
+            got = outcome(self.engine.plan_preemption, request, candidates=mine)
+            expected = outcome(self.oracle.plan_preemption, request, candidates=theirs)
+            assert (got[0], got[0] == "ok" and got[1] is None) == (
+                expected[0],
+                expected[0] == "ok" and expected[1] is None,
+            )
         if got[0] != "ok" or got[1] is None or expected[1] is None:
             assert (got[0], got[1] is None) == (expected[0], expected[1] is None)
             return UNKNOWN

@@ -488,6 +488,9 @@ class PreemptionPlan:
     @property
     def max_victim_priority(self) -> int | None:
         """The highest victim priority; ``None`` without victims."""
+    @property
+    def chosen_victims(self) -> bool:
+        """Whether the victims came from ``plan_preemption(candidates=...)`` (README P7)."""
     def __eq__(self, value: object, /) -> bool: ...
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
@@ -917,6 +920,7 @@ class Cluster:
         min_runtime: float = 0.0,
         exempt_owners: Iterable[str] = (),
         exempt_allocations: Iterable[Allocation | str] = (),
+        candidates: Iterable[Allocation | str] | None = None,
     ) -> PreemptionPlan | None:
         """Which allocations to end so that the gang fits, and where it then goes.
 
@@ -925,7 +929,9 @@ class Cluster:
         priority, committed at least ``min_runtime`` seconds ago, of owners not in
         ``exempt_owners``, not in ``exempt_allocations`` (allocations or ids; ids of no live
         allocation are ignored); the plan is 1-minimal among those, and the finest level that
-        yields one wins.
+        yields one wins. With ``candidates`` (rule P7), victims come only from those
+        allocations, whatever their priority (the caller's policy chose them, as the
+        Scheduler's queues do); the other filters still apply, and ``preempt`` accepts them.
         A ``MultiGangRequest`` is planned for as one unit: it fits a domain when every group
         and colocation succeeds there (README "Multi-role gangs").
 
@@ -934,7 +940,8 @@ class Cluster:
 
         Raises:
             InvalidRequest: Negative ``max_victims``, bad ``min_runtime``, or an unknown level.
-            UnknownReservation: A string in ``exempt_allocations`` that is no hold id.
+            UnknownReservation: A string in ``exempt_allocations`` or ``candidates`` that is
+                no hold id.
 
         """
     def plan_repair(

@@ -127,12 +127,15 @@ class Removals:
         exempt: tuple[str, ...],
         now: float,
         spared: frozenset[str] = frozenset(),
+        chosen: frozenset[str] | None = None,
     ) -> list[preemption.Candidate]:
         found = []
         for hid, hold in sorted(self._holds.items()):
-            if hid in spared:
+            if hid in spared or (chosen is not None and hid not in chosen):
                 continue
-            if kind == "preempt":
+            if kind == "preempt" and chosen is not None:  # P7: the caller chose them
+                eligible = hold.preemptible
+            elif kind == "preempt":
                 eligible = hold.preemptible and hold.priority < request.priority
             else:
                 # README E4: a hold with ended ranks no longer matches its request.
@@ -158,10 +161,14 @@ class Removals:
         min_runtime: float = 0.0,
         exempt_owners: Iterable[str] = (),
         exempt_allocations: Iterable[Any] = (),
+        candidates: Iterable[Any] | None = None,
     ) -> PreemptionPlan | None:
-        """Which allocations to end, and where the gang (or whole unit) then goes (P1-P6)."""
+        """Which allocations to end, and where the gang (or whole unit) then goes (P1-P7)."""
         most, min_runtime, exempt = _limits(max_victims, min_runtime, exempt_owners, "max_victims")
         spared = frozenset(a if isinstance(a, str) else a.id for a in exempt_allocations)
+        chosen = None
+        if candidates is not None:
+            chosen = frozenset(a if isinstance(a, str) else a.id for a in candidates)
         if not is_roles(request):
             _refuse_unsupported_shapes(request, "plan_preemption")
         elif any(getattr(group, "spares", 0) for group in request.groups):
@@ -172,21 +179,22 @@ class Removals:
         placement = self._plan(request)
         if placement is not None:
             return PreemptionPlan(request, placement, (), 0, None)
-        candidates = self._candidates(request, "preempt", min_runtime, exempt, now, spared)
+        found_candidates = self._candidates(
+            request, "preempt", min_runtime, exempt, now, spared, chosen
+        )
         if is_roles(request):
             unit = self._roles(request)
-            found = preemption.find_roles(self._views(), self.levels, unit, candidates, most)
+            found = preemption.find_roles(self._views(), self.levels, unit, found_candidates, most)
         else:
             gang = self._gang(request)
-            found = preemption.find(self._views(), self.levels, gang, candidates, most)
+            found = preemption.find(self._views(), self.levels, gang, found_candidates, most)
         if found is None:
             return None
         choice, placement = found
         victims = tuple(sorted(member.id for member in choice.members))
         held = sum(member.held for member in choice.members)
-        return PreemptionPlan(
-            request, placement, victims, held, max(m.priority for m in choice.members)
-        )
+        highest = max(m.priority for m in choice.members)
+        return PreemptionPlan(request, placement, victims, held, highest, chosen is not None)
 
     def _check_victims(
         self, victims: Iterable[str], allowed: Any
@@ -277,7 +285,10 @@ class Removals:
         now = self._check_call(ttl, owner)
         request = plan.request
         freed, returned = self._check_victims(
-            plan.victims, lambda hold: hold.preemptible and hold.priority < request.priority
+            plan.victims,
+            lambda hold: (
+                hold.preemptible and (plan.chosen_victims or hold.priority < request.priority)
+            ),
         )
         held = self._check_target(plan.placement, freed)
         self._check_cap_after(owner, sum(len(g) for g in held.values()), returned.get(owner, 0))

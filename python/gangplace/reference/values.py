@@ -281,6 +281,7 @@ class PreemptionPlan:
     victims: tuple[str, ...]
     victim_gpus: int
     max_victim_priority: int | None
+    chosen_victims: bool = False  # README P7
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,12 @@ impl PreemptionPlan {
         self.inner.max_victim_priority
     }
 
+    /// Whether the victims came from ``plan_preemption(candidates=...)`` (README P7).
+    #[getter]
+    fn chosen_victims(&self) -> bool {
+        self.inner.chosen_victims
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let request = py_repr(py, self.request(py)?)?;
         Ok(format!(
@@ -193,25 +199,30 @@ pub fn removal_limits(
     RemovalLimits::new(max_members, min_runtime, exempt, what).map_err(core_to_py)
 }
 
-/// The ids of `exempt_allocations` (an iterable of allocations or ids; `None`: none).
-fn hold_ids(values: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<gangplace_core::HoldId>> {
+/// The ids of `what` (an iterable of allocations or ids); `None` when not given.
+fn hold_ids(
+    values: Option<&Bound<'_, PyAny>>,
+    what: &str,
+) -> PyResult<Option<Vec<gangplace_core::HoldId>>> {
     let Some(values) = values.filter(|values| !values.is_none()) else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
     if values.is_instance_of::<PyString>() {
-        return Err(PyTypeError::new_err(
-            "exempt_allocations must be an iterable of allocations or ids, not a str",
-        ));
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be an iterable of allocations or ids, not a str"
+        )));
     }
     let items = values.try_iter().map_err(|_| {
         PyTypeError::new_err(format!(
-            "exempt_allocations must be an iterable of allocations or ids, not {}",
+            "{what} must be an iterable of allocations or ids, not {}",
             convert::type_name(values)
         ))
     })?;
+    let each = format!("each of {what}");
     items
-        .map(|item| hold_id(&item?, "each of exempt_allocations"))
-        .collect()
+        .map(|item| hold_id(&item?, &each))
+        .collect::<PyResult<Vec<_>>>()
+        .map(Some)
 }
 
 /// A live hold as its Python object.
@@ -231,7 +242,9 @@ impl Cluster {
     /// priority, committed at least ``min_runtime`` seconds ago, of owners not in
     /// ``exempt_owners``, not in ``exempt_allocations`` (allocations or ids; ids of no live
     /// allocation are ignored); the plan is 1-minimal among those, and the finest level that
-    /// yields one wins.
+    /// yields one wins. With ``candidates`` (rule P7), victims come only from those
+    /// allocations, whatever their priority (the caller's policy chose them, as the
+    /// Scheduler's queues do); the other filters still apply, and ``preempt`` accepts them.
     /// A ``MultiGangRequest`` is planned for as one unit: it fits a domain when every group
     /// and colocation succeeds there (README "Multi-role gangs").
     ///
@@ -240,11 +253,13 @@ impl Cluster {
     ///
     /// Raises:
     ///     InvalidRequest: Negative ``max_victims``, bad ``min_runtime``, or an unknown level.
-    ///     UnknownReservation: A string in ``exempt_allocations`` that is no hold id.
+    ///     UnknownReservation: A string in ``exempt_allocations`` or ``candidates`` that is
+    ///         no hold id.
     #[pyo3(
-        signature = (request, *, max_victims = None, min_runtime = None, exempt_owners = None, exempt_allocations = None),
-        text_signature = "(self, request, *, max_victims=None, min_runtime=0.0, exempt_owners=(), exempt_allocations=())"
+        signature = (request, *, max_victims = None, min_runtime = None, exempt_owners = None, exempt_allocations = None, candidates = None),
+        text_signature = "(self, request, *, max_victims=None, min_runtime=0.0, exempt_owners=(), exempt_allocations=(), candidates=None)"
     )]
+    #[allow(clippy::too_many_arguments)] // the documented signature of plan_preemption
     fn plan_preemption(
         &self,
         py: Python<'_>,
@@ -253,10 +268,14 @@ impl Cluster {
         min_runtime: Option<&Bound<'_, PyAny>>,
         exempt_owners: Option<&Bound<'_, PyAny>>,
         exempt_allocations: Option<&Bound<'_, PyAny>>,
+        candidates: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<PreemptionPlan>> {
         let request = crate::roles::any_request(request, "request")?;
         let limits = removal_limits(max_victims, "max_victims", min_runtime, exempt_owners)?;
-        let limits = limits.with_exempt_holds(hold_ids(exempt_allocations)?);
+        let exempt = hold_ids(exempt_allocations, "exempt_allocations")?.unwrap_or_default();
+        let limits = limits
+            .with_exempt_holds(exempt)
+            .with_only_holds(hold_ids(candidates, "candidates")?);
         let now = self.now(py)?;
         let plan = self.run_detached(py, |engine| {
             Ok(match &request {

@@ -3,7 +3,8 @@
 //! sets themselves are chosen by [`crate::search::removal`].
 
 use super::Engine;
-use crate::ledger::HoldState;
+use crate::ids::HoldId;
+use crate::ledger::{Hold, HoldState};
 use crate::model::RemovalLimits;
 use crate::search::removal::Candidates;
 
@@ -26,10 +27,24 @@ impl Engine {
         now: f64,
     ) -> Candidates {
         let mut candidates = Candidates::default();
-        // Any order here: the candidates are sorted by id below, before anything decides.
-        for (id, hold) in self.ledger.live_holds() {
+        let only = limits
+            .only_holds
+            .as_deref()
+            .filter(|_| purpose == Purpose::Preemption);
+        let holds: Box<dyn Iterator<Item = (HoldId, &Hold)>> = match only {
+            // README P7: the caller's candidates, whatever their priority.
+            Some(ids) => Box::new(
+                ids.iter()
+                    .filter_map(|&id| Some((id, self.ledger.live(id)?))),
+            ),
+            // Any order here: the candidates are sorted by id below, before anything decides.
+            None => Box::new(self.ledger.live_holds()),
+        };
+        for (id, hold) in holds {
             let eligible = match purpose {
-                Purpose::Preemption => hold.terms.preemptible && hold.terms.priority < priority,
+                Purpose::Preemption => {
+                    hold.terms.preemptible && (only.is_some() || hold.terms.priority < priority)
+                }
                 // A hold with ended ranks no longer matches its request (README E4).
                 Purpose::Defragmentation => {
                     hold.terms.movable && hold.terms.priority <= priority && hold.ended.is_empty()

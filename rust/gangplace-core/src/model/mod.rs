@@ -436,6 +436,9 @@ pub struct RemovalLimits {
     pub exempt_owners: Vec<String>,
     /// Never these allocations, sorted (a scheduler's cool-down after a preemption).
     pub exempt_holds: Vec<HoldId>,
+    /// Preemption only: when set, the only candidates, sorted, whatever their priority (the
+    /// caller's policy chose them, as a scheduler's queues do; README P7).
+    pub only_holds: Option<Vec<HoldId>>,
 }
 
 impl RemovalLimits {
@@ -471,6 +474,7 @@ impl RemovalLimits {
             min_runtime,
             exempt_owners,
             exempt_holds: Vec::new(),
+            only_holds: None,
         })
     }
 
@@ -480,6 +484,18 @@ impl RemovalLimits {
         holds.sort_unstable();
         holds.dedup();
         self.exempt_holds = holds;
+        self
+    }
+
+    /// The same limits, victims only among `holds` (sorted here, each once), whatever their
+    /// priority; `None` keeps the priority rule (README P7).
+    #[must_use]
+    pub fn with_only_holds(mut self, holds: Option<Vec<HoldId>>) -> Self {
+        self.only_holds = holds.map(|mut holds| {
+            holds.sort_unstable();
+            holds.dedup();
+            holds
+        });
         self
     }
 }
@@ -497,6 +513,10 @@ pub struct PreemptionPlan {
     pub victim_gpus: u64,
     /// The highest victim priority; `None` without victims.
     pub max_victim_priority: Option<i32>,
+    /// Whether the victims came from a caller's list of candidates (README P7): `preempt`
+    /// then does not require them to rank below the request.
+    #[serde(default)]
+    pub chosen_victims: bool,
 }
 
 /// What `plan_repair` proposes (README "Repair after failures"): where each lost rank of an

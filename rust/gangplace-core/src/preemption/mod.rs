@@ -34,6 +34,7 @@ impl Engine {
             victims: Vec::new(),
             victim_gpus: 0,
             max_victim_priority: None,
+            chosen_victims: false,
         }
     }
 
@@ -67,6 +68,7 @@ impl Engine {
             victims,
             victim_gpus: members.clone().map(|c| c.held).sum(),
             max_victim_priority: members.map(|c| c.priority).max(),
+            chosen_victims: limits.only_holds.is_some(),
         }))
     }
 
@@ -129,7 +131,7 @@ impl Engine {
         self.reclaim(now);
         let terms = plan.request.terms();
         let (freed, returned) = self.check_victims(&plan.victims, |hold| {
-            hold.terms.preemptible && hold.terms.priority < terms.priority
+            hold.terms.preemptible && (plan.chosen_victims || hold.terms.priority < terms.priority)
         })?;
         let held = self.check_target(&plan.placement, &freed)?;
         let own = returned.get(&owner.map(Arc::from)).copied().unwrap_or(0);

@@ -54,6 +54,7 @@ impl Engine {
                 victims: Vec::new(),
                 victim_gpus: 0,
                 max_victim_priority: None,
+                chosen_victims: false,
             }));
         }
         let priority = request.terms.priority;
@@ -71,6 +72,7 @@ impl Engine {
             victims,
             victim_gpus: members.clone().map(|c| c.held).sum(),
             max_victim_priority: members.map(|c| c.priority).max(),
+            chosen_victims: limits.only_holds.is_some(),
         }))
     }
 
