@@ -43,6 +43,8 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "()\n('batch',)" in printed  # S11: min_runtime spares a young victim
     assert "0.0 ['submitted', 'started', 'preempted']" in printed  # S14: its history
     assert "('f0', 'f1') 1 ('f0', 'f2')" in printed  # S13: a failure repaired in place
+    assert "4 nlp\nvision-train ('r1',) ['nlp-0', 'nlp-1']" in printed  # queues: a reclaim
+    assert "nlp queue 'nlp' lets it take 0 GPUs now, it needs 8" in printed
     assert 'gang "finetune" of 2 pods x 8 GPUs does not fit: no node holds a pod' in printed
     assert "rack ('r0',) 8" in printed  # adopt
     assert "1 ('a0', 'a1')\n('a3',)" in printed  # looking ahead: place_after, avoid

@@ -57,11 +57,13 @@ from gangplace.errors import (
 )
 from gangplace.gpu_topology import NodeTopology
 from gangplace.scheduler import (
+    Cohort,
     Decisions,
     HistorySummary,
     JobEvent,
     JobHistory,
     PendingJob,
+    Queue,
     Repaired,
     RunningJob,
     Scheduler,
@@ -77,6 +79,7 @@ __all__ = [
     "Allocation",
     "Cluster",
     "ClusterStats",
+    "Cohort",
     "Conflict",
     "Decisions",
     "DefragPlan",
@@ -101,6 +104,7 @@ __all__ = [
     "PodGroup",
     "PodPlacement",
     "PreemptionPlan",
+    "Queue",
     "RepairPlan",
     "Repaired",
     "Reservation",

@@ -8,6 +8,7 @@ tests compare it with.
 
 from gangplace.scheduler.core import Scheduler
 from gangplace.scheduler.history import HistorySummary, JobEvent, JobHistory
+from gangplace.scheduler.quota import Cohort, Queue
 from gangplace.scheduler.reservations import Shadow
 from gangplace.scheduler.values import (
     Decisions,
@@ -20,6 +21,7 @@ from gangplace.scheduler.values import (
 )
 
 __all__ = [
+    "Cohort",
     "Decisions",
     "HistorySummary",
     "JobEvent",
@@ -27,6 +29,7 @@ __all__ = [
     "Moved",
     "PendingJob",
     "PendingReasons",
+    "Queue",
     "Repaired",
     "RunningJob",
     "Scheduler",

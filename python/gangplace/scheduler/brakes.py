@@ -105,11 +105,14 @@ class Brakes:
         now: float,
         victim_of: Callable[[str], tuple[str | None, int]],
         allocation_of: Callable[[str], str | None],
+        candidates: list[str] | None = None,
     ) -> PreemptionPlan | None:
         """The preemption plan the brakes allow for ``request`` now, or ``None``.
 
         ``victim_of(allocation_id)`` gives a victim's owner and GPUs; ``allocation_of(job_id)``
-        a running job's allocation (``None`` when it is not running).
+        a running job's allocation (``None`` when it is not running); ``candidates`` the
+        only allocations that may be victims, whatever their priority (a queue's reclaim,
+        README P7 and Q6).
         """
         left = self._victims_left()
         if left == 0:
@@ -128,6 +131,7 @@ class Brakes:
                 min_runtime=self.min_runtime,
                 exempt_owners=exempt,
                 exempt_allocations=cooling,
+                candidates=candidates,
             )
             if plan is None or not plan.victims:
                 return plan

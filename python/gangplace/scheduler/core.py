@@ -34,9 +34,11 @@ from gangplace.scheduler.failures import ON_FAILURE, handle_failures
 from gangplace.scheduler.history import Histories
 from gangplace.scheduler.metrics import SchedulerMetrics
 from gangplace.scheduler.queue import PendingQueue, QueuedJob
+from gangplace.scheduler.quota import Cohort, Queue
 from gangplace.scheduler.reasons import LastWalk
 from gangplace.scheduler.reservations import ShadowBook
 from gangplace.scheduler.running import RunningJobs
+from gangplace.scheduler.tenancy import Tenancy
 from gangplace.scheduler.values import Decisions, PendingReasons, Started
 from gangplace.scheduler.views import SchedulerViews
 
@@ -87,10 +89,19 @@ class Scheduler(RunningJobs, SchedulerViews):
         budgets: Owner -> the most of its GPUs evicted over any hour (a disruption budget).
         history_limit: Ended jobs whose histories are kept (the oldest ended are forgotten
             first; rule S14).
+        queues: The teams' :class:`~gangplace.Queue` values (README "Queues and quotas"):
+            with them, every job names its queue at ``submit``, starts only within what its
+            queue may take, and may preempt as its queue's policies allow. ``None``: no
+            queues.
+        cohorts: The :class:`~gangplace.Cohort` values the queues lend through.
+        fair_sharing: Walk the queue in order of each job's queue's weighted share (Q8)
+            and let a job that must borrow preempt queues above its share.
 
     Raises:
         InvalidRequest: Unknown ``order`` or ``backfill``, a negative quota, limit or
-            budget, or a ``min_runtime`` that is not finite and >= 0.
+            budget, or a ``min_runtime`` that is not finite and >= 0; bad queues or
+            cohorts (README Q1: names, parents, cycles, quantities), or ``preemption=True``
+            with queues (their policies say who preempts whom).
         TypeError: ``cluster`` is not a ``Cluster``.
 
     Example:
@@ -123,6 +134,9 @@ class Scheduler(RunningJobs, SchedulerViews):
         history_limit: int = 100_000,
         reservation_depth: int = 16,
         repair_widen: bool = True,
+        queues: Iterable[Queue] | None = None,
+        cohorts: Iterable[Cohort] = (),
+        fair_sharing: bool = False,
     ) -> None:
         if not isinstance(cluster, Cluster):
             raise TypeError(f"cluster must be a gangplace.Cluster, not {type(cluster).__name__}")
@@ -133,6 +147,15 @@ class Scheduler(RunningJobs, SchedulerViews):
                 f"backfill must be one of {', '.join(BACKFILLS)}; got {backfill!r}"
             )
         self.quotas = checked_quotas(quotas)
+        self._tenancy: Tenancy | None = None
+        if queues is not None:
+            self._tenancy = Tenancy(queues, cohorts, fair_sharing)
+            if preemption:
+                raise InvalidRequest(
+                    "preemption=True with queues: the queues' policies say who preempts whom"
+                )
+        elif cohorts or fair_sharing:
+            raise InvalidRequest("cohorts and fair_sharing need queues")
         if isinstance(reservation_depth, bool) or not isinstance(reservation_depth, int):
             raise TypeError("reservation_depth must be an int")
         if reservation_depth < 1:
@@ -185,6 +208,7 @@ class Scheduler(RunningJobs, SchedulerViews):
         timeout: float | None = None,
         ladder: Iterable[tuple[float, str | None]] | None = None,
         on_failure: str = "requeue",
+        queue: str | None = None,
     ) -> None:
         """Queues a job (README, rules S1-S3).
 
@@ -201,6 +225,8 @@ class Scheduler(RunningJobs, SchedulerViews):
                 ``"requeue"`` (release it and queue it again at its position), ``"repair"``
                 (replace the lost ranks in place if a repair fits, else requeue) or
                 ``"fail"`` (release it; it ends).
+            queue: Its queue, required when the scheduler has queues (README "Queues and
+                quotas"); its GPUs count against that queue's quota.
 
         Raises:
             Unschedulable: It cannot fit even the empty, all-healthy cluster (or its
@@ -208,7 +234,8 @@ class Scheduler(RunningJobs, SchedulerViews):
             DuplicateJob: ``job_id`` is pending or running.
             InvalidRequest: A ``job_id`` or ``owner`` that is empty or over 253 bytes of
                 UTF-8 (the engine's limit for names), a bad walltime, timeout, ladder or
-                ``on_failure``, or an unknown level. Nothing is queued.
+                ``on_failure``, an unknown level, or a missing, unknown or unexpected
+                ``queue``. Nothing is queued.
             TypeError: Wrong argument types.
 
         """
@@ -223,7 +250,11 @@ class Scheduler(RunningJobs, SchedulerViews):
         timeout = checked_seconds("timeout", timeout, positive=False)
         steps = checked_ladder(ladder, self.cluster.levels)
         on_failure = checked_choice("on_failure", on_failure, ON_FAILURE)
-        self._admit(job_id, request, owner, steps)
+        if self._tenancy is not None:
+            queue = self._tenancy.checked_queue(queue)
+        elif queue is not None:
+            raise InvalidRequest(f"queue {queue!r}: this scheduler has no queues")
+        self._admit(job_id, request, owner, steps, queue)
         self._freeze_reasons()
         self._sequence += 1
         priority = request.priority if self.order == "priority" else 0
@@ -231,6 +262,7 @@ class Scheduler(RunningJobs, SchedulerViews):
             job_id, request, owner, walltime, timeout, steps, (-priority, self._sequence), 0.0
         )
         job.on_failure = on_failure
+        job.queue = queue
         now = self.clock()
         self._histories.submitted(job_id, owner, now)
         self._enqueue(job, now)
@@ -241,6 +273,7 @@ class Scheduler(RunningJobs, SchedulerViews):
         request: GangRequest,
         owner: str | None,
         steps: tuple[tuple[float, str | None], ...],
+        queue: str | None,
     ) -> None:
         if request.slices:  # an InvalidRequest now, not in a later cycle
             for form in every_form(request, steps):
@@ -250,6 +283,12 @@ class Scheduler(RunningJobs, SchedulerViews):
         quota = self.quotas.get(owner) if owner is not None else None
         if reason is None and quota is not None and loosest.total_gpus > quota:
             reason = f"needs {loosest.total_gpus} GPUs, above owner {owner!r}'s quota of {quota}"
+        if reason is None and queue is not None and self._tenancy is not None:
+            most = self._tenancy.most(queue, request.preemptible)
+            if loosest.total_gpus > most:
+                reason = (
+                    f"needs {loosest.total_gpus} GPUs, above the {most} queue {queue!r} can reach"
+                )
         if reason is not None:
             if self.metrics is not None:
                 self.metrics.attempts.labels(result="rejected").inc()
@@ -279,6 +318,8 @@ class Scheduler(RunningJobs, SchedulerViews):
             request.numa,
             request.spares,
             job.owner,
+            job.queue,
+            request.preemptible if job.queue is not None else None,
         )
 
     def cancel(self, job_id: str) -> bool:
@@ -360,6 +401,8 @@ class Scheduler(RunningJobs, SchedulerViews):
         self._walk_now = now
         self._freeze_reasons()
         self._brakes.victims_this_cycle = 0
+        if self._tenancy is not None:
+            self._tenancy.failed_reclaims.clear()
         repaired, requeued, failed, evicted = handle_failures(self, now)
         timed_out, degraded = self._apply_stages(now)
         started, preempted, moved, head = run_cycle(self, now)
@@ -383,6 +426,11 @@ class Scheduler(RunningJobs, SchedulerViews):
             seconds = time.perf_counter() - began
             self.metrics.cycle_done(self.cluster.stats(), seconds, len(self._queue))
             self._set_pending_gauge()
+            if self._tenancy is not None:
+                pending: dict[str, int] = {}
+                for job in self._queue.by_id.values():
+                    pending[job.queue or ""] = pending.get(job.queue or "", 0) + 1
+                self.metrics.queues_done(self._tenancy, pending)
         return decisions
 
     def _freeze_reasons(self) -> None:
@@ -441,10 +489,16 @@ class Scheduler(RunningJobs, SchedulerViews):
             return None
         return f"owner {job.owner!r} has {room} of its {self.quotas[job.owner]} GPUs of quota left"
 
-    def _within_quota(self, job: QueuedJob) -> GangRequest:
-        """The job's current request, its pods capped by the owner's remaining quota (S4)."""
+    def _within_quota(self, job: QueuedJob, *, queue: bool = True) -> GangRequest:
+        """The job's current request, its pods capped by the owner's remaining quota (S4).
+
+        And by its queue's room (Q4), unless ``queue`` is false (a reclaim makes room).
+        """
         room = self._room_in_quota(job)
-        if room is None:
+        if queue and self._tenancy is not None and job.queue is not None:
+            queue_room = self._tenancy.room(job)
+            room = queue_room if room is None else min(room, queue_room)
+        if room is None or room >= job.request.total_gpus:
             return job.current()  # made once per form
         return job.effective(room // job.request.gpus_per_pod)
 

@@ -11,6 +11,12 @@ reservations only grow, so a job that failed while kept off the reservations up 
 ``t`` proves that every later job of its class ending after ``t`` fails too: each class
 keeps that *bound* and offers only jobs ending by it. When preemption or defragmentation
 makes room for the head, the walk starts over.
+
+With queues (README "Queues and quotas"), a job also waits when its queue's quota does not
+let it start (Q4), a ``queueing="fifo"`` queue's first blocked job stops the rest of that
+queue (Q9), and each queue's first blocked job may reclaim (Q5-Q7), after which the walk
+starts over. With fair sharing the heap is keyed by each class's queue share first (Q8):
+a start only raises shares inside a walk, so a popped key that grew is pushed back.
 """
 
 from __future__ import annotations
@@ -58,6 +64,15 @@ class _Walk:
         self.bounds: dict[ClassKey, float] = {}  # class -> skip its jobs ending after this
         self.head: QueuedJob | None = None
         self.free = scheduler.cluster.stats().free  # healthy GPUs nothing holds, now
+        self.tenancy = scheduler._tenancy
+        self.fair = self.tenancy is not None and self.tenancy.fair_sharing
+        self.stopped: set[str] = set()  # Q9: fifo queues whose first blocked job was met
+        self.reclaimers: set[str] = set()  # Q5: queues whose first blocked job was met
+
+    def _key(self, job: QueuedJob) -> tuple[float, OrderKey]:
+        """The heap key: the queue's share once the job runs (fair sharing), then order."""
+        share = self.tenancy.share(job) if self.fair and self.tenancy is not None else 0.0
+        return (share, job.order)
 
     def run(
         self,
@@ -69,21 +84,36 @@ class _Walk:
         """The walk; ``True`` when room was made and the walk must start over."""
         scheduler, queue = self.scheduler, self.scheduler._queue
         blocked[0] = None
-        heap = [(group.blocks[0][0], key) for key, group in queue.classes.items() if group.blocks]
+        heap = [
+            (self._key(group.jobs[group.blocks[0][0]]), key)
+            for key, group in queue.classes.items()
+            if group.blocks
+        ]
         heapq.heapify(heap)
         while heap:
-            order, key = heapq.heappop(heap)
+            (share, order), key = heapq.heappop(heap)
             members = queue.classes.get(key)
             job = members.jobs.get(order) if members is not None else None
             if job is None:
+                continue
+            if self.fair and (now_key := self._key(job)) > (share, order):
+                heapq.heappush(heap, (now_key, key))  # its queue's share grew: later
                 continue
             outcome = self._attempt(job, key)
             if isinstance(outcome, Started):
                 started.append(outcome)
                 self._push_next(heap, key, order)
                 continue
-            if outcome == "quota":
-                self.record.failed[key] = "quota"
+            if self._queue_blocked(job, outcome):
+                reclaimed = self._reclaim(job)
+                if reclaimed is not None:
+                    started.append(reclaimed[0])
+                    preempted.extend(reclaimed[1])
+                    return True
+            if outcome in ("quota", "queue-quota"):
+                self.record.failed[key] = outcome
+                continue
+            if outcome == "fifo":
                 continue
             if self.head is None:
                 room = _make_room(scheduler, job, self.now)
@@ -108,15 +138,45 @@ class _Walk:
         scheduler._book.keep_only(self.record.reserved)
         return False
 
-    def _attempt(self, job: QueuedJob, key: ClassKey) -> Started | str:
-        """Tries ``job`` now: ``Started``, ``"quota"``, or ``"nofit"`` (the class's bound set).
+    def _queue_blocked(self, job: QueuedJob, outcome: str) -> bool:
+        """Q5, Q9: notes that the job's queue met a blocked job; whether it may reclaim."""
+        if job.queue is None or outcome in ("quota", "fifo"):
+            return False
+        assert self.tenancy is not None
+        if self.tenancy.tree.queues[job.queue].queueing == "fifo":
+            self.stopped.add(job.queue)
+        if job.queue in self.reclaimers:
+            return False
+        self.reclaimers.add(job.queue)
+        return True
 
-        The cheap refusals are recorded for every job; the engine is asked only for a job
-        its class's bound does not already refuse.
+    def _reclaim(self, job: QueuedJob) -> tuple[Started, list[str]] | None:
+        """Q5-Q7: the job's queue preempts what its policies allow, if that starts it."""
+        assert self.tenancy is not None
+        request = job.request
+        if request.slices or request.numa != "none" or request.spares:
+            return None  # plans count pods (as for S7)
+        scheduler = self.scheduler
+        return self.tenancy.reclaim(
+            scheduler, job, scheduler._within_quota(job, queue=False), self.now
+        )
+
+    def _attempt(self, job: QueuedJob, key: ClassKey) -> Started | str:
+        """Tries ``job`` now: ``Started``, or why not (the class's bound set).
+
+        Why not: ``"quota"`` (its owner's), ``"queue-quota"`` (Q4), ``"fifo"`` (Q9) or
+        ``"nofit"``. The cheap refusals are recorded for every job; the engine is asked only
+        for a job its class's bound does not already refuse.
         """
         scheduler, now = self.scheduler, self.now
         if job.owner in scheduler.quotas and scheduler._quota_reason(job) is not None:
             return "quota"
+        if job.queue is not None and self.tenancy is not None:
+            if job.queue in self.stopped:
+                self._fail(key, -math.inf, "fifo")  # Q9: behind its fifo queue's blocked job
+                return "fifo"
+            if self.tenancy.room(job) < job.fewest_gpus:
+                return "queue-quota"
         if job.fewest_gpus > self.free:
             self._fail(key, -math.inf, "nofit")  # too few free GPUs for every job of its class
             return "nofit"
@@ -154,7 +214,10 @@ class _Walk:
             self.record.failed[key] = why
 
     def _push_next(
-        self, heap: list[tuple[OrderKey, ClassKey]], key: ClassKey, after: OrderKey
+        self,
+        heap: list[tuple[tuple[float, OrderKey], ClassKey]],
+        key: ClassKey,
+        after: OrderKey,
     ) -> None:
         """Pushes the class's next candidate after ``after``.
 
@@ -174,7 +237,7 @@ class _Walk:
         else:
             candidate = group.first_ending_by(self.now, bound, after)
         if candidate is not None:
-            heapq.heappush(heap, (candidate.order, key))
+            heapq.heappush(heap, (self._key(candidate), key))
 
 
 def _make_room(

@@ -19,6 +19,11 @@ Names follow Volcano's and the scheduler-plugins' (``podgroup_pending_duration_s
   ``gangplace_requeues_total`` (running jobs queued again: preempted, ``requeue``, or lost
   ranks), ``gangplace_repairs_total`` and ``gangplace_failed_jobs_total`` (running jobs with
   lost ranks repaired in place, or ended: rule S13).
+- Per queue (label ``queue``; README "Queues and quotas", Q10), after every cycle:
+  ``gangplace_queue_usage_gpus``, ``gangplace_queue_nominal_gpus``,
+  ``gangplace_queue_borrowed_gpus``, ``gangplace_queue_lent_gpus``,
+  ``gangplace_queue_pending_jobs``, ``gangplace_queue_weighted_share`` (gauges),
+  ``gangplace_queue_admitted_total`` and ``gangplace_queue_reclaim_victims_total``.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ class SchedulerMetrics:
             raise ImportError(
                 "Scheduler(metrics=...) needs prometheus_client: pip install 'gangplace[metrics]'"
             ) from None
+        self.registry = registry
         self.pending_duration = Histogram(
             "gangplace_pending_duration_seconds",
             "Seconds a gang waited in the queue before it started.",
@@ -166,6 +172,53 @@ class SchedulerMetrics:
         for label, count in counts.items():
             self.owner_pending.labels(owner=label).set(count)
         self._owners_seen |= set(counts)
+
+    def queues_done(self, tenancy: Any, pending: dict[str, int]) -> None:
+        """After a cycle: every queue's gauges and counters (README Q10)."""
+        from prometheus_client import Counter, Gauge
+
+        if not hasattr(self, "queue_gauges"):
+            registry = self.registry
+            self.queue_gauges = {
+                name: Gauge(f"gangplace_queue_{name}", text, ["queue"], registry=registry)
+                for name, text in (
+                    ("usage_gpus", "GPUs the queue's running jobs hold."),
+                    ("nominal_gpus", "The queue's nominal quota."),
+                    ("borrowed_gpus", "GPUs the queue uses above its nominal quota."),
+                    ("lent_gpus", "Its unused lendable GPUs that borrowers of its tree use."),
+                    ("pending_jobs", "Jobs queued in the queue."),
+                    ("weighted_share", "The queue's weighted share (fair sharing, Q8)."),
+                )
+            }
+            self.queue_counters = {
+                name: Counter(f"gangplace_queue_{name}", text, ["queue"], registry=registry)
+                for name, text in (
+                    ("admitted", "Jobs of the queue started."),
+                    ("reclaim_victims", "Jobs of the queue preempted by a reclaim."),
+                )
+            }
+            self.queue_counted: dict[tuple[str, str], int] = {}
+        tree = tenancy.tree
+        for queue in tree.queues:
+            node = tree.nodes[queue]
+            values = {
+                "usage_gpus": node.usage,
+                "nominal_gpus": node.nominal,
+                "borrowed_gpus": tree.borrowed(queue),
+                "lent_gpus": tree.lent(queue),
+                "pending_jobs": pending.get(queue, 0),
+                "weighted_share": min(tree.share(queue), 1e300),
+            }
+            for name, value in values.items():
+                self.queue_gauges[name].labels(queue=queue).set(value)
+            for name, counts in (
+                ("admitted", tenancy.admitted),
+                ("reclaim_victims", tenancy.reclaimed),
+            ):
+                delta = counts[queue] - self.queue_counted.get((name, queue), 0)
+                if delta:
+                    self.queue_counters[name].labels(queue=queue).inc(delta)
+                self.queue_counted[(name, queue)] = counts[queue]
 
     def cycle_done(self, stats: Any, seconds: float, waiting: int) -> None:
         """After a cycle: the GPU-state gauges, its duration, the jobs still waiting."""

@@ -43,6 +43,7 @@ class QueuedJob:
     # ``effective()`` for the form it was made for: (level, elastic, request)
     _current: tuple[str | None, bool, GangRequest] | None = field(default=None, repr=False)
     on_failure: str = "requeue"  # README rule S13
+    queue: str | None = None  # README "Queues and quotas"
     # running state
     allocation_id: str | None = None
     started_at: float | None = None

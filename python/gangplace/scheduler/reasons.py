@@ -3,7 +3,8 @@
 A cycle records, per class of jobs it tried, why the class stopped (``"nofit"``: its next
 job did not fit; ``"beside"``: it did not fit off the reserved GPUs; ``"untimed"``: no
 walltime behind a head whose start cannot be predicted; ``"quota-reserved"``: a reserved
-job of its owner needs the quota; ``"quota"``: its owner's quota), which job was the
+job of its owner needs the quota; ``"quota"``: its owner's quota; ``"queue-quota"``: its
+queue's quota; ``"fifo"``: behind its fifo queue's blocked job), which job was the
 blocked head, and the reservations made (README S5). :func:`pending_reason` turns that into
 one sentence per job in constant time, so that ``Scheduler.pending()`` costs O(jobs) (plus
 the sort into queue order) however large the cluster: it never asks the engine.
@@ -21,6 +22,7 @@ __all__ = ["LastWalk", "pending_reason"]
 
 HEAD = "the blocked head: it does not fit now (Scheduler.explain says why)"
 QUOTA = "its owner's quota was full in the last cycle"
+QUEUE_QUOTA = "its queue's quota was full in the last cycle"
 NOFIT = "does not fit now (a job like it was tried behind the blocked head)"
 
 
@@ -75,6 +77,10 @@ def pending_reason(walk: LastWalk | None, job: QueuedJob) -> str:
     outcome = walk.failed.get(job.class_key)
     if outcome == "quota":
         return QUOTA
+    if outcome == "queue-quota":
+        return QUEUE_QUOTA
+    if outcome == "fifo":
+        return f"behind the first blocked job of its queue {job.queue!r} (queueing='fifo')"
     if outcome == "nofit" and job.class_key == walk.head_class:
         return walk.texts["twin"]
     if outcome == "nofit":

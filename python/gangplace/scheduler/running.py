@@ -18,6 +18,7 @@ from gangplace.scheduler.history import Histories
 from gangplace.scheduler.metrics import SchedulerMetrics
 from gangplace.scheduler.queue import PendingQueue, QueuedJob
 from gangplace.scheduler.reservations import ShadowBook
+from gangplace.scheduler.tenancy import Tenancy
 from gangplace.scheduler.values import Moved, Started
 
 __all__ = ["RunningJobs"]
@@ -39,6 +40,7 @@ class RunningJobs:
     _histories: Histories
     _book: ShadowBook
     _walk_now: float
+    _tenancy: Tenancy | None
 
     def _enqueue(self, job: QueuedJob, now: float) -> None:
         raise NotImplementedError
@@ -76,6 +78,8 @@ class RunningJobs:
         gpus = self._allocations[job_id].placement.total_gpus
         self._set_allocation(job_id, None)
         self._usage[job.owner] = self._usage.get(job.owner, 0) - gpus
+        if self._tenancy is not None:
+            self._tenancy.ended(job)
         end = _predicted_end(job)
         del self._ends[bisect.bisect_left(self._ends, (end, gpus, job_id))]
         job.allocation_id = job.started_at = None
@@ -99,6 +103,8 @@ class RunningJobs:
         self._set_allocation(job_id, allocation)
         gpus = allocation.placement.total_gpus
         self._usage[job.owner] = self._usage.get(job.owner, 0) + gpus
+        if self._tenancy is not None:
+            self._tenancy.started(job, gpus)
         bisect.insort(self._ends, (_predicted_end(job), gpus, job_id))
         waited = now - job.wait_began
         detail = allocation_id + " (backfilled)" if backfilled else allocation_id

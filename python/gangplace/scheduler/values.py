@@ -146,9 +146,11 @@ class PendingJob:
         request: The request as it stands now (ladder level, elastic after its timeout).
         owner: Its owner.
         waited: Seconds since its current wait began.
-        reason: Why it is not running: the engine's explanation, or the owner's quota.
+        reason: Why it is not running: the engine's explanation, or the owner's or its
+            queue's quota.
         shadow: Its backfill reservation from the last cycle (where and when it is predicted
             to start), if it got one (README rule S5).
+        queue: Its queue (README "Queues and quotas"), or ``None`` without queues.
 
     """
 
@@ -158,6 +160,7 @@ class PendingJob:
     waited: float
     reason: str
     shadow: Shadow | None = None
+    queue: str | None = None
 
     @classmethod
     def _made(
@@ -168,6 +171,7 @@ class PendingJob:
         waited: float,
         reason: str,
         shadow: Shadow | None,
+        queue: str | None,
     ) -> PendingJob:
         """The same value as the constructor's, made without its frozen ``__setattr__``.
 
@@ -175,17 +179,24 @@ class PendingJob:
         """
         made = object.__new__(cls)
         made.__dict__.update(
-            job_id=job_id, request=request, owner=owner, waited=waited, reason=reason, shadow=shadow
+            job_id=job_id,
+            request=request,
+            owner=owner,
+            waited=waited,
+            reason=reason,
+            shadow=shadow,
+            queue=queue,
         )
         return made
 
 
 @dataclass(frozen=True)
 class RunningJob:
-    """A running job: its allocation, owner, start and walltime."""
+    """A running job: its allocation, owner, start, walltime and queue."""
 
     job_id: str
     allocation: Allocation
     owner: str | None
     started_at: float
     walltime: float | None
+    queue: str | None = None

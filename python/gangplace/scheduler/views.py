@@ -15,6 +15,7 @@ from gangplace.errors import UnknownJob
 from gangplace.scheduler.history import Histories, HistorySummary, JobHistory
 from gangplace.scheduler.queue import PendingQueue, QueuedJob
 from gangplace.scheduler.reasons import LastWalk, pending_reason
+from gangplace.scheduler.tenancy import Tenancy
 from gangplace.scheduler.values import PendingJob, RunningJob
 
 __all__ = ["SchedulerViews"]
@@ -35,9 +36,19 @@ class SchedulerViews:
     _histories: Histories
     order: str
     backfill: str
+    _tenancy: Tenancy | None
 
     def _quota_reason(self, job: QueuedJob) -> str | None:
         raise NotImplementedError
+
+    def _live_reason(self, job: QueuedJob) -> str | None:
+        """The owner's quota (S10), then the queue's (Q4), as they stand now."""
+        if job.owner in self.quotas:
+            reason = self._quota_reason(job)
+            if reason is not None:
+                return reason
+        tenancy = self._tenancy
+        return None if tenancy is None or job.queue is None else tenancy.reason(job)
 
     def pending(self) -> list[PendingJob]:
         """The queued jobs in queue order, each with the reason it is not running (S10).
@@ -46,7 +57,8 @@ class SchedulerViews:
         it, ...) in constant time per job: the engine is not asked. ``explain(job_id)``
         asks it about one job.
         """
-        now, walk, quotas = self.clock(), self._last_walk, self.quotas
+        now, walk = self.clock(), self._last_walk
+        live = self._tenancy is not None or bool(self.quotas)
         reserved = walk.reserved if walk is not None else {}
         seen = walk.queued if walk is not None else 0
         made = PendingJob._made
@@ -56,8 +68,9 @@ class SchedulerViews:
                 job.current(),
                 job.owner,
                 now - job.wait_began,
-                (job.owner in quotas and self._quota_reason(job)) or pending_reason(walk, job),
+                (live and self._live_reason(job)) or pending_reason(walk, job),
                 reserved.get(job.job_id) if reserved and job.queued_index < seen else None,
+                job.queue,
             )
             for job in self._queue.in_order()
         ]
@@ -84,6 +97,7 @@ class SchedulerViews:
                 job.owner,
                 job.started_at or 0.0,
                 job.walltime,
+                job.queue,
             )
             for job in jobs
         ]

@@ -1,0 +1,277 @@
+"""Queues in the Scheduler: quota checks, fair order and reclaim (README "Queues and quotas").
+
+:class:`Tenancy` is the Scheduler's record of its queues: the :class:`QuotaTree` with every
+queue's usage, the running jobs of each queue, and the counters its metrics show. It answers
+the walk's questions: how many GPUs a job's queue lets it take now (Q3-Q4), its queue's
+weighted share (Q8, the order of the walk with fair sharing), and which running jobs a
+blocked job may preempt, and whether that makes room (Q5-Q7, :meth:`Tenancy.reclaim`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from gangplace._gangplace import GangRequest, PreemptionPlan
+from gangplace.errors import InvalidRequest
+from gangplace.scheduler.queue import QueuedJob
+from gangplace.scheduler.quota import Cohort, Queue, QuotaTree
+from gangplace.scheduler.values import Started
+
+if TYPE_CHECKING:
+    from gangplace.scheduler.core import Scheduler
+
+__all__ = ["Tenancy"]
+
+
+class Tenancy:
+    """The queues of one Scheduler and their usage (mutable: the scheduler's own)."""
+
+    def __init__(
+        self, queues: Iterable[Queue], cohorts: Iterable[Cohort], fair_sharing: bool
+    ) -> None:
+        self.tree = QuotaTree(queues, cohorts)
+        if not self.tree.queues:
+            raise InvalidRequest("queues must list at least one Queue")
+        self.fair_sharing = bool(fair_sharing)
+        self.jobs: dict[str, dict[str, QueuedJob]] = {name: {} for name in self.tree.queues}
+        self.gpus: dict[str, int] = {}  # running job -> GPUs counted against its queue
+        self.failed_reclaims: set[str] = set()  # queues whose reclaim failed in this cycle
+        self.admitted: dict[str, int] = dict.fromkeys(self.tree.queues, 0)
+        self.reclaimed: dict[str, int] = dict.fromkeys(self.tree.queues, 0)
+
+    # ------------------------------------------------------------------ usage
+
+    def checked_queue(self, queue: object) -> str:
+        """The name a job is submitted to (``InvalidRequest``: missing or unknown)."""
+        if queue is None:
+            raise InvalidRequest("this scheduler has queues: submit(..., queue=...) names one")
+        if not isinstance(queue, str):
+            raise TypeError(f"queue must be a str, not {type(queue).__name__}")
+        if queue not in self.tree.queues:
+            raise InvalidRequest(f"unknown queue {queue!r}")
+        return queue
+
+    def started(self, job: QueuedJob, gpus: int) -> None:
+        """A job of a queue started holding ``gpus``."""
+        assert job.queue is not None
+        self.tree.add(job.queue, gpus)
+        self.jobs[job.queue][job.job_id] = job
+        self.gpus[job.job_id] = gpus
+        self.admitted[job.queue] += 1
+
+    def ended(self, job: QueuedJob) -> None:
+        """A running job of a queue ended (finished, cancelled, evicted, requeued)."""
+        assert job.queue is not None
+        self.tree.add(job.queue, -self.gpus.pop(job.job_id))
+        del self.jobs[job.queue][job.job_id]
+
+    def room(self, job: QueuedJob) -> int:
+        """README Q4: GPUs the job's queue lets it take now.
+
+        A job that cannot be preempted never borrows: at most its queue's unused nominal.
+        """
+        assert job.queue is not None
+        room = self.tree.available(job.queue)
+        if not job.request.preemptible:
+            node = self.tree.nodes[job.queue]
+            room = min(room, max(0, node.nominal - node.usage))
+        return room
+
+    def most(self, queue: str, preemptible: bool) -> int:
+        """The most GPUs a job of ``queue`` could ever take (admission, S2)."""
+        reachable = self.tree.reachable(queue)
+        return reachable if preemptible else min(reachable, self.tree.nodes[queue].nominal)
+
+    def reason(self, job: QueuedJob) -> str | None:
+        """Why the job's queue keeps it waiting now, or ``None``."""
+        room = self.room(job)
+        if job.fewest_gpus <= room:
+            return None
+        assert job.queue is not None
+        node = self.tree.nodes[job.queue]
+        borrowing = "" if job.request.preemptible else "; it is not preemptible, so never borrows"
+        return (
+            f"queue {job.queue!r} lets it take {room} GPUs now, it needs {job.fewest_gpus} "
+            f"(nominal {node.nominal}, in use {node.usage}{borrowing})"
+        )
+
+    def share(self, job: QueuedJob) -> float:
+        """README Q8: the job's queue's weighted share once the job runs."""
+        assert job.queue is not None
+        return self.tree.share(job.queue, job.fewest_gpus)
+
+    # ------------------------------------------------------------------ reclaim
+
+    def candidates(self, job: QueuedJob) -> tuple[list[QueuedJob], list[QueuedJob]]:
+        """README Q6: the running jobs ``job`` may preempt: other queues', then its own.
+
+        Each list in the order extra victims are taken (Q7): the queue furthest above its
+        share first (with fair sharing), then lower priority, then the latest started, then
+        job id.
+        """
+        assert job.queue is not None
+        tree, mine = self.tree, self.tree.queues[job.queue]
+        node = tree.nodes[job.queue]
+        priority = job.request.priority
+        within_nominal = node.usage + job.fewest_gpus <= node.nominal
+        after = tree.share(job.queue, job.fewest_gpus)
+        others: list[QueuedJob] = []
+        for name, running in self.jobs.items():
+            if name == job.queue or not running or not tree.same_tree(job.queue, name):
+                continue
+            if tree.borrowed(name) <= 0:
+                continue  # Q6: only queues that borrow give GPUs back
+            if within_nominal:
+                policy = mine.reclaim_within_cohort
+            elif self.fair_sharing:
+                policy = mine.reclaim_within_cohort if tree.share(name) > after else "never"
+            else:
+                policy = mine.borrow_within_cohort
+            if policy == "never":
+                continue
+            others.extend(
+                other
+                for other in running.values()
+                if policy == "any" or other.request.priority < priority
+            )
+        own = [
+            other
+            for other in self.jobs[job.queue].values()
+            if other.request.priority < priority
+            or (
+                mine.within_queue == "lower_or_newer_equal_priority"
+                and other.request.priority == priority
+                and other.order > job.order
+            )
+        ]
+        if mine.within_queue == "never":
+            own = []
+        return sorted(others, key=self._victim_order), sorted(own, key=self._victim_order)
+
+    def _victim_order(self, job: QueuedJob) -> tuple[float, int, float, str]:
+        assert job.queue is not None
+        share = -self.tree.share(job.queue) if self.fair_sharing else 0.0
+        return (share, job.request.priority, -(job.started_at or 0.0), job.job_id)
+
+    def quota_after(self, job: QueuedJob, gpus: int, victims: Iterable[QueuedJob]) -> bool:
+        """Whether ``job`` may take ``gpus`` once ``victims`` have ended (Q3-Q4)."""
+        victims = list(victims)
+        for victim in victims:
+            assert victim.queue is not None
+            self.tree.add(victim.queue, -self.gpus[victim.job_id])
+        try:
+            return self.room(job) >= gpus
+        finally:
+            for victim in victims:
+                assert victim.queue is not None
+                self.tree.add(victim.queue, self.gpus[victim.job_id])
+
+    def reclaim(
+        self, scheduler: Scheduler, job: QueuedJob, request: GangRequest, now: float
+    ) -> tuple[Started, list[str]] | None:
+        """README Q5-Q7: preempts what ``job`` may preempt to start it, or ``None``.
+
+        Tried once per queue per walk (the queue's first blocked job) and not again in the
+        cycle once it failed. Other queues' jobs are tried first, then with the queue's own.
+        """
+        assert job.queue is not None
+        if job.queue in self.failed_reclaims:
+            return None
+        others, own = self.candidates(job)
+        tried: list[list[QueuedJob]] = []
+        for group in (others, others + own):
+            if not group or group in tried:
+                continue
+            tried.append(group)
+            chosen = self._choose(scheduler, job, request, group, now)
+            if chosen is not None:
+                return self._apply(scheduler, job, *chosen, now)
+        self.failed_reclaims.add(job.queue)
+        return None
+
+    def _choose(
+        self,
+        scheduler: Scheduler,
+        job: QueuedJob,
+        request: GangRequest,
+        group: list[QueuedJob],
+        now: float,
+    ) -> tuple[PreemptionPlan, list[QueuedJob]] | None:
+        """The plan and the extra victims (ended for quota alone) that start ``job``."""
+        brakes, cluster = scheduler._brakes, scheduler.cluster
+        by_hold = {victim.allocation_id or "": victim for victim in group}
+        plan = brakes.plan(
+            cluster,
+            request,
+            now,
+            scheduler._victim_of,
+            scheduler._allocation_of,
+            candidates=list(by_hold),
+        )
+        if plan is None:
+            return None
+        victims = [by_hold[hold] for hold in plan.victims]
+        gpus = plan.placement.total_gpus
+        if self.quota_after(job, gpus, victims):
+            return plan, []
+        # Q7: more victims for the quota alone, in candidate order, then each one that is
+        # not needed (for the quota or the fit) restored, last taken first.
+        chosen = list(victims)
+        for victim in group:
+            if victim not in chosen:
+                chosen.append(victim)
+                if self.quota_after(job, gpus, chosen):
+                    break
+        else:
+            return None
+        for victim in reversed(list(chosen)):
+            rest = [other for other in chosen if other is not victim]
+            if self.quota_after(job, gpus, rest) and _fits_after(scheduler, request, rest):
+                chosen = rest
+        plan = brakes.plan(
+            cluster,
+            request,
+            now,
+            scheduler._victim_of,
+            scheduler._allocation_of,
+            candidates=[victim.allocation_id or "" for victim in chosen],
+        )
+        if plan is None or not self.quota_after(job, plan.placement.total_gpus, chosen):
+            return None
+        extras = [victim for victim in chosen if victim.allocation_id not in plan.victims]
+        holds = tuple(victim.allocation_id or "" for victim in chosen)
+        if not brakes.allow(
+            holds, now, scheduler._victim_of, scheduler._since_of, scheduler.job_of
+        ):
+            return None
+        return plan, extras
+
+    def _apply(
+        self,
+        scheduler: Scheduler,
+        job: QueuedJob,
+        plan: PreemptionPlan,
+        extras: list[QueuedJob],
+        now: float,
+    ) -> tuple[Started, list[str]]:
+        """Ends the extra victims, then applies the plan (one atomic preemption)."""
+        cluster = scheduler.cluster
+        holds = [victim.allocation_id or "" for victim in extras] + list(plan.victims)
+        scheduler._brakes.record(holds, now, scheduler._victim_of, scheduler.job_of)
+        for victim in extras:
+            cluster.release(victim.allocation_id or "", owner=victim.owner)
+        for hold in holds:
+            victim = scheduler._running[scheduler._by_hold[hold]]
+            assert victim.queue is not None
+            self.reclaimed[victim.queue] += 1
+        reservation = cluster.preempt(plan, owner=job.owner)
+        evicted = scheduler._evicted(holds, now, for_job=job.job_id)
+        allocation = cluster.commit(reservation, owner=job.owner)
+        return scheduler._started(job, allocation, now, False, tuple(evicted)), evicted
+
+
+def _fits_after(scheduler: Scheduler, request: GangRequest, victims: list[QueuedJob]) -> bool:
+    """Whether the gang fits once ``victims`` have ended (a pure query)."""
+    holds = [victim.allocation_id or "" for victim in victims]
+    return scheduler.cluster.place_after(request, [holds] if holds else []) is not None
