@@ -7,9 +7,11 @@ from the list of evictions each time it is needed.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gangplace._gangplace import Cluster, GangRequest
+from gangplace.reference.history import ReferenceHistories
+from gangplace.scheduler.values import Moved, Started
 
 __all__ = ["ReferenceBrakes"]
 
@@ -27,6 +29,21 @@ class ReferenceBrakes:
     budgets: dict[str, int]
     evictions: list[tuple[float, str | None, int]]
     victims_this_cycle: int
+    preemption: bool
+    defrag: bool
+    histories: ReferenceHistories
+
+    if TYPE_CHECKING:  # provided by the scheduler
+
+        def _request(self, job: Any) -> GangRequest: ...
+
+        def _start(
+            self, job: Any, allocation: Any, now: float, backfilled: bool, evicted: Any = ()
+        ) -> Started: ...
+
+        def _end(self, job: Any, *, release: bool) -> None: ...
+
+        def _queue(self, job: Any, now: float) -> None: ...
 
     def _victims_allowed(self, victims: tuple[str, ...], now: float) -> bool:
         """S11 for a repair's victims: every brake must let all of them go."""
@@ -108,8 +125,10 @@ class ReferenceBrakes:
         held = next(a for a in self.cluster.allocations() if a.id == hold_id)
         return held.owner, held.placement.total_gpus
 
-    def _braked_plan(self, request: GangRequest, now: float) -> Any:
-        """S11: the preemption plan within the brakes, or ``None``."""
+    def _braked_plan(
+        self, request: GangRequest, now: float, candidates: list[str] | None = None
+    ) -> Any:
+        """S11: the preemption plan within the brakes (among ``candidates``: P7), or ``None``."""
         left = self._left()
         if left == 0:
             return None
@@ -128,6 +147,7 @@ class ReferenceBrakes:
                 min_runtime=self.min_runtime,
                 exempt_owners=exempt,
                 exempt_allocations=cooling,
+                candidates=candidates,
             )
             if plan is None or not plan.victims:
                 return plan
@@ -136,3 +156,50 @@ class ReferenceBrakes:
                 break
             exempt.extend(over)
         return None if self._past_hourly(list(plan.victims), now) else plan
+
+    def _make_room(self, head: Any, now: float) -> tuple[Started, list[str], list[Moved]] | None:
+        """S8: preemption first, then defragmentation (never for slice, NUMA or spared gangs)."""
+        if head.request.slices or head.request.numa != "none" or head.request.spares:
+            return None
+        request = self._request(head)
+        if self.preemption:
+            plan = self._braked_plan(request, now)
+            if plan is not None and plan.victims:
+                victims = [(victim, *self._victim(victim)) for victim in plan.victims]
+                self._count_evictions(victims, now)
+                reservation = self.cluster.preempt(plan, owner=head.owner)
+                evicted = self._evict(plan.victims, now, head.job_id)
+                allocation = self.cluster.commit(reservation, owner=head.owner)
+                return self._start(head, allocation, now, False, evicted), evicted, []
+        if self.defrag:
+            defrag = self._braked_defrag(request, now)
+            if defrag is not None and (defrag.moves or defrag.evictions):
+                every = [m.allocation for m in defrag.moves] + list(defrag.evictions)
+                self._count_evictions([(v, *self._victim(v)) for v in every], now)
+                reservation, new = self.cluster.apply_defrag(defrag, owner=head.owner)
+                moved = []
+                for move in defrag.moves:
+                    renewed = new[move.allocation]
+                    allocation = self.cluster.commit(renewed, owner=renewed.owner)
+                    for job in self.running:
+                        if job.allocation is not None and job.allocation.id == move.allocation:
+                            job.allocation = allocation
+                            moved.append(Moved(job.job_id, move, allocation))
+                            self.histories.add(job.job_id, now, "moved", allocation.id)
+                evicted = self._evict(defrag.evictions, now, head.job_id)
+                allocation = self.cluster.commit(reservation, owner=head.owner)
+                return self._start(head, allocation, now, False, evicted), evicted, moved
+        return None
+
+    def _evict(self, hold_ids: tuple[str, ...], now: float, for_job: str) -> list[str]:
+        names = []
+        for hold_id in hold_ids:
+            match = [j for j in self.running if j.allocation and j.allocation.id == hold_id]
+            if not match:
+                names.append(hold_id)
+                continue
+            self._end(match[0], release=False)
+            self.histories.add(match[0].job_id, now, "preempted", f"for {for_job}")
+            self._queue(match[0], now)
+            names.append(match[0].job_id)
+        return names

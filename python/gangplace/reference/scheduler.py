@@ -16,7 +16,6 @@ from typing import Any
 from gangplace._gangplace import Allocation, Cluster, GangRequest
 from gangplace.errors import (
     DuplicateJob,
-    GangplaceError,
     InvalidRequest,
     LimitExceeded,
     UnknownJob,
@@ -25,12 +24,15 @@ from gangplace.errors import (
 from gangplace.reference import spares
 from gangplace.reference.backfill import ReferenceReservation, fresh_reservation, kept_time
 from gangplace.reference.brakes import ReferenceBrakes
+from gangplace.reference.failures import ReferenceFailures
 from gangplace.reference.history import ReferenceHistories
+from gangplace.reference.quota import ReferenceQuotas, ReferenceTenancy
 from gangplace.reference.values import MAX_NAME_BYTES
 from gangplace.scheduler.history import HistorySummary, JobHistory
-from gangplace.scheduler.reasons import HEAD, NOFIT, QUOTA, LastWalk
+from gangplace.scheduler.quota import Cohort, Queue
+from gangplace.scheduler.reasons import HEAD, NOFIT, QUEUE_QUOTA, QUOTA, LastWalk
 from gangplace.scheduler.reservations import Shadow
-from gangplace.scheduler.values import Decisions, Moved, Repaired, Started
+from gangplace.scheduler.values import Decisions, Moved, Started
 
 __all__ = ["ReferenceScheduler"]
 
@@ -50,9 +52,10 @@ class _Job:
     allocation: Allocation | None = None
     started_at: float | None = None
     on_failure: str = "requeue"
+    queue: str | None = None
 
 
-class ReferenceScheduler(ReferenceBrakes):
+class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
     """Same constructor, ``submit``, ``cancel``, ``finish``, ``requeue`` and ``cycle``."""
 
     def __init__(
@@ -72,8 +75,14 @@ class ReferenceScheduler(ReferenceBrakes):
         history_limit: int = 100_000,
         reservation_depth: int = 16,
         repair_widen: bool = True,
+        queues: list[Queue] | None = None,
+        cohorts: tuple[Cohort, ...] = (),
+        fair_sharing: bool = False,
     ) -> None:
         self.cluster = cluster
+        self.tenancy = None if queues is None else ReferenceQuotas(list(queues), list(cohorts))
+        self.fair_sharing = fair_sharing
+        self.failed_reclaims: set[str] = set()
         self.repair_widen = repair_widen
         self.reservation_depth = reservation_depth
         self.kept: dict[str, tuple[GangRequest, Shadow]] = {}  # S5: job -> its reservation
@@ -113,8 +122,13 @@ class ReferenceScheduler(ReferenceBrakes):
         timeout: float | None = None,
         ladder: tuple[tuple[float, str | None], ...] = (),
         on_failure: str = "requeue",
+        queue: str | None = None,
     ) -> None:
         """S2: refuse what can never start; otherwise queue it, its wait beginning now."""
+        if (self.tenancy is None) != (queue is None) or (
+            self.tenancy is not None and queue not in self.tenancy.queues
+        ):
+            raise InvalidRequest(f"queue {queue!r}")
         for what, name in (("job_id", job_id), ("owner", owner)):
             if name is not None and not 1 <= len(name.encode("utf-8")) <= MAX_NAME_BYTES:
                 raise InvalidRequest(f"{what} must be 1 to {MAX_NAME_BYTES} bytes long")
@@ -147,9 +161,16 @@ class ReferenceScheduler(ReferenceBrakes):
             quota is not None and loosest.total_gpus > quota
         ):
             raise Unschedulable(f"job {job_id!r} can never start")
+        if self.tenancy is not None and queue is not None:  # Q4: above what it can reach
+            reach = max(0, self.tenancy.available(queue, {}))
+            if not request.preemptible:
+                reach = min(reach, self.tenancy.queues[queue].nominal["gpu"])
+            if loosest.total_gpus > reach:
+                raise Unschedulable(f"job {job_id!r} can never start in queue {queue!r}")
         self.sequence += 1
         job = _Job(job_id, request, owner, walltime, timeout, tuple(ladder), self.sequence)
         job.on_failure = on_failure
+        job.queue = queue
         self.histories.add(job_id, now, "submitted")
         self.fresh.add(job_id)
         self.histories.owners[job_id] = owner
@@ -250,6 +271,7 @@ class ReferenceScheduler(ReferenceBrakes):
         Due form changes are applied, then the queue is walked until no walk makes room.
         """
         self.victims_this_cycle = 0
+        self.failed_reclaims = set()
         repaired, requeued, failed, repair_evicted = self._failures(now)
         timed_out, degraded = [], []
         for job in sorted(self.pending, key=self._order):
@@ -282,58 +304,6 @@ class ReferenceScheduler(ReferenceBrakes):
             self.reasons(),
         )
 
-    def _failures(self, now: float) -> tuple[list[Repaired], list[str], list[str], list[str]]:
-        """S13: every running job with lost ranks, in queue order, by its ``on_failure``."""
-        repaired: list[Repaired] = []
-        requeued: list[str] = []
-        failed: list[str] = []
-        evicted: list[str] = []
-        lost = {a.id: a.lost for a in self.cluster.allocations() if a.lost}
-        for job in sorted(self.running, key=self._order):
-            if job not in self.running or job.allocation is None:
-                continue  # ended by an earlier repair's preemption
-            if job.allocation.id not in lost:
-                continue
-            ranks = ", ".join(str(rank) for rank in lost[job.allocation.id])
-            if job.on_failure == "repair":
-                done = self._repair(job, now, evicted)
-                if done is not None:
-                    repaired.append(done)
-                    self.histories.add(job.job_id, now, "repaired", f"ranks {ranks}")
-                    continue
-            self._end(job, release=True)
-            if job.on_failure == "fail":
-                self.histories.add(job.job_id, now, "failed", f"lost ranks {ranks}")
-                failed.append(job.job_id)
-                continue
-            self.histories.add(job.job_id, now, "requeued", f"lost ranks {ranks}")
-            self._queue(job, now)
-            requeued.append(job.job_id)
-        return repaired, requeued, failed, evicted
-
-    def _repair(self, job: _Job, now: float, evicted: list[str]) -> Repaired | None:
-        """S13: a repair in place (widened; with preemption, victims the brakes allow)."""
-        assert job.allocation is not None
-        hold = job.allocation.id
-        try:
-            widen = self.repair_widen
-            plan = self.cluster.plan_repair(hold, widen=widen, owner=job.owner)
-            if plan is None and self.preemption:
-                plan = self.cluster.plan_repair(hold, widen=widen, preempt=True, owner=job.owner)
-                if plan is not None and not self._victims_allowed(plan.victims, now):
-                    plan = None
-            if plan is None:
-                return None
-            victims = [(victim, *self._victim(victim)) for victim in plan.victims]
-            reservation = self.cluster.repair(plan, owner=job.owner)
-            allocation = self.cluster.commit_repair(reservation, owner=job.owner)
-        except GangplaceError:
-            return None
-        self._count_evictions(victims, now)
-        evicted.extend(self._evict(plan.victims, now, f"repair of {job.job_id}"))
-        job.allocation = allocation
-        return Repaired(job.job_id, plan, allocation)
-
     def _order(self, job: _Job) -> tuple[int, int]:
         """S1: submission order, or priority first."""
         priority = job.request.priority if self.order == "priority" else 0
@@ -355,15 +325,33 @@ class ReferenceScheduler(ReferenceBrakes):
         walk: list[ReferenceReservation] = []
         self.outcomes = {}
         self.head_class = None
-        for job in sorted(self.pending, key=self._order):
+        self.stopped: set[str] = set()  # Q9
+        reclaimers: set[str] = set()  # Q5
+        visited: list[_Job] = []
+        while unvisited := [j for j in self.pending if all(j is not v for v in visited)]:
+            job = min(unvisited, key=self._share_key)  # Q8: the smallest share, then order
+            visited.append(job)
             if head is not None and self.backfill == "none":
                 break
             outcome = self._outcome(job, now, head, walk)
             if isinstance(outcome, Started):
                 started.append(outcome)
                 continue
-            if outcome == "quota":
-                self.outcomes[self._class(job)] = (-math.inf, "quota")
+            if job.queue is not None and outcome not in ("quota", "fifo"):
+                if self.tenancy and self.tenancy.queues[job.queue].queueing == "fifo":
+                    self.stopped.add(job.queue)
+                if job.queue not in reclaimers:
+                    reclaimers.add(job.queue)
+                    shaped = job.request.slices or job.request.numa != "none" or job.request.spares
+                    back = None if shaped else self._reclaim(job, self._request(job, False), now)
+                    if back is not None:
+                        started.append(back[0])
+                        evicted.extend(back[1])
+                        return True
+            if outcome in ("quota", "queue-quota"):
+                self.outcomes[self._class(job)] = (-math.inf, outcome)
+                continue
+            if outcome == "fifo":
                 continue
             if head is None:
                 made = self._make_room(job, now)
@@ -391,6 +379,10 @@ class ReferenceScheduler(ReferenceBrakes):
         cap = self.quotas.get(job.owner) if job.owner is not None else None
         if cap is not None and self._fewest(job) > cap - self._usage(job.owner):
             return "quota"  # the quota first, before any backfill rule
+        if job.queue is not None and job.queue in self.stopped:
+            return self._failed(job, -math.inf, "fifo")
+        if job.queue is not None and self._queue_room(job) < self._fewest(job):
+            return "queue-quota"
         if self._fewest(job) > self.cluster.stats().free:
             return self._failed(job, -math.inf, "nofit")
         end = math.inf if job.walltime is None else now + job.walltime
@@ -430,6 +422,8 @@ class ReferenceScheduler(ReferenceBrakes):
             request.numa,
             request.spares,
             job.owner,
+            job.queue,
+            request.preemptible if job.queue is not None else None,
         )
 
     def reasons(self) -> dict[str, str]:
@@ -445,6 +439,8 @@ class ReferenceScheduler(ReferenceBrakes):
             if cap is not None and room is not None and self._fewest(job) > room:
                 left = f"has {room} of its {cap} GPUs of quota left"
                 reasons[job.job_id] = f"owner {job.owner!r} {left}"
+            elif job.queue is not None and self._queue_reason(job) is not None:
+                reasons[job.job_id] = self._queue_reason(job) or ""
             elif job.job_id in self.fresh:
                 reasons[job.job_id] = "not tried yet: queued after the last cycle"
             elif job.job_id == self.head:
@@ -464,6 +460,10 @@ class ReferenceScheduler(ReferenceBrakes):
         why = self.outcomes.get(self._class(job), (0.0, ""))[1]
         if why == "quota":
             return QUOTA
+        if why == "queue-quota":
+            return QUEUE_QUOTA
+        if why == "fifo":
+            return f"behind the first blocked job of its queue {job.queue!r} (queueing='fifo')"
         if why == "nofit":
             return texts.texts["twin"] if self._class(job) == self.head_class else NOFIT
         if why in ("beside", "untimed", "quota-reserved"):
@@ -485,13 +485,15 @@ class ReferenceScheduler(ReferenceBrakes):
         self.kept[job.job_id] = (request, shadow)
         return shadow
 
-    def _request(self, job: _Job) -> GangRequest:
+    def _request(self, job: _Job, queue: bool = True) -> GangRequest:
         request = job.request
         level, elastic = job.form
         pods = request.pods
         quota = self.quotas.get(job.owner) if job.owner is not None else None
         if quota is not None:
             pods = min(pods, (quota - self._usage(job.owner)) // request.gpus_per_pod)
+        if queue and job.queue is not None:  # Q4: capped by its queue's room
+            pods = min(pods, self._queue_room(job) // request.gpus_per_pod)
         outer = request.slices[0][1] if request.slices else 1
         pods = pods // outer * outer  # slice gangs shrink in whole outermost slices
         return GangRequest(
@@ -547,50 +549,3 @@ class ReferenceScheduler(ReferenceBrakes):
         detail = allocation.id + (" (backfilled)" if backfilled else "")
         self.histories.add(job.job_id, now, "started", detail)
         return Started(job.job_id, allocation, now - job.wait_began, backfilled, tuple(evicted))
-
-    def _make_room(self, head: _Job, now: float) -> tuple[Started, list[str], list[Moved]] | None:
-        """S8: preemption first, then defragmentation (never for slice, NUMA or spared gangs)."""
-        if head.request.slices or head.request.numa != "none" or head.request.spares:
-            return None
-        request = self._request(head)
-        if self.preemption:
-            plan = self._braked_plan(request, now)
-            if plan is not None and plan.victims:
-                victims = [(victim, *self._victim(victim)) for victim in plan.victims]
-                self._count_evictions(victims, now)
-                reservation = self.cluster.preempt(plan, owner=head.owner)
-                evicted = self._evict(plan.victims, now, head.job_id)
-                allocation = self.cluster.commit(reservation, owner=head.owner)
-                return self._start(head, allocation, now, False, evicted), evicted, []
-        if self.defrag:
-            defrag = self._braked_defrag(request, now)
-            if defrag is not None and (defrag.moves or defrag.evictions):
-                every = [m.allocation for m in defrag.moves] + list(defrag.evictions)
-                self._count_evictions([(v, *self._victim(v)) for v in every], now)
-                reservation, new = self.cluster.apply_defrag(defrag, owner=head.owner)
-                moved = []
-                for move in defrag.moves:
-                    renewed = new[move.allocation]
-                    allocation = self.cluster.commit(renewed, owner=renewed.owner)
-                    for job in self.running:
-                        if job.allocation is not None and job.allocation.id == move.allocation:
-                            job.allocation = allocation
-                            moved.append(Moved(job.job_id, move, allocation))
-                            self.histories.add(job.job_id, now, "moved", allocation.id)
-                evicted = self._evict(defrag.evictions, now, head.job_id)
-                allocation = self.cluster.commit(reservation, owner=head.owner)
-                return self._start(head, allocation, now, False, evicted), evicted, moved
-        return None
-
-    def _evict(self, hold_ids: tuple[str, ...], now: float, for_job: str) -> list[str]:
-        names = []
-        for hold_id in hold_ids:
-            match = [j for j in self.running if j.allocation and j.allocation.id == hold_id]
-            if not match:
-                names.append(hold_id)
-                continue
-            self._end(match[0], release=False)
-            self.histories.add(match[0].job_id, now, "preempted", f"for {for_job}")
-            self._queue(match[0], now)
-            names.append(match[0].job_id)
-        return names

@@ -199,16 +199,8 @@ class Tenancy:
         now: float,
     ) -> tuple[PreemptionPlan, list[QueuedJob]] | None:
         """The plan and the extra victims (ended for quota alone) that start ``job``."""
-        brakes, cluster = scheduler._brakes, scheduler.cluster
         by_hold = {victim.allocation_id or "": victim for victim in group}
-        plan = brakes.plan(
-            cluster,
-            request,
-            now,
-            scheduler._victim_of,
-            scheduler._allocation_of,
-            candidates=list(by_hold),
-        )
+        plan = _braked_plan(scheduler, request, now, list(by_hold))
         if plan is None:
             return None
         victims = [by_hold[hold] for hold in plan.victims]
@@ -229,19 +221,12 @@ class Tenancy:
             rest = [other for other in chosen if other is not victim]
             if self.quota_after(job, gpus, rest) and _fits_after(scheduler, request, rest):
                 chosen = rest
-        plan = brakes.plan(
-            cluster,
-            request,
-            now,
-            scheduler._victim_of,
-            scheduler._allocation_of,
-            candidates=[victim.allocation_id or "" for victim in chosen],
-        )
+        plan = _braked_plan(scheduler, request, now, [v.allocation_id or "" for v in chosen])
         if plan is None or not self.quota_after(job, plan.placement.total_gpus, chosen):
             return None
         extras = [victim for victim in chosen if victim.allocation_id not in plan.victims]
         holds = tuple(victim.allocation_id or "" for victim in chosen)
-        if not brakes.allow(
+        if not scheduler._brakes.allow(
             holds, now, scheduler._victim_of, scheduler._since_of, scheduler.job_of
         ):
             return None
@@ -269,6 +254,20 @@ class Tenancy:
         evicted = scheduler._evicted(holds, now, for_job=job.job_id)
         allocation = cluster.commit(reservation, owner=job.owner)
         return scheduler._started(job, allocation, now, False, tuple(evicted)), evicted
+
+
+def _braked_plan(
+    scheduler: Scheduler, request: GangRequest, now: float, candidates: list[str]
+) -> PreemptionPlan | None:
+    """The engine's plan with victims among ``candidates`` that the brakes allow (S11)."""
+    return scheduler._brakes.plan(
+        scheduler.cluster,
+        request,
+        now,
+        scheduler._victim_of,
+        scheduler._allocation_of,
+        candidates=candidates,
+    )
 
 
 def _fits_after(scheduler: Scheduler, request: GangRequest, victims: list[QueuedJob]) -> bool:
