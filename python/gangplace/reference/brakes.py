@@ -54,7 +54,8 @@ class ReferenceBrakes:
         for victim in victims:
             of_job = [j.job_id for j in self.running if j.allocation and j.allocation.id == victim]
             preempted = self.preempted_at.get(of_job[0], -math.inf) if of_job else -math.inf
-            if now - every[victim].since < self.min_runtime or now - preempted < self.cooldown:
+            young = self.min_runtime > 0 and now - every[victim].since < self.min_runtime
+            if young or now - preempted < self.cooldown:
                 return False
         return not self._over(list(victims), now) and not self._past_hourly(list(victims), now)
 

@@ -380,7 +380,8 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
         if cap is not None and self._fewest(job) > cap - self._usage(job.owner):
             return "quota"  # the quota first, before any backfill rule
         if job.queue is not None and job.queue in self.stopped:
-            return self._failed(job, -math.inf, "fifo")
+            self._failed(job, -math.inf, "fifo")
+            return "fifo"
         if job.queue is not None and self._queue_room(job) < self._fewest(job):
             return "queue-quota"
         if self._fewest(job) > self.cluster.stats().free:

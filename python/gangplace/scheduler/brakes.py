@@ -201,7 +201,8 @@ class Brakes:
         for victim in victims:
             job_id = job_of(victim)
             preempted = -math.inf if job_id is None else self.preempted_at.get(job_id, -math.inf)
-            if now - since_of(victim) < self.min_runtime or now - preempted < self.cooldown:
+            young = self.min_runtime > 0 and now - since_of(victim) < self.min_runtime
+            if young or now - preempted < self.cooldown:  # (no clock compared without a limit)
                 return False
         if self._over_budget(victims, now, victim_of):
             self._held("budget")
