@@ -17,6 +17,7 @@ from importlib import resources
 from gangplace.errors import GangplaceError
 from gangplace.sim.errors import SimError
 from gangplace.sim.policies import ALL_POLICIES, POLICIES
+from gangplace.sim.queues import load_queues
 from gangplace.sim.settings import (
     BACKFILLS,
     LLAMA3_FAILURES_PER_GPU_HOUR,
@@ -116,6 +117,12 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         help="a GPU quota for an owner (repeatable)",
     )
     parser.add_argument(
+        "--queues",
+        metavar="FILE",
+        help="teams' queues and cohorts (JSON, or YAML with PyYAML): the gang policies run "
+        "the Scheduler with them; trace owners map to queues (README 'Queues and quotas')",
+    )
+    parser.add_argument(
         "--failures",
         nargs="?",
         const="llama3",
@@ -194,6 +201,7 @@ def _settings(args: argparse.Namespace) -> SimSettings:
         standoff_s=args.standoff_hours * 3600.0,
         policy_seed=args.policy_seed,
         quotas=quotas,
+        queues=load_queues(args.queues) if args.queues else None,
         failures_per_gpu_hour=rate,
         repair_s=args.repair_hours * 3600.0,
         checkpoint_s=args.checkpoint_hours * 3600.0 if args.checkpoint_hours else None,

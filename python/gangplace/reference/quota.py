@@ -110,6 +110,7 @@ class ReferenceTenancy:
     tenancy: ReferenceQuotas | None
     fair_sharing: bool
     failed_reclaims: set[str]
+    started_now: set[str]
 
     if TYPE_CHECKING:  # provided by the scheduler and its brakes
 
@@ -181,6 +182,8 @@ class ReferenceTenancy:
         priority = job.request.priority
         others, own = [], []
         for other in self.running:
+            if other.job_id in self.started_now:
+                continue  # Q6: a cycle never undoes its own starts
             if other.queue == job.queue:
                 newer = self._order(other)[1] > self._order(job)[1]
                 if mine.within_queue != "never" and (

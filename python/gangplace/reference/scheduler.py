@@ -83,6 +83,7 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
         self.tenancy = None if queues is None else ReferenceQuotas(list(queues), list(cohorts))
         self.fair_sharing = fair_sharing
         self.failed_reclaims: set[str] = set()
+        self.started_now: set[str] = set()
         self.repair_widen = repair_widen
         self.reservation_depth = reservation_depth
         self.kept: dict[str, tuple[GangRequest, Shadow]] = {}  # S5: job -> its reservation
@@ -272,6 +273,7 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
         """
         self.victims_this_cycle = 0
         self.failed_reclaims = set()
+        self.started_now = set()  # Q6: a cycle never undoes its own starts
         repaired, requeued, failed, repair_evicted = self._failures(now)
         timed_out, degraded = [], []
         for job in sorted(self.pending, key=self._order):
@@ -547,6 +549,7 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
         self.kept.pop(job.job_id, None)
         job.allocation, job.started_at = allocation, now
         self.running.append(job)
+        self.started_now.add(job.job_id)
         detail = allocation.id + (" (backfilled)" if backfilled else "")
         self.histories.add(job.job_id, now, "started", detail)
         return Started(job.job_id, allocation, now - job.wait_began, backfilled, tuple(evicted))

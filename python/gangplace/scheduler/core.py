@@ -403,6 +403,7 @@ class Scheduler(RunningJobs, SchedulerViews):
         self._brakes.victims_this_cycle = 0
         if self._tenancy is not None:
             self._tenancy.failed_reclaims.clear()
+            self._tenancy.started_now.clear()
         repaired, requeued, failed, evicted = handle_failures(self, now)
         timed_out, degraded = self._apply_stages(now)
         started, preempted, moved, head = run_cycle(self, now)

@@ -37,6 +37,7 @@ class Tenancy:
         self.jobs: dict[str, dict[str, QueuedJob]] = {name: {} for name in self.tree.queues}
         self.gpus: dict[str, int] = {}  # running job -> GPUs counted against its queue
         self.failed_reclaims: set[str] = set()  # queues whose reclaim failed in this cycle
+        self.started_now: set[str] = set()  # jobs started in this cycle: never victims (Q6)
         self.admitted: dict[str, int] = dict.fromkeys(self.tree.queues, 0)
         self.reclaimed: dict[str, int] = dict.fromkeys(self.tree.queues, 0)
 
@@ -59,6 +60,7 @@ class Tenancy:
         self.jobs[job.queue][job.job_id] = job
         self.gpus[job.job_id] = gpus
         self.admitted[job.queue] += 1
+        self.started_now.add(job.job_id)
 
     def ended(self, job: QueuedJob) -> None:
         """A running job of a queue ended (finished, cancelled, evicted, requeued)."""
@@ -133,16 +135,20 @@ class Tenancy:
             others.extend(
                 other
                 for other in running.values()
-                if policy == "any" or other.request.priority < priority
+                if (policy == "any" or other.request.priority < priority)
+                and other.job_id not in self.started_now
             )
         own = [
             other
             for other in self.jobs[job.queue].values()
-            if other.request.priority < priority
-            or (
-                mine.within_queue == "lower_or_newer_equal_priority"
-                and other.request.priority == priority
-                and other.order > job.order
+            if other.job_id not in self.started_now
+            and (
+                other.request.priority < priority
+                or (
+                    mine.within_queue == "lower_or_newer_equal_priority"
+                    and other.request.priority == priority
+                    and other.order > job.order
+                )
             )
         ]
         if mine.within_queue == "never":

@@ -255,7 +255,27 @@ def summarize(result: RunResult, spec: ClusterSpec, window: Window) -> dict[str,
         "load_curve": _thin(result.load_curve, 200),
         "real_wait_s": percentiles(real) if real else None,
         "scheduler_seconds": result.engine_seconds,
+        "queues": _queues(result, window, waits_of, admitted),
     }
+
+
+def _queues(
+    result: RunResult,
+    window: tuple[float, float],
+    waits_of: Any,
+    admitted: list[JobRecord],
+) -> dict[str, Any] | None:
+    """With ``--queues``: per queue, its usage figures, waits and completion times."""
+    figures = result.queues
+    if figures is None or figures.setup is None:
+        return None
+    out: dict[str, Any] = figures.summary(window, result.healthy_gpus)
+    for name, entry in out.items():
+        mine = [r for r in admitted if figures.setup.queue_of(r.job.owner) == name]
+        done = [r.end_s - r.job.arrival_s for r in mine if r.end_s is not None]
+        entry["wait_s"] = waits_of(mine)
+        entry["completion_s"] = {**percentiles(done), "jobs": len(done)}
+    return out
 
 
 def _family(job_type: str | None) -> str:

@@ -8,6 +8,9 @@
 - ``locality.png``: shares of multi-pod gangs per span (categories empty for every policy
   are left out), legend outside the bars.
 - ``load_curve.png`` (arrival-only replays): allocated share against the arrived load.
+- ``queues.png`` (with ``--queues``): one panel per policy, each queue's share of the
+  cluster's GPUs over time (daily means) as a line, its nominal share of the cluster
+  dashed in the same colour.
 """
 
 from __future__ import annotations
@@ -38,11 +41,57 @@ def plot_all(out: Path, results: dict[str, RunResult], report: dict[str, Any]) -
     label = _label(report)
     if report.get("arrival_only"):
         return [_load_curve(out, results, report, label)]
-    return [
+    plots = [
         _utilization(out, results, report, label),
         _wait_cdf(out, results, label),
         _locality(out, report, label),
     ]
+    if any(result.queues is not None for result in results.values()):
+        plots.append(_queues(out, results, label))
+    return plots
+
+
+def _queues(out: Path, results: dict[str, RunResult], label: str) -> Path:
+    """Each queue's share of the cluster over time (daily means) against its nominal share."""
+    plt = _pyplot()
+    shown = {name: result for name, result in results.items() if result.queues is not None}
+    fig, axes = plt.subplots(len(shown), 1, figsize=(9, 2.6 * len(shown)), squeeze=False)
+    day = 86400.0
+    for axis, (policy, result) in zip(axes[:, 0], shown.items(), strict=True):
+        figures = result.queues
+        samples = figures.samples
+        if not samples:
+            continue
+        end = samples[-1][0]
+        days = max(1, math.ceil((end - samples[0][0]) / day))
+        for index, queue in enumerate(figures.names):
+            means = []
+            for d in range(days):
+                low = samples[0][0] + d * day
+                high = low + day
+                area = 0.0
+                for (start, usage), (stop, _) in zip(
+                    samples, [*samples[1:], (end, ())], strict=True
+                ):
+                    begin, finish = max(start, low), min(stop, high)
+                    if finish > begin:
+                        area += usage[index] * (finish - begin)
+                means.append(area / day / max(result.healthy_gpus, 1))
+            colour = f"C{index}"
+            axis.plot(range(days), means, color=colour, label=queue)
+            axis.axhline(
+                figures.nominal[index] / max(result.healthy_gpus, 1),
+                color=colour,
+                linestyle="--",
+                linewidth=0.8,
+            )
+        axis.set_title(f"{policy}: share of the cluster's GPUs per queue (dashed: nominal)")
+        axis.set_ylabel("share")
+        axis.set_xlabel("day")
+        axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+    fig.suptitle(label, fontsize="small")
+    fig.tight_layout()
+    return _save(fig, out / "queues.png")
 
 
 def _label(report: dict[str, Any]) -> str:

@@ -35,14 +35,15 @@ from __future__ import annotations
 import bisect
 import math
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gangplace._gangplace import Allocation, Cluster, GangRequest
 from gangplace.errors import InvalidRequest, Unschedulable
 from gangplace.scheduler import Scheduler
 from gangplace.scheduler.admission import EmptyTwin
 from gangplace.sim.clusters import ClusterSpec
-from gangplace.sim.errors import PolicyError
+from gangplace.sim.errors import PolicyError, SimError
+from gangplace.sim.queues import QueueFigures, QueueSetup
 from gangplace.sim.replay import TIMEOUT, WAKE
 from gangplace.sim.settings import SimSettings
 
@@ -100,12 +101,33 @@ class GangPolicy:
         self.rack_only = rack_only  # every multi-pod job required within one rack (hard)
         self.alias: dict[str, str] = {}
         self.scheduler: Scheduler | None = None
+        self.queue_setup: QueueSetup | None = None  # with --queues
+        self.queue_figures: QueueFigures | None = None
 
     def build(self, spec: ClusterSpec, clock: SimClock, settings: SimSettings) -> Cluster:
         """The spec's cluster with this policy's placement rule, and its scheduler."""
         cluster = self.make_cluster(spec, clock)
         self.levels = spec.levels
         self.settings = settings
+        self.queue_setup = None
+        tenancy: dict[str, Any] = {}
+        if settings.queues is not None:
+            if self.preemption:
+                raise SimError(
+                    f"policy {self.name} preempts by priority; with --queues the queues' "
+                    "policies say who preempts whom: run it without queues"
+                )
+            self.queue_setup = setup = QueueSetup.parse(settings.queues)
+            tenancy = {
+                "queues": list(setup.queues),
+                "cohorts": list(setup.cohorts),
+                "fair_sharing": setup.fair_sharing,
+            }
+            self.queue_figures = QueueFigures(
+                tuple(q.name for q in setup.queues),
+                tuple(q.nominal["gpu"] for q in setup.queues),
+                setup,
+            )
         self.scheduler = Scheduler(
             cluster,
             order=settings.order,  # type: ignore[arg-type]
@@ -114,6 +136,7 @@ class GangPolicy:
             defrag=self.defrag,
             clock=clock,
             quotas=settings.quotas,
+            **tenancy,
         )
         return cluster
 
@@ -162,6 +185,12 @@ class GangPolicy:
         walltime = None
         if job.duration_s is not None:
             walltime = max(job.duration_s * self.settings.walltime_factor, 1e-6)
+        queue = None
+        if self.queue_setup is not None:
+            queue = self.queue_setup.queue_of(job.owner)
+            if queue is None:
+                replay.reject(record, f"owner {job.owner!r} has no queue in the queues file")
+                return
         try:
             self.scheduler.submit(
                 job.id,
@@ -170,6 +199,7 @@ class GangPolicy:
                 walltime=walltime,
                 ladder=ladder,
                 on_failure="requeue" if self.on_failure == "requeue" else "repair",
+                queue=queue,
             )
         except Unschedulable as error:
             replay.reject(record, f"never fits: {error.reason}")
@@ -192,6 +222,9 @@ class GangPolicy:
         for victim in decisions.preempted:
             record = replay.by_id.get(victim)
             if record is not None and record.start_s is not None:
+                if self.queue_setup is not None and self.queue_figures is not None:
+                    queue = self.queue_setup.queue_of(record.job.owner) or ""  # a reclaim
+                    self.queue_figures.reclaimed(queue, record.job.gpus, now - record.start_s)
                 replay.stopped(record, now)
                 replay.preemptions += 1
         for started in decisions.started:
@@ -203,6 +236,9 @@ class GangPolicy:
         for moved in decisions.moved:
             replay.moved(replay.by_id[moved.job_id], moved.allocation.placement.nodes, now)
             replay.moves += 1
+        tenancy, figures = self.scheduler._tenancy, self.queue_figures
+        if tenancy is not None and figures is not None:
+            figures.sample(now, tuple(tenancy.tree.usage(name) for name in figures.names))
         wake = self.scheduler.next_wakeup()
         if wake is not None and wake > now:
             replay.push(wake, WAKE, None)

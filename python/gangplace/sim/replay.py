@@ -106,6 +106,7 @@ class RunResult:
     ranks_from_spares: int = 0  # lost ranks those repairs gave to spares
     spare_gpu_s: float = 0.0  # GPU-seconds held as spares (idle, never free)
     queued_at_end: int = 0  # admitted jobs still queued when the run ended (not a standoff)
+    queues: Any = None  # gangplace.sim.queues.QueueFigures with --queues
 
 
 class Replay:
@@ -247,6 +248,7 @@ class Replay:
             self.ranks_from_spares,
             self.spare_gpu_s,
             0 if standoff is not None else queued,
+            getattr(self.policy, "queue_figures", None),
         )
 
     def _advance(self, last: float, now: float) -> None:

@@ -183,6 +183,7 @@ def group_lines(report: dict[str, Any], scale: float, unit: str) -> list[str]:
                         f"{_cell(entry['spare_gpu_hours'])} GPU-h"
                     )
                 lines.append(line)
+    lines.extend(queue_lines(report, scale, unit))
     if report["settings"].get("numa_split"):
         for name, entry in report["policies"].items():
             if entry["seeds_run"]:
@@ -191,6 +192,27 @@ def group_lines(report: dict[str, Any], scale: float, unit: str) -> list[str]:
                     f"pods spanning both NUMA halves (the kubelet would reject them), {name}: "
                     f"{split}"
                 )
+    return lines
+
+
+def queue_lines(report: dict[str, Any], scale: float, unit: str) -> list[str]:
+    """With ``--queues``: one line per policy and queue (README "Queues and quotas")."""
+    lines = []
+    for name, entry in report["policies"].items():
+        for queue, figures in (entry.get("queues") or {}).items():
+            received, nominal = figures["share_received"], figures["share_nominal"]
+            lines.append(
+                f"queue {queue}, {name}: wait ({unit}) mean "
+                f"{_cell(figures['wait_s.mean'], scale)} p50 {_cell(figures['wait_s.p50'], scale)}"
+                f" p95 {_cell(figures['wait_s.p95'], scale)}, never started "
+                f"{_cell(figures['wait_s.never_started'], form='{:.0f}')}; completion mean "
+                f"{_cell(figures['completion_s.mean'], scale)}; GPUs used "
+                f"{_cell(figures['mean_gpus'])}"
+                f" ({_share(received)} of the cluster; nominal {_share(nominal)} of the quotas); "
+                f"borrowed {_cell(figures['borrowed_gpu_h'], form='{:.0f}')} GPU-h; reclaimed "
+                f"{_cell(figures['reclaimed_jobs'], form='{:.0f}')} jobs, "
+                f"{_cell(figures['reclaimed_gpu_h'], form='{:.0f}')} GPU-h of their runs"
+            )
     return lines
 
 

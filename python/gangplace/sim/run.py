@@ -221,6 +221,15 @@ def aggregate(runs: dict[str, dict[str, Any]], policies: tuple[str, ...]) -> dic
                 key: interval([row[group][key]["mean"] for row in good if key in row[group]])
                 for key in keys
             }
+        queues = sorted({name for row in good for name in row.get("queues") or {}})
+        if queues:  # --queues: each queue's figures over the seeds
+            entry["queues"] = {
+                name: {
+                    key: interval([figure(row["queues"][name], key) for row in good])
+                    for key in QUEUE_FIGURES
+                }
+                for name in queues
+            }
         entry["seeds_run"] = len(good)
         entry["errors"] = errors
         entry["standoffs"] = sum(1 for row in good if row.get("standoff"))
@@ -229,6 +238,19 @@ def aggregate(runs: dict[str, dict[str, Any]], policies: tuple[str, ...]) -> dic
     return summary
 
 
+QUEUE_FIGURES = (
+    "wait_s.mean",
+    "wait_s.p50",
+    "wait_s.p95",
+    "wait_s.never_started",
+    "completion_s.mean",
+    "mean_gpus",
+    "borrowed_gpu_h",
+    "share_received",
+    "share_nominal",
+    "reclaimed_jobs",
+    "reclaimed_gpu_h",
+)
 SHARES = {"utilization", "idle_held_share", "locality.rack", "allocation_at_end", "goodput"}
 
 

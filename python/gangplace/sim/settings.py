@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from gangplace.sim.errors import SimError
 from gangplace.sim.speed import CROSS_LEVEL_GROWTH, MODEL_CHOICES, load_model
@@ -42,6 +43,8 @@ class SimSettings:
         policy_seed: Seeds the blind policy's node order and pod-by-pod's backoffs (apart
             from the workload seed).
         quotas: Owner -> GPU quota for every gang policy.
+        queues: The queues file's content (:mod:`gangplace.sim.queues`): the gang policies
+            run the Scheduler with those queues and cohorts (README "Queues and quotas").
         failures_per_gpu_hour: Rate of injected GPU failures (0: none).
         repair_s: How long a failed GPU stays unhealthy.
         checkpoint_s: A stopped job (failure, preemption) resumes from its last checkpoint,
@@ -76,6 +79,7 @@ class SimSettings:
     numa_split: bool = False
     spares: int = 1
     placement_model: str = "auto"
+    queues: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         _choice("order", self.order, ORDERS)
@@ -101,6 +105,10 @@ class SimSettings:
             raise SimError(f"spares must be 0 to 64 pods per gang, got {self.spares}")
         if self.placement_model not in MODEL_CHOICES:
             load_model(self.placement_model)  # a file: read now, so a bad one fails here
+        if self.queues is not None:
+            from gangplace.sim.queues import QueueSetup
+
+            QueueSetup.parse(self.queues)
         for owner, gpus in self.quotas.items():
             if gpus < 0:
                 raise SimError(f"quota of {owner!r} must be >= 0 GPUs, got {gpus}")
