@@ -31,19 +31,8 @@ from gangplace.sim.errors import SimError
 
 __all__ = ["QueueFigures", "QueueSetup", "load_queues"]
 
-QUEUE_FIELDS = (
-    "name",
-    "cohort",
-    "nominal",
-    "borrowing_limit",
-    "lending_limit",
-    "weight",
-    "within_queue",
-    "reclaim_within_cohort",
-    "borrow_within_cohort",
-    "queueing",
-)
-COHORT_FIELDS = ("name", "parent", "nominal", "borrowing_limit", "lending_limit", "weight")
+QUEUE_FIELDS = Queue._FIELDS
+COHORT_FIELDS = Cohort._FIELDS
 TOP_FIELDS = ("fair_sharing", "cohorts", "queues", "owners", "default_queue")
 
 
