@@ -24,6 +24,7 @@ PAGE = ROOT / "docs" / "simulation.md"
 MARKER = re.compile(r"<!-- table: ([\w.-]+) -->\n.*?<!-- /table -->", re.S)
 MODEL = re.compile(r"<!-- model: ([\w.-]+) -->\n.*?<!-- /model -->", re.S)
 JOBTYPES = re.compile(r"<!-- jobtypes: ([\w.-]+) -->\n.*?<!-- /jobtypes -->", re.S)
+QUEUES = re.compile(r"<!-- queues: ([\w.,-]+) -->\n.*?<!-- /queues -->", re.S)
 
 
 def _report(run: str) -> dict:  # type: ignore[type-arg]
@@ -109,10 +110,56 @@ def jobtypes(run: str) -> str:
     return f"<!-- jobtypes: {run} -->\n" + "\n".join(rows) + "\n<!-- /jobtypes -->"
 
 
+def queues(runs: str) -> str:
+    """Each owner's mean wait per run, and its difference from the first run's, per seed.
+
+    The runs differ only in their queues file, on the same seeds (README "Queues and
+    quotas"); the differences are paired seed by seed.
+    """
+    names = runs.split(",")
+    reports = [_report(name) for name in names]
+    policy = next(iter(reports[0]["policies"]))
+    seeds = sorted(reports[0]["runs"], key=int)
+    owners = sorted(reports[0]["runs"][seeds[0]][policy]["wait_by_owner_s"])
+
+    def waits(report: dict, owner: str) -> list[float]:  # type: ignore[type-arg]
+        return [report["runs"][s][policy]["wait_by_owner_s"][owner]["mean"] for s in seeds]
+
+    def overall(report: dict) -> list[float]:  # type: ignore[type-arg]
+        return [report["runs"][s][policy]["wait_s"]["mean"] for s in seeds]
+
+    header = " | ".join(f"{o}: wait mean (h) | vs {names[0].rsplit('-', 1)[-1]}" for o in owners)
+    rows = [
+        f"| queues | all jobs: wait mean (h) | {header} |",
+        "| --- | ---: |" + " ---: | ---: |" * len(owners),
+    ]
+    for name, report in zip(names, reports, strict=True):
+        cells = [_cell(overall(report), 3600.0)]
+        for owner in owners:
+            mine, base = waits(report, owner), waits(reports[0], owner)
+            cells.append(_cell(mine, 3600.0))
+            diff = [(a - b) for a, b in zip(mine, base, strict=True)]
+            cells.append("-" if report is reports[0] else _cell_signed(diff, 3600.0))
+        rows.append(f"| {name.rsplit('-', 1)[-1]} | " + " | ".join(cells) + " |")
+    table_text = "\n".join(rows)
+    return f"<!-- queues: {runs} -->\n{table_text}\n<!-- /queues -->"
+
+
+def _cell_signed(values: list[float], scale: float) -> str:
+    summary = interval([v / scale for v in values])
+    mean, low, high = summary["mean"], summary["low"], summary["high"]
+    if mean is None:
+        return "-"
+    if low is None:
+        return f"{mean:+.1f}"
+    return f"{mean:+.1f} [{low:+.1f}, {high:+.1f}]"
+
+
 def rewritten(page: str) -> str:
     """``page`` with every table rebuilt from its run's report.json."""
     text = MARKER.sub(lambda match: table(match.group(1)), page)
     text = JOBTYPES.sub(lambda match: jobtypes(match.group(1)), text)
+    text = QUEUES.sub(lambda match: queues(match.group(1)), text)
     return MODEL.sub(lambda match: model(match.group(1)), text)
 
 
@@ -120,7 +167,7 @@ def main() -> int:
     """Rewrites the page in place."""
     page = PAGE.read_text()
     PAGE.write_text(rewritten(page))
-    count = sum(len(marker.findall(page)) for marker in (MARKER, JOBTYPES, MODEL))
+    count = sum(len(marker.findall(page)) for marker in (MARKER, JOBTYPES, MODEL, QUEUES))
     print(f"simulation_tables: rewrote {count} tables of {PAGE.name}")
     return 0
 

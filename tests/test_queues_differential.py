@@ -266,6 +266,7 @@ def test_reclaim_victims_are_1_minimal_among_the_eligible(
     tenancy = scheduler._tenancy
     assert tenancy is not None
     job = scheduler._queue.by_id["new"]
+    tenancy.started_now.clear()  # as the next cycle begins: every running job is older
     others, own = tenancy.candidates(job)
     eligible = others + own
     holds = {j.allocation_id or "": j.job_id for j in eligible}

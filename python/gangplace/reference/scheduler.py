@@ -329,10 +329,10 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
         self.head_class = None
         self.stopped: set[str] = set()  # Q9
         reclaimers: set[str] = set()  # Q5
-        visited: list[_Job] = []
-        while unvisited := [j for j in self.pending if all(j is not v for v in visited)]:
+        visited: set[str] = set()
+        while unvisited := [j for j in self.pending if j.job_id not in visited]:
             job = min(unvisited, key=self._share_key)  # Q8: the smallest share, then order
-            visited.append(job)
+            visited.add(job.job_id)
             if head is not None and self.backfill == "none":
                 break
             outcome = self._outcome(job, now, head, walk)
