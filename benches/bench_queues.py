@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from benches.bench_scheduler import _timed_cycles
 from gangplace import Cluster, Cohort, GangRequest, Queue, Scheduler, Unschedulable, synth
 from gangplace.reference.scheduler import ReferenceScheduler
 
@@ -94,24 +95,6 @@ def _pending(schedulers: list[Any], queues: list[Queue], count: int, gpus_per_no
         queue = rng.choice(queues).name
         for scheduler in schedulers:
             _submit(scheduler, f"job{index:05d}", request, queue, rng.uniform(1.0, 86_400.0))
-
-
-def _timed_cycles(benchmark: Any, scheduler: Scheduler) -> Any:
-    started: list[str] = []
-
-    def setup() -> None:
-        for job_id in started:
-            scheduler.requeue(job_id, 0.0)
-        started.clear()
-
-    def cycle() -> Any:
-        decisions = scheduler.cycle(0.0)
-        started.extend(s.job_id for s in decisions.started)
-        return decisions
-
-    benchmark.pedantic(cycle, setup=setup, rounds=20, iterations=1, warmup_rounds=1)
-    setup()
-    return scheduler.cycle(0.0)
 
 
 def _smoke(request: pytest.FixtureRequest) -> bool:
