@@ -349,6 +349,33 @@ def test_brakes_hold_reclaims_too() -> None:
     assert [job for job, _ in started(scheduler, 100.0)] == ["v"]
 
 
+def test_queue_metrics_count_usage_borrowing_and_reclaims() -> None:
+    prometheus_client = pytest.importorskip("prometheus_client")
+    registry = prometheus_client.CollectorRegistry()
+    scheduler = lab(
+        racks(),
+        Queue("vision", cohort="lab", nominal=16, reclaim_within_cohort="any"),
+        Queue("nlp", cohort="lab", nominal=16),
+        metrics=registry,
+    )
+    for index in range(4):
+        scheduler.submit(f"nlp-{index}", GangRequest(1, 8), queue="nlp")
+    started(scheduler)
+
+    def value(name: str, queue: str) -> float | None:
+        got = registry.get_sample_value(f"gangplace_queue_{name}", {"queue": queue})
+        return None if got is None else float(got)
+
+    assert value("usage_gpus", "nlp") == 32 and value("borrowed_gpus", "nlp") == 16
+    assert value("lent_gpus", "vision") == 16 and value("nominal_gpus", "vision") == 16
+    assert value("weighted_share", "nlp") == pytest.approx(16 / 32)
+    assert value("admitted_total", "nlp") == 4
+    scheduler.submit("v", GangRequest(2, 8), queue="vision")
+    started(scheduler, 1.0)
+    assert value("reclaim_victims_total", "nlp") == 2 and value("pending_jobs", "nlp") == 2
+    assert value("usage_gpus", "vision") == 16 and value("weighted_share", "nlp") == 0.0
+
+
 # ------------------------------------------------------------------ order (Q8, Q9)
 
 

@@ -433,7 +433,7 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
         """S10: why each pending job is not running, from the last walk, naively."""
         texts = LastWalk(self.backfill, 0)
         if self.head is not None:
-            texts.blocked_by(self.head, ())
+            texts.blocked_by(self.head, -1)
         reserved = {job_id: kept[1] for job_id, kept in self.kept.items()}
         reasons = {}
         for job in sorted(self.pending, key=self._order):

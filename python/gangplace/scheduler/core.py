@@ -37,7 +37,7 @@ from gangplace.scheduler.queue import PendingQueue, QueuedJob
 from gangplace.scheduler.quota import Cohort, Queue
 from gangplace.scheduler.reasons import LastWalk
 from gangplace.scheduler.reservations import ShadowBook
-from gangplace.scheduler.running import RunningJobs
+from gangplace.scheduler.running import EndOrder, RunningJobs
 from gangplace.scheduler.tenancy import Tenancy
 from gangplace.scheduler.values import Decisions, PendingReasons, Started
 from gangplace.scheduler.views import SchedulerViews
@@ -148,6 +148,8 @@ class Scheduler(RunningJobs, SchedulerViews):
             )
         self.quotas = checked_quotas(quotas)
         self._tenancy: Tenancy | None = None
+        # Q4: (job id, its queue's room) as the walk just computed it, for its start.
+        self._queue_room: tuple[str, int] | None = None
         if queues is not None:
             self._tenancy = Tenancy(queues, cohorts, fair_sharing)
             if preemption:
@@ -180,9 +182,10 @@ class Scheduler(RunningJobs, SchedulerViews):
         if self.metrics is not None:
             self._brakes.refused = self.metrics.brake_refused
         self._queue = PendingQueue()
+        self._class_numbers: dict[tuple[object, ...], int] = {}  # class tuple -> its number
         self._running: dict[str, QueuedJob] = {}
         self._by_hold: dict[str, str] = {}
-        self._ends: list[tuple[float, int, str]] = []  # (predicted end, GPUs, job id)
+        self._ends = EndOrder()  # (predicted end, GPUs, job id) of every running job
         self._allocations: dict[str, Allocation] = {}
         self._jobs_on: dict[str, set[str]] = {}  # node -> running jobs with pods there
         self._nodes_of: dict[str, tuple[str, ...]] = {}  # running job -> its nodes
@@ -299,13 +302,25 @@ class Scheduler(RunningJobs, SchedulerViews):
         job.wait_began = now
         job.generation += 1
         job.timed_out = False
-        job.level, job.elastic = job.form_at(now)
+        job.set_form(*job.form_at(now))
         job.class_key = self._class_key(job)
         self._queue.add(job)
         for due in job.due_times():
             heapq.heappush(self._stages, (due, job.order, job.job_id, job.generation))
 
-    def _class_key(self, job: QueuedJob) -> tuple[object, ...]:
+    def _class_key(self, job: QueuedJob) -> int:
+        """The number of the job's class (README S8): what makes jobs alike to the engine.
+
+        The tuple is interned once per distinct class, so that the walk's lookups hash an
+        int rather than a tuple of a dozen fields.
+        """
+        key = self._class_tuple(job)
+        number = self._class_numbers.get(key)
+        if number is None:
+            number = self._class_numbers[key] = len(self._class_numbers)
+        return number
+
+    def _class_tuple(self, job: QueuedJob) -> tuple[object, ...]:
         request = job.request
         return (
             request.pods,
@@ -465,7 +480,7 @@ class Scheduler(RunningJobs, SchedulerViews):
                 degraded.append((job.job_id, level))
             if level != job.level or elastic != job.elastic:
                 self._queue.remove(job)
-                job.level, job.elastic = level, elastic
+                job.set_form(level, elastic)
                 job.class_key = self._class_key(job)
                 self._queue.add(job)
         return timed_out, degraded
@@ -497,7 +512,10 @@ class Scheduler(RunningJobs, SchedulerViews):
         """
         room = self._room_in_quota(job)
         if queue and self._tenancy is not None and job.queue is not None:
-            queue_room = self._tenancy.room(job)
+            hint, self._queue_room = self._queue_room, None
+            queue_room = hint[1] if hint is not None and hint[0] == job.job_id else None
+            if queue_room is None:
+                queue_room = self._tenancy.room(job)
             room = queue_room if room is None else min(room, queue_room)
         if room is None or room >= job.request.total_gpus:
             return job.current()  # made once per form

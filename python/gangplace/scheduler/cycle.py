@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from gangplace.scheduler.brakes import disrupted
 from gangplace.scheduler.queue import ClassKey, OrderKey, QueuedJob
+from gangplace.scheduler.quota import share_of
 from gangplace.scheduler.reasons import LastWalk
 from gangplace.scheduler.reservations import BLIND_BOUND, WalkReservations
 from gangplace.scheduler.values import Moved, Started
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
     from gangplace.scheduler.core import Scheduler
 
 __all__ = ["run_cycle"]
+
+# (share, -priority or 0, sequence, class, its queue's starts when the share was computed)
+Entry = tuple[float, int, int, ClassKey, int]
 
 
 def run_cycle(
@@ -68,11 +72,30 @@ class _Walk:
         self.fair = self.tenancy is not None and self.tenancy.fair_sharing
         self.stopped: set[str] = set()  # Q9: fifo queues whose first blocked job was met
         self.reclaimers: set[str] = set()  # Q5: queues whose first blocked job was met
+        self.nodes = self.tenancy.tree.nodes if self.tenancy is not None else {}
+        # Queue -> the fewest GPUs its room refused in this walk, for preemptible jobs and
+        # for the others (a smaller room): a queue's room only shrinks in a walk, so no job
+        # as large of that queue can start.
+        self.short: tuple[dict[str | None, int], dict[str | None, int]] = ({}, {})
 
-    def _key(self, job: QueuedJob) -> tuple[float, OrderKey]:
-        """The heap key: the queue's share once the job runs (fair sharing), then order."""
-        share = self.tenancy.share(job) if self.fair and self.tenancy is not None else 0.0
-        return (share, job.order)
+    def _short(self, job: QueuedJob) -> bool:
+        """Whether the job's queue already refused as many GPUs in this walk (Q4)."""
+        refused = self.short[job.request.preemptible].get(job.queue)
+        return refused is not None and job.fewest_gpus >= refused
+
+    def _entry(self, job: QueuedJob, key: ClassKey) -> Entry:
+        """The heap entry of a class's candidate.
+
+        The queue's share once the job runs (fair sharing; else 0), then the job's order,
+        flat (the order is unique, so the class key is never compared), then the queue's
+        count of starts when the share was computed (a share changes only with its queue's
+        usage, so an entry whose count is still current needs no new share).
+        """
+        first, second = job.order
+        if not self.fair or self.tenancy is None or job.queue is None:
+            return (0.0, first, second, key, 0)
+        node, starts = self.nodes[job.queue], self.tenancy.admitted[job.queue]
+        return (share_of(node, job.fewest_gpus), first, second, key, starts)
 
     def run(
         self,
@@ -85,20 +108,36 @@ class _Walk:
         scheduler, queue = self.scheduler, self.scheduler._queue
         blocked[0] = None
         heap = [
-            (self._key(group.jobs[group.blocks[0][0]]), key)
+            self._entry(group.jobs[group.blocks[0][0]], key)
             for key, group in queue.classes.items()
             if group.blocks
         ]
         heapq.heapify(heap)
+        pop, push, classes, failed = (
+            heapq.heappop,
+            heapq.heappush,
+            queue.classes,
+            self.record.failed,
+        )
+        fair, nodes = self.fair, self.nodes
+        admitted = self.tenancy.admitted if self.tenancy is not None else {}
         while heap:
-            (share, order), key = heapq.heappop(heap)
-            members = queue.classes.get(key)
+            entry = pop(heap)
+            share, order, key = entry[0], (entry[1], entry[2]), entry[3]
+            members = classes.get(key)
             job = members.jobs.get(order) if members is not None else None
             if job is None:
                 continue
-            if self.fair and (now_key := self._key(job)) > (share, order):
-                heapq.heappush(heap, (now_key, key))  # its queue's share grew: later
+            if job.queue is not None and self._short(job):
+                failed[key] = "queue-quota"  # as its queue's smaller jobs were
                 continue
+            if fair and entry[4] != admitted[job.queue]:  # type: ignore[index]
+                node = nodes[job.queue]  # type: ignore[index]
+                if node.usage + job.fewest_gpus > node.nominal:  # else its share is still 0
+                    fresh = self._entry(job, key)
+                    if fresh[0] > share:
+                        push(heap, fresh)  # its queue's share grew: later
+                        continue
             outcome = self._attempt(job, key)
             if isinstance(outcome, Started):
                 started.append(outcome)
@@ -111,7 +150,10 @@ class _Walk:
                     preempted.extend(reclaimed[1])
                     return True
             if outcome in ("quota", "queue-quota"):
-                self.record.failed[key] = outcome
+                failed[key] = outcome
+                if outcome == "queue-quota":
+                    short = self.short[job.request.preemptible]
+                    short[job.queue] = min(job.fewest_gpus, short.get(job.queue, 1 << 62))
                 continue
             if outcome == "fifo":
                 continue
@@ -152,14 +194,15 @@ class _Walk:
 
     def _reclaim(self, job: QueuedJob) -> tuple[Started, list[str]] | None:
         """Q5-Q7: the job's queue preempts what its policies allow, if that starts it."""
-        assert self.tenancy is not None
+        tenancy = self.tenancy
+        assert tenancy is not None and job.queue is not None
+        if job.queue not in tenancy.may_preempt or job.queue in tenancy.failed_reclaims:
+            return None  # Q6: its policies preempt nobody; or it failed in this cycle
         request = job.request
         if request.slices or request.numa != "none" or request.spares:
             return None  # plans count pods (as for S7)
         scheduler = self.scheduler
-        return self.tenancy.reclaim(
-            scheduler, job, scheduler._within_quota(job, queue=False), self.now
-        )
+        return tenancy.reclaim(scheduler, job, scheduler._within_quota(job, queue=False), self.now)
 
     def _attempt(self, job: QueuedJob, key: ClassKey) -> Started | str:
         """Tries ``job`` now: ``Started``, or why not (the class's bound set).
@@ -175,8 +218,10 @@ class _Walk:
             if job.queue in self.stopped:
                 self._fail(key, -math.inf, "fifo")  # Q9: behind its fifo queue's blocked job
                 return "fifo"
-            if self.tenancy.room(job) < job.fewest_gpus:
+            room = self.tenancy.room(job)
+            if room < job.fewest_gpus:
                 return "queue-quota"
+            scheduler._queue_room = (job.job_id, room)  # for its start just below
         if job.fewest_gpus > self.free:
             self._fail(key, -math.inf, "nofit")  # too few free GPUs for every job of its class
             return "nofit"
@@ -203,9 +248,12 @@ class _Walk:
         return self._counted(outcome)
 
     def _counted(self, outcome: Started | str) -> Started | str:
-        """After a start, the free GPUs the walk's quick test compares with."""
+        """After a start, the free GPUs the walk's quick test compares with.
+
+        A start takes exactly its placement's GPUs, all free and healthy until then.
+        """
         if isinstance(outcome, Started):
-            self.free = self.scheduler.cluster.stats().free
+            self.free -= outcome.allocation.placement.total_gpus
         return outcome
 
     def _fail(self, key: ClassKey, bound: float, why: str) -> None:
@@ -215,7 +263,7 @@ class _Walk:
 
     def _push_next(
         self,
-        heap: list[tuple[tuple[float, OrderKey], ClassKey]],
+        heap: list[Entry],
         key: ClassKey,
         after: OrderKey,
     ) -> None:
@@ -237,7 +285,7 @@ class _Walk:
         else:
             candidate = group.first_ending_by(self.now, bound, after)
         if candidate is not None:
-            heapq.heappush(heap, (self._key(candidate), key))
+            heapq.heappush(heap, self._entry(candidate, key))
 
 
 def _make_room(

@@ -53,6 +53,14 @@ class JobEvent:
     kind: EventKind
     detail: str = ""
 
+    @classmethod
+    def _made(cls, time: float, kind: EventKind, detail: str) -> JobEvent:
+        """The constructor's value without its frozen ``__setattr__`` (one per event)."""
+        made = object.__new__(cls)
+        fields = made.__dict__
+        fields["time"], fields["kind"], fields["detail"] = time, kind, detail
+        return made
+
 
 @dataclass(frozen=True)
 class JobHistory:
@@ -204,7 +212,7 @@ class Histories:
         record.close(now)
         record.run_began = now
         record.state = "running"
-        record.events.append(JobEvent(now, "started", detail))
+        record.events.append(JobEvent._made(now, "started", detail))
 
     def note(self, job_id: str, now: float, kind: EventKind, detail: str = "") -> None:
         """A running job moved or was repaired: it keeps running."""

@@ -19,7 +19,7 @@ from gangplace._gangplace import GangRequest
 __all__ = ["ClassKey", "JobClass", "OrderKey", "PendingQueue", "QueuedJob"]
 
 OrderKey = tuple[int, int]  # (-priority or 0, submission sequence)
-ClassKey = tuple[object, ...]
+ClassKey = int  # a class's number: its key's tuple is interned once (Scheduler._class_key)
 
 
 @dataclass(eq=False)
@@ -38,10 +38,11 @@ class QueuedJob:
     elastic: bool = False
     generation: int = 0
     timed_out: bool = False
-    class_key: ClassKey = ()
+    class_key: ClassKey = -1
     queued_index: int = 0  # the queue's count of additions when it was last added
     # ``effective()`` for the form it was made for: (level, elastic, request)
     _current: tuple[str | None, bool, GangRequest] | None = field(default=None, repr=False)
+    fewest_gpus: int = 0  # the fewest GPUs it can start with in its current form
     on_failure: str = "requeue"  # README rule S13
     queue: str | None = None  # README "Queues and quotas"
     # running state
@@ -99,8 +100,12 @@ class QueuedJob:
             cached = self._current = (self.level, self.elastic, self.effective())
         return cached[2]
 
-    @property
-    def fewest_gpus(self) -> int:
+    def set_form(self, level: str | None, elastic: bool) -> None:
+        """Its current form (README S3), and the fewest GPUs it can start with in it."""
+        self.level, self.elastic = level, elastic
+        self.fewest_gpus = self._count_fewest()
+
+    def _count_fewest(self) -> int:
         """The fewest GPUs it can start with in its current form."""
         request = self.request
         pods = (request.min_pods or request.pods) if self.elastic else request.pods
@@ -223,7 +228,10 @@ class PendingQueue:
         job.queued_index = self.added
         self.added += 1
         self.by_id[job.job_id] = job
-        self.classes.setdefault(job.class_key, JobClass()).add(job)
+        group = self.classes.get(job.class_key)
+        if group is None:
+            group = self.classes[job.class_key] = JobClass()
+        group.add(job)
 
     def remove(self, job: QueuedJob) -> None:
         """Takes ``job`` out of the queue."""

@@ -386,10 +386,11 @@ class QuotaTree:
     def add(self, queue: str, gpus: int) -> None:
         """A job of ``queue`` took (``gpus > 0``) or gave back (``< 0``) GPUs."""
         node: _Node | None = self.nodes[queue]
-        while node is not None:
-            before = node.above_guarantee()
-            node.usage += gpus
-            gpus = node.above_guarantee() - before
+        while node is not None:  # the arithmetic of above_guarantee(), inlined: a hot path
+            guaranteed, usage = node.guaranteed, node.usage
+            before = usage - guaranteed if usage > guaranteed else 0
+            usage = node.usage = usage + gpus
+            gpus = (usage - guaranteed if usage > guaranteed else 0) - before
             if gpus == 0:
                 return
             node = node.parent
@@ -400,7 +401,7 @@ class QuotaTree:
 
     def available(self, queue: str) -> int:
         """README Q3: the most GPUs a new job of ``queue`` may take now (>= 0)."""
-        return max(0, _available(self.nodes[queue]))
+        return max(0, available_of(self.nodes[queue]))
 
     def reachable(self, queue: str) -> int:
         """The most GPUs ``queue`` could ever hold at once: what it may take with no usage."""
@@ -413,7 +414,7 @@ class QuotaTree:
         for n in chain:
             n.usage = 0
         try:
-            return max(0, _available(chain[0]))
+            return max(0, available_of(chain[0]))
         finally:
             for n, usage in zip(chain, saved, strict=True):
                 n.usage = usage
@@ -429,13 +430,7 @@ class QuotaTree:
         What it borrows over the GPUs its root cohort's tree holds, divided by its weight:
         0 while within its nominal quota; ``inf`` for a weight of 0 that borrows.
         """
-        node = self.nodes[queue]
-        borrowed = node.usage + extra - node.nominal
-        if borrowed <= 0:
-            return 0.0
-        if node.weight == 0:
-            return math.inf
-        return borrowed / max(node.root.subtree, 1) / node.weight
+        return share_of(self.nodes[queue], extra)
 
     def lent(self, queue: str) -> float:
         """GPUs of ``queue``'s unused lendable quota that borrowers of its tree use.
@@ -458,14 +453,35 @@ class QuotaTree:
         return a.parent is not None and b.parent is not None and a.root is b.root
 
 
-def _available(node: _Node) -> int:
-    """README Q3, recursively: what the node may take now (may be < 0 when over)."""
+def share_of(node: _Node, extra: int = 0) -> float:
+    """README Q8 for a node of the tree (see :meth:`QuotaTree.share`)."""
+    borrowed = node.usage + extra - node.nominal
+    if borrowed <= 0:
+        return 0.0
+    if node.weight == 0:
+        return math.inf
+    return borrowed / max(node.root.subtree, 1) / node.weight
+
+
+def available_of(node: _Node) -> int:
+    """README Q3: what the node may take now (may be < 0 when over).
+
+    The README's recursion, evaluated from the root down: for each node below the root,
+    what its parent may take, capped by its borrowing limit, plus its unused guarantee.
+    """
     parent = node.parent
     if parent is None:
         return node.subtree - node.usage
-    local = max(0, node.guaranteed - node.usage)
-    from_parent = _available(parent)
-    if node.borrowing_limit is not None:
-        stored = node.subtree - node.guaranteed
-        from_parent = min(from_parent, stored - node.above_guarantee() + node.borrowing_limit)
-    return local + from_parent
+    chain = [node]
+    while parent.parent is not None:  # a queue under a root cohort skips this loop
+        chain.append(parent)
+        parent = parent.parent
+    value = parent.subtree - parent.usage
+    for below in reversed(chain):
+        guaranteed, usage, limit = below.guaranteed, below.usage, below.borrowing_limit
+        if limit is not None:
+            above = usage - guaranteed if usage > guaranteed else 0
+            value = min(value, below.subtree - guaranteed - above + limit)
+        if guaranteed > usage:
+            value += guaranteed - usage
+    return value

@@ -195,7 +195,7 @@ def _groups(
     times: list[float] = []
     groups: list[list[Allocation | str]] = []
     freed, enough_at = 0, None
-    for end, gpus, running_id in scheduler._ends:
+    for end, gpus, running_id in scheduler._ends.ordered():
         if math.isinf(end):
             break
         when = max(end, now)

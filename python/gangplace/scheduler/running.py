@@ -21,7 +21,54 @@ from gangplace.scheduler.reservations import ShadowBook
 from gangplace.scheduler.tenancy import Tenancy
 from gangplace.scheduler.values import Moved, Started
 
-__all__ = ["RunningJobs"]
+__all__ = ["EndOrder", "RunningJobs"]
+
+End = tuple[float, int, str]  # (predicted end, GPUs, job id)
+
+
+class EndOrder:
+    """The running jobs by predicted end (``inf`` last), sorted only when read.
+
+    A cycle that starts hundreds of jobs would pay a sorted insert into a list of thousands
+    for each; here a start appends, and the order is restored (one sort of a sorted list
+    with a short unsorted tail) the next time anyone reads it, which a cycle does at most
+    once per reservation it makes.
+    """
+
+    def __init__(self) -> None:
+        self._sorted: list[End] = []
+        self._added: set[End] = set()  # appended to ``_sorted`` since it was last sorted
+
+    def add(self, end: End) -> None:
+        """A job started."""
+        self._sorted.append(end)
+        self._added.add(end)
+
+    def remove(self, end: End) -> None:
+        """A job ended."""
+        if end in self._added:
+            items, first = self._sorted, self._sorted_length()
+            for index in range(len(items) - 1, first - 1, -1):  # in the unsorted tail
+                if items[index] == end:
+                    del items[index]
+                    break
+            self._added.discard(end)
+            return
+        del self._sorted[bisect.bisect_left(self._sorted, end, hi=self._sorted_length())]
+
+    def _sorted_length(self) -> int:
+        return len(self._sorted) - len(self._added)
+
+    def ordered(self) -> list[End]:
+        """Every entry in order (do not change the list)."""
+        if self._added:
+            self._sorted.sort()
+            self._added.clear()
+        return self._sorted
+
+    def finite(self) -> int:
+        """How many running jobs have a walltime."""
+        return bisect.bisect_left(self.ordered(), (math.inf,))
 
 
 class RunningJobs:
@@ -34,7 +81,7 @@ class RunningJobs:
     _by_hold: dict[str, str]
     _jobs_on: dict[str, set[str]]
     _nodes_of: dict[str, tuple[str, ...]]
-    _ends: list[tuple[float, int, str]]
+    _ends: EndOrder
     _allocations: dict[str, Allocation]
     _usage: dict[str | None, int]
     _histories: Histories
@@ -45,8 +92,13 @@ class RunningJobs:
     def _enqueue(self, job: QueuedJob, now: float) -> None:
         raise NotImplementedError
 
-    def _set_allocation(self, job_id: str, allocation: Allocation | None) -> None:
-        """The job's allocation is now ``allocation`` (``None``: it ended): the by-node index."""
+    def _set_allocation(
+        self, job_id: str, allocation: Allocation | None, nodes: tuple[str, ...] | None = None
+    ) -> None:
+        """The job's allocation is now ``allocation`` (``None``: it ended): the by-node index.
+
+        ``nodes``: its placement's nodes, when the caller has them already.
+        """
         if self._allocations.pop(job_id, None) is not None:
             jobs_on = self._jobs_on
             for node in self._nodes_of.pop(job_id):
@@ -56,13 +108,20 @@ class RunningJobs:
                     del jobs_on[node]
         if allocation is not None:
             self._allocations[job_id] = allocation
-            nodes = self._nodes_of[job_id] = allocation.placement.nodes
+            if nodes is None:
+                nodes = allocation.placement.nodes
+            self._nodes_of[job_id] = nodes
+            index = self._jobs_on
             for node in nodes:
-                self._jobs_on.setdefault(node, set()).add(job_id)
+                held = index.get(node)
+                if held is None:
+                    index[node] = {job_id}
+                else:
+                    held.add(job_id)
 
     def _finite_ends(self) -> int:
         """How many running jobs have a walltime (``_ends`` sorts the others last)."""
-        return bisect.bisect_left(self._ends, (math.inf,))
+        return self._ends.finite()
 
     def _end_of(self, job_id: str) -> float:
         """A running job's predicted end (``inf`` without a walltime; at least the walk's now)."""
@@ -81,7 +140,7 @@ class RunningJobs:
         if self._tenancy is not None:
             self._tenancy.ended(job)
         end = _predicted_end(job)
-        del self._ends[bisect.bisect_left(self._ends, (end, gpus, job_id))]
+        self._ends.remove((end, gpus, job_id))
         job.allocation_id = job.started_at = None
         return job
 
@@ -100,18 +159,19 @@ class RunningJobs:
         job.started_at = now
         self._running[job_id] = job
         self._by_hold[allocation_id] = job_id
-        self._set_allocation(job_id, allocation)
-        gpus = allocation.placement.total_gpus
+        placement = allocation.placement  # made once: each read builds it anew
+        self._set_allocation(job_id, allocation, placement.nodes)
+        gpus = placement.total_gpus
         self._usage[job.owner] = self._usage.get(job.owner, 0) + gpus
         if self._tenancy is not None:
             self._tenancy.started(job, gpus)
-        bisect.insort(self._ends, (_predicted_end(job), gpus, job_id))
+        self._ends.add((_predicted_end(job), gpus, job_id))
         waited = now - job.wait_began
         detail = allocation_id + " (backfilled)" if backfilled else allocation_id
         self._histories.started(job_id, now, detail)
         if self.metrics is not None:
             self.metrics.job_started(job.owner, waited, backfilled)
-        return Started(job_id, allocation, waited, backfilled, preempted)
+        return Started._made(job_id, allocation, waited, backfilled, preempted)
 
     def _allocation_of(self, job_id: str) -> str | None:
         job = self._running.get(job_id)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from gangplace._gangplace import GangRequest, PreemptionPlan
 from gangplace.errors import InvalidRequest
 from gangplace.scheduler.queue import QueuedJob
-from gangplace.scheduler.quota import Cohort, Queue, QuotaTree
+from gangplace.scheduler.quota import Cohort, Queue, QuotaTree, available_of
 from gangplace.scheduler.values import Started
 
 if TYPE_CHECKING:
@@ -39,6 +39,30 @@ class Tenancy:
         self.failed_reclaims: set[str] = set()  # queues whose reclaim failed in this cycle
         self.started_now: set[str] = set()  # jobs started in this cycle: never victims (Q6)
         self.admitted: dict[str, int] = dict.fromkeys(self.tree.queues, 0)
+        self.tree_queues: dict[str, list[str]] = {}  # root cohort -> its queues, in order
+        for name in self.tree.queues:
+            node = self.tree.nodes[name]
+            if node.parent is not None:
+                self.tree_queues.setdefault(node.root.name, []).append(name)
+        # Queues whose jobs may preempt at all (Q6): the others never try a reclaim; those
+        # that also queue best-effort are "quiet": meeting their first blocked job changes
+        # nothing (the walk refuses their classes over quota before it starts).
+        self.may_preempt = {
+            name
+            for name, queue in self.tree.queues.items()
+            if queue.within_queue != "never"
+            or (
+                self.tree.nodes[name].parent is not None
+                and (
+                    queue.reclaim_within_cohort != "never" or queue.borrow_within_cohort != "never"
+                )
+            )
+        }
+        self.quiet = {
+            name
+            for name, queue in self.tree.queues.items()
+            if name not in self.may_preempt and queue.queueing != "fifo"
+        }
         self.reclaimed: dict[str, int] = dict.fromkeys(self.tree.queues, 0)
 
     # ------------------------------------------------------------------ usage
@@ -55,12 +79,12 @@ class Tenancy:
 
     def started(self, job: QueuedJob, gpus: int) -> None:
         """A job of a queue started holding ``gpus``."""
-        assert job.queue is not None
-        self.tree.add(job.queue, gpus)
-        self.jobs[job.queue][job.job_id] = job
-        self.gpus[job.job_id] = gpus
-        self.admitted[job.queue] += 1
-        self.started_now.add(job.job_id)
+        queue, job_id = job.queue or "", job.job_id
+        self.tree.add(queue, gpus)
+        self.jobs[queue][job_id] = job
+        self.gpus[job_id] = gpus
+        self.admitted[queue] += 1
+        self.started_now.add(job_id)
 
     def ended(self, job: QueuedJob) -> None:
         """A running job of a queue ended (finished, cancelled, evicted, requeued)."""
@@ -73,10 +97,11 @@ class Tenancy:
 
         A job that cannot be preempted never borrows: at most its queue's unused nominal.
         """
-        assert job.queue is not None
-        room = self.tree.available(job.queue)
+        node = self.tree.nodes[job.queue]  # type: ignore[index]
+        room = available_of(node)
+        if room < 0:
+            room = 0
         if not job.request.preemptible:
-            node = self.tree.nodes[job.queue]
             room = min(room, max(0, node.nominal - node.usage))
         return room
 
@@ -116,43 +141,40 @@ class Tenancy:
         tree, mine = self.tree, self.tree.queues[job.queue]
         node = tree.nodes[job.queue]
         priority = job.request.priority
-        within_nominal = node.usage + job.fewest_gpus <= node.nominal
-        after = tree.share(job.queue, job.fewest_gpus)
+        if node.usage + job.fewest_gpus <= node.nominal:
+            policy = mine.reclaim_within_cohort
+        elif self.fair_sharing:
+            policy = mine.reclaim_within_cohort  # only from queues above its share
+        else:
+            policy = mine.borrow_within_cohort
         others: list[QueuedJob] = []
-        for name, running in self.jobs.items():
-            if name == job.queue or not running or not tree.same_tree(job.queue, name):
-                continue
-            if tree.borrowed(name) <= 0:
-                continue  # Q6: only queues that borrow give GPUs back
-            if within_nominal:
-                policy = mine.reclaim_within_cohort
-            elif self.fair_sharing:
-                policy = mine.reclaim_within_cohort if tree.share(name) > after else "never"
-            else:
-                policy = mine.borrow_within_cohort
-            if policy == "never":
-                continue
-            others.extend(
-                other
-                for other in running.values()
-                if (policy == "any" or other.request.priority < priority)
-                and other.job_id not in self.started_now
-            )
-        own = [
-            other
-            for other in self.jobs[job.queue].values()
-            if other.job_id not in self.started_now
-            and (
-                other.request.priority < priority
-                or (
-                    mine.within_queue == "lower_or_newer_equal_priority"
-                    and other.request.priority == priority
-                    and other.order > job.order
+        if policy != "never" and node.parent is not None:
+            after = tree.share(job.queue, job.fewest_gpus)
+            fair = self.fair_sharing and node.usage + job.fewest_gpus > node.nominal
+            for name in self.tree_queues[node.root.name]:
+                running = self.jobs[name]
+                if name == job.queue or not running or tree.borrowed(name) <= 0:
+                    continue  # Q6: only queues that borrow give GPUs back
+                if fair and tree.share(name) <= after:
+                    continue
+                others.extend(
+                    other
+                    for other in running.values()
+                    if (policy == "any" or other.request.priority < priority)
+                    and other.job_id not in self.started_now
                 )
-            )
-        ]
-        if mine.within_queue == "never":
-            own = []
+        own: list[QueuedJob] = []
+        if mine.within_queue != "never":
+            newer = mine.within_queue == "lower_or_newer_equal_priority"
+            own = [
+                other
+                for other in self.jobs[job.queue].values()
+                if other.job_id not in self.started_now
+                and (
+                    other.request.priority < priority
+                    or (newer and other.request.priority == priority and other.order > job.order)
+                )
+            ]
         return sorted(others, key=self._victim_order), sorted(own, key=self._victim_order)
 
     def _victim_order(self, job: QueuedJob) -> tuple[float, int, float, str]:
@@ -182,7 +204,7 @@ class Tenancy:
         cycle once it failed. Other queues' jobs are tried first, then with the queue's own.
         """
         assert job.queue is not None
-        if job.queue in self.failed_reclaims:
+        if job.queue in self.failed_reclaims or job.queue not in self.may_preempt:
             return None
         others, own = self.candidates(job)
         tried: list[list[QueuedJob]] = []

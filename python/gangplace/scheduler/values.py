@@ -31,6 +31,22 @@ class Started:
     backfilled: bool = False
     preempted: tuple[str, ...] = ()
 
+    @classmethod
+    def _made(
+        cls,
+        job_id: str,
+        allocation: Allocation,
+        waited: float,
+        backfilled: bool,
+        preempted: tuple[str, ...],
+    ) -> Started:
+        """The constructor's value without its frozen ``__setattr__`` (one per start)."""
+        made = object.__new__(cls)
+        fields = made.__dict__
+        fields["job_id"], fields["allocation"], fields["waited"] = job_id, allocation, waited
+        fields["backfilled"], fields["preempted"] = backfilled, preempted
+        return made
+
 
 @dataclass(frozen=True)
 class Moved:
