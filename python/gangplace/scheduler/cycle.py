@@ -128,7 +128,7 @@ class _Walk:
             job = members.jobs.get(order) if members is not None else None
             if job is None:
                 continue
-            if job.queue is not None and self._short(job):
+            if (self.short[0] or self.short[1]) and job.queue is not None and self._short(job):
                 failed[key] = "queue-quota"  # as its queue's smaller jobs were
                 continue
             if fair and entry[4] != admitted[job.queue]:  # type: ignore[index]
