@@ -132,8 +132,9 @@ def bench_cycle_10k_queues(benchmark: Any, request: pytest.FixtureRequest) -> No
 
 def _reclaim_state(shape: synth.Shape, smoke: bool) -> tuple[Scheduler, Any, GangRequest]:
     """Queue ``idle`` (nominal 64 GPUs, nothing running) and 99 other queues of one cohort
-    that fill the cluster to 90% (so the cohort's quota is used: some borrow ``idle``'s); a
-    64-GPU rack-level gang of ``idle`` queued."""
+    that fill the cluster (to 90% with the mix, then a whole-node job on every empty node:
+    some borrow ``idle``'s quota, and no rack is free); a 64-GPU rack-level gang of
+    ``idle`` queued."""
     cluster = _cluster(shape)
     total = cluster.stats().total
     gang = GangRequest(4 if smoke else 8, 8, required_level="rack")
@@ -155,12 +156,20 @@ def _reclaim_state(shape: synth.Shape, smoke: bool) -> tuple[Scheduler, Any, Gan
         if _submit(scheduler, f"run{index:06d}", request, rng.choice(busy).name, 3600.0):
             submitted += request.total_gpus
     scheduler.cycle(0.0)
+    # Then whole-node jobs on every node left empty: no rack is free, so the gang needs
+    # victims for its GPUs, not only for its quota.
+    empty = cluster.stats().free // shape.gpus_per_node
+    for index in range(empty):
+        _submit(
+            scheduler, f"node{index:05d}", GangRequest(1, shape.gpus_per_node), busy[0].name, 3600.0
+        )
+    scheduler.cycle(0.0)
     scheduler.submit("reclaimer", gang, queue=queues[0].name)
     return scheduler, scheduler._queue.by_id["reclaimer"], gang
 
 
 def bench_reclaim(benchmark: Any, request: pytest.FixtureRequest) -> None:
-    """Choosing a reclaim's victims (a pure query) on colossus100k, 90% full."""
+    """Choosing a reclaim's victims (a pure query) on colossus100k, every node busy."""
     smoke = _smoke(request)
     scheduler, job, gang = _reclaim_state(SMALL if smoke else synth.SHAPES["colossus100k"], smoke)
     tenancy = scheduler._tenancy
@@ -174,6 +183,7 @@ def bench_reclaim(benchmark: Any, request: pytest.FixtureRequest) -> None:
     chosen = benchmark.pedantic(choose, rounds=20, iterations=1, warmup_rounds=1)
     assert chosen is not None, "the borrowers give the rack back"
     plan, extras = chosen
+    assert plan.victims, "the rack is made free by preemption"
     benchmark.extra_info.update(
         victims=len(plan.victims) + len(extras),
         candidates=len(tenancy.candidates(job)[0]),

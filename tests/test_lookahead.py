@@ -200,3 +200,22 @@ def test_avoid_with_a_multi_role_gang_or_a_placement_is_refused() -> None:
         with pytest.raises(TypeError):
             cluster.reserve(request, avoid=[PodPlacement("a0", [0])])
     assert cluster.snapshot() == before
+
+
+def test_a_placement_in_avoid_stands_for_its_pods() -> None:
+    """README L3: ``avoid=[placement]`` keeps the gang off every pod of the placement, as
+    ``avoid=placement.pods`` does, on the engine and the reference alike."""
+    specs = [NodeSpec(f"a{n}", 8, ("r0" if n < 2 else "r1",)) for n in range(4)]
+    engine, oracle = twins(("rack",), specs, "best-fit")
+    for cluster in (engine, oracle):
+        shadow = cluster.place_gang(GangRequest(2, 8, required_level="rack"))
+        assert shadow is not None
+        whole = cluster.place_after(GangRequest(2, 8), avoid=[shadow])
+        by_pods = cluster.place_after(GangRequest(2, 8), avoid=shadow.pods)
+        assert whole is not None and by_pods is not None
+        assert as_tuple(whole[1]) == as_tuple(by_pods[1])
+        assert not set(whole[1].nodes) & set(shadow.nodes)
+        held = cluster.reserve(GangRequest(1, 8), avoid=[shadow, PodPlacement("a2", [0])])
+        assert held.placement.nodes == ("a3",)
+    with pytest.raises(TypeError, match="PodPlacement or a Placement"):
+        engine.reserve(GangRequest(1, 1), avoid=[("a0", 1)])

@@ -1219,7 +1219,7 @@ class Cluster:
         *,
         ttl: float = 30.0,
         owner: str | None = None,
-        avoid: Iterable[PodPlacement] = (),
+        avoid: Iterable[PodPlacement | Placement] = (),
     ) -> Reservation:
         """Holds GPUs for ``ttl`` seconds (0 < ttl <= 7 days).
 
@@ -1234,9 +1234,9 @@ class Cluster:
             ttl: Lifetime in seconds; ``commit`` before it runs out.
             owner: Who holds it. Only calls with the same ``owner`` can commit, roll back or
                 release it; to anyone else its id looks unknown.
-            avoid: Pods whose GPUs the gang must not take (a ``GangRequest`` only; README
-                "Looking ahead", L2): it is placed as if they were held, and they stay as
-                they were.
+            avoid: Pods whose GPUs the gang must not take, or placements standing for all
+                their pods (a ``GangRequest`` only; README "Looking ahead", L2, L3): it is
+                placed as if they were held, and they stay as they were.
 
         Raises:
             Unschedulable: No placement; ``.reason`` tells what each level could hold.
@@ -1252,7 +1252,7 @@ class Cluster:
         request: GangRequest,
         releases: Iterable[Iterable[Allocation | str]] = (),
         *,
-        avoid: Iterable[PodPlacement] = (),
+        avoid: Iterable[PodPlacement | Placement] = (),
     ) -> tuple[int, Placement] | None:
         """Where a gang would go once some allocations have ended: the first moment it fits.
 

@@ -72,7 +72,8 @@ class Lookahead:
     def _avoided(self, avoid: Iterable[Any]) -> dict[str, set[int]]:
         """L3: every pod of ``avoid`` on an existing node, with GPUs it has."""
         avoided: dict[str, set[int]] = {}
-        for pod in avoid:
+        pods = [p for item in avoid for p in (item.pods if hasattr(item, "domain") else [item])]
+        for pod in pods:
             node = self._nodes.get(pod.node)
             if node is None:
                 raise UnknownNode(f"no node named {pod.node!r}", pod.node)

@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from gangplace._gangplace import Allocation, Cluster, GangRequest, PodPlacement
+from gangplace._gangplace import Allocation, Cluster, GangRequest, Placement
 from gangplace.errors import (
     DuplicateJob,
     InvalidRequest,
@@ -522,7 +522,7 @@ class Scheduler(RunningJobs, SchedulerViews):
         return job.effective(room // job.request.gpus_per_pod)
 
     def _try_start(
-        self, job: QueuedJob, now: float, backfilled: bool, avoid: list[PodPlacement] | None = None
+        self, job: QueuedJob, now: float, backfilled: bool, avoid: list[Placement] | None = None
     ) -> Started | str:
         """Reserves and commits ``job`` now, never on the GPUs of ``avoid``.
 

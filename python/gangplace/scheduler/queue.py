@@ -22,7 +22,7 @@ OrderKey = tuple[int, int]  # (-priority or 0, submission sequence)
 ClassKey = int  # a class's number: its key's tuple is interned once (Scheduler._class_key)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class QueuedJob:
     """A submitted job and its current form (mutable: the scheduler's own record)."""
 

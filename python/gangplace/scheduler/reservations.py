@@ -79,20 +79,21 @@ class WalkReservations:
         """Whether a blind reservation was made."""
         return any(shadow.placement is None for shadow in self.shadows)
 
-    def to_avoid(self, end: float) -> tuple[list[PodPlacement], float]:
-        """The pods a job ending at ``end`` must keep out of, and its failure bound.
+    def to_avoid(self, end: float) -> tuple[list[Placement], float]:
+        """The placements a job ending at ``end`` must keep out of, and its failure bound.
 
-        The pods are those of every reservation whose time comes before ``end``; the bound
-        is the latest such time (``-inf`` when there is none): if the job does not fit, no
-        job of its class ending after the bound fits either.
+        They are those of every reservation whose time comes before ``end`` (passed whole to
+        ``reserve(avoid=...)``: README L3); the bound is the latest such time (``-inf`` when
+        there is none): if the job does not fit, no job of its class ending after the bound
+        fits either.
         """
-        pods: list[PodPlacement] = []
+        placements: list[Placement] = []
         bound = -math.inf
         for shadow in self.shadows:
             if shadow.placement is not None and shadow.time < end:
-                pods.extend(shadow.placement.pods)
+                placements.append(shadow.placement)
                 bound = max(bound, shadow.time)
-        return pods, bound
+        return placements, bound
 
     def every_pod(self) -> list[PodPlacement]:
         """The pods of every reservation so far (kept out of a later reservation's way)."""

@@ -133,9 +133,8 @@ class Tenancy:
     def candidates(self, job: QueuedJob) -> tuple[list[QueuedJob], list[QueuedJob]]:
         """README Q6: the running jobs ``job`` may preempt: other queues', then its own.
 
-        Each list in the order extra victims are taken (Q7): the queue furthest above its
-        share first (with fair sharing), then lower priority, then the latest started, then
-        job id.
+        In no particular order (the engine sorts its candidates by id itself); ``ordered``
+        sorts them as Q7 takes extra victims.
         """
         assert job.queue is not None
         tree, mine = self.tree, self.tree.queues[job.queue]
@@ -157,6 +156,9 @@ class Tenancy:
                     continue  # Q6: only queues that borrow give GPUs back
                 if fair and tree.share(name) <= after:
                     continue
+                if policy == "any" and not self.started_now:
+                    others.extend(running.values())
+                    continue
                 others.extend(
                     other
                     for other in running.values()
@@ -175,7 +177,15 @@ class Tenancy:
                     or (newer and other.request.priority == priority and other.order > job.order)
                 )
             ]
-        return sorted(others, key=self._victim_order), sorted(own, key=self._victim_order)
+        return others, own
+
+    def ordered(self, group: list[QueuedJob]) -> list[QueuedJob]:
+        """Candidates in Q7's order.
+
+        The queue furthest above its share first (with fair sharing), then lower priority,
+        then the latest started, then job id.
+        """
+        return sorted(group, key=self._victim_order)
 
     def _victim_order(self, job: QueuedJob) -> tuple[float, int, float, str]:
         assert job.queue is not None
@@ -227,18 +237,18 @@ class Tenancy:
         now: float,
     ) -> tuple[PreemptionPlan, list[QueuedJob]] | None:
         """The plan and the extra victims (ended for quota alone) that start ``job``."""
-        by_hold = {victim.allocation_id or "": victim for victim in group}
-        plan = _braked_plan(scheduler, request, now, list(by_hold))
+        plan = _braked_plan(scheduler, request, now, [v.allocation_id or "" for v in group])
         if plan is None:
             return None
-        victims = [by_hold[hold] for hold in plan.victims]
+        running, by_hold = scheduler._running, scheduler._by_hold
+        victims = [running[by_hold[hold]] for hold in plan.victims]
         gpus = plan.placement.total_gpus
         if self.quota_after(job, gpus, victims):
             return plan, []
         # Q7: more victims for the quota alone, in candidate order, then each one that is
         # not needed (for the quota or the fit) restored, last taken first.
         chosen = list(victims)
-        for victim in group:
+        for victim in self.ordered(group):
             if victim not in chosen:
                 chosen.append(victim)
                 if self.quota_after(job, gpus, chosen):

@@ -12,7 +12,8 @@ use crate::cluster_args::hold_id;
 use crate::convert;
 use crate::types::{GangRequest, Placement, PodPlacement};
 
-/// The pods of `avoid` (an iterable of `PodPlacement`; `None`: none).
+/// The pods of `avoid` (an iterable of `PodPlacement` or `Placement`, a placement standing
+/// for all of its pods; `None`: none). README L3.
 pub fn avoided_pods(
     avoid: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Vec<gangplace_core::PodPlacement>> {
@@ -21,7 +22,7 @@ pub fn avoided_pods(
     };
     let wrong = |value: &Bound<'_, PyAny>| {
         PyTypeError::new_err(format!(
-            "avoid must be an iterable of PodPlacement, not {}",
+            "avoid must be an iterable of PodPlacement or Placement, not {}",
             convert::type_name(value)
         ))
     };
@@ -31,9 +32,13 @@ pub fn avoided_pods(
     let mut pods = Vec::new();
     for item in avoid.try_iter().map_err(|_| wrong(avoid))? {
         let item = item?;
+        if let Ok(placement) = item.cast::<Placement>() {
+            pods.extend(placement.get().inner.pods.iter().cloned());
+            continue;
+        }
         let pod = item.cast::<PodPlacement>().map_err(|_| {
             PyTypeError::new_err(format!(
-                "each pod of avoid must be a PodPlacement, not {}",
+                "each item of avoid must be a PodPlacement or a Placement, not {}",
                 convert::type_name(&item)
             ))
         })?;
