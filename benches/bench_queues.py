@@ -193,24 +193,26 @@ def bench_reclaim(benchmark: Any, request: pytest.FixtureRequest) -> None:
     assert [s.job_id for s in decisions.started][:1] == ["reclaimer"]
 
 
-def _mid_pair(reclaim: str) -> tuple[Scheduler, ReferenceScheduler, list[Queue]]:
-    total = MID.total_gpus
+def _mid_pair(
+    reclaim: str, shape: synth.Shape = MID, pending: int = 500
+) -> tuple[Scheduler, ReferenceScheduler, list[Queue]]:
+    total = shape.total_gpus
     queues, cohorts = _teams(2, 5, total, reclaim)
     fast = Scheduler(
-        _cluster(MID),
+        _cluster(shape),
         clock=lambda: 0.0,
         queues=queues,
         cohorts=cohorts,
         fair_sharing=True,
         backfill="any",
     )
-    slow_cluster = _cluster(MID)
+    slow_cluster = _cluster(shape)
     slow = ReferenceScheduler(
         slow_cluster, queues=queues, cohorts=tuple(cohorts), fair_sharing=True, backfill="any"
     )
-    _fill([fast, slow], queues, total, MID.gpus_per_node)
+    _fill([fast, slow], queues, total, shape.gpus_per_node)
     fast.backfill = slow.backfill = "easy"
-    _pending([fast, slow], queues, 500, MID.gpus_per_node)
+    _pending([fast, slow], queues, pending, shape.gpus_per_node)
     return fast, slow, queues
 
 
@@ -218,12 +220,15 @@ def _mid_pair(reclaim: str) -> tuple[Scheduler, ReferenceScheduler, list[Queue]]
 def bench_cycle_500_queues_reference(
     benchmark: Any, request: pytest.FixtureRequest, who: str
 ) -> None:
-    """The cycle with fair sharing on 1,024 GPUs, 500 pending: gangplace and the reference."""
-    if _smoke(request) and who == "reference":
-        pytest.skip("the reference's cycle is timed only in full runs")
-    fast, slow, _ = _mid_pair("never")
+    """The cycle with fair sharing on 1,024 GPUs, 500 pending: gangplace and the reference
+    (the smoke run: 128 GPUs, 40 pending, and both must start the same jobs)."""
+    smoke = _smoke(request)
+    fast, slow, _ = _mid_pair("never", SMALL, 40) if smoke else _mid_pair("never")
     if who == "gangplace":
         got = benchmark.pedantic(fast.cycle, args=(0.0,), rounds=1, iterations=1)
+        other = slow.cycle(0.0)
     else:
         got = benchmark.pedantic(slow.cycle, args=(0.0,), rounds=1, iterations=1)
+        other = fast.cycle(0.0)
+    assert [s.job_id for s in got.started] == [s.job_id for s in other.started]
     benchmark.extra_info.update(started=len(got.started))

@@ -534,6 +534,14 @@ class QueueMachine(scheduler_machine.SchedulerMachine):
     def _check_reservations_hold(self) -> None:
         """A reclaim may take GPUs a reservation counted on (README Q10): not checked."""
 
+    def _check_reasons(self, decisions: Any) -> None:
+        """S10 with queues: the blocked head says so, unless its queue's quota (Q4), as it
+        stands after the cycle, is what stops it now (as an owner's quota would)."""
+        for job in self.scheduler.pending():
+            assert job.reason and not job.reason.startswith("not tried yet"), job
+            if job.job_id == decisions.head and not job.reason.startswith(("owner ", "queue ")):
+                assert job.reason.startswith("the blocked head"), job
+
     @invariant()
     def queues_hold(self) -> None:
         tenancy = self.scheduler._tenancy

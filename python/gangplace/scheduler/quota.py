@@ -405,19 +405,7 @@ class QuotaTree:
 
     def reachable(self, queue: str) -> int:
         """The most GPUs ``queue`` could ever hold at once: what it may take with no usage."""
-        node: _Node | None = self.nodes[queue]
-        chain: list[_Node] = []
-        while node is not None:
-            chain.append(node)
-            node = node.parent
-        saved = [n.usage for n in chain]
-        for n in chain:
-            n.usage = 0
-        try:
-            return max(0, available_of(chain[0]))
-        finally:
-            for n, usage in zip(chain, saved, strict=True):
-                n.usage = usage
+        return max(0, available_of(self.nodes[queue], empty=True))
 
     def borrowed(self, queue: str) -> int:
         """GPUs ``queue`` uses beyond its nominal quota."""
@@ -463,22 +451,24 @@ def share_of(node: _Node, extra: int = 0) -> float:
     return borrowed / max(node.root.subtree, 1) / node.weight
 
 
-def available_of(node: _Node) -> int:
+def available_of(node: _Node, *, empty: bool = False) -> int:
     """README Q3: what the node may take now (may be < 0 when over).
 
-    The README's recursion, evaluated from the root down: for each node below the root,
-    what its parent may take, capped by its borrowing limit, plus its unused guarantee.
+    With ``empty``: what it could take with nothing running anywhere. The README's
+    recursion is evaluated from the root down: for each node below the root, what its
+    parent may take, capped by its borrowing limit, plus its unused guarantee.
     """
     parent = node.parent
     if parent is None:
-        return node.subtree - node.usage
+        return node.subtree - (0 if empty else node.usage)
     chain = [node]
     while parent.parent is not None:  # a queue under a root cohort skips this loop
         chain.append(parent)
         parent = parent.parent
-    value = parent.subtree - parent.usage
+    value = parent.subtree - (0 if empty else parent.usage)
     for below in reversed(chain):
-        guaranteed, usage, limit = below.guaranteed, below.usage, below.borrowing_limit
+        guaranteed, limit = below.guaranteed, below.borrowing_limit
+        usage = 0 if empty else below.usage
         if limit is not None:
             above = usage - guaranteed if usage > guaranteed else 0
             value = min(value, below.subtree - guaranteed - above + limit)

@@ -103,9 +103,9 @@ impl Cluster {
     ///     ttl: Lifetime in seconds; ``commit`` before it runs out.
     ///     owner: Who holds it. Only calls with the same ``owner`` can commit, roll back or
     ///         release it; to anyone else its id looks unknown.
-    ///     avoid: Pods whose GPUs the gang must not take (a ``GangRequest`` only; README
-    ///         "Looking ahead", L2): it is placed as if they were held, and they stay as
-    ///         they were.
+    ///     avoid: Pods whose GPUs the gang must not take, or placements standing for all
+    ///         their pods (a ``GangRequest`` only; README "Looking ahead", L2, L3): it is
+    ///         placed as if they were held, and they stay as they were.
     ///
     /// Raises:
     ///     Unschedulable: No placement; ``.reason`` tells what each level could hold.
