@@ -148,8 +148,6 @@ class Scheduler(RunningJobs, SchedulerViews):
             )
         self.quotas = checked_quotas(quotas)
         self._tenancy: Tenancy | None = None
-        # Q4: (job id, its queue's room) as the walk just computed it, for its start.
-        self._queue_room: tuple[str, int] | None = None
         if queues is not None:
             self._tenancy = Tenancy(queues, cohorts, fair_sharing)
             if preemption:
@@ -505,15 +503,16 @@ class Scheduler(RunningJobs, SchedulerViews):
             return None
         return f"owner {job.owner!r} has {room} of its {self.quotas[job.owner]} GPUs of quota left"
 
-    def _within_quota(self, job: QueuedJob, *, queue: bool = True) -> GangRequest:
+    def _within_quota(
+        self, job: QueuedJob, *, queue: bool = True, queue_room: int | None = None
+    ) -> GangRequest:
         """The job's current request, its pods capped by the owner's remaining quota (S4).
 
-        And by its queue's room (Q4), unless ``queue`` is false (a reclaim makes room).
+        And by its queue's room (Q4; ``queue_room`` when the caller has it), unless
+        ``queue`` is false (a reclaim makes room).
         """
         room = self._room_in_quota(job)
         if queue and self._tenancy is not None and job.queue is not None:
-            hint, self._queue_room = self._queue_room, None
-            queue_room = hint[1] if hint is not None and hint[0] == job.job_id else None
             if queue_room is None:
                 queue_room = self._tenancy.room(job)
             room = queue_room if room is None else min(room, queue_room)
@@ -522,16 +521,23 @@ class Scheduler(RunningJobs, SchedulerViews):
         return job.effective(room // job.request.gpus_per_pod)
 
     def _try_start(
-        self, job: QueuedJob, now: float, backfilled: bool, avoid: list[Placement] | None = None
+        self,
+        job: QueuedJob,
+        now: float,
+        backfilled: bool,
+        avoid: list[Placement] | None = None,
+        queue_room: int | None = None,
     ) -> Started | str:
         """Reserves and commits ``job`` now, never on the GPUs of ``avoid``.
 
-        The walk has checked its quota and the free GPUs. Returns the ``Started``, or
-        ``"nofit"``, or ``"quota"`` when the cluster's owner cap refuses it.
+        The walk has checked its quota (``queue_room``: its queue's, as the walk found it)
+        and the free GPUs. Returns the ``Started``, or ``"nofit"``, or ``"quota"`` when the
+        cluster's owner cap refuses it.
         """
         try:
+            request = self._within_quota(job, queue_room=queue_room)
             reservation = self.cluster.reserve(
-                self._within_quota(job), ttl=HOLD_TTL, owner=job.owner, avoid=avoid or ()
+                request, ttl=HOLD_TTL, owner=job.owner, avoid=avoid or ()
             )
         except Unschedulable:
             return "nofit"

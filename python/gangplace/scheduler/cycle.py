@@ -221,7 +221,8 @@ class _Walk:
             room = self.tenancy.room(job)
             if room < job.fewest_gpus:
                 return "queue-quota"
-            scheduler._queue_room = (job.job_id, room)  # for its start just below
+        else:
+            room = None
         if job.fewest_gpus > self.free:
             self._fail(key, -math.inf, "nofit")  # too few free GPUs for every job of its class
             return "nofit"
@@ -237,12 +238,12 @@ class _Walk:
         if end > self.bounds.get(key, math.inf):
             return "nofit"  # known: an earlier job of its class failed under less
         if plain:
-            outcome = scheduler._try_start(job, now, backfilled=self.head is not None)
+            outcome = scheduler._try_start(job, now, self.head is not None, None, room)
             if outcome == "nofit":
                 self._fail(key, -math.inf, "nofit")
             return self._counted(outcome)
         avoid, bound = self.reservations.to_avoid(end)
-        outcome = scheduler._try_start(job, now, backfilled=True, avoid=avoid)
+        outcome = scheduler._try_start(job, now, True, avoid, room)
         if outcome == "nofit":
             self._fail(key, bound, "nofit" if bound == -math.inf else "beside")
         return self._counted(outcome)
@@ -250,10 +251,11 @@ class _Walk:
     def _counted(self, outcome: Started | str) -> Started | str:
         """After a start, the free GPUs the walk's quick test compares with.
 
-        A start takes exactly its placement's GPUs, all free and healthy until then.
+        Counted by the engine: a start also takes its spares, which its placement's count
+        leaves out.
         """
         if isinstance(outcome, Started):
-            self.free -= outcome.allocation.placement.total_gpus
+            self.free = self.scheduler.cluster.stats().free
         return outcome
 
     def _fail(self, key: ClassKey, bound: float, why: str) -> None:
@@ -284,8 +286,16 @@ class _Walk:
             candidate = group.next_after(after)
         else:
             candidate = group.first_ending_by(self.now, bound, after)
-        if candidate is not None:
-            heapq.heappush(heap, self._entry(candidate, key))
+        if candidate is None:
+            return
+        if (
+            (self.short[0] or self.short[1])
+            and candidate.queue is not None
+            and self._short(candidate)
+        ):
+            self.record.failed[key] = "queue-quota"  # as it would be when popped (Q4)
+            return
+        heapq.heappush(heap, self._entry(candidate, key))
 
 
 def _make_room(

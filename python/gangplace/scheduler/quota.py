@@ -311,10 +311,6 @@ class _Node:
         self.guaranteed = 0  # the part of ``subtree`` it never lends
         self.usage = 0  # queue: GPUs of its jobs; cohort: its children's usage past guarantees
 
-    def above_guarantee(self) -> int:
-        """What this node's usage takes from its parent's pool."""
-        return max(0, self.usage - self.guaranteed)
-
 
 class QuotaTree:
     """Every queue and cohort, their quotas (README Q2) and their current usage.
@@ -386,7 +382,7 @@ class QuotaTree:
     def add(self, queue: str, gpus: int) -> None:
         """A job of ``queue`` took (``gpus > 0``) or gave back (``< 0``) GPUs."""
         node: _Node | None = self.nodes[queue]
-        while node is not None:  # the arithmetic of above_guarantee(), inlined: a hot path
+        while node is not None:  # what the node takes from its parent's pool, before and after
             guaranteed, usage = node.guaranteed, node.usage
             before = usage - guaranteed if usage > guaranteed else 0
             usage = node.usage = usage + gpus

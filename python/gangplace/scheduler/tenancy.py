@@ -123,11 +123,6 @@ class Tenancy:
             f"(nominal {node.nominal}, in use {node.usage}{borrowing})"
         )
 
-    def share(self, job: QueuedJob) -> float:
-        """README Q8: the job's queue's weighted share once the job runs."""
-        assert job.queue is not None
-        return self.tree.share(job.queue, job.fewest_gpus)
-
     # ------------------------------------------------------------------ reclaim
 
     def candidates(self, job: QueuedJob) -> tuple[list[QueuedJob], list[QueuedJob]]:
