@@ -192,3 +192,30 @@ def test_csv_owner_and_priority_columns(tmp_path: Path) -> None:
     plain.write_text("arrival_s,duration_s,gpus,priority\n0,10,8,high\n")
     with pytest.raises(TraceError, match=r"jobs\.csv:2: priority 'high' is not an integer"):
         read_csv(plain)
+
+
+def test_alibaba_fractions_and_unmodelled_requests_are_counted_not_hidden(
+    tmp_path: Path,
+) -> None:
+    """Issue 28, item 5 (in part): pods asking part of a GPU are given a whole one, and the
+    report says how many; the CPU, memory and GPU-model requests it ignores are named."""
+    path = tmp_path / "pods.csv"
+    path.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
+        "a,1000,1024,1,460,\n"
+        "b,1000,1024,1,1000,V100\n"
+        "c,1000,1024,0,0,\n"
+        "d,1000,1024,2,1000,\n"
+    )
+    trace = read_alibaba_trace(path)
+    assert (len(trace.jobs), trace.rounded_fractions) == (3, 1)
+    assert trace.unmodelled == ("cpu_milli", "memory_mib", "gpu_spec")
+    from gangplace.sim.run import simulate
+
+    report = simulate(str(path), trace_format="alibaba", policies=("best-fit",)).report
+    assert report["jobs"]["rounded_fractions"] == 1
+    from gangplace.sim.report import table
+
+    text = table(report)
+    assert "rounded up: 1 of the 3 GPU pods asked a fraction of a GPU" in text
+    assert "not modelled: the trace's cpu_milli, memory_mib, gpu_spec requests" in text

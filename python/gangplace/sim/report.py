@@ -229,6 +229,19 @@ def _trace_lines(report: dict[str, Any]) -> list[str]:
     never = report["jobs"].get("never_ran_in_trace")
     if never:
         lines.append(f"left out: {never} jobs that never ran in the trace (no scheduled_time)")
+    rounded = report["jobs"].get("rounded_fractions")
+    if rounded:
+        count = report["jobs"]["count"]
+        lines.append(
+            f"rounded up: {rounded:,} of the {count:,} GPU pods asked a fraction of a GPU "
+            "(gpu_milli < 1000) and were given a whole GPU (gangplace places whole GPUs)"
+        )
+    unmodelled = report["jobs"].get("unmodelled_requests")
+    if unmodelled:
+        lines.append(
+            "not modelled: the trace's " + ", ".join(unmodelled) + " requests are ignored "
+            "(only GPUs are placed)"
+        )
     return lines
 
 
@@ -301,6 +314,7 @@ def _arrival_only_table(report: dict[str, Any]) -> str:
         "have arrived; a job without room on arrival is rejected; allocation at end: busy "
         "share of healthy GPUs"
     )
+    lines.extend(_trace_lines(report))
     lines.extend(f"assumption: {line}" for line in report["assumptions"][1:2])
     lines.extend(f"error: {note}" for note in notes)
     return "\n".join(lines)

@@ -312,5 +312,7 @@ def _describe_jobs(trace: Trace) -> dict[str, Any]:
         "first_arrival_s": jobs[0].arrival_s if jobs else None,
         "last_arrival_s": jobs[-1].arrival_s if jobs else None,
         "never_ran_in_trace": trace.never_ran,
+        "rounded_fractions": trace.rounded_fractions,
+        "unmodelled_requests": list(trace.unmodelled),
         "owners": list(trace.owners),
     }

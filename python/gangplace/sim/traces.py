@@ -101,6 +101,10 @@ class Trace:
         never_ran: Jobs the trace says never ran (Alibaba ``Pending`` pods without a
             ``scheduled_time``): left out of the replay, counted here.
         owners: The owners, sorted (empty when the trace has none).
+        rounded_fractions: GPU pods that asked a fraction of a GPU (Alibaba ``gpu_milli`` <
+            1000) and were given a whole one: the report says how many.
+        unmodelled: Requests the trace gives that the replay does not model (Alibaba
+            ``cpu_milli``, ``memory_mib``, ``gpu_spec``), named in the report.
 
     """
 
@@ -108,6 +112,8 @@ class Trace:
     synthetic_durations: bool = False
     never_ran: int = 0
     owners: tuple[str, ...] = ()
+    rounded_fractions: int = 0
+    unmodelled: tuple[str, ...] = ()
 
 
 def gang_shape(gpus: int, gpus_per_node: int) -> tuple[int, int]:
@@ -207,7 +213,7 @@ def read_alibaba_trace(path: str | Path, *, gpus_per_node: int = 8) -> Trace:
         raise TraceError(f"{path}:{rows[0][0]}: no num_gpu column in the header")
     timed = "creation_time" in header and "deletion_time" in header
     jobs = []
-    never_ran = 0
+    never_ran = rounded = 0
     for number, line in rows[1:]:
         where = f"{path}:{number}"
         values = next(csv.reader([line]))
@@ -217,6 +223,9 @@ def read_alibaba_trace(path: str | Path, *, gpus_per_node: int = 8) -> Trace:
         gpus = int(_number(row["num_gpu"], "num_gpu", where, integer=True))
         if gpus == 0:
             continue
+        milli = (row.get("gpu_milli") or "").strip()
+        if milli and _number(milli, "gpu_milli", where) < 1000:
+            rounded += 1  # a share of one GPU, given a whole one (counted for the report)
         pods, size = gang_shape(gpus, gpus_per_node)
         name = row.get("name") or str(number)
         if timed:
@@ -246,7 +255,13 @@ def read_alibaba_trace(path: str | Path, *, gpus_per_node: int = 8) -> Trace:
             )
         else:
             jobs.append(Job(name, float(len(jobs)), None, gpus, pods, size))
-    return Trace(sorted(jobs, key=lambda job: job.arrival_s), never_ran=never_ran)
+    unmodelled = tuple(c for c in ("cpu_milli", "memory_mib", "gpu_spec") if c in header)
+    return Trace(
+        sorted(jobs, key=lambda job: job.arrival_s),
+        never_ran=never_ran,
+        rounded_fractions=rounded,
+        unmodelled=unmodelled,
+    )
 
 
 def read_csv(path: str | Path, *, gpus_per_node: int = 8) -> list[Job]:
@@ -343,7 +358,8 @@ def read_traces(
     """
     jobs: list[Job] = []
     synthetic = False
-    never_ran = 0
+    never_ran = rounded = 0
+    unmodelled: dict[str, None] = {}
     for index, raw in enumerate(paths):
         path = Path(raw)
         kind = format or _format_of(path)
@@ -356,6 +372,8 @@ def read_traces(
         elif kind == "alibaba":
             trace = read_alibaba_trace(path, gpus_per_node=gpus_per_node)
             read, never_ran = trace.jobs, never_ran + trace.never_ran
+            rounded += trace.rounded_fractions
+            unmodelled.update(dict.fromkeys(trace.unmodelled))
         else:
             read = read_trace(path, format=kind, seed=seed, gpus_per_node=gpus_per_node)
         if owner is not None:
@@ -363,7 +381,7 @@ def read_traces(
         jobs.extend(read)
     jobs.sort(key=lambda job: job.arrival_s)  # stable: file order, then row order
     owners = tuple(sorted({job.owner for job in jobs if job.owner is not None}))
-    return Trace(jobs, synthetic, never_ran, owners)
+    return Trace(jobs, synthetic, never_ran, owners, rounded, tuple(unmodelled))
 
 
 def _with_owner(job: Job, owner: str) -> Job:
