@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable
 
 import pytest
 from helpers import FakeClock, full_state, node_state, tree
 
+import gangplace
 from gangplace import (
     Allocation,
     Cluster,
@@ -200,3 +202,30 @@ def test_value_objects_are_frozen_and_hashable(cluster: Cluster) -> None:
     assert repr(reservation.placement.pods[0]) == "PodPlacement('s0-r0-n0', (0, 1))"
     assert "level='node'" in repr(reservation.placement)
     assert repr(cluster) == "Cluster(levels=('spine', 'rack'), policy='best-fit', nodes=4)"
+
+
+def test_the_private_allocate_is_reserve_then_commit() -> None:
+    """``Cluster._allocate`` (the Scheduler's start) holds what reserve then commit hold,
+    with the same id; it refuses what reserve refuses, changing nothing."""
+    twins = []
+    for _ in range(2):
+        cluster = gangplace.Cluster(("rack",), clock=lambda: 0.0)
+        cluster._use_sequential_ids(1)  # type: ignore[attr-defined]
+        for n in range(3):
+            cluster.add_node(f"n{n}", gpus=8, topology={"rack": f"r{n % 2}"})
+        twins.append(cluster)
+    one, two = twins
+    avoid = [gangplace.PodPlacement("n0", [0])]
+    got = one._allocate(GangRequest(2, 4, spares=1), owner="a", avoid=avoid)
+    want = two.commit(two.reserve(GangRequest(2, 4, spares=1), owner="a", avoid=avoid), owner="a")
+    assert got == want and one.snapshot() == two.snapshot()
+    before = one.snapshot()
+    cases: tuple[tuple[type[BaseException], Callable[[], object]], ...] = (
+        (gangplace.Unschedulable, lambda: one._allocate(GangRequest(4, 8))),
+        (TypeError, lambda: one._allocate(got.placement)),  # type: ignore[arg-type]
+        (gangplace.InvalidRequest, lambda: one._allocate(GangRequest(1), ttl=-1)),
+    )
+    for error, call in cases:
+        with pytest.raises(error):
+            call()
+        assert one.snapshot() == before

@@ -1371,6 +1371,26 @@ class Cluster:
             InvalidRequest: Unknown ``required_level``.
 
         """
+    def _allocate(
+        self,
+        request: GangRequest,
+        *,
+        ttl: float = 30.0,
+        owner: str | None = None,
+        avoid: Iterable[PodPlacement | Placement] = (),
+    ) -> Allocation:
+        """Reserves and commits a ``GangRequest`` in one call under one lock.
+
+        ``commit(reserve(request, ttl=ttl, owner=owner, avoid=avoid), owner=owner)``: the same
+        rules, errors and ids as the two calls (README "Transactions", "Looking ahead" L2),
+        without the reservation in between. Private: the Scheduler's start of a job (one
+        crossing instead of two per start).
+
+        Raises:
+            Unschedulable: No placement. LimitExceeded: the owner's cap.
+            InvalidRequest, UnknownNode, TypeError: as ``reserve``.
+
+        """
     def place_many(
         self, requests: Iterable[GangRequest | MultiGangRequest]
     ) -> list[Placement | None]:

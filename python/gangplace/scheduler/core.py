@@ -536,14 +536,13 @@ class Scheduler(RunningJobs, SchedulerViews):
         """
         try:
             request = self._within_quota(job, queue_room=queue_room)
-            reservation = self.cluster.reserve(
+            allocation = self.cluster._allocate(  # reserve and commit, in one call
                 request, ttl=HOLD_TTL, owner=job.owner, avoid=avoid or ()
             )
         except Unschedulable:
             return "nofit"
         except LimitExceeded:
             return "quota"
-        allocation = self.cluster.commit(reservation, owner=job.owner)
         return self._started(job, allocation, now, backfilled)
 
     def _set_pending_gauge(self) -> None:

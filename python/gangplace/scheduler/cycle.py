@@ -121,6 +121,7 @@ class _Walk:
         )
         fair, nodes = self.fair, self.nodes
         admitted = self.tenancy.admitted if self.tenancy is not None else {}
+        shorts = self.short  # its two dicts change in place
         while heap:
             entry = pop(heap)
             share, order, key = entry[0], (entry[1], entry[2]), entry[3]
@@ -128,7 +129,7 @@ class _Walk:
             job = members.jobs.get(order) if members is not None else None
             if job is None:
                 continue
-            if (self.short[0] or self.short[1]) and job.queue is not None and self._short(job):
+            if (shorts[0] or shorts[1]) and job.queue is not None and self._short(job):
                 failed[key] = "queue-quota"  # as its queue's smaller jobs were
                 continue
             if fair and entry[4] != admitted[job.queue]:  # type: ignore[index]
@@ -251,11 +252,15 @@ class _Walk:
     def _counted(self, outcome: Started | str) -> Started | str:
         """After a start, the free GPUs the walk's quick test compares with.
 
-        Counted by the engine: a start also takes its spares, which its placement's count
-        leaves out.
+        A start takes exactly its placement's GPUs and its spares' (which the placement's
+        count leaves out), all free and healthy until then.
         """
         if isinstance(outcome, Started):
-            self.free = self.scheduler.cluster.stats().free
+            allocation = outcome.allocation
+            spares = allocation.spares
+            self.free -= allocation.placement.total_gpus + (
+                sum(len(pod.gpus) for pod in spares) if spares else 0
+            )
         return outcome
 
     def _fail(self, key: ClassKey, bound: float, why: str) -> None:

@@ -13,7 +13,7 @@ use crate::convert;
 use crate::explain::Explanation;
 use crate::lookahead::avoided_pods;
 use crate::roles::{MultiGangRequest, any_request};
-use crate::types::{GangRequest, Placement, Reservation};
+use crate::types::{Allocation, GangRequest, Placement, Reservation};
 
 /// Every request of an iterable, each a `GangRequest` or a `MultiGangRequest`.
 fn any_requests(requests: &Bound<'_, PyAny>) -> PyResult<Vec<AnyRequest>> {
@@ -162,6 +162,50 @@ impl Cluster {
             )));
         };
         Ok(Reservation { inner })
+    }
+
+    /// Reserves and commits a ``GangRequest`` in one call under one lock.
+    ///
+    /// ``commit(reserve(request, ttl=ttl, owner=owner, avoid=avoid), owner=owner)``: the same
+    /// rules, errors and ids as the two calls (README "Transactions", "Looking ahead" L2),
+    /// without the reservation in between. Private: the Scheduler's start of a job (one
+    /// crossing instead of two per start).
+    ///
+    /// Raises:
+    ///     Unschedulable: No placement. LimitExceeded: the owner's cap.
+    ///     InvalidRequest, UnknownNode, TypeError: as ``reserve``.
+    #[pyo3(
+        signature = (request, *, ttl = None, owner = None, avoid = None),
+        text_signature = "(self, request, *, ttl=30.0, owner=None, avoid=())"
+    )]
+    fn _allocate(
+        &self,
+        py: Python<'_>,
+        request: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        owner: Option<&Bound<'_, PyAny>>,
+        avoid: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Allocation> {
+        let ttl = ttl.map_or(Ok(DEFAULT_TTL_SECONDS), |t| convert::seconds(t, "ttl"))?;
+        let owner = owner_name(owner)?;
+        let avoid = avoided_pods(avoid)?;
+        let request = request.cast::<GangRequest>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "request must be a GangRequest, not {}",
+                convert::type_name(request)
+            ))
+        })?;
+        let request = request.get().inner.clone();
+        let now = self.now(py)?;
+        let inner = self.run_detached(py, |engine| {
+            let owner = owner.as_deref();
+            let held = match avoid.is_empty() {
+                true => engine.reserve(&request, ttl, owner, now)?,
+                false => engine.reserve_avoiding(&request, ttl, owner, &avoid, now)?,
+            };
+            Ok(engine.commit(held.id, owner, now)?)
+        })?;
+        Ok(Allocation { inner })
     }
 
     /// ``place_gang`` for each request on the current state, in one call.
