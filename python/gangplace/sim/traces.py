@@ -224,8 +224,7 @@ def read_alibaba_trace(path: str | Path, *, gpus_per_node: int = 8) -> Trace:
         if gpus == 0:
             continue
         milli = (row.get("gpu_milli") or "").strip()
-        if milli and _number(milli, "gpu_milli", where) < 1000:
-            rounded += 1  # a share of one GPU, given a whole one (counted for the report)
+        fraction = bool(milli) and _number(milli, "gpu_milli", where) < 1000
         pods, size = gang_shape(gpus, gpus_per_node)
         name = row.get("name") or str(number)
         if timed:
@@ -255,6 +254,7 @@ def read_alibaba_trace(path: str | Path, *, gpus_per_node: int = 8) -> Trace:
             )
         else:
             jobs.append(Job(name, float(len(jobs)), None, gpus, pods, size))
+        rounded += fraction  # a share of one GPU, given a whole one (counted for the report)
     unmodelled = tuple(c for c in ("cpu_milli", "memory_mib", "gpu_spec") if c in header)
     return Trace(
         sorted(jobs, key=lambda job: job.arrival_s),
