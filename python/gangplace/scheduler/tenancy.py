@@ -205,12 +205,12 @@ class Tenancy:
     ) -> tuple[Started, list[str]] | None:
         """README Q5-Q7: preempts what ``job`` may preempt to start it, or ``None``.
 
-        Tried once per queue per walk (the queue's first blocked job) and not again in the
-        cycle once it failed. Other queues' jobs are tried first, then with the queue's own.
+        Tried once per queue per walk (the queue's first blocked job), only for a queue in
+        ``may_preempt`` and not in ``failed_reclaims`` (the walk checks both before it makes
+        the request); a failure is recorded there for the rest of the cycle. Other queues'
+        jobs are tried first, then with the queue's own.
         """
         assert job.queue is not None
-        if job.queue in self.failed_reclaims or job.queue not in self.may_preempt:
-            return None
         others, own = self.candidates(job)
         tried: list[list[QueuedJob]] = []
         for group in (others, others + own):

@@ -138,11 +138,8 @@ impl Cluster {
         }
         let inner = if let Ok(request) = request.cast::<GangRequest>() {
             let request = request.get().inner.clone();
-            self.run_detached(py, |engine| match avoid.is_empty() {
-                true => Ok(engine.reserve(&request, ttl, owner.as_deref(), now)?),
-                false => {
-                    Ok(engine.reserve_avoiding(&request, ttl, owner.as_deref(), &avoid, now)?)
-                }
+            self.run_detached(py, |engine| {
+                Ok(engine.reserve_avoiding(&request, ttl, owner.as_deref(), &avoid, now)?)
             })?
         } else if let Ok(request) = request.cast::<MultiGangRequest>() {
             let request = request.get().inner.clone();
@@ -199,10 +196,7 @@ impl Cluster {
         let now = self.now(py)?;
         let inner = self.run_detached(py, |engine| {
             let owner = owner.as_deref();
-            let held = match avoid.is_empty() {
-                true => engine.reserve(&request, ttl, owner, now)?,
-                false => engine.reserve_avoiding(&request, ttl, owner, &avoid, now)?,
-            };
+            let held = engine.reserve_avoiding(&request, ttl, owner, &avoid, now)?;
             Ok(engine.commit(held.id, owner, now)?)
         })?;
         Ok(Allocation { inner })

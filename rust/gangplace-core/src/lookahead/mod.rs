@@ -146,6 +146,9 @@ impl Engine {
         avoid: &[PodPlacement],
         now: f64,
     ) -> CoreResult<Reservation> {
+        if avoid.is_empty() {
+            return self.reserve(request, ttl, owner, now); // nothing to keep out of the way
+        }
         let avoid = self.avoided(avoid)?;
         self.reclaim(now);
         let mut overlay = Overlay::new(&avoid);
