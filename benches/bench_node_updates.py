@@ -1,10 +1,12 @@
-"""``Cluster.update_node`` benchmarks (README, "Node updates"; figures in docs/performance.md).
+"""``Cluster.update_node`` and ``Cluster.holds_on`` benchmarks (README, "Node updates" and
+"Transactions"; figures in docs/performance.md).
 
 ``colossus100k@80``: the 102,400-GPU shape filled to 80% by ``synth.fill``. Labels: one
 node's labels toggled between two values (the node holds GPUs). Structure: an empty node
 moved between two racks and back (it is removed and added again). The reference
 (``gangplace.reference``) makes the same label change on a twin with the same nodes (one
-round).
+round). ``holds_on``: the holds on a busy node; the reference answers it on a twin with the
+same nodes and holds (one round).
 """
 
 from __future__ import annotations
@@ -31,6 +33,15 @@ def _busy_and_idle(cluster: Cluster) -> tuple[str, str]:
     busy = next(n for n in names if cluster.node(n).allocated)
     idle = next(n for n in names if len(cluster.node(n).free) == cluster.node(n).gpus)
     return busy, idle
+
+
+def _twin(cluster: Cluster) -> reference.Cluster:
+    """A reference cluster with the same nodes (and labels), holding nothing."""
+    twin = reference.Cluster(cluster.levels)
+    for name in cluster.nodes():
+        info = cluster.node(name)
+        twin.add_node(name, gpus=info.gpus, topology=info.topology, labels=info.labels)
+    return twin
 
 
 def bench_update_node_labels(benchmark: Any, loaded: Cluster) -> None:
@@ -62,11 +73,26 @@ def bench_update_node_move(benchmark: Any, loaded: Cluster) -> None:
 def bench_update_node_labels_reference(benchmark: Any, loaded: Cluster) -> None:
     """The same label change by ``gangplace.reference`` on a twin (one round)."""
     busy, _ = _busy_and_idle(loaded)
-    twin = reference.Cluster(loaded.levels)
-    for name in loaded.nodes():
-        info = loaded.node(name)
-        twin.add_node(name, gpus=info.gpus, topology=info.topology, labels=info.labels)
+    twin = _twin(loaded)
     benchmark.pedantic(
         twin.update_node, args=(busy,), kwargs={"labels": {"pool": "b"}}, rounds=1, iterations=1
     )
     assert dict(twin.node(busy).labels) == {"pool": "b"}
+
+
+def bench_holds_on(benchmark: Any, loaded: Cluster) -> None:
+    """The holds on a busy node (a pure query)."""
+    busy, _ = _busy_and_idle(loaded)
+    holds = benchmark.pedantic(loaded.holds_on, args=(busy,), rounds=500, iterations=1)
+    assert holds and {gpu for _, gpus in holds for gpu in gpus} == set(loaded.node(busy).allocated)
+    benchmark.extra_info.update(holds=len(holds), allocations=len(loaded.allocations()))
+
+
+def bench_holds_on_reference(benchmark: Any, loaded: Cluster) -> None:
+    """The same by ``gangplace.reference`` on a twin with the same nodes and holds."""
+    busy, _ = _busy_and_idle(loaded)
+    twin = _twin(loaded)
+    for held in loaded.allocations():
+        twin.adopt(held.placement.pods)
+    holds = benchmark.pedantic(twin.holds_on, args=(busy,), rounds=1, iterations=1)
+    assert sorted(gpus for _, gpus in holds) == sorted(gpus for _, gpus in loaded.holds_on(busy))

@@ -107,6 +107,8 @@ CASES: list[Case] = [
     ("cordon unknown", lambda c: c.cordon("nope"), UnknownNode),
     ("uncordon None", lambda c: c.uncordon(None), TypeError),
     ("node unknown", lambda c: c.node("nope"), UnknownNode),
+    ("holds_on unknown node", lambda c: c.holds_on("nope"), UnknownNode),
+    ("holds_on None", lambda c: c.holds_on(None), TypeError),
     ("place not a request", lambda c: c.place_gang({"pods": 1}), TypeError),
     ("unknown level", lambda c: c.place_gang(GangRequest(1, required_level="row")), InvalidRequest),
     (

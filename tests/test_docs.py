@@ -72,6 +72,7 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "GangRequest(2, 8, name='pretrain') 300.0" in printed  # PodGroup
     assert "rack measured; spine, wider, NUMA GUESSED 1.7 per-GPU batch 57" in printed  # sim speed
     assert "spine/rack 1.41" in printed
+    assert "[(True, (0, 1, 2, 3, 4, 5, 6, 7))]\na2\nbusy nodes keep" in printed  # holds_on
     assert "a2\nbusy nodes keep their place\n{'rack': 'b'} 4" in printed  # update_node
     assert "(1,) ['w0', 'w0', 'w1', 'w1'] 4" in printed  # release_pods
     assert "None released" in printed

@@ -57,6 +57,10 @@ def test_blocks_answer_like_a_walk_in_order(
         first = min(live, key=lambda job: job.order) if live else None
         assert group.first() is first
         assert all(len(block) <= 2 * BLOCK for block in group.blocks)
+        for block, shortest in zip(group.blocks, group.shortest, strict=True):
+            walltimes = [group.jobs[order].walltime for order in block]
+            known = min((w for w in walltimes if w is not None), default=float("inf"))
+            assert shortest <= known  # a bound that never skips a job that ends in time
     orders = [None, *(job.order for job in live[:: max(1, len(live) // 5)])]
     for after in orders:
         assert group.first_ending_by(now, shadow, after) is _naive(live, now, shadow, after)

@@ -708,6 +708,13 @@ class EngineVersusReference(RuleBasedStateMachine):
         if got[0] == "ok":
             assert sorted(self.ids[i] for i in got[1]) == expected[1]
 
+    @rule(node=st.sampled_from(("ghost", "")))
+    def holds_on_unknown_node(self, node: str) -> None:
+        before = self.engine.snapshot()
+        got, expected = self._both("holds_on", node)
+        assert got[0] == "error" and got == expected
+        assert self.engine.snapshot() == before
+
     @rule(seconds=st.sampled_from((0.5, 1.0, 4.0, 29.0, 1e6, 1e12)))
     def tick(self, seconds: float) -> None:
         self.clock.advance(seconds)
@@ -747,6 +754,7 @@ class EngineVersusReference(RuleBasedStateMachine):
                 dict(expected.topology),
                 dict(expected.labels),
             )
+            self._holds_on_agree(name, reserved | allocated)
         stats, expected_stats = self.engine.stats(), self.oracle.stats()
         assert (stats.total, stats.free, stats.reserved, stats.allocated) == (
             expected_stats.total,
@@ -755,6 +763,15 @@ class EngineVersusReference(RuleBasedStateMachine):
             expected_stats.allocated,
         )
         self._holds_agree()
+
+    def _holds_on_agree(self, name: str, held: set[int]) -> None:
+        """``holds_on``: the reference's holds (ids mapped), sorted by id, partitioning the
+        node's held GPUs."""
+        got = self.engine.holds_on(name)
+        assert [hold for hold, _ in got] == sorted(hold for hold, _ in got)
+        assert [(self.ids[hold], gpus) for hold, gpus in got] == self.oracle.holds_on(name)
+        gpus = [gpu for _, listed in got for gpu in listed]
+        assert len(gpus) == len(set(gpus)) and set(gpus) == held, "holds_on partitions"
 
     def _holds_agree(self) -> None:
         """Live holds: same ids (through the map), placements, deadlines and owners."""

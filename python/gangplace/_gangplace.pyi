@@ -1340,6 +1340,18 @@ class Cluster:
             UnknownReservation: No such id, or it belongs to another owner.
 
         """
+    def holds_on(self, name: str) -> list[tuple[str, tuple[int, ...]]]:
+        """The live holds with GPUs on a node (README "Transactions").
+
+        Reservations and allocations, spares included, each once and sorted by id, with the
+        GPU indices it holds on the node, ascending (an allocation keeps the GPUs that failed
+        under it). Expired reservations are reclaimed first. A pure query: one pass over the
+        node's holds, not over the cluster's.
+
+        Raises:
+            UnknownNode: No such node (a ``KeyError``).
+
+        """
     def allocations(self, owner: str | None = None, *, lost: bool = False) -> list[Allocation]:
         """Live allocations, sorted by id; only ``owner``'s when given, else all.
 

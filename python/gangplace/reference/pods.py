@@ -1,5 +1,6 @@
-"""The oracle's ``release_pods``: README "Ending some pods" (E1-E4), as plainly as it reads.
+"""The oracle's ``release_pods`` (README "Ending some pods", E1-E4) and ``holds_on``.
 
+``holds_on`` (README "Transactions") looks at every live hold's GPUs on the node, one by one.
 A mixin of :class:`gangplace.reference.Cluster`. The ended ranks are recorded on the hold;
 their pods' GPUs that the hold still holds go back to the pool, except a GPU that a remaining
 rank or a spare on a node of that name names (a removed node's old pods never free the GPUs
@@ -35,6 +36,17 @@ class PodEndings:
         @staticmethod
         def _ended_error(hid: str, ending: str | None, doing: str) -> ReservationError: ...
         def _end(self, hid: str, ending: str) -> None: ...
+        def _node(self, name: str) -> _Node: ...
+
+    def holds_on(self, name: str) -> list[tuple[str, tuple[int, ...]]]:
+        """The live holds with GPUs on the node; see ``gangplace.Cluster.holds_on``."""
+        self._reclaim()
+        self._node(name)
+        return [
+            (hid, tuple(sorted(hold.gpus[name])))
+            for hid, hold in sorted(self._holds.items())
+            if hold.gpus.get(name)
+        ]
 
     def release_pods(
         self, allocation: Allocation | str, ranks: Iterable[int], *, owner: str | None = None

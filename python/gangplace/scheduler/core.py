@@ -185,8 +185,6 @@ class Scheduler(RunningJobs, SchedulerViews):
         self._by_hold: dict[str, str] = {}
         self._ends = EndOrder()  # (predicted end, GPUs, job id) of every running job
         self._allocations: dict[str, Allocation] = {}
-        self._jobs_on: dict[str, set[str]] = {}  # node -> running jobs with pods there
-        self._nodes_of: dict[str, tuple[str, ...]] = {}  # running job -> its nodes
         self._book = ShadowBook()
         self._walk_now = 0.0
         self._usage: dict[str | None, int] = {}

@@ -242,25 +242,21 @@ class _Walk:
             outcome = scheduler._try_start(job, now, self.head is not None, None, room)
             if outcome == "nofit":
                 self._fail(key, -math.inf, "nofit")
-            return self._counted(outcome)
+            return self._counted(job, outcome)
         avoid, bound = self.reservations.to_avoid(end)
         outcome = scheduler._try_start(job, now, True, avoid, room)
         if outcome == "nofit":
             self._fail(key, bound, "nofit" if bound == -math.inf else "beside")
-        return self._counted(outcome)
+        return self._counted(job, outcome)
 
-    def _counted(self, outcome: Started | str) -> Started | str:
+    def _counted(self, job: QueuedJob, outcome: Started | str) -> Started | str:
         """After a start, the free GPUs the walk's quick test compares with.
 
         A start takes exactly its placement's GPUs and its spares' (which the placement's
-        count leaves out), all free and healthy until then.
+        count leaves out: ``held_gpus`` counts both), all free and healthy until then.
         """
         if isinstance(outcome, Started):
-            allocation = outcome.allocation
-            spares = allocation.spares
-            self.free -= allocation.placement.total_gpus + (
-                sum(len(pod.gpus) for pod in spares) if spares else 0
-            )
+            self.free -= job.held_gpus
         return outcome
 
     def _fail(self, key: ClassKey, bound: float, why: str) -> None:

@@ -146,7 +146,8 @@ class _Record:
     def __init__(self, job_id: str, owner: str | None, now: float) -> None:
         self.job_id = job_id
         self.owner = owner
-        self.events: list[JobEvent] = [JobEvent(now, "submitted")]
+        # (time, kind, detail): made into ``JobEvent`` values only when a history is read
+        self.events: list[tuple[float, EventKind, str]] = [(now, "submitted", "")]
         self.state: JobState = "pending"
         self.waited = 0.0
         self.ran = 0.0
@@ -167,14 +168,14 @@ class _Record:
         ran = self.ran + (as_of - self.run_began if self.run_began is not None else 0.0)
         completion = slowdown = None
         if self.state == "finished":
-            completion = self.events[-1].time - self.events[0].time
+            completion = self.events[-1][0] - self.events[0][0]
             slowdown = completion / ran if ran > 0 else None
-        starts = sum(1 for event in self.events if event.kind == "started")
+        starts = sum(1 for event in self.events if event[1] == "started")
         return JobHistory(
             self.job_id,
             self.owner,
             self.state,
-            tuple(self.events),
+            tuple(JobEvent._made(*event) for event in self.events),
             as_of,
             waited,
             ran,
@@ -212,11 +213,11 @@ class Histories:
         record.close(now)
         record.run_began = now
         record.state = "running"
-        record.events.append(JobEvent._made(now, "started", detail))
+        record.events.append((now, "started", detail))
 
     def note(self, job_id: str, now: float, kind: EventKind, detail: str = "") -> None:
         """A running job moved or was repaired: it keeps running."""
-        self._live[job_id].events.append(JobEvent(now, kind, detail))
+        self._live[job_id].events.append((now, kind, detail))
 
     def stopped(self, job_id: str, now: float, kind: EventKind, detail: str = "") -> None:
         """A running job was preempted or requeued: its run ends and a wait begins."""
@@ -224,14 +225,14 @@ class Histories:
         record.close(now)
         record.wait_began = now
         record.state = "pending"
-        record.events.append(JobEvent(now, kind, detail))
+        record.events.append((now, kind, detail))
 
     def ended(self, job_id: str, now: float, kind: EventKind, detail: str = "") -> None:
         """The job finished, was cancelled or failed."""
         record = self._live.pop(job_id)
         record.close(now)
         record.state = kind  # type: ignore[assignment]
-        record.events.append(JobEvent(now, kind, detail))
+        record.events.append((now, kind, detail))
         self._ended[job_id] = record
         while len(self._ended) > self.limit:
             self._ended.popitem(last=False)

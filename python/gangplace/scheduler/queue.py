@@ -48,6 +48,7 @@ class QueuedJob:
     # running state
     allocation_id: str | None = None
     started_at: float | None = None
+    held_gpus: int = 0  # GPUs its allocation holds, spares included (set when it starts)
 
     def form_at(self, now: float) -> tuple[str | None, bool]:
         """``(required_level, elastic)`` at ``now`` (README, rule S3).
@@ -174,14 +175,23 @@ class JobClass:
         self.shortest[at] = min(self.shortest[at], walltime)  # no rescan on an insert
 
     def remove(self, job: QueuedJob) -> None:
-        """Removes ``job``."""
+        """Removes ``job``.
+
+        When it may have been its block's shortest, the block's shortest is marked unknown
+        (``-inf``, a bound that skips nothing) and found again only if a backfill question
+        reads it: a cycle that starts many jobs of a class does not rescan its blocks.
+        """
         at = bisect.bisect_left(self.lasts, job.order)
         block = self.blocks[at]
         del block[bisect.bisect_left(block, job.order)]
         del self.jobs[job.order]
+        if not block:
+            del self.blocks[at], self.lasts[at], self.shortest[at]
+            return
+        self.lasts[at] = block[-1]
         walltime = math.inf if job.walltime is None else job.walltime
-        if not block or walltime <= self.shortest[at] or block[-1] != self.lasts[at]:
-            self._refresh(at)  # the block's shortest or last may have gone with it
+        if walltime <= self.shortest[at]:
+            self.shortest[at] = -math.inf
 
     def first(self) -> QueuedJob | None:
         """The first job in order."""
@@ -201,9 +211,11 @@ class JobClass:
         """The first job after ``after`` whose ``now + walltime <= shadow`` (EASY backfill)."""
         at = 0 if after is None else bisect.bisect_right(self.lasts, after)
         for index in range(at, len(self.blocks)):
-            if now + self.shortest[index] > shadow:  # the same sum as below: never skips one
+            block, shortest = self.blocks[index], self.shortest[index]
+            if shortest == -math.inf:  # unknown since a removal: found again
+                shortest = self.shortest[index] = self._shortest_of(block)
+            if now + shortest > shadow:  # the same sum as below: never skips one
                 continue
-            block = self.blocks[index]
             start = 0 if after is None else bisect.bisect_right(block, after)
             for order in block[start:]:
                 job = self.jobs[order]

@@ -234,15 +234,17 @@ def _still_valid(scheduler: Scheduler, shadow: Shadow, walk: WalkReservations) -
             continue  # all free and healthy
         if not held.issubset(info.allocated) or not held.isdisjoint(info.unhealthy):
             return None  # reserved by someone, or failed
-        for job_id in scheduler._jobs_on.get(node_name, ()):
-            pods = scheduler._allocations[job_id].placement.pods
-            mine = {gpu for pod in pods if pod.node == node_name for gpu in pod.gpus}
-            if not held.isdisjoint(mine):
-                end = scheduler._end_of(job_id)
-                if math.isinf(end):
-                    return None
-                latest = max(latest, end)
-                held -= mine
+        for hold_id, gpus_held in cluster.holds_on(node_name):
+            if held.isdisjoint(gpus_held):
+                continue
+            job_id = scheduler._by_hold.get(hold_id)
+            if job_id is None:
+                return None  # held by something that is not a running job of this scheduler
+            end = scheduler._end_of(job_id)
+            if math.isinf(end):
+                return None
+            latest = max(latest, end)
+            held.difference_update(gpus_held)
         if held:
             return None  # held by something that is not a running job of this scheduler
     return latest

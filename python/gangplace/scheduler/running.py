@@ -1,8 +1,8 @@
 """The Scheduler's record of its running jobs (README "Scheduler", S4-S7, S11, S13).
 
 A mixin of :class:`~gangplace.scheduler.core.Scheduler`: starting a job, ending it, and
-keeping every view of the running jobs consistent (by hold, by node, by predicted end, GPUs
-per owner) when defragmentation moves one, preemption evicts one or a repair replaces its
+keeping every view of the running jobs consistent (by hold, by predicted end, GPUs per
+owner) when defragmentation moves one, preemption evicts one or a repair replaces its
 lost ranks.
 """
 
@@ -79,8 +79,6 @@ class RunningJobs:
     _queue: PendingQueue
     _running: dict[str, QueuedJob]
     _by_hold: dict[str, str]
-    _jobs_on: dict[str, set[str]]
-    _nodes_of: dict[str, tuple[str, ...]]
     _ends: EndOrder
     _allocations: dict[str, Allocation]
     _usage: dict[str | None, int]
@@ -92,32 +90,12 @@ class RunningJobs:
     def _enqueue(self, job: QueuedJob, now: float) -> None:
         raise NotImplementedError
 
-    def _set_allocation(
-        self, job_id: str, allocation: Allocation | None, nodes: tuple[str, ...] | None = None
-    ) -> None:
-        """The job's allocation is now ``allocation`` (``None``: it ended): the by-node index.
-
-        ``nodes``: its placement's nodes, when the caller has them already.
-        """
-        if self._allocations.pop(job_id, None) is not None:
-            jobs_on = self._jobs_on
-            for node in self._nodes_of.pop(job_id):
-                jobs = jobs_on[node]
-                jobs.discard(job_id)
-                if not jobs:
-                    del jobs_on[node]
-        if allocation is not None:
+    def _set_allocation(self, job_id: str, allocation: Allocation | None) -> None:
+        """The job's allocation is now ``allocation`` (``None``: it ended)."""
+        if allocation is None:
+            del self._allocations[job_id]
+        else:
             self._allocations[job_id] = allocation
-            if nodes is None:
-                nodes = allocation.placement.nodes
-            self._nodes_of[job_id] = nodes
-            index = self._jobs_on
-            for node in nodes:
-                held = index.get(node)
-                if held is None:
-                    index[node] = {job_id}
-                else:
-                    held.add(job_id)
 
     def _finite_ends(self) -> int:
         """How many running jobs have a walltime (``_ends`` sorts the others last)."""
@@ -159,9 +137,10 @@ class RunningJobs:
         job.started_at = now
         self._running[job_id] = job
         self._by_hold[allocation_id] = job_id
-        placement = allocation.placement  # made once: each read builds it anew
-        self._set_allocation(job_id, allocation, placement.nodes)
-        gpus = placement.total_gpus
+        self._allocations[job_id] = allocation
+        gpus = allocation.placement.total_gpus  # each read of ``placement`` builds it anew
+        spares = allocation.spares
+        job.held_gpus = gpus + (sum(len(pod.gpus) for pod in spares) if spares else 0)
         self._usage[job.owner] = self._usage.get(job.owner, 0) + gpus
         if self._tenancy is not None:
             self._tenancy.started(job, gpus)

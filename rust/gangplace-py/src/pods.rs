@@ -1,11 +1,13 @@
-//! `Cluster.release_pods`: ending some pods of an allocation (README "Ending some pods").
+//! `Cluster.release_pods`: ending some pods of an allocation (README "Ending some pods");
+//! `Cluster.holds_on`: which holds sit on a node (README "Transactions").
 //! Converts the arguments, calls the core, maps its errors.
 
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 
 use crate::cluster::Cluster;
 use crate::cluster_args::{hold_id, owner as owner_name};
-use crate::convert::int_sequence;
+use crate::convert::{int_sequence, string};
 use crate::types::Allocation;
 
 #[pymethods]
@@ -48,5 +50,28 @@ impl Cluster {
         let after =
             self.run(|engine| Ok(engine.release_pods(id, &ranks, owner.as_deref(), now)?))?;
         Ok(after.map(|inner| Allocation { inner }))
+    }
+
+    /// The live holds with GPUs on a node (README "Transactions").
+    ///
+    /// Reservations and allocations, spares included, each once and sorted by id, with the
+    /// GPU indices it holds on the node, ascending (an allocation keeps the GPUs that failed
+    /// under it). Expired reservations are reclaimed first. A pure query: one pass over the
+    /// node's holds, not over the cluster's.
+    ///
+    /// Raises:
+    ///     UnknownNode: No such node (a ``KeyError``).
+    fn holds_on<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<(String, Bound<'py, PyTuple>)>> {
+        let name = string(name, "name")?;
+        let now = self.now(py)?;
+        let holds = self.run(|engine| Ok(engine.holds_on(&name, now)?))?;
+        holds
+            .into_iter()
+            .map(|(id, gpus)| Ok((id.to_string(), PyTuple::new(py, gpus.indices())?)))
+            .collect()
     }
 }

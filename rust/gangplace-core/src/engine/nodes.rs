@@ -3,7 +3,7 @@
 
 use super::Engine;
 use crate::error::{CoreResult, texts};
-use crate::ids::NodeId;
+use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::state::{Changes, NodeState};
 use crate::topology::NodeSpec;
 use crate::topology::edit::validate_labels;
@@ -22,6 +22,22 @@ pub struct NodeUpdate {
 }
 
 impl Engine {
+    /// The live holds with GPUs on node `name` (README "Transactions", `holds_on`): each
+    /// once, by id, with the GPUs it holds there (spares included). Expired reservations are
+    /// reclaimed first.
+    pub fn holds_on(&mut self, name: &str, now: f64) -> CoreResult<Vec<(HoldId, GpuSet)>> {
+        self.reclaim(now);
+        let id = self.topology.known_node(name)?;
+        let mut merged: Vec<(HoldId, GpuSet)> = Vec::new();
+        for (hold, gpus) in self.ledger.holders_on(id) {
+            match merged.last_mut() {
+                Some((last, held)) if *last == hold => *held |= gpus,
+                _ => merged.push((hold, gpus)),
+            }
+        }
+        Ok(merged)
+    }
+
     /// Updates a node (README "Node updates", N1-N3). On any error nothing changes.
     pub fn update_node(&mut self, name: &str, update: NodeUpdate, now: f64) -> CoreResult<()> {
         self.reclaim(now);
