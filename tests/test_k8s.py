@@ -159,11 +159,53 @@ def test_gke_nodes_time_slicing_and_bad_counts_are_warnings_not_failures() -> No
     assert not any(cluster.node(n).cordoned for n in cluster.nodes())
     assert warnings == [
         "node gke-ts-0 left out: nvidia.com/gpu capacity '128' is not a GPU count in 0..64 "
-        "(time-slicing or MPS replicas?)",
+        "(time-slicing or MPS replicas without the label nvidia.com/gpu.replicas?)",
         "node gke-bad-0 left out: nvidia.com/gpu capacity 'abc' is not a GPU count in 0..64 "
-        "(time-slicing or MPS replicas?)",
+        "(time-slicing or MPS replicas without the label nvidia.com/gpu.replicas?)",
     ]
     assert cluster.place_gang(GangRequest(2, 8)) is not None
+
+
+def _shared_node(name: str, advertised: str, replicas: Any, allocatable: str | None = None) -> Any:
+    """A node whose device plugin shares every GPU (time-slicing or MPS)."""
+    node = _gke_node(name, advertised)
+    node["metadata"]["labels"]["nvidia.com/gpu.replicas"] = replicas
+    node["status"]["allocatable"]["nvidia.com/gpu"] = allocatable or advertised
+    return node
+
+
+def test_time_sliced_nodes_count_physical_gpus_and_pods_whole_gpus() -> None:
+    """Issue 28, item 3: 32 advertised GPUs with 4 replicas each are 8 physical GPUs (with a
+    warning that says so), never 32; a pod asking k replicas holds ceil(k / 4) GPUs."""
+    nodes = [
+        _shared_node("ts-0", "32", "4"),
+        _shared_node("ts-1", "128", "16", allocatable="120"),  # 7.5 GPUs allocatable
+        _shared_node("ts-bad", "32", "four"),
+        _shared_node("ts-zero", "32", "0"),
+        _shared_node("ts-odd", "30", "4"),
+        _shared_node("ts-one", "8", "1"),  # one replica: no sharing, no warning
+    ]
+    pods = [_pod("small", "ts-0", 1), _pod("six", "ts-0", 6), _pod("whole", "ts-1", 16)]
+    cluster, warnings = cluster_from_nodes(nodes, levels={"rack": "example.com/rack"}, pods=pods)
+    assert cluster.nodes() == ["ts-0", "ts-1", "ts-one"]
+    assert [cluster.node(n).gpus for n in cluster.nodes()] == [8, 8, 8]
+    assert cluster.node("ts-1").unhealthy == (7,)  # 120 // 16 = 7 GPUs allocatable
+    assert sorted(len(a.placement.pods[0].gpus) for a in cluster.allocations()) == [1, 1, 2]
+    assert cluster.place_gang(GangRequest(1, 32)) is None  # never 32 "GPUs" on one node
+    assert warnings == [
+        "node ts-0: nvidia.com/gpu capacity 32 is 4 shared replicas of each of 8 physical GPUs "
+        "(label nvidia.com/gpu.replicas): read as 8 GPUs; a pod asking k replicas there holds "
+        "ceil(k / 4) whole GPUs in gangplace's count",
+        "node ts-1: nvidia.com/gpu capacity 128 is 16 shared replicas of each of 8 physical "
+        "GPUs (label nvidia.com/gpu.replicas): read as 8 GPUs; a pod asking k replicas there "
+        "holds ceil(k / 16) whole GPUs in gangplace's count",
+        "node ts-bad left out: label nvidia.com/gpu.replicas 'four' is not a replica count in "
+        "1..1024",
+        "node ts-zero left out: label nvidia.com/gpu.replicas '0' is not a replica count in "
+        "1..1024",
+        "node ts-odd left out: nvidia.com/gpu capacity 30 is not a multiple of its label "
+        "nvidia.com/gpu.replicas 4",
+    ]
 
 
 GANGPLACE_GPUS = {"gangplace.io/gpus": "4,5"}

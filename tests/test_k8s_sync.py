@@ -240,3 +240,24 @@ def test_changes_behind_the_syncs_back_do_not_break_it() -> None:
     assert sync.apply("DELETED", node("n2")).action == "node removed"
     assert sync.apply("DELETED", pods[2]).action == "allocation ended"
     assert sync.cluster.allocations() == []
+
+
+def test_watch_events_on_a_time_sliced_node_count_physical_gpus() -> None:
+    """Issue 28, item 3: a node sharing each GPU 4 times is 8 GPUs; a pod event asking 3
+    replicas holds one whole GPU; a pod that came before its node is counted the same way."""
+    sync = ClusterSync(LEVELS, pod_owner="kube", clock=lambda: 0.0)
+    shared = node(
+        "ts",
+        gpus="32",
+        metadata={"labels": {"example.com/rack": "r0", "nvidia.com/gpu.replicas": "4"}},
+    )
+    early = sync.apply("ADDED", pod("early", "ts", 5))
+    assert early.action == "pod waiting"
+    added = sync.apply("ADDED", shared)
+    assert added.action == "node added" and "read as 8 GPUs" in added.warnings[0]
+    assert sync.cluster.node("ts").gpus == 8
+    assert sync.apply("ADDED", pod("late", "ts", 3)).action == "pod adopted"
+    held = sorted(len(a.placement.pods[0].gpus) for a in sync.cluster.allocations())
+    assert held == [1, 2]  # ceil(3 / 4) and ceil(5 / 4)
+    assert sync.apply("DELETED", pod("late", "ts", 3)).action == "allocation ended"
+    assert sync.cluster.stats().free == 6

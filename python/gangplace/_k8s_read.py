@@ -36,6 +36,9 @@ __all__ = [
 
 UNHEALTHY_ANNOTATION = "gangplace.io/unhealthy-gpus"
 MAX_GPUS = 64
+# NVIDIA's device plugin with time-slicing or MPS advertises each GPU this many times.
+REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+MAX_REPLICAS = 1024
 DEFAULT_TOLERATIONS: tuple[Mapping[str, Any], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists"},
 )
@@ -151,7 +154,11 @@ def name_of(raw: Any, index: int) -> str:
 
 @dataclass(frozen=True)
 class NodeView:
-    """A GPU node as read: what ``add_node`` takes, and why it is cordoned (empty: it is not)."""
+    """A GPU node as read: what ``add_node`` takes, and why it is cordoned (empty: it is not).
+
+    ``gpus`` counts physical GPUs: a node whose device plugin shares each GPU as
+    ``replicas`` (label ``nvidia.com/gpu.replicas``) advertises ``gpus * replicas``.
+    """
 
     name: str
     gpus: int
@@ -159,6 +166,7 @@ class NodeView:
     labels: dict[str, str]
     unhealthy: tuple[int, ...]
     cordon_reason: str
+    replicas: int = 1  # time-slicing or MPS: each physical GPU is advertised this many times
 
 
 def node_view(
@@ -185,11 +193,16 @@ def node_view(
     if not name:
         warnings.append(f"a node without metadata.name left out ({gpu_resource}: {capacity})")
         return None
-    gpus = _count(capacity)
+    advertised = _count(capacity)
+    replicas = _replicas(metadata, name, gpu_resource, advertised, warnings)
+    if replicas is None:
+        return None
+    gpus = None if advertised is None else advertised // replicas
     if gpus is None or not 0 <= gpus <= MAX_GPUS:
         warnings.append(
             f"node {name} left out: {gpu_resource} capacity {capacity!r} is not a GPU count "
-            f"in 0..{MAX_GPUS} (time-slicing or MPS replicas?)"
+            f"in 0..{MAX_GPUS} (time-slicing or MPS replicas without the label "
+            f"{REPLICAS_LABEL}?)"
         )
         return None
     if gpus == 0:
@@ -200,8 +213,9 @@ def node_view(
         warnings.append(f"node {name} left out: no label {', '.join(missing)}")
         return None
     allocatable = _count(
-        fields.obj(status.get("allocatable"), "status.allocatable").get(gpu_resource, gpus)
+        fields.obj(status.get("allocatable"), "status.allocatable").get(gpu_resource, advertised)
     )
+    allocatable = None if allocatable is None else allocatable // replicas
     unhealthy = _unhealthy(metadata, gpus, gpus if allocatable is None else allocatable)
     return NodeView(
         name,
@@ -210,7 +224,49 @@ def node_view(
         {str(k): str(v) for k, v in labels.items()},
         tuple(unhealthy),
         _cordon_reason(node, tolerations),
+        replicas,
     )
+
+
+def _replicas(
+    metadata: Mapping[str, Any],
+    name: str,
+    gpu_resource: str,
+    advertised: int | None,
+    warnings: list[str],
+) -> int | None:
+    """How many times the node advertises each physical GPU (1 without sharing).
+
+    ``None``: the node is left out (a warning says why). NVIDIA's device plugin with
+    time-slicing or MPS labels the node ``nvidia.com/gpu.replicas`` and advertises every GPU
+    that many times; gangplace counts physical GPUs, never replicas.
+    """
+    labels = metadata.get("labels")
+    raw = labels.get(REPLICAS_LABEL) if isinstance(labels, Mapping) else None
+    if raw is None:
+        return 1
+    replicas = _count(raw)
+    if replicas is None or not 1 <= replicas <= MAX_REPLICAS:
+        warnings.append(
+            f"node {name} left out: label {REPLICAS_LABEL} {raw!r} is not a replica count "
+            f"in 1..{MAX_REPLICAS}"
+        )
+        return None
+    if replicas == 1 or advertised is None:
+        return replicas
+    if advertised % replicas:
+        warnings.append(
+            f"node {name} left out: {gpu_resource} capacity {advertised} is not a multiple of "
+            f"its label {REPLICAS_LABEL} {replicas}"
+        )
+        return None
+    warnings.append(
+        f"node {name}: {gpu_resource} capacity {advertised} is {replicas} shared replicas of "
+        f"each of {advertised // replicas} physical GPUs (label {REPLICAS_LABEL}): read as "
+        f"{advertised // replicas} GPUs; a pod asking k replicas there holds ceil(k / "
+        f"{replicas}) whole GPUs in gangplace's count"
+    )
+    return replicas
 
 
 def pod_gpus(pod: Mapping[str, Any], gpu_resource: str) -> int:

@@ -328,6 +328,19 @@ class ClusterSync:
                 )
         return views, warnings
 
+    def _physical(self, view: PodView) -> PodView:
+        """The pod counted in physical GPUs (README "Kubernetes nodes").
+
+        On a node that shares each GPU as ``replicas``, a pod asking k replicas holds
+        ``ceil(k / replicas)`` whole GPUs; GPUs gangplace named itself (its annotation) are
+        physical already.
+        """
+        node = self._nodes.get(view.node) if view.node is not None else None
+        if node is None or node.replicas == 1 or isinstance(view.entry, PodPlacement):
+            return view
+        gpus = -(-view.gpus // node.replicas)
+        return replace(view, gpus=gpus, entry=(view.node, gpus))
+
     def _group_of(self, view: PodView, index: int) -> Any:
         """The key of the pods adopted in one call: a gang's, else the pod alone.
 
@@ -343,6 +356,7 @@ class ClusterSync:
         Each is matched to the allocation gangplace made for it, added to its gang's
         allocation, or made a new allocation.
         """
+        views = [self._physical(view) for view in views]
         first = views[0]
         if len(views) == 1 and first.allocation is not None:
             matched = self._match(first, warnings)

@@ -9,7 +9,10 @@ out or cordons is named in the returned warnings):
 
 - GPUs per node: ``status.capacity[gpu_resource]``. Nodes without it (CPU nodes) are left
   out silently; a count that is not an integer, or above 64 (time-slicing or MPS replicas
-  advertise ``"128"``), leaves the node out with a warning.
+  advertise ``"128"``), leaves the node out with a warning. A node labelled
+  ``nvidia.com/gpu.replicas: "k"`` (time-slicing or MPS) advertises every physical GPU k
+  times: it is read as ``capacity // k`` physical GPUs, with a warning, and a pod asking n
+  replicas there holds ``ceil(n / k)`` whole GPUs (README "Kubernetes nodes").
 - Unhealthy GPUs: the annotation ``gangplace.io/unhealthy-gpus: "3,5"`` names them exactly;
   otherwise, when ``status.allocatable`` is lower than capacity, the missing GPUs count as
   unhealthy (the device plugin withdraws dead GPUs that way), taken from the highest indices.
