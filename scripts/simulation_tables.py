@@ -3,7 +3,8 @@
 Every table sits between ``<!-- table: RUN -->`` and ``<!-- /table -->`` (the run's table, its
 completion lines and its paired differences), or ``<!-- jobtypes: RUN -->`` and
 ``<!-- /jobtypes -->`` (the multi-node jobs by job type and policy), or ``<!-- model: RUN -->``
-and ``<!-- /model -->`` (the placement model's table); RUN names a folder of
+and ``<!-- /model -->`` (the placement model's table), or ``<!-- fgd: RUN -->`` and
+``<!-- /fgd -->`` (the FGD comparison of ``gangplace fgd``, its ``fgd.md``); RUN names a folder of
 ``docs/simulation/``. Run by ``scripts/simulation_docs.sh`` after the runs; the prose around
 the tables (and the conclusions drawn from them) is written by hand.
 """
@@ -25,6 +26,7 @@ MARKER = re.compile(r"<!-- table: ([\w.-]+) -->\n.*?<!-- /table -->", re.S)
 MODEL = re.compile(r"<!-- model: ([\w.-]+) -->\n.*?<!-- /model -->", re.S)
 JOBTYPES = re.compile(r"<!-- jobtypes: ([\w.-]+) -->\n.*?<!-- /jobtypes -->", re.S)
 QUEUES = re.compile(r"<!-- queues: ([\w.,-]+) -->\n.*?<!-- /queues -->", re.S)
+FGD = re.compile(r"<!-- fgd: ([\w.-]+) -->\n.*?<!-- /fgd -->", re.S)
 
 
 def _report(run: str) -> dict:  # type: ignore[type-arg]
@@ -155,9 +157,16 @@ def _cell_signed(values: list[float], scale: float) -> str:
     return f"{mean:+.1f} [{low:+.1f}, {high:+.1f}]"
 
 
+def fgd(run: str) -> str:
+    """The FGD comparison table ``gangplace fgd`` wrote (``fgd.md``)."""
+    text = (ROOT / "docs" / "simulation" / run / "fgd.md").read_text().strip()
+    return f"<!-- fgd: {run} -->\n{text}\n<!-- /fgd -->"
+
+
 def rewritten(page: str) -> str:
     """``page`` with every table rebuilt from its run's report.json."""
     text = MARKER.sub(lambda match: table(match.group(1)), page)
+    text = FGD.sub(lambda match: fgd(match.group(1)), text)
     text = JOBTYPES.sub(lambda match: jobtypes(match.group(1)), text)
     text = QUEUES.sub(lambda match: queues(match.group(1)), text)
     return MODEL.sub(lambda match: model(match.group(1)), text)
@@ -167,7 +176,7 @@ def main() -> int:
     """Rewrites the page in place."""
     page = PAGE.read_text()
     PAGE.write_text(rewritten(page))
-    count = sum(len(marker.findall(page)) for marker in (MARKER, JOBTYPES, MODEL, QUEUES))
+    count = sum(len(marker.findall(page)) for marker in (MARKER, JOBTYPES, MODEL, QUEUES, FGD))
     print(f"simulation_tables: rewrote {count} tables of {PAGE.name}")
     return 0
 

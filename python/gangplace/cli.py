@@ -1,7 +1,7 @@
-"""The ``gangplace`` command: ``simulate``, ``sweep`` and ``explain``.
+"""The ``gangplace`` command: ``simulate``, ``sweep``, ``fgd`` and ``explain``.
 
-``simulate`` replays a trace, ``sweep`` runs many replays in parallel, ``explain`` says why a
-gang fits or not.
+``simulate`` replays a trace, ``sweep`` runs many replays in parallel, ``fgd`` reproduces the
+FGD paper's fragmentation experiment, ``explain`` says why a gang fits or not.
 
 Bad arguments and unreadable files end with exit status 2 and a one-line message, never a
 traceback.
@@ -13,9 +13,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 from importlib import resources
+from pathlib import Path
 
 from gangplace.errors import GangplaceError
 from gangplace.sim.errors import SimError
+from gangplace.sim.fgd.policies import FGD_ALL
 from gangplace.sim.policies import ALL_POLICIES, POLICIES
 from gangplace.sim.queues import load_queues
 from gangplace.sim.settings import (
@@ -275,6 +277,31 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--address", help="Ray: address of an existing cluster (default: local)")
     sweep.add_argument("--out", default="out/sweep", help="output directory")
 
+    fgd = commands.add_parser(
+        "fgd",
+        help="reproduce the FGD paper's fragmentation experiment on the Alibaba 2023 data",
+        description="Runs the FGD paper's six policies (and gangplace's own) on every "
+        "openb_pod_list_*.csv of --data with the paper's ten seeds at 130%% of the GPUs, and "
+        "sets each pair's GPU allocation beside the paper's published runs.",
+    )
+    fgd.add_argument(
+        "--data",
+        required=True,
+        help="the Alibaba 2023 directory (node list, pod lists, fgd_expected_results/)",
+    )
+    fgd.add_argument(
+        "--workloads", help="pod lists, comma-separated (default, multigpu50, ...; default: all)"
+    )
+    fgd.add_argument(
+        "--policies",
+        default=",".join(FGD_ALL),
+        help=f"comma-separated, of {', '.join(FGD_ALL)} (default: all)",
+    )
+    fgd.add_argument("--seeds", type=_seeds, default=(42, 43, 44, 45, 46, 47, 48, 49, 50, 51))
+    fgd.add_argument("--ratio", type=float, default=1.3, help="GPUs asked / the cluster's (1.3)")
+    fgd.add_argument("--workers", type=int, default=2, help="processes (default: 2)")
+    fgd.add_argument("--out", default="out/fgd", help="output directory")
+
     explain = commands.add_parser(
         "explain",
         help="say why a gang does or does not fit a cluster",
@@ -345,6 +372,48 @@ def _sweep(args: argparse.Namespace) -> int:
     return 1 if result.failures else 0
 
 
+def _fgd(args: argparse.Namespace) -> int:
+    from gangplace.sim.fgd.compare import compare, plot_curves, table
+
+    policies = [part.strip() for part in args.policies.split(",") if part.strip()]
+    unknown = [policy for policy in policies if policy not in FGD_ALL]
+    if unknown or not policies:
+        raise SimError(
+            f"--policies: unknown {', '.join(unknown) or '(none)'}; of {', '.join(FGD_ALL)}"
+        )
+    if not 0.0 < args.ratio <= 10.0:
+        raise SimError(f"--ratio {args.ratio} is not in (0, 10]")
+    if args.workers < 1:
+        raise SimError(f"--workers {args.workers} is not >= 1")
+    workloads = (
+        [w.strip() for w in args.workloads.split(",") if w.strip()] if args.workloads else None
+    )
+    cells = compare(
+        args.data,
+        workloads=workloads,
+        policies=policies,
+        seeds=args.seeds,
+        ratio=args.ratio,
+        workers=args.workers,
+    )
+    text = table(cells)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "fgd.md").write_text(text + "\n")
+    with (out / "fgd-runs.csv").open("w") as handle:
+        handle.write("workload,policy,seed,allocation_130,placed,failed,arrived_percent\n")
+        for cell in cells:
+            for run in cell.runs:
+                handle.write(
+                    f"{cell.workload},{run.policy},{run.seed},{run.at(130):.4f},{run.placed},"
+                    f"{run.failed},{run.arrived_percent:.4f}\n"
+                )
+    files = [out / "fgd.md", out / "fgd-runs.csv", *plot_curves(cells, args.data, out)]
+    print(text)
+    print(f"wrote {', '.join(str(path) for path in files)}")
+    return 0
+
+
 def _specs(values: list[str]) -> list[str]:
     """Every ``;``-separated part of every value of a repeatable flag, in order."""
     return [part.strip() for value in values for part in value.split(";") if part.strip()]
@@ -372,6 +441,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _simulate(args)
         if args.command == "sweep":
             return _sweep(args)
+        if args.command == "fgd":
+            return _fgd(args)
         return _explain(args)
     except (SimError, GangplaceError, OSError, ValueError) as error:
         print(f"gangplace {args.command}: error: {error}", file=sys.stderr)
