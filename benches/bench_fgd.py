@@ -1,6 +1,6 @@
 """The FGD experiment's speed (issue 28, item 4; figures in docs/performance.md).
 
-- ``fgd_run[policy]``: one seed (42) of ``openb_pod_list_default.csv`` at 130% on the 1,213
+- ``fgd_run[policy]``: BestFit, FGD and gangplace's own; one seed (42) of ``openb_pod_list_default.csv`` at 130% on the 1,213
   GPU nodes of the Alibaba 2023 list (about 10,800 arrivals), one round: what one cell of
   ``scripts/fgd.sh`` costs.
 - ``fgd_small[gangplace|reference]``: the first 150 nodes and 800 pods of the same lists,
@@ -34,7 +34,7 @@ def _smoke(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("benchmark_disable", default=False))
 
 
-@pytest.mark.parametrize("policy", ["bestfit", "fgd"])
+@pytest.mark.parametrize("policy", ["bestfit", "fgd", "gangplace"])
 def bench_fgd_run(benchmark: Any, policy: str, request: pytest.FixtureRequest) -> None:
     """One seed of the default pod list at 130% (smoke: 40 nodes, 150 pods)."""
     nodes = read_nodes(DATA / "openb_node_list_gpu_node.csv")

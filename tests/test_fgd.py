@@ -15,9 +15,10 @@ from gangplace.cli import main
 from gangplace.reference import fgd as oracle
 from gangplace.sim.errors import TraceError
 from gangplace.sim.fgd import (
-    FGD_POLICIES,
+    FGD_ALL,
     FgdNode,
     FgdPod,
+    FgdRun,
     PodShape,
     arrivals,
     published,
@@ -133,7 +134,7 @@ def _cluster_and_pods(rng: random.Random) -> tuple[list[FgdNode], list[FgdPod]]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 10**6), policy=st.sampled_from(FGD_POLICIES))
+@given(seed=st.integers(0, 10**6), policy=st.sampled_from(FGD_ALL))
 def test_the_experiment_agrees_with_its_node_by_node_oracle(seed: int, policy: str) -> None:
     """Groups of equal nodes, memoized fragmentation and ordered ties choose exactly what
     scoring every node for every pod chooses; resources are conserved, no GPU goes past
@@ -165,7 +166,7 @@ def test_the_experiment_agrees_with_its_node_by_node_oracle(seed: int, policy: s
         assert cpu[index] <= nodes[index].cpu_milli
     allocated = sum(sum(row) for row in used.values())
     total = MILLI * sum(node.gpus for node in nodes)
-    assert run.allocation[-1] == pytest.approx(100.0 * allocated / total)
+    assert run.final == pytest.approx(100.0 * allocated / total) == run.at(10**6)
     if policy != "random":
         assert [s.frees for s in states] == [
             [MILLI - u for u in used[index]] for index in range(len(nodes))
@@ -248,3 +249,22 @@ def test_one_seed_of_the_default_list_lands_within_a_point_of_the_paper(
         assert paper is not None and abs(measured - paper[0]) <= 1.0, (policy, measured, paper)
     assert (tmp_path / "fgd-default.png").stat().st_size > 10_000
     assert "| default | fgd |" in capsys.readouterr().out
+
+
+def test_paired_differences_are_per_seed_with_an_interval() -> None:
+    from gangplace.sim.fgd.compare import Cell, paired
+
+    def cell(policy: str, values: list[float]) -> Cell:
+        runs = tuple(
+            FgdRun(policy, 42 + i, (0.0,), 1, 0, 1.0, value) for i, value in enumerate(values)
+        )
+        return Cell("openb_pod_list_default", policy, runs, (95.0, 94.0, 96.0, 10))
+
+    table = paired(
+        [cell("fgd", [95.0, 95.2, 95.4]), cell("gangplace", [95.5, 95.6, 95.3])], "gangplace"
+    )
+    row = table.splitlines()[-1]
+    assert (
+        row.startswith("| default | +0.27 [") and "| 2 of 3 |" in row and row.endswith("| 95.00 |")
+    )
+    assert paired([cell("fgd", [1.0])], "gangplace") == ""

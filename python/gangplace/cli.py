@@ -373,7 +373,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _fgd(args: argparse.Namespace) -> int:
-    from gangplace.sim.fgd.compare import compare, plot_curves, table
+    from gangplace.sim.fgd.compare import compare, paired, plot_curves, table
 
     policies = [part.strip() for part in args.policies.split(",") if part.strip()]
     unknown = [policy for policy in policies if policy not in FGD_ALL]
@@ -397,6 +397,9 @@ def _fgd(args: argparse.Namespace) -> int:
         workers=args.workers,
     )
     text = table(cells)
+    versus = paired(cells, "gangplace") if "fgd" in policies else ""
+    if versus:
+        text += "\n\ngangplace against FGD, paired by seed:\n\n" + versus
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "fgd.md").write_text(text + "\n")

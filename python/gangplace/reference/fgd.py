@@ -12,9 +12,12 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+import numpy as np
+
 from gangplace.sim.fgd.data import MILLI, FgdNode, FgdPod, PodShape, arrivals, typical_pods
 from gangplace.sim.fgd.model import NodeState, fits
-from gangplace.sim.fgd.policies import Fragmentation, policy_named
+from gangplace.sim.fgd.policies import policy_named
+from gangplace.sim.fgd.room import RoomPolicy, room_of, weights_of
 
 __all__ = ["fragmentation", "replay"]
 
@@ -50,13 +53,23 @@ def replay(
     order = list(range(len(nodes)))
     rng.shuffle(order)
     rank = {index: position for position, index in enumerate(order)}
-    chosen = policy_named(policy, Fragmentation(typical_pods(pods)))
+    typical = typical_pods(pods)
+    chosen = policy_named(policy, typical)
     states = [
         NodeState(node.cpu_milli, node.memory_mib, [MILLI] * node.gpus, node.model)
         for node in nodes
     ]
     decisions: list[tuple[int, tuple[int, ...]] | None] = []
     for pod in queue:
+        if isinstance(chosen, RoomPolicy):  # its weights from the whole cluster, anew
+            chosen.room = np.array(
+                [
+                    sum(room_of(shape, s.model, s.cpu, s.frees) for s in states)
+                    for shape, _ in typical
+                ],
+                dtype=np.int64,
+            )
+            chosen.weights = weights_of(chosen.frequencies, chosen.room)
         best: tuple[object, int] | None = None
         for index, state in enumerate(states):
             key = state.key(chosen.uses_affinity)

@@ -22,9 +22,10 @@ from gangplace.sim.fgd.data import (
     typical_pods,
 )
 from gangplace.sim.fgd.experiment import PUBLISHED_NAMES, FgdRun, published, run_fgd
-from gangplace.sim.fgd.policies import FGD_POLICIES
+from gangplace.sim.fgd.policies import FGD_ALL, FGD_POLICIES
 
 __all__ = [
+    "FGD_ALL",
     "FGD_POLICIES",
     "PUBLISHED_NAMES",
     "FgdNode",

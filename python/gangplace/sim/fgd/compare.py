@@ -21,8 +21,18 @@ from pathlib import Path
 from gangplace.sim.errors import SimError, TraceError
 from gangplace.sim.fgd.data import read_nodes, read_pods
 from gangplace.sim.fgd.experiment import PUBLISHED_NAMES, FgdRun, published, run_fgd
+from gangplace.sim.stats import interval
 
-__all__ = ["NODES_FILE", "PAPER_SEEDS", "PUBLISHED_FILE", "Cell", "compare", "plot_curves", "table"]
+__all__ = [
+    "NODES_FILE",
+    "PAPER_SEEDS",
+    "PUBLISHED_FILE",
+    "Cell",
+    "compare",
+    "paired",
+    "plot_curves",
+    "table",
+]
 
 NODES_FILE = "openb_node_list_gpu_node.csv"
 PUBLISHED_FILE = "fgd_expected_results/analysis_allo_discrete.csv"
@@ -155,6 +165,43 @@ def table(cells: Sequence[Cell]) -> str:
         name = cell.workload.removeprefix("openb_pod_list_")
         lines.append(f"| {name} | {cell.policy} | {measured} | {paper} | {gap} |")
     return "\n".join(lines)
+
+
+def paired(cells: Sequence[Cell], policy: str, baseline: str = "fgd") -> str:
+    """A Markdown table of ``policy`` minus ``baseline``, seed by seed, per pod list.
+
+    Same seeds means the same arrivals and the same node order; the interval is a 95%
+    t-interval of the mean difference. Empty when either policy is missing.
+    """
+    by_pair = {(cell.workload, cell.policy): cell for cell in cells}
+    lines = [
+        f"| pod list | {policy} - {baseline}: mean [95% interval] (seeds) | higher in | "
+        f"{policy}: mean [95% interval] | published {baseline} mean |",
+        "| --- | --- | ---: | --- | ---: |",
+    ]
+    for workload in dict.fromkeys(cell.workload for cell in cells):
+        mine, theirs = by_pair.get((workload, policy)), by_pair.get((workload, baseline))
+        if mine is None or theirs is None:
+            continue
+        if [run.seed for run in mine.runs] != [run.seed for run in theirs.runs]:
+            raise SimError("paired runs must share their seeds")
+        gaps = [a - b for a, b in zip(mine.values, theirs.values, strict=True)]
+        gap, own = interval(gaps), interval(mine.values)
+        higher = sum(1 for value in gaps if value > 0)
+        paper = f"{theirs.paper[0]:.2f}" if theirs.paper is not None else "(none)"
+        lines.append(
+            f"| {workload.removeprefix('openb_pod_list_')} | {_bracket(gap)} ({len(gaps)}) | "
+            f"{higher} of {len(gaps)} | {_bracket(own, signed=False)} | {paper} |"
+        )
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
+def _bracket(stats: dict[str, float | int | None], *, signed: bool = True) -> str:
+    form = "{:+.2f}" if signed else "{:.2f}"
+    mean, low, high = stats["mean"], stats["low"], stats["high"]
+    if low is None or high is None:
+        return form.format(mean)
+    return f"{form.format(mean)} [{form.format(low)}, {form.format(high)}]"
 
 
 def _published_curve(path: Path, workload: str, policy: str) -> list[float] | None:

@@ -18,8 +18,8 @@ from typing import Any
 
 from gangplace.sim.errors import TraceError
 from gangplace.sim.fgd.data import FgdNode, FgdPod, arrivals, typical_pods
-from gangplace.sim.fgd.model import FgdCluster, StateKey, fits
-from gangplace.sim.fgd.policies import Fragmentation, policy_named
+from gangplace.sim.fgd.model import FgdCluster, NodeState, StateKey, fits
+from gangplace.sim.fgd.policies import policy_named
 
 __all__ = ["PUBLISHED_NAMES", "FgdRun", "published", "run_fgd"]
 
@@ -31,7 +31,7 @@ PUBLISHED_NAMES = {
     "packing": "04-GpuPacking",
     "bestfit": "05-BestFit",
     "fgd": "06-FGD",
-}
+}  # gangplace's own has no published run
 
 
 @dataclass(frozen=True)
@@ -42,12 +42,12 @@ class FgdRun:
         policy: The policy's name.
         seed: The seed of the arrivals and of the tie-breaks.
         allocation: GPU allocation in percent of the cluster's GPUs at each percent of the
-            cluster's GPUs asked by the arrivals so far (index = that percent): after the last
-            arrival that leaves the GPUs asked below the next percent; the last entry is the
-            state after every arrival.
+            cluster's GPUs asked by the arrivals so far (index = that percent): right after
+            the first arrival that takes the GPUs asked to that percent.
         placed: Pods placed.
         failed: Pods that fit nowhere when they arrived (never retried).
         arrived_percent: GPUs asked by all the arrivals, in percent of the cluster's.
+        final: The allocation after every arrival.
 
     """
 
@@ -57,10 +57,15 @@ class FgdRun:
     placed: int
     failed: int
     arrived_percent: float
+    final: float
 
     def at(self, percent: int) -> float:
-        """The allocation once ``percent`` of the GPUs arrived (the last one past the end)."""
-        return self.allocation[min(percent, len(self.allocation) - 1)]
+        """The allocation once ``percent`` of the GPUs arrived.
+
+        Past the last arrival's percent: the allocation after every arrival (the table's
+        figure at 130%: the arrivals stop short of 130%).
+        """
+        return self.allocation[percent] if percent < len(self.allocation) else self.final
 
 
 def run_fgd(
@@ -82,13 +87,13 @@ def run_fgd(
         KeyError: An unknown policy.
 
     """
-    fragmentation = Fragmentation(typical_pods(pods))
-    chosen = policy_named(policy, fragmentation)
+    chosen = policy_named(policy, typical_pods(pods))
     queue = arrivals(pods, nodes, ratio, seed)
     rng = random.Random(seed * 1_000_003 + 7)
     order = list(range(len(nodes)))
     rng.shuffle(order)
     cluster = FgdCluster(nodes, order, with_affinity=chosen.uses_affinity)
+    chosen.attach(cluster.nodes)
     curve, arrived, placed, failed = [0.0], 0, 0, 0
     for count, pod in enumerate(queue):
         arrived += pod.shape.total_milli
@@ -104,8 +109,11 @@ def run_fgd(
                 best.append(key)
         if best:
             index = cluster.pick(best, rng) if chosen.random_ties else cluster.first(best)
-            gpus = chosen.gpus(cluster.nodes[index], pod, rng)
+            state = cluster.nodes[index]
+            before = NodeState(state.cpu, state.memory, list(state.frees), state.model)
+            gpus = chosen.gpus(state, pod, rng)
             cluster.place(index, pod, gpus)
+            chosen.moved(before, state)
             placed += 1
             if decisions is not None:
                 decisions.append((index, tuple(gpus)))
@@ -113,13 +121,12 @@ def run_fgd(
             failed += 1
             if decisions is not None:
                 decisions.append(None)
-        level = 100 * arrived // cluster.total_milli
-        while len(curve) <= level:  # percents passed with no arrival ending in them
-            curve.append(curve[-1])
-        curve[level] = cluster.allocation()
+        while len(curve) <= 100 * arrived // cluster.total_milli:
+            curve.append(cluster.allocation())  # the first arrival reaching that percent
         if progress is not None and count % 1000 == 0:
             progress(count, len(queue))
-    return FgdRun(policy, seed, tuple(curve), placed, failed, 100.0 * arrived / cluster.total_milli)
+    arrived_percent = 100.0 * arrived / cluster.total_milli
+    return FgdRun(policy, seed, tuple(curve), placed, failed, arrived_percent, cluster.allocation())
 
 
 def published(

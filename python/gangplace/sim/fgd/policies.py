@@ -20,7 +20,8 @@ broken at random, which is part of what each policy measures.
 - ``fgd``: fragmentation gradient descent: the node (and, for a shared pod, the GPU) whose
   expected fragmentation for the workload's typical pods drops most, scored
   ``int(100 * sigmoid(drop / 1000))``.
-- ``gangplace``: see :class:`GangplacePolicy`.
+- ``gangplace``: FGD with each typical shape weighted by how many pods of it the cluster can
+  still take (:mod:`gangplace.sim.fgd.room`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ __all__ = ["FGD_ALL", "FGD_POLICIES", "FgdPolicy", "Fragmentation", "policy_name
 MAX_CPU = 128_000  # the normalisation of CPU: 128 cores
 MAX_GPU = 8 * MILLI  # and of GPU: 8 GPUs
 FGD_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
-FGD_ALL = (*FGD_POLICIES,)  # and gangplace's own once it exists
+FGD_ALL = (*FGD_POLICIES, "gangplace")  # and gangplace's own (gangplace.sim.fgd.room)
 
 
 def best_fit_gpu(frees: Sequence[int], milli: int) -> int:
@@ -64,6 +65,12 @@ class FgdPolicy:
     def score(self, key: StateKey, pod: FgdPod) -> int:
         """The node state's score for ``pod`` (it fits)."""
         raise NotImplementedError
+
+    def attach(self, nodes: Sequence[NodeState]) -> None:
+        """The run's nodes at the start (a policy that reads the whole cluster keeps them)."""
+
+    def moved(self, before: NodeState, after: NodeState) -> None:
+        """A placement changed one node from ``before`` (a copy) to ``after``."""
 
     def gpus(self, state: NodeState, pod: FgdPod, rng: random.Random) -> list[int]:
         """The GPUs ``pod`` takes on the chosen node (best fit for a shared pod)."""
@@ -242,16 +249,23 @@ class FgdScorePolicy(FgdPolicy):
         return [next(g for g, free in enumerate(state.frees) if scores.get(free) == best)]
 
 
-def policy_named(name: str, fragmentation: Fragmentation) -> FgdPolicy:
-    """The policy called ``name`` (one of :data:`FGD_POLICIES` or ``"gangplace"``)."""
+def policy_named(name: str, typical: Sequence[tuple[PodShape, float]]) -> FgdPolicy:
+    """The policy called ``name`` (one of :data:`FGD_ALL`) for a workload's typical pods.
+
+    Raises:
+        KeyError: An unknown name.
+
+    """
+    if name == "gangplace":
+        from gangplace.sim.fgd.room import RoomPolicy
+
+        return RoomPolicy(typical)
     policies: dict[str, FgdPolicy] = {
         "random": RandomPolicy(),
         "dotprod": DotProductPolicy(),
         "clustering": ClusteringPolicy(),
         "packing": PackingPolicy(),
         "bestfit": BestFitPolicy(),
-        "fgd": FgdScorePolicy(fragmentation),
+        "fgd": FgdScorePolicy(Fragmentation(typical)),
     }
-    if name not in policies:
-        raise KeyError(name)
     return policies[name]
