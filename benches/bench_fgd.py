@@ -1,8 +1,8 @@
 """The FGD experiment's speed (issue 28, item 4; figures in docs/performance.md).
 
-- ``fgd_run[policy]``: BestFit, FGD and gangplace's own; one seed (42) of ``openb_pod_list_default.csv`` at 130% on the 1,213
-  GPU nodes of the Alibaba 2023 list (about 10,800 arrivals), one round: what one cell of
-  ``scripts/fgd.sh`` costs.
+- ``fgd_run[policy]``: BestFit, FGD and gangplace's own, one seed (42) of
+  ``openb_pod_list_default.csv`` at 130% on the 1,213 GPU nodes of the Alibaba 2023 list
+  (about 10,800 arrivals), one round: what one cell of ``scripts/fgd.sh`` costs.
 - ``fgd_small[gangplace|reference]``: the first 150 nodes and 800 pods of the same lists,
   FGD, by :func:`gangplace.sim.fgd.run_fgd` (groups of equal nodes, memoized fragmentation)
   and by :mod:`gangplace.reference.fgd` (every node scored for every pod, fragmentation

@@ -14,7 +14,7 @@ first node of the run's order. The room per shape is what gangplace's engine ans
 node's room.
 
 The exponent 2 was chosen on seeds 42 and 43 of the default and multigpu50 lists (among -0.5
-to 4; 1.5 to 4 gave the same within 0.1 point); docs/simulation.md reports the other seeds
+to 4; 1.5 to 4 gave the same within 0.15 point); docs/simulation.md reports the other seeds
 apart.
 """
 
