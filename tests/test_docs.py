@@ -46,6 +46,7 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "4 nlp\nvision-train ('r1',) ['nlp-0', 'nlp-1']" in printed  # queues: a reclaim
     assert "nlp queue 'nlp' lets it take 0 GPUs now, it needs 8" in printed
     assert 'gang "finetune" of 2 pods x 8 GPUs does not fit: no node holds a pod' in printed
+    assert "fgd toy: random 71.6%\nfgd toy: bestfit 79.7%" in printed  # the FGD experiment
     assert "rack ('r0',) 8" in printed  # adopt
     assert "1 ('a0', 'a1')\n('a3',)" in printed  # looking ahead: place_after, avoid
     assert "cluster ['a', 'b', 'c'] 5" in printed  # adopt(into=...)
