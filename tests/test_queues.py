@@ -410,6 +410,22 @@ def test_weight_zero_gets_only_what_nobody_wants() -> None:
     assert scheduler.pending_ids() == ["a1"]
 
 
+def test_a_fifo_queues_stop_outranks_its_refused_size() -> None:
+    """Found by the differential test: after a fifo queue's first job is refused for the
+    queue's quota, a later job of the same size in another class is stopped behind it (Q9),
+    not skipped as refused for the quota (the walk's shortcut for refused sizes)."""
+    scheduler = lab(racks(1, 1), Queue("q", cohort="lab", nominal=4, queueing="fifo"))
+    scheduler.submit("whole", GangRequest(1, 4), queue="q")
+    scheduler.submit("first", GangRequest(1, 1), queue="q")
+    scheduler.submit("other-class", GangRequest(1, 1, required_level="rack"), queue="q")
+    assert [job for job, _ in started(scheduler)] == ["whole"]
+    scheduler.finish("whole")  # the queue has room again: the last walk's reasons show
+    reasons = {job.job_id: job.reason for job in scheduler.pending()}
+    assert reasons["first"] == "its queue's quota was full in the last cycle"
+    fifo = "behind the first blocked job of its queue 'q' (queueing='fifo')"
+    assert reasons["other-class"] == fifo
+
+
 def test_fifo_queues_stop_behind_their_blocked_job() -> None:
     for queueing, expected in (("fifo", ["small-b"]), ("best_effort_fifo", ["small-a", "small-b"])):
         scheduler = lab(

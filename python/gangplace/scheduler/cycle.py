@@ -79,9 +79,19 @@ class _Walk:
         self.short: tuple[dict[str | None, int], dict[str | None, int]] = ({}, {})
 
     def _short(self, job: QueuedJob) -> bool:
-        """Whether the job's queue already refused as many GPUs in this walk (Q4)."""
+        """Whether the queue's quota refuses the job for sure (Q4), as it refused as many GPUs.
+
+        Only when nothing checked before the queue's room would refuse it first: its owner
+        has no quota of its own and its queue is not stopped behind a fifo head (Q9), whose
+        reasons take precedence.
+        """
         refused = self.short[job.request.preemptible].get(job.queue)
-        return refused is not None and job.fewest_gpus >= refused
+        return (
+            refused is not None
+            and job.fewest_gpus >= refused
+            and job.queue not in self.stopped
+            and job.owner not in self.scheduler.quotas
+        )
 
     def _entry(self, job: QueuedJob, key: ClassKey) -> Entry:
         """The heap entry of a class's candidate.
