@@ -153,6 +153,14 @@ impl NodeStates {
         self.unhealthy.get(id as usize).copied().unwrap_or_default()
     }
 
+    /// The node slots with an unhealthy GPU, ascending (a pass over 8 bytes a node).
+    pub fn with_unhealthy(&self) -> impl Iterator<Item = NodeId> + '_ {
+        (0..)
+            .zip(&self.unhealthy)
+            .filter(|(_, gpus)| !gpus.is_empty())
+            .map(|(id, _)| id)
+    }
+
     /// The GPU counts over every node.
     pub fn totals(&self) -> Totals {
         self.totals

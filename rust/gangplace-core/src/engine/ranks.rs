@@ -36,25 +36,9 @@ pub(crate) fn lost_ranks(topology: &Topology, states: &NodeStates, hold: &Hold) 
 /// GPUs out of `gpus_by_node`); otherwise `lost_ranks` decides. Reads no node names, so a
 /// scan over every hold stays cheap.
 pub(crate) fn may_have_lost(states: &NodeStates, hold: &Hold) -> bool {
-    let mut held = 0u64;
-    for &(node, gpus) in &hold.gpus_by_node {
-        if states.get(node).unhealthy.intersects(gpus) {
-            return true;
-        }
-        held += u64::from(gpus.count());
-    }
-    let ranks = (0u64..).zip(&hold.placement.pods);
-    let named: u64 = ranks
-        .filter(|(rank, _)| hold.ended.binary_search(rank).is_err())
-        .map(|(_, pod)| u64::from(pod.gpus.count()))
-        .sum::<u64>()
-        + hold
-            .placement
-            .spares
-            .iter()
-            .map(|pod| u64::from(pod.gpus.count()))
-            .sum::<u64>();
-    held != named
+    let unhealthy =
+        (hold.gpus_by_node.iter()).any(|&(node, gpus)| states.unhealthy(node).intersects(gpus));
+    unhealthy || hold.held_differs()
 }
 
 /// The innermost slice domain of `rank` for a slice gang or a sliced group (`None`

@@ -472,17 +472,35 @@ impl Engine {
     pub fn allocations(&mut self, owner: Owner<'_>, lost_only: bool, now: f64) -> Vec<Allocation> {
         self.reclaim(now);
         let (topology, states) = (&self.topology, &self.states);
-        let mut holds: Vec<(HoldId, &Hold)> = self
-            .ledger
-            .live_holds()
-            .filter(|(_, hold)| {
-                hold.state == HoldState::Committed
-                    && (owner.is_none() || hold.owner.as_deref() == owner)
-                    && (!lost_only
-                        || (may_have_lost(states, hold)
-                            && !lost_ranks(topology, states, hold).is_empty()))
-            })
-            .collect();
+        let wanted = |hold: &Hold| {
+            hold.state == HoldState::Committed
+                && (owner.is_none() || hold.owner.as_deref() == owner)
+                && (!lost_only
+                    || (may_have_lost(states, hold)
+                        && !lost_ranks(topology, states, hold).is_empty()))
+        };
+        let mut holds: Vec<(HoldId, &Hold)> = if lost_only {
+            // Only holds on unhealthy GPUs and holds whose GPUs differ from their pods can
+            // have lost ranks: those are read, not every hold.
+            let mut suspects = self.ledger.irregular().clone();
+            for node in states.with_unhealthy() {
+                let unhealthy = states.unhealthy(node);
+                let on = self.ledger.holders_on(node).into_iter();
+                suspects.extend(
+                    on.filter(|&(_, gpus)| gpus.intersects(unhealthy))
+                        .map(|(id, _)| id),
+                );
+            }
+            (suspects.into_iter())
+                .filter_map(|id| self.ledger.live(id).map(|hold| (id, hold)))
+                .filter(|&(_, hold)| wanted(hold))
+                .collect()
+        } else {
+            self.ledger
+                .live_holds()
+                .filter(|&(_, hold)| wanted(hold))
+                .collect()
+        };
         holds.sort_unstable_by_key(|&(id, _)| id);
         holds
             .into_iter()

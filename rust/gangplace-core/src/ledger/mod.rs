@@ -122,6 +122,23 @@ impl Hold {
             .map(|&(_, gpus)| u64::from(gpus.count()))
             .sum()
     }
+
+    /// Whether it holds fewer (or more) GPUs than its live ranks and spares name: a node
+    /// removed under it takes its GPUs out of `gpus_by_node`.
+    pub fn held_differs(&self) -> bool {
+        let ranks = (0u64..).zip(&self.placement.pods);
+        let named: u64 = ranks
+            .filter(|(rank, _)| self.ended.binary_search(rank).is_err())
+            .map(|(_, pod)| u64::from(pod.gpus.count()))
+            .sum::<u64>()
+            + self
+                .placement
+                .spares
+                .iter()
+                .map(|pod| u64::from(pod.gpus.count()))
+                .sum::<u64>();
+        self.gpu_count() != named
+    }
 }
 
 /// A hold that ended, remembered so that late calls get a precise answer.
@@ -169,6 +186,10 @@ pub struct Ledger {
     holders: Vec<Vec<(HoldId, GpuSet)>>,
     /// Per allocation: its live repair reservations, sorted by id.
     repairs: BTreeMap<HoldId, Vec<HoldId>>,
+    /// The live holds whose GPUs differ from what their ranks and spares name
+    /// (`Hold::held_differs`): with the holds on unhealthy GPUs, the only ones that may have
+    /// lost ranks, so that finding those reads no other hold.
+    irregular: BTreeSet<HoldId>,
     /// `Some(state)`: ids come from a seeded generator (splitmix64) instead of the operating
     /// system's randomness, so that a run is repeatable (simulations, tests).
     seeded_ids: std::cell::Cell<Option<u64>>,
@@ -288,6 +309,20 @@ impl Ledger {
         ids
     }
 
+    /// The live holds whose GPUs differ from what they name (see `Hold::held_differs`).
+    pub fn irregular(&self) -> &BTreeSet<HoldId> {
+        &self.irregular
+    }
+
+    /// Keeps `irregular` right for hold `id` after a change to it (or its end).
+    fn recheck(&mut self, id: HoldId) {
+        if self.live.get(&id).is_some_and(Hold::held_differs) {
+            self.irregular.insert(id);
+        } else {
+            self.irregular.remove(&id);
+        }
+    }
+
     fn add_holder(&mut self, node: NodeId, id: HoldId, gpus: GpuSet) {
         let slot = node as usize;
         if slot >= self.holders.len() {
@@ -332,6 +367,7 @@ impl Ledger {
             }
         }
         self.live.insert(id, hold);
+        self.recheck(id);
     }
 
     fn unlink_repair(&mut self, id: HoldId, link: &RepairLink) {
@@ -383,6 +419,7 @@ impl Ledger {
         let Some(hold) = self.live.remove(&id) else {
             return;
         };
+        self.irregular.remove(&id);
         self.expiries.remove(&Expiry {
             at: hold.expires_at,
             id,
@@ -435,6 +472,7 @@ impl Ledger {
         });
         self.remove_holder(node, id);
         self.count_held(&owner, 0, u64::from(held_here.count()));
+        self.recheck(id);
     }
 
     /// Checks the holders index against the live holds (for `check_invariants`).
@@ -455,6 +493,13 @@ impl Ledger {
             if actual != *expected {
                 return Err(format!("the holders index of node slot {slot} is stale"));
             }
+        }
+        let irregular: BTreeSet<HoldId> = (self.live.iter())
+            .filter(|(_, hold)| hold.held_differs())
+            .map(|(&id, _)| id)
+            .collect();
+        if irregular != self.irregular {
+            return Err("the set of holds whose GPUs differ from their pods is stale".into());
         }
         self.check_repairs()
     }

@@ -46,6 +46,7 @@ impl Ledger {
             }
         }
         self.count_held(&owner, 0, count);
+        self.recheck(id);
     }
 }
 
@@ -74,5 +75,6 @@ impl Ledger {
         hold.placement = placement;
         hold.terms = terms;
         self.allocate_more(states, changes, id, added);
+        self.recheck(id);
     }
 }

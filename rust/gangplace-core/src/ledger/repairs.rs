@@ -47,6 +47,7 @@ impl Ledger {
         }
         let target = link.allocation;
         let Some(allocation) = self.live.get_mut(&target) else {
+            self.recheck(id);
             return;
         };
         let merged = merged_gpus(&allocation.gpus_by_node, released, &repair.gpus_by_node);
@@ -75,6 +76,8 @@ impl Ledger {
                 owner,
             },
         );
+        self.recheck(id);
+        self.recheck(target);
     }
 
     /// An allocation's spares on node `node` (named `name`) that hold a GPU of `gpus` stop
@@ -102,6 +105,7 @@ impl Ledger {
         placement.spares.retain(|pod| !hit(pod));
         hold.placement = Arc::new(placement);
         let Ok(at) = hold.gpus_by_node.binary_search_by_key(&node, |&(on, _)| on) else {
+            self.recheck(id);
             return; // the node's GPUs are already gone (`remove_node`)
         };
         let freed = hold.gpus_by_node[at].1 & dropped;
@@ -117,6 +121,7 @@ impl Ledger {
             self.add_holder(node, id, left);
         }
         self.count_held(&owner, 0, u64::from(freed.count()));
+        self.recheck(id);
     }
 
     /// Adds `pods` (each with its node) to allocation `id` as new spares, after its others
@@ -168,6 +173,7 @@ impl Ledger {
         }
         let count: u64 = added.iter().map(|&(_, gpus)| u64::from(gpus.count())).sum();
         self.count_held(&owner, count, 0);
+        self.recheck(id);
     }
 
     /// Every repair reservation names a live allocation, and the index lists exactly them.
