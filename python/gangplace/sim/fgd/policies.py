@@ -28,12 +28,19 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gangplace.sim.fgd.data import MILLI, FgdPod, PodShape
 from gangplace.sim.fgd.model import NodeState, StateKey, affinity_tag
 
-__all__ = ["FGD_ALL", "FGD_POLICIES", "FgdPolicy", "Fragmentation", "policy_named"]
+__all__ = [
+    "FGD_ALL",
+    "FGD_POLICIES",
+    "FgdPolicy",
+    "Fragmentation",
+    "policy_named",
+    "shape_fragments",
+]
 
 MAX_CPU = 128_000  # the normalisation of CPU: 128 cores
 MAX_GPU = 8 * MILLI  # and of GPU: 8 GPUs
@@ -158,39 +165,39 @@ class BestFitPolicy(FgdPolicy):
         return int((1.0 - left) * 100)
 
 
-class Fragmentation:
-    """The expected fragmentation of a node for the workload's typical pods (memoized).
+def shape_fragments(shape: PodShape, model: str, cpu: int, frees: Sequence[int]) -> int:
+    """The GPU thousandths a node leaves unusable to one typical pod shape (FGD's measure).
 
-    For a typical pod that the node can run (GPU model, CPU left, enough GPUs with its
-    thousandths), the thousandths left on GPUs too small for it; for one it cannot run (a
-    CPU-only pod counts as such: its GPUs stay idle), every thousandth left; weighted by the
-    typical pods' frequencies.
+    If the node can run the pod (its GPU model, its CPU, enough GPUs holding its thousandths),
+    the thousandths left on GPUs too small for it; otherwise (a CPU-only pod counts as such:
+    its GPUs stay idle) every thousandth left.
+    """
+    runs = shape.gpu_milli and (not shape.models or model in shape.models)
+    runs = runs and cpu >= shape.cpu_milli
+    if runs and sum(1 for free in frees if free >= shape.gpu_milli) >= shape.gpus:
+        return sum(free for free in frees if free < shape.gpu_milli)
+    return sum(frees)
+
+
+class Fragmentation:
+    """The expected fragmentation of a node (memoized by node state).
+
+    :func:`shape_fragments` of every typical pod shape, weighted by its frequency.
     """
 
     def __init__(self, typical: Sequence[tuple[PodShape, float]]) -> None:
-        self.typical = [
-            (shape.cpu_milli, shape.gpu_milli, shape.gpus, frozenset(shape.models), freq)
-            for shape, freq in typical
-        ]
+        self.typical = list(typical)
         self._memo: dict[tuple[str, int, tuple[int, ...]], float] = {}
 
     def __call__(self, model: str, cpu: int, frees: tuple[int, ...]) -> float:
         """The fragmentation of a node of ``model`` with ``cpu`` and GPUs ``frees`` left."""
         key = (model, cpu, frees)
         known = self._memo.get(key)
-        if known is not None:
-            return known
-        total = sum(frees)
-        frag = 0.0
-        if total:
-            for need_cpu, milli, count, models, freq in self.typical:
-                runs = milli and (not models or model in models) and cpu >= need_cpu
-                if runs and sum(1 for free in frees if free >= milli) >= count:
-                    frag += freq * sum(free for free in frees if free < milli)
-                else:
-                    frag += freq * total
-        self._memo[key] = frag
-        return frag
+        if known is None:
+            known = self._memo[key] = sum(
+                freq * shape_fragments(shape, model, cpu, frees) for shape, freq in self.typical
+            )
+        return known
 
 
 def _after(frees: tuple[int, ...], shape: PodShape) -> tuple[int, ...]:
@@ -216,7 +223,8 @@ def _sigmoid_score(drop: float) -> int:
 class FgdScorePolicy(FgdPolicy):
     name = "fgd"
 
-    def __init__(self, fragmentation: Fragmentation) -> None:
+    def __init__(self, fragmentation: Callable[[str, int, tuple[int, ...]], float]) -> None:
+        """``fragmentation(model, cpu left, GPU thousandths left sorted)``: FGD's measure."""
         self.frag = fragmentation
 
     def _shared_scores(self, key: StateKey, shape: PodShape) -> dict[int, int]:

@@ -20,17 +20,16 @@ apart.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-from gangplace.sim.fgd.data import MILLI, FgdPod, PodShape
-from gangplace.sim.fgd.model import NodeState, StateKey
-from gangplace.sim.fgd.policies import FgdPolicy, _after, _replaced, _sigmoid_score
+from gangplace.sim.fgd.data import MILLI, PodShape
+from gangplace.sim.fgd.model import NodeState
+from gangplace.sim.fgd.policies import FgdScorePolicy, shape_fragments
 
-__all__ = ["ROOM_EXPONENT", "RoomPolicy", "room_of", "shape_fragments", "weights_of"]
+__all__ = ["ROOM_EXPONENT", "RoomPolicy", "room_of", "weights_of"]
 
 ROOM_EXPONENT = 2
 ROOM_CAP = 1000  # a node's room for a CPU-only shape is capped (its CPU alone may be vast)
@@ -50,16 +49,6 @@ def room_of(shape: PodShape, model: str, cpu: int, frees: Sequence[int]) -> int:
     return min(by_cpu, by_gpu)
 
 
-def shape_fragments(shape: PodShape, model: str, cpu: int, frees: Sequence[int]) -> int:
-    """FGD's fragment of one node for one typical shape (thousandths it cannot use)."""
-    total = sum(frees)
-    runs = shape.gpu_milli and (not shape.models or model in shape.models)
-    runs = runs and cpu >= shape.cpu_milli
-    if runs and sum(1 for free in frees if free >= shape.gpu_milli) >= shape.gpus:
-        return sum(free for free in frees if free < shape.gpu_milli)
-    return total
-
-
 def weights_of(
     frequencies: npt.NDArray[np.float64], room: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.float64]:
@@ -69,12 +58,16 @@ def weights_of(
     return frequencies if total <= 0 else raw / total
 
 
-class RoomPolicy(FgdPolicy):
-    """``gangplace``: FGD with each typical shape weighted by frequency x room squared."""
+class RoomPolicy(FgdScorePolicy):
+    """``gangplace``: FGD with each typical shape weighted by frequency x room squared.
+
+    FGD's score and GPU choice, inherited, over this policy's weighted fragmentation.
+    """
 
     name = "gangplace"
 
     def __init__(self, typical: Sequence[tuple[PodShape, float]]) -> None:
+        super().__init__(self._frag)
         self.shapes = [shape for shape, _ in typical]
         self.frequencies = np.array([freq for _, freq in typical], dtype=np.float64)
         self.room = np.zeros(len(self.shapes), dtype=np.int64)
@@ -118,37 +111,3 @@ class RoomPolicy(FgdPolicy):
 
     def _frag(self, model: str, cpu: int, frees: tuple[int, ...]) -> float:
         return float(self._fragments_of(model, cpu, frees) @ self.weights)
-
-    def _drops(self, key: StateKey, shape: PodShape) -> dict[int, int]:
-        """A shared pod: for each distinct thousandths-left value that holds it, its score."""
-        model, cpu, _, frees, _ = key
-        before = self._frag(model, cpu, frees)
-        return {
-            free: _sigmoid_score(
-                before
-                - self._frag(
-                    model, cpu - shape.cpu_milli, _replaced(frees, free, free - shape.gpu_milli)
-                )
-            )
-            for free in set(frees)
-            if free >= shape.gpu_milli
-        }
-
-    def score(self, key: StateKey, pod: FgdPod) -> int:
-        """FGD's integer score, with this policy's weights."""
-        model, cpu, _, frees, _ = key
-        shape = pod.shape
-        if shape.shared:
-            return max(self._drops(key, shape).values())
-        after = _after(frees, shape) if shape.gpus else frees
-        drop = self._frag(model, cpu, frees) - self._frag(model, cpu - shape.cpu_milli, after)
-        return _sigmoid_score(drop)
-
-    def gpus(self, state: NodeState, pod: FgdPod, rng: random.Random) -> list[int]:
-        """FGD's GPU for a shared pod (the first that scores best), with these weights."""
-        shape = pod.shape
-        if not shape.shared:
-            return super().gpus(state, pod, rng)
-        scores = self._drops(state.key(False), shape)
-        best = max(scores.values())
-        return [next(g for g, free in enumerate(state.frees) if scores.get(free) == best)]
