@@ -12,6 +12,17 @@ use crate::cluster_args::hold_id;
 use crate::convert;
 use crate::types::{GangRequest, Placement, PodPlacement};
 
+/// `request`'s core value when it is a `GangRequest`, else a `TypeError` naming what it is.
+pub fn gang_request(request: &Bound<'_, PyAny>) -> PyResult<Arc<gangplace_core::GangRequest>> {
+    let gang = request.cast::<GangRequest>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "request must be a GangRequest, not {}",
+            convert::type_name(request)
+        ))
+    })?;
+    Ok(gang.get().inner.clone())
+}
+
 /// The pods of `avoid` (an iterable of `PodPlacement` or `Placement`, a placement standing
 /// for all of its pods; `None`: none). README L3.
 pub fn avoided_pods(
@@ -106,13 +117,7 @@ impl Cluster {
         releases: Option<&Bound<'_, PyAny>>,
         avoid: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<(usize, Placement)>> {
-        let request = request.cast::<GangRequest>().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "request must be a GangRequest, not {}",
-                convert::type_name(request)
-            ))
-        })?;
-        let request = request.get().inner.clone();
+        let request = gang_request(request)?;
         let groups = release_groups(releases)?;
         let avoid = avoided_pods(avoid)?;
         let now = self.now(py)?;

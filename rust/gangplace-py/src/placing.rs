@@ -11,7 +11,7 @@ use crate::cluster::Cluster;
 use crate::cluster_args::owner as owner_name;
 use crate::convert;
 use crate::explain::Explanation;
-use crate::lookahead::avoided_pods;
+use crate::lookahead::{avoided_pods, gang_request};
 use crate::roles::{MultiGangRequest, any_request};
 use crate::types::{Allocation, GangRequest, Placement, Reservation};
 
@@ -126,9 +126,7 @@ impl Cluster {
         owner: Option<&Bound<'_, PyAny>>,
         avoid: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Reservation> {
-        let ttl = ttl.map_or(Ok(DEFAULT_TTL_SECONDS), |t| convert::seconds(t, "ttl"))?;
-        let owner = owner_name(owner)?;
-        let avoid = avoided_pods(avoid)?;
+        let (ttl, owner, avoid) = hold_args(ttl, owner, avoid)?;
         let now = self.now(py)?;
         if !avoid.is_empty() && request.cast::<GangRequest>().is_err() {
             return Err(PyTypeError::new_err(format!(
@@ -183,16 +181,8 @@ impl Cluster {
         owner: Option<&Bound<'_, PyAny>>,
         avoid: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Allocation> {
-        let ttl = ttl.map_or(Ok(DEFAULT_TTL_SECONDS), |t| convert::seconds(t, "ttl"))?;
-        let owner = owner_name(owner)?;
-        let avoid = avoided_pods(avoid)?;
-        let request = request.cast::<GangRequest>().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "request must be a GangRequest, not {}",
-                convert::type_name(request)
-            ))
-        })?;
-        let request = request.get().inner.clone();
+        let (ttl, owner, avoid) = hold_args(ttl, owner, avoid)?;
+        let request = gang_request(request)?;
         let now = self.now(py)?;
         let inner = self.run_detached(py, |engine| {
             let owner = owner.as_deref();
@@ -239,8 +229,7 @@ impl Cluster {
         owner: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<Option<Reservation>>> {
         let requests = any_requests(requests)?;
-        let ttl = ttl.map_or(Ok(DEFAULT_TTL_SECONDS), |t| convert::seconds(t, "ttl"))?;
-        let owner = owner_name(owner)?;
+        let (ttl, owner, _) = hold_args(ttl, owner, None)?;
         let now = self.now(py)?;
         let reservations = self.run_detached(py, |engine| {
             Ok(engine.reserve_many(&requests, ttl, owner.as_deref(), now)?)
@@ -250,4 +239,14 @@ impl Cluster {
             .map(|reservation| reservation.map(|inner| Reservation { inner }))
             .collect())
     }
+}
+
+/// The holding calls' `ttl` (seconds, default 30), `owner` and `avoid` (`None`: none).
+fn hold_args(
+    ttl: Option<&Bound<'_, PyAny>>,
+    owner: Option<&Bound<'_, PyAny>>,
+    avoid: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(f64, Option<String>, Vec<gangplace_core::PodPlacement>)> {
+    let ttl = ttl.map_or(Ok(DEFAULT_TTL_SECONDS), |t| convert::seconds(t, "ttl"))?;
+    Ok((ttl, owner_name(owner)?, avoided_pods(avoid)?))
 }
