@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from gangplace.sim.fgd.data import MILLI, FgdNode, FgdPod, PodShape, arrivals, typical_pods
-from gangplace.sim.fgd.model import NodeState, fits
+from gangplace.sim.fgd.model import NodeState, affinity_tag, fits
 from gangplace.sim.fgd.policies import policy_named
 from gangplace.sim.fgd.room import RoomPolicy, room_of, weights_of
 
@@ -88,7 +88,7 @@ def replay(
         state.memory -= pod.memory_mib
         for gpu in gpus:
             state.frees[gpu] -= pod.shape.gpu_milli
-        tag = _tag(pod.shape)
+        tag = affinity_tag(pod.shape)
         if tag is not None:
             state.affinity[tag] = state.affinity.get(tag, 0) + 1
         decisions.append((index, tuple(gpus)))
@@ -100,10 +100,3 @@ def _better(score: object, rank: int, best_score: object, best_rank: int) -> boo
     if score == best_score:
         return rank < best_rank
     return bool(score > best_score)  # type: ignore[operator]
-
-
-def _tag(shape: PodShape) -> str | None:
-    """The pod's GPU-clustering tag (``None``: it asks no GPU)."""
-    if not shape.gpus:
-        return None
-    return "share-gpu" if shape.shared else f"{shape.gpus}-gpu"
