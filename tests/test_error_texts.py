@@ -140,6 +140,12 @@ def _adopt_short(cluster: Any) -> None:
     cluster.adopt([("r0-n0", 3)])
 
 
+def _adopt_resources_short(cluster: Any) -> None:
+    cluster.add_node("n", gpus=4, topology={"rack": "r0"}, resources={"cpu": 8_000, "m": 0})
+    cluster.adopt([("n", 1)], resources={"cpu": 6_000})
+    cluster.adopt([("n", 1), ("n", 1)], resources={"cpu": 2_000, "m": 1})
+
+
 def _adopt_busy(cluster: Any) -> None:
     _rack(cluster, 1, gpus=4)
     cluster.set_gpu_health("r0-n0", 2, False)
@@ -211,6 +217,13 @@ SCENARIOS: dict[str, tuple[Scenario, type, str, dict[str, Any]]] = {
         _adopt_short,
         Conflict,
         r'node "r0-n0" has 2 free healthy GPUs for a pod of 3',
+        {},
+    ),
+    "adopt_resources_short": (
+        _adopt_resources_short,
+        Conflict,
+        r'node "n" has \{cpu=2000\} free besides GPUs; the pods adopted there ask '
+        r"\{cpu=4000, m=2\}",
         {},
     ),
     "adopt_gpu_busy": (_adopt_busy, Conflict, r'GPU 2 of node "r0-n0" is unhealthy', {}),

@@ -164,6 +164,17 @@ def test_a_gang_that_never_fits_gets_none_and_ended_ids_are_ignored() -> None:
     assert k == 2 and len(placement.nodes) == 3
 
 
+def test_an_allocation_named_in_two_groups_stays_released_from_the_first() -> None:
+    """Found by the state machine: the bisection undid the second mention of an allocation
+    and took it back, although the first group (still in the prefix) released it. a3 is
+    cordoned, so the free-GPU bound starts the search early and the galloping overshoots."""
+    cluster, _, second = _small()
+    cluster.cordon("a3")
+    found = cluster.place_after(GangRequest(1, 8), [[], [], [second], [second]])
+    assert found is not None and found[0] == 3 and found[1].nodes == ("a2",)
+    assert cluster.node("a2").allocated == tuple(range(8))  # the overlay was undone
+
+
 BAD: dict[str, tuple[Any, Any, dict[str, Any], type[Exception]]] = {
     "avoid-node": (GangRequest(1, 1), (), {"avoid": [PodPlacement("nope", [0])]}, UnknownNode),
     "avoid-gpu": (GangRequest(1, 1), (), {"avoid": [PodPlacement("a0", [9])]}, InvalidRequest),

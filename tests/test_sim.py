@@ -316,6 +316,7 @@ def test_explain_counts_exclusions_and_gpus_to_free() -> None:
         "unhealthy": 1,  # n0: 7 healthy GPUs cannot hold an 8-GPU pod
         "too_few_free": 0,
         "numa_split": 0,
+        "resources": 0,
     }
     levels = {level.level: level for level in explanation.levels}
     assert levels["rack"].domain == ("r0",) and levels["rack"].capacity == 1

@@ -3,17 +3,20 @@
 Rules: add and remove nodes, flip GPU health (also between reserve and commit), cordon, move
 the clock by small and huge steps, reserve by request (with random priorities and flags) and by
 a possibly stale placement, reserve multi-role gangs (a leader colocated with its workers),
-adopt running work (explicit GPUs or counts), commit, roll back
+adopt running work (explicit GPUs or counts, some asking CPUs), give nodes CPUs and memory
+(README "Node resources": gangs then ask CPUs per pod a third of the time), commit, roll back
 and release (twice, out of order, as the wrong owner), change priorities, ask hold statuses,
 plan and apply preemptions and defragmentations, plan, hold and commit repairs, and
 snapshot-and-restore in the middle of a run, continuing on the restored copies. Both sides
 hand out sequential ids (a test-build switch), so that tie-breaks by id agree.
 
-After every step: no GPU is held twice; every allocation's lost ranks (README "Repair") are
-those of the reference, and a slice gang's ranks (repaired or not) lie in their slices;
-repair reservations name the same allocations and ranks; on every node free + reserved + allocated +
-unhealthy-and-unheld == gpus; ``check_invariants()`` passes; and the engine agrees with
-``gangplace.reference`` on every node, the totals and the live holds.
+After every step: no GPU is held twice; every node's free resources are the reference's and
+lie between 0 and its capacity (``check_invariants`` recounts every hold's use); every
+allocation's lost ranks (README "Repair") are those of the reference, and a slice gang's
+ranks (repaired or not) lie in their slices; repair reservations name the same allocations
+and ranks; on every node free + reserved + allocated + unhealthy-and-unheld == gpus;
+``check_invariants()`` passes; and the engine agrees with ``gangplace.reference`` on every
+node, the totals and the live holds.
 
 Examples come from the loaded hypothesis profile (500 by default, 20,000 with
 GANGPLACE_HYPOTHESIS_PROFILE=long); every run has up to 50 steps.
@@ -124,6 +127,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         owner=st.sampled_from(OWNERS),
         terms=st.tuples(st.integers(-1, 2), st.booleans(), st.booleans()),
         spares=st.sampled_from((0, 0, 1, 2)),
+        cpu=st.sampled_from((0, 0, 1_000, 3_000)),
     )
     def reserve(
         self,
@@ -135,7 +139,9 @@ class EngineVersusReference(RuleBasedStateMachine):
         owner: str | None,
         terms: tuple[int, bool, bool],
         spares: int,
+        cpu: int = 0,
     ) -> str:
+        """A gang, a third of the time asking CPUs per pod (README "Node resources")."""
         request = GangRequest(
             pods,
             gpus_per_pod,
@@ -145,6 +151,7 @@ class EngineVersusReference(RuleBasedStateMachine):
             preemptible=terms[1],
             movable=terms[2],
             spares=spares,
+            resources_per_pod={"cpu": cpu} if cpu else None,
         )
         return self._held(*self._both("reserve", request, ttl=ttl, owner=owner))
 
@@ -297,15 +304,22 @@ class EngineVersusReference(RuleBasedStateMachine):
         entries=st.lists(ADOPTED_POD, min_size=1, max_size=3),
         owner=st.sampled_from(OWNERS),
         priority=st.integers(-1, 2),
+        cpu=st.sampled_from((None, None, 2_000)),
     )
-    def adopt(self, entries: list[tuple[str, Any]], owner: str | None, priority: int) -> str:
-        """Records running work: explicit GPUs (maybe held, twice, out of range) or counts."""
+    def adopt(
+        self, entries: list[tuple[str, Any]], owner: str | None, priority: int, cpu: int | None
+    ) -> str:
+        """Records running work: explicit GPUs (maybe held, twice, out of range) or counts,
+        sometimes asking CPUs (more than a node has free: ``Conflict``)."""
         pods = [
             gangplace.PodPlacement(name, gpus) if isinstance(gpus, list) else (name, gpus)
             for name, gpus in entries
         ]
-        got = outcome(self.engine.adopt, pods, owner=owner, priority=priority)
-        expected = outcome(self.oracle.adopt, pods, owner=owner, priority=priority)
+        resources = None if cpu is None else {"cpu": cpu}
+        got = outcome(self.engine.adopt, pods, owner=owner, priority=priority, resources=resources)
+        expected = outcome(
+            self.oracle.adopt, pods, owner=owner, priority=priority, resources=resources
+        )
         if got[0] == expected[0] == "ok":
             assert as_tuple(got[1].placement) == as_tuple(expected[1].placement)
             assert (got[1].owner, got[1].priority) == (expected[1].owner, expected[1].priority)
@@ -702,6 +716,11 @@ class EngineVersusReference(RuleBasedStateMachine):
             if got is not None and expected is not None:
                 assert as_tuple(got) == as_tuple(expected)
 
+    @rule(node=st.sampled_from(NAMES), cpu=st.sampled_from((0, 4_000, 16_000)))
+    def set_resources(self, node: str, cpu: int) -> None:
+        """README "Node resources": CPUs (and memory) at any time, also below what runs."""
+        self._both("update_node", node, resources={"cpu": cpu, "memory": 2**30})
+
     @rule(node=st.sampled_from(NAMES))
     def remove_node(self, node: str) -> None:
         got, expected = self._both("remove_node", node)
@@ -754,6 +773,12 @@ class EngineVersusReference(RuleBasedStateMachine):
                 dict(expected.topology),
                 dict(expected.labels),
             )
+            assert (node.resources, node.free_resources) == (
+                expected.resources,
+                expected.free_resources,
+            ), "resources"
+            assert node.free_resources.keys() == node.resources.keys()
+            assert all(0 <= node.free_resources[r] <= q for r, q in node.resources.items())
             self._holds_on_agree(name, reserved | allocated)
         stats, expected_stats = self.engine.stats(), self.oracle.stats()
         assert (stats.total, stats.free, stats.reserved, stats.allocated) == (

@@ -75,6 +75,13 @@ class GangRequest:
         spares: Extra pods of the gang's pod size held next to it, part of the all-or-nothing
             placement (README "Spares"): the last ``spares`` pods of the gang of
             ``pods + spares``, or with slices ``spares`` more in every innermost slice domain.
+        resources_per_pod: Resources besides GPUs each pod asks, name -> integer quantity in
+            base units: ``"cpu"`` in millicores, ``"memory"`` in bytes, any other name in
+            units (README "Node resources"). A node then holds ``min(free GPUs // g, free r //
+            r per pod for every r)`` pods. Quantities 0..2**50, names unique, at most 32; a
+            name no node of the cluster offers raises ``InvalidRequest`` when placed.
+            Preemption, defragmentation, repair, spares swaps and ``place_after`` refuse such
+            requests for now.
 
     Example:
         >>> GangRequest(4, 8, required_level="rack")
@@ -100,6 +107,7 @@ class GangRequest:
         spread: Literal["pack", "balanced"] = "pack",
         numa: Literal["none", "single"] = "none",
         spares: int = 0,
+        resources_per_pod: Mapping[str, int] | None = None,
     ) -> GangRequest: ...
     @property
     def pods(self) -> int:
@@ -131,6 +139,9 @@ class GangRequest:
     @property
     def numa(self) -> Literal["none", "single"]:
         """``"none"`` or ``"single"`` (README "Inside a node")."""
+    @property
+    def resources_per_pod(self) -> dict[str, int]:
+        """Resources besides GPUs each pod asks: a fresh dict, sorted by name."""
     @property
     def total_gpus(self) -> int:
         """GPUs of the gang and its spares (with slices, ``spares`` per innermost slice)."""
@@ -599,6 +610,12 @@ class NodeInfo:
     @property
     def unhealthy(self) -> tuple[int, ...]:
         """GPU indices that are never placed on (held or not)."""
+    @property
+    def resources(self) -> dict[str, int]:
+        """Its resources besides GPUs (README "Node resources"): a fresh dict, sorted by name."""
+    @property
+    def free_resources(self) -> dict[str, int]:
+        """What of them no live hold uses (every resource of ``resources``, zeros kept)."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
@@ -676,6 +693,12 @@ class LevelExplanation:
     @property
     def cheapest_gpus_to_free(self) -> int | None:
         """How many held GPUs must be freed there (0 when the gang fits there now)."""
+    @property
+    def limited_by(self) -> str | None:
+        """The resource keeping the most nodes of that domain below their free GPUs' pods.
+
+        ``None`` when the request asks no resources besides GPUs, or none binds there.
+        """
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
@@ -718,7 +741,8 @@ class Explanation:
 
         Keys: ``cordoned``, ``selector_mismatch``, ``unhealthy`` (too few healthy GPUs even if
         all were free), ``too_few_free``, ``numa_split`` (``numa="single"``: free GPUs enough,
-        but no NUMA group holds a pod).
+        but no NUMA group holds a pod), ``resources`` (free GPUs enough, too few free
+        resources besides GPUs for one pod).
         """
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
@@ -770,6 +794,7 @@ class Cluster:
         max_held_gpus_per_owner: int | None = None,
         max_level: str | None = None,
         gpu_topology: NodeTopology | tuple[Sequence[int], Sequence[NodeTopology]] | None = None,
+        resources: Mapping[str, npt.ArrayLike] | None = None,
     ) -> Cluster:
         """Builds a cluster from columns, one entry per node, in one call.
 
@@ -788,6 +813,8 @@ class Cluster:
             gpu_topology: GPU groups (README "Inside a node"): one ``NodeTopology`` for every
                 node, or ``(codes, table)`` with one code per node into a table of
                 topologies (-1: the node has none).
+            resources: Resource name -> one integer quantity per node (0: the node lacks
+                it), as ``add_node``'s ``resources`` (README "Node resources").
 
         Raises:
             InvalidRequest: Columns of different lengths, codes outside their table, or any
@@ -837,6 +864,7 @@ class Cluster:
         labels: Mapping[str, str] | None = None,
         unhealthy: Iterable[int] | None = None,
         gpu_topology: NodeTopology | None = None,
+        resources: Mapping[str, int] | None = None,
     ) -> None:
         """Adds a node with ``gpus`` GPUs (1..64) under the domains ``topology`` names.
 
@@ -849,11 +877,15 @@ class Cluster:
             gpu_topology: Its GPU groups (a ``gangplace.NodeTopology``: NUMA sockets, PCIe
                 switches); pods then take the GPUs of the tightest finest group that holds
                 them (README "Inside a node").
+            resources: Resources besides GPUs, name -> integer quantity in base units
+                (``"cpu"`` in millicores, ``"memory"`` in bytes, any other name in units;
+                README "Node resources"): 0..2**50 each, at most 32 names, not
+                ``"nvidia.com/gpu"`` (GPUs are ``gpus``).
 
         Raises:
             InvalidRequest: Duplicate or empty names, missing or extra levels, out-of-range
-                counts or indices, a GPU topology of another GPU count. The cluster is left
-                exactly as it was.
+                counts, indices or quantities, a GPU topology of another GPU count. The
+                cluster is left exactly as it was.
             LimitExceeded: The cluster already has 4,194,304 nodes.
 
         """
@@ -865,6 +897,7 @@ class Cluster:
         topology: Mapping[str, str] | None = None,
         gpus: int | None = None,
         gpu_topology: NodeTopology | None = None,
+        resources: Mapping[str, int] | None = None,
     ) -> None:
         """Updates a node in place (README "Node updates", N1-N3).
 
@@ -881,6 +914,9 @@ class Cluster:
             gpus: The GPU count, 1..64; ``None``: unchanged.
             gpu_topology: Its GPU groups; ``None``: unchanged (a node with groups that
                 changes its GPU count needs new groups).
+            resources: Every resource besides GPUs, replacing the old ones, at any time
+                (pods already holding more than a smaller capacity keep it; the node is full
+                for that resource until they end); ``None``: unchanged.
 
         Raises:
             UnknownNode: No such node.
@@ -1109,6 +1145,7 @@ class Cluster:
         preemptible: bool | None = None,
         movable: bool | None = None,
         into: Allocation | str | None = None,
+        resources: Mapping[str, int] | Sequence[Mapping[str, int]] | None = None,
     ) -> Allocation:
         """Records pods that already run as one allocation; no placement rule applies.
 
@@ -1128,9 +1165,12 @@ class Cluster:
         the allocation keeps its owner; a priority or flag given replaces the allocation's,
         one left ``None`` keeps it.
 
+        ``resources`` (README "Node resources"): what the pods use besides GPUs, one mapping
+        for every pod or one per pod in the order given; each node must have them free.
+
         Raises:
             Conflict: A GPU is held, unhealthy, named twice, or a node has too few free GPUs
-                for a count. Nothing changed.
+                for a count or too few free resources for its pods. Nothing changed.
             UnknownNode: No node has an entry's name.
             InvalidRequest: No pods, a GPU index or count out of range, a bad priority or
                 owner, or ``into`` an allocation placed for a request.

@@ -7,7 +7,7 @@ placement rule applies; every GPU must exist, be free and healthy, and be named 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ class Adoption:
         preemptible: bool | None = None,
         movable: bool | None = None,
         into: Allocation | str | None = None,
+        resources: Any = None,
     ) -> Allocation:
         """Records ``pods`` as one allocation, or adds them to allocation ``into``.
 
@@ -67,13 +68,16 @@ class Adoption:
         held: dict[str, set[int]] = {}
         for name, gpus in taken:
             held.setdefault(name, set()).update(gpus)
+        asks = self._adopted_asks(resources, taken)  # type: ignore[attr-defined]
         cap_owner = owner if target is None else target[1].owner
         self._check_cap(cap_owner, sum(len(g) for g in held.values()))  # type: ignore[attr-defined]
         for name, gpus_held in held.items():
             self._nodes[name].allocated.update(gpus_held)
         placement = self._adopted_placement(taken)
+        ranked = self._ranked_asks(asks, taken, placement)  # type: ignore[attr-defined]
         if target is not None:
             hid, hold = target
+            hold.asks = _grown_asks(hold.asks, len(hold.placement.pods), ranked, len(taken))
             hold.placement = self._grown(hold.placement, placement)
             for name, gpus_held in held.items():
                 hold.gpus.setdefault(name, set()).update(gpus_held)
@@ -92,6 +96,7 @@ class Adoption:
             False if movable is None else movable,
             now,
         )
+        hold.asks = ranked
         hid = self._new_id()  # type: ignore[attr-defined]
         self._holds[hid] = hold  # type: ignore[attr-defined]
         return hold.allocation(hid, self._nodes)
@@ -202,3 +207,16 @@ def _entries(pods: Iterable[Any]) -> Iterable[tuple[str, tuple[int, ...] | None,
             )
         checked.append((node, None, count))
     return checked
+
+
+def _grown_asks(
+    old: tuple[Mapping[str, int], ...],
+    old_pods: int,
+    added: tuple[Mapping[str, int], ...],
+    added_pods: int,
+) -> tuple[Mapping[str, int], ...]:
+    """An adopted allocation's asks per rank once ``added`` pods join after its own."""
+    if not old and not added:
+        return ()
+    before = old * old_pods if len(old) == 1 else old or ({},) * old_pods
+    return (*before, *(added or ({},) * added_pods))

@@ -25,6 +25,7 @@ class Inventory:
     levels: tuple[str, ...]
     _nodes: dict[str, _Node]
     _holds: dict[str, _Hold]
+    _resource_names: set[str]
 
     if TYPE_CHECKING:
 
@@ -39,6 +40,7 @@ class Inventory:
         topology: Mapping[str, str] | None = None,
         gpus: int | None = None,
         gpu_topology: Any = None,
+        resources: Mapping[str, int] | None = None,
     ) -> None:
         """Updates a node in place; see ``gangplace.Cluster.update_node``."""
         self._reclaim()
@@ -66,9 +68,12 @@ class Inventory:
             labels=new_labels,
             unhealthy=[gpu for gpu in node.unhealthy if gpu < new_gpus],
             gpu_topology=gpu_topology if gpu_topology is not None else _as_topology(groups),
+            resources=node.resources if resources is None else resources,
         )
         checked = scratch._nodes[name]
         node.labels = checked.labels
+        node.resources = checked.resources  # README "Node resources": at any time
+        self._resource_names.update(scratch._resource_names)
         if structural:
             node.gpus, node.path = checked.gpus, checked.path
             node.unhealthy = checked.unhealthy

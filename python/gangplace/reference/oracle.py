@@ -34,6 +34,7 @@ from gangplace.reference.planning import Planning, gpu_groups, is_roles
 from gangplace.reference.pods import PodEndings
 from gangplace.reference.removals import COMMITTED_ENDINGS, Removals
 from gangplace.reference.repair import Repairs
+from gangplace.reference.resources import Resources, checked_resources
 from gangplace.reference.validation import Validation
 from gangplace.reference.values import (
     CLUSTER,
@@ -55,6 +56,8 @@ from gangplace.reference.values import (
     Request,
     Reservation,
     RolesRequest,
+    check_name,
+    splitmix64,
 )
 
 __all__ = ["Cluster"]
@@ -72,6 +75,7 @@ class _Node:
     allocated: set[int] = field(default_factory=set)
     gpu_levels: tuple[str, ...] = ()
     gpu_paths: tuple[tuple[int, ...], ...] | None = None
+    resources: dict[str, int] = field(default_factory=dict)  # README "Node resources"
 
     def free(self) -> list[int]:
         held = self.unhealthy | self.reserved | self.allocated
@@ -95,6 +99,7 @@ class _Hold:
     repaired_ranks: tuple[int, ...] = ()  # and the ranks its pods replace, in pod order
     repair_spares: tuple[tuple[int, PodPlacement], ...] = ()  # and the spares it takes
     ended: tuple[int, ...] = ()  # README "Ending some pods": ranks ``release_pods`` ended
+    asks: tuple[Mapping[str, int], ...] = ()  # what pods ask besides GPUs: all, or per rank
 
     @property
     def asked(self) -> AnyRequest | None:
@@ -151,14 +156,9 @@ class _Hold:
         return sum(len(gpus) for gpus in self.gpus.values())
 
 
-def _check_name(what: str, name: str) -> None:
-    if not name:
-        raise InvalidRequest(f"{what} must not be empty")
-    if len(name.encode()) > MAX_NAME_BYTES:
-        raise InvalidRequest(f"{what} is longer than {MAX_NAME_BYTES} bytes")
-
-
-class Cluster(Planning, Removals, Adoption, Repairs, Validation, Inventory, PodEndings, Lookahead):
+class Cluster(
+    Planning, Removals, Adoption, Repairs, Validation, Inventory, PodEndings, Lookahead, Resources
+):
     """The reference cluster: same constructor and methods as ``gangplace.Cluster``."""
 
     def __init__(
@@ -174,7 +174,7 @@ class Cluster(Planning, Removals, Adoption, Repairs, Validation, Inventory, PodE
         if len(levels) > MAX_LEVELS:
             raise InvalidRequest(f"{len(levels)} levels given; the limit is {MAX_LEVELS}")
         for index, level in enumerate(levels):
-            _check_name("a level name", level)
+            check_name("a level name", level)
             if level in (NODE, CLUSTER):
                 raise InvalidRequest(f"level {level!r} is implicit and cannot be declared")
             if level in levels[:index]:
@@ -199,6 +199,7 @@ class Cluster(Planning, Removals, Adoption, Repairs, Validation, Inventory, PodE
         self._ended: OrderedDict[str, tuple[str, str | None]] = OrderedDict()
         self._next_id: int | None = None
         self._id_state: int | None = None
+        self._resource_names: set[str] = set()
 
     # ----------------------------------------------------------------- inventory
 
@@ -211,9 +212,10 @@ class Cluster(Planning, Removals, Adoption, Repairs, Validation, Inventory, PodE
         labels: Mapping[str, str] | None = None,
         unhealthy: Iterable[int] | None = None,
         gpu_topology: Any = None,
+        resources: Mapping[str, int] | None = None,
     ) -> None:
         """Adds a node; see ``gangplace.Cluster.add_node``."""
-        _check_name("a node name", name)
+        check_name("a node name", name)
         if len(self._nodes) >= MAX_NODES:
             raise texts.node_limit()
         if name in self._nodes:
@@ -223,13 +225,13 @@ class Cluster(Planning, Removals, Adoption, Repairs, Validation, Inventory, PodE
         for level, domain in topology.items():
             if level not in self.levels:
                 raise InvalidRequest(f"node {name!r}: topology names unknown level {level!r}")
-            _check_name(f"node {name!r}: the {level} name", domain)
+            check_name(f"node {name!r}: the {level} name", domain)
         for level in self.levels:
             if level not in topology:
                 raise InvalidRequest(f"node {name!r}: topology must give level {level!r}")
         labels = dict(labels or {})
         for key, value in labels.items():
-            _check_name("a label key", key)
+            check_name("a label key", key)
             if len(value.encode()) > MAX_NAME_BYTES:
                 raise InvalidRequest(f"label {key!r} is longer than {MAX_NAME_BYTES} bytes")
         bad = set()
@@ -239,7 +241,9 @@ class Cluster(Planning, Removals, Adoption, Repairs, Validation, Inventory, PodE
             bad.add(gpu)
         groups = None if gpu_topology is None else gpu_groups(name, gpu_topology, gpus)
         path = tuple(topology[level] for level in self.levels)
-        self._nodes[name] = _Node(name, gpus, path, labels, unhealthy=bad)
+        amounts = checked_resources(f"node {name!r}", resources)
+        self._declare(resources or {})  # a name given at 0 is known too
+        self._nodes[name] = _Node(name, gpus, path, labels, unhealthy=bad, resources=amounts)
         if groups is not None:
             self._nodes[name].gpu_levels, self._nodes[name].gpu_paths = groups
 
@@ -330,6 +334,8 @@ class Cluster(Planning, Removals, Adoption, Repairs, Validation, Inventory, PodE
             reserved=tuple(sorted(node.reserved)),
             allocated=tuple(sorted(node.allocated)),
             unhealthy=tuple(sorted(node.unhealthy)),
+            resources=dict(node.resources),
+            free_resources=self._free_resources(name),
         )
 
     def nodes(self) -> list[str]:
@@ -440,6 +446,8 @@ class Cluster(Planning, Removals, Adoption, Repairs, Validation, Inventory, PodE
             request if is_request and roles is None else None,  # type: ignore[arg-type]
             roles,
         )
+        asks = self._asks(request) if is_request else {}
+        hold.asks = (asks,) if asks else ()
         self._holds[hid] = hold
         return hold.reservation(hid)
 
@@ -469,7 +477,8 @@ class Cluster(Planning, Removals, Adoption, Repairs, Validation, Inventory, PodE
         if is_roles(request):
             self._check_cap(owner, self._roles(request).min_gpus)  # levels checked first
         else:
-            self._depth_of(request.required_level)  # an unknown level is invalid, whatever the cap
+            self._gang(request)  # an unknown level is invalid, whatever the cap
+            self._asks(request)  # so is an unknown resource name
             smallest = request.min_pods if request.min_pods is not None else request.pods
             layers = tuple(request.slices)
             smallest = spares.placed_pods(smallest, getattr(request, "spares", 0), layers)
@@ -588,13 +597,3 @@ class Cluster(Planning, Removals, Adoption, Repairs, Validation, Inventory, PodE
     def restore(cls, data: bytes, *, clock: Callable[[], float] | None = None) -> Cluster:
         """Rebuilds a reference cluster from its own ``snapshot`` bytes."""
         return snapshots.load(cls, data, clock)
-
-
-def splitmix64(state: int) -> tuple[int, int]:
-    """One step of splitmix64: the output and the next state (as the engine draws ids)."""
-    mask = 2**64 - 1
-    state = (state + 0x9E3779B97F4A7C15) & mask
-    z = state
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
-    return z ^ (z >> 31), state

@@ -36,9 +36,20 @@ class Planning:
         except ValueError as error:
             raise InvalidRequest(str(error)) from None
 
-    def _views(self) -> list[rules.NodeView]:
-        """The picture of the nodes the rules read."""
-        return [
+    if TYPE_CHECKING:
+
+        def _asks(self, request: Any) -> dict[str, int]: ...
+        def _bounded(
+            self, views: list[rules.NodeView], asks: Any, taken: Any
+        ) -> list[rules.NodeView]: ...
+
+    def _views(self, asks: Any = None) -> list[rules.NodeView]:
+        """The picture of the nodes the rules read.
+
+        With ``asks`` (a gang's ``resources_per_pod``), each node's pods are bounded by its
+        free resources.
+        """
+        views = [
             rules.NodeView(
                 node.name,
                 node.path,
@@ -50,6 +61,7 @@ class Planning:
             )
             for node in self._nodes.values()
         ]
+        return self._bounded(views, asks or {}, {})
 
     def _gang(self, request: Request) -> rules.Gang:
         """The request as the rules read it (an unknown level is an invalid request)."""
@@ -125,7 +137,8 @@ class Planning:
                 self._views(), self.levels, self._roles(request), self.policy
             )
             return None if found is None else spares.split_groups(found, request.groups)
-        placement = rules.place(self._views(), self.levels, self._gang(request), self.policy)
+        gang = self._gang(request)
+        placement = rules.place(self._views(self._asks(request)), self.levels, gang, self.policy)
         if placement is None:
             return None
         return spares.split(placement, getattr(request, "spares", 0), tuple(request.slices))
@@ -137,7 +150,8 @@ class Planning:
             views = self._views()
             _, trials = roles.place_roles(views, self.levels, multi, self.policy)
             return roles.roles_reason(views, self.levels, multi, trials)
-        reason = rules.unschedulable_reason(self._views(), self.levels, self._gang(request))
+        views = self._views(self._asks(request))
+        reason = rules.unschedulable_reason(views, self.levels, self._gang(request))
         bound = self.max_level
         if bound is not None and self._depth_of(bound) >= self._depth_of(request.required_level):
             reason += (

@@ -76,7 +76,11 @@ class Removals:
         _holds: dict[str, _Hold]
 
         def _reclaim(self) -> float: ...
-        def _views(self) -> list[rules.NodeView]: ...
+        def _views(self, asks: Any = None) -> list[rules.NodeView]: ...
+        def _asks(self, request: Any) -> dict[str, int]: ...
+        def _bounded(
+            self, views: list[rules.NodeView], asks: Any, taken: Any
+        ) -> list[rules.NodeView]: ...
         def _gang(self, request: Request) -> rules.Gang: ...
         def _roles(self, request: RolesRequest) -> roles.MultiGang: ...
         def _plan(self, request: AnyRequest) -> Placement | None: ...
@@ -140,6 +144,7 @@ class Removals:
             else:
                 # README E4: a hold with ended ranks no longer matches its request.
                 eligible = hold.movable and hold.priority <= request.priority and not hold.ended
+                eligible = eligible and not hold.asks  # moves re-place GPUs only
             if not hold.committed or not eligible or now - hold.since < min_runtime:
                 continue
             if hold.owner is not None and hold.owner in exempt:
@@ -311,12 +316,17 @@ class Removals:
                 copies += 1
             return copies
         self._gang(request)
-        views = self._views()
+        asks = self._asks(request)
+        views = self._views(asks)
         copies = 0
+        taken: dict[str, int] = {}  # pods of earlier copies per node (their resources)
         while (
             placement := rules.place(views, self.levels, self._gang(request), self.policy)
         ) is not None:
             views = preemption.taking(views, placement)
+            for pod in placement.pods:
+                taken[pod.node] = taken.get(pod.node, 0) + 1
+            views = self._bounded(views, asks, taken)
             copies += 1
         return copies
 
@@ -385,7 +395,7 @@ class Removals:
                 raise texts.mover_changed(step.allocation)
         moved = [step.allocation for step in plan.moves]
         freed, returned = self._check_victims(
-            moved, lambda h: h.movable and h.priority <= request.priority
+            moved, lambda h: h.movable and h.priority <= request.priority and not h.asks
         )
         more, returned_more = self._check_victims(
             plan.evictions, lambda h: h.preemptible and h.priority < request.priority
@@ -429,6 +439,8 @@ def _refuse_unsupported_shapes(request: AnyRequest, call: str) -> None:
             f"{call} plans for single gangs; a MultiGangRequest is placed by place_gang, "
             'reserve, the batches and plan_preemption (README "Multi-role gangs")'
         )
+    if getattr(request, "resources_per_pod", None):
+        raise InvalidRequest(f"{call} does not count resources besides GPUs yet")
     if request.slices:
         raise InvalidRequest(
             f"{call} does not take slice gangs yet; place them with place_gang or reserve"

@@ -404,6 +404,8 @@ class Repairs(Ranks):
             raise ReservationError(f"cannot repair {hid}: it was {ending}")
         if not hold.committed:
             raise ReservationError(f"cannot repair {hid}: it is a reservation; commit it first")
+        if hold.asks:
+            raise InvalidRequest("repair and spares do not count resources besides GPUs yet")
         return hid, hold
 
     def _knobs(self, hold: _Hold) -> tuple[str, str]:

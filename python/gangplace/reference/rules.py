@@ -47,13 +47,23 @@ class NodeView:
     gpu_paths: tuple[tuple[int, ...], ...] | None = None  # its GPU groups, if any
     gpu_levels: tuple[str, ...] = ()
     numa_single: bool = False  # the request counts pods per NUMA group
+    # README "Node resources": the pods of the request its free resources hold (None: the
+    # request asks none), and the resource that bounds them (fewest pods, then first name).
+    resource_pods: int | None = None
+    bound_by: str | None = None
 
     def pods(self, gpus_per_pod: int) -> int:
         """Rule 1: pods of ``gpus_per_pod`` GPUs the node holds.
 
         With ``numa="single"``, the sum over its NUMA groups (the level named ``numa``, else
-        the outermost; a node without groups is one group).
+        the outermost; a node without groups is one group). With resources, no more than its
+        free resources hold.
         """
+        by_gpus = self.gpu_pods(gpus_per_pod)
+        return by_gpus if self.resource_pods is None else min(by_gpus, self.resource_pods)
+
+    def gpu_pods(self, gpus_per_pod: int) -> int:
+        """The pods its free GPUs hold (per NUMA group with ``numa="single"``)."""
         if not self.numa_single or self.gpu_paths is None:
             return len(self.free) // gpus_per_pod
         level = self.gpu_levels.index("numa") if "numa" in self.gpu_levels else 0
@@ -485,7 +495,10 @@ def unschedulable_reason(nodes: Sequence[NodeView], levels: Sequence[str], gang:
             continue
         path = next(path for held, path in capacities if held == best)
         where = f" {'/'.join(path)}" if path else ""
-        tried.append(f"best {level}{where} holds {best} of {gang.pods}")
+        members = domains_at(usable, depth)[path]
+        bound = limited_by(members, gang.gpus_per_pod)
+        limited = f", limited by {bound}" if bound else ""
+        tried.append(f"best {level}{where} holds {best} of {gang.pods}{limited}")
     quoted = f' "{gang.name}"' if gang.name else ""
     minimum = ""
     if gang.min_pods is not None and gang.min_pods < gang.pods:
@@ -494,6 +507,24 @@ def unschedulable_reason(nodes: Sequence[NodeView], levels: Sequence[str], gang:
         f"gang{quoted} of {counted(gang.pods, 'pod')} x {counted(gang.gpus_per_pod, 'GPU')}"
         f"{slices_text(gang.slices)}{minimum} does not fit: {'; '.join(tried)}"
     )
+
+
+def limited_by(nodes: Sequence[NodeView], gpus_per_pod: int) -> str | None:
+    """README "Node resources": the resource that bounds the most of ``nodes``.
+
+    Bounds: keeps below the pods their free GPUs hold. Ties go to the first name; ``None``
+    when none does.
+    """
+    counts: dict[str, int] = {}
+    for node in nodes:
+        if node.resource_pods is None or node.bound_by is None:
+            continue
+        if node.resource_pods < len(node.free) // gpus_per_pod:
+            counts[node.bound_by] = counts.get(node.bound_by, 0) + 1
+    if not counts:
+        return None
+    most = max(counts.values())
+    return min(name for name, count in counts.items() if count == most)
 
 
 def slices_text(slices: Sequence[tuple[str, int]]) -> str:

@@ -43,6 +43,7 @@ class RequestRecord:
     spread: str = "pack"
     numa: str = "none"
     spares: int = 0
+    resources_per_pod: dict[str, int] = field(default_factory=dict)
 
 
 def record(request: Request) -> dict[str, Any]:
@@ -62,6 +63,7 @@ def record(request: Request) -> dict[str, Any]:
             request.spread,
             request.numa,
             getattr(request, "spares", 0),
+            dict(getattr(request, "resources_per_pod", None) or {}),
         )
     )
 
@@ -162,6 +164,8 @@ def dump(cluster: Cluster) -> bytes:
             [n.name, n.gpus, list(n.path), n.labels, n.cordoned, sorted(n.unhealthy)]
             for n in sorted(cluster._nodes.values(), key=lambda n: n.name)
         ],
+        "resources": {n.name: n.resources for n in cluster._nodes.values() if n.resources},
+        "resource_names": sorted(cluster._resource_names),
         "gpu_topologies": {
             n.name: [list(n.gpu_levels), [list(path) for path in n.gpu_paths]]
             for n in cluster._nodes.values()
@@ -186,6 +190,7 @@ def dump(cluster: Cluster) -> bytes:
                 "repair_spares": [[r, p.node, list(p.gpus)] for r, p in hold.repair_spares],
                 "spares": [[pod.node, list(pod.gpus)] for pod in hold.placement.spares],
                 "ended": list(hold.ended),
+                "asks": [dict(asks) for asks in hold.asks],
             }
             for hid, hold in sorted(cluster._holds.items())
         ],
@@ -211,6 +216,8 @@ def load(cls: type[C], data: bytes, clock: Callable[[], float] | None) -> C:
         )
         offset = cluster._now() - state["taken_at"]
         groups = state.get("gpu_topologies", {})
+        resources = state.get("resources", {})
+        cluster._declare(state.get("resource_names", ()))
         for name, gpus, path, labels, cordoned, unhealthy in state["nodes"]:
             given = groups.get(name)
             cluster.add_node(
@@ -220,6 +227,7 @@ def load(cls: type[C], data: bytes, clock: Callable[[], float] | None) -> C:
                 labels=labels,
                 unhealthy=unhealthy,
                 gpu_topology=None if given is None else _Groups(*given),
+                resources=resources.get(name),
             )
             cluster._nodes[name].cordoned = cordoned
         for entry in state["holds"]:
@@ -258,6 +266,7 @@ def load(cls: type[C], data: bytes, clock: Callable[[], float] | None) -> C:
                 for r, node, g in entry.get("repair_spares", ())
             )
             cluster._holds[entry["id"]].ended = tuple(int(r) for r in entry.get("ended", ()))
+            cluster._holds[entry["id"]].asks = tuple(dict(a) for a in entry.get("asks", ()))
             for name, indices in held.items():
                 node = cluster._nodes[name]
                 (node.allocated if committed else node.reserved).update(indices)

@@ -9,7 +9,7 @@ quotes a string (:func:`quoted`); ranks print as a list, ``[0, 1]``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gangplace.errors import Conflict, LimitExceeded, Unschedulable
 from gangplace.reference.values import MAX_NODES
@@ -127,6 +127,19 @@ def adopt_overlap() -> Conflict:
 def adopt_short(node: str, free: int, count: int) -> Conflict:
     """``adopt`` of a pod of ``count`` GPUs on a node with fewer free healthy ones."""
     return Conflict(f"node {quoted(node)} has {free} free healthy GPUs for a pod of {count}")
+
+
+def adopt_resources_short(node: str, free: Mapping[str, int], asked: Mapping[str, int]) -> Conflict:
+    """``adopt`` of pods asking more of a node's resources than it has free."""
+
+    def listed(named: Mapping[str, int]) -> str:
+        parts = [f"{name}={quantity}" for name, quantity in sorted(named.items()) if quantity]
+        return "{" + ", ".join(parts) + "}"
+
+    return Conflict(
+        f"node {quoted(node)} has {listed(free)} free besides GPUs; the pods adopted there ask "
+        f"{listed(asked)}"
+    )
 
 
 def adopt_gpu_busy(gpu: int, node: str, unhealthy: bool) -> Conflict:

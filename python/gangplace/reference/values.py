@@ -7,10 +7,11 @@ core can never disagree on them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from gangplace._gangplace import LIMITS
+from gangplace.errors import InvalidRequest
 
 __all__ = [
     "Allocation",
@@ -317,6 +318,8 @@ class NodeInfo:
     reserved: tuple[int, ...]
     allocated: tuple[int, ...]
     unhealthy: tuple[int, ...]
+    resources: dict[str, int] = field(default_factory=dict)
+    free_resources: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -329,3 +332,21 @@ class ClusterStats:
     reserved: int
     allocated: int
     unhealthy: int
+
+
+def splitmix64(state: int) -> tuple[int, int]:
+    """One step of splitmix64: the output and the next state (as the engine draws ids)."""
+    mask = 2**64 - 1
+    state = (state + 0x9E3779B97F4A7C15) & mask
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return z ^ (z >> 31), state
+
+
+def check_name(what: str, name: str) -> None:
+    """An empty or over-long name raises ``InvalidRequest`` naming ``what``."""
+    if not name:
+        raise InvalidRequest(f"{what} must not be empty")
+    if len(name.encode()) > MAX_NAME_BYTES:
+        raise InvalidRequest(f"{what} is longer than {MAX_NAME_BYTES} bytes")

@@ -12,6 +12,7 @@
 //! - `config`: [`EngineConfig`] and [`Policy`], validated once.
 //! - `model`: requests and results as plain owned values ([`GangRequest`], [`Placement`],
 //!   [`Reservation`], ...).
+//! - `resources`: node resources beside GPUs (names, amounts, what holds use, pods that fit).
 //! - `topology`: the static structure (levels, domain tree, nodes, label index).
 //! - `state`: the mutable GPU state per node, with one change record per changed node.
 //! - `capacity`: what is derived from both (aggregates, free-GPU index, selector pools),
@@ -46,6 +47,7 @@ mod lookahead;
 mod model;
 mod preemption;
 mod repair;
+mod resources;
 mod roles;
 mod search;
 mod shapes;
@@ -66,7 +68,8 @@ pub use intranode::{GpuTopology, MAX_GPU_LEVELS};
 pub use level_name::LevelName;
 pub use limits::{
     DEFAULT_REPAIR_TTL_SECONDS, DEFAULT_TTL_SECONDS, MAX_GANG_GPUS, MAX_GPUS_PER_NODE, MAX_LEVELS,
-    MAX_NAME_BYTES, MAX_NODES, MAX_PODS, MAX_SLICE_LAYERS, MAX_TTL_SECONDS, REMEMBERED_ENDED_HOLDS,
+    MAX_NAME_BYTES, MAX_NODES, MAX_PODS, MAX_RESOURCE_AMOUNT, MAX_RESOURCES_PER_NODE,
+    MAX_SLICE_LAYERS, MAX_TTL_SECONDS, REMEMBERED_ENDED_HOLDS,
 };
 pub use model::{
     AdoptedPod, Allocation, ClusterStats, DefragOptions, DefragPlan, GangRequest, GpuState, Held,

@@ -26,3 +26,8 @@ pub const DEFAULT_REPAIR_TTL_SECONDS: f64 = 60.0;
 /// Ended reservations remembered (so that a second `rollback`/`release` answers `False`
 /// rather than `UnknownReservation`). Older ones are forgotten first.
 pub const REMEMBERED_ENDED_HOLDS: usize = 65_536;
+/// Largest quantity of one resource on a node or per pod (2^50: a petabyte of memory in
+/// bytes, a million cores in millicores; sums of pods' amounts cannot overflow).
+pub const MAX_RESOURCE_AMOUNT: u64 = 1 << 50;
+/// Resources (besides GPUs) named by one node or one request.
+pub const MAX_RESOURCES_PER_NODE: usize = 32;

@@ -8,6 +8,7 @@
 //! them to the capacity views once, at its end.
 
 use crate::ids::{GpuSet, NodeId};
+use crate::resources::ResourceUse;
 
 /// The GPU state of one node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,6 +141,8 @@ pub struct NodeStates {
     /// nodes, as preemption's candidates make, reads this instead of the whole states.
     unhealthy: Vec<GpuSet>,
     totals: Totals,
+    /// What the live holds use of each node's resources besides GPUs.
+    resources: ResourceUse,
 }
 
 impl NodeStates {
@@ -159,6 +162,16 @@ impl NodeStates {
             .zip(&self.unhealthy)
             .filter(|(_, gpus)| !gpus.is_empty())
             .map(|(id, _)| id)
+    }
+
+    /// What the live holds use of each node's resources besides GPUs.
+    pub fn resource_use(&self) -> &ResourceUse {
+        &self.resources
+    }
+
+    /// The same, to change (the ledger's hold and end).
+    pub fn resource_use_mut(&mut self) -> &mut ResourceUse {
+        &mut self.resources
     }
 
     /// The GPU counts over every node.
@@ -199,6 +212,7 @@ impl NodeStates {
         self.totals.remove(Totals::of(&self.nodes[id as usize]));
         self.nodes[id as usize] = NodeState::VACANT;
         self.unhealthy[id as usize] = GpuSet::EMPTY;
+        self.resources.clear(id);
     }
 
     /// Changes node `id` with `change`, recording what the placement rules see change.

@@ -35,9 +35,12 @@ impl Cluster {
     /// the allocation keeps its owner; a priority or flag given replaces the allocation's,
     /// one left ``None`` keeps it.
     ///
+    /// ``resources`` (README "Node resources"): what the pods use besides GPUs, one mapping
+    /// for every pod or one per pod in the order given; each node must have them free.
+    ///
     /// Raises:
     ///     Conflict: A GPU is held, unhealthy, named twice, or a node has too few free GPUs
-    ///         for a count. Nothing changed.
+    ///         for a count or too few free resources for its pods. Nothing changed.
     ///     UnknownNode: No node has an entry's name.
     ///     InvalidRequest: No pods, a GPU index or count out of range, a bad priority or
     ///         owner, or ``into`` an allocation placed for a request.
@@ -45,8 +48,8 @@ impl Cluster {
     ///     ReservationError: ``into`` a reservation or an allocation that ended.
     ///     UnknownReservation: ``into`` an unknown id, or another owner's.
     #[pyo3(
-        signature = (pods, *, owner = None, priority = None, preemptible = None, movable = None, into = None),
-        text_signature = "(self, pods, *, owner=None, priority=None, preemptible=None, movable=None, into=None)"
+        signature = (pods, *, owner = None, priority = None, preemptible = None, movable = None, into = None, resources = None),
+        text_signature = "(self, pods, *, owner=None, priority=None, preemptible=None, movable=None, into=None, resources=None)"
     )]
     #[allow(clippy::too_many_arguments)] // the Python signature: keyword arguments
     fn adopt(
@@ -58,9 +61,12 @@ impl Cluster {
         preemptible: Option<Preemptible>,
         movable: Option<Movable>,
         into: Option<&Bound<'_, PyAny>>,
+        resources: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Allocation> {
         let into = into.map(|value| hold_id(value, "into")).transpose()?;
         let pods = adopted_pods(pods)?;
+        let asks = adopted_asks(resources, pods.len())?;
+        let given = (pods.as_slice(), asks.as_slice());
         let owner = owner_name(owner)?;
         let change = TermsChange {
             priority: priority.map(|p| p.0),
@@ -70,14 +76,42 @@ impl Cluster {
         let now = self.now(py)?;
         let inner = match into {
             Some(id) => self
-                .run(|engine| Ok(engine.adopt_into(id, &pods, owner.as_deref(), change, now)?))?,
+                .run(|engine| Ok(engine.adopt_into(id, given, owner.as_deref(), change, now)?))?,
             None => {
                 let terms = change.applied_to(Terms::default()).map_err(core_to_py)?;
-                self.run(|engine| Ok(engine.adopt(&pods, owner.as_deref(), terms, now)?))?
+                self.run(|engine| Ok(engine.adopt(given, owner.as_deref(), terms, now)?))?
             }
         };
         Ok(Allocation { inner })
     }
+}
+
+/// `resources`: one mapping for every pod, or a sequence of one mapping per pod (`None`:
+/// the pods ask nothing besides GPUs).
+fn adopted_asks(
+    resources: Option<&Bound<'_, PyAny>>,
+    pods: usize,
+) -> PyResult<Vec<Vec<(String, i64)>>> {
+    let Some(resources) = resources else {
+        return Ok(Vec::new());
+    };
+    if resources.cast::<pyo3::types::PyMapping>().is_ok() {
+        let one = convert::resource_mapping(resources, "resources")?;
+        return Ok(vec![one; pods]);
+    }
+    if resources.is_instance_of::<pyo3::types::PyString>() {
+        return Err(PyTypeError::new_err(
+            "resources must be a mapping or a sequence of mappings, not a str",
+        ));
+    }
+    let mut asks = Vec::new();
+    for entry in resources.try_iter()? {
+        asks.push(convert::resource_mapping(&entry?, "resources entries")?);
+        if asks.len() > pods {
+            break; // the core names the mismatch
+        }
+    }
+    Ok(asks)
 }
 
 /// The entries: each a `PodPlacement`, or a `(node, count)` pair.

@@ -6,8 +6,10 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
+use crate::cluster::Cluster;
+use crate::cluster_args::new_engine;
 use crate::convert;
-use crate::errors::InvalidRequest;
+use crate::errors::{InvalidRequest, contain};
 
 /// `value` as a numpy array of integers converted to `dtype` ("int64" or "uint64"); floats,
 /// bools and objects are refused rather than silently truncated.
@@ -81,7 +83,7 @@ pub fn node_specs(
     domains: &Bound<'_, PyAny>,
     gpus: &Bound<'_, PyAny>,
     unhealthy_mask: &Bound<'_, PyAny>,
-    labels: Option<&Bound<'_, PyAny>>,
+    (labels, resources): (Option<&Bound<'_, PyAny>>, Option<&Bound<'_, PyAny>>),
 ) -> PyResult<Vec<NodeSpec>> {
     let names = convert::str_sequence(names, "names")?;
     let count = names.len();
@@ -108,6 +110,7 @@ pub fn node_specs(
         )));
     }
     let label_columns = label_columns(labels, count)?;
+    let resource_columns = resource_columns(resources, count)?;
     let mut specs = Vec::with_capacity(count);
     for (index, name) in names.into_iter().enumerate() {
         let topology = levels
@@ -130,12 +133,48 @@ pub fn node_specs(
             labels,
             unhealthy,
             gpu_topology: None,
+            resources: (resource_columns.iter())
+                .map(|(name, column)| (name.clone(), column[index]))
+                .filter(|&(_, quantity)| quantity != 0)
+                .collect(),
         });
     }
     Ok(specs)
 }
 
 type LabelColumn = (String, Vec<Option<String>>);
+
+/// `resources`: a mapping from resource name to one integer quantity per node (0: the node
+/// lacks it).
+fn resource_columns(
+    resources: Option<&Bound<'_, PyAny>>,
+    nodes: usize,
+) -> PyResult<Vec<(String, Vec<i64>)>> {
+    let Some(resources) = resources else {
+        return Ok(Vec::new());
+    };
+    let mapping = resources.cast::<pyo3::types::PyMapping>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "resources must be a mapping of resource name to an array, not {}",
+            convert::type_name(resources)
+        ))
+    })?;
+    let mut columns = Vec::new();
+    for item in mapping.items()?.iter() {
+        let (key, column): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+        let name = convert::string(&key, "resources keys")?;
+        let what = format!("resources[{name:?}]");
+        let quantities: Vec<i64> = int_array(&column, "int64", &what)?;
+        if quantities.len() != nodes {
+            return Err(InvalidRequest::new_err(format!(
+                "{what} has {} entries for {nodes} nodes",
+                quantities.len()
+            )));
+        }
+        columns.push((name, quantities));
+    }
+    Ok(columns)
+}
 
 /// `labels`: a mapping from key to one value per node (`None`: the node lacks the label).
 fn label_columns(labels: Option<&Bound<'_, PyAny>>, count: usize) -> PyResult<Vec<LabelColumn>> {
@@ -259,4 +298,76 @@ pub fn set_gpu_topologies(specs: &mut [NodeSpec], value: &Bound<'_, PyAny>) -> P
         spec.gpu_topology = Some(groups.clone());
     }
     Ok(())
+}
+
+#[pymethods]
+impl Cluster {
+    /// Builds a cluster from columns, one entry per node, in one call.
+    ///
+    /// Args:
+    ///     levels: Level names, outermost first.
+    ///     names: Node names.
+    ///     domains: One column per level: the domain name of every node, either as names or
+    ///         as ``(codes, table)`` with integer codes into a table of names.
+    ///     gpus: GPUs per node (integers, 1..64).
+    ///     unhealthy_mask: Per node, a bitmask of unhealthy GPUs (bit i = GPU i), uint64.
+    ///     labels: Label key -> one value per node (``None``: the node lacks that label).
+    ///     policy: As for ``Cluster``.
+    ///     clock: As for ``Cluster``.
+    ///     max_held_gpus_per_owner: As for ``Cluster``.
+    ///     max_level: As for ``Cluster``.
+    ///     gpu_topology: GPU groups (README "Inside a node"): one ``NodeTopology`` for every
+    ///         node, or ``(codes, table)`` with one code per node into a table of
+    ///         topologies (-1: the node has none).
+    ///     resources: Resource name -> one integer quantity per node (0: the node lacks
+    ///         it), as ``add_node``'s ``resources`` (README "Node resources").
+    ///
+    /// Raises:
+    ///     InvalidRequest: Columns of different lengths, codes outside their table, or any
+    ///         node ``add_node`` would refuse; no cluster is built.
+    ///     TypeError: Non-integer ``gpus`` or masks, non-str names.
+    #[staticmethod]
+    #[pyo3(signature = (
+        levels, names, domains, gpus, unhealthy_mask, labels = None, *,
+        policy = None, clock = None, max_held_gpus_per_owner = None, max_level = None,
+        gpu_topology = None, resources = None
+    ))]
+    #[pyo3(
+        text_signature = "(levels, names, domains, gpus, unhealthy_mask, labels=None, *, policy='best-fit', clock=None, max_held_gpus_per_owner=None, max_level=None, gpu_topology=None, resources=None)"
+    )]
+    #[allow(clippy::too_many_arguments)] // the documented signature of from_arrays
+    fn from_arrays(
+        py: Python<'_>,
+        levels: &Bound<'_, PyAny>,
+        names: &Bound<'_, PyAny>,
+        domains: &Bound<'_, PyAny>,
+        gpus: &Bound<'_, PyAny>,
+        unhealthy_mask: &Bound<'_, PyAny>,
+        labels: Option<&Bound<'_, PyAny>>,
+        policy: Option<&Bound<'_, PyAny>>,
+        clock: Option<Bound<'_, PyAny>>,
+        max_held_gpus_per_owner: Option<&Bound<'_, PyAny>>,
+        max_level: Option<&Bound<'_, PyAny>>,
+        gpu_topology: Option<&Bound<'_, PyAny>>,
+        resources: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let cap = max_held_gpus_per_owner;
+        let (mut engine, clock) = new_engine(py, levels, policy, clock, cap, max_level)?;
+        let level_names = engine.config().levels();
+        let columns = (labels, resources);
+        let mut specs = node_specs(level_names, names, domains, gpus, unhealthy_mask, columns)?;
+        if let Some(groups) = gpu_topology {
+            set_gpu_topologies(&mut specs, groups)?;
+        }
+        py.detach(|| {
+            contain(|| {
+                for spec in specs {
+                    engine.add_node(spec)?;
+                }
+                engine.settle();
+                Ok(())
+            })
+        })?;
+        Ok(Self::wrap(engine, clock))
+    }
 }

@@ -53,7 +53,7 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    fn wrap(engine: Engine, clock: Py<PyAny>) -> Self {
+    pub(crate) fn wrap(engine: Engine, clock: Py<PyAny>) -> Self {
         Self {
             config: engine.config().clone(),
             engine: Mutex::new(engine),
@@ -120,72 +120,6 @@ impl Cluster {
     ) -> PyResult<Self> {
         let cap = max_held_gpus_per_owner;
         let (engine, clock) = new_engine(py, levels, policy, clock, cap, max_level)?;
-        Ok(Self::wrap(engine, clock))
-    }
-
-    /// Builds a cluster from columns, one entry per node, in one call.
-    ///
-    /// Args:
-    ///     levels: Level names, outermost first.
-    ///     names: Node names.
-    ///     domains: One column per level: the domain name of every node, either as names or
-    ///         as ``(codes, table)`` with integer codes into a table of names.
-    ///     gpus: GPUs per node (integers, 1..64).
-    ///     unhealthy_mask: Per node, a bitmask of unhealthy GPUs (bit i = GPU i), uint64.
-    ///     labels: Label key -> one value per node (``None``: the node lacks that label).
-    ///     policy: As for ``Cluster``.
-    ///     clock: As for ``Cluster``.
-    ///     max_held_gpus_per_owner: As for ``Cluster``.
-    ///     max_level: As for ``Cluster``.
-    ///     gpu_topology: GPU groups (README "Inside a node"): one ``NodeTopology`` for every
-    ///         node, or ``(codes, table)`` with one code per node into a table of
-    ///         topologies (-1: the node has none).
-    ///
-    /// Raises:
-    ///     InvalidRequest: Columns of different lengths, codes outside their table, or any
-    ///         node ``add_node`` would refuse; no cluster is built.
-    ///     TypeError: Non-integer ``gpus`` or masks, non-str names.
-    #[staticmethod]
-    #[pyo3(signature = (
-        levels, names, domains, gpus, unhealthy_mask, labels = None, *,
-        policy = None, clock = None, max_held_gpus_per_owner = None, max_level = None,
-        gpu_topology = None
-    ))]
-    #[pyo3(
-        text_signature = "(levels, names, domains, gpus, unhealthy_mask, labels=None, *, policy='best-fit', clock=None, max_held_gpus_per_owner=None, max_level=None, gpu_topology=None)"
-    )]
-    #[allow(clippy::too_many_arguments)] // the documented signature of from_arrays
-    fn from_arrays(
-        py: Python<'_>,
-        levels: &Bound<'_, PyAny>,
-        names: &Bound<'_, PyAny>,
-        domains: &Bound<'_, PyAny>,
-        gpus: &Bound<'_, PyAny>,
-        unhealthy_mask: &Bound<'_, PyAny>,
-        labels: Option<&Bound<'_, PyAny>>,
-        policy: Option<&Bound<'_, PyAny>>,
-        clock: Option<Bound<'_, PyAny>>,
-        max_held_gpus_per_owner: Option<&Bound<'_, PyAny>>,
-        max_level: Option<&Bound<'_, PyAny>>,
-        gpu_topology: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        let cap = max_held_gpus_per_owner;
-        let (mut engine, clock) = new_engine(py, levels, policy, clock, cap, max_level)?;
-        let level_names = engine.config().levels();
-        let mut specs =
-            arrays::node_specs(level_names, names, domains, gpus, unhealthy_mask, labels)?;
-        if let Some(groups) = gpu_topology {
-            arrays::set_gpu_topologies(&mut specs, groups)?;
-        }
-        py.detach(|| {
-            contain(|| {
-                for spec in specs {
-                    engine.add_node(spec)?;
-                }
-                engine.settle();
-                Ok(())
-            })
-        })?;
         Ok(Self::wrap(engine, clock))
     }
 
@@ -280,13 +214,18 @@ impl Cluster {
     ///     gpu_topology: Its GPU groups (a ``gangplace.NodeTopology``: NUMA sockets, PCIe
     ///         switches); pods then take the GPUs of the tightest finest group that holds
     ///         them (README "Inside a node").
+    ///     resources: Resources besides GPUs, name -> integer quantity in base units
+    ///         (``"cpu"`` in millicores, ``"memory"`` in bytes, any other name in units;
+    ///         README "Node resources"): 0..2**50 each, at most 32 names, not
+    ///         ``"nvidia.com/gpu"`` (GPUs are ``gpus``).
     ///
     /// Raises:
     ///     InvalidRequest: Duplicate or empty names, missing or extra levels, out-of-range
-    ///         counts or indices, a GPU topology of another GPU count. The cluster is left
-    ///         exactly as it was.
+    ///         counts, indices or quantities, a GPU topology of another GPU count. The
+    ///         cluster is left exactly as it was.
     ///     LimitExceeded: The cluster already has 4,194,304 nodes.
-    #[pyo3(signature = (name, *, gpus, topology, labels = None, unhealthy = None, gpu_topology = None))]
+    #[pyo3(signature = (name, *, gpus, topology, labels = None, unhealthy = None, gpu_topology = None, resources = None))]
+    #[allow(clippy::too_many_arguments)] // the Python signature: keyword arguments
     fn add_node(
         &self,
         name: &Bound<'_, PyAny>,
@@ -295,6 +234,7 @@ impl Cluster {
         labels: Option<&Bound<'_, PyAny>>,
         unhealthy: Option<&Bound<'_, PyAny>>,
         gpu_topology: Option<&Bound<'_, PyAny>>,
+        resources: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let spec = NodeSpec {
             name: convert::string(name, "name")?,
@@ -304,6 +244,9 @@ impl Cluster {
             unhealthy: unhealthy
                 .map_or(Ok(Vec::new()), |u| convert::int_sequence(u, "unhealthy"))?,
             gpu_topology: gpu_topology.map(convert::gpu_topology).transpose()?,
+            resources: (resources.map(|r| convert::resource_mapping(r, "resources")))
+                .transpose()?
+                .unwrap_or_default(),
         };
         Ok(self.run(|engine| Ok(engine.add_node(spec)?))?)
     }
@@ -500,6 +443,9 @@ impl Cluster {
     ///     gpus: The GPU count, 1..64; ``None``: unchanged.
     ///     gpu_topology: Its GPU groups; ``None``: unchanged (a node with groups that
     ///         changes its GPU count needs new groups).
+    ///     resources: Every resource besides GPUs, replacing the old ones, at any time
+    ///         (pods already holding more than a smaller capacity keep it; the node is full
+    ///         for that resource until they end); ``None``: unchanged.
     ///
     /// Raises:
     ///     UnknownNode: No such node.
@@ -507,7 +453,8 @@ impl Cluster {
     ///     InvalidRequest: Bad names, levels, counts or groups (as ``add_node``).
     ///
     /// On any error the cluster is left exactly as it was.
-    #[pyo3(signature = (name, *, labels = None, topology = None, gpus = None, gpu_topology = None))]
+    #[pyo3(signature = (name, *, labels = None, topology = None, gpus = None, gpu_topology = None, resources = None))]
+    #[allow(clippy::too_many_arguments)] // the Python signature: keyword arguments
     fn update_node(
         &self,
         py: Python<'_>,
@@ -516,6 +463,7 @@ impl Cluster {
         topology: Option<&Bound<'_, PyAny>>,
         gpus: Option<&Bound<'_, PyAny>>,
         gpu_topology: Option<&Bound<'_, PyAny>>,
+        resources: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let name = convert::string(name, "name")?;
         let update = NodeUpdate {
@@ -527,6 +475,8 @@ impl Cluster {
                 .transpose()?,
             gpus: gpus.map(|g| convert::int(g, "gpus")).transpose()?,
             gpu_topology: gpu_topology.map(convert::gpu_topology).transpose()?,
+            resources: (resources.map(|r| convert::resource_mapping(r, "resources")))
+                .transpose()?,
         };
         let now = self.now(py)?;
         Ok(self.run(|engine| Ok(engine.update_node(&name, update, now)?))?)

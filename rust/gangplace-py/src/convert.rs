@@ -146,6 +146,29 @@ pub fn str_mapping(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<(String
     Ok(pairs)
 }
 
+/// A `Mapping[str, int]` of resources (README "Node resources"), as `(name, quantity)`
+/// pairs; at most [`gangplace_core::MAX_RESOURCES_PER_NODE`] are read (the core refuses
+/// more).
+pub fn resource_mapping(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<(String, i64)>> {
+    let mapping = value.cast::<PyMapping>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what} must be a mapping of resource name to int, not {}",
+            type_name(value)
+        ))
+    })?;
+    let mut pairs = Vec::new();
+    for item in mapping.items()?.iter() {
+        let (key, quantity): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+        let name = string(&key, &format!("{what} keys"))?;
+        let quantity = int(&quantity, &format!("{what}[{name:?}]"))?;
+        pairs.push((name, quantity));
+        if pairs.len() > gangplace_core::MAX_RESOURCES_PER_NODE {
+            break;
+        }
+    }
+    Ok(pairs)
+}
+
 /// A sequence of `str` (a lone `str` is refused rather than split into letters).
 pub fn str_sequence(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<String>> {
     if value.is_instance_of::<PyString>() {

@@ -96,6 +96,14 @@ impl LevelExplanation {
         self.inner.cheapest.as_ref().map(|&(_, gpus)| gpus)
     }
 
+    /// The resource keeping the most nodes of that domain below their free GPUs' pods.
+    ///
+    /// ``None`` when the request asks no resources besides GPUs, or none binds there.
+    #[getter]
+    fn limited_by(&self) -> Option<&str> {
+        self.inner.limited_by.as_deref()
+    }
+
     fn __str__(&self) -> String {
         level_line(&self.inner)
     }
@@ -145,8 +153,10 @@ fn level_line(level: &CoreLevel) -> String {
         }
         None => String::new(),
     };
+    let limited = (level.limited_by.as_ref())
+        .map_or_else(String::new, |name| format!(" (limited by {name})"));
     format!(
-        "  {:<8} best {:<24} holds {} of {}; {}{cheapest}{preempting}",
+        "  {:<8} best {:<24} holds {} of {}{limited}; {}{cheapest}{preempting}",
         level.level,
         domain,
         level.capacity,
@@ -209,7 +219,8 @@ impl Explanation {
     ///
     /// Keys: ``cordoned``, ``selector_mismatch``, ``unhealthy`` (too few healthy GPUs even if
     /// all were free), ``too_few_free``, ``numa_split`` (``numa="single"``: free GPUs enough,
-    /// but no NUMA group holds a pod).
+    /// but no NUMA group holds a pod), ``resources`` (free GPUs enough, too few free
+    /// resources besides GPUs for one pod).
     #[getter]
     fn excluded<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let excluded = self.inner.excluded;
@@ -219,6 +230,7 @@ impl Explanation {
         dict.set_item("unhealthy", excluded.unhealthy)?;
         dict.set_item("too_few_free", excluded.too_few_free)?;
         dict.set_item("numa_split", excluded.numa_split)?;
+        dict.set_item("resources", excluded.resources)?;
         Ok(dict)
     }
 
@@ -236,6 +248,13 @@ impl Explanation {
             excluded.too_few_free,
             excluded.numa_split
         ));
+        if excluded.resources > 0 {
+            let last = lines.len() - 1;
+            lines[last] += &format!(
+                ", {} with too few free resources besides GPUs",
+                excluded.resources
+            );
+        }
         lines.join("\n")
     }
 

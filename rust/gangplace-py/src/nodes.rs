@@ -90,6 +90,18 @@ impl NodeInfo {
         PyTuple::new(py, &self.inner.unhealthy)
     }
 
+    /// Its resources besides GPUs (README "Node resources"): a fresh dict, sorted by name.
+    #[getter]
+    fn resources<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        dict(py, &self.inner.resources)
+    }
+
+    /// What of them no live hold uses (every resource of ``resources``, zeros kept).
+    #[getter]
+    fn free_resources<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        dict(py, &self.inner.free_resources)
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let node = &self.inner;
         let tuple = |items: &[u32]| -> PyResult<String> { py_repr(py, PyTuple::new(py, items)?) };
@@ -103,6 +115,11 @@ impl NodeInfo {
             format!("allocated={}", tuple(&node.allocated)?),
             format!("unhealthy={}", tuple(&node.unhealthy)?),
         ];
+        let mut parts = parts.to_vec();
+        if !node.resources.is_empty() {
+            let free = dict(py, &node.free_resources)?;
+            parts.push(format!("free_resources={}", py_repr(py, free)?));
+        }
         Ok(call_repr("NodeInfo", &parts))
     }
 }

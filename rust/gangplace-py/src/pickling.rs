@@ -47,6 +47,8 @@ impl GangRequest {
         kwargs.set_item("spread", inner.spread.as_str())?;
         kwargs.set_item("numa", inner.numa.as_str())?;
         kwargs.set_item("spares", inner.spares)?;
+        let resources = crate::types::dict(py, &inner.resources)?;
+        kwargs.set_item("resources_per_pod", resources)?;
         Ok((args, kwargs))
     }
 }

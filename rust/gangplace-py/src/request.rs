@@ -45,6 +45,13 @@ use crate::types::{call_repr, dict, py_repr, terms_parts};
 ///     spares: Extra pods of the gang's pod size held next to it, part of the all-or-nothing
 ///         placement (README "Spares"): the last ``spares`` pods of the gang of
 ///         ``pods + spares``, or with slices ``spares`` more in every innermost slice domain.
+///     resources_per_pod: Resources besides GPUs each pod asks, name -> integer quantity in
+///         base units: ``"cpu"`` in millicores, ``"memory"`` in bytes, any other name in
+///         units (README "Node resources"). A node then holds ``min(free GPUs // g, free r //
+///         r per pod for every r)`` pods. Quantities 0..2**50, names unique, at most 32; a
+///         name no node of the cluster offers raises ``InvalidRequest`` when placed.
+///         Preemption, defragmentation, repair, spares swaps and ``place_after`` refuse such
+///         requests for now.
 ///
 /// Example:
 ///     >>> GangRequest(4, 8, required_level="rack")
@@ -62,9 +69,9 @@ pub struct GangRequest {
 impl GangRequest {
     #[new]
     #[pyo3(
-        text_signature = "(pods, gpus_per_pod=1, *, min_pods=None, required_level=None, selector=None, name='', priority=0, preemptible=True, movable=False, slices=(), spread='pack', numa='none', spares=0)"
+        text_signature = "(pods, gpus_per_pod=1, *, min_pods=None, required_level=None, selector=None, name='', priority=0, preemptible=True, movable=False, slices=(), spread='pack', numa='none', spares=0, resources_per_pod=None)"
     )]
-    #[pyo3(signature = (pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, required_level = None, selector = None, name = String::new(), priority = Priority(0), preemptible = Preemptible(true), movable = Movable(false), slices = None, spread = None, numa = None, spares = None))]
+    #[pyo3(signature = (pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, required_level = None, selector = None, name = String::new(), priority = Priority(0), preemptible = Preemptible(true), movable = Movable(false), slices = None, spread = None, numa = None, spares = None, resources_per_pod = None))]
     #[allow(clippy::too_many_arguments)] // the documented signature of GangRequest
     fn new(
         pods: &Bound<'_, PyAny>,
@@ -80,6 +87,7 @@ impl GangRequest {
         spread: Option<&Bound<'_, PyAny>>,
         numa: Option<&Bound<'_, PyAny>>,
         spares: Option<&Bound<'_, PyAny>>,
+        resources_per_pod: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let terms = model::Terms::new(priority.0, preemptible.0, movable.0).map_err(core_to_py)?;
         let pods = convert::int(pods, "pods")?;
@@ -101,10 +109,15 @@ impl GangRequest {
             .map_or(Ok(model::Numa::None), |name| model::Numa::parse(&name))
             .map_err(core_to_py)?;
         let spares = spares.map_or(Ok(0), |n| convert::int(n, "spares"))?;
+        let resources = (resources_per_pod)
+            .map(|r| convert::resource_mapping(r, "resources_per_pod"))
+            .transpose()?
+            .unwrap_or_default();
         let inner =
             model::GangRequest::new(pods, gpus_per_pod, min_pods, required_level, selector, name)
                 .and_then(|request| request.with_slices(&slices))
                 .and_then(|request| request.with_spares(spares))
+                .and_then(|request| request.with_resources(resources))
                 .map_err(core_to_py)?
                 .with_spread(spread)
                 .with_numa(numa);
@@ -197,6 +210,12 @@ impl GangRequest {
         self.inner.numa.as_str()
     }
 
+    /// Resources besides GPUs each pod asks: a fresh dict, sorted by name.
+    #[getter]
+    fn resources_per_pod<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        dict(py, &self.inner.resources)
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let request = &self.inner;
         let mut parts = vec![request.pods.to_string(), request.gpus_per_pod.to_string()];
@@ -228,6 +247,10 @@ impl GangRequest {
         }
         if request.spares > 0 {
             parts.push(format!("spares={}", request.spares));
+        }
+        if !request.resources.is_empty() {
+            let resources = dict(py, &request.resources)?;
+            parts.push(format!("resources_per_pod={}", py_repr(py, resources)?));
         }
         Ok(call_repr("GangRequest", &parts))
     }

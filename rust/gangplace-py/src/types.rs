@@ -13,13 +13,14 @@ use crate::convert;
 use crate::errors::core_to_py;
 pub use crate::request::GangRequest;
 
-pub(crate) fn dict<'py>(
-    py: Python<'py>,
-    pairs: &[(String, String)],
-) -> PyResult<Bound<'py, PyDict>> {
+/// `{key: value}` in the pairs' order (labels, selectors, resource quantities).
+pub(crate) fn dict<'py, V>(py: Python<'py>, pairs: &[(String, V)]) -> PyResult<Bound<'py, PyDict>>
+where
+    V: Clone + IntoPyObject<'py>,
+{
     let dict = PyDict::new(py);
     for (key, value) in pairs {
-        dict.set_item(key, value)?;
+        dict.set_item(key, value.clone())?;
     }
     Ok(dict)
 }

@@ -5,6 +5,7 @@
 //! applies (the world already decided), but every GPU must exist, be free and healthy, and
 //! no GPU may be named twice; otherwise nothing changes.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::error::{CoreError, CoreResult, internal, invalid, texts};
@@ -12,10 +13,15 @@ use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::HoldState;
 use crate::limits::MAX_GPUS_PER_NODE;
 use crate::model::{AdoptedPod, Allocation, Placement, PodPlacement, Terms};
+use crate::resources::Amounts;
 use crate::state::Changes;
 
 use super::Engine;
 use super::transactions::{NewHold, Owner, allocation_of, check_owner, gpus_by_node, held_gpus};
+
+/// Adopted pods and what they ask besides GPUs (empty, or one `(name, quantity)` list per
+/// pod; README "Node resources").
+pub type AdoptedPods<'a> = (&'a [AdoptedPod], &'a [Vec<(String, i64)>]);
 
 impl Engine {
     /// Records `pods` (already running) as one allocation of `owner` with `terms`.
@@ -26,7 +32,7 @@ impl Engine {
     /// `LimitExceeded` (the owner's cap).
     pub fn adopt(
         &mut self,
-        pods: &[AdoptedPod],
+        (pods, asks): AdoptedPods<'_>,
         owner: Owner<'_>,
         terms: Terms,
         now: f64,
@@ -34,9 +40,12 @@ impl Engine {
         check_owner(owner)?;
         self.reclaim(now);
         let (taken, held) = self.adopted_pods(pods)?;
+        let asks = self.adopted_asks(asks, &taken)?;
         self.check_cap(owner, held_gpus(&held))?;
         let id = self.new_ids(1)?[0];
-        let placement = Arc::new(self.adopted_placement(&taken));
+        let (placement, order) = self.adopted_placement(&taken);
+        let pod_resources = ranked_asks(asks, &order);
+        let placement = Arc::new(placement);
         let new = NewHold {
             placement,
             expires_at: now,
@@ -45,6 +54,7 @@ impl Engine {
             since: now,
             request: None,
             roles: None,
+            pod_resources: Some(pod_resources),
         };
         let mut changes = Changes::new();
         self.hold_into(&mut changes, id, held, new);
@@ -62,7 +72,7 @@ impl Engine {
     pub fn adopt_into(
         &mut self,
         id: HoldId,
-        pods: &[AdoptedPod],
+        (pods, asks): AdoptedPods<'_>,
         caller: Owner<'_>,
         change: TermsChange,
         now: f64,
@@ -90,8 +100,11 @@ impl Engine {
         }
         let terms = change.applied_to(hold.terms)?;
         let (taken, held) = self.adopted_pods(pods)?;
+        let asks = self.adopted_asks(asks, &taken)?;
         self.check_cap(hold.owner.as_deref(), held_gpus(&held))?;
-        let placement = Arc::new(self.grown_placement(&hold.placement, &taken));
+        let (placement, order) = self.grown_placement(&hold.placement, &taken);
+        let pod_resources = grown_asks(hold, asks, &order);
+        let placement = Arc::new(placement);
         let mut changes = Changes::new();
         self.ledger.add_pods(
             &mut self.states,
@@ -105,13 +118,28 @@ impl Engine {
             .ledger
             .live(id)
             .ok_or_else(|| internal("a live hold vanished"))?;
+        let by_node = self.resources_by_node(
+            &hold.placement,
+            &pod_resources,
+            &hold.ended,
+            &hold.gpus_by_node,
+        );
+        (self.ledger).set_resources(&mut self.states, id, pod_resources, by_node);
+        let hold = self
+            .ledger
+            .live(id)
+            .ok_or_else(|| internal("a live hold vanished"))?;
         Ok(allocation_of(&self.topology, &self.states, id, hold))
     }
 
     /// `old` with the pods of `taken` after its own (ranked by rule 6 among themselves), at
     /// the finest level whose one domain holds the old domain and every new pod's node.
-    fn grown_placement(&self, old: &Placement, taken: &[(NodeId, GpuSet)]) -> Placement {
-        let added = self.adopted_placement(taken);
+    fn grown_placement(
+        &self,
+        old: &Placement,
+        taken: &[(NodeId, GpuSet)],
+    ) -> (Placement, Vec<usize>) {
+        let (added, order) = self.adopted_placement(taken);
         let common = (old.domain.iter())
             .zip(&added.domain)
             .take_while(|(a, b)| a == b)
@@ -121,7 +149,7 @@ impl Engine {
         grown.pods.extend(added.pods);
         grown.domain.truncate(common);
         grown.level = self.topology.level_name(depth).to_owned();
-        grown
+        (grown, order)
     }
 
     /// Each pod's node and GPUs, in order, and the GPUs per node; every check of `adopt`.
@@ -201,13 +229,13 @@ impl Engine {
     }
 
     /// The placement of adopted pods: ranked by rule 6, at the finest level whose one domain
-    /// holds every pod's node.
-    fn adopted_placement(&self, taken: &[(NodeId, GpuSet)]) -> Placement {
-        let mut ranked: Vec<(Vec<&str>, u32, NodeId, GpuSet)> = taken
-            .iter()
-            .map(|&(node, gpus)| {
+    /// holds every pod's node; and for each rank, the pod's position in `taken`.
+    fn adopted_placement(&self, taken: &[(NodeId, GpuSet)]) -> (Placement, Vec<usize>) {
+        let mut ranked: Vec<(Vec<&str>, u32, NodeId, GpuSet, usize)> = (taken.iter())
+            .enumerate()
+            .map(|(position, &(node, gpus))| {
                 let path = self.topology.node_path(node);
-                (path, gpus.lowest().unwrap_or(0), node, gpus)
+                (path, gpus.lowest().unwrap_or(0), node, gpus, position)
             })
             .collect();
         ranked.sort();
@@ -227,10 +255,11 @@ impl Engine {
             .iter()
             .map(|part| (*part).to_owned())
             .collect();
-        Placement {
+        let order = ranked.iter().map(|entry| entry.4).collect();
+        let placement = Placement {
             pods: ranked
                 .iter()
-                .map(|&(_, _, node, gpus)| PodPlacement {
+                .map(|&(_, _, node, gpus, _)| PodPlacement {
                     node: Arc::clone(&self.topology.node(node).name),
                     gpus,
                     affinity: self.affinity_of(node, gpus),
@@ -241,8 +270,78 @@ impl Engine {
             slices: Vec::new(),
             groups: Vec::new(),
             spares: Vec::new(),
-        }
+        };
+        (placement, order)
     }
+
+    /// What adopted pods ask besides GPUs (empty: nothing; else one list per pod, names
+    /// known), refused with `Conflict` when a node's free resources do not hold them.
+    fn adopted_asks(
+        &self,
+        asks: &[Vec<(String, i64)>],
+        taken: &[(NodeId, GpuSet)],
+    ) -> CoreResult<Vec<Amounts>> {
+        if asks.is_empty() {
+            return Ok(Vec::new());
+        }
+        if asks.len() != taken.len() {
+            return Err(invalid(format!(
+                "adopt got {} pods but resources for {}",
+                taken.len(),
+                asks.len()
+            )));
+        }
+        let names = self.topology.resources().names();
+        let mut amounts = Vec::with_capacity(asks.len());
+        let mut per_node: BTreeMap<NodeId, Amounts> = BTreeMap::new();
+        for (ask, &(node, _)) in asks.iter().zip(taken) {
+            let mut checked = crate::resources::checked_named("an adopted pod", ask.clone())?;
+            checked.retain(|&(_, quantity)| quantity > 0);
+            let ask = names.resolve(&checked)?;
+            let sum = per_node.entry(node).or_default();
+            *sum = sum.plus(&ask);
+            amounts.push(ask);
+        }
+        for (node, asked) in per_node {
+            let capacity = self.topology.resources().capacity(node);
+            let free = capacity.minus(self.states.resource_use().used(node));
+            if !asked.within(&free) {
+                return Err(texts::adopt_resources_short(
+                    &self.topology.node(node).name,
+                    &names.named(&free),
+                    &names.named(&asked),
+                ));
+            }
+        }
+        Ok(amounts)
+    }
+}
+
+/// Adopted pods' asks in rank order (`order[rank]`: the pod's position as given).
+fn ranked_asks(asks: Vec<Amounts>, order: &[usize]) -> Arc<[Amounts]> {
+    if asks.iter().all(Amounts::is_empty) {
+        return Arc::from(Vec::new());
+    }
+    Arc::from(order.iter().map(|&at| asks[at].clone()).collect::<Vec<_>>())
+}
+
+/// An adopted allocation's asks once `asks` (new pods, in `order`) are added after its own.
+fn grown_asks(hold: &crate::ledger::Hold, asks: Vec<Amounts>, order: &[usize]) -> Arc<[Amounts]> {
+    let added = ranked_asks(asks, order);
+    if added.is_empty() && hold.pod_resources.is_empty() {
+        return added;
+    }
+    let old_pods = hold.placement.pods.len();
+    let mut all: Vec<Amounts> = match hold.pod_resources.len() {
+        0 => vec![Amounts::none(); old_pods],
+        1 => vec![hold.pod_resources[0].clone(); old_pods],
+        _ => hold.pod_resources.to_vec(),
+    };
+    match added.len() {
+        0 => all.extend(std::iter::repeat_n(Amounts::none(), order.len())),
+        _ => all.extend(added.iter().cloned()),
+    }
+    Arc::from(all)
 }
 
 /// What `adopt(into=...)` changes of an allocation's terms; `None` keeps that part.

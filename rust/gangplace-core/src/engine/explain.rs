@@ -36,6 +36,9 @@ pub struct LevelExplanation {
     /// (then the smallest path), and how many; `None` when no domain could hold it even
     /// emptied. It may differ from `domain`: the largest domain is not always the cheapest.
     pub cheapest: Option<(Vec<String>, u64)>,
+    /// A request with resources besides GPUs: the resource that keeps the most nodes of
+    /// `domain` below the pods their free GPUs hold (then the first name), if any does.
+    pub limited_by: Option<String>,
 }
 
 /// Nodes that cannot take even one pod of the gang, by the first reason that applies.
@@ -51,6 +54,8 @@ pub struct Exclusions {
     pub too_few_free: u64,
     /// `numa="single"`: enough free GPUs, but no NUMA group holds a pod.
     pub numa_split: u64,
+    /// Enough free GPUs, too few free resources besides GPUs for one pod.
+    pub resources: u64,
 }
 
 /// Why a gang fits where it does, or does not fit.
@@ -101,9 +106,14 @@ impl Engine {
                 needed: demand.pods,
                 gpus_to_free: best
                     .item
+                    .filter(|_| request.resources.is_empty())
                     .and_then(|item| self.gpus_to_free(item, request, demand.pods)),
                 preemption,
-                cheapest: self.cheapest_at(best.depth, request, demand.pods),
+                cheapest: match request.resources.is_empty() {
+                    true => self.cheapest_at(best.depth, request, demand.pods),
+                    false => None, // GPU what-ifs do not free resources
+                },
+                limited_by: best.item.and_then(|item| self.limited_by(request, item)),
             })
             .collect::<Vec<LevelExplanation>>();
         let summary = match &placement {
@@ -128,7 +138,7 @@ impl Engine {
         fits: bool,
         now: f64,
     ) -> CoreResult<Vec<Option<(u64, i32)>>> {
-        if fits || !request.slices.is_empty() {
+        if fits || !request.slices.is_empty() || !request.resources.is_empty() {
             return Ok(vec![None; bests.len()]);
         }
         let limits = RemovalLimits::default();
@@ -182,9 +192,12 @@ impl Engine {
                         } else {
                             format!(" {}", path.join("/"))
                         };
+                        let limited = self.limited_by(request, item);
                         format!(
-                            "best {level}{where_} holds {} of {}",
-                            best.capacity, demand.pods
+                            "best {level}{where_} holds {} of {}{}",
+                            best.capacity,
+                            demand.pods,
+                            limited.map_or_else(String::new, |name| format!(", limited by {name}"))
                         )
                     }
                 }
@@ -230,6 +243,8 @@ impl Engine {
                     .is_some_and(|groups| groups.numa_capacity(state.free(), size) == 0)
             {
                 excluded.numa_split += 1;
+            } else if self.resources_hold_no_pod(request, id) {
+                excluded.resources += 1;
             }
         }
         excluded

@@ -18,6 +18,7 @@ mod pods;
 pub(crate) mod ranks;
 pub(crate) mod records;
 pub(crate) mod removal;
+pub(crate) mod resources;
 mod search_ops;
 pub(crate) mod transactions;
 
@@ -249,6 +250,8 @@ impl Engine {
                 .gpu_topology
                 .as_deref()
                 .map(|groups| (groups.levels().to_vec(), groups.paths().to_vec())),
+            resources: self.node_resources(id, false),
+            free_resources: self.node_resources(id, true),
         })
     }
 
@@ -314,6 +317,10 @@ impl Engine {
         };
         let coarsest_depth = coarsest_depth.max(self.config.max_level_depth());
         Layers::resolve(&self.topology, &request.slices, coarsest_depth)?;
+        self.topology
+            .resources()
+            .names()
+            .resolve(&request.resources)?;
         Ok(Demand {
             pods: request.pods,
             gpus_per_pod: request.gpus_per_pod,
@@ -439,6 +446,7 @@ impl Engine {
             }
         }
         self.ledger.check_holders().map_err(internal)?;
+        self.check_resources().map_err(internal)?;
         if self.states.totals() != self.states.recount() {
             return Err(internal("the GPU totals drifted from the nodes"));
         }

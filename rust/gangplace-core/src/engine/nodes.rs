@@ -19,6 +19,8 @@ pub struct NodeUpdate {
     pub gpus: Option<i64>,
     /// Intra-node levels and each GPU's group ids.
     pub gpu_topology: Option<(Vec<String>, Vec<Vec<u32>>)>,
+    /// Every resource besides GPUs, replacing the old ones (README "Node resources").
+    pub resources: Option<Vec<(String, i64)>>,
 }
 
 impl Engine {
@@ -51,6 +53,10 @@ impl Engine {
             .collect();
         let cordoned = state.cordoned;
         let current = self.topology.spec_of(id, unhealthy);
+        let resources = match update.resources.clone() {
+            Some(named) => Some(self.topology.resources().check(name, named)?),
+            None => None,
+        };
         let changed = changed_spec(&current, update);
         let structural = changed.gpus != current.gpus
             || sorted(&changed.topology) != sorted(&current.topology)
@@ -63,6 +69,11 @@ impl Engine {
             return self.readd(id, current, changed, cordoned);
         }
         validate_labels(&changed.labels)?;
+        if let Some(resources) = resources {
+            // Capacities may drop below what running pods use: the node is then full for
+            // those resources until they end (Kubernetes keeps such pods running too).
+            self.topology.set_resources(id, &resources);
+        }
         self.topology.set_labels(id, changed.labels);
         self.capacity.labels_changed();
         Ok(())
@@ -111,6 +122,9 @@ fn changed_spec(current: &NodeSpec, update: NodeUpdate) -> NodeSpec {
     }
     if let Some(groups) = update.gpu_topology {
         changed.gpu_topology = Some(groups);
+    }
+    if let Some(resources) = update.resources {
+        changed.resources = resources;
     }
     changed
 }

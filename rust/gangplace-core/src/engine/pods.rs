@@ -54,6 +54,16 @@ impl Engine {
             .ledger
             .live(id)
             .ok_or_else(|| internal("a live allocation vanished"))?;
+        if !hold.pod_resources.is_empty() {
+            // The ended pods' resources go back with their GPUs.
+            let (asks, by_node) = (hold.pod_resources.clone(), self.hold_resources(hold));
+            self.ledger
+                .set_resources(&mut self.states, id, asks, by_node);
+        }
+        let hold = self
+            .ledger
+            .live(id)
+            .ok_or_else(|| internal("a live allocation vanished"))?;
         Ok(Some(allocation_of(&self.topology, &self.states, id, hold)))
     }
 

@@ -47,7 +47,11 @@ impl Engine {
                 }
                 // A hold with ended ranks no longer matches its request (README E4).
                 Purpose::Defragmentation => {
-                    hold.terms.movable && hold.terms.priority <= priority && hold.ended.is_empty()
+                    // Moves re-place GPUs only: holds whose pods ask resources stay put.
+                    hold.terms.movable
+                        && hold.terms.priority <= priority
+                        && hold.ended.is_empty()
+                        && hold.pod_resources.is_empty()
                 }
             };
             let exempt = hold

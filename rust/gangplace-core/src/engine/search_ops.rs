@@ -6,6 +6,7 @@ use crate::capacity::{Capacity, CapacityView};
 use crate::config::Policy;
 use crate::error::{CoreResult, internal};
 use crate::model::GangRequest;
+use crate::resources::ResourceFit;
 use crate::search::removal::{Candidates, Choice, Found, World};
 use crate::search::{Demand, Item, LevelBest, Plan, Search};
 use crate::shapes::Layers;
@@ -23,12 +24,19 @@ pub(super) fn search_over<R>(
     let size = request.gpus_per_pod;
     // The names were checked by `Engine::demand`, which every search of a request follows.
     let layers = Layers::resolve(topology, &request.slices, 0)?;
+    let need = topology.resources().names().resolve(&request.resources)?;
+    let fit = (!need.is_empty()).then(|| ResourceFit {
+        need: &need,
+        capacity: topology.resources().capacities(),
+        used: states.resource_use(),
+    });
     if request.selector.is_empty() {
         let view = capacity.cluster_view(states);
         return Ok(search(
             &Search::new(topology, &view, size)
                 .with_shape(layers, request.spread)
-                .with_numa(request.numa),
+                .with_numa(request.numa)
+                .with_resources(fit),
         ));
     }
     let view = capacity
@@ -37,7 +45,8 @@ pub(super) fn search_over<R>(
     Ok(search(
         &Search::new(topology, &view, size)
             .with_shape(layers, request.spread)
-            .with_numa(request.numa),
+            .with_numa(request.numa)
+            .with_resources(fit),
     ))
 }
 

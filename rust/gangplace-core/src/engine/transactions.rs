@@ -115,6 +115,8 @@ pub(crate) struct NewHold<'a> {
     pub since: f64,
     pub request: Option<Arc<GangRequest>>,
     pub roles: Option<Arc<MultiGangRequest>>,
+    /// What each pod asks besides GPUs (`None`: what `request` asks).
+    pub pod_resources: Option<Arc<[crate::resources::Amounts]>>,
 }
 
 impl Engine {
@@ -166,6 +168,10 @@ impl Engine {
         gpus_by_node: Vec<(NodeId, GpuSet)>,
         new: NewHold<'_>,
     ) -> Reservation {
+        let pod_resources =
+            (new.pod_resources).unwrap_or_else(|| self.request_resources(new.request.as_deref()));
+        let resources_by_node =
+            self.resources_by_node(&new.placement, &pod_resources, &[], &gpus_by_node);
         let hold = Hold {
             state: HoldState::Reserved,
             expires_at: new.expires_at,
@@ -178,6 +184,8 @@ impl Engine {
             roles: new.roles,
             repair: None,
             ended: Vec::new(),
+            pod_resources,
+            resources_by_node,
         };
         let reservation = reservation_of(id, &hold);
         self.ledger.hold(&mut self.states, changes, id, hold);
@@ -228,6 +236,7 @@ impl Engine {
             since: now,
             request: Some(Arc::clone(request)),
             roles: None,
+            pod_resources: None,
         };
         self.hold(held, new)
     }
@@ -267,6 +276,7 @@ impl Engine {
             since: now,
             request: None,
             roles: None,
+            pod_resources: None,
         };
         self.hold(held, new)
     }

@@ -123,6 +123,23 @@ pub(crate) fn adopt_short(node: &str, free: u32, count: u32) -> CoreError {
     ))
 }
 
+/// `Conflict`: adopted pods ask more of a node's resources than it has free.
+pub(crate) fn adopt_resources_short(
+    node: &str,
+    free: &[(String, u64)],
+    asked: &[(String, u64)],
+) -> CoreError {
+    let list = |named: &[(String, u64)]| {
+        let parts: Vec<String> = named.iter().map(|(n, q)| format!("{n}={q}")).collect();
+        format!("{{{}}}", parts.join(", "))
+    };
+    CoreError::Conflict(format!(
+        "node {node:?} has {} free besides GPUs; the pods adopted there ask {}",
+        list(free),
+        list(asked)
+    ))
+}
+
 /// `Conflict`: `adopt` names a GPU that is unhealthy or held.
 pub(crate) fn adopt_gpu_busy(gpu: u32, node: &str, unhealthy: bool) -> CoreError {
     CoreError::Conflict(format!(

@@ -15,6 +15,7 @@ use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::limits::REMEMBERED_ENDED_HOLDS;
 use crate::model::MultiGangRequest;
 use crate::model::{GangRequest, Placement, Terms};
+use crate::resources::Amounts;
 use crate::state::{Changes, NodeStates};
 
 /// A hold's GPUs per node, sorted by node id.
@@ -90,6 +91,12 @@ pub struct Hold {
     /// Ranks whose pods `release_pods` ended, sorted (README "Ending some pods"): they keep
     /// their places in the placement and hold no GPUs.
     pub ended: Vec<u64>,
+    /// What each pod asks besides GPUs (README "Node resources"): empty for nothing, one
+    /// entry for every pod and spare alike (a request's), else one per pod in rank order.
+    pub pod_resources: Arc<[Amounts]>,
+    /// What it uses besides GPUs per node, by node id: its live pods' and spares' sums (set
+    /// by the engine, which knows the nodes, before [`Ledger::hold`]).
+    pub resources_by_node: Vec<(NodeId, Amounts)>,
 }
 
 /// What ties a repair reservation to its allocation (README "Repair after failures", R4).
@@ -355,6 +362,9 @@ impl Ledger {
             self.add_holder(node, id, gpus);
             self.failpoint(step);
         }
+        for (node, amounts) in &hold.resources_by_node {
+            states.resource_use_mut().take(*node, amounts);
+        }
         self.count_held(&hold.owner, hold.gpu_count(), 0);
         self.expiries.insert(Expiry {
             at: hold.expires_at,
@@ -432,6 +442,9 @@ impl Ledger {
             self.remove_holder(node, id);
             self.failpoint(step);
         }
+        for (node, amounts) in &hold.resources_by_node {
+            states.resource_use_mut().give(*node, amounts);
+        }
         self.count_held(&hold.owner, 0, hold.gpu_count());
         if let Some(link) = &hold.repair {
             self.unlink_repair(id, link);
@@ -465,6 +478,10 @@ impl Ledger {
             .fold(GpuSet::EMPTY, |set, &(_, gpus)| set | gpus);
         hold.gpus_by_node
             .retain(|&mut (held_on, _)| held_on != node);
+        for (_, amounts) in (hold.resources_by_node.iter()).filter(|(on, _)| *on == node) {
+            states.resource_use_mut().give(node, amounts);
+        }
+        hold.resources_by_node.retain(|(on, _)| *on != node);
         let (state, owner) = (hold.state, hold.owner.clone());
         states.update(node, changes, |node_state| match state {
             HoldState::Reserved => node_state.reserved &= !held_here,

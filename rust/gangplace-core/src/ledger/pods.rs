@@ -51,6 +51,28 @@ impl Ledger {
 }
 
 impl Ledger {
+    /// Sets allocation `id`'s resources per node to `by_node` (after some of its pods ended
+    /// or were added), handing the difference to the nodes' use.
+    pub fn set_resources(
+        &mut self,
+        states: &mut NodeStates,
+        id: HoldId,
+        pod_resources: std::sync::Arc<[crate::resources::Amounts]>,
+        by_node: Vec<(NodeId, crate::resources::Amounts)>,
+    ) {
+        let Some(hold) = self.live.get_mut(&id) else {
+            return;
+        };
+        for (node, amounts) in &hold.resources_by_node {
+            states.resource_use_mut().give(*node, amounts);
+        }
+        for (node, amounts) in &by_node {
+            states.resource_use_mut().take(*node, amounts);
+        }
+        hold.pod_resources = pod_resources;
+        hold.resources_by_node = by_node;
+    }
+
     /// The live repair reservations of allocation `id`, sorted by id.
     pub fn repairs_of(&self, id: HoldId) -> &[HoldId] {
         self.repairs.get(&id).map_or(&[], Vec::as_slice)

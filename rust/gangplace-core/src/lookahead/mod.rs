@@ -72,6 +72,8 @@ impl Overlay {
     }
 
     /// One node's change, recorded; the views are updated by the caller, once per batch.
+    /// Only what actually changes is recorded: an allocation named in two groups is freed
+    /// once, so undoing the later group leaves the earlier group's release in place.
     fn push(
         &mut self,
         engine: &mut Engine,
@@ -80,6 +82,9 @@ impl Overlay {
         blocked: GpuSet,
         freed: GpuSet,
     ) {
+        let state = engine.states.get(node);
+        let freed = freed & state.allocated;
+        let blocked = blocked & !state.reserved;
         if blocked.is_empty() && freed.is_empty() {
             return;
         }
@@ -120,6 +125,7 @@ impl Engine {
         avoid: &[PodPlacement],
         now: f64,
     ) -> CoreResult<Option<(usize, Placement)>> {
+        Self::refuse_resources(request, "place_after")?;
         let avoid = self.avoided(avoid)?;
         let placed = request.placed();
         let demand = self.prepare(&placed, now)?;

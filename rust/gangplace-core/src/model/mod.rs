@@ -86,6 +86,9 @@ pub struct GangRequest {
     /// Spare pods held next to the gang (README "Spares"); set by
     /// [`GangRequest::with_spares`].
     pub spares: u64,
+    /// Resources besides GPUs each pod asks, by name, sorted, no zeros (README "Node
+    /// resources"); set by [`GangRequest::with_resources`].
+    pub resources: Vec<(String, u64)>,
 }
 
 impl GangRequest {
@@ -166,7 +169,16 @@ impl GangRequest {
             spread: Spread::Pack,
             numa: Numa::None,
             spares: 0,
+            resources: Vec::new(),
         })
+    }
+
+    /// The same request with these resources per pod (names valid and unique, quantities
+    /// `0..=MAX_RESOURCE_AMOUNT`; whether the cluster knows the names is checked when placed).
+    pub fn with_resources(self, named: Vec<(String, i64)>) -> CoreResult<Self> {
+        let mut resources = crate::resources::checked_named("resources_per_pod", named)?;
+        resources.retain(|&(_, quantity)| quantity > 0);
+        Ok(Self { resources, ..self })
     }
 
     /// The same request with this NUMA policy.
@@ -378,6 +390,10 @@ pub struct NodeInfo {
     pub unhealthy: Vec<u32>,
     /// Its GPU groups, if given: level names and each GPU's group ids.
     pub gpu_topology: Option<(Vec<String>, Vec<Vec<u32>>)>,
+    /// Its resources besides GPUs, by name (README "Node resources").
+    pub resources: Vec<(String, u64)>,
+    /// What of them no live hold uses, by name (every resource of `resources`, zeros kept).
+    pub free_resources: Vec<(String, u64)>,
 }
 
 /// GPU counts over the whole cluster.

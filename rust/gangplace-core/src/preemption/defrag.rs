@@ -244,23 +244,6 @@ impl Engine {
         Ok(world)
     }
 
-    /// Every node under `item`.
-    fn nodes_under(&self, item: Item) -> Vec<NodeId> {
-        let mut nodes = Vec::new();
-        let mut stack = vec![item];
-        while let Some(item) = stack.pop() {
-            match item {
-                Item::Node(node) => nodes.push(node),
-                Item::Domain(id) => {
-                    let domain = self.topology.domain(id);
-                    stack.extend(domain.child_domains.iter().map(|&d| Item::Domain(d)));
-                    stack.extend(domain.child_nodes.iter().map(|&n| Item::Node(n)));
-                }
-            }
-        }
-        nodes
-    }
-
     /// Where allocation `id` would go again by its own request on `world`: the same number
     /// of pods, never coarser than its level now unless `allow_downgrade`.
     fn replace(
@@ -319,7 +302,7 @@ impl Engine {
         }
         let moved: Vec<HoldId> = plan.moves.iter().map(|step| step.allocation).collect();
         let (mut freed, mut returned) = self.check_victims(&moved, |hold| {
-            hold.terms.movable && hold.terms.priority <= priority
+            hold.terms.movable && hold.terms.priority <= priority && hold.pod_resources.is_empty()
         })?;
         let (evicted_freed, evicted_returned) = self.check_victims(&plan.evictions, |hold| {
             hold.terms.preemptible && hold.terms.priority < priority
@@ -368,6 +351,7 @@ impl Engine {
             since: now,
             request,
             roles,
+            pod_resources: None,
         };
         let reservation = self.hold_into(&mut changes, ids[0], gang, new);
         let mut replaced = Vec::with_capacity(plan.moves.len());
@@ -386,6 +370,7 @@ impl Engine {
                 since: now,
                 request: old.request.clone(),
                 roles: old.roles.clone(),
+                pod_resources: None,
             };
             let moved_to = self.hold_into(&mut changes, id, held, new);
             replaced.push((step.allocation, moved_to));

@@ -148,6 +148,7 @@ impl Engine {
             since: now,
             request,
             roles,
+            pod_resources: None,
         };
         let id = self.ledger.new_id()?;
         let mut changes = Changes::new();
@@ -167,6 +168,11 @@ impl Engine {
         let request = &*request.placed();
         let demand = self.prepare(request, now)?;
         let policy = self.policy();
+        let need = self
+            .topology
+            .resources()
+            .names()
+            .resolve(&request.resources)?;
         let mut what_if = self.scratch_copy();
         let mut copies = 0u64;
         loop {
@@ -175,6 +181,9 @@ impl Engine {
                 return Ok(copies);
             };
             what_if.take(plan.pods.iter().map(|pod| (pod.node, pod.gpus)));
+            for pod in &plan.pods {
+                what_if.states.resource_use_mut().take(pod.node, &need);
+            }
             copies += 1;
             if copies > crate::limits::MAX_GANG_GPUS {
                 return Err(internal("capacity_for did not converge"));
@@ -187,6 +196,7 @@ impl Engine {
 /// `numa="single"` gang, or one with spares, is refused with `InvalidRequest` (README
 /// "Slices", "Inside a node", "Spares") rather than given a plan that breaks its shape.
 pub(crate) fn refuse_unsupported_shapes(request: &GangRequest, call: &str) -> CoreResult<()> {
+    Engine::refuse_resources(request, call)?;
     if !request.slices.is_empty() {
         return Err(crate::error::invalid(format!(
             "{call} does not take slice gangs yet; place them with place_gang or reserve"

@@ -94,6 +94,8 @@ impl Engine {
                 spares,
             })),
             ended: Vec::new(),
+            pod_resources: Arc::from(Vec::new()),
+            resources_by_node: Vec::new(),
         };
         let id = self.ledger.new_id()?;
         let reservation = reservation_of(id, &hold);

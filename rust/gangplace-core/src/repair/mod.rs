@@ -224,7 +224,14 @@ impl Engine {
             }
             (None, ending) => return Err(Self::repair_ended(id, ending)),
         }
-        self.ledger.live(id).ok_or_else(|| unknown(id))
+        let hold = self.ledger.live(id).ok_or_else(|| unknown(id))?;
+        if !hold.pod_resources.is_empty() {
+            return Err(invalid(format!(
+                "repair and spares do not count resources besides GPUs yet; allocation {id}'s \
+                 pods ask some (README \"Node resources\")"
+            )));
+        }
+        Ok(hold)
     }
 
     fn repair_ended(id: HoldId, ending: Option<crate::ledger::Ending>) -> CoreError {

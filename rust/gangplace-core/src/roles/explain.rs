@@ -40,6 +40,7 @@ impl Engine {
                     gpus_to_free: None,
                     preemption: None,
                     cheapest: None,
+                    limited_by: None,
                 }
             })
             .collect();

@@ -256,6 +256,7 @@ impl Engine {
             since: now,
             request: None,
             roles: Some(Arc::clone(asked)),
+            pod_resources: None,
         };
         self.hold(held, new)
     }

@@ -43,9 +43,8 @@ impl<V: CapacityView> Search<'_, V> {
             if !self.level_may_hold(depth, pods) {
                 return None;
             }
-            let numa = self.numa == crate::shapes::Numa::Single;
             let item = match (by_ancestry, depth == node_depth) {
-                (true, true) if numa => self.best_node_numa(index, need, pods),
+                (true, true) if self.counted() => self.best_node_numa(index, need, pods),
                 (true, true) => self.best_node_indexed(index, need),
                 (true, false) => self.best_domain_indexed(index, depth, need, pods),
                 (false, _) => index
@@ -202,8 +201,8 @@ impl<V: CapacityView> Search<'_, V> {
         winner
     }
 
-    /// The node level with `numa="single"`: not every node with enough free GPUs holds the
-    /// gang, so the deepest domains holding a node of each free count (fewest first) are
+    /// The node level with `numa="single"` or resources: not every node with enough free
+    /// GPUs holds the gang, so the deepest domains holding a node of each free count (fewest first) are
     /// taken in rule 3's order, and the first whose nodes of that count hold it wins (its
     /// first such node in name order).
     fn best_node_numa(&self, index: &FreeIndex, need: u64, pods: u64) -> Option<Item> {

@@ -15,6 +15,7 @@ use crate::capacity::CapacityView;
 use crate::config::Policy;
 use crate::error::{CoreResult, internal};
 use crate::ids::{DomainId, GpuSet, NodeId, ROOT};
+use crate::resources::ResourceFit;
 use crate::shapes::{Layers, Numa, Spread};
 use crate::topology::Topology;
 use fill::{Child, fill_children};
@@ -105,6 +106,10 @@ pub struct Search<'a, V> {
     /// `Numa::Single`: capacities count pods inside one NUMA group (the NUMA aggregates on
     /// the cluster's view; other views walk the nodes).
     numa: Numa,
+    /// A request with resources besides GPUs: each node holds no more pods than its free
+    /// resources allow (README "Node resources"), counted node by node, the aggregates'
+    /// GPU-only counts serving as bounds.
+    fit: Option<ResourceFit<'a>>,
 }
 
 impl<'a, V: CapacityView> Search<'a, V> {
@@ -117,7 +122,21 @@ impl<'a, V: CapacityView> Search<'a, V> {
             layers: Layers::NONE,
             split: Spread::Pack,
             numa: Numa::None,
+            fit: None,
         }
+    }
+
+    /// The same search counting each node's pods also by its free resources (`None`: GPUs
+    /// only).
+    pub fn with_resources(self, fit: Option<ResourceFit<'a>>) -> Self {
+        Self { fit, ..self }
+    }
+
+    /// Whether capacities are counted node by node (NUMA groups or resources), the
+    /// aggregates' counts being only bounds.
+    #[inline(always)]
+    fn counted(&self) -> bool {
+        self.numa == Numa::Single || self.fit.is_some()
     }
 
     /// The same search counting pods per NUMA group (README "Inside a node"): read from the
@@ -138,37 +157,41 @@ impl<'a, V: CapacityView> Search<'a, V> {
     /// Pods of this search's size that fit in `item` (rule 1).
     #[inline(always)]
     pub fn capacity(&self, item: Item) -> u64 {
-        match self.numa {
-            Numa::Single => self.numa_capacity(item),
-            Numa::None => self.plain_capacity(item),
+        match self.counted() {
+            true => self.numa_count(item, u64::MAX),
+            false => self.plain_capacity(item),
         }
     }
 
-    /// Pods that fit in `item` with every pod inside one NUMA group of its node (a node
-    /// without GPU groups is one group).
-    #[inline(always)]
-    fn numa_capacity(&self, item: Item) -> u64 {
-        self.numa_count(item, u64::MAX)
-    }
-
-    /// The same count, up to `cap`: a node's from its groups, a domain's from the NUMA
-    /// aggregates when the view has them (one read; inlined, as rule 4 reads every child's),
-    /// else by visiting its children.
+    /// Pods that fit in `item` counted node by node, up to `cap`: a node's from its NUMA
+    /// groups (with `numa="single"`) and its free resources (with resources), a domain's from
+    /// the NUMA aggregates when the view has them and no resource is asked (one read;
+    /// inlined, as rule 4 reads every child's), else by visiting its children.
     #[inline(always)]
     fn numa_count(&self, item: Item, cap: u64) -> u64 {
         match item {
             Item::Node(id) => self.view.node_free(id).map_or(0, |free| {
                 let groups = self.topology.node(id).gpu_topology.as_deref();
-                let pods = match groups {
-                    Some(groups) => groups.numa_capacity(free, self.gpus_per_pod),
-                    None => free.count() / self.gpus_per_pod,
+                let pods = match (groups, self.numa) {
+                    (Some(groups), Numa::Single) => groups.numa_capacity(free, self.gpus_per_pod),
+                    _ => free.count() / self.gpus_per_pod,
                 };
-                u64::from(pods).min(cap)
+                let pods = u64::from(pods).min(cap);
+                match &self.fit {
+                    Some(fit) if pods > 0 => pods.min(fit.pods(id)),
+                    _ => pods,
+                }
             }),
-            Item::Domain(id) => match self.view.domain_numa_capacity(id, self.gpus_per_pod) {
-                Some(pods) => pods.min(cap),
-                None => self.numa_count_children(item, cap),
-            },
+            Item::Domain(id) => {
+                let aggregate = match self.fit {
+                    None => self.view.domain_numa_capacity(id, self.gpus_per_pod),
+                    Some(_) => None,
+                };
+                match aggregate {
+                    Some(pods) => pods.min(cap),
+                    None => self.numa_count_children(item, cap),
+                }
+            }
         }
     }
 
@@ -203,11 +226,9 @@ impl<'a, V: CapacityView> Search<'a, V> {
     /// Whether `item` holds `pods` pods by capacity (`numa="single"`: counting per NUMA
     /// group, stopping once enough are found, after the plain count as a quick bound).
     fn holds_pods(&self, item: Item, pods: u64) -> bool {
-        match self.numa {
-            Numa::None => self.capacity(item) >= pods,
-            Numa::Single => {
-                self.plain_capacity(item) >= pods && self.numa_count(item, pods) >= pods
-            }
+        match self.counted() {
+            false => self.capacity(item) >= pods,
+            true => self.plain_capacity(item) >= pods && self.numa_count(item, pods) >= pods,
         }
     }
 
@@ -402,7 +423,7 @@ impl<'a, V: CapacityView> Search<'a, V> {
     }
 
     fn search_largest(&self, item: Item, depth: usize, best: &mut LevelBest) {
-        if self.numa == Numa::Single {
+        if self.counted() {
             // The plain count bounds the NUMA one: prune on it before counting per group.
             let bound = self.plain_capacity(item);
             if bound == 0 || (best.item.is_some() && bound <= best.capacity) {

@@ -23,6 +23,7 @@
 //! engine is returned only when all of it passed: there is never a half-built cluster.
 
 mod body;
+mod resources;
 
 use std::sync::Arc;
 
@@ -46,6 +47,8 @@ use body::{
     Body, EndedRecord, Endings, Extension, HoldRecord, HoldShape, NodeRecord, NodeShape, Shapes,
 };
 
+type GpuGroups = Option<(Vec<String>, Vec<Vec<u32>>)>;
+
 /// First bytes of every snapshot.
 pub const MAGIC: &[u8; 8] = b"GANGPLCE";
 /// The body format this build writes. Version 2 names the policy (`"best-fit"`) where
@@ -54,9 +57,10 @@ pub const MAGIC: &[u8; 8] = b"GANGPLCE";
 /// and its placement's slices); version 5 adds the roles of every hold after that (module
 /// `roles_snapshot`: multi-role groups and requests); version 6 adds the spares and repair
 /// links of every hold after that (module `repair_snapshot`); version 7 adds the ended ranks
-/// of every hold after that ([`Endings`], README "Ending some pods"). Versions 2 to 7 are
-/// read; version 1 snapshots are refused.
-pub const FORMAT_VERSION: u16 = 7;
+/// of every hold after that ([`Endings`], README "Ending some pods"); version 8 adds node
+/// resources and what every hold's pods ask after that (module `resources`, README "Node
+/// resources"). Versions 2 to 8 are read; version 1 snapshots are refused.
+pub const FORMAT_VERSION: u16 = 8;
 const OLDEST_READ: u16 = 2;
 const HEADER_BYTES: usize = 24;
 
@@ -134,6 +138,7 @@ impl Engine {
                 .collect(),
         };
         bytes.extend(postcard::to_stdvec(&endings).map_err(encoding)?);
+        bytes.extend(postcard::to_stdvec(&self.resource_records()).map_err(encoding)?);
         Ok(frame(&bytes))
     }
 
@@ -225,7 +230,7 @@ impl Engine {
 
     /// Rebuilds an engine from snapshot bytes; `now` is the restoring clock's reading.
     pub fn restore(bytes: &[u8], now: f64) -> CoreResult<Engine> {
-        let (body, extension, shapes, roles, repairs, endings) = decode(bytes)?;
+        let (body, extension, shapes, roles, repairs, endings, resources) = decode(bytes)?;
         let offset = now - body.taken_at;
         if !offset.is_finite() {
             return Err(bad("the snapshot's clock reading is not finite"));
@@ -245,13 +250,18 @@ impl Engine {
             .into_iter()
             .map(|node| (node.name, (node.levels, node.paths)))
             .collect();
+        let mut node_resources = engine.declared_resources(&resources)?;
         for node in body.nodes {
             let gpu_topology = groups.remove(&node.name);
-            engine.restore_node(&levels, node, gpu_topology)?;
+            let named = node_resources.remove(&node.name).unwrap_or_default();
+            engine.restore_node(&levels, node, (gpu_topology, named))?;
         }
-        if !groups.is_empty() {
-            return Err(bad("GPU groups name a node the snapshot does not have"));
+        if !groups.is_empty() || !node_resources.is_empty() {
+            return Err(bad(
+                "GPU groups or resources name a node the snapshot does not have",
+            ));
         }
+        let mut hold_resources = resources::hold_records(resources.holds, body.holds.len())?;
         if !shapes.holds.is_empty() && shapes.holds.len() != body.holds.len() {
             return Err(bad("the shapes do not match the holds"));
         }
@@ -273,7 +283,8 @@ impl Engine {
             let roles = roles.next().unwrap_or_default();
             let repair = repairs.next().unwrap_or_default();
             let ended = endings.next().unwrap_or_default();
-            engine.restore_hold(hold, (shape, roles, repair), ended, offset)?;
+            let asks = hold_resources.next().unwrap_or_default();
+            engine.restore_hold(hold, (shape, roles, repair), (ended, asks), offset)?;
         }
         if body.ended.len() > REMEMBERED_ENDED_HOLDS {
             return Err(bad("more ended holds than are ever remembered"));
@@ -298,8 +309,9 @@ impl Engine {
         &mut self,
         levels: &[String],
         node: NodeRecord,
-        gpu_topology: Option<(Vec<String>, Vec<Vec<u32>>)>,
+        (gpu_topology, resources): (GpuGroups, Vec<(String, u64)>),
     ) -> CoreResult<()> {
+        let resources = resources::as_signed(&resources);
         if node.path.len() != levels.len() {
             return Err(bad(format!(
                 "node {:?} has a path of the wrong depth",
@@ -325,6 +337,7 @@ impl Engine {
                 .map(i64::from)
                 .collect(),
             gpu_topology,
+            resources,
         };
         self.add_node(spec).map_err(as_snapshot_error)?;
         if node.cordoned {
@@ -338,7 +351,7 @@ impl Engine {
         &mut self,
         record: HoldRecord,
         (shape, roles, repairs): (HoldShape, HoldRoles, HoldRepairs),
-        ended: Vec<u64>,
+        (ended, asks): (Vec<u64>, resources::HoldResources),
         offset: f64,
     ) -> CoreResult<()> {
         let id = HoldId::from_bits(record.id);
@@ -434,6 +447,15 @@ impl Engine {
             ),
             (None, _) => return Err(bad("a hold without a request has spares")),
         };
+        let request = match request {
+            Some(request) if !asks.request.is_empty() => Some(
+                request
+                    .with_resources(resources::as_signed(&asks.request))
+                    .map_err(as_snapshot_error)?,
+            ),
+            request => request,
+        };
+        let pod_resources = self.restored_pod_resources(&asks, placement.pods.len())?;
         let hold = Hold {
             state: HoldState::Reserved,
             expires_at: if committed {
@@ -450,7 +472,11 @@ impl Engine {
             roles: roles.map(Arc::new),
             repair: link_from(repairs.link)?,
             ended,
+            pod_resources,
+            resources_by_node: Vec::new(),
         };
+        let mut hold = hold;
+        hold.resources_by_node = self.hold_resources(&hold);
         self.check_ended(&hold, committed)?;
         if committed && hold.repair.is_some() {
             return Err(bad("an allocation has a repair link"));
@@ -471,7 +497,15 @@ impl Engine {
 }
 
 /// Checks the header and checksum and decodes the body (and, from version 3, its extension).
-type Decoded = (Body, Extension, Shapes, Roles, Repairs, Endings);
+type Decoded = (
+    Body,
+    Extension,
+    Shapes,
+    Roles,
+    Repairs,
+    Endings,
+    resources::ResourceRecords,
+);
 
 fn decode(bytes: &[u8]) -> CoreResult<Decoded> {
     let header = bytes.get(..HEADER_BYTES).ok_or_else(|| {
@@ -540,10 +574,18 @@ fn decode(bytes: &[u8]) -> CoreResult<Decoded> {
     } else {
         (Endings::default(), rest)
     };
+    let (resources, rest) = if version >= 8 {
+        postcard::take_from_bytes::<resources::ResourceRecords>(rest)
+            .map_err(|error| bad(format!("malformed resources: {error}")))?
+    } else {
+        (resources::ResourceRecords::default(), rest)
+    };
     if !rest.is_empty() {
         return Err(bad("trailing bytes after the body"));
     }
-    Ok((decoded, extension, shapes, roles, repairs, endings))
+    Ok((
+        decoded, extension, shapes, roles, repairs, endings, resources,
+    ))
 }
 
 /// The start time a restored hold was recorded with (commit keeps it).

@@ -352,6 +352,7 @@ impl Run {
                     let halves = (0..gpus).map(|gpu| vec![gpu * 2 / gpus]).collect();
                     (vec!["numa".to_owned()], halves)
                 }),
+                resources: Vec::new(),
             }),
             Op::RemoveNode { slot } => engine.remove_node(&node_name(slot), now).map(drop),
             Op::Health { slot, gpu, healthy } => engine

@@ -8,6 +8,7 @@ use crate::config::check_name;
 use crate::error::{CoreResult, invalid};
 use crate::ids::NodeId;
 use crate::limits::MAX_NAME_BYTES;
+use crate::resources::NodeResources;
 
 /// Checks label keys (names) and values (at most [`MAX_NAME_BYTES`] bytes).
 pub(crate) fn validate_labels(labels: &[(String, String)]) -> CoreResult<()> {
@@ -23,6 +24,21 @@ pub(crate) fn validate_labels(labels: &[(String, String)]) -> CoreResult<()> {
 }
 
 impl Topology {
+    /// Resource names and node capacities (README "Node resources").
+    pub fn resources(&self) -> &NodeResources {
+        &self.resources
+    }
+
+    /// Declares resource names no node may have now (a restored snapshot's).
+    pub fn declare_resource_names(&mut self, names: &[String]) -> CoreResult<()> {
+        self.resources.declare_names(names)
+    }
+
+    /// Replaces node `id`'s resources (checked by [`NodeResources::check`] first).
+    pub fn set_resources(&mut self, id: NodeId, named: &[(String, u64)]) {
+        self.resources.set(id, named);
+    }
+
     /// Replaces a node's labels (checked with [`validate_labels`] first); the label index
     /// follows.
     pub fn set_labels(&mut self, id: NodeId, labels: Vec<(String, String)>) {
@@ -56,6 +72,11 @@ impl Topology {
                 .gpu_topology
                 .as_deref()
                 .map(|groups| (groups.levels().to_vec(), groups.paths().to_vec())),
+            resources: (self.resources.names())
+                .named(self.resources.capacity(id))
+                .into_iter()
+                .map(|(name, quantity)| (name, i64::try_from(quantity).unwrap_or(i64::MAX)))
+                .collect(),
         }
     }
 }

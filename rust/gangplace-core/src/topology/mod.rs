@@ -21,6 +21,7 @@ use crate::error::{CoreError, CoreResult, invalid, texts};
 use crate::ids::{CLUSTER_LEVEL, DomainId, GpuIndexError, GpuSet, NODE_LEVEL, NodeId, ROOT};
 use crate::intranode::GpuTopology;
 use crate::limits::{MAX_GPUS_PER_NODE, MAX_NODES};
+use crate::resources::NodeResources;
 use labels::LabelIndex;
 
 /// A topology domain (the root, a spine, a rack...).
@@ -112,6 +113,8 @@ pub struct NodeSpec {
     pub unhealthy: Vec<i64>,
     /// Intra-node levels (outermost first) and each GPU's group ids, if known.
     pub gpu_topology: Option<(Vec<String>, Vec<Vec<u32>>)>,
+    /// Resources besides GPUs, name -> quantity in base units (README "Node resources").
+    pub resources: Vec<(String, i64)>,
 }
 
 /// A node just added: where it went, and the GPU state its spec gave.
@@ -142,6 +145,8 @@ pub struct Topology {
     /// Every distinct GPU topology given, by (levels, paths, GPUs): equal ones are shared,
     /// with their memo of GPU choices (`intranode`). Kept after their nodes are removed.
     gpu_topologies: GpuTopologies,
+    /// Resource names and each node's capacity (README "Node resources").
+    resources: NodeResources,
 }
 
 type GpuTopologies = BTreeMap<(Vec<String>, Vec<Vec<u32>>, u32), Arc<GpuTopology>>;
@@ -161,6 +166,7 @@ impl Topology {
             vacant_nodes: Vec::new(),
             vacant_domains: Vec::new(),
             gpu_topologies: BTreeMap::new(),
+            resources: NodeResources::default(),
         }
     }
 
@@ -390,6 +396,7 @@ impl Topology {
     /// Adds a node; on error nothing changes.
     pub fn add_node(&mut self, spec: NodeSpec) -> CoreResult<AddedNode> {
         let (gpus, unhealthy) = self.validate(&spec)?;
+        let resources = self.resources.check(&spec.name, spec.resources)?;
         let gpu_topology = match spec.gpu_topology {
             Some((levels, paths)) => {
                 Some(self.shared_gpu_topology(levels, paths, gpus, &spec.name)?)
@@ -421,6 +428,7 @@ impl Topology {
         };
         self.labels.insert(id, &node.labels);
         self.node_by_name.insert(node.name.clone(), id);
+        self.resources.set(id, &resources);
         match self.nodes.get_mut(id as usize) {
             Some(slot) => *slot = node,
             None => self.nodes.push(node),
@@ -472,6 +480,7 @@ impl Topology {
             .child_nodes
             .retain(|&other| other != id);
         self.vacant_nodes.push(id);
+        self.resources.set(id, &[]);
         self.prune(node.domain);
     }
 

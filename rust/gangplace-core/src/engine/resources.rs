@@ -1,0 +1,231 @@
+//! What the engine adds to holds for node resources (README "Node resources"): the amounts a
+//! hold's pods ask, what it uses per node, the invariant check, and the refusals of the
+//! operations that do not count resources yet.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::Engine;
+use crate::error::{CoreResult, invalid};
+use crate::ids::{GpuSet, NodeId};
+use crate::ledger::Hold;
+use crate::model::{GangRequest, Placement};
+use crate::resources::{Amounts, ResourceFit};
+use crate::search::Item;
+
+impl Engine {
+    /// The per-pod amounts of a request (empty when it asks none). Its names were checked
+    /// when it was placed.
+    pub(crate) fn request_resources(&self, request: Option<&GangRequest>) -> Arc<[Amounts]> {
+        let names = self.topology.resources().names();
+        match request.map(|request| names.resolve(&request.resources)) {
+            Some(Ok(amounts)) if !amounts.is_empty() => Arc::from(vec![amounts]),
+            _ => Arc::from(Vec::new()),
+        }
+    }
+
+    /// What the live pods (ranks not in `ended`) and spares of `placement` use per node, by
+    /// node id, each pod asking `per_pod` (one entry: all alike; else by rank). Only pods on
+    /// nodes of `held` count: a node removed under an allocation takes its pods' use with it.
+    pub(crate) fn resources_by_node(
+        &self,
+        placement: &Placement,
+        per_pod: &[Amounts],
+        ended: &[u64],
+        held: &[(NodeId, GpuSet)],
+    ) -> Vec<(NodeId, Amounts)> {
+        if per_pod.iter().all(Amounts::is_empty) {
+            return Vec::new();
+        }
+        let held_on = |name: &str| {
+            let node = self.topology.node_id(name)?;
+            held.iter().any(|&(on, _)| on == node).then_some(node)
+        };
+        let live = (0u64..)
+            .zip(&placement.pods)
+            .filter(|(rank, _)| ended.binary_search(rank).is_err())
+            .map(|(rank, pod)| (Some(rank), pod));
+        let spares = placement.spares.iter().map(|pod| (None, pod));
+        let mut pods_on: BTreeMap<NodeId, u64> = BTreeMap::new();
+        let mut sums: BTreeMap<NodeId, Amounts> = BTreeMap::new();
+        for (rank, pod) in live.chain(spares) {
+            let Some(node) = held_on(&pod.node) else {
+                continue;
+            };
+            if per_pod.len() == 1 {
+                *pods_on.entry(node).or_default() += 1;
+            } else if let Some(amounts) =
+                rank.and_then(|rank| per_pod.get(usize::try_from(rank).ok()?))
+            {
+                let sum = sums.entry(node).or_default();
+                *sum = sum.plus(amounts);
+            }
+        }
+        if let [uniform] = per_pod {
+            return (pods_on.into_iter())
+                .map(|(node, pods)| (node, uniform.times(pods)))
+                .collect();
+        }
+        sums.into_iter()
+            .filter(|(_, amounts)| !amounts.is_empty())
+            .collect()
+    }
+
+    /// A hold's use per node as [`Engine::resources_by_node`] computes it from its pods.
+    pub(crate) fn hold_resources(&self, hold: &Hold) -> Vec<(NodeId, Amounts)> {
+        self.resources_by_node(
+            &hold.placement,
+            &hold.pod_resources,
+            &hold.ended,
+            &hold.gpus_by_node,
+        )
+    }
+
+    /// Refuses `doing` for a request that asks resources besides GPUs: that operation does
+    /// not count them yet (README "Node resources", what counts them).
+    pub(crate) fn refuse_resources(request: &GangRequest, doing: &str) -> CoreResult<()> {
+        match request.resources.is_empty() {
+            true => Ok(()),
+            false => Err(invalid(format!(
+                "{doing} does not count resources besides GPUs yet; this request asks {} \
+                 (README \"Node resources\")",
+                named_list(&request.resources)
+            ))),
+        }
+    }
+
+    /// Whether every hold's use per node is what its pods ask and every node's use is the
+    /// sum of its holds' (for `check_invariants`).
+    pub(crate) fn check_resources(&self) -> Result<(), String> {
+        let mut expected: BTreeMap<NodeId, Amounts> = BTreeMap::new();
+        for (id, hold) in self.ledger.live_holds() {
+            if self.hold_resources(hold) != hold.resources_by_node {
+                return Err(format!("hold {id}'s resources per node are stale"));
+            }
+            for (node, amounts) in &hold.resources_by_node {
+                let sum = expected.entry(*node).or_default();
+                *sum = sum.plus(amounts);
+            }
+        }
+        for (node, used) in self.states.resource_use().all() {
+            let want = expected.remove(&node).unwrap_or_default();
+            if *used != want {
+                return Err(format!("node slot {node}'s resource use is stale"));
+            }
+        }
+        match expected.is_empty() {
+            true => Ok(()),
+            false => Err("a hold uses resources on a node slot without use".into()),
+        }
+    }
+}
+
+impl Engine {
+    /// The pods of `request`'s need that node `id`'s free resources hold (`u64::MAX` when it
+    /// asks none).
+    fn resource_pods(&self, request: &GangRequest, id: NodeId) -> u64 {
+        let names = self.topology.resources().names();
+        let Ok(need) = names.resolve(&request.resources) else {
+            return u64::MAX;
+        };
+        if need.is_empty() {
+            return u64::MAX;
+        }
+        let fit = ResourceFit {
+            need: &need,
+            capacity: self.topology.resources().capacities(),
+            used: self.states.resource_use(),
+        };
+        fit.pods(id)
+    }
+
+    /// Node `id`'s resources by name: its capacity, or (`free`) what no hold uses, floored at
+    /// zero (a node whose resources shrank under running pods).
+    pub(crate) fn node_resources(&self, id: NodeId, free: bool) -> Vec<(String, u64)> {
+        let capacity = self.topology.resources().capacity(id);
+        let used = self.states.resource_use().used(id);
+        let names = self.topology.resources().names();
+        let mut named: Vec<(String, u64)> = (capacity.pairs().iter())
+            .map(|&(resource, quantity)| {
+                let left = match free {
+                    true => quantity.saturating_sub(used.get(resource)),
+                    false => quantity,
+                };
+                (names.name(resource).to_owned(), left)
+            })
+            .collect();
+        named.sort();
+        named
+    }
+
+    /// Whether node `id` has the free GPUs for a pod of `request` but not the resources.
+    pub(crate) fn resources_hold_no_pod(&self, request: &GangRequest, id: NodeId) -> bool {
+        !request.resources.is_empty() && self.resource_pods(request, id) == 0
+    }
+
+    /// The resource that keeps the most usable nodes of `item` below the pods their free
+    /// GPUs hold (then the first name); `None` when none does or nothing is asked.
+    pub(crate) fn limited_by(&self, request: &GangRequest, item: Item) -> Option<String> {
+        let names = self.topology.resources().names();
+        let need = names.resolve(&request.resources).ok()?;
+        if need.is_empty() {
+            return None;
+        }
+        let fit = ResourceFit {
+            need: &need,
+            capacity: self.topology.resources().capacities(),
+            used: self.states.resource_use(),
+        };
+        let mut bound: BTreeMap<String, u64> = BTreeMap::new();
+        for node in self.nodes_under(item) {
+            let state = self.states.get(node);
+            if state.cordoned || !self.topology.node(node).matches(&request.selector) {
+                continue;
+            }
+            let gpu_pods = u64::from(state.free_count() / request.gpus_per_pod);
+            let (pods, _) = fit.pods_with_bound(node);
+            if pods < gpu_pods {
+                // The bounding resource: the fewest pods, then the first name (ids depend
+                // on the order names were declared, which a restore does not keep).
+                let bounding = (need.pairs().iter())
+                    .filter(|&&(resource, _)| fit.pods_of(node, resource) == pods)
+                    .map(|&(resource, _)| names.name(resource))
+                    .min()
+                    .unwrap_or("?");
+                *bound.entry(bounding.to_owned()).or_default() += 1;
+            }
+        }
+        let most = bound.values().copied().max()?;
+        bound
+            .into_iter()
+            .find(|&(_, count)| count == most)
+            .map(|(name, _)| name)
+    }
+}
+
+impl Engine {
+    /// Every node under `item`.
+    pub(crate) fn nodes_under(&self, item: Item) -> Vec<NodeId> {
+        let mut nodes = Vec::new();
+        let mut stack = vec![item];
+        while let Some(item) = stack.pop() {
+            match item {
+                Item::Node(node) => nodes.push(node),
+                Item::Domain(id) => {
+                    let domain = self.topology.domain(id);
+                    stack.extend(domain.child_domains.iter().map(|&d| Item::Domain(d)));
+                    stack.extend(domain.child_nodes.iter().map(|&n| Item::Node(n)));
+                }
+            }
+        }
+        nodes
+    }
+}
+
+/// `cpu=4000, memory=...` for messages.
+pub(crate) fn named_list(named: &[(String, u64)]) -> String {
+    let parts: Vec<String> = (named.iter())
+        .map(|(name, quantity)| format!("{name}={quantity}"))
+        .collect();
+    parts.join(", ")
+}

@@ -1,0 +1,111 @@
+//! What snapshot version 8 adds after version 7's ended ranks: node resources and what each
+//! hold's pods ask (README "Node resources"). Names, not ids, so equal states give equal
+//! bytes whatever order the names were first declared in.
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::Engine;
+use std::collections::BTreeMap;
+
+use crate::engine::records::{as_snapshot_error, bad};
+use crate::error::CoreResult;
+use crate::resources::Amounts;
+
+/// From version 8: every node's resources and every live hold's, in body order.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(crate) struct ResourceRecords {
+    /// Every resource name the cluster knows, sorted (also those of removed nodes).
+    pub names: Vec<String>,
+    /// Nodes with resources, sorted by name: the node's name and its `(name, quantity)`s.
+    pub nodes: Vec<(String, Vec<(String, u64)>)>,
+    /// Per live hold (sorted by id): what its pods ask (empty, one for all, or per rank).
+    pub holds: Vec<HoldResources>,
+}
+
+/// One hold's resources.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub(crate) struct HoldResources {
+    /// Its request's `resources_per_pod` (empty without).
+    pub request: Vec<(String, u64)>,
+    /// What its pods ask, by name: empty, one entry for all, or one per rank.
+    pub pods: Vec<Vec<(String, u64)>>,
+}
+
+impl Engine {
+    /// The version 8 records of this engine.
+    pub(crate) fn resource_records(&self) -> ResourceRecords {
+        let names = self.topology.resources().names();
+        let mut nodes: Vec<(String, Vec<(String, u64)>)> = (self.topology.nodes())
+            .map(|(id, node)| {
+                let capacity = self.topology.resources().capacity(id);
+                (node.name.to_string(), names.named(capacity))
+            })
+            .filter(|(_, named)| !named.is_empty())
+            .collect();
+        nodes.sort_unstable();
+        let holds = (self.ledger.live_holds_by_id().into_iter())
+            .map(|(_, hold)| HoldResources {
+                request: (hold.request.as_deref())
+                    .map_or_else(Vec::new, |request| request.resources.clone()),
+                pods: hold.pod_resources.iter().map(|a| names.named(a)).collect(),
+            })
+            .collect();
+        ResourceRecords {
+            names: names.all().map(str::to_owned).collect(),
+            nodes,
+            holds,
+        }
+    }
+
+    /// What the pods of a restored hold ask, checked against its placement and the
+    /// cluster's names.
+    pub(crate) fn restored_pod_resources(
+        &self,
+        record: &HoldResources,
+        hold_pods: usize,
+    ) -> CoreResult<std::sync::Arc<[Amounts]>> {
+        let names = self.topology.resources().names();
+        let mut pods = Vec::with_capacity(record.pods.len());
+        for named in &record.pods {
+            let amounts = names
+                .resolve(named)
+                .map_err(|_| bad("a hold names an unknown resource"))?;
+            pods.push(amounts);
+        }
+        if pods.len() > 1 && pods.len() != hold_pods {
+            return Err(bad("a hold's resources do not match its pods"));
+        }
+        Ok(std::sync::Arc::from(pods))
+    }
+}
+
+impl Engine {
+    /// Declares a snapshot's resource names; each node's resources by node name.
+    pub(crate) fn declared_resources(
+        &mut self,
+        records: &ResourceRecords,
+    ) -> CoreResult<BTreeMap<String, Vec<(String, u64)>>> {
+        (self.topology)
+            .declare_resource_names(&records.names)
+            .map_err(as_snapshot_error)?;
+        Ok(records.nodes.iter().cloned().collect())
+    }
+}
+
+/// Every hold's resource record, one per hold of the body (none: an older format).
+pub(crate) fn hold_records(
+    holds: Vec<HoldResources>,
+    count: usize,
+) -> CoreResult<std::vec::IntoIter<HoldResources>> {
+    if !holds.is_empty() && holds.len() != count {
+        return Err(bad("the hold resources do not match the holds"));
+    }
+    Ok(holds.into_iter())
+}
+
+/// Checked quantities back as the signed ones requests and nodes are given.
+pub(crate) fn as_signed(named: &[(String, u64)]) -> Vec<(String, i64)> {
+    (named.iter())
+        .map(|(name, quantity)| (name.clone(), i64::try_from(*quantity).unwrap_or(-1)))
+        .collect()
+}
