@@ -133,6 +133,10 @@ impl Engine {
         let added = self.topology.add_node(spec)?;
         let state = NodeState::new(added.gpus, added.unhealthy);
         self.states.insert(added.id, state);
+        let resources = self.topology.resources();
+        let in_use = self.states.resource_use_mut();
+        in_use.sync_names(resources.names().len());
+        in_use.node_added(added.id, resources.capacity(added.id));
         self.capacity
             .node_added(&self.topology, &self.states, added.id);
         Ok(())
@@ -447,6 +451,9 @@ impl Engine {
         }
         self.ledger.check_holders().map_err(internal)?;
         self.check_resources().map_err(internal)?;
+        (self.states.resource_use())
+            .check_index(self.topology.resources().capacities())
+            .map_err(internal)?;
         if self.states.totals() != self.states.recount() {
             return Err(internal("the GPU totals drifted from the nodes"));
         }

@@ -73,6 +73,10 @@ impl Engine {
             // Capacities may drop below what running pods use: the node is then full for
             // those resources until they end (Kubernetes keeps such pods running too).
             self.topology.set_resources(id, &resources);
+            let names = self.topology.resources().names().len();
+            let in_use = self.states.resource_use_mut();
+            in_use.sync_names(names);
+            in_use.capacity_changed(id, self.topology.resources().capacity(id));
         }
         self.topology.set_labels(id, changed.labels);
         self.capacity.labels_changed();

@@ -5,6 +5,7 @@
 use crate::capacity::{Capacity, CapacityView};
 use crate::config::Policy;
 use crate::error::{CoreResult, internal};
+use crate::limits::MAX_GPUS_PER_NODE;
 use crate::model::GangRequest;
 use crate::resources::ResourceFit;
 use crate::search::removal::{Candidates, Choice, Found, World};
@@ -25,7 +26,16 @@ pub(super) fn search_over<R>(
     // The names were checked by `Engine::demand`, which every search of a request follows.
     let layers = Layers::resolve(topology, &request.slices, 0)?;
     let need = topology.resources().names().resolve(&request.resources)?;
-    let fit = (!need.is_empty()).then(|| ResourceFit {
+    // No node's resources bind when even the least free one holds as many pods as the most
+    // free GPUs of any usable node do: then counting GPUs alone gives the same answers.
+    let most_free = (capacity.cluster_view(states).index())
+        .map_or(u64::from(MAX_GPUS_PER_NODE), |index| {
+            index.level(topology.node_depth()).most_free()
+        });
+    let binds = !states
+        .resource_use()
+        .never_binds(&need, most_free / u64::from(size));
+    let fit = (!need.is_empty() && binds).then(|| ResourceFit {
         need: &need,
         capacity: topology.resources().capacities(),
         used: states.resource_use(),

@@ -213,6 +213,16 @@ impl ResourceNames {
         Ok(Amounts::from_pairs(pairs))
     }
 
+    /// How many names are known (ids are `0..len`).
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Whether no name is known.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
     /// Every known name, sorted.
     pub fn all(&self) -> impl Iterator<Item = &str> {
         self.ids.keys().map(|name| &**name)
@@ -234,10 +244,18 @@ impl ResourceNames {
 }
 
 /// What the live holds use on each node slot (the mutable half; capacities are the
-/// topology's).
+/// topology's, mirrored here), and per resource the multiset of the live nodes' free
+/// amounts (a node lacking the resource counts as 0 free), so that the smallest free amount
+/// of any node is one read: when even it holds as many pods as the most free GPUs of any
+/// node do, no node's resources bind and a search counts GPUs only.
 #[derive(Debug, Clone, Default)]
 pub struct ResourceUse {
     used: Vec<Amounts>,
+    capacity: Vec<Amounts>,
+    live: Vec<bool>,
+    /// By resource id: free amount -> live nodes with it.
+    free: Vec<BTreeMap<u64, u32>>,
+    live_count: u32,
 }
 
 impl ResourceUse {
@@ -247,35 +265,153 @@ impl ResourceUse {
         self.used.get(id as usize).unwrap_or(&NONE)
     }
 
+    fn capacity_of(&self, id: NodeId) -> &Amounts {
+        static NONE: Amounts = Amounts::none();
+        self.capacity.get(id as usize).unwrap_or(&NONE)
+    }
+
+    fn free_of(&self, id: NodeId, resource: ResourceId) -> u64 {
+        (self.capacity_of(id).get(resource)).saturating_sub(self.used(id).get(resource))
+    }
+
+    fn grow(&mut self, id: NodeId) {
+        let slot = id as usize;
+        if slot >= self.used.len() {
+            self.used.resize(slot + 1, Amounts::none());
+            self.capacity.resize(slot + 1, Amounts::none());
+            self.live.resize(slot + 1, false);
+        }
+    }
+
+    /// Counts (`add`) or forgets node `id`'s free amount of every known resource.
+    fn index_node(&mut self, id: NodeId, add: bool) {
+        if !self.live.get(id as usize).copied().unwrap_or(false) {
+            return;
+        }
+        for resource in 0..self.free.len() {
+            let resource = ResourceId::try_from(resource).unwrap_or(ResourceId::MAX);
+            let free = self.free_of(id, resource);
+            index_change(&mut self.free[usize::from(resource)], free, add);
+        }
+    }
+
+    /// `names` resource names are known now: new ones start with every live node at 0 free.
+    pub fn sync_names(&mut self, names: usize) {
+        while self.free.len() < names {
+            let mut zeros = BTreeMap::new();
+            if self.live_count > 0 {
+                zeros.insert(0, self.live_count);
+            }
+            self.free.push(zeros);
+        }
+    }
+
+    /// A node was added in slot `id` with `capacity`, nothing used.
+    pub fn node_added(&mut self, id: NodeId, capacity: &Amounts) {
+        self.grow(id);
+        let slot = id as usize;
+        self.capacity[slot] = capacity.clone();
+        self.used[slot] = Amounts::none();
+        self.live[slot] = true;
+        self.live_count += 1;
+        self.index_node(id, true);
+    }
+
+    /// Node `id`'s capacity changed (`update_node`).
+    pub fn capacity_changed(&mut self, id: NodeId, capacity: &Amounts) {
+        self.grow(id);
+        self.index_node(id, false);
+        self.capacity[id as usize] = capacity.clone();
+        self.index_node(id, true);
+    }
+
     /// Adds `amounts` to node `id`'s use.
     pub fn take(&mut self, id: NodeId, amounts: &Amounts) {
         if amounts.is_empty() {
             return;
         }
+        self.grow(id);
+        self.index_node(id, false);
         let slot = id as usize;
-        if slot >= self.used.len() {
-            self.used.resize(slot + 1, Amounts::none());
-        }
         self.used[slot] = self.used[slot].plus(amounts);
+        self.index_node(id, true);
     }
 
     /// Takes `amounts` back from node `id`'s use.
     pub fn give(&mut self, id: NodeId, amounts: &Amounts) {
-        if let Some(used) = self.used.get_mut(id as usize) {
-            *used = used.minus(amounts);
+        if amounts.is_empty() || id as usize >= self.used.len() {
+            return;
         }
+        self.index_node(id, false);
+        let slot = id as usize;
+        self.used[slot] = self.used[slot].minus(amounts);
+        self.index_node(id, true);
     }
 
-    /// Forgets node `id`'s use (its node was removed).
+    /// Forgets node `id` (its node was removed).
     pub fn clear(&mut self, id: NodeId) {
-        if let Some(used) = self.used.get_mut(id as usize) {
-            *used = Amounts::none();
+        if id as usize >= self.used.len() {
+            return;
         }
+        self.index_node(id, false);
+        let slot = id as usize;
+        if self.live[slot] {
+            self.live_count -= 1;
+        }
+        self.live[slot] = false;
+        self.used[slot] = Amounts::none();
+        self.capacity[slot] = Amounts::none();
     }
 
     /// Every node slot's use, by slot (for the invariant check).
     pub fn all(&self) -> impl Iterator<Item = (NodeId, &Amounts)> {
         (0..).zip(self.used.iter())
+    }
+
+    /// Whether no live node's free resources hold fewer than `pods` pods asking `need` (so
+    /// a node holding at most `pods` pods by its GPUs is never bound by its resources).
+    pub fn never_binds(&self, need: &Amounts, pods: u64) -> bool {
+        need.pairs().iter().all(|&(resource, per_pod)| {
+            let least = (self.free.get(usize::from(resource)))
+                .and_then(|free| free.keys().next().copied())
+                .unwrap_or(0);
+            self.live_count == 0 || least / per_pod >= pods
+        })
+    }
+
+    /// Whether the free-amount multisets match the nodes (for the invariant check).
+    pub fn check_index(&self, capacities: &[Amounts]) -> Result<(), String> {
+        let mut fresh = self.clone();
+        fresh.free.iter_mut().for_each(BTreeMap::clear);
+        for id in 0..self.used.len() {
+            let id = NodeId::try_from(id).unwrap_or(NodeId::MAX);
+            fresh.index_node(id, true);
+        }
+        if fresh.free != self.free {
+            return Err("the free resource amounts index is stale".into());
+        }
+        let live = (self.live.iter().zip(&self.capacity)).enumerate();
+        for (slot, (&live, capacity)) in live {
+            let topology = capacities.get(slot).cloned().unwrap_or_default();
+            if live && *capacity != topology {
+                return Err(format!(
+                    "node slot {slot}'s resources drifted from the topology"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One node's free amount added to or removed from a multiset.
+fn index_change(index: &mut BTreeMap<u64, u32>, free: u64, add: bool) {
+    if add {
+        *index.entry(free).or_default() += 1;
+    } else if let Some(count) = index.get_mut(&free) {
+        *count -= 1;
+        if *count == 0 {
+            index.remove(&free);
+        }
     }
 }
 
@@ -405,7 +541,11 @@ mod tests {
             used: &used,
         };
         assert_eq!(fit.pods_with_bound(0), (2, 0));
+        used.sync_names(names.len());
+        used.node_added(0, &capacity[0]);
+        assert!(!used.never_binds(&need, 3) && used.never_binds(&need, 2));
         used.take(0, &need);
+        assert!(used.never_binds(&need, 1) && !used.never_binds(&need, 2));
         let fit = ResourceFit {
             need: &need,
             capacity,
