@@ -301,6 +301,29 @@ def test_scontrol_d_output_is_adopted_and_cordons_unusable_nodes() -> None:
     ]
 
 
+def test_scontrol_cpus_and_memory_become_node_resources() -> None:
+    """README "Node resources": CPUTot and RealMemory (MiB) are the node's resources; the
+    CPUAlloc and AllocMem of its Slurm jobs are held by the GPU adoption, or taken off the
+    resources of a node where no GPU is used; sbatch_args passes a request's CPUs and memory."""
+    mib = 2**20
+    cluster = cluster_from_topology_conf(FIVE_NODES, gpus=8)
+    text = (FIXTURES / "scontrol_show_node_d.txt").read_text()
+    apply_scontrol_nodes(cluster, text)
+    gpu01 = cluster.node("gpu01")
+    assert gpu01.resources == {"cpu": 64_000, "memory": 1_031_000 * mib}
+    assert gpu01.free_resources == {"cpu": 32_000, "memory": 519_000 * mib}
+    assert cluster.node("gpu02").resources == {"cpu": 64_000, "memory": 1_031_000 * mib}
+    again = apply_scontrol_nodes(cluster, text)  # re-applied: the same, nothing held twice
+    assert cluster.node("gpu01").free_resources == gpu01.free_resources and not again.warnings
+    request = GangRequest(2, 2, resources_per_pod={"cpu": 1_500, "memory": 3 * mib + 1})
+    placement = cluster.place_gang(request)
+    assert placement is not None and placement.nodes == ("gpu01",)
+    assert sbatch_args(placement, request)[-2:] == ["--cpus-per-task=2", "--mem=7M"]
+    bad = apply_scontrol_nodes(cluster, text.replace("CPUTot=64", "CPUTot=lots", 1))
+    assert bad.warnings == ["gpu01: CPUTot=lots is not a count; its resources are unknown"]
+    assert cluster.node("gpu01").resources == {"memory": 1_031_000 * mib}
+
+
 def test_scontrol_without_d_gives_counts_and_unknown_nodes_are_listed() -> None:
     cluster = cluster_from_topology_conf("SwitchName=leaf1 Nodes=gpu[01-02,09]\n", gpus=8)
     cluster.adopt([PodPlacement("gpu01", [0])], owner="kubelet")  # someone else's

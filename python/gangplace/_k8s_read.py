@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gangplace import _k8s_fields as fields
+from gangplace import _k8s_quantity as quantities
 from gangplace._gangplace import PodPlacement
 from gangplace._k8s_binding import ALLOCATION_ANNOTATION, GPUS_ANNOTATION, RANK_ANNOTATION
 from gangplace._k8s_fields import BadField
@@ -167,6 +168,9 @@ class NodeView:
     unhealthy: tuple[int, ...]
     cordon_reason: str
     replicas: int = 1  # time-slicing or MPS: each physical GPU is advertised this many times
+    # README "Node resources": allocatable CPU (millicores), memory, storage and extended
+    # resources (MIG profiles of the mixed strategy among them), in base units.
+    resources: Mapping[str, int] = field(default_factory=dict)
 
 
 def node_view(
@@ -225,6 +229,7 @@ def node_view(
         tuple(unhealthy),
         _cordon_reason(node, tolerations),
         replicas,
+        quantities.node_resources(status, gpu_resource, name, warnings),
     )
 
 
@@ -331,6 +336,8 @@ class PodView:
     preemptible: bool
     allocation: str | None
     rank: int | None
+    # README "Node resources": what it asks besides GPUs, as the scheduler counts it.
+    requests: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def runs(self) -> bool:
@@ -386,4 +393,20 @@ def pod_view(pod: Mapping[str, Any], index: int, gpu_resource: str, warnings: li
         preemptible=preemptible,
         allocation=allocation if isinstance(allocation, str) and allocation else None,
         rank=rank,
+        requests=quantities.pod_requests(pod, gpu_resource),
     )
+
+
+def counted(view: PodView, node: NodeView | None, warnings: list[str]) -> dict[str, int]:
+    """What a pod asks besides GPUs that its node advertises (README "Node resources").
+
+    A request for a resource the node does not list is not counted, with a warning.
+    """
+    offered = node.resources if node is not None else {}
+    missing = sorted(set(view.requests) - set(offered))
+    if missing:
+        warnings.append(
+            f"pod {view.name}: its node {view.node} does not advertise {', '.join(missing)}; "
+            "that part of its request is not counted"
+        )
+    return {name: amount for name, amount in view.requests.items() if name in offered}

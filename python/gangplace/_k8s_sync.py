@@ -248,6 +248,7 @@ class ClusterSync:
                 topology=view.topology,
                 labels=view.labels,
                 unhealthy=list(view.unhealthy),
+                resources=dict(view.resources),
             )
         except GangplaceError as error:
             warnings.append(f"node {view.name} left out: {error}")
@@ -286,6 +287,8 @@ class ClusterSync:
         except GangplaceError as error:
             warnings.append(f"node {name} not updated: {error}")
             return SyncResult("ignored", name, warnings=tuple(warnings))
+        if view.resources != old.resources:
+            self.cluster.update_node(name, resources=dict(view.resources))  # checked on add
         current = set(self.cluster.node(name).unhealthy)
         for gpu in sorted(set(view.unhealthy) - current):
             self.cluster.set_gpu_health(name, gpu, False)
@@ -368,10 +371,13 @@ class ClusterSync:
             gang = None
         priority = max(view.priority for view in views)
         preemptible = all(view.preemptible for view in views)
+        asks = [read.counted(view, self._nodes.get(view.node or ""), warnings) for view in views]
         try:
             if gang is None:
-                allocation = self.cluster.adopt(
-                    [view.entry for view in views],
+                allocation = self._adopt(
+                    views,
+                    asks,
+                    warnings,
                     owner=self.pod_owner,
                     priority=priority,
                     preemptible=preemptible,
@@ -380,8 +386,10 @@ class ClusterSync:
             else:
                 before = self._live(gang.allocation)
                 start = 0 if before is None else len(before.placement.pods)
-                allocation = self.cluster.adopt(
-                    [view.entry for view in views],
+                allocation = self._adopt(
+                    views,
+                    asks,
+                    warnings,
                     into=gang.allocation,
                     owner=gang.owner,
                     priority=max(priority, gang.priority),
@@ -411,6 +419,27 @@ class ClusterSync:
             results.append(SyncResult(action, view.name, allocation.id, rank, tuple(warnings)))
             warnings = []
         return results
+
+    def _adopt(
+        self, views: list[PodView], asks: list[dict[str, int]], warnings: list[str], **kwargs: Any
+    ) -> Any:
+        """``adopt`` with the pods' resources.
+
+        When the nodes' free resources do not hold them (gangplace's view of other pods
+        differs), their GPUs are adopted without them, with a warning.
+        """
+        entries = [view.entry for view in views]
+        if not any(asks):
+            return self.cluster.adopt(entries, **kwargs)
+        try:
+            return self.cluster.adopt(entries, resources=asks, **kwargs)
+        except (Conflict, InvalidRequest) as short:
+            allocation = self.cluster.adopt(entries, **kwargs)
+            warnings.append(
+                f"pods {', '.join(v.name for v in views)} adopted without their "
+                f"CPU, memory and other resources: {short}"
+            )
+            return allocation
 
     def _match(self, view: PodView, warnings: list[str]) -> SyncResult | None:
         """A pod gangplace bound, found in its live allocation by its annotations.

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from gangplace._gangplace import Placement
+from gangplace._gangplace import GangRequest, Placement
 from gangplace.slurm.text import compress_hostlist
 
+MIB = 2**20
 
-def sbatch_args(placement: Placement) -> list[str]:
+
+def sbatch_args(placement: Placement, request: GangRequest | None = None) -> list[str]:
     """``sbatch``/``srun`` arguments that pin a job to ``placement`` (README "Slurm").
 
     When every node holds the same number of the job's pods and GPUs: ``--nodelist`` (a
@@ -19,6 +21,10 @@ def sbatch_args(placement: Placement) -> list[str]:
 
     Slurm chooses the GPU indices on each node itself (``CUDA_VISIBLE_DEVICES``); the
     placement's indices are not passed.
+
+    With ``request`` (README "Node resources"), its ``resources_per_pod`` add
+    ``--cpus-per-task`` (``cpu`` millicores rounded up to whole CPUs) and ``--mem`` (per
+    node: ``memory`` per pod times the pods there, in MiB rounded up) to every component.
     """
     per_node: dict[str, list[int]] = {}
     for pod in placement.pods:
@@ -26,7 +32,11 @@ def sbatch_args(placement: Placement) -> list[str]:
     groups: dict[tuple[int, int], list[str]] = {}
     for node, counts in per_node.items():
         groups.setdefault((len(counts), sum(counts)), []).append(node)
-    components = [_component(nodes, tasks, gpus) for (tasks, gpus), nodes in groups.items()]
+    asks = {} if request is None else request.resources_per_pod
+    components = [
+        _component(nodes, tasks, gpus) + _resources(asks, tasks)
+        for (tasks, gpus), nodes in groups.items()
+    ]
     args = components[0]
     for component in components[1:]:
         args = [*args, ":", *component]
@@ -41,3 +51,13 @@ def _component(nodes: list[str], tasks_per_node: int, gpus_per_node: int) -> lis
         f"--ntasks-per-node={tasks_per_node}",
         f"--gres=gpu:{gpus_per_node}",
     ]
+
+
+def _resources(asks: dict[str, int], tasks_per_node: int) -> list[str]:
+    """``--cpus-per-task`` and ``--mem`` for pods asking ``asks`` (none: nothing)."""
+    args = []
+    if asks.get("cpu"):
+        args.append(f"--cpus-per-task={-(-asks['cpu'] // 1000)}")
+    if asks.get("memory"):
+        args.append(f"--mem={-(-asks['memory'] * tasks_per_node // MIB)}M")
+    return args

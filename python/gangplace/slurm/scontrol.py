@@ -178,10 +178,51 @@ def apply_scontrol_nodes(cluster: Cluster, text: str, *, owner: str = "slurm") -
         elif "Gres" in fields and configured != info.gpus:
             result.warnings.append(f"{name}: Slurm has {configured} GPUs, the cluster {info.gpus}")
         _apply_state(cluster, name, fields.get("State", ""), info.cordoned, result)
+        held = _resources(cluster, name, fields, count, result)
         if count:
             pods: list[Any] = [PodPlacement(name, indices)] if indices else [(name, count)]
-            result.adopted[name] = cluster.adopt(pods, owner=owner)
+            result.adopted[name] = cluster.adopt(pods, owner=owner, resources=held or None)
     return result
+
+
+def _number(fields: dict[str, str], key: str, name: str, result: SlurmNodeState) -> int | None:
+    """A whole-number field of a node record (absent: ``None``; bad: a warning)."""
+    value = fields.get(key)
+    if value is None:
+        return None
+    if not value.isdigit() or len(value) > 15:
+        result.warnings.append(f"{name}: {key}={value} is not a count; its resources are unknown")
+        return None
+    return int(value)
+
+
+def _resources(
+    cluster: Cluster, name: str, fields: dict[str, str], gpus_used: int, result: SlurmNodeState
+) -> dict[str, int]:
+    """README "Node resources": the node's CPUs and memory as its resources.
+
+    ``CPUTot`` and ``RealMemory`` (MiB) become its resources; what Slurm's jobs use there
+    (``CPUAlloc``, ``AllocMem``) is returned for the GPU adoption to hold. On a node where
+    no GPU is used, the use is taken off the node's resources instead (gangplace has no
+    GPU-less holds yet).
+    """
+    totals = {
+        "cpu": _number(fields, "CPUTot", name, result),
+        "memory": _number(fields, "RealMemory", name, result),
+    }
+    used = {
+        "cpu": _number(fields, "CPUAlloc", name, result) or 0,
+        "memory": _number(fields, "AllocMem", name, result) or 0,
+    }
+    scale = {"cpu": 1000, "memory": 2**20}
+    resources = {key: value * scale[key] for key, value in totals.items() if value is not None}
+    held = {key: min(used[key] * scale[key], total) for key, total in resources.items()}
+    if not resources:
+        return {}
+    if not gpus_used:
+        resources = {key: total - held[key] for key, total in resources.items()}
+    cluster.update_node(name, resources=resources)
+    return {key: amount for key, amount in held.items() if amount} if gpus_used else {}
 
 
 def _apply_state(
