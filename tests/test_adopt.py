@@ -75,8 +75,8 @@ def test_cordoned_nodes_may_hold_running_work() -> None:
     [
         ([], {}, InvalidRequest, "at least one pod"),
         ([("n9", 1)], {}, UnknownNode, 'unknown node "n9"'),
-        ([("n0", 0)], {}, InvalidRequest, "must take 1 to 64 GPUs, not 0"),
-        ([("n0", 65)], {}, InvalidRequest, "must take 1 to 64 GPUs, not 65"),
+        ([("n0", 0)], {}, InvalidRequest, "takes no GPUs and asks no resources"),
+        ([("n0", 65)], {}, InvalidRequest, "must take 0 to 64 GPUs, not 65"),
         ([("n0", -3)], {}, InvalidRequest, "not -3"),
         ([("n1", 5)], {}, Conflict, 'node "n1" has 4 free healthy GPUs for a pod of 5'),
         ([PodPlacement("n0", [9])], {}, InvalidRequest, "GPU 9 is not one of them"),

@@ -121,8 +121,8 @@ def test_requests_for_resources_the_node_lacks_and_overcommitted_nodes_warn() ->
         "is not counted"
     )
     assert warnings[1].startswith(
-        "pods ml/big adopted without their CPU, memory and other resources: "
-        'node "n1" has {cpu=95000} free besides GPUs'
+        "pods ml/big adopted without their CPU, memory and other resources (pods without "
+        'GPUs not at all): node "n1" has {cpu=95000} free besides GPUs'
     )
     assert cluster.node("n1").allocated == (0, 1)  # both pods' GPUs are held
     assert cluster.node("n1").free_resources == {"cpu": 95_000}
@@ -145,4 +145,27 @@ def test_watch_events_follow_allocatable_changes() -> None:
     sync.apply("MODIFIED", node(cpu="64"))  # allocatable shrank under a running pod
     info = sync.cluster.node("n1")
     assert info.resources == {"cpu": 64_000} and info.free_resources == {"cpu": 0}
+    sync.cluster.check_invariants()
+
+
+def test_pods_without_gpus_are_adopted_with_their_resources() -> None:
+    """README "Node resources": every bound, unfinished pod that asks something the nodes
+    count is adopted, GPU or not; it ends as GPU pods do; a gang may mix both."""
+    launcher = pod("launcher", 0, main={"requests": {"cpu": "4", "memory": "8Gi"}})
+    launcher["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "job"}
+    worker = pod("worker", 8, main={"requests": {"cpu": "32"}})
+    worker["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "job"}
+    best_effort = pod("idle", 0)  # asks nothing: holds nothing
+    sync = ClusterSync(levels=LEVELS)
+    sync.apply("ADDED", node(cpu="96", memory="64Gi"))
+    results = [sync.apply("ADDED", p) for p in (launcher, worker, best_effort)]
+    assert [r.action for r in results] == ["pod adopted", "pod joined", "ignored"]
+    info = sync.cluster.node("n1")
+    assert info.free_resources == {"cpu": 60_000, "memory": 56 * GIB}
+    assert info.allocated == tuple(range(8))
+    (allocation,) = sync.cluster.allocations()
+    assert [len(p.gpus) for p in allocation.placement.pods] == [0, 8]
+    done = dict(launcher, status={"phase": "Succeeded"})
+    assert sync.apply("MODIFIED", done).action == "pod ended"
+    assert sync.cluster.node("n1").free_resources == {"cpu": 64_000, "memory": 64 * GIB}
     sync.cluster.check_invariants()

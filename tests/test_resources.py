@@ -324,3 +324,35 @@ def test_pod_counts_match_a_brute_force(
     assert levels["node"] == max(per_node.values())
     assert levels["rack"] == max(racks.values())
     assert levels["cluster"] == sum(per_node.values())
+
+
+@pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
+def test_pods_without_gpus_hold_only_resources_and_are_lost_with_their_node(kind: Any) -> None:
+    """README "Node resources": ``(node, 0)`` adopts a pod without GPUs that asks resources;
+    it ranks as GPU 0 of its node, is lost when the node goes, and survives snapshots."""
+    cluster = small_cluster(kind)
+    with pytest.raises(InvalidRequest, match="takes no GPUs and asks no resources"):
+        cluster.adopt([("r1-b", 0)])
+    allocation = cluster.adopt(
+        [("r1-b", 1), ("r1-b", 0), ("r2-a", 0)],
+        resources=[{"cpu": 1_000}, {"cpu": 2_000, "memory": GIB}, {"cpu": 3_000}],
+    )
+    assert [(p.node, tuple(p.gpus)) for p in allocation.placement.pods] == [
+        ("r1-b", ()),
+        ("r1-b", (0,)),
+        ("r2-a", ()),
+    ]
+    assert cluster.node("r1-b").free_resources == {"cpu": 93_000, "memory": 511 * GIB}
+    assert cluster.node("r2-a").allocated == ()
+    assert cluster.remove_node("r2-a") == [allocation.id]
+    (after,) = cluster.allocations()
+    assert after.lost == (2,)
+    if kind is gangplace.Cluster:
+        restored = gangplace.Cluster.restore(cluster.snapshot())
+        assert restored.allocations()[0].lost == (2,)
+        assert restored.node("r1-b").free_resources == cluster.node("r1-b").free_resources
+        restored.check_invariants()
+    cluster.release_pods(after, [0])
+    assert cluster.node("r1-b").free_resources == {"cpu": 95_000, "memory": 512 * GIB}
+    cluster.release(after)
+    assert cluster.node("r1-b").free_resources == {"cpu": 96_000, "memory": 512 * GIB}

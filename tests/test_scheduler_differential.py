@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -240,3 +241,48 @@ def test_scheduler_matches_the_reference(
             continue
         assert fast.history(f"j{index}") == want_history
     assert fast.summary() == slow.summary(now[0])
+
+
+def test_a_spare_keeps_a_reservation_behind_its_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by hypothesis (this session): j12's kept reservation sits on the spare GPU of a
+    running job with a walltime; the reference did not count a spare as held by its job, so
+    it dropped the reservation that S5 keeps (with the job's end as its time)."""
+    monkeypatch.setattr(f"{__name__}.event", lambda *_: None)
+    config = {
+        "order": "priority",
+        "backfill": "conservative",
+        "reservation_depth": 16,
+        "repair_widen": False,
+        "preemption": False,
+        "defrag": False,
+        "quotas": {},
+        "min_runtime": 0.0,
+        "preemption_cooldown": 0.0,
+        "max_victims_per_cycle": None,
+        "max_evicted_gpus_per_hour": None,
+        "budgets": {},
+    }
+
+    def submit(request: GangRequest, walltime: float | None = None) -> Any:
+        return ("submit", request, None, walltime, None, (), "requeue")
+
+    one = submit(GangRequest(1, 1))
+    ops = [
+        submit(GangRequest(2, 2, slices=(("rack", 2),))),
+        *[one] * 5,
+        submit(GangRequest(2, 4)),
+        ("cycle", 0.0),
+        *[one] * 2,
+        submit(GangRequest(2, 4, slices=(("rack", 2),))),
+        *[one] * 2,
+        ("unhealthy", 4, 0),
+        *[one] * 2,
+        ("cycle", 0.0),
+        one,
+        submit(GangRequest(1, 1, priority=1, spares=1), 20.0),
+        submit(GangRequest(2, 1, slices=(("rack", 2),))),
+        ("cycle", 0.0),
+    ]
+    test_scheduler_matches_the_reference.hypothesis.inner_test(  # type: ignore[attr-defined]
+        config=config, ops=ops, unhealthy=[]
+    )

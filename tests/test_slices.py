@@ -342,7 +342,7 @@ def test_older_snapshots_still_restore(version: int) -> None:
     cluster.commit(cluster.reserve(GangRequest(4, 4)))
     current = cluster.snapshot()
     assert struct.unpack_from("<H", current, 8) == (8,)
-    resources = b"\x00\x00\x01\x00\x00"  # no names, no node resources; a hold asking none
+    resources = b"\x00\x00\x01\x00\x00\x00"  # no names, no node resources; a hold asking none
     endings = b"\x01\x00"  # a hold: no ended ranks
     repairs = b"\x01\x00\x00\x00\x00"  # a hold: no spares, no repair link, no group spares
     roles = b"\x01\x00\x00"  # a hold: no groups, no multi-role request

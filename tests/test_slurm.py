@@ -303,8 +303,8 @@ def test_scontrol_d_output_is_adopted_and_cordons_unusable_nodes() -> None:
 
 def test_scontrol_cpus_and_memory_become_node_resources() -> None:
     """README "Node resources": CPUTot and RealMemory (MiB) are the node's resources; the
-    CPUAlloc and AllocMem of its Slurm jobs are held by the GPU adoption, or taken off the
-    resources of a node where no GPU is used; sbatch_args passes a request's CPUs and memory."""
+    CPUAlloc and AllocMem of its Slurm jobs are held by the node's adoption (as a pod without
+    GPUs where no GPU is used); sbatch_args passes a request's CPUs and memory."""
     mib = 2**20
     cluster = cluster_from_topology_conf(FIVE_NODES, gpus=8)
     text = (FIXTURES / "scontrol_show_node_d.txt").read_text()
@@ -319,6 +319,10 @@ def test_scontrol_cpus_and_memory_become_node_resources() -> None:
     placement = cluster.place_gang(request)
     assert placement is not None and placement.nodes == ("gpu01",)
     assert sbatch_args(placement, request)[-2:] == ["--cpus-per-task=2", "--mem=7M"]
+    cpu_only = text.replace("gpu:h100:4(IDX:0-3)", "gpu:h100:0(IDX:N/A)", 1)
+    state = apply_scontrol_nodes(cluster, cpu_only)
+    assert cluster.node("gpu01").allocated == () and "gpu01" in state.adopted
+    assert cluster.node("gpu01").free_resources == gpu01.free_resources  # CPU jobs still held
     bad = apply_scontrol_nodes(cluster, text.replace("CPUTot=64", "CPUTot=lots", 1))
     assert bad.warnings == ["gpu01: CPUTot=lots is not a count; its resources are unknown"]
     assert cluster.node("gpu01").resources == {"memory": 1_031_000 * mib}

@@ -45,10 +45,11 @@ CAP = 40  # max_held_gpus_per_owner
 UNKNOWN = "gp-" + "0" * 32
 # Errors the two implementations must word identically (others are compared by type).
 SAME_TEXT = {"Unschedulable", "Conflict", "LimitExceeded"}
-# A running pod to adopt: a node and a GPU count, or explicit GPUs (maybe held, twice, absent).
+# A running pod to adopt: a node and a GPU count (0: a pod without GPUs, which must ask CPUs),
+# or explicit GPUs (maybe held, twice, absent).
 ADOPTED_POD = st.tuples(
     st.sampled_from(NAMES),
-    st.integers(1, 4) | st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True),
+    st.integers(0, 4) | st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True),
 )
 
 

@@ -1166,7 +1166,8 @@ class Cluster:
         one left ``None`` keeps it.
 
         ``resources`` (README "Node resources"): what the pods use besides GPUs, one mapping
-        for every pod or one per pod in the order given; each node must have them free.
+        for every pod or one per pod in the order given; each node must have them free. A
+        ``(node, 0)`` entry is a pod without GPUs, adopted when it asks resources.
 
         Raises:
             Conflict: A GPU is held, unhealthy, named twice, or a node has too few free GPUs
@@ -1193,9 +1194,10 @@ class Cluster:
         until released; ``release`` still works.
 
         Returns:
-            The ids of every hold that had GPUs on the node, sorted: the reservations it
-            revoked and the allocations it detached (as ``set_gpu_health`` names the holds of
-            a GPU). ``reservations()`` and ``allocations()`` tell them apart.
+            The ids of every hold that had GPUs (or, for pods without GPUs, resources) on the
+            node, sorted: the reservations it revoked and the allocations it detached (as
+            ``set_gpu_health`` names the holds of a GPU). ``reservations()`` and
+            ``allocations()`` tell them apart.
 
         Raises:
             UnknownNode: No such node.

@@ -341,8 +341,10 @@ class PodView:
 
     @property
     def runs(self) -> bool:
-        """Bound, unfinished and holding GPUs: running work to adopt."""
-        return self.node is not None and not self.finished and self.gpus > 0
+        """Bound, unfinished and holding GPUs or other resources: running work to adopt."""
+        return (
+            self.node is not None and not self.finished and (self.gpus > 0 or bool(self.requests))
+        )
 
 
 def pod_view(pod: Mapping[str, Any], index: int, gpu_resource: str, warnings: list[str]) -> PodView:
@@ -365,14 +367,15 @@ def pod_view(pod: Mapping[str, Any], index: int, gpu_resource: str, warnings: li
     if node is None or finished:
         return idle  # nothing more is read of a pod that holds nothing
     gpus = pod_gpus(pod, gpu_resource)
-    if gpus <= 0:
-        return idle
+    requests = quantities.pod_requests(pod, gpu_resource)
+    if gpus <= 0 and not requests:
+        return idle  # it holds nothing gangplace counts
     if not short:
         raise BadField("metadata.name", "is missing")
     annotations = fields.obj(metadata.get("annotations"), "metadata.annotations")
     named = str(annotations.get(GPUS_ANNOTATION) or "").strip()
     entry: Any = (node, gpus)
-    if named:
+    if named and gpus > 0:
         try:
             entry = PodPlacement(node, [int(part) for part in named.split(",")])
         except (ValueError, GangplaceError) as error:
@@ -393,7 +396,7 @@ def pod_view(pod: Mapping[str, Any], index: int, gpu_resource: str, warnings: li
         preemptible=preemptible,
         allocation=allocation if isinstance(allocation, str) and allocation else None,
         rank=rank,
-        requests=quantities.pod_requests(pod, gpu_resource),
+        requests=requests,
     )
 
 

@@ -372,9 +372,13 @@ class ClusterSync:
         priority = max(view.priority for view in views)
         preemptible = all(view.preemptible for view in views)
         asks = [read.counted(view, self._nodes.get(view.node or ""), warnings) for view in views]
+        kept = [(view, ask) for view, ask in zip(views, asks, strict=True) if view.gpus or ask]
+        if not kept:  # pods without GPUs asking nothing the nodes count hold nothing
+            return [SyncResult("ignored", first.name, warnings=tuple(warnings))]
+        views, asks = [view for view, _ in kept], [ask for _, ask in kept]
         try:
             if gang is None:
-                allocation = self._adopt(
+                allocation, views = self._adopt(
                     views,
                     asks,
                     warnings,
@@ -386,7 +390,7 @@ class ClusterSync:
             else:
                 before = self._live(gang.allocation)
                 start = 0 if before is None else len(before.placement.pods)
-                allocation = self._adopt(
+                allocation, views = self._adopt(
                     views,
                     asks,
                     warnings,
@@ -422,24 +426,27 @@ class ClusterSync:
 
     def _adopt(
         self, views: list[PodView], asks: list[dict[str, int]], warnings: list[str], **kwargs: Any
-    ) -> Any:
-        """``adopt`` with the pods' resources.
+    ) -> tuple[Allocation, list[PodView]]:
+        """``adopt`` with the pods' resources, and the pods adopted.
 
         When the nodes' free resources do not hold them (gangplace's view of other pods
-        differs), their GPUs are adopted without them, with a warning.
+        differs), the GPU pods are adopted without them and pods without GPUs not at all,
+        with a warning.
         """
-        entries = [view.entry for view in views]
         if not any(asks):
-            return self.cluster.adopt(entries, **kwargs)
+            return self.cluster.adopt([view.entry for view in views], **kwargs), views
         try:
-            return self.cluster.adopt(entries, resources=asks, **kwargs)
+            return self.cluster.adopt([v.entry for v in views], resources=asks, **kwargs), views
         except (Conflict, InvalidRequest) as short:
-            allocation = self.cluster.adopt(entries, **kwargs)
+            gpu_pods = [view for view in views if view.gpus > 0]
+            if not gpu_pods:
+                raise
+            allocation = self.cluster.adopt([view.entry for view in gpu_pods], **kwargs)
             warnings.append(
                 f"pods {', '.join(v.name for v in views)} adopted without their "
-                f"CPU, memory and other resources: {short}"
+                f"CPU, memory and other resources (pods without GPUs not at all): {short}"
             )
-            return allocation
+            return allocation, gpu_pods
 
     def _match(self, view: PodView, warnings: list[str]) -> SyncResult | None:
         """A pod gangplace bound, found in its live allocation by its annotations.

@@ -73,11 +73,13 @@ class Adoption:
         self._check_cap(cap_owner, sum(len(g) for g in held.values()))  # type: ignore[attr-defined]
         for name, gpus_held in held.items():
             self._nodes[name].allocated.update(gpus_held)
+        held = {name: gpus for name, gpus in held.items() if gpus}  # pods without GPUs hold none
         placement = self._adopted_placement(taken)
         ranked = self._ranked_asks(asks, taken, placement)  # type: ignore[attr-defined]
         if target is not None:
             hid, hold = target
             hold.asks = _grown_asks(hold.asks, len(hold.placement.pods), ranked, len(taken))
+            hold.res_nodes |= {node for node, _ in taken} if hold.asks else set()
             hold.placement = self._grown(hold.placement, placement)
             for name, gpus_held in held.items():
                 hold.gpus.setdefault(name, set()).update(gpus_held)
@@ -96,7 +98,7 @@ class Adoption:
             False if movable is None else movable,
             now,
         )
-        hold.asks = ranked
+        hold.asks, hold.res_nodes = ranked, ({node for node, _ in taken} if ranked else set())
         hid = self._new_id()  # type: ignore[attr-defined]
         self._holds[hid] = hold  # type: ignore[attr-defined]
         return hold.allocation(hid, self._nodes)
@@ -147,8 +149,6 @@ class Adoption:
             if len(free) < count:
                 raise texts.adopt_short(name, len(free), count)
             gpus = tuple(free[:count])
-        elif not gpus:
-            raise InvalidRequest(f"a pod on node {json.dumps(name)} names no GPUs")
         elif any(gpu >= node.gpus for gpu in gpus):
             bad = min(gpu for gpu in gpus if gpu >= node.gpus)
             raise InvalidRequest(
@@ -166,7 +166,8 @@ class Adoption:
     def _adopted_placement(self, taken: list[tuple[str, tuple[int, ...]]]) -> Placement:
         """Pods by rule 6, at the finest level whose one domain holds all their nodes."""
         paths = {name: (*self._nodes[name].path, name) for name, _ in taken}
-        ranked = sorted(taken, key=lambda pod: (paths[pod[0]], pod[1][0]))
+        # Rule 6; a pod without GPUs counts as GPU 0, before a GPU pod there (as the engine).
+        ranked = sorted(taken, key=lambda pod: (paths[pod[0]], min(pod[1], default=0), _mask(pod)))
         first = paths[ranked[0][0]]
         common = len(first)
         for name, _ in ranked:
@@ -200,9 +201,9 @@ def _entries(pods: Iterable[Any]) -> Iterable[tuple[str, tuple[int, ...] | None,
             raise TypeError(f"node must be a str, not {type(node).__name__}")
         if isinstance(count, bool) or not isinstance(count, int):
             raise TypeError(f"count must be an int, not {type(count).__name__}")
-        if not 1 <= count <= MAX_GPUS_PER_NODE:
+        if not 0 <= count <= MAX_GPUS_PER_NODE:
             raise InvalidRequest(
-                f"a pod on node {json.dumps(node)} must take 1 to {MAX_GPUS_PER_NODE} GPUs, "
+                f"a pod on node {json.dumps(node)} must take 0 to {MAX_GPUS_PER_NODE} GPUs, "
                 f"not {count}"
             )
         checked.append((node, None, count))
@@ -220,3 +221,8 @@ def _grown_asks(
         return ()
     before = old * old_pods if len(old) == 1 else old or ({},) * old_pods
     return (*before, *(added or ({},) * added_pods))
+
+
+def _mask(pod: tuple[str, tuple[int, ...]]) -> int:
+    """A pod's GPUs as the engine's bit mask (ties of rule 6 between pods of one node)."""
+    return sum(1 << gpu for gpu in pod[1])

@@ -99,13 +99,18 @@ def kept_time(
                 return None
             if gpu not in info.allocated:
                 continue
-            holders = [
-                job
-                for job in running
-                for held in job.allocation.placement.pods
-                if held.node == pod.node and gpu in held.gpus
-            ]
+            holders = [job for job in running if _holds(job.allocation, pod.node, gpu)]
             if not holders or math.isinf(_end(holders[0], now)):
                 return None
             latest = max(latest, _end(holders[0], now))
     return latest
+
+
+def _holds(allocation: Any, node: str, gpu: int) -> bool:
+    """Whether ``allocation`` holds ``gpu`` of ``node``, by a live rank or a spare.
+
+    README "Spares": a spare's GPUs are held by its allocation until it ends.
+    """
+    placement = allocation.placement
+    live = (pod for rank, pod in enumerate(placement.pods) if rank not in allocation.ended)
+    return any(pod.node == node and gpu in pod.gpus for pod in (*live, *placement.spares))

@@ -100,6 +100,7 @@ class _Hold:
     repair_spares: tuple[tuple[int, PodPlacement], ...] = ()  # and the spares it takes
     ended: tuple[int, ...] = ()  # README "Ending some pods": ranks ``release_pods`` ended
     asks: tuple[Mapping[str, int], ...] = ()  # what pods ask besides GPUs: all, or per rank
+    res_nodes: set[str] = field(default_factory=set)  # nodes it uses resources on, not removed
 
     @property
     def asked(self) -> AnyRequest | None:
@@ -146,7 +147,7 @@ class _Hold:
             for rank, pod in enumerate(self.placement.pods)
             if rank not in self.ended
             and (
-                pod.node not in self.gpus
+                pod.node not in (self.gpus if pod.gpus else self.res_nodes)
                 or pod.node not in nodes
                 or set(pod.gpus) & nodes[pod.node].unhealthy
             )
@@ -272,10 +273,7 @@ class Cluster(
         return holders
 
     def remove_node(self, name: str) -> list[str]:
-        """Removes a node; revokes reservations on it, detaches allocations from it.
-
-        Returns the ids of all those holds, sorted.
-        """
+        """Removes a node, revoking reservations and detaching allocations; their ids, sorted."""
         self._reclaim()
         self._node(name)
         touched = []
@@ -289,6 +287,7 @@ class Cluster(
             else:
                 self._end(hid, "revoked")
             touched.append(hid)
+        touched = sorted({*touched, *self._detach_resources(name)})
         del self._nodes[name]
         return touched
 
@@ -447,7 +446,7 @@ class Cluster(
             roles,
         )
         asks = self._asks(request) if is_request else {}
-        hold.asks = (asks,) if asks else ()
+        hold.asks, hold.res_nodes = ((asks,), set(gpus)) if asks else ((), set())
         self._holds[hid] = hold
         return hold.reservation(hid)
 

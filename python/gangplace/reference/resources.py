@@ -95,7 +95,16 @@ class Resources:
         ]
         if len(hold.asks) == 1:
             pods += [(pod.node, hold.asks[0]) for pod in hold.placement.spares]
-        return [(node, asks) for node, asks in pods if node in hold.gpus]
+        return [(node, asks) for node, asks in pods if node in hold.gpus or node in hold.res_nodes]
+
+    def _detach_resources(self, name: str) -> list[str]:
+        """Node ``name`` is removed: the holds using resources there (sorted) stop."""
+        using = []
+        for hid, hold in sorted(self._holds.items()):
+            if any(node == name and asks for node, asks in self._pod_asks(hold)):
+                using.append(hid)
+            hold.res_nodes.discard(name)
+        return using
 
     def _used(self, name: str) -> dict[str, int]:
         """What the live holds use of node ``name``'s resources."""
@@ -141,6 +150,9 @@ class Resources:
         from gangplace.reference.texts import adopt_resources_short
 
         if resources is None:
+            bare = next((node for node, gpus in taken if not gpus), None)
+            if bare is not None:
+                raise _nothing_to_hold(bare)
             return []
         if isinstance(resources, Mapping):
             asks = [checked_resources("resources", resources)] * len(taken)
@@ -148,8 +160,10 @@ class Resources:
             asks = [checked_resources("resources entries", entry) for entry in resources]
         if len(asks) != len(taken):
             raise InvalidRequest(f"adopt got {len(taken)} pods but resources for {len(asks)}")
-        for ask in asks:
+        for ask, (node, gpus) in zip(asks, taken, strict=True):
             self._asks(_Asked(ask))
+            if not gpus and not ask:
+                raise _nothing_to_hold(node)
         by_node: dict[str, dict[str, int]] = {}
         for (node, _), ask in zip(taken, asks, strict=True):
             total = by_node.setdefault(node, {})
@@ -172,6 +186,16 @@ class Resources:
             return ()
         by_pod = {(node, gpus): ask for (node, gpus), ask in zip(taken, asks, strict=True)}
         return tuple(by_pod[(pod.node, tuple(pod.gpus))] for pod in placement.pods)
+
+
+def _nothing_to_hold(node: str) -> InvalidRequest:
+    """An adopted pod that takes no GPUs and asks no resources."""
+    from gangplace.reference.texts import quoted
+
+    return InvalidRequest(
+        f"a pod on node {quoted(node)} takes no GPUs and asks no resources: there is nothing "
+        "to hold"
+    )
 
 
 class _Asked:

@@ -178,8 +178,8 @@ def apply_scontrol_nodes(cluster: Cluster, text: str, *, owner: str = "slurm") -
         elif "Gres" in fields and configured != info.gpus:
             result.warnings.append(f"{name}: Slurm has {configured} GPUs, the cluster {info.gpus}")
         _apply_state(cluster, name, fields.get("State", ""), info.cordoned, result)
-        held = _resources(cluster, name, fields, count, result)
-        if count:
+        held = _resources(cluster, name, fields, result)
+        if count or held:  # a node whose jobs use CPUs but no GPU: a pod without GPUs
             pods: list[Any] = [PodPlacement(name, indices)] if indices else [(name, count)]
             result.adopted[name] = cluster.adopt(pods, owner=owner, resources=held or None)
     return result
@@ -197,14 +197,13 @@ def _number(fields: dict[str, str], key: str, name: str, result: SlurmNodeState)
 
 
 def _resources(
-    cluster: Cluster, name: str, fields: dict[str, str], gpus_used: int, result: SlurmNodeState
+    cluster: Cluster, name: str, fields: dict[str, str], result: SlurmNodeState
 ) -> dict[str, int]:
     """README "Node resources": the node's CPUs and memory as its resources.
 
     ``CPUTot`` and ``RealMemory`` (MiB) become its resources; what Slurm's jobs use there
-    (``CPUAlloc``, ``AllocMem``) is returned for the GPU adoption to hold. On a node where
-    no GPU is used, the use is taken off the node's resources instead (gangplace has no
-    GPU-less holds yet).
+    (``CPUAlloc``, ``AllocMem``) is returned for the node's adoption to hold (with its used
+    GPUs, or as a pod without GPUs).
     """
     totals = {
         "cpu": _number(fields, "CPUTot", name, result),
@@ -219,10 +218,8 @@ def _resources(
     held = {key: min(used[key] * scale[key], total) for key, total in resources.items()}
     if not resources:
         return {}
-    if not gpus_used:
-        resources = {key: total - held[key] for key, total in resources.items()}
     cluster.update_node(name, resources=resources)
-    return {key: amount for key, amount in held.items() if amount} if gpus_used else {}
+    return {key: amount for key, amount in held.items() if amount}
 
 
 def _apply_state(

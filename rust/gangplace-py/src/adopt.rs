@@ -36,7 +36,8 @@ impl Cluster {
     /// one left ``None`` keeps it.
     ///
     /// ``resources`` (README "Node resources"): what the pods use besides GPUs, one mapping
-    /// for every pod or one per pod in the order given; each node must have them free.
+    /// for every pod or one per pod in the order given; each node must have them free. A
+    /// ``(node, 0)`` entry is a pod without GPUs, adopted when it asks resources.
     ///
     /// Raises:
     ///     Conflict: A GPU is held, unhealthy, named twice, or a node has too few free GPUs
@@ -155,11 +156,9 @@ fn adopted_pod(entry: &Bound<'_, PyAny>) -> PyResult<AdoptedPod> {
     let node = convert::string(&pair.get_item(0)?, "node")?;
     let count = convert::int(&pair.get_item(1)?, "count")?;
     match u32::try_from(count) {
-        Ok(count) if (1..=MAX_GPUS_PER_NODE).contains(&count) => {
-            Ok(AdoptedPod::Count { node, count })
-        }
+        Ok(count) if count <= MAX_GPUS_PER_NODE => Ok(AdoptedPod::Count { node, count }),
         _ => Err(core_to_py(CoreError::InvalidRequest(format!(
-            "a pod on node {node:?} must take 1 to {MAX_GPUS_PER_NODE} GPUs, not {count}"
+            "a pod on node {node:?} must take 0 to {MAX_GPUS_PER_NODE} GPUs, not {count}"
         )))),
     }
 }

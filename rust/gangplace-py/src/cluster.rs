@@ -415,9 +415,10 @@ impl Cluster {
     /// until released; ``release`` still works.
     ///
     /// Returns:
-    ///     The ids of every hold that had GPUs on the node, sorted: the reservations it
-    ///     revoked and the allocations it detached (as ``set_gpu_health`` names the holds of
-    ///     a GPU). ``reservations()`` and ``allocations()`` tell them apart.
+    ///     The ids of every hold that had GPUs (or, for pods without GPUs, resources) on the
+    ///     node, sorted: the reservations it revoked and the allocations it detached (as
+    ///     ``set_gpu_health`` names the holds of a GPU). ``reservations()`` and
+    ///     ``allocations()`` tell them apart.
     ///
     /// Raises:
     ///     UnknownNode: No such node.

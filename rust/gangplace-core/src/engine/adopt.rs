@@ -118,12 +118,10 @@ impl Engine {
             .ledger
             .live(id)
             .ok_or_else(|| internal("a live hold vanished"))?;
-        let by_node = self.resources_by_node(
-            &hold.placement,
-            &pod_resources,
-            &hold.ended,
-            &hold.gpus_by_node,
-        );
+        let member = |node: NodeId| {
+            super::resources::holds_on(hold, node) || taken.iter().any(|&(on, _)| on == node)
+        };
+        let by_node = self.resources_by_node(&hold.placement, &pod_resources, &hold.ended, &member);
         (self.ledger).set_resources(&mut self.states, id, pod_resources, by_node);
         let hold = self
             .ledger
@@ -188,9 +186,6 @@ impl Engine {
             .fold(GpuSet::EMPTY, |all, &(_, gpus)| all | gpus);
         let gpus = match *pod {
             AdoptedPod::Gpus { gpus, .. } => {
-                if gpus.is_empty() {
-                    return Err(invalid(format!("a pod on node {name:?} names no GPUs")));
-                }
                 if let Some(gpu) = (gpus & !state.gpus).lowest() {
                     return Err(invalid(format!(
                         "node {name:?} has {} GPUs (0 to {}); GPU {gpu} is not one of them",
@@ -201,9 +196,9 @@ impl Engine {
                 gpus
             }
             AdoptedPod::Count { count, .. } => {
-                if count == 0 || count > MAX_GPUS_PER_NODE {
+                if count > MAX_GPUS_PER_NODE {
                     return Err(invalid(format!(
-                        "a pod on node {name:?} must take 1 to {MAX_GPUS_PER_NODE} GPUs, \
+                        "a pod on node {name:?} must take 0 to {MAX_GPUS_PER_NODE} GPUs, \
                          not {count}"
                     )));
                 }
@@ -275,16 +270,14 @@ impl Engine {
     }
 
     /// What adopted pods ask besides GPUs (empty: nothing; else one list per pod, names
-    /// known), refused with `Conflict` when a node's free resources do not hold them.
+    /// known), refused with `Conflict` when a node's free resources do not hold them; a pod
+    /// without GPUs must ask some (README "Node resources").
     fn adopted_asks(
         &self,
         asks: &[Vec<(String, i64)>],
         taken: &[(NodeId, GpuSet)],
     ) -> CoreResult<Vec<Amounts>> {
-        if asks.is_empty() {
-            return Ok(Vec::new());
-        }
-        if asks.len() != taken.len() {
+        if !asks.is_empty() && asks.len() != taken.len() {
             return Err(invalid(format!(
                 "adopt got {} pods but resources for {}",
                 taken.len(),
@@ -294,10 +287,23 @@ impl Engine {
         let names = self.topology.resources().names();
         let mut amounts = Vec::with_capacity(asks.len());
         let mut per_node: BTreeMap<NodeId, Amounts> = BTreeMap::new();
-        for (ask, &(node, _)) in asks.iter().zip(taken) {
-            let mut checked = crate::resources::checked_named("an adopted pod", ask.clone())?;
-            checked.retain(|&(_, quantity)| quantity > 0);
-            let ask = names.resolve(&checked)?;
+        for (index, &(node, gpus)) in taken.iter().enumerate() {
+            let ask = match asks.get(index) {
+                Some(ask) => {
+                    let mut checked =
+                        crate::resources::checked_named("an adopted pod", ask.clone())?;
+                    checked.retain(|&(_, quantity)| quantity > 0);
+                    names.resolve(&checked)?
+                }
+                None => Amounts::none(),
+            };
+            if gpus.is_empty() && ask.is_empty() {
+                return Err(invalid(format!(
+                    "a pod on node {:?} takes no GPUs and asks no resources: there is nothing \
+                     to hold",
+                    self.topology.node(node).name
+                )));
+            }
             let sum = per_node.entry(node).or_default();
             *sum = sum.plus(&ask);
             amounts.push(ask);
@@ -313,7 +319,7 @@ impl Engine {
                 ));
             }
         }
-        Ok(amounts)
+        Ok(if asks.is_empty() { Vec::new() } else { amounts })
     }
 }
 

@@ -199,7 +199,7 @@ impl Engine {
     pub fn remove_node(&mut self, name: &str, now: f64) -> CoreResult<Vec<HoldId>> {
         self.reclaim(now);
         let id = self.topology.known_node(name)?;
-        let holders = self.ledger.hold_ids_on(id);
+        let holders = self.holds_touching(id);
         let mut changes = Changes::new();
         for &holder in &holders {
             let (states, ledger) = (&mut self.states, &mut self.ledger);

@@ -62,7 +62,7 @@ impl Engine {
             || sorted(&changed.topology) != sorted(&current.topology)
             || changed.gpu_topology != current.gpu_topology;
         if structural {
-            let holders = self.ledger.hold_ids_on(id);
+            let holders = self.holds_touching(id);
             if !holders.is_empty() {
                 return Err(texts::node_holds(name, holders.len()));
             }

@@ -18,6 +18,11 @@ pub(crate) fn lost_ranks(topology: &Topology, states: &NodeStates, hold: &Hold) 
             continue;
         }
         let held = topology.node_id(&pod.node).and_then(|node| {
+            if pod.gpus.is_empty() {
+                // A pod without GPUs (README "Node resources") runs where its resources are.
+                let there = hold.resources_by_node.iter().any(|&(on, _)| on == node);
+                return there.then_some(node);
+            }
             let position = hold
                 .gpus_by_node
                 .binary_search_by_key(&node, |&(held_on, _)| held_on);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::Engine;
 use crate::error::{CoreResult, invalid};
-use crate::ids::{GpuSet, NodeId};
+use crate::ids::{HoldId, NodeId};
 use crate::ledger::Hold;
 use crate::model::{GangRequest, Placement};
 use crate::resources::{Amounts, ResourceFit};
@@ -26,20 +26,21 @@ impl Engine {
 
     /// What the live pods (ranks not in `ended`) and spares of `placement` use per node, by
     /// node id, each pod asking `per_pod` (one entry: all alike; else by rank). Only pods on
-    /// nodes of `held` count: a node removed under an allocation takes its pods' use with it.
+    /// nodes the hold still has (`member`) count: a node removed under an allocation takes
+    /// its pods' use with it.
     pub(crate) fn resources_by_node(
         &self,
         placement: &Placement,
         per_pod: &[Amounts],
         ended: &[u64],
-        held: &[(NodeId, GpuSet)],
+        member: &dyn Fn(NodeId) -> bool,
     ) -> Vec<(NodeId, Amounts)> {
         if per_pod.iter().all(Amounts::is_empty) {
             return Vec::new();
         }
         let held_on = |name: &str| {
             let node = self.topology.node_id(name)?;
-            held.iter().any(|&(on, _)| on == node).then_some(node)
+            member(node).then_some(node)
         };
         let live = (0u64..)
             .zip(&placement.pods)
@@ -71,14 +72,23 @@ impl Engine {
             .collect()
     }
 
-    /// A hold's use per node as [`Engine::resources_by_node`] computes it from its pods.
+    /// A hold's use per node as [`Engine::resources_by_node`] computes it from its pods, on
+    /// the nodes where it holds GPUs or resources.
     pub(crate) fn hold_resources(&self, hold: &Hold) -> Vec<(NodeId, Amounts)> {
-        self.resources_by_node(
-            &hold.placement,
-            &hold.pod_resources,
-            &hold.ended,
-            &hold.gpus_by_node,
-        )
+        let member = |node: NodeId| holds_on(hold, node);
+        self.resources_by_node(&hold.placement, &hold.pod_resources, &hold.ended, &member)
+    }
+
+    /// The live holds with GPUs or resources on node `id`, by id (pods without GPUs hold
+    /// only resources there: README "Node resources").
+    pub(crate) fn holds_touching(&self, id: NodeId) -> Vec<HoldId> {
+        let mut holders = self.ledger.hold_ids_on(id);
+        let with_resources = (self.ledger.live_holds())
+            .filter(|(_, hold)| hold.resources_by_node.iter().any(|&(on, _)| on == id));
+        holders.extend(with_resources.map(|(hold, _)| hold));
+        holders.sort_unstable();
+        holders.dedup();
+        holders
     }
 
     /// Refuses `doing` for a request that asks resources besides GPUs: that operation does
@@ -220,6 +230,12 @@ impl Engine {
         }
         nodes
     }
+}
+
+/// Whether `hold` holds GPUs or resources on `node` (a pod of it there still runs).
+pub(crate) fn holds_on(hold: &Hold, node: NodeId) -> bool {
+    (hold.gpus_by_node.iter()).any(|&(on, _)| on == node)
+        || (hold.resources_by_node.iter()).any(|&(on, _)| on == node)
 }
 
 /// `cpu=4000, memory=...` for messages.

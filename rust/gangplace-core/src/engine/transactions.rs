@@ -61,6 +61,7 @@ pub(crate) fn gpus_by_node(
             _ => merged.push((node, gpus)),
         }
     }
+    merged.retain(|&(_, gpus)| !gpus.is_empty()); // pods without GPUs hold none
     Some(merged)
 }
 
@@ -170,8 +171,9 @@ impl Engine {
     ) -> Reservation {
         let pod_resources =
             (new.pod_resources).unwrap_or_else(|| self.request_resources(new.request.as_deref()));
+        // Every node of a new placement is live: all of its pods count.
         let resources_by_node =
-            self.resources_by_node(&new.placement, &pod_resources, &[], &gpus_by_node);
+            self.resources_by_node(&new.placement, &pod_resources, &[], &|_| true);
         let hold = Hold {
             state: HoldState::Reserved,
             expires_at: new.expires_at,
@@ -186,6 +188,7 @@ impl Engine {
             ended: Vec::new(),
             pod_resources,
             resources_by_node,
+            resources_detached: false,
         };
         let reservation = reservation_of(id, &hold);
         self.ledger.hold(&mut self.states, changes, id, hold);

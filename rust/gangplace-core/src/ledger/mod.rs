@@ -97,6 +97,9 @@ pub struct Hold {
     /// What it uses besides GPUs per node, by node id: its live pods' and spares' sums (set
     /// by the engine, which knows the nodes, before [`Ledger::hold`]).
     pub resources_by_node: Vec<(NodeId, Amounts)>,
+    /// A node where it used resources was removed: a pod without GPUs may have been lost
+    /// there (so [`Hold::held_differs`] says it may have lost ranks).
+    pub resources_detached: bool,
 }
 
 /// What ties a repair reservation to its allocation (README "Repair after failures", R4).
@@ -144,7 +147,7 @@ impl Hold {
                 .iter()
                 .map(|pod| u64::from(pod.gpus.count()))
                 .sum::<u64>();
-        self.gpu_count() != named
+        self.gpu_count() != named || self.resources_detached
     }
 }
 
@@ -480,6 +483,7 @@ impl Ledger {
             .retain(|&mut (held_on, _)| held_on != node);
         for (_, amounts) in (hold.resources_by_node.iter()).filter(|(on, _)| *on == node) {
             states.resource_use_mut().give(node, amounts);
+            hold.resources_detached = true;
         }
         hold.resources_by_node.retain(|(on, _)| *on != node);
         let (state, owner) = (hold.state, hold.owner.clone());

@@ -96,6 +96,7 @@ impl Engine {
             ended: Vec::new(),
             pod_resources: Arc::from(Vec::new()),
             resources_by_node: Vec::new(),
+            resources_detached: false,
         };
         let id = self.ledger.new_id()?;
         let reservation = reservation_of(id, &hold);

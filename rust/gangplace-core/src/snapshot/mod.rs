@@ -474,9 +474,9 @@ impl Engine {
             ended,
             pod_resources,
             resources_by_node: Vec::new(),
+            resources_detached: false,
         };
-        let mut hold = hold;
-        hold.resources_by_node = self.hold_resources(&hold);
+        let hold = self.with_restored_resources(hold, &asks.nodes)?;
         self.check_ended(&hold, committed)?;
         if committed && hold.repair.is_some() {
             return Err(bad("an allocation has a repair link"));

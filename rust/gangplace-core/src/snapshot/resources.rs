@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 
 use crate::engine::records::{as_snapshot_error, bad};
 use crate::error::CoreResult;
+use crate::ids::NodeId;
+use crate::ledger::Hold;
 use crate::resources::Amounts;
 
 /// From version 8: every node's resources and every live hold's, in body order.
@@ -29,6 +31,8 @@ pub(crate) struct HoldResources {
     pub request: Vec<(String, u64)>,
     /// What its pods ask, by name: empty, one entry for all, or one per rank.
     pub pods: Vec<Vec<(String, u64)>>,
+    /// The nodes where it uses resources, by name (pods without GPUs run there).
+    pub nodes: Vec<String>,
 }
 
 impl Engine {
@@ -48,6 +52,9 @@ impl Engine {
                 request: (hold.request.as_deref())
                     .map_or_else(Vec::new, |request| request.resources.clone()),
                 pods: hold.pod_resources.iter().map(|a| names.named(a)).collect(),
+                nodes: (hold.resources_by_node.iter())
+                    .map(|&(node, _)| self.topology.node(node).name.to_string())
+                    .collect(),
             })
             .collect();
         ResourceRecords {
@@ -80,6 +87,36 @@ impl Engine {
 }
 
 impl Engine {
+    /// `hold` with its use per node: on the nodes where it holds GPUs or, by the record,
+    /// resources; a pod of it without GPUs elsewhere was lost with its node.
+    pub(crate) fn with_restored_resources(
+        &self,
+        mut hold: Hold,
+        nodes: &[String],
+    ) -> CoreResult<Hold> {
+        let mut ids = Vec::with_capacity(nodes.len());
+        for name in nodes {
+            let id = (self.topology.node_id(name))
+                .ok_or_else(|| bad(format!("a hold uses resources of unknown node {name:?}")))?;
+            ids.push(id);
+        }
+        let member = |node: NodeId| {
+            ids.contains(&node) || hold.gpus_by_node.iter().any(|&(on, _)| on == node)
+        };
+        hold.resources_by_node =
+            self.resources_by_node(&hold.placement, &hold.pod_resources, &hold.ended, &member);
+        let live = (0u64..).zip(&hold.placement.pods);
+        hold.resources_detached = !hold.pod_resources.is_empty()
+            && live
+                .filter(|(rank, _)| hold.ended.binary_search(rank).is_err())
+                .any(|(_, pod)| {
+                    self.topology
+                        .node_id(&pod.node)
+                        .is_none_or(|node| !member(node))
+                });
+        Ok(hold)
+    }
+
     /// Declares a snapshot's resource names; each node's resources by node name.
     pub(crate) fn declared_resources(
         &mut self,
