@@ -70,9 +70,17 @@ def test_holds_keep_their_resources_until_they_end() -> None:
     assert cluster.node(node).free_resources == {"cpu": 2_000, "memory": 312 * GIB}
     cluster.release_pods(allocation, [0])
     assert cluster.node(node).free_resources == {"cpu": 6_000, "memory": 412 * GIB}
+    stats = cluster.stats()
+    assert stats.resources == {"cpu": 298_000, "memory": 2048 * GIB}
+    assert stats.free_resources == {"cpu": 294_000, "memory": 1948 * GIB}
+    state = cluster.gpu_state()
+    assert list(state["node"]) == ["r1-a", "r1-b", "r2-a", "r2-b"]
+    assert list(state["resources"]["cpu"]) == [10_000, 96_000, 96_000, 96_000]
+    assert list(state["free_resources"]["cpu"]) == [6_000, 96_000, 96_000, 96_000]
     cluster.release(allocation)
     assert cluster.node(node).free_resources == {"cpu": 10_000, "memory": 512 * GIB}
     assert cluster.node(node).resources == {"cpu": 10_000, "memory": 512 * GIB}
+    assert cluster.stats().free_resources == cluster.stats().resources
     cluster.check_invariants()
 
 

@@ -788,6 +788,10 @@ class EngineVersusReference(RuleBasedStateMachine):
             expected_stats.reserved,
             expected_stats.allocated,
         )
+        assert (stats.resources, stats.free_resources) == (
+            expected_stats.resources,
+            expected_stats.free_resources,
+        )
         self._holds_agree()
 
     def _holds_on_agree(self, name: str, held: set[int]) -> None:

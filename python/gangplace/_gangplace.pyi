@@ -646,6 +646,12 @@ class ClusterStats:
     @property
     def unhealthy(self) -> int:
         """Unhealthy GPUs, held or not."""
+    @property
+    def resources(self) -> dict[str, int]:
+        """Resources besides GPUs over every node (README "Node resources"): a fresh dict."""
+    @property
+    def free_resources(self) -> dict[str, int]:
+        """What of them no hold uses, summed over the nodes: a fresh dict."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
@@ -1475,8 +1481,10 @@ class Cluster:
 
         Keys: ``node`` (names), ``gpus``, ``free``, ``reserved``, ``allocated``,
         ``unhealthy`` (uint8 counts), ``cordoned`` (bool), ``free_mask``, ``reserved_mask``,
-        ``allocated_mask``, ``unhealthy_mask`` (uint64, bit i: GPU i), and ``domains``: a
-        dict of level name -> the domain name of every node at that level.
+        ``allocated_mask``, ``unhealthy_mask`` (uint64, bit i: GPU i), ``domains``: a
+        dict of level name -> the domain name of every node at that level, and
+        ``resources`` / ``free_resources``: dicts of resource name -> every node's capacity /
+        unused amount (uint64; 0 where a node lacks it; README "Node resources").
         """
     def check_invariants(self) -> None:
         """Recomputes every aggregate and cross-checks holds.

@@ -354,6 +354,7 @@ class Cluster(
             reserved=sum(len(node.reserved) for node in nodes),
             allocated=sum(len(node.allocated) for node in nodes),
             unhealthy=unhealthy,
+            **self._resource_stats(),
         )
 
     def __len__(self) -> int:

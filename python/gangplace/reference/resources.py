@@ -122,6 +122,20 @@ class Resources:
         node = self._nodes[name]
         return {r: max(0, q - used.get(r, 0)) for r, q in sorted(node.resources.items())}
 
+    def _resource_stats(self) -> dict[str, dict[str, int]]:
+        """``stats()``'s resources and free resources, summed over the nodes by name."""
+        total: dict[str, int] = {}
+        free: dict[str, int] = {}
+        for name in self._nodes:
+            for resource, quantity in self._nodes[name].resources.items():
+                total[resource] = total.get(resource, 0) + quantity
+            for resource, left in self._free_resources(name).items():
+                free[resource] = free.get(resource, 0) + left
+        return {
+            "resources": dict(sorted(total.items())),
+            "free_resources": dict(sorted(free.items())),
+        }
+
     def _bounded(
         self, views: list[rules.NodeView], asks: Mapping[str, int], taken: Mapping[str, int]
     ) -> list[rules.NodeView]:

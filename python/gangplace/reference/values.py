@@ -332,6 +332,8 @@ class ClusterStats:
     reserved: int
     allocated: int
     unhealthy: int
+    resources: dict[str, int] = field(default_factory=dict)
+    free_resources: dict[str, int] = field(default_factory=dict)
 
 
 def splitmix64(state: int) -> tuple[int, int]:

@@ -249,6 +249,13 @@ pub fn gpu_state_dict<'py>(
         "unhealthy_mask",
         PyArray1::from_vec(py, state.unhealthy_mask),
     )?;
+    let (resources, free_resources) = (PyDict::new(py), PyDict::new(py));
+    for (name, capacity, free) in state.resources {
+        resources.set_item(&name, PyArray1::from_vec(py, capacity))?;
+        free_resources.set_item(&name, PyArray1::from_vec(py, free))?;
+    }
+    dict.set_item("resources", resources)?;
+    dict.set_item("free_resources", free_resources)?;
     Ok(dict)
 }
 

@@ -127,8 +127,10 @@ impl Cluster {
     ///
     /// Keys: ``node`` (names), ``gpus``, ``free``, ``reserved``, ``allocated``,
     /// ``unhealthy`` (uint8 counts), ``cordoned`` (bool), ``free_mask``, ``reserved_mask``,
-    /// ``allocated_mask``, ``unhealthy_mask`` (uint64, bit i: GPU i), and ``domains``: a
-    /// dict of level name -> the domain name of every node at that level.
+    /// ``allocated_mask``, ``unhealthy_mask`` (uint64, bit i: GPU i), ``domains``: a
+    /// dict of level name -> the domain name of every node at that level, and
+    /// ``resources`` / ``free_resources``: dicts of resource name -> every node's capacity /
+    /// unused amount (uint64; 0 where a node lacks it; README "Node resources").
     fn gpu_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let now = self.now(py)?;
         let state = self.run_detached(py, |engine| Ok(engine.gpu_state(now)))?;

@@ -172,11 +172,28 @@ impl ClusterStats {
         self.inner.unhealthy
     }
 
-    fn __repr__(&self) -> String {
+    /// Resources besides GPUs over every node (README "Node resources"): a fresh dict.
+    #[getter]
+    fn resources<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        dict(py, &self.inner.resources)
+    }
+
+    /// What of them no hold uses, summed over the nodes: a fresh dict.
+    #[getter]
+    fn free_resources<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        dict(py, &self.inner.free_resources)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let s = &self.inner;
-        format!(
-            "ClusterStats(total={}, healthy={}, free={}, reserved={}, allocated={}, unhealthy={})",
+        let mut repr = format!(
+            "ClusterStats(total={}, healthy={}, free={}, reserved={}, allocated={}, unhealthy={}",
             s.total, s.healthy, s.free, s.reserved, s.allocated, s.unhealthy
-        )
+        );
+        if !s.resources.is_empty() {
+            let free = dict(py, &s.free_resources)?;
+            repr += &format!(", free_resources={}", py_repr(py, free)?);
+        }
+        Ok(repr + ")")
     }
 }

@@ -288,6 +288,7 @@ impl Engine {
             out.allocated_mask.push(state.allocated.mask());
             out.unhealthy_mask.push(state.unhealthy.mask());
         }
+        out.resources = self.resource_columns();
         out
     }
 
@@ -302,6 +303,8 @@ impl Engine {
             reserved: totals.reserved,
             allocated: totals.allocated,
             unhealthy: totals.unhealthy,
+            resources: self.resource_totals(false),
+            free_resources: self.resource_totals(true),
         }
     }
 

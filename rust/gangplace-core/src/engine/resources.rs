@@ -168,6 +168,48 @@ impl Engine {
         named
     }
 
+    /// The cluster's resources by name, summed over its nodes: capacities, or (`free`) what
+    /// no hold uses; a name no node offers any of now is left out.
+    pub(crate) fn resource_totals(&self, free: bool) -> Vec<(String, u64)> {
+        let names = self.topology.resources().names();
+        let totals = self.states.resource_use().totals();
+        let mut named: Vec<(String, u64)> = (0..)
+            .zip(totals)
+            .filter(|&(_, &(capacity, _))| capacity > 0)
+            .map(|(id, &(capacity, left))| {
+                (
+                    names.name(id).to_owned(),
+                    if free { left } else { capacity },
+                )
+            })
+            .collect();
+        named.sort();
+        named
+    }
+
+    /// Per resource name (sorted), every node's capacity and free amount, nodes in name
+    /// order (`gpu_state`).
+    pub(crate) fn resource_columns(&self) -> Vec<(String, Vec<u64>, Vec<u64>)> {
+        let names = self.topology.resources().names();
+        let nodes = self.topology.nodes_by_name();
+        let mut columns: Vec<(String, Vec<u64>, Vec<u64>)> = (0..)
+            .zip(self.states.resource_use().totals())
+            .filter(|&(_, &(capacity, _))| capacity > 0)
+            .map(|(resource, _)| {
+                let in_use = self.states.resource_use();
+                let capacity = |id: NodeId| self.topology.resources().capacity(id).get(resource);
+                let free = |id: NodeId| capacity(id).saturating_sub(in_use.used(id).get(resource));
+                (
+                    names.name(resource).to_owned(),
+                    nodes.iter().map(|&(id, _)| capacity(id)).collect(),
+                    nodes.iter().map(|&(id, _)| free(id)).collect(),
+                )
+            })
+            .collect();
+        columns.sort_by(|a, b| a.0.cmp(&b.0));
+        columns
+    }
+
     /// Whether node `id` has the free GPUs for a pod of `request` but not the resources.
     pub(crate) fn resources_hold_no_pod(&self, request: &GangRequest, id: NodeId) -> bool {
         !request.resources.is_empty() && self.resource_pods(request, id) == 0

@@ -396,8 +396,8 @@ pub struct NodeInfo {
     pub free_resources: Vec<(String, u64)>,
 }
 
-/// GPU counts over the whole cluster.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// GPU counts over the whole cluster, and its resources besides GPUs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ClusterStats {
     /// All GPUs.
     pub total: u64,
@@ -411,6 +411,10 @@ pub struct ClusterStats {
     pub allocated: u64,
     /// Unhealthy, held or not.
     pub unhealthy: u64,
+    /// Resources besides GPUs over every node, by name (README "Node resources").
+    pub resources: Vec<(String, u64)>,
+    /// What of them no hold uses (a node's use above its capacity counts as 0 free).
+    pub free_resources: Vec<(String, u64)>,
 }
 
 /// Per node, in name order: GPU counts and sets by state, and the node's place in the tree
@@ -441,6 +445,9 @@ pub struct GpuState {
     pub allocated_mask: Vec<u64>,
     /// See `free_mask`.
     pub unhealthy_mask: Vec<u64>,
+    /// Resources besides GPUs (README "Node resources"): per name, sorted, every node's
+    /// capacity and what no hold uses (0 where the node lacks it).
+    pub resources: Vec<(String, Vec<u64>, Vec<u64>)>,
 }
 
 /// What `plan_preemption` proposes: a placement and the allocations to end for it.

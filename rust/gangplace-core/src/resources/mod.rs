@@ -256,6 +256,8 @@ pub struct ResourceUse {
     /// By resource id: free amount -> live nodes with it.
     free: Vec<BTreeMap<u64, u32>>,
     live_count: u32,
+    /// By resource id: the live nodes' capacities and free amounts summed (`stats`).
+    totals: Vec<(u64, u64)>,
 }
 
 impl ResourceUse {
@@ -292,6 +294,12 @@ impl ResourceUse {
             let resource = ResourceId::try_from(resource).unwrap_or(ResourceId::MAX);
             let free = self.free_of(id, resource);
             index_change(&mut self.free[usize::from(resource)], free, add);
+            let capacity = self.capacity_of(id).get(resource);
+            let total = &mut self.totals[usize::from(resource)];
+            match add {
+                true => *total = (total.0 + capacity, total.1 + free),
+                false => *total = (total.0 - capacity, total.1 - free),
+            }
         }
     }
 
@@ -303,7 +311,13 @@ impl ResourceUse {
                 zeros.insert(0, self.live_count);
             }
             self.free.push(zeros);
+            self.totals.push((0, 0));
         }
+    }
+
+    /// By resource id: the live nodes' capacities and free amounts, summed.
+    pub fn totals(&self) -> &[(u64, u64)] {
+        &self.totals
     }
 
     /// A node was added in slot `id` with `capacity`, nothing used.
@@ -383,12 +397,13 @@ impl ResourceUse {
     pub fn check_index(&self, capacities: &[Amounts]) -> Result<(), String> {
         let mut fresh = self.clone();
         fresh.free.iter_mut().for_each(BTreeMap::clear);
+        fresh.totals.iter_mut().for_each(|total| *total = (0, 0));
         for id in 0..self.used.len() {
             let id = NodeId::try_from(id).unwrap_or(NodeId::MAX);
             fresh.index_node(id, true);
         }
-        if fresh.free != self.free {
-            return Err("the free resource amounts index is stale".into());
+        if fresh.free != self.free || fresh.totals != self.totals {
+            return Err("the free resource amounts index or totals are stale".into());
         }
         let live = (self.live.iter().zip(&self.capacity)).enumerate();
         for (slot, (&live, capacity)) in live {
