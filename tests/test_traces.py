@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gangplace.sim.errors import ClusterSpecError
 from gangplace.sim.stats import percentiles
 from gangplace.sim.traces import (
     PHILLY_MAX_S,
@@ -198,7 +199,8 @@ def test_alibaba_fractions_and_unmodelled_requests_are_counted_not_hidden(
     tmp_path: Path,
 ) -> None:
     """Issue 28, item 5 (in part): pods asking part of a GPU are given a whole one, and the
-    report says how many; the CPU, memory and GPU-model requests it ignores are named."""
+    report says how many; on a cluster without CPU or memory (the default one) those
+    requests are named as not modelled, as the GPU model is."""
     path = tmp_path / "pods.csv"
     path.write_text(
         "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
@@ -209,7 +211,8 @@ def test_alibaba_fractions_and_unmodelled_requests_are_counted_not_hidden(
     )
     trace = read_alibaba_trace(path)
     assert (len(trace.jobs), trace.rounded_fractions) == (3, 1)
-    assert trace.unmodelled == ("cpu_milli", "memory_mib", "gpu_spec")
+    assert trace.unmodelled == ("gpu_spec",)
+    assert trace.jobs[0].resources_per_pod == (("cpu", 1000), ("memory", 2**30))
     from gangplace.sim.run import simulate
 
     report = simulate(str(path), trace_format="alibaba", policies=("best-fit",)).report
@@ -219,3 +222,34 @@ def test_alibaba_fractions_and_unmodelled_requests_are_counted_not_hidden(
     text = table(report)
     assert "rounded up: 1 of the 3 GPU pods asked a fraction of a GPU" in text
     assert "not modelled: the trace's cpu_milli, memory_mib, gpu_spec requests" in text
+
+
+def test_alibaba_cpu_and_memory_are_placed_on_a_node_list_that_has_them(tmp_path: Path) -> None:
+    """Issue 28, item 5 (in part): a node list with ``cpu_milli`` and ``memory_mib`` gives
+    the replay's nodes CPUs and memory, and each pod asks its own (README "Node resources"):
+    two 1-GPU pods asking 3 CPUs cannot share a 4-CPU node, whatever its GPUs."""
+    from gangplace.sim.clusters import parse_cluster
+    from gangplace.sim.report import table
+    from gangplace.sim.run import simulate
+
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text(
+        "sn,cpu_milli,memory_mib,gpu,model\nn0,4000,8192,8,V100\nn1,4000,8192,8,V100\n"
+    )
+    spec = parse_cluster(str(nodes))
+    assert spec.resources == (("cpu", (4000, 4000)), ("memory", (8 * 2**30, 8 * 2**30)))
+    cluster = spec.build()
+    assert cluster.node("n0").resources == {"cpu": 4000, "memory": 8 * 2**30}
+    pods = tmp_path / "pods.csv"
+    pods.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\na,3000,1024,1,1000\nb,3000,1024,1,1000\n"
+    )
+    report = simulate(str(pods), trace_format="alibaba", cluster=str(nodes), policies=("best-fit",))
+    assert report.report["jobs"]["resources_per_pod"] == ["cpu", "memory"]
+    assert report.report["jobs"]["unmodelled_requests"] == []
+    text = table(report.report)
+    assert "modelled besides GPUs: each pod's cpu, memory against its node's" in text
+    bad = tmp_path / "bad.csv"
+    bad.write_text("sn,cpu_milli,gpu\nn0,lots,8\n")
+    with pytest.raises(ClusterSpecError, match="cpu_milli 'lots' is not a whole number"):
+        parse_cluster(str(bad))

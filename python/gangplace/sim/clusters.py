@@ -22,12 +22,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from gangplace._gangplace import Cluster
 from gangplace.gpu_topology import NodeTopology
 from gangplace.sim.errors import ClusterSpecError
+from gangplace.sim.traces import RESOURCE_COLUMNS
 from gangplace.synth import SHAPES, columns
 
 __all__ = ["ClusterSpec", "parse_cluster"]
@@ -46,6 +48,9 @@ class ClusterSpec:
         unhealthy: Per node, a bitmask of unhealthy GPUs.
         numa_split: Every node of an even GPU count has two NUMA halves (the NUMA-split
             scenario: GPUs ``0..g/2`` on socket 0, the rest on socket 1).
+        resources: Resources besides GPUs (README "Node resources"): name -> one quantity
+            per node, in base units (a node list's ``cpu_milli`` as ``cpu`` and
+            ``memory_mib`` as ``memory`` in bytes); empty when the spec gives none.
 
     """
 
@@ -56,6 +61,7 @@ class ClusterSpec:
     gpus: tuple[int, ...]
     unhealthy: tuple[int, ...]
     numa_split: bool = False
+    resources: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @property
     def total_gpus(self) -> int:
@@ -89,6 +95,7 @@ class ClusterSpec:
                 np.array(self.unhealthy, dtype=np.uint64),
                 policy=policy,  # type: ignore[arg-type]
                 clock=clock,  # type: ignore[arg-type]
+                resources=self._resource_columns(),
             )
         domains = [[path[level] for path in self.paths] for level in range(len(self.levels))]
         return Cluster.from_arrays(
@@ -100,7 +107,14 @@ class ClusterSpec:
             policy=policy,  # type: ignore[arg-type]
             clock=clock,  # type: ignore[arg-type]
             gpu_topology=self.halves(),
+            resources=self._resource_columns(),
         )
+
+    def _resource_columns(self) -> dict[str, Any] | None:
+        """``from_arrays``'s ``resources``: one int64 column per resource name."""
+        if not self.resources:
+            return None
+        return {name: np.array(column, dtype=np.int64) for name, column in self.resources}
 
     def halves(self) -> tuple[list[int], list[NodeTopology]] | None:
         """The NUMA-split scenario's GPU groups, as ``from_arrays`` codes into a table."""
@@ -156,6 +170,7 @@ def _node_list(path: Path, nodes_per_rack: int, racks_per_spine: int) -> Cluster
     except (OSError, UnicodeDecodeError) as error:
         raise ClusterSpecError(f"{path}: cannot read: {error}") from None
     names, gpus, given = [], [], []
+    amounts: dict[str, list[int]] = {}
     for number, row in enumerate(rows, start=2):
         name = row.get("sn") or row.get("name")
         count = row.get("gpu")
@@ -169,6 +184,11 @@ def _node_list(path: Path, nodes_per_rack: int, racks_per_spine: int) -> Cluster
             names.append(name)
             gpus.append(int(count))
             given.append((row.get("spine") or "", row.get("rack") or ""))
+            for column, (resource, unit) in RESOURCE_COLUMNS.items():
+                if column in row:
+                    amounts.setdefault(resource, []).append(
+                        _amount(row[column], column, f"{path}:{number}") * unit
+                    )
     if not names:
         raise ClusterSpecError(f"{path}: no node with GPUs")
     paths = []
@@ -184,7 +204,16 @@ def _node_list(path: Path, nodes_per_rack: int, racks_per_spine: int) -> Cluster
         tuple(paths),
         tuple(gpus),
         (0,) * len(names),
+        resources=tuple((name, tuple(column)) for name, column in sorted(amounts.items())),
     )
+
+
+def _amount(text: str | None, column: str, where: str) -> int:
+    """A node list's whole-number resource column."""
+    value = (text or "").strip()
+    if not value.isdigit() or len(value) > 15:
+        raise ClusterSpecError(f"{where}: {column} {value!r} is not a whole number")
+    return int(value)
 
 
 def _json(path: Path) -> ClusterSpec:

@@ -174,6 +174,7 @@ class GangPolicy:
             slices=slices,
             numa=numa,  # type: ignore[arg-type]
             spares=self.settings.spares if self.on_failure == "spares" else 0,
+            resources_per_pod=dict(job.resources_per_pod) or None,
         )
         return request, ladder
 
@@ -314,7 +315,11 @@ class BlindPolicy(GangPolicy):
                 f"policy blind cannot replay job {job.id}: it has no levels for "
                 f"required_level {job.required_level!r}"
             )
-        return GangRequest(job.pods, job.gpus_per_pod, name=job.id, priority=job.priority), []
+        asks = dict(job.resources_per_pod) or None
+        request = GangRequest(
+            job.pods, job.gpus_per_pod, name=job.id, priority=job.priority, resources_per_pod=asks
+        )
+        return request, []
 
 
 class PodByPodPolicy:
@@ -357,7 +362,12 @@ class PodByPodPolicy:
     def arrived(self, replay: Replay, record: JobRecord, now: float) -> None:
         """Queues the job's pods, unless the job can never fit."""
         job = record.job
-        request = GangRequest(job.pods, job.gpus_per_pod, required_level=job.required_level)
+        request = GangRequest(
+            job.pods,
+            job.gpus_per_pod,
+            required_level=job.required_level,
+            resources_per_pod=dict(job.resources_per_pod) or None,
+        )
         reason = self.twin.fits(self.cluster, request)
         quota = self.settings.quotas.get(job.owner) if job.owner is not None else None
         if reason is None and quota is not None and job.gpus > quota:
@@ -440,7 +450,13 @@ class PodByPodPolicy:
         job = record.job
         replay.placements += 1
         try:
-            reservation = self.cluster.reserve(GangRequest(1, job.gpus_per_pod, name=job.id))
+            pod = GangRequest(
+                1,
+                job.gpus_per_pod,
+                name=job.id,
+                resources_per_pod=dict(job.resources_per_pod) or None,
+            )
+            reservation = self.cluster.reserve(pod)
         except Unschedulable:
             return False
         allocation = self.cluster.commit(reservation)

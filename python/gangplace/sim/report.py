@@ -236,6 +236,12 @@ def _trace_lines(report: dict[str, Any]) -> list[str]:
             f"rounded up: {rounded:,} of the {count:,} GPU pods asked a fraction of a GPU "
             "(gpu_milli < 1000) and were given a whole GPU (gangplace places whole GPUs)"
         )
+    modelled = report["jobs"].get("resources_per_pod")
+    if modelled:
+        lines.append(
+            "modelled besides GPUs: each pod's " + ", ".join(modelled) + " against its "
+            'node\'s (README "Node resources")'
+        )
     unmodelled = report["jobs"].get("unmodelled_requests")
     if unmodelled:
         lines.append(

@@ -21,7 +21,7 @@ from gangplace.sim.scenarios import apply_scenarios
 from gangplace.sim.settings import SimSettings, assumptions
 from gangplace.sim.speed import model_for
 from gangplace.sim.stats import figure, interval
-from gangplace.sim.traces import Job, Trace, read_traces
+from gangplace.sim.traces import Job, Trace, read_traces, with_cluster_resources
 
 __all__ = ["HEADLINE", "Simulation", "aggregate", "run_policy", "simulate"]
 
@@ -159,6 +159,7 @@ def simulate(
             settings,
             seed,
         )
+        loaded = with_cluster_resources(loaded, {name for name, _ in spec.resources})
         jobs = loaded.jobs
         arrival_only = any(job.duration_s is None for job in jobs)
         stop = ARRIVAL_ONLY_LOAD * spec.healthy_gpus if arrival_only else None
@@ -314,5 +315,6 @@ def _describe_jobs(trace: Trace) -> dict[str, Any]:
         "never_ran_in_trace": trace.never_ran,
         "rounded_fractions": trace.rounded_fractions,
         "unmodelled_requests": list(trace.unmodelled),
+        "resources_per_pod": sorted({name for job in jobs for name, _ in job.resources_per_pod}),
         "owners": list(trace.owners),
     }

@@ -17,7 +17,7 @@ import math
 import random
 import statistics
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gangplace.sim.errors import TraceError
@@ -75,6 +75,9 @@ class Job:
         job_type: What the job trains, if the trace says (Philly VC traces: field 1, e.g.
             ``"ResNet-50 (batch size 64)"``): keys the placement model
             (:mod:`gangplace.sim.speed`).
+        resources_per_pod: What each pod asks besides GPUs, ``(name, quantity)`` in base
+            units (README "Node resources"; Alibaba ``cpu_milli`` as ``cpu``, ``memory_mib``
+            as ``memory`` in bytes); empty when the trace gives none.
 
     """
 
@@ -89,6 +92,7 @@ class Job:
     priority: int = 0
     real_wait_s: float | None = None
     job_type: str | None = None
+    resources_per_pod: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,8 @@ class Trace:
         rounded_fractions: GPU pods that asked a fraction of a GPU (Alibaba ``gpu_milli`` <
             1000) and were given a whole one: the report says how many.
         unmodelled: Requests the trace gives that the replay does not model (Alibaba
-            ``cpu_milli``, ``memory_mib``, ``gpu_spec``), named in the report.
+            ``gpu_spec``; ``cpu_milli`` and ``memory_mib`` too on a cluster without CPU or
+            memory), named in the report.
 
     """
 
@@ -226,6 +231,7 @@ def read_alibaba_trace(path: str | Path, *, gpus_per_node: int = 8) -> Trace:
         milli = (row.get("gpu_milli") or "").strip()
         fraction = bool(milli) and _number(milli, "gpu_milli", where) < 1000
         pods, size = gang_shape(gpus, gpus_per_node)
+        asks = _pod_resources(row, pods, where)
         name = row.get("name") or str(number)
         if timed:
             created = _number(row["creation_time"], "creation_time", where)
@@ -250,18 +256,52 @@ def read_alibaba_trace(path: str | Path, *, gpus_per_node: int = 8) -> Trace:
                     pods,
                     size,
                     real_wait_s=scheduled - created,
+                    resources_per_pod=asks,
                 )
             )
         else:
-            jobs.append(Job(name, float(len(jobs)), None, gpus, pods, size))
+            jobs.append(Job(name, float(len(jobs)), None, gpus, pods, size, resources_per_pod=asks))
         rounded += fraction  # a share of one GPU, given a whole one (counted for the report)
-    unmodelled = tuple(c for c in ("cpu_milli", "memory_mib", "gpu_spec") if c in header)
+    unmodelled = tuple(c for c in ("gpu_spec",) if c in header)
     return Trace(
         sorted(jobs, key=lambda job: job.arrival_s),
         never_ran=never_ran,
         rounded_fractions=rounded,
         unmodelled=unmodelled,
     )
+
+
+# Alibaba columns that are resources per pod: column -> (resource, base units per unit).
+RESOURCE_COLUMNS = {"cpu_milli": ("cpu", 1), "memory_mib": ("memory", 2**20)}
+
+
+def _pod_resources(row: dict[str, str], pods: int, where: str) -> tuple[tuple[str, int], ...]:
+    """A row's CPU and memory per pod (a row split into ``pods`` pods shares them)."""
+    asks = []
+    for column, (resource, unit) in RESOURCE_COLUMNS.items():
+        text = (row.get(column) or "").strip()
+        if text:
+            amount = _number(text, column, where) * unit
+            if amount > 0:
+                asks.append((resource, math.ceil(amount / pods)))
+    return tuple(asks)
+
+
+def with_cluster_resources(trace: Trace, offered: set[str]) -> Trace:
+    """``trace`` with each pod asking only the resources the cluster's nodes offer.
+
+    The columns of the others are named as not modelled (README "Node resources").
+    """
+    asked = {name for job in trace.jobs for name, _ in job.resources_per_pod}
+    dropped = sorted(asked - offered)
+    if not dropped:
+        return trace
+    columns = [c for c, (name, _) in RESOURCE_COLUMNS.items() if name in dropped]
+    kept = [
+        replace(job, resources_per_pod=tuple(p for p in job.resources_per_pod if p[0] in offered))
+        for job in trace.jobs
+    ]
+    return replace(trace, jobs=kept, unmodelled=(*columns, *trace.unmodelled))
 
 
 def read_csv(path: str | Path, *, gpus_per_node: int = 8) -> list[Job]:
