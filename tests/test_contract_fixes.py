@@ -147,7 +147,8 @@ def test_in_asks_whether_a_node_exists() -> None:
 def test_messages_read_as_python_and_english() -> None:
     from gangplace import Cluster, GangRequest, InvalidRequest
 
-    with pytest.raises(InvalidRequest, match=r"gpus_per_pod must be between 1 and 64, got 65"):
+    pattern = r"gpus_per_pod must be between 1 and 64 \(0 with resources_per_pod\), got 65"
+    with pytest.raises(InvalidRequest, match=pattern):
         GangRequest(1, 65)
     with pytest.raises(InvalidRequest, match=r"min_pods must be between 1 and pods \(2\), got 3"):
         GangRequest(2, 1, min_pods=3)

@@ -58,6 +58,7 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "(2, 3)" in printed  # GPU groups inside a node
     assert "False None" in printed  # numa="single"
     assert "('r1', 'fat') ('r1', 'fat')\n('r1', 'thin') None\ncpu 10000" in printed  # resources
+    assert "('r2', 'mig') [(), (), ()] 4" in printed  # MIG slices as resources
     assert "('r1',) ['r1-n0', 'r1-n1', 'r1-n2', 'r1-n3']" in printed  # multi-role gangs
     assert "r1-n4 True" in printed
     assert "array True 16" in printed  # the MPIJob launcher beside 16 workers

@@ -269,12 +269,14 @@ def test_engine_agrees_with_reference_on_resources(
     optional = {name: st.integers(1, 5) for name in sorted(known)}
     for _ in range(data.draw(st.integers(1, 6), label="steps")):
         resources = data.draw(st.fixed_dictionaries({}, optional=optional), label="resources")
+        # Pods without GPUs (gpus_per_pod=0) must ask resources.
+        sizes = (0, 1, 1, 2, 4) if resources else (1, 1, 2, 4)
         request = GangRequest(
             data.draw(st.integers(1, 6), label="pods"),
-            data.draw(st.sampled_from((1, 1, 2, 4)), label="gpus_per_pod"),
+            data.draw(st.sampled_from(sizes), label="gpus_per_pod"),
             min_pods=data.draw(st.none() | st.just(1), label="min_pods"),
             required_level=data.draw(st.sampled_from((None, "node", "rack")), label="level"),
-            spares=data.draw(st.sampled_from((0, 0, 1)), label="spares"),
+            spares=data.draw(st.sampled_from((0, 0, 1)), label="spares") if sizes[0] else 0,
             resources_per_pod=resources,
         )
         note(repr(request))
@@ -301,7 +303,7 @@ def brute_force_pods(gpus: int, resources: dict[str, int], g: int, need: dict[st
     """The most pods of ``g`` GPUs asking ``need`` one empty node holds, by trying every
     count (a pod never spans nodes; every pod takes its own GPUs and resources)."""
     best = 0
-    for pods in range(0, 65):
+    for pods in range(0, 200):
         fits = pods * g <= gpus and all(
             pods * quantity <= resources.get(name, 0) for name, quantity in need.items()
         )
@@ -318,9 +320,9 @@ def test_pod_counts_match_a_brute_force(
     reports for a gang too big to fit equal the brute-force counts."""
     engine = build(gangplace.Cluster, nodes)
     known = {name for *_, resources in nodes for name in resources}
-    g = data.draw(st.sampled_from((1, 2, 4)), label="gpus_per_pod")
     need = {name: data.draw(st.integers(1, 6), label=name) for name in sorted(known)}
     need = {name: quantity for name, quantity in need.items() if data.draw(st.booleans())}
+    g = data.draw(st.sampled_from((0, 1, 2, 4) if need else (1, 2, 4)), label="gpus_per_pod")
     per_node = {
         name: brute_force_pods(gpus, resources, g, need) for name, gpus, rack, resources in nodes
     }
@@ -364,3 +366,36 @@ def test_pods_without_gpus_hold_only_resources_and_are_lost_with_their_node(kind
     assert cluster.node("r1-b").free_resources == {"cpu": 95_000, "memory": 512 * GIB}
     cluster.release(after)
     assert cluster.node("r1-b").free_resources == {"cpu": 96_000, "memory": 512 * GIB}
+
+
+@pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
+def test_pods_without_gpus_are_placed_by_their_resources(kind: Any) -> None:
+    """README "Node resources": ``gpus_per_pod=0`` places pods by their resources alone (a
+    MIG profile, a launcher's CPUs); it needs resources and takes no spares nor NUMA rule."""
+    mig = "nvidia.com/mig-1g.10gb"
+    cluster = kind(LEVELS, clock=FakeClock())
+    cluster.add_node("a", gpus=8, topology={"rack": "r1"}, resources={mig: 7, "cpu": 8_000})
+    cluster.add_node("b", gpus=8, topology={"rack": "r1"}, resources={"cpu": 64_000})
+    slices = GangRequest(8, 0, resources_per_pod={mig: 1})
+    assert cluster.place_gang(slices) is None  # 7 slices only
+    held = cluster.reserve(GangRequest(7, 0, required_level="node", resources_per_pod={mig: 1}))
+    assert {(p.node, tuple(p.gpus)) for p in held.placement.pods} == {("a", ())}
+    assert cluster.node("a").free == tuple(range(8))  # its GPUs stay free
+    assert cluster.node("a").free_resources[mig] == 0
+    assert cluster.capacity_for(GangRequest(1, 0, resources_per_pod={"cpu": 4_000})) == 18
+    with pytest.raises(Unschedulable, match="gang of 1 pod x 0 GPUs does not fit"):
+        cluster.reserve(GangRequest(1, 0, resources_per_pod={mig: 1}))
+    cluster.commit(held)
+    cluster.check_invariants()
+
+
+def test_gpu_less_requests_need_resources_and_no_spares_or_numa() -> None:
+    for bad in (
+        {},
+        {"resources_per_pod": {"cpu": 1}, "spares": 1},
+        {"resources_per_pod": {"cpu": 1}, "numa": "single"},
+    ):
+        with pytest.raises(InvalidRequest, match=r"gpus_per_pod|without GPUs"):
+            GangRequest(1, 0, **bad)
+    with pytest.raises(InvalidRequest):
+        gangplace.PodGroup("w", 1, 0)

@@ -447,7 +447,8 @@ class Cluster(
             roles,
         )
         asks = self._asks(request) if is_request else {}
-        hold.asks, hold.res_nodes = ((asks,), set(gpus)) if asks else ((), set())
+        hold.gpus = {name: held for name, held in gpus.items() if held}  # GPU-less pods: none
+        hold.asks, hold.res_nodes = ((asks,), {p.node for p in every_pod}) if asks else ((), set())
         self._holds[hid] = hold
         return hold.reservation(hid)
 

@@ -25,6 +25,8 @@ from gangplace.reference.values import CLUSTER, NODE, Path, Placement, PodPlacem
 
 __all__ = ["Gang", "NodeView", "capacity", "place", "unschedulable_reason"]
 
+UNBOUNDED = 2**63  # the pods a node's GPUs hold for pods without GPUs: no bound
+
 
 @dataclass(frozen=True)
 class NodeView:
@@ -63,7 +65,12 @@ class NodeView:
         return by_gpus if self.resource_pods is None else min(by_gpus, self.resource_pods)
 
     def gpu_pods(self, gpus_per_pod: int) -> int:
-        """The pods its free GPUs hold (per NUMA group with ``numa="single"``)."""
+        """The pods its free GPUs hold (per NUMA group with ``numa="single"``).
+
+        No bound for pods without GPUs: their resources count them.
+        """
+        if gpus_per_pod == 0:
+            return UNBOUNDED
         if not self.numa_single or self.gpu_paths is None:
             return len(self.free) // gpus_per_pod
         level = self.gpu_levels.index("numa") if "numa" in self.gpu_levels else 0
@@ -291,9 +298,10 @@ def fill(
 def take_gpus(node: NodeView, pods: int, gpus_per_pod: int) -> list[PodPlacement]:
     """Rule 5: each pod takes the lowest-indexed free healthy GPUs of the node.
 
-    On a node with GPU groups, the GPUs :func:`gangplace.reference.gpus.choose` picks.
+    On a node with GPU groups, the GPUs :func:`gangplace.reference.gpus.choose` picks. Pods
+    without GPUs (README "Node resources") take none.
     """
-    if node.gpu_paths is None:
+    if node.gpu_paths is None or gpus_per_pod == 0:
         return [
             PodPlacement(node.name, node.free[i * gpus_per_pod : (i + 1) * gpus_per_pod])
             for i in range(pods)
@@ -311,8 +319,11 @@ def take_gpus(node: NodeView, pods: int, gpus_per_pod: int) -> list[PodPlacement
 
 
 def ranked(pods: list[PodPlacement], paths: Mapping[str, Path]) -> tuple[PodPlacement, ...]:
-    """Rule 6: pods ordered by (node's domain path, node name, first GPU index)."""
-    return tuple(sorted(pods, key=lambda pod: (paths[pod.node], pod.gpus[0])))
+    """Rule 6: pods ordered by (node's domain path, node name, first GPU index).
+
+    A pod without GPUs comes first on its node.
+    """
+    return tuple(sorted(pods, key=lambda pod: (paths[pod.node], min(pod.gpus, default=-1))))
 
 
 # Rule 7: elastic gangs, and the whole placement.
@@ -519,7 +530,8 @@ def limited_by(nodes: Sequence[NodeView], gpus_per_pod: int) -> str | None:
     for node in nodes:
         if node.resource_pods is None or node.bound_by is None:
             continue
-        if node.resource_pods < len(node.free) // gpus_per_pod:
+        by_gpus = len(node.free) // gpus_per_pod if gpus_per_pod else UNBOUNDED
+        if node.resource_pods < by_gpus:
             counts[node.bound_by] = counts.get(node.bound_by, 0) + 1
     if not counts:
         return None

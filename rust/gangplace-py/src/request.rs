@@ -12,15 +12,18 @@ use crate::types::{call_repr, dict, py_repr, terms_parts};
 
 /// A gang: ``pods`` pods of ``gpus_per_pod`` GPUs each, placed whole or not at all.
 ///
-/// Validated when built: ``pods`` >= 1, ``gpus_per_pod`` in 1..64, ``pods * gpus_per_pod`` at
-/// most 2**28 (the most GPUs a cluster at its limits holds), ``min_pods`` in 1..pods, slice
-/// sizes (below). Out-of-range values raise ``InvalidRequest`` (also for huge ints), wrong
-/// types ``TypeError``. An unknown ``required_level`` or slice level is reported when the
-/// request is placed.
+/// Validated when built: ``pods`` >= 1, ``gpus_per_pod`` in 1..64 (0 for pods without
+/// GPUs, which must ask ``resources_per_pod``), ``pods * gpus_per_pod`` at most 2**28 (the
+/// most GPUs a cluster at its limits holds), ``min_pods`` in 1..pods, slice sizes (below).
+/// Out-of-range values raise ``InvalidRequest`` (also for huge ints), wrong types
+/// ``TypeError``. An unknown ``required_level`` or slice level is reported when the request
+/// is placed.
 ///
 /// Args:
 ///     pods: Pods wanted.
-///     gpus_per_pod: GPUs per pod; a pod never spans nodes.
+///     gpus_per_pod: GPUs per pod; a pod never spans nodes. 0: pods without GPUs (CPU-only
+///         launchers, MIG slices as named resources), counted by ``resources_per_pod``
+///         alone; they take neither ``numa="single"`` nor spares.
 ///     min_pods: Elastic gangs: the fewest pods accepted when ``pods`` do not fit.
 ///     required_level: The coarsest level the gang may span: ``"node"``, a level name, or
 ///         ``"cluster"`` (the same as ``None``).
@@ -121,6 +124,7 @@ impl GangRequest {
                 .map_err(core_to_py)?
                 .with_spread(spread)
                 .with_numa(numa);
+        inner.check_gpu_less().map_err(core_to_py)?; // after the NUMA policy is set
         Ok(Self {
             inner: Arc::new(inner.with_terms(terms)),
         })

@@ -72,6 +72,7 @@ impl PodGroup {
         let inner = model::GangRequest::new(pods, gpus_per_pod.0, min_pods, None, selector, name)
             .and_then(|request| request.with_slices(&slices))
             .and_then(|request| request.with_spares(spares))
+            .and_then(|request| request.check_gpu_less().map(|()| request))
             .map_err(core_to_py)?;
         Ok(Self { inner })
     }

@@ -323,6 +323,7 @@ impl Engine {
             })?,
         };
         let coarsest_depth = coarsest_depth.max(self.config.max_level_depth());
+        request.check_gpu_less()?;
         Layers::resolve(&self.topology, &request.slices, coarsest_depth)?;
         self.topology
             .resources()
@@ -422,7 +423,7 @@ impl Engine {
     /// The finest intra-node level holding all of `gpus` on `node` (`None`: the node).
     pub(crate) fn affinity_of(&self, node: NodeId, gpus: GpuSet) -> Option<LevelName> {
         let groups = self.topology.node(node).gpu_topology.as_deref()?;
-        groups.affinity(gpus)
+        (!gpus.is_empty()).then(|| groups.affinity(gpus)).flatten()
     }
 
     /// Where the gang would go now; changes nothing but expired reservations.

@@ -234,7 +234,10 @@ impl Engine {
             if state.cordoned || !self.topology.node(node).matches(&request.selector) {
                 continue;
             }
-            let gpu_pods = u64::from(state.free_count() / request.gpus_per_pod);
+            let gpu_pods = match request.gpus_per_pod {
+                0 => u64::MAX, // pods without GPUs: every node is bound by its resources
+                size => u64::from(state.free_count() / size),
+            };
             let (pods, _) = fit.pods_with_bound(node);
             if pods < gpu_pods {
                 // The bounding resource: the fewest pods, then the first name (ids depend

@@ -32,9 +32,11 @@ pub(super) fn search_over<R>(
         .map_or(u64::from(MAX_GPUS_PER_NODE), |index| {
             index.level(topology.node_depth()).most_free()
         });
-    let binds = !states
-        .resource_use()
-        .never_binds(&need, most_free / u64::from(size));
+    // Pods without GPUs (size 0) are counted by their resources alone.
+    let binds = size == 0
+        || !states
+            .resource_use()
+            .never_binds(&need, most_free / u64::from(size));
     let fit = (!need.is_empty() && binds).then(|| ResourceFit {
         need: &need,
         capacity: topology.resources().capacities(),

@@ -106,12 +106,15 @@ impl GangRequest {
             .ok()
             .filter(|pods| (1..=MAX_PODS).contains(pods))
             .ok_or_else(|| invalid(format!("pods must be between 1 and {MAX_PODS}, got {pods}")))?;
+        // 0: pods without GPUs (README "Node resources"), valid only with resources per pod
+        // (checked when placed, after `with_resources`).
         let gpus_per_pod = u32::try_from(gpus_per_pod)
             .ok()
-            .filter(|gpus| (1..=MAX_GPUS_PER_NODE).contains(gpus))
+            .filter(|gpus| (0..=MAX_GPUS_PER_NODE).contains(gpus))
             .ok_or_else(|| {
                 invalid(format!(
-                    "gpus_per_pod must be between 1 and {MAX_GPUS_PER_NODE}, got {gpus_per_pod}"
+                    "gpus_per_pod must be between 1 and {MAX_GPUS_PER_NODE} (0 with \
+                     resources_per_pod), got {gpus_per_pod}"
                 ))
             })?;
         let total = pods.checked_mul(u64::from(gpus_per_pod));
@@ -178,7 +181,29 @@ impl GangRequest {
     pub fn with_resources(self, named: Vec<(String, i64)>) -> CoreResult<Self> {
         let mut resources = crate::resources::checked_named("resources_per_pod", named)?;
         resources.retain(|&(_, quantity)| quantity > 0);
-        Ok(Self { resources, ..self })
+        let request = Self { resources, ..self };
+        request.check_gpu_less()?;
+        Ok(request)
+    }
+
+    /// A request for pods without GPUs must ask resources and cannot ask one NUMA group or
+    /// spares (README "Node resources").
+    pub fn check_gpu_less(&self) -> CoreResult<()> {
+        if self.gpus_per_pod > 0 {
+            return Ok(());
+        }
+        if self.resources.is_empty() {
+            return Err(invalid(format!(
+                "gpus_per_pod must be between 1 and {MAX_GPUS_PER_NODE}, got 0 (pods without \
+                 GPUs must ask resources_per_pod)"
+            )));
+        }
+        if self.numa == Numa::Single || self.spares > 0 {
+            return Err(invalid(
+                "pods without GPUs (gpus_per_pod=0) take neither numa='single' nor spares",
+            ));
+        }
+        Ok(())
     }
 
     /// The same request with this NUMA policy.

@@ -88,6 +88,13 @@ impl MultiGangRequest {
             if group.name.is_empty() {
                 return Err(invalid("every group needs a non-empty name"));
             }
+            if group.gpus_per_pod == 0 || !group.resources.is_empty() {
+                return Err(invalid(format!(
+                    "group {:?}: multi-role groups take 1 to 64 GPUs per pod and no resources \
+                     besides GPUs yet (README \"Node resources\")",
+                    group.name
+                )));
+            }
             if groups[..index].iter().any(|other| other.name == group.name) {
                 return Err(invalid(format!(
                     "group name {:?} is used twice",

@@ -173,10 +173,12 @@ impl<'a, V: CapacityView> Search<'a, V> {
             Item::Node(id) => self.view.node_free(id).map_or(0, |free| {
                 let groups = self.topology.node(id).gpu_topology.as_deref();
                 let pods = match (groups, self.numa) {
-                    (Some(groups), Numa::Single) => groups.numa_capacity(free, self.gpus_per_pod),
-                    _ => free.count() / self.gpus_per_pod,
+                    (Some(groups), Numa::Single) => {
+                        u64::from(groups.numa_capacity(free, self.gpus_per_pod))
+                    }
+                    _ => self.gpu_pods(free),
                 };
-                let pods = u64::from(pods).min(cap);
+                let pods = pods.min(cap);
                 match &self.fit {
                     Some(fit) if pods > 0 => pods.min(fit.pods(id)),
                     _ => pods,
@@ -212,14 +214,25 @@ impl<'a, V: CapacityView> Search<'a, V> {
         total
     }
 
-    /// Pods of this size in `item` without the NUMA rule: the aggregates' count.
+    /// Pods of this size in `item` without the NUMA rule: the aggregates' count (no bound
+    /// for pods without GPUs, which their resources count).
     fn plain_capacity(&self, item: Item) -> u64 {
         match item {
+            Item::Domain(_) if self.gpus_per_pod == 0 => u64::MAX,
             Item::Domain(id) => self.view.domain_capacity(id, self.gpus_per_pod),
             Item::Node(id) => self
                 .view
                 .node_free(id)
-                .map_or(0, |free| u64::from(free.count() / self.gpus_per_pod)),
+                .map_or(0, |free| self.gpu_pods(free)),
+        }
+    }
+
+    /// Pods of this size that `free` GPUs hold (unbounded for pods without GPUs).
+    #[inline(always)]
+    fn gpu_pods(&self, free: GpuSet) -> u64 {
+        match self.gpus_per_pod {
+            0 => u64::MAX,
+            size => u64::from(free.count() / size),
         }
     }
 
@@ -479,6 +492,15 @@ impl<'a, V: CapacityView> Search<'a, V> {
     /// node with GPU groups, those of the tightest finest group that holds each pod
     /// ([`crate::intranode`]).
     fn take_gpus(&self, node: NodeId, pods: u64, out: &mut Vec<PlannedPod>) -> CoreResult<()> {
+        if self.gpus_per_pod == 0 {
+            // Pods without GPUs (README "Node resources") take none.
+            let pods = (0..pods).map(|_| PlannedPod {
+                node,
+                gpus: GpuSet::EMPTY,
+            });
+            out.extend(pods);
+            return Ok(());
+        }
         let mut free = self.view.node_free(node).unwrap_or_default();
         let groups = self.topology.node(node).gpu_topology.as_deref();
         let first = out.len();
