@@ -399,3 +399,28 @@ def test_gpu_less_requests_need_resources_and_no_spares_or_numa() -> None:
             GangRequest(1, 0, **bad)
     with pytest.raises(InvalidRequest):
         gangplace.PodGroup("w", 1, 0)
+
+
+def test_the_scheduler_keeps_a_jobs_resources_in_every_form() -> None:
+    """README "Node resources": a queued gang keeps ``resources_per_pod`` (the Scheduler
+    used to rebuild its forms without them); its backfill reservation counts GPUs only, and
+    it never makes room by preemption; pods without GPUs are refused at submit."""
+    from gangplace import Scheduler
+
+    cluster = small_cluster(clock=lambda: 0.0)
+    scheduler = Scheduler(cluster, clock=lambda: 0.0, backfill="conservative", preemption=True)
+    asking = GangRequest(2, 4, required_level="node", resources_per_pod={"cpu": 8_000})
+    scheduler.submit("a", asking, walltime=10)
+    decisions = scheduler.cycle(0.0)
+    (started,) = decisions.started
+    assert started.allocation.placement.domain == ("r1", "r1-b")  # r1-a: 10 CPUs, not 16
+    assert isinstance(started.allocation.request, GangRequest)
+    assert started.allocation.request.resources_per_pod == {"cpu": 8_000}
+    assert cluster.node("r1-b").free_resources["cpu"] == 80_000
+    for index in range(3):
+        scheduler.submit(f"x{index}", asking, walltime=10)
+    decisions = scheduler.cycle(0.0)
+    assert len(decisions.started) == 2 and decisions.head == "x2"  # r2-a, r2-b; none left
+    with pytest.raises(InvalidRequest, match="gangs with GPUs"):
+        scheduler.submit("cpu-only", GangRequest(1, 0, resources_per_pod={"cpu": 1}))
+    cluster.check_invariants()

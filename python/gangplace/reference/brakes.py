@@ -159,8 +159,12 @@ class ReferenceBrakes:
         return None if self._past_hourly(list(plan.victims), now) else plan
 
     def _make_room(self, head: Any, now: float) -> tuple[Started, list[str], list[Moved]] | None:
-        """S8: preemption first, then defragmentation (never for slice, NUMA or spared gangs)."""
-        if head.request.slices or head.request.numa != "none" or head.request.spares:
+        """S8: preemption first, then defragmentation.
+
+        Never for slice, NUMA, spared or resource gangs: plans count pods of GPUs.
+        """
+        shaped = head.request.slices or head.request.numa != "none" or head.request.spares
+        if shaped or head.request.resources_per_pod:
             return None
         request = self._request(head)
         if self.preemption:

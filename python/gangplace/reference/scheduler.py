@@ -126,6 +126,8 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
         queue: str | None = None,
     ) -> None:
         """S2: refuse what can never start; otherwise queue it, its wait beginning now."""
+        if request.gpus_per_pod == 0:
+            raise InvalidRequest("the Scheduler queues gangs with GPUs")
         if (self.tenancy is None) != (queue is None) or (
             self.tenancy is not None and queue not in self.tenancy.queues
         ):
@@ -145,6 +147,7 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
                 spread=request.spread,
                 numa=request.numa,
                 spares=request.spares,
+                resources_per_pod=request.resources_per_pod or None,
             )
             self._empty_copy().place_gang(form)
         loosest = GangRequest(
@@ -156,6 +159,7 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
             spread=request.spread,
             numa=request.numa,
             spares=request.spares,
+            resources_per_pod=request.resources_per_pod or None,
         )
         quota = self.quotas.get(owner) if owner is not None else None
         if self._empty_copy().place_gang(loosest) is None or (
@@ -344,7 +348,8 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
                     self.stopped.add(job.queue)
                 if job.queue not in reclaimers:
                     reclaimers.add(job.queue)
-                    shaped = job.request.slices or job.request.numa != "none" or job.request.spares
+                    shaped = bool(job.request.slices or job.request.numa != "none")
+                    shaped = shaped or bool(job.request.spares or job.request.resources_per_pod)
                     back = None if shaped else self._reclaim(job, self._request(job, False), now)
                     if back is not None:
                         started.append(back[0])
@@ -513,6 +518,7 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
             spread=request.spread,
             numa=request.numa,
             spares=request.spares,
+            resources_per_pod=request.resources_per_pod or None,
         )
 
     def _usage(self, owner: str | None) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from gangplace._gangplace import LIMITS, Cluster, GangRequest
 from gangplace.errors import InvalidRequest
 from gangplace.gpu_topology import NodeTopology
+from gangplace.scheduler.reservations import copied
 
 __all__ = ["EmptyTwin", "checked_name", "relaxed"]
 
@@ -61,16 +62,14 @@ def every_form(
 
 def _smallest_at(request: GangRequest, level: str | None) -> GangRequest:
     """``request`` at its smallest size (``min_pods``) and the given required level."""
-    return GangRequest(
-        request.min_pods or request.pods,
-        request.gpus_per_pod,
+    return copied(
+        request,
+        pods=request.min_pods or request.pods,
+        min_pods=None,
         required_level=level,
-        selector=request.selector,
-        name=request.name,
-        slices=request.slices,
-        spread=request.spread,
-        numa=request.numa,
-        spares=request.spares,
+        priority=0,
+        preemptible=True,
+        movable=False,
     )
 
 
@@ -144,4 +143,5 @@ def _build_twin(cluster: Cluster) -> Cluster:
         labels=labels or None,
         policy="first-fit" if cluster.policy == "first-fit" else "best-fit",
         gpu_topology=(codes, table) if table else None,
+        resources=dict(state["resources"]) or None,  # capacities: the twin holds nothing
     )

@@ -233,14 +233,19 @@ class Scheduler(RunningJobs, SchedulerViews):
             DuplicateJob: ``job_id`` is pending or running.
             InvalidRequest: A ``job_id`` or ``owner`` that is empty or over 253 bytes of
                 UTF-8 (the engine's limit for names), a bad walltime, timeout, ladder or
-                ``on_failure``, an unknown level, or a missing, unknown or unexpected
-                ``queue``. Nothing is queued.
+                ``on_failure``, an unknown level, a missing, unknown or unexpected
+                ``queue``, or pods without GPUs (``gpus_per_pod=0``). Nothing is queued.
             TypeError: Wrong argument types.
 
         """
         checked_name("job_id", job_id)
         if not isinstance(request, GangRequest):
             raise TypeError(f"request must be a GangRequest, not {type(request).__name__}")
+        if request.gpus_per_pod == 0:
+            raise InvalidRequest(
+                "the Scheduler queues gangs with GPUs; place pods without GPUs with "
+                'Cluster.reserve (README "Node resources")'
+            )
         if owner is not None:
             checked_name("owner", owner)
         if job_id in self._queue.by_id or job_id in self._running:

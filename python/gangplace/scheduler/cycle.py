@@ -314,9 +314,10 @@ def _make_room(
 ) -> tuple[Started, list[str], list[Moved]] | None:
     """Preemption, then defragmentation, for the blocked head; ``None`` if neither helps."""
     request = head.request
-    shaped = request.slices or request.numa != "none" or request.spares
+    shaped = bool(request.slices or request.numa != "none" or request.spares)
+    shaped = shaped or bool(request.resources_per_pod)  # plans count GPUs only
     if not (scheduler.preemption or scheduler.defrag) or shaped:
-        return None  # slice, numa='single' and spared gangs never make room: plans count pods
+        return None  # slice, numa='single', spared and resource gangs never make room
     cluster = scheduler.cluster
     request = scheduler._within_quota(head)
     if scheduler.preemption:

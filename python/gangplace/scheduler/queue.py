@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 
 from gangplace._gangplace import GangRequest
+from gangplace.scheduler.reservations import copied
 
 __all__ = ["ClassKey", "JobClass", "OrderKey", "PendingQueue", "QueuedJob"]
 
@@ -78,20 +79,12 @@ class QueuedJob:
         pods = request.pods if max_pods is None else min(request.pods, max_pods)
         outer = request.slices[0][1] if request.slices else 1
         pods = pods // outer * outer  # slice gangs shrink in whole outermost slices
-        return GangRequest(
-            pods,
-            request.gpus_per_pod,
+        return copied(
+            request,
+            pods=pods,
             min_pods=min(request.min_pods or pods, pods) if self.elastic else None,
             required_level=self.level,
-            selector=request.selector,
             name=request.name or self.job_id,
-            priority=request.priority,
-            preemptible=request.preemptible,
-            movable=request.movable,
-            slices=request.slices,
-            spread=request.spread,
-            numa=request.numa,
-            spares=request.spares,
         )
 
     def current(self) -> GangRequest:

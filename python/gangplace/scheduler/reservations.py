@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gangplace._gangplace import Allocation, GangRequest, Placement, PodPlacement
 from gangplace.errors import UnknownNode
@@ -175,6 +175,7 @@ def _fresh(
     free = scheduler.cluster.stats().free
     times, groups = _groups(scheduler, now, need - free)
     avoid = walk.every_pod()
+    request = gpus_only(request)
     found = scheduler.cluster.place_after(request, groups, avoid=avoid)
     if found is None and sum(len(group) for group in groups) < scheduler._finite_ends():
         times, groups = _groups(scheduler, now, None)
@@ -183,6 +184,36 @@ def _fresh(
         return Shadow(job_id, math.inf, None)
     k, placement = found
     return Shadow(job_id, times[k - 1] if k else now, placement)
+
+
+def copied(request: GangRequest, **changes: Any) -> GangRequest:
+    """``request`` with the fields in ``changes`` replaced (a request is immutable)."""
+    fields: dict[str, Any] = {
+        "min_pods": request.min_pods,
+        "required_level": request.required_level,
+        "selector": request.selector,
+        "name": request.name,
+        "priority": request.priority,
+        "preemptible": request.preemptible,
+        "movable": request.movable,
+        "slices": request.slices,
+        "spread": request.spread,
+        "numa": request.numa,
+        "spares": request.spares,
+        "resources_per_pod": request.resources_per_pod or None,
+    }
+    fields.update(changes)
+    pods = fields.pop("pods", request.pods)
+    return GangRequest(pods, request.gpus_per_pod, **fields)
+
+
+def gpus_only(request: GangRequest) -> GangRequest:
+    """``request`` without its resources besides GPUs.
+
+    ``place_after`` does not count them yet, so a reservation is where the gang's GPUs will
+    be free (README "Node resources").
+    """
+    return copied(request, resources_per_pod=None) if request.resources_per_pod else request
 
 
 def _groups(

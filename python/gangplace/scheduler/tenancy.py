@@ -211,6 +211,8 @@ class Tenancy:
         jobs are tried first, then with the queue's own.
         """
         assert job.queue is not None
+        if request.resources_per_pod:  # reclaims count GPUs only (README "Node resources")
+            return None
         others, own = self.candidates(job)
         tried: list[list[QueuedJob]] = []
         for group in (others, others + own):
