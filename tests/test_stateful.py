@@ -584,7 +584,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         live = [a for a in self.engine.allocations() if a.id == hold]
         if fail and live:
             pod = live[0].placement.pods[0]
-            if pod.node in self.engine.nodes():
+            if pod.node in self.engine.nodes() and pod.gpus:  # a pod without GPUs: none fails
                 self._both("set_gpu_health", pod.node, pod.gpus[0], False)
         before = self.engine.snapshot()
         got, expected = self._both_ids(
@@ -626,7 +626,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         live = [a for a in self.engine.allocations() if a.id == hold]
         if live:
             pod = live[0].placement.pods[fail % len(live[0].placement.pods)]
-            if pod.node in self.engine.nodes():
+            if pod.node in self.engine.nodes() and pod.gpus:  # a pod without GPUs: none fails
                 self._both("set_gpu_health", pod.node, pod.gpus[-1], False)
         got, expected = self._both_ids(
             "plan_repair", hold, widen=widen, preempt=preempt, owner=owner
@@ -885,5 +885,24 @@ def test_commit_repair_after_another_loss_as_steps(monkeypatch: pytest.MonkeyPat
         assert got[0] == "error" and got[1][0] == "Conflict", got
         assert "has lost ranks [0, 1] now, the repair replaces [0]" in got[1][1]
         machine.conservation_and_agreement()
+    finally:
+        machine.teardown()
+
+
+def test_a_reservation_without_gpus_survives_a_restore_as_steps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found by the machine (this session): a reservation of a pod without GPUs (README "Node
+    resources") lost its node in the reference's snapshot, which then counted its CPUs
+    free; both sides must keep them held through snapshot and restore."""
+    monkeypatch.setattr(f"{__name__}.event", lambda *_: None)
+    machine = EngineVersusReference()
+    try:
+        machine.set_resources("s0-r0-n0", 4_000)
+        hold = machine.reserve(1, 1, None, None, 1.0, None, (0, False, False), 0, cpu=1_000)
+        assert hold != UNKNOWN
+        machine.snapshot_and_restore()
+        machine.conservation_and_agreement()
+        assert machine.oracle.node("s0-r0-n0").free_resources["cpu"] == 3_000
     finally:
         machine.teardown()

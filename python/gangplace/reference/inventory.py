@@ -29,6 +29,7 @@ class Inventory:
 
     if TYPE_CHECKING:
 
+        def _holds_on_node(self, hold: _Hold, name: str) -> bool: ...
         def _reclaim(self) -> float: ...
         def _node(self, name: str) -> _Node: ...
 
@@ -57,7 +58,7 @@ class Inventory:
         new_topology = current_topology if topology is None else dict(topology)
         new_labels = dict(node.labels if labels is None else labels)
         structural = (new_gpus, new_topology, new_groups) != (node.gpus, current_topology, groups)
-        holds = sum(1 for hold in self._holds.values() if name in hold.gpus)
+        holds = sum(1 for hold in self._holds.values() if self._holds_on_node(hold, name))
         if structural and holds:
             raise texts.node_holds(name, holds)
         scratch = type(self)(self.levels)  # type: ignore[call-arg]

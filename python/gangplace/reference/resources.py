@@ -97,6 +97,10 @@ class Resources:
             pods += [(pod.node, hold.asks[0]) for pod in hold.placement.spares]
         return [(node, asks) for node, asks in pods if node in hold.gpus or node in hold.res_nodes]
 
+    def _holds_on_node(self, hold: _Hold, name: str) -> bool:
+        """Whether ``hold`` holds GPUs on node ``name`` or, by a live pod, resources there."""
+        return name in hold.gpus or any(node == name and a for node, a in self._pod_asks(hold))
+
     def _detach_resources(self, name: str) -> list[str]:
         """Node ``name`` is removed: the holds using resources there (sorted) stop."""
         using = []

@@ -191,6 +191,7 @@ def dump(cluster: Cluster) -> bytes:
                 "spares": [[pod.node, list(pod.gpus)] for pod in hold.placement.spares],
                 "ended": list(hold.ended),
                 "asks": [dict(asks) for asks in hold.asks],
+                "res_nodes": sorted(hold.res_nodes),
             }
             for hid, hold in sorted(cluster._holds.items())
         ],
@@ -267,6 +268,7 @@ def load(cls: type[C], data: bytes, clock: Callable[[], float] | None) -> C:
             )
             cluster._holds[entry["id"]].ended = tuple(int(r) for r in entry.get("ended", ()))
             cluster._holds[entry["id"]].asks = tuple(dict(a) for a in entry.get("asks", ()))
+            cluster._holds[entry["id"]].res_nodes = set(entry.get("res_nodes", ()))
             for name, indices in held.items():
                 node = cluster._nodes[name]
                 (node.allocated if committed else node.reserved).update(indices)
