@@ -57,6 +57,15 @@ def request_for(label: str, asks: str, levels: tuple[str, ...]) -> GangRequest:
     return GangRequest(pods, gpus, required_level=level, resources_per_pod=resources)
 
 
+def bench_place_pods_without_gpus(benchmark: Any, resourced: Cluster) -> None:
+    """16 pods without GPUs asking 4 cores and 16 GiB each (launchers, CPU workers), counted
+    by their resources alone: every node is visited until the gang fits."""
+    request = GangRequest(16, 0, resources_per_pod={"cpu": 4_000, "memory": 16 * GIB})
+    benchmark.extra_info.update(op="place_gang", gang="16x0", asks="cpu+memory")
+    placement = benchmark(resourced.place_gang, request)
+    assert placement is not None and len(placement) == 16
+
+
 @pytest.mark.parametrize("asks", list(ASKS))
 @pytest.mark.parametrize("label", list(GANGS))
 def bench_place_with_resources(benchmark: Any, resourced: Cluster, label: str, asks: str) -> None:

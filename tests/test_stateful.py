@@ -906,3 +906,21 @@ def test_a_reservation_without_gpus_survives_a_restore_as_steps(
         assert machine.oracle.node("s0-r0-n0").free_resources["cpu"] == 3_000
     finally:
         machine.teardown()
+
+
+def test_a_reservation_without_gpus_is_revoked_with_its_node_as_steps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found by the long profile (this session): removing the node of a reservation whose
+    pods hold no GPU revokes it on both sides, as a reservation holding GPUs there is."""
+    monkeypatch.setattr(f"{__name__}.event", lambda *_: None)
+    machine = EngineVersusReference()
+    try:
+        machine.set_resources("s0-r0-n0", 4_000)
+        hold = machine.reserve(1, 1, None, None, 1.0, None, (0, False, False), 0, cpu=1_000)
+        assert hold != UNKNOWN
+        machine.remove_node("s0-r0-n0")
+        machine.conservation_and_agreement()
+        assert machine.engine.reservations() == []
+    finally:
+        machine.teardown()

@@ -68,6 +68,10 @@ class Resources:
     _holds: dict[str, _Hold]
     _resource_names: set[str]
 
+    if TYPE_CHECKING:
+
+        def _end(self, hid: str, ending: str) -> None: ...
+
     def _declare(self, named: Iterable[str]) -> None:
         """Names stay known once a node declared them (also after it is removed)."""
         self._resource_names.update(named)
@@ -102,11 +106,16 @@ class Resources:
         return name in hold.gpus or any(node == name and a for node, a in self._pod_asks(hold))
 
     def _detach_resources(self, name: str) -> list[str]:
-        """Node ``name`` is removed: the holds using resources there (sorted) stop."""
+        """Node ``name`` is removed: the holds using resources there (sorted) stop using them.
+
+        A reservation among them is revoked, as one holding GPUs there is.
+        """
         using = []
         for hid, hold in sorted(self._holds.items()):
             if any(node == name and asks for node, asks in self._pod_asks(hold)):
                 using.append(hid)
+                if not hold.committed:
+                    self._end(hid, "revoked")
             hold.res_nodes.discard(name)
         return using
 

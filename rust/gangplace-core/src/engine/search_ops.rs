@@ -28,16 +28,18 @@ pub(super) fn search_over<R>(
     let need = topology.resources().names().resolve(&request.resources)?;
     // No node's resources bind when even the least free one holds as many pods as the most
     // free GPUs of any usable node do: then counting GPUs alone gives the same answers.
-    let most_free = (capacity.cluster_view(states).index())
-        .map_or(u64::from(MAX_GPUS_PER_NODE), |index| {
-            index.level(topology.node_depth()).most_free()
-        });
     // Pods without GPUs (size 0) are counted by their resources alone.
-    let binds = size == 0
-        || !states
-            .resource_use()
-            .never_binds(&need, most_free / u64::from(size));
-    let fit = (!need.is_empty() && binds).then(|| ResourceFit {
+    let binds = || {
+        let most_free = (capacity.cluster_view(states).index())
+            .map_or(u64::from(MAX_GPUS_PER_NODE), |index| {
+                index.level(topology.node_depth()).most_free()
+            });
+        size == 0
+            || !states
+                .resource_use()
+                .never_binds(&need, most_free / u64::from(size))
+    };
+    let fit = (!need.is_empty() && binds()).then(|| ResourceFit {
         need: &need,
         capacity: topology.resources().capacities(),
         used: states.resource_use(),
