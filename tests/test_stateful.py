@@ -889,38 +889,24 @@ def test_commit_repair_after_another_loss_as_steps(monkeypatch: pytest.MonkeyPat
         machine.teardown()
 
 
-def test_a_reservation_without_gpus_survives_a_restore_as_steps(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.mark.parametrize("step", ["snapshot_and_restore", "remove_node"])
+def test_a_reservation_without_gpus_as_steps(step: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Found by the machine (this session): a reservation of a pod without GPUs (README "Node
-    resources") lost its node in the reference's snapshot, which then counted its CPUs
-    free; both sides must keep them held through snapshot and restore."""
+    resources") lost its node in the reference's snapshot (which then counted its CPUs
+    free), and removing its node did not revoke it there; both sides must agree after
+    either step."""
     monkeypatch.setattr(f"{__name__}.event", lambda *_: None)
     machine = EngineVersusReference()
     try:
         machine.set_resources("s0-r0-n0", 4_000)
         hold = machine.reserve(1, 1, None, None, 1.0, None, (0, False, False), 0, cpu=1_000)
         assert hold != UNKNOWN
-        machine.snapshot_and_restore()
+        if step == "remove_node":
+            machine.remove_node("s0-r0-n0")
+            assert machine.engine.reservations() == []
+        else:
+            machine.snapshot_and_restore()
+            assert machine.oracle.node("s0-r0-n0").free_resources["cpu"] == 3_000
         machine.conservation_and_agreement()
-        assert machine.oracle.node("s0-r0-n0").free_resources["cpu"] == 3_000
-    finally:
-        machine.teardown()
-
-
-def test_a_reservation_without_gpus_is_revoked_with_its_node_as_steps(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Found by the long profile (this session): removing the node of a reservation whose
-    pods hold no GPU revokes it on both sides, as a reservation holding GPUs there is."""
-    monkeypatch.setattr(f"{__name__}.event", lambda *_: None)
-    machine = EngineVersusReference()
-    try:
-        machine.set_resources("s0-r0-n0", 4_000)
-        hold = machine.reserve(1, 1, None, None, 1.0, None, (0, False, False), 0, cpu=1_000)
-        assert hold != UNKNOWN
-        machine.remove_node("s0-r0-n0")
-        machine.conservation_and_agreement()
-        assert machine.engine.reservations() == []
     finally:
         machine.teardown()
