@@ -46,6 +46,8 @@ def twin(engine: Cluster, shape: synth.Shape) -> reference.Cluster:
     # through `reserve` would cost O(holds) each (the reference re-scans its holds on every
     # call), quadratic on the million-GPU clusters; placements only read the nodes.
     for allocation in engine.allocations():
+        if allocation.placement.gpu_milli is not None:
+            continue  # shares, not whole GPUs: a caller copies them (bench_fractions)
         for pod in allocation.placement.pods:
             oracle._nodes[pod.node].allocated.update(pod.gpus)
     return oracle

@@ -59,6 +59,8 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "False None" in printed  # numa="single"
     assert "('r1', 'fat') ('r1', 'fat')\n('r1', 'thin') None\ncpu 10000" in printed  # resources
     assert "('r2', 'mig') [(), (), ()] 4" in printed  # MIG slices as resources
+    assert "('r1', 'big') [(0,), (0,), (1,), (1,), (2,)]" in printed  # fractions of a GPU
+    assert "{0: 920, 1: 920, 2: 460} (3,) 3\n('r1', 'small')\nbig (0,) 1000" in printed
     assert "('r1',) ['r1-n0', 'r1-n1', 'r1-n2', 'r1-n3']" in printed  # multi-role gangs
     assert "r1-n4 True" in printed
     assert "array True 16" in printed  # the MPIJob launcher beside 16 workers

@@ -4,15 +4,17 @@ Rules: add and remove nodes, flip GPU health (also between reserve and commit), 
 the clock by small and huge steps, reserve by request (with random priorities and flags) and by
 a possibly stale placement, reserve multi-role gangs (a leader colocated with its workers),
 adopt running work (explicit GPUs or counts, some asking CPUs), give nodes CPUs and memory
-(README "Node resources": gangs then ask CPUs per pod a third of the time), commit, roll back
+(README "Node resources": gangs then ask CPUs per pod a third of the time), reserve gangs of
+fractions of a GPU (README "Fractions of a GPU"), commit, roll back
 and release (twice, out of order, as the wrong owner), change priorities, ask hold statuses,
 plan and apply preemptions and defragmentations, plan, hold and commit repairs, and
 snapshot-and-restore in the middle of a run, continuing on the restored copies. Both sides
 hand out sequential ids (a test-build switch), so that tie-breaks by id agree.
 
-After every step: no GPU is held twice; every node's free resources are the reference's and
-lie between 0 and its capacity (``check_invariants`` recounts every hold's use); every
-allocation's lost ranks (README "Repair") are those of the reference, and a slice gang's
+After every step: no GPU is held twice, none shared past 1000 thousandths or both shared and
+held whole, and every node's shares are the reference's; every node's free resources are the
+reference's and lie between 0 and its capacity (``check_invariants`` recounts every hold's
+use); every allocation's lost ranks (README "Repair") are those of the reference, and a slice gang's
 ranks (repaired or not) lie in their slices; repair reservations name the same allocations
 and ranks; on every node free + reserved + allocated + unhealthy-and-unheld == gpus;
 ``check_invariants()`` passes; and the engine agrees with ``gangplace.reference`` on every
@@ -129,6 +131,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         terms=st.tuples(st.integers(-1, 2), st.booleans(), st.booleans()),
         spares=st.sampled_from((0, 0, 1, 2)),
         cpu=st.sampled_from((0, 0, 1_000, 3_000)),
+        milli=st.sampled_from((None, None, None, 250, 500, 700)),
     )
     def reserve(
         self,
@@ -141,11 +144,16 @@ class EngineVersusReference(RuleBasedStateMachine):
         terms: tuple[int, bool, bool],
         spares: int,
         cpu: int = 0,
+        milli: int | None = None,
     ) -> str:
         """A gang, a third of the time asking CPUs per pod (README "Node resources"); some
-        of those are pods without GPUs (a 1-GPU draw asking CPUs becomes 0 GPUs per pod)."""
+        of those are pods without GPUs (a 1-GPU draw asking CPUs becomes 0 GPUs per pod);
+        a 1-GPU draw without spares asks a fraction of a GPU half the time (README
+        "Fractions of a GPU")."""
         if cpu and gpus_per_pod == 1 and spares == 0 and pods % 2:
             gpus_per_pod = 0
+        if gpus_per_pod != 1 or spares:
+            milli = None
         request = GangRequest(
             pods,
             gpus_per_pod,
@@ -156,6 +164,7 @@ class EngineVersusReference(RuleBasedStateMachine):
             movable=terms[2],
             spares=spares,
             resources_per_pod={"cpu": cpu} if cpu else None,
+            gpu_milli=milli,
         )
         return self._held(*self._both("reserve", request, ttl=ttl, owner=owner))
 
@@ -759,12 +768,17 @@ class EngineVersusReference(RuleBasedStateMachine):
         for name in self.engine.nodes():
             node = self.engine.node(name)
             free, reserved, allocated = set(node.free), set(node.reserved), set(node.allocated)
-            unhealthy = set(node.unhealthy)
+            unhealthy, shared = set(node.unhealthy), set(node.shared)
             assert not (free & reserved or free & allocated or reserved & allocated)
             assert not (reserved & unhealthy or free & unhealthy)
+            assert not (shared & (free | reserved | allocated))  # README "Fractions of a GPU"
+            assert all(0 < used <= 1000 for used in node.shared.values())
             idle_unhealthy = unhealthy - allocated
-            assert len(free) + len(reserved) + len(allocated) + len(idle_unhealthy) == node.gpus
+            healthy_shared = shared - unhealthy
+            held = len(reserved) + len(allocated) + len(healthy_shared)
+            assert len(free) + held + len(idle_unhealthy) == node.gpus
             expected = self.oracle.node(name)
+            assert node.shared == expected.shared, "shares"
             assert (node.free, node.reserved, node.allocated, node.unhealthy, node.cordoned) == (
                 expected.free,
                 expected.reserved,
@@ -795,6 +809,7 @@ class EngineVersusReference(RuleBasedStateMachine):
             expected_stats.resources,
             expected_stats.free_resources,
         )
+        assert stats.shared == expected_stats.shared
         self._holds_agree()
 
     def _holds_on_agree(self, name: str, held: set[int]) -> None:
@@ -836,6 +851,8 @@ class EngineVersusReference(RuleBasedStateMachine):
                     repairs = None if hold.repairs is None else self.ids[hold.repairs]
                     assert (repairs, hold.repaired_ranks) == (other.repairs, other.repaired_ranks)
         for reservation in self.engine.reservations():
+            if reservation.placement.gpu_milli is not None:
+                continue  # shares of a GPU: bounded by the invariant above, not exclusive
             for pod in reservation.placement.pods:
                 for gpu in pod.gpus:
                     assert (pod.node, gpu) not in held, "a GPU is reserved twice"

@@ -198,9 +198,9 @@ def test_csv_owner_and_priority_columns(tmp_path: Path) -> None:
 def test_alibaba_fractions_and_unmodelled_requests_are_counted_not_hidden(
     tmp_path: Path,
 ) -> None:
-    """Issue 28, item 5 (in part): pods asking part of a GPU are given a whole one, and the
-    report says how many; on a cluster without CPU or memory (the default one) those
-    requests are named as not modelled, as the GPU model is."""
+    """Issue 28, item 5: pods asking part of a GPU keep their fraction (placed as shares of
+    one GPU), and the report says how many; on a cluster without CPU or memory (the default
+    one) those requests are named as not modelled, as the GPU model is."""
     path = tmp_path / "pods.csv"
     path.write_text(
         "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
@@ -210,17 +210,18 @@ def test_alibaba_fractions_and_unmodelled_requests_are_counted_not_hidden(
         "d,1000,1024,2,1000,\n"
     )
     trace = read_alibaba_trace(path)
-    assert (len(trace.jobs), trace.rounded_fractions) == (3, 1)
+    assert (len(trace.jobs), trace.fractions) == (3, 1)
+    assert [job.gpu_milli for job in trace.jobs] == [460, None, None]
     assert trace.unmodelled == ("gpu_spec",)
     assert trace.jobs[0].resources_per_pod == (("cpu", 1000), ("memory", 2**30))
     from gangplace.sim.run import simulate
 
     report = simulate(str(path), trace_format="alibaba", policies=("best-fit",)).report
-    assert report["jobs"]["rounded_fractions"] == 1
+    assert report["jobs"]["fractions"] == 1
     from gangplace.sim.report import table
 
     text = table(report)
-    assert "rounded up: 1 of the 3 GPU pods asked a fraction of a GPU" in text
+    assert "fractions: 1 of the 3 GPU pods ask part of a GPU" in text
     assert "not modelled: the trace's cpu_milli, memory_mib, gpu_spec requests" in text
 
 

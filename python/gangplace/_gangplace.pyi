@@ -85,6 +85,11 @@ class GangRequest:
             name no node of the cluster offers raises ``InvalidRequest`` when placed.
             Preemption, defragmentation, repair, spares swaps and ``place_after`` refuse such
             requests for now.
+        gpu_milli: Thousandths of one GPU each pod asks, 1..999, with ``gpus_per_pod=1``
+            (README "Fractions of a GPU"): each pod takes a share of one GPU, chosen best fit
+            among the node's partly used GPUs, and a shared GPU never goes to a whole-GPU
+            pod. No spares or ``numa="single"``; preemption, defragmentation, repair and
+            ``place_after`` refuse such requests. ``None``: whole GPUs.
 
     Example:
         >>> GangRequest(4, 8, required_level="rack")
@@ -111,6 +116,7 @@ class GangRequest:
         numa: Literal["none", "single"] = "none",
         spares: int = 0,
         resources_per_pod: Mapping[str, int] | None = None,
+        gpu_milli: int | None = None,
     ) -> GangRequest: ...
     @property
     def pods(self) -> int:
@@ -146,8 +152,14 @@ class GangRequest:
     def resources_per_pod(self) -> dict[str, int]:
         """Resources besides GPUs each pod asks: a fresh dict, sorted by name."""
     @property
+    def gpu_milli(self) -> int | None:
+        """Thousandths of one GPU each pod asks (README "Fractions of a GPU"); ``None``: whole."""
+    @property
     def total_gpus(self) -> int:
-        """GPUs of the gang and its spares (with slices, ``spares`` per innermost slice)."""
+        """Whole GPUs of the gang and its spares (with slices, ``spares`` per innermost slice).
+
+        0 for fractional pods, which hold shares.
+        """
     @property
     def priority(self) -> int:
         """Higher preempts lower; equal priorities never preempt each other."""
@@ -366,7 +378,10 @@ class Placement:
         """
     @property
     def total_gpus(self) -> int:
-        """GPUs of all pods."""
+        """Whole GPUs of all pods (0 for fractional pods, which hold shares: ``gpu_milli``)."""
+    @property
+    def gpu_milli(self) -> int | None:
+        """Thousandths of its GPU each pod uses (README "Fractions of a GPU"); ``None``: whole."""
     def __len__(self) -> int: ...
     def _repr_html_(self) -> str:
         """Notebooks show the pods and their GPUs."""
@@ -380,6 +395,7 @@ class Placement:
         slices: Sequence[Sequence[str]] = ...,
         groups: Sequence[tuple[str, int]] = ...,
         spares: Sequence[PodPlacement] = ...,
+        gpu_milli: int | None = None,
     ) -> Placement: ...
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
@@ -619,6 +635,12 @@ class NodeInfo:
     @property
     def free_resources(self) -> dict[str, int]:
         """What of them no live hold uses (every resource of ``resources``, zeros kept)."""
+    @property
+    def shared(self) -> dict[int, int]:
+        """Shared GPUs (README "Fractions of a GPU"): GPU index -> used thousandths.
+
+        A fresh dict by index. A shared GPU is in none of ``free``, ``reserved``, ``allocated``.
+        """
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
@@ -655,6 +677,9 @@ class ClusterStats:
     @property
     def free_resources(self) -> dict[str, int]:
         """What of them no hold uses, summed over the nodes: a fresh dict."""
+    @property
+    def shared(self) -> int:
+        """GPUs fractional pods share (README "Fractions of a GPU"): neither free nor held whole."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...

@@ -111,6 +111,8 @@ class Adoption:
             raise self._ended_error(hid, ending, "adopt into")  # type: ignore[attr-defined]
         if not hold.committed:
             raise ReservationError(f"cannot adopt into {hid}: it is not committed")
+        if hold.placement.gpu_milli is not None:
+            raise InvalidRequest("adopt(into=...) does not take fractions of a GPU")
         if hold.asked is not None:
             raise InvalidRequest(
                 f"allocation {hid} was placed for a request: only adopted work (adopt, "

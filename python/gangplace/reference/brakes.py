@@ -161,10 +161,10 @@ class ReferenceBrakes:
     def _make_room(self, head: Any, now: float) -> tuple[Started, list[str], list[Moved]] | None:
         """S8: preemption first, then defragmentation.
 
-        Never for slice, NUMA, spared or resource gangs: plans count pods of GPUs.
+        Never for slice, NUMA, spared, resource or fractional gangs: plans count pods of GPUs.
         """
         shaped = head.request.slices or head.request.numa != "none" or head.request.spares
-        if shaped or head.request.resources_per_pod:
+        if shaped or head.request.resources_per_pod or head.request.gpu_milli is not None:
             return None
         request = self._request(head)
         if self.preemption:

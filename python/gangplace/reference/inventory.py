@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from gangplace.reference import texts
+from gangplace.reference.values import ClusterStats, NodeInfo
 
 if TYPE_CHECKING:
     from gangplace.reference.oracle import _Hold, _Node
@@ -20,7 +21,7 @@ __all__ = ["Inventory"]
 
 
 class Inventory:
-    """``update_node`` for the reference cluster."""
+    """``update_node``, ``node``, ``nodes`` and ``stats`` for the reference cluster."""
 
     levels: tuple[str, ...]
     _nodes: dict[str, _Node]
@@ -29,6 +30,8 @@ class Inventory:
 
     if TYPE_CHECKING:
 
+        def _free_resources(self, name: str) -> dict[str, int]: ...
+        def _resource_stats(self) -> dict[str, dict[str, int]]: ...
         def _holds_on_node(self, hold: _Hold, name: str) -> bool: ...
         def _reclaim(self) -> float: ...
         def _node(self, name: str) -> _Node: ...
@@ -79,6 +82,46 @@ class Inventory:
             node.gpus, node.path = checked.gpus, checked.path
             node.unhealthy = checked.unhealthy
             node.gpu_levels, node.gpu_paths = checked.gpu_levels, checked.gpu_paths
+
+    def node(self, name: str) -> NodeInfo:
+        """The node's state."""
+        self._reclaim()
+        node = self._node(name)
+        return NodeInfo(
+            name=node.name,
+            gpus=node.gpus,
+            topology=dict(zip(self.levels, node.path, strict=True)),
+            labels=dict(sorted(node.labels.items())),
+            cordoned=node.cordoned,
+            free=tuple(node.free()),
+            reserved=tuple(sorted(node.reserved)),
+            allocated=tuple(sorted(node.allocated)),
+            unhealthy=tuple(sorted(node.unhealthy)),
+            resources=dict(node.resources),
+            free_resources=self._free_resources(name),
+            shared=dict(sorted(node.shares.items())),
+        )
+
+    def nodes(self) -> list[str]:
+        """All node names, sorted."""
+        return sorted(self._nodes)
+
+    def stats(self) -> ClusterStats:
+        """GPU counts over the cluster."""
+        self._reclaim()
+        nodes = self._nodes.values()
+        total = sum(node.gpus for node in nodes)
+        unhealthy = sum(len(node.unhealthy) for node in nodes)
+        return ClusterStats(
+            total=total,
+            healthy=total - unhealthy,
+            free=sum(len(node.free()) for node in nodes),
+            reserved=sum(len(node.reserved) for node in nodes),
+            allocated=sum(len(node.allocated) for node in nodes),
+            unhealthy=unhealthy,
+            shared=sum(len(node.shares) for node in nodes),
+            **self._resource_stats(),
+        )
 
 
 def _as_topology(groups: tuple[Any, Any] | None) -> Any:

@@ -44,6 +44,8 @@ class Lookahead:
         """L1: the first prefix of ``releases`` after which the gang fits, and where."""
         if getattr(request, "resources_per_pod", None):
             raise InvalidRequest("place_after does not count resources besides GPUs yet")
+        if getattr(request, "gpu_milli", None) is not None:
+            raise InvalidRequest("place_after does not plan fractions of a GPU")
         groups = [[a if isinstance(a, str) else a.id for a in group] for group in releases]
         avoided = self._avoided(avoid)
         self._reclaim()

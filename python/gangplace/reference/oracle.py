@@ -28,6 +28,7 @@ from gangplace.errors import (
 )
 from gangplace.reference import snapshots, spares, texts
 from gangplace.reference.adoption import Adoption
+from gangplace.reference.fractions import Fractions
 from gangplace.reference.inventory import Inventory
 from gangplace.reference.lookahead import Lookahead
 from gangplace.reference.planning import Planning, gpu_groups, is_roles
@@ -47,8 +48,6 @@ from gangplace.reference.values import (
     REMEMBERED_ENDED_HOLDS,
     Allocation,
     AnyRequest,
-    ClusterStats,
-    NodeInfo,
     Path,
     Placement,
     PlacementLike,
@@ -76,9 +75,10 @@ class _Node:
     gpu_levels: tuple[str, ...] = ()
     gpu_paths: tuple[tuple[int, ...], ...] | None = None
     resources: dict[str, int] = field(default_factory=dict)  # README "Node resources"
+    shares: dict[int, int] = field(default_factory=dict)  # README "Fractions of a GPU"
 
     def free(self) -> list[int]:
-        held = self.unhealthy | self.reserved | self.allocated
+        held = self.unhealthy | self.reserved | self.allocated | self.shares.keys()
         return [gpu for gpu in range(self.gpus) if gpu not in held]
 
 
@@ -147,7 +147,8 @@ class _Hold:
             for rank, pod in enumerate(self.placement.pods)
             if rank not in self.ended
             and (
-                pod.node not in (self.gpus if pod.gpus else self.res_nodes)
+                pod.node
+                not in (self.gpus if pod.gpus and not self.placement.gpu_milli else self.res_nodes)
                 or pod.node not in nodes
                 or set(pod.gpus) & nodes[pod.node].unhealthy
             )
@@ -158,7 +159,16 @@ class _Hold:
 
 
 class Cluster(
-    Planning, Removals, Adoption, Repairs, Validation, Inventory, PodEndings, Lookahead, Resources
+    Planning,
+    Removals,
+    Adoption,
+    Repairs,
+    Validation,
+    Inventory,
+    PodEndings,
+    Lookahead,
+    Resources,
+    Fractions,
 ):
     """The reference cluster: same constructor and methods as ``gangplace.Cluster``."""
 
@@ -260,7 +270,12 @@ class Cluster(
         target = self._node(node)
         if not 0 <= gpu < target.gpus:
             raise InvalidRequest(f"node {node!r} has no GPU {gpu}")
-        holders = sorted(hid for hid, hold in self._holds.items() if gpu in hold.gpus.get(node, ()))
+        holders = sorted(
+            hid
+            for hid, hold in self._holds.items()
+            if gpu in hold.gpus.get(node, ())
+            or (node, gpu) in {(n, g) for n, g, _ in self._hold_shares(hold)}
+        )
         if not healthy:
             for hid in holders:
                 if not self._holds[hid].committed:
@@ -289,6 +304,7 @@ class Cluster(
             touched.append(hid)
         touched = sorted({*touched, *self._detach_resources(name)})
         del self._nodes[name]
+        self._sync_shares()
         return touched
 
     def _drop_spares(self, hid: str, node: str, gpus: set[int]) -> None:
@@ -318,44 +334,6 @@ class Cluster(
         """Undoes ``cordon``."""
         self._reclaim()
         self._node(node).cordoned = False
-
-    def node(self, name: str) -> NodeInfo:
-        """The node's state."""
-        self._reclaim()
-        node = self._node(name)
-        return NodeInfo(
-            name=node.name,
-            gpus=node.gpus,
-            topology=dict(zip(self.levels, node.path, strict=True)),
-            labels=dict(sorted(node.labels.items())),
-            cordoned=node.cordoned,
-            free=tuple(node.free()),
-            reserved=tuple(sorted(node.reserved)),
-            allocated=tuple(sorted(node.allocated)),
-            unhealthy=tuple(sorted(node.unhealthy)),
-            resources=dict(node.resources),
-            free_resources=self._free_resources(name),
-        )
-
-    def nodes(self) -> list[str]:
-        """All node names, sorted."""
-        return sorted(self._nodes)
-
-    def stats(self) -> ClusterStats:
-        """GPU counts over the cluster."""
-        self._reclaim()
-        nodes = self._nodes.values()
-        total = sum(node.gpus for node in nodes)
-        unhealthy = sum(len(node.unhealthy) for node in nodes)
-        return ClusterStats(
-            total=total,
-            healthy=total - unhealthy,
-            free=sum(len(node.free()) for node in nodes),
-            reserved=sum(len(node.reserved) for node in nodes),
-            allocated=sum(len(node.allocated) for node in nodes),
-            unhealthy=unhealthy,
-            **self._resource_stats(),
-        )
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -388,6 +366,7 @@ class Cluster(
         if hold.committed:
             for repair in sorted(r for r, h in self._holds.items() if h.repairs == hid):
                 self._end(repair, "rolled-back")
+        self._sync_shares()
 
     def _remember(self, hid: str, ending: str, owner: str | None) -> None:
         if len(self._ended) >= REMEMBERED_ENDED_HOLDS:
@@ -420,16 +399,19 @@ class Cluster(
         """Holds a new placement of a request, or exactly an earlier placement's GPUs."""
         now = self._check_call(ttl, owner)
         is_request = hasattr(request, "gpus_per_pod") or is_roles(request)
+        milli = getattr(request, "gpu_milli", None)  # README "Fractions of a GPU"
         if is_request:
             placement = self._reserve_plan(request, owner)  # type: ignore[arg-type]
+        elif milli is not None:
+            placement = self._check_shares(request, milli)  # type: ignore[arg-type]
         else:
             placement = self._check_placement(request)  # type: ignore[arg-type]
         roles = request if is_roles(request) else None
         gpus: dict[str, set[int]] = {}
         every_pod = (*placement.pods, *placement.spares)
-        for pod in every_pod:
+        for pod in every_pod if milli is None else ():  # fractions hold shares, not GPUs
             gpus.setdefault(pod.node, set()).update(pod.gpus)
-        self._check_cap(owner, sum(len(pod.gpus) for pod in every_pod))
+        self._check_cap(owner, sum(len(held) for held in gpus.values()))
         for name, held in gpus.items():
             self._nodes[name].reserved.update(held)
         hid = self._new_id()
@@ -449,7 +431,9 @@ class Cluster(
         asks = self._asks(request) if is_request else {}
         hold.gpus = {name: held for name, held in gpus.items() if held}  # GPU-less pods: none
         hold.asks, hold.res_nodes = ((asks,), {p.node for p in every_pod}) if asks else ((), set())
+        hold.res_nodes |= {p.node for p in every_pod} if milli is not None else set()
         self._holds[hid] = hold
+        self._sync_shares()
         return hold.reservation(hid)
 
     def _new_id(self) -> str:

@@ -7,6 +7,7 @@ checked as the core checks them. A mixin of :class:`gangplace.reference.Cluster`
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gangplace.errors import InvalidRequest
@@ -39,15 +40,18 @@ class Planning:
     if TYPE_CHECKING:
 
         def _asks(self, request: Any) -> dict[str, int]: ...
+        def _share_views(
+            self, views: list[rules.NodeView], milli: int | None
+        ) -> list[rules.NodeView]: ...
         def _bounded(
             self, views: list[rules.NodeView], asks: Any, taken: Any
         ) -> list[rules.NodeView]: ...
 
-    def _views(self, asks: Any = None) -> list[rules.NodeView]:
+    def _views(self, asks: Any = None, milli: int | None = None) -> list[rules.NodeView]:
         """The picture of the nodes the rules read.
 
         With ``asks`` (a gang's ``resources_per_pod``), each node's pods are bounded by its
-        free resources.
+        free resources; with ``milli`` (a gang's ``gpu_milli``), counted by its GPUs' room.
         """
         views = [
             rules.NodeView(
@@ -61,7 +65,7 @@ class Planning:
             )
             for node in self._nodes.values()
         ]
-        return self._bounded(views, asks or {}, {})
+        return self._bounded(self._share_views(views, milli), asks or {}, {})
 
     def _gang(self, request: Request) -> rules.Gang:
         """The request as the rules read it (an unknown level is an invalid request)."""
@@ -75,9 +79,11 @@ class Planning:
             tuple(request.slices),
             getattr(request, "spares", 0),
         )
+        milli = getattr(request, "gpu_milli", None)
         gang = rules.Gang(
             pods=pods,
-            gpus_per_pod=request.gpus_per_pod,
+            gpus_per_pod=0 if milli is not None else request.gpus_per_pod,  # shares count them
+            gpu_milli=milli,
             min_pods=min_pods,
             required_level=level,
             selector=dict(request.selector),
@@ -138,9 +144,11 @@ class Planning:
             )
             return None if found is None else spares.split_groups(found, request.groups)
         gang = self._gang(request)
-        placement = rules.place(self._views(self._asks(request)), self.levels, gang, self.policy)
+        views = self._views(self._asks(request), gang.gpu_milli)
+        placement = rules.place(views, self.levels, gang, self.policy)
         if placement is None:
             return None
+        placement = replace(placement, gpu_milli=gang.gpu_milli)
         return spares.split(placement, getattr(request, "spares", 0), tuple(request.slices))
 
     def _reason(self, request: AnyRequest) -> str:
@@ -150,8 +158,9 @@ class Planning:
             views = self._views()
             _, trials = roles.place_roles(views, self.levels, multi, self.policy)
             return roles.roles_reason(views, self.levels, multi, trials)
-        views = self._views(self._asks(request))
-        reason = rules.unschedulable_reason(views, self.levels, self._gang(request))
+        gang = self._gang(request)
+        views = self._views(self._asks(request), gang.gpu_milli)
+        reason = rules.unschedulable_reason(views, self.levels, gang)
         bound = self.max_level
         if bound is not None and self._depth_of(bound) >= self._depth_of(request.required_level):
             reason += (

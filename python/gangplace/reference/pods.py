@@ -30,6 +30,7 @@ class PodEndings:
     if TYPE_CHECKING:
 
         def _reclaim(self) -> float: ...
+        def _sync_shares(self) -> None: ...
         @staticmethod
         def _id(value: Allocation | str) -> str: ...
         def _visible(self, hid: str, owner: str | None) -> tuple[_Hold | None, str | None]: ...
@@ -92,6 +93,7 @@ class PodEndings:
                 del hold.gpus[pod.node]
             self._nodes[pod.node].allocated -= gone
         hold.ended = tuple(sorted({*hold.ended, *chosen}))
+        self._sync_shares()  # README "Fractions of a GPU": ended pods' shares go back
         return hold.allocation(hid, self._nodes)
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gangplace.errors import InvalidRequest, UnknownReservation
-from gangplace.reference import preemption, roles, rules, texts
+from gangplace.reference import fractions, preemption, roles, rules, texts
 from gangplace.reference.planning import is_roles
 from gangplace.reference.values import (
     MAX_NAME_BYTES,
@@ -76,7 +76,7 @@ class Removals:
         _holds: dict[str, _Hold]
 
         def _reclaim(self) -> float: ...
-        def _views(self, asks: Any = None) -> list[rules.NodeView]: ...
+        def _views(self, asks: Any = None, milli: int | None = None) -> list[rules.NodeView]: ...
         def _asks(self, request: Any) -> dict[str, int]: ...
         def _bounded(
             self, views: list[rules.NodeView], asks: Any, taken: Any
@@ -145,6 +145,8 @@ class Removals:
                 # README E4: a hold with ended ranks no longer matches its request.
                 eligible = hold.movable and hold.priority <= request.priority and not hold.ended
                 eligible = eligible and not hold.asks  # moves re-place GPUs only
+            # Fractional holds free shares, which removal sets do not count: never candidates.
+            eligible = eligible and hold.placement.gpu_milli is None
             if not hold.committed or not eligible or now - hold.since < min_runtime:
                 continue
             if hold.owner is not None and hold.owner in exempt:
@@ -315,15 +317,16 @@ class Removals:
                 views = preemption.taking(views, found)
                 copies += 1
             return copies
-        self._gang(request)
+        gang = self._gang(request)
         asks = self._asks(request)
-        views = self._views(asks)
+        views = self._views(asks, gang.gpu_milli)
         copies = 0
         taken: dict[str, int] = {}  # pods of earlier copies per node (their resources)
-        while (
-            placement := rules.place(views, self.levels, self._gang(request), self.policy)
-        ) is not None:
-            views = preemption.taking(views, placement)
+        while (placement := rules.place(views, self.levels, gang, self.policy)) is not None:
+            if gang.gpu_milli is None:
+                views = preemption.taking(views, placement)
+            else:  # README "Fractions of a GPU": the copies use shares
+                views = fractions.taking_shares(views, placement, gang.gpu_milli)
             for pod in placement.pods:
                 taken[pod.node] = taken.get(pod.node, 0) + 1
             views = self._bounded(views, asks, taken)
@@ -441,6 +444,8 @@ def _refuse_unsupported_shapes(request: AnyRequest, call: str) -> None:
         )
     if getattr(request, "resources_per_pod", None):
         raise InvalidRequest(f"{call} does not count resources besides GPUs yet")
+    if getattr(request, "gpu_milli", None) is not None:
+        raise InvalidRequest(f"{call} does not plan fractions of a GPU")
     if request.slices:
         raise InvalidRequest(
             f"{call} does not take slice gangs yet; place them with place_gang or reserve"

@@ -406,6 +406,8 @@ class Repairs(Ranks):
             raise ReservationError(f"cannot repair {hid}: it is a reservation; commit it first")
         if hold.asks:
             raise InvalidRequest("repair and spares do not count resources besides GPUs yet")
+        if hold.placement.gpu_milli is not None:
+            raise InvalidRequest("repair does not take fractions of a GPU")
         return hid, hold
 
     def _knobs(self, hold: _Hold) -> tuple[str, str]:

@@ -71,6 +71,7 @@ class Resources:
     if TYPE_CHECKING:
 
         def _end(self, hid: str, ending: str) -> None: ...
+        def _hold_shares(self, hold: _Hold) -> list[tuple[str, int, int]]: ...
 
     def _declare(self, named: Iterable[str]) -> None:
         """Names stay known once a node declared them (also after it is removed)."""
@@ -103,7 +104,11 @@ class Resources:
 
     def _holds_on_node(self, hold: _Hold, name: str) -> bool:
         """Whether ``hold`` holds GPUs on node ``name`` or, by a live pod, resources there."""
-        return name in hold.gpus or any(node == name and a for node, a in self._pod_asks(hold))
+        return (
+            name in hold.gpus
+            or any(node == name and a for node, a in self._pod_asks(hold))
+            or any(node == name for node, _, _ in self._hold_shares(hold))
+        )
 
     def _detach_resources(self, name: str) -> list[str]:
         """Node ``name`` is removed: the holds using resources there (sorted) stop using them.
@@ -112,7 +117,8 @@ class Resources:
         """
         using = []
         for hid, hold in sorted(self._holds.items()):
-            if any(node == name and asks for node, asks in self._pod_asks(hold)):
+            shares = any(node == name for node, _, _ in self._hold_shares(hold))
+            if shares or any(node == name and asks for node, asks in self._pod_asks(hold)):
                 using.append(hid)
                 if not hold.committed:
                     self._end(hid, "revoked")

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from gangplace.reference import fractions
 from gangplace.reference import gpus as gpus_module
 from gangplace.reference import slices as slicing
 from gangplace.reference.values import CLUSTER, NODE, Path, Placement, PodPlacement
@@ -53,6 +54,10 @@ class NodeView:
     # request asks none), and the resource that bounds them (fewest pods, then first name).
     resource_pods: int | None = None
     bound_by: str | None = None
+    # README "Fractions of a GPU": the thousandths each pod of the request asks (None: whole
+    # GPUs), and ``(gpu, room)`` of every GPU a share may use (free, or shared and healthy).
+    milli: int | None = None
+    room: tuple[tuple[int, int], ...] = ()
 
     def pods(self, gpus_per_pod: int) -> int:
         """Rule 1: pods of ``gpus_per_pod`` GPUs the node holds.
@@ -67,8 +72,11 @@ class NodeView:
     def gpu_pods(self, gpus_per_pod: int) -> int:
         """The pods its free GPUs hold (per NUMA group with ``numa="single"``).
 
-        No bound for pods without GPUs: their resources count them.
+        No bound for pods without GPUs: their resources count them. Fractional pods: the
+        shares the GPUs' room holds (README "Fractions of a GPU").
         """
+        if self.milli is not None:
+            return fractions.share_pods(self.room, self.milli)
         if gpus_per_pod == 0:
             return UNBOUNDED
         if not self.numa_single or self.gpu_paths is None:
@@ -99,6 +107,7 @@ class Gang:
     slices: tuple[tuple[str, int], ...] = ()
     spread: str = "pack"
     numa: str = "none"
+    gpu_milli: int | None = None  # README "Fractions of a GPU" (then ``gpus_per_pod`` is 0)
 
 
 # Rule 1: feasible nodes, and capacity in whole pods.
@@ -299,8 +308,12 @@ def take_gpus(node: NodeView, pods: int, gpus_per_pod: int) -> list[PodPlacement
     """Rule 5: each pod takes the lowest-indexed free healthy GPUs of the node.
 
     On a node with GPU groups, the GPUs :func:`gangplace.reference.gpus.choose` picks. Pods
-    without GPUs (README "Node resources") take none.
+    without GPUs (README "Node resources") take none; fractional pods take a share of one GPU
+    each by rule F2 (README "Fractions of a GPU").
     """
+    if node.milli is not None:
+        chosen = fractions.take_shares(node.room, node.milli, pods)
+        return [PodPlacement(node.name, (gpu,)) for gpu in chosen]
     if node.gpu_paths is None or gpus_per_pod == 0:
         return [
             PodPlacement(node.name, node.free[i * gpus_per_pod : (i + 1) * gpus_per_pod])
@@ -515,7 +528,7 @@ def unschedulable_reason(nodes: Sequence[NodeView], levels: Sequence[str], gang:
     if gang.min_pods is not None and gang.min_pods < gang.pods:
         minimum = f", at least {gang.min_pods}"
     return (
-        f"gang{quoted} of {counted(gang.pods, 'pod')} x {counted(gang.gpus_per_pod, 'GPU')}"
+        f"gang{quoted} of {counted(gang.pods, 'pod')} x {pod_size(gang)}"
         f"{slices_text(gang.slices)}{minimum} does not fit: {'; '.join(tried)}"
     )
 
@@ -531,6 +544,8 @@ def limited_by(nodes: Sequence[NodeView], gpus_per_pod: int) -> str | None:
         if node.resource_pods is None or node.bound_by is None:
             continue
         by_gpus = len(node.free) // gpus_per_pod if gpus_per_pod else UNBOUNDED
+        if node.milli is not None:
+            by_gpus = node.gpu_pods(gpus_per_pod)  # fractions: their GPUs' room
         if node.resource_pods < by_gpus:
             counts[node.bound_by] = counts.get(node.bound_by, 0) + 1
     if not counts:
@@ -547,6 +562,13 @@ def slices_text(slices: Sequence[tuple[str, int]]) -> str:
     layers = [f"{counted(size, 'pod')} per {level}"]
     layers += [f"{inner_size} per {inner_level}" for inner_level, inner_size in inner]
     return f" in slices of {', '.join(layers)}"
+
+
+def pod_size(gang: Gang) -> str:
+    """What each pod asks of GPUs: ``2 GPUs``, or ``460 thousandths of a GPU``."""
+    if gang.gpu_milli is not None:
+        return f"{gang.gpu_milli} thousandths of a GPU"
+    return counted(gang.gpus_per_pod, "GPU")
 
 
 def counted(count: int, noun: str) -> str:

@@ -128,6 +128,8 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
         """S2: refuse what can never start; otherwise queue it, its wait beginning now."""
         if request.gpus_per_pod == 0:
             raise InvalidRequest("the Scheduler queues gangs with GPUs")
+        if request.gpu_milli is not None and (self.quotas or self.tenancy is not None):
+            raise InvalidRequest("quotas and queues count whole GPUs, not fractions")
         if (self.tenancy is None) != (queue is None) or (
             self.tenancy is not None and queue not in self.tenancy.queues
         ):
@@ -148,6 +150,7 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
                 numa=request.numa,
                 spares=request.spares,
                 resources_per_pod=request.resources_per_pod or None,
+                gpu_milli=request.gpu_milli,
             )
             self._empty_copy().place_gang(form)
         loosest = GangRequest(
@@ -160,6 +163,7 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
             numa=request.numa,
             spares=request.spares,
             resources_per_pod=request.resources_per_pod or None,
+            gpu_milli=request.gpu_milli,
         )
         quota = self.quotas.get(owner) if owner is not None else None
         if self._empty_copy().place_gang(loosest) is None or (
@@ -519,6 +523,7 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
             numa=request.numa,
             spares=request.spares,
             resources_per_pod=request.resources_per_pod or None,
+            gpu_milli=request.gpu_milli,
         )
 
     def _usage(self, owner: str | None) -> int:

@@ -44,6 +44,7 @@ class RequestRecord:
     numa: str = "none"
     spares: int = 0
     resources_per_pod: dict[str, int] = field(default_factory=dict)
+    gpu_milli: int | None = None
 
 
 def record(request: Request) -> dict[str, Any]:
@@ -64,6 +65,7 @@ def record(request: Request) -> dict[str, Any]:
             request.numa,
             getattr(request, "spares", 0),
             dict(getattr(request, "resources_per_pod", None) or {}),
+            getattr(request, "gpu_milli", None),
         )
     )
 
@@ -192,6 +194,7 @@ def dump(cluster: Cluster) -> bytes:
                 "ended": list(hold.ended),
                 "asks": [dict(asks) for asks in hold.asks],
                 "res_nodes": sorted(hold.res_nodes),
+                "gpu_milli": hold.placement.gpu_milli,
             }
             for hid, hold in sorted(cluster._holds.items())
         ],
@@ -238,7 +241,13 @@ def load(cls: type[C], data: bytes, clock: Callable[[], float] | None) -> C:
             groups = tuple((str(name), int(count)) for name, count in entry.get("groups", ()))
             extra = tuple(PodPlacement(node, tuple(g)) for node, g in entry.get("spares", ()))
             placement = Placement(
-                pods, entry["level"], tuple(entry["domain"]), slices, groups, extra
+                pods,
+                entry["level"],
+                tuple(entry["domain"]),
+                slices,
+                groups,
+                extra,
+                entry.get("gpu_milli"),
             )
             committed = entry["committed"]
             deadline = entry["expires_at"] + (0.0 if committed else offset)
@@ -274,6 +283,7 @@ def load(cls: type[C], data: bytes, clock: Callable[[], float] | None) -> C:
                 (node.allocated if committed else node.reserved).update(indices)
         for hid, ending, owner in state["ended"]:
             cluster._remember(hid, ending, owner)
+        cluster._sync_shares()
     except (ValueError, KeyError, TypeError, InvalidRequest) as error:
         raise InvalidSnapshot(f"invalid snapshot: {error}") from None
     return cluster

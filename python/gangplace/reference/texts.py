@@ -94,6 +94,14 @@ def placement_gpu_busy(gpu: int, node: str, unhealthy: bool) -> Conflict:
     )
 
 
+def share_room(gpu: int, node: str, free: int, asked: int) -> Conflict:
+    """A fractional placement's GPU no longer has room for its pods' shares."""
+    return Conflict(
+        f"the placement is stale: GPU {gpu} of node {quoted(node)} has {free} thousandths free, "
+        f"its pods ask {asked}"
+    )
+
+
 def victim_changed(victim: str) -> Conflict:
     """A preemption plan's victim ended or its priority changed."""
     return Conflict(f"the plan is stale: allocation {victim} ended or its priority changed")

@@ -182,6 +182,7 @@ class Placement:
     slices: tuple[Path, ...] = ()
     groups_counts: tuple[tuple[str, int], ...] = ()  # multi-role gangs: (group, pods)
     spares: tuple[PodPlacement, ...] = ()  # README "Spares": held, not ranks
+    gpu_milli: int | None = None  # README "Fractions of a GPU": each pod's share of its GPU
 
     @property
     def groups(self) -> dict[str, tuple[PodPlacement, ...]]:
@@ -320,6 +321,7 @@ class NodeInfo:
     unhealthy: tuple[int, ...]
     resources: dict[str, int] = field(default_factory=dict)
     free_resources: dict[str, int] = field(default_factory=dict)
+    shared: dict[int, int] = field(default_factory=dict)  # README "Fractions of a GPU"
 
 
 @dataclass(frozen=True)
@@ -334,6 +336,7 @@ class ClusterStats:
     unhealthy: int
     resources: dict[str, int] = field(default_factory=dict)
     free_resources: dict[str, int] = field(default_factory=dict)
+    shared: int = 0  # GPUs fractional pods share
 
 
 def splitmix64(state: int) -> tuple[int, int]:

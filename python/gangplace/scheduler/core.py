@@ -234,7 +234,8 @@ class Scheduler(RunningJobs, SchedulerViews):
             InvalidRequest: A ``job_id`` or ``owner`` that is empty or over 253 bytes of
                 UTF-8 (the engine's limit for names), a bad walltime, timeout, ladder or
                 ``on_failure``, an unknown level, a missing, unknown or unexpected
-                ``queue``, or pods without GPUs (``gpus_per_pod=0``). Nothing is queued.
+                ``queue``, pods without GPUs (``gpus_per_pod=0``), or fractions of a GPU
+                (``gpu_milli``) on a Scheduler with quotas or queues. Nothing is queued.
             TypeError: Wrong argument types.
 
         """
@@ -245,6 +246,11 @@ class Scheduler(RunningJobs, SchedulerViews):
             raise InvalidRequest(
                 "the Scheduler queues gangs with GPUs; place pods without GPUs with "
                 'Cluster.reserve (README "Node resources")'
+            )
+        if request.gpu_milli is not None and (self.quotas or self._tenancy is not None):
+            raise InvalidRequest(
+                "quotas and queues count whole GPUs: a Scheduler with them does not queue "
+                'fractions of a GPU (README "Fractions of a GPU")'
             )
         if owner is not None:
             checked_name("owner", owner)

@@ -316,8 +316,9 @@ def _make_room(
     request = head.request
     shaped = bool(request.slices or request.numa != "none" or request.spares)
     shaped = shaped or bool(request.resources_per_pod)  # plans count GPUs only
+    shaped = shaped or request.gpu_milli is not None  # and whole GPUs, not shares
     if not (scheduler.preemption or scheduler.defrag) or shaped:
-        return None  # slice, numa='single', spared and resource gangs never make room
+        return None  # slice, numa='single', spared, resource and fractional gangs never do
     cluster = scheduler.cluster
     request = scheduler._within_quota(head)
     if scheduler.preemption:

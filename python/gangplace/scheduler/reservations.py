@@ -201,6 +201,7 @@ def copied(request: GangRequest, **changes: Any) -> GangRequest:
         "numa": request.numa,
         "spares": request.spares,
         "resources_per_pod": request.resources_per_pod or None,
+        "gpu_milli": request.gpu_milli,
     }
     fields.update(changes)
     pods = fields.pop("pods", request.pods)
@@ -208,12 +209,15 @@ def copied(request: GangRequest, **changes: Any) -> GangRequest:
 
 
 def gpus_only(request: GangRequest) -> GangRequest:
-    """``request`` without its resources besides GPUs.
+    """``request`` without its resources besides GPUs, and with whole GPUs for fractions.
 
-    ``place_after`` does not count them yet, so a reservation is where the gang's GPUs will
-    be free (README "Node resources").
+    ``place_after`` counts neither, so a reservation is where the gang's GPUs will be free
+    (README "Node resources"), a fractional pod's being a whole GPU (README "Fractions of a
+    GPU": a reservation that holds more than the pod uses, never less).
     """
-    return copied(request, resources_per_pod=None) if request.resources_per_pod else request
+    if not request.resources_per_pod and request.gpu_milli is None:
+        return request
+    return copied(request, resources_per_pod=None, gpu_milli=None)
 
 
 def _groups(

@@ -49,6 +49,7 @@ from gangplace.sim.settings import SimSettings
 
 if TYPE_CHECKING:
     from gangplace.sim.replay import JobRecord, Replay, SimClock
+    from gangplace.sim.traces import Job
 
 __all__ = [
     "ALL_POLICIES",
@@ -175,8 +176,19 @@ class GangPolicy:
             numa=numa,  # type: ignore[arg-type]
             spares=self.settings.spares if self.on_failure == "spares" else 0,
             resources_per_pod=dict(job.resources_per_pod) or None,
+            gpu_milli=self._fraction(job),
         )
         return request, ladder
+
+    def _fraction(self, job: Job) -> int | None:
+        """The job's fraction of a GPU, or ``None`` (a whole GPU).
+
+        Whole when quotas or queues count whole GPUs here, or when spares or
+        ``numa="single"`` are asked (which fractions do not take).
+        """
+        whole = self.settings.quotas or self.queue_setup is not None or self.numa_single
+        whole = whole or self.on_failure == "spares"
+        return None if whole else job.gpu_milli
 
     def arrived(self, replay: Replay, record: JobRecord, now: float) -> None:
         """Submits the job; a job that can never fit is rejected."""
@@ -317,7 +329,12 @@ class BlindPolicy(GangPolicy):
             )
         asks = dict(job.resources_per_pod) or None
         request = GangRequest(
-            job.pods, job.gpus_per_pod, name=job.id, priority=job.priority, resources_per_pod=asks
+            job.pods,
+            job.gpus_per_pod,
+            name=job.id,
+            priority=job.priority,
+            resources_per_pod=asks,
+            gpu_milli=self._fraction(job),
         )
         return request, []
 
@@ -455,6 +472,7 @@ class PodByPodPolicy:
                 job.gpus_per_pod,
                 name=job.id,
                 resources_per_pod=dict(job.resources_per_pod) or None,
+                gpu_milli=job.gpu_milli,
             )
             reservation = self.cluster.reserve(pod)
         except Unschedulable:

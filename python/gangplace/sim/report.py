@@ -229,12 +229,14 @@ def _trace_lines(report: dict[str, Any]) -> list[str]:
     never = report["jobs"].get("never_ran_in_trace")
     if never:
         lines.append(f"left out: {never} jobs that never ran in the trace (no scheduled_time)")
-    rounded = report["jobs"].get("rounded_fractions")
-    if rounded:
+    fractions = report["jobs"].get("fractions")
+    if fractions:
         count = report["jobs"]["count"]
         lines.append(
-            f"rounded up: {rounded:,} of the {count:,} GPU pods asked a fraction of a GPU "
-            "(gpu_milli < 1000) and were given a whole GPU (gangplace places whole GPUs)"
+            f"fractions: {fractions:,} of the {count:,} GPU pods ask part of a GPU (gpu_milli < "
+            '1000), placed as shares of one GPU (README "Fractions of a GPU"; policies with '
+            "quotas or queues give them whole GPUs); GPU counts and busy GPUs here count each "
+            "as one GPU"
         )
     modelled = report["jobs"].get("resources_per_pod")
     if modelled:

@@ -313,7 +313,7 @@ def _describe_jobs(trace: Trace) -> dict[str, Any]:
         "first_arrival_s": jobs[0].arrival_s if jobs else None,
         "last_arrival_s": jobs[-1].arrival_s if jobs else None,
         "never_ran_in_trace": trace.never_ran,
-        "rounded_fractions": trace.rounded_fractions,
+        "fractions": trace.fractions,
         "unmodelled_requests": list(trace.unmodelled),
         "resources_per_pod": sorted({name for job in jobs for name, _ in job.resources_per_pod}),
         "owners": list(trace.owners),

@@ -78,6 +78,8 @@ class Job:
         resources_per_pod: What each pod asks besides GPUs, ``(name, quantity)`` in base
             units (README "Node resources"; Alibaba ``cpu_milli`` as ``cpu``, ``memory_mib``
             as ``memory`` in bytes); empty when the trace gives none.
+        gpu_milli: The thousandths of one GPU each pod asks (Alibaba ``gpu_milli`` < 1000 on a
+            one-GPU pod; README "Fractions of a GPU"); ``None``: whole GPUs.
 
     """
 
@@ -93,6 +95,7 @@ class Job:
     real_wait_s: float | None = None
     job_type: str | None = None
     resources_per_pod: tuple[tuple[str, int], ...] = ()
+    gpu_milli: int | None = None
 
 
 @dataclass(frozen=True)
@@ -105,8 +108,8 @@ class Trace:
         never_ran: Jobs the trace says never ran (Alibaba ``Pending`` pods without a
             ``scheduled_time``): left out of the replay, counted here.
         owners: The owners, sorted (empty when the trace has none).
-        rounded_fractions: GPU pods that asked a fraction of a GPU (Alibaba ``gpu_milli`` <
-            1000) and were given a whole one: the report says how many.
+        fractions: GPU pods that ask a fraction of a GPU (Alibaba ``gpu_milli`` < 1000), kept
+            as fractions (``Job.gpu_milli``): the report says how many.
         unmodelled: Requests the trace gives that the replay does not model (Alibaba
             ``gpu_spec``; ``cpu_milli`` and ``memory_mib`` too on a cluster without CPU or
             memory), named in the report.
@@ -117,7 +120,7 @@ class Trace:
     synthetic_durations: bool = False
     never_ran: int = 0
     owners: tuple[str, ...] = ()
-    rounded_fractions: int = 0
+    fractions: int = 0
     unmodelled: tuple[str, ...] = ()
 
 
@@ -195,14 +198,14 @@ def read_philly(
 def read_alibaba(path: str | Path, *, gpus_per_node: int = 8) -> list[Job]:
     """An Alibaba GPU trace v2023 pod list (``openb_pod_list_*.csv``).
 
-    Pods without GPUs are skipped; a pod asking a fraction of a GPU (``gpu_milli < 1000``)
-    takes a whole one (gangplace places whole GPUs). With times, a pod arrives at its
-    ``creation_time`` and runs from its ``scheduled_time`` to its ``deletion_time`` (so its
-    queue time in the real cluster is not counted as run time); ``real_wait_s`` keeps that
-    real queue time. A pod without a ``scheduled_time`` never ran: it is left out and counted
-    (see :func:`read_alibaba_trace`). The ``multigpu*`` lists have no times and give
-    arrival-only jobs (``arrival_s`` = position, ``duration_s`` = ``None``), to be replayed
-    as the FGD paper does.
+    Pods without GPUs are skipped; a one-GPU pod asking a fraction of it (``gpu_milli <
+    1000``) keeps it (``Job.gpu_milli``: README "Fractions of a GPU"). With times, a pod
+    arrives at its ``creation_time`` and runs from its ``scheduled_time`` to its
+    ``deletion_time`` (so its queue time in the real cluster is not counted as run time);
+    ``real_wait_s`` keeps that real queue time. A pod without a ``scheduled_time`` never ran:
+    it is left out and counted (see :func:`read_alibaba_trace`). The ``multigpu*`` lists have
+    no times and give arrival-only jobs (``arrival_s`` = position, ``duration_s`` =
+    ``None``), to be replayed as the FGD paper does.
     """
     return read_alibaba_trace(path, gpus_per_node=gpus_per_node).jobs
 
@@ -218,7 +221,7 @@ def read_alibaba_trace(path: str | Path, *, gpus_per_node: int = 8) -> Trace:
         raise TraceError(f"{path}:{rows[0][0]}: no num_gpu column in the header")
     timed = "creation_time" in header and "deletion_time" in header
     jobs = []
-    never_ran = rounded = 0
+    never_ran = fractions = 0
     for number, line in rows[1:]:
         where = f"{path}:{number}"
         values = next(csv.reader([line]))
@@ -228,8 +231,11 @@ def read_alibaba_trace(path: str | Path, *, gpus_per_node: int = 8) -> Trace:
         gpus = int(_number(row["num_gpu"], "num_gpu", where, integer=True))
         if gpus == 0:
             continue
-        milli = (row.get("gpu_milli") or "").strip()
-        fraction = bool(milli) and _number(milli, "gpu_milli", where) < 1000
+        milli_text = (row.get("gpu_milli") or "").strip()
+        milli = _number(milli_text, "gpu_milli", where) if milli_text else 1000.0
+        if not 0 <= milli <= 1000:
+            raise TraceError(f"{where}: gpu_milli {milli_text!r} is not in 0..1000")
+        fraction = int(milli) if gpus == 1 and 1 <= milli < 1000 else None
         pods, size = gang_shape(gpus, gpus_per_node)
         asks = _pod_resources(row, pods, where)
         name = row.get("name") or str(number)
@@ -257,16 +263,18 @@ def read_alibaba_trace(path: str | Path, *, gpus_per_node: int = 8) -> Trace:
                     size,
                     real_wait_s=scheduled - created,
                     resources_per_pod=asks,
+                    gpu_milli=fraction,
                 )
             )
         else:
-            jobs.append(Job(name, float(len(jobs)), None, gpus, pods, size, resources_per_pod=asks))
-        rounded += fraction  # a share of one GPU, given a whole one (counted for the report)
+            job = Job(name, float(len(jobs)), None, gpus, pods, size, resources_per_pod=asks)
+            jobs.append(replace(job, gpu_milli=fraction))
+        fractions += fraction is not None  # a share of one GPU (counted for the report)
     unmodelled = tuple(c for c in ("gpu_spec",) if c in header)
     return Trace(
         sorted(jobs, key=lambda job: job.arrival_s),
         never_ran=never_ran,
-        rounded_fractions=rounded,
+        fractions=fractions,
         unmodelled=unmodelled,
     )
 
@@ -398,7 +406,7 @@ def read_traces(
     """
     jobs: list[Job] = []
     synthetic = False
-    never_ran = rounded = 0
+    never_ran = fractions = 0
     unmodelled: dict[str, None] = {}
     for index, raw in enumerate(paths):
         path = Path(raw)
@@ -412,7 +420,7 @@ def read_traces(
         elif kind == "alibaba":
             trace = read_alibaba_trace(path, gpus_per_node=gpus_per_node)
             read, never_ran = trace.jobs, never_ran + trace.never_ran
-            rounded += trace.rounded_fractions
+            fractions += trace.fractions
             unmodelled.update(dict.fromkeys(trace.unmodelled))
         else:
             read = read_trace(path, format=kind, seed=seed, gpus_per_node=gpus_per_node)
@@ -421,7 +429,7 @@ def read_traces(
         jobs.extend(read)
     jobs.sort(key=lambda job: job.arrival_s)  # stable: file order, then row order
     owners = tuple(sorted({job.owner for job in jobs if job.owner is not None}))
-    return Trace(jobs, synthetic, never_ran, owners, rounded, tuple(unmodelled))
+    return Trace(jobs, synthetic, never_ran, owners, fractions, tuple(unmodelled))
 
 
 def _with_owner(job: Job, owner: str) -> Job:

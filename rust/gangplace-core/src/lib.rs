@@ -51,6 +51,7 @@ mod resources;
 mod roles;
 mod search;
 mod shapes;
+mod shares;
 mod snapshot;
 mod spares;
 mod state;

@@ -74,6 +74,7 @@ impl GangRequest {
 
     /// Splits the placement of [`GangRequest::placed`] into the gang's ranks and its spares.
     pub fn split_spares(&self, mut placement: Placement) -> Placement {
+        placement.gpu_milli = self.gpu_milli; // README "Fractions of a GPU"
         if self.spares == 0 {
             return placement;
         }
@@ -126,6 +127,7 @@ impl crate::model::MultiGangRequest {
                 .take(usize::try_from(*count).unwrap_or(usize::MAX))
                 .collect();
             let part = Placement {
+                gpu_milli: None,
                 pods,
                 level: String::new(),
                 domain: Vec::new(),

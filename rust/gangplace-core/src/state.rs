@@ -8,7 +8,8 @@
 //! them to the capacity views once, at its end.
 
 use crate::ids::{GpuSet, NodeId};
-use crate::resources::ResourceUse;
+use crate::resources::{Amounts, ResourceUse};
+use crate::shares::GpuShares;
 
 /// The GPU state of one node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +24,9 @@ pub struct NodeState {
     pub reserved: GpuSet,
     /// GPUs held by allocations.
     pub allocated: GpuSet,
+    /// GPUs fractional pods share (README "Fractions of a GPU"): never free for a whole
+    /// pod; their thousandths are in [`NodeStates::shares`].
+    pub shared: GpuSet,
 }
 
 impl NodeState {
@@ -34,6 +38,7 @@ impl NodeState {
             unhealthy,
             reserved: GpuSet::EMPTY,
             allocated: GpuSet::EMPTY,
+            shared: GpuSet::EMPTY,
         }
     }
 
@@ -43,11 +48,12 @@ impl NodeState {
         unhealthy: GpuSet::EMPTY,
         reserved: GpuSet::EMPTY,
         allocated: GpuSet::EMPTY,
+        shared: GpuSet::EMPTY,
     };
 
-    /// Healthy GPUs that nothing holds.
+    /// Healthy GPUs that nothing holds (a shared GPU is held in part).
     pub fn free(&self) -> GpuSet {
-        self.gpus & !(self.unhealthy | self.reserved | self.allocated)
+        self.gpus & !(self.unhealthy | self.reserved | self.allocated | self.shared)
     }
 
     /// Number of healthy GPUs that nothing holds.
@@ -102,6 +108,8 @@ pub struct Totals {
     pub allocated: u64,
     /// Unhealthy GPUs.
     pub unhealthy: u64,
+    /// GPUs fractional pods share.
+    pub shared: u64,
 }
 
 impl Totals {
@@ -113,6 +121,7 @@ impl Totals {
             reserved: u64::from(state.reserved.count()),
             allocated: u64::from(state.allocated.count()),
             unhealthy: u64::from(state.unhealthy.count()),
+            shared: u64::from(state.shared.count()),
         }
     }
 
@@ -122,6 +131,7 @@ impl Totals {
         self.reserved += other.reserved;
         self.allocated += other.allocated;
         self.unhealthy += other.unhealthy;
+        self.shared += other.shared;
     }
 
     fn remove(&mut self, other: Self) {
@@ -130,6 +140,7 @@ impl Totals {
         self.reserved -= other.reserved;
         self.allocated -= other.allocated;
         self.unhealthy -= other.unhealthy;
+        self.shared -= other.shared;
     }
 }
 
@@ -143,6 +154,8 @@ pub struct NodeStates {
     totals: Totals,
     /// What the live holds use of each node's resources besides GPUs.
     resources: ResourceUse,
+    /// The used thousandths of every shared GPU.
+    shares: GpuShares,
 }
 
 impl NodeStates {
@@ -169,9 +182,39 @@ impl NodeStates {
         &self.resources
     }
 
-    /// The same, to change (the ledger's hold and end).
+    /// The same, to change (capacities; holds change use through
+    /// [`NodeStates::use_resources`]).
     pub fn resource_use_mut(&mut self) -> &mut ResourceUse {
         &mut self.resources
+    }
+
+    /// The used thousandths of every shared GPU.
+    pub fn shares(&self) -> &GpuShares {
+        &self.shares
+    }
+
+    /// Adds (`take`) or gives back what a hold uses on node `id` besides whole GPUs: named
+    /// resources, and GPU shares (whose GPUs become shared, or free again, as recorded).
+    pub fn use_resources(
+        &mut self,
+        id: NodeId,
+        amounts: &Amounts,
+        take: bool,
+        changes: &mut Changes,
+    ) {
+        let (named, shares) = crate::shares::split(amounts);
+        match take {
+            true => self.resources.take(id, &named),
+            false => self.resources.give(id, &named),
+        }
+        if shares.is_empty() || id as usize >= self.nodes.len() {
+            return;
+        }
+        for &(gpu, milli) in &shares {
+            self.shares.change(id, gpu, milli, take);
+        }
+        let shared = self.shares.shared(id) & self.nodes[id as usize].gpus;
+        self.update(id, changes, |state| state.shared = shared);
     }
 
     /// The GPU counts over every node.
@@ -213,6 +256,7 @@ impl NodeStates {
         self.nodes[id as usize] = NodeState::VACANT;
         self.unhealthy[id as usize] = GpuSet::EMPTY;
         self.resources.clear(id);
+        self.shares.clear(id);
     }
 
     /// Changes node `id` with `change`, recording what the placement rules see change.

@@ -202,6 +202,7 @@ fn a_high_priority_gang_preempts_the_fewest_lowest_jobs_in_one_rack() {
         let pod = PodPlacement::new(node.to_owned(), 0..gpus).unwrap();
         let rack = node.split('-').next().unwrap().to_owned();
         let placement = Placement {
+            gpu_milli: None,
             pods: vec![pod],
             level: "node".into(),
             domain: vec![rack, node.to_owned()],

@@ -102,6 +102,18 @@ impl NodeInfo {
         dict(py, &self.inner.free_resources)
     }
 
+    /// Shared GPUs (README "Fractions of a GPU"): GPU index -> used thousandths.
+    ///
+    /// A fresh dict by index. A shared GPU is in none of ``free``, ``reserved``, ``allocated``.
+    #[getter]
+    fn shared<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let shared = PyDict::new(py);
+        for &(gpu, used) in &self.inner.shared {
+            shared.set_item(gpu, used)?;
+        }
+        Ok(shared)
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let node = &self.inner;
         let tuple = |items: &[u32]| -> PyResult<String> { py_repr(py, PyTuple::new(py, items)?) };
@@ -119,6 +131,9 @@ impl NodeInfo {
         if !node.resources.is_empty() {
             let free = dict(py, &node.free_resources)?;
             parts.push(format!("free_resources={}", py_repr(py, free)?));
+        }
+        if !node.shared.is_empty() {
+            parts.push(format!("shared={}", py_repr(py, self.shared(py)?)?));
         }
         Ok(call_repr("NodeInfo", &parts))
     }
@@ -184,6 +199,12 @@ impl ClusterStats {
         dict(py, &self.inner.free_resources)
     }
 
+    /// GPUs fractional pods share (README "Fractions of a GPU"): neither free nor held whole.
+    #[getter]
+    fn shared(&self) -> u64 {
+        self.inner.shared
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let s = &self.inner;
         let mut repr = format!(
@@ -193,6 +214,9 @@ impl ClusterStats {
         if !s.resources.is_empty() {
             let free = dict(py, &s.free_resources)?;
             repr += &format!(", free_resources={}", py_repr(py, free)?);
+        }
+        if s.shared > 0 {
+            repr += &format!(", shared={}", s.shared);
         }
         Ok(repr + ")")
     }

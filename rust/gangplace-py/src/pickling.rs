@@ -49,6 +49,7 @@ impl GangRequest {
         kwargs.set_item("spares", inner.spares)?;
         let resources = crate::types::dict(py, &inner.resources)?;
         kwargs.set_item("resources_per_pod", resources)?;
+        kwargs.set_item("gpu_milli", inner.gpu_milli)?;
         Ok((args, kwargs))
     }
 }
@@ -85,7 +86,7 @@ impl PodPlacement {
 impl Placement {
     /// Rebuilds a placement from `__reduce__`'s parts (for `pickle`; `reserve` validates it).
     #[staticmethod]
-    #[pyo3(signature = (pods, level, domain, slices = Vec::new(), groups = Vec::new(), spares = Vec::new()))]
+    #[pyo3(signature = (pods, level, domain, slices = Vec::new(), groups = Vec::new(), spares = Vec::new(), gpu_milli = None))]
     fn _rebuild(
         pods: Vec<PyRef<'_, PodPlacement>>,
         level: String,
@@ -93,6 +94,7 @@ impl Placement {
         slices: Vec<Vec<String>>,
         groups: Vec<(String, u64)>,
         spares: Vec<PyRef<'_, PodPlacement>>,
+        gpu_milli: Option<u16>,
     ) -> Self {
         let pods = pods.iter().map(|pod| pod.inner.clone()).collect();
         let spares = spares.iter().map(|pod| pod.inner.clone()).collect();
@@ -104,6 +106,7 @@ impl Placement {
                 slices,
                 groups,
                 spares,
+                gpu_milli,
             }),
         }
     }
@@ -129,6 +132,7 @@ impl Placement {
             inner.slices.clone(),
             inner.groups.clone(),
             spares,
+            inner.gpu_milli,
         )
             .into_pyobject(py)?;
         Ok((rebuild, parts))

@@ -55,6 +55,11 @@ use crate::types::{call_repr, dict, py_repr, terms_parts};
 ///         name no node of the cluster offers raises ``InvalidRequest`` when placed.
 ///         Preemption, defragmentation, repair, spares swaps and ``place_after`` refuse such
 ///         requests for now.
+///     gpu_milli: Thousandths of one GPU each pod asks, 1..999, with ``gpus_per_pod=1``
+///         (README "Fractions of a GPU"): each pod takes a share of one GPU, chosen best fit
+///         among the node's partly used GPUs, and a shared GPU never goes to a whole-GPU
+///         pod. No spares or ``numa="single"``; preemption, defragmentation, repair and
+///         ``place_after`` refuse such requests. ``None``: whole GPUs.
 ///
 /// Example:
 ///     >>> GangRequest(4, 8, required_level="rack")
@@ -72,9 +77,9 @@ pub struct GangRequest {
 impl GangRequest {
     #[new]
     #[pyo3(
-        text_signature = "(pods, gpus_per_pod=1, *, min_pods=None, required_level=None, selector=None, name='', priority=0, preemptible=True, movable=False, slices=(), spread='pack', numa='none', spares=0, resources_per_pod=None)"
+        text_signature = "(pods, gpus_per_pod=1, *, min_pods=None, required_level=None, selector=None, name='', priority=0, preemptible=True, movable=False, slices=(), spread='pack', numa='none', spares=0, resources_per_pod=None, gpu_milli=None)"
     )]
-    #[pyo3(signature = (pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, required_level = None, selector = None, name = String::new(), priority = Priority(0), preemptible = Preemptible(true), movable = Movable(false), slices = None, spread = None, numa = None, spares = None, resources_per_pod = None))]
+    #[pyo3(signature = (pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, required_level = None, selector = None, name = String::new(), priority = Priority(0), preemptible = Preemptible(true), movable = Movable(false), slices = None, spread = None, numa = None, spares = None, resources_per_pod = None, gpu_milli = None))]
     #[allow(clippy::too_many_arguments)] // the documented signature of GangRequest
     fn new(
         pods: &Bound<'_, PyAny>,
@@ -91,6 +96,7 @@ impl GangRequest {
         numa: Option<&Bound<'_, PyAny>>,
         spares: Option<&Bound<'_, PyAny>>,
         resources_per_pod: Option<&Bound<'_, PyAny>>,
+        gpu_milli: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let terms = model::Terms::new(priority.0, preemptible.0, movable.0).map_err(core_to_py)?;
         let pods = convert::int(pods, "pods")?;
@@ -116,6 +122,9 @@ impl GangRequest {
             .map(|r| convert::resource_mapping(r, "resources_per_pod"))
             .transpose()?
             .unwrap_or_default();
+        let gpu_milli = gpu_milli
+            .map(|m| convert::int(m, "gpu_milli"))
+            .transpose()?;
         let inner =
             model::GangRequest::new(pods, gpus_per_pod, min_pods, required_level, selector, name)
                 .and_then(|request| request.with_slices(&slices))
@@ -125,6 +134,7 @@ impl GangRequest {
                 .with_spread(spread)
                 .with_numa(numa);
         inner.check_gpu_less().map_err(core_to_py)?; // after the NUMA policy is set
+        let inner = inner.with_gpu_milli(gpu_milli).map_err(core_to_py)?;
         Ok(Self {
             inner: Arc::new(inner.with_terms(terms)),
         })
@@ -172,7 +182,9 @@ impl GangRequest {
         &self.inner.name
     }
 
-    /// GPUs of the gang and its spares (with slices, ``spares`` per innermost slice).
+    /// Whole GPUs of the gang and its spares (with slices, ``spares`` per innermost slice).
+    ///
+    /// 0 for fractional pods, which hold shares.
     #[getter]
     fn total_gpus(&self) -> u64 {
         self.inner.total_gpus()
@@ -220,6 +232,12 @@ impl GangRequest {
         dict(py, &self.inner.resources)
     }
 
+    /// Thousandths of one GPU each pod asks (README "Fractions of a GPU"); ``None``: whole.
+    #[getter]
+    fn gpu_milli(&self) -> Option<u16> {
+        self.inner.gpu_milli
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let request = &self.inner;
         let mut parts = vec![request.pods.to_string(), request.gpus_per_pod.to_string()];
@@ -255,6 +273,9 @@ impl GangRequest {
         if !request.resources.is_empty() {
             let resources = dict(py, &request.resources)?;
             parts.push(format!("resources_per_pod={}", py_repr(py, resources)?));
+        }
+        if let Some(milli) = request.gpu_milli {
+            parts.push(format!("gpu_milli={milli}"));
         }
         Ok(call_repr("GangRequest", &parts))
     }

@@ -179,14 +179,23 @@ impl Placement {
         Ok(groups)
     }
 
-    /// GPUs of all pods.
+    /// Whole GPUs of all pods (0 for fractional pods, which hold shares: ``gpu_milli``).
     #[getter]
     fn total_gpus(&self) -> usize {
+        if self.inner.gpu_milli.is_some() {
+            return 0;
+        }
         self.inner
             .pods
             .iter()
             .map(|pod| pod.gpu_count() as usize)
             .sum()
+    }
+
+    /// Thousandths of its GPU each pod uses (README "Fractions of a GPU"); ``None``: whole.
+    #[getter]
+    fn gpu_milli(&self) -> Option<u16> {
+        self.inner.gpu_milli
     }
 
     fn __len__(&self) -> usize {
@@ -220,6 +229,9 @@ impl Placement {
         let mut parts = parts.to_vec();
         if !self.inner.spares.is_empty() {
             parts.push(format!("spares={}", py_repr(py, self.spares(py)?)?));
+        }
+        if let Some(milli) = self.inner.gpu_milli {
+            parts.push(format!("gpu_milli={milli}"));
         }
         Ok(call_repr("Placement", &parts))
     }

@@ -14,12 +14,14 @@ mod numa;
 mod overlay;
 mod pools;
 mod propagate;
+mod shares;
 mod ties;
 
 pub use aggregate::Aggregate;
 pub use index::FreeIndex;
 pub use overlay::Overlay;
 pub use pools::SelectorPool;
+pub use shares::ShareFit;
 
 use crate::ids::{DomainId, GpuSet, NodeId};
 use crate::state::{NodeChange, NodeStates};

@@ -92,6 +92,7 @@ impl Engine {
             .ledger
             .live(id)
             .ok_or_else(|| internal("a live hold vanished"))?;
+        hold.placement.refuse_fraction("adopt(into=...)")?;
         if hold.request.is_some() || hold.roles.is_some() {
             return Err(invalid(format!(
                 "allocation {id} was placed for a request: only adopted work (adopt, \
@@ -113,7 +114,6 @@ impl Engine {
             (placement, terms),
             &held,
         );
-        self.apply(&changes);
         let hold = self
             .ledger
             .live(id)
@@ -122,7 +122,9 @@ impl Engine {
             super::resources::holds_on(hold, node) || taken.iter().any(|&(on, _)| on == node)
         };
         let by_node = self.resources_by_node(&hold.placement, &pod_resources, &hold.ended, &member);
-        (self.ledger).set_resources(&mut self.states, id, pod_resources, by_node);
+        let states = &mut self.states;
+        (self.ledger).set_resources(states, &mut changes, id, pod_resources, by_node);
+        self.apply(&changes);
         let hold = self
             .ledger
             .live(id)
@@ -252,6 +254,7 @@ impl Engine {
             .collect();
         let order = ranked.iter().map(|entry| entry.4).collect();
         let placement = Placement {
+            gpu_milli: None,
             pods: ranked
                 .iter()
                 .map(|&(_, _, node, gpus, _)| PodPlacement {

@@ -87,7 +87,7 @@ impl Engine {
                 "gang{} of {} x {} fits: {} at level {} {}",
                 quoted_name(request),
                 counted(asked.pods, "pod"),
-                counted(u64::from(request.gpus_per_pod), "GPU"),
+                pod_size(request),
                 counted(placement.pods.len() as u64, "pod"),
                 placement.level,
                 placement.domain.join("/")
@@ -217,14 +217,18 @@ impl Engine {
             "gang{} of {} x {}{}{minimum} does not fit: {}{bounded}",
             quoted_name(request),
             counted(request.pods, "pod"),
-            counted(u64::from(request.gpus_per_pod), "GPU"),
+            pod_size(request),
             slices_text(request),
             tried.join("; ")
         )
     }
 
     pub(crate) fn exclusions(&self, request: &GangRequest) -> Exclusions {
-        let size = request.gpus_per_pod;
+        let size = request.whole_gpus(); // a fraction needs room, not a free GPU
+        let shares = (request.gpu_milli).map(|milli| crate::capacity::ShareFit {
+            milli: u64::from(milli),
+            states: &self.states,
+        });
         let mut excluded = Exclusions::default();
         for (id, node) in self.topology.nodes() {
             let state = self.states.get(id);
@@ -234,7 +238,9 @@ impl Engine {
                 excluded.selector_mismatch += 1;
             } else if state.healthy_count() < size {
                 excluded.unhealthy += 1;
-            } else if state.free_count() < size {
+            } else if state.free_count() < size
+                || shares.is_some_and(|fit| fit.pods(id, state.free()) == 0)
+            {
                 excluded.too_few_free += 1;
             } else if request.numa == crate::shapes::Numa::Single
                 && node
@@ -288,8 +294,8 @@ impl Engine {
 
     /// The fewest held GPUs to free under `item` so that it holds `pods` pods.
     fn gpus_to_free(&self, item: Item, request: &GangRequest, pods: u64) -> Option<u64> {
-        if !request.slices.is_empty() {
-            return None; // What-ifs of freeing GPUs count pods, not slices.
+        if !request.slices.is_empty() || request.gpu_milli.is_some() {
+            return None; // What-ifs of freeing GPUs count whole pods, not slices or shares.
         }
         let size = u64::from(request.gpus_per_pod);
         let mut capacity = 0u64;
@@ -402,5 +408,13 @@ fn cheapest_text(levels: &[LevelExplanation]) -> String {
                 counted(cost, "held GPU")
             )
         }
+    }
+}
+
+/// What each pod asks of GPUs, for messages: `2 GPUs`, or `460 thousandths of a GPU`.
+fn pod_size(request: &GangRequest) -> String {
+    match request.gpu_milli {
+        Some(milli) => format!("{milli} thousandths of a GPU"),
+        None => counted(u64::from(request.gpus_per_pod), "GPU"),
     }
 }

@@ -20,6 +20,7 @@ pub(crate) mod records;
 pub(crate) mod removal;
 pub(crate) mod resources;
 mod search_ops;
+mod shares;
 pub(crate) mod transactions;
 
 use std::sync::Arc;
@@ -160,13 +161,18 @@ impl Engine {
             .filter(|&index| index < gpus)
             .ok_or_else(|| invalid(format!("node {node:?} has no GPU {gpu} (it has {gpus})")))?;
         let bit = GpuSet::single(index);
-        let holders: Vec<HoldId> = self
+        let mut holders: Vec<HoldId> = self
             .ledger
             .holders_on(id)
             .into_iter()
             .filter(|&(_, gpus)| gpus.intersects(bit))
             .map(|(holder, _)| holder)
             .collect();
+        if self.states.get(id).shared.contains(index) {
+            // Fractional holds share it (README "Fractions of a GPU"): the same rules.
+            holders.extend(self.holds_sharing(id, index));
+            holders.sort_unstable();
+        }
         let mut changes = Changes::new();
         if !healthy {
             for &holder in &holders {
@@ -256,6 +262,7 @@ impl Engine {
                 .map(|groups| (groups.levels().to_vec(), groups.paths().to_vec())),
             resources: self.node_resources(id, false),
             free_resources: self.node_resources(id, true),
+            shared: self.node_shares(id),
         })
     }
 
@@ -305,6 +312,7 @@ impl Engine {
             unhealthy: totals.unhealthy,
             resources: self.resource_totals(false),
             free_resources: self.resource_totals(true),
+            shared: totals.shared,
         }
     }
 
@@ -324,6 +332,7 @@ impl Engine {
         };
         let coarsest_depth = coarsest_depth.max(self.config.max_level_depth());
         request.check_gpu_less()?;
+        request.check_fraction()?;
         Layers::resolve(&self.topology, &request.slices, coarsest_depth)?;
         self.topology
             .resources()
@@ -388,6 +397,7 @@ impl Engine {
     pub(crate) fn placement(&self, plan: &Plan) -> Placement {
         let domain = plan.item.path(&self.topology);
         Placement {
+            gpu_milli: None,
             pods: self.planned_pods(plan).collect(),
             level: self.topology.level_name(plan.depth).to_owned(),
             domain: domain.into_iter().map(String::from).collect(),
@@ -455,6 +465,7 @@ impl Engine {
         }
         self.ledger.check_holders().map_err(internal)?;
         self.check_resources().map_err(internal)?;
+        self.check_shares().map_err(internal)?;
         (self.states.resource_use())
             .check_index(self.topology.resources().capacities())
             .map_err(internal)?;

@@ -49,17 +49,16 @@ impl Engine {
         }
         self.ledger
             .end_pods(&mut self.states, &mut changes, id, &ranks, &freed);
-        self.apply(&changes);
         let hold = self
             .ledger
             .live(id)
             .ok_or_else(|| internal("a live allocation vanished"))?;
-        if !hold.pod_resources.is_empty() {
-            // The ended pods' resources go back with their GPUs.
+        if !hold.resources_by_node.is_empty() {
+            // The ended pods' resources and GPU shares go back with their GPUs.
             let (asks, by_node) = (hold.pod_resources.clone(), self.hold_resources(hold));
-            self.ledger
-                .set_resources(&mut self.states, id, asks, by_node);
+            (self.ledger).set_resources(&mut self.states, &mut changes, id, asks, by_node);
         }
+        self.apply(&changes);
         let hold = self
             .ledger
             .live(id)

@@ -18,8 +18,9 @@ pub(crate) fn lost_ranks(topology: &Topology, states: &NodeStates, hold: &Hold) 
             continue;
         }
         let held = topology.node_id(&pod.node).and_then(|node| {
-            if pod.gpus.is_empty() {
-                // A pod without GPUs (README "Node resources") runs where its resources are.
+            if pod.gpus.is_empty() || hold.placement.gpu_milli.is_some() {
+                // A pod without GPUs (README "Node resources") runs where its resources are,
+                // a fractional one where its share is (README "Fractions of a GPU").
                 let there = hold.resources_by_node.iter().any(|&(on, _)| on == node);
                 return there.then_some(node);
             }

@@ -42,8 +42,12 @@ impl Engine {
         };
         for (id, hold) in holds {
             let eligible = match purpose {
+                // Fractional holds free shares, which removal sets do not count (README
+                // "Fractions of a GPU"): never victims, never moved.
                 Purpose::Preemption => {
-                    hold.terms.preemptible && (only.is_some() || hold.terms.priority < priority)
+                    hold.terms.preemptible
+                        && (only.is_some() || hold.terms.priority < priority)
+                        && hold.placement.gpu_milli.is_none()
                 }
                 // A hold with ended ranks no longer matches its request (README E4).
                 Purpose::Defragmentation => {
@@ -52,6 +56,7 @@ impl Engine {
                         && hold.terms.priority <= priority
                         && hold.ended.is_empty()
                         && hold.pod_resources.is_empty()
+                        && hold.placement.gpu_milli.is_none()
                 }
             };
             let exempt = hold

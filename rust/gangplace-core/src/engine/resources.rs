@@ -12,6 +12,7 @@ use crate::ledger::Hold;
 use crate::model::{GangRequest, Placement};
 use crate::resources::{Amounts, ResourceFit};
 use crate::search::Item;
+use crate::shares::{share_id, split};
 
 impl Engine {
     /// The per-pod amounts of a request (empty when it asks none). Its names were checked
@@ -25,9 +26,10 @@ impl Engine {
     }
 
     /// What the live pods (ranks not in `ended`) and spares of `placement` use per node, by
-    /// node id, each pod asking `per_pod` (one entry: all alike; else by rank). Only pods on
-    /// nodes the hold still has (`member`) count: a node removed under an allocation takes
-    /// its pods' use with it.
+    /// node id, each pod asking `per_pod` (one entry: all alike; else by rank) and, for a
+    /// fractional placement, its share of its GPU (README "Fractions of a GPU"). Only pods
+    /// on nodes the hold still has (`member`) count: a node removed under an allocation
+    /// takes its pods' use with it.
     pub(crate) fn resources_by_node(
         &self,
         placement: &Placement,
@@ -35,7 +37,8 @@ impl Engine {
         ended: &[u64],
         member: &dyn Fn(NodeId) -> bool,
     ) -> Vec<(NodeId, Amounts)> {
-        if per_pod.iter().all(Amounts::is_empty) {
+        let milli = placement.gpu_milli.map(u64::from);
+        if per_pod.iter().all(Amounts::is_empty) && milli.is_none() {
             return Vec::new();
         }
         let held_on = |name: &str| {
@@ -49,10 +52,16 @@ impl Engine {
         let spares = placement.spares.iter().map(|pod| (None, pod));
         let mut pods_on: BTreeMap<NodeId, u64> = BTreeMap::new();
         let mut sums: BTreeMap<NodeId, Amounts> = BTreeMap::new();
+        let mut shares: BTreeMap<NodeId, BTreeMap<u32, u64>> = BTreeMap::new();
         for (rank, pod) in live.chain(spares) {
             let Some(node) = held_on(&pod.node) else {
                 continue;
             };
+            if let Some(milli) = milli {
+                for gpu in pod.gpus.iter() {
+                    *shares.entry(node).or_default().entry(gpu).or_default() += milli;
+                }
+            }
             if per_pod.len() == 1 {
                 *pods_on.entry(node).or_default() += 1;
             } else if let Some(amounts) =
@@ -63,9 +72,14 @@ impl Engine {
             }
         }
         if let [uniform] = per_pod {
-            return (pods_on.into_iter())
+            sums = (pods_on.into_iter())
                 .map(|(node, pods)| (node, uniform.times(pods)))
                 .collect();
+        }
+        for (node, gpus) in shares {
+            let pairs = gpus.into_iter().map(|(gpu, milli)| (share_id(gpu), milli));
+            let sum = sums.entry(node).or_default();
+            *sum = sum.plus(&Amounts::from_pairs(pairs.collect()));
         }
         sums.into_iter()
             .filter(|(_, amounts)| !amounts.is_empty())
@@ -114,9 +128,10 @@ impl Engine {
             }
             for (node, amounts) in &hold.resources_by_node {
                 let sum = expected.entry(*node).or_default();
-                *sum = sum.plus(amounts);
+                *sum = sum.plus(&split(amounts).0); // shares: `check_shares`
             }
         }
+        expected.retain(|_, amounts| !amounts.is_empty());
         for (node, used) in self.states.resource_use().all() {
             let want = expected.remove(&node).unwrap_or_default();
             if *used != want {
@@ -234,9 +249,14 @@ impl Engine {
             if state.cordoned || !self.topology.node(node).matches(&request.selector) {
                 continue;
             }
-            let gpu_pods = match request.gpus_per_pod {
-                0 => u64::MAX, // pods without GPUs: every node is bound by its resources
-                size => u64::from(state.free_count() / size),
+            let shares = (request.gpu_milli).map(|milli| crate::capacity::ShareFit {
+                milli: u64::from(milli),
+                states: &self.states,
+            });
+            let gpu_pods = match (shares, request.gpus_per_pod) {
+                (Some(fit), _) => fit.pods(node, state.free()), // fractions: their GPUs' room
+                (None, 0) => u64::MAX, // pods without GPUs: every node is bound by its resources
+                (None, size) => u64::from(state.free_count() / size),
             };
             let (pods, _) = fit.pods_with_bound(node);
             if pods < gpu_pods {

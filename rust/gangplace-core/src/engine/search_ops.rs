@@ -2,6 +2,7 @@
 //! picks the cluster's view or a selector's pool for a request, and `SearchOps` is what the
 //! operations call on it, whatever the view (placement rules, and preemption's removal sets).
 
+use crate::capacity::ShareFit;
 use crate::capacity::{Capacity, CapacityView};
 use crate::config::Policy;
 use crate::error::{CoreResult, internal};
@@ -22,7 +23,7 @@ pub(super) fn search_over<R>(
     request: &GangRequest,
     search: impl FnOnce(&dyn SearchOps) -> R,
 ) -> CoreResult<R> {
-    let size = request.gpus_per_pod;
+    let size = request.whole_gpus(); // 0 for fractions: their shares count them
     // The names were checked by `Engine::demand`, which every search of a request follows.
     let layers = Layers::resolve(topology, &request.slices, 0)?;
     let need = topology.resources().names().resolve(&request.resources)?;
@@ -44,13 +45,18 @@ pub(super) fn search_over<R>(
         capacity: topology.resources().capacities(),
         used: states.resource_use(),
     });
+    let share = (request.gpu_milli).map(|milli| ShareFit {
+        milli: u64::from(milli),
+        states,
+    });
     if request.selector.is_empty() {
         let view = capacity.cluster_view(states);
         return Ok(search(
             &Search::new(topology, &view, size)
                 .with_shape(layers, request.spread)
                 .with_numa(request.numa)
-                .with_resources(fit),
+                .with_resources(fit)
+                .with_shares(share),
         ));
     }
     let view = capacity
@@ -60,7 +66,8 @@ pub(super) fn search_over<R>(
         &Search::new(topology, &view, size)
             .with_shape(layers, request.spread)
             .with_numa(request.numa)
-            .with_resources(fit),
+            .with_resources(fit)
+            .with_shares(share),
     ))
 }
 

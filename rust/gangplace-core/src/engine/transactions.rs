@@ -227,7 +227,9 @@ impl Engine {
                 self.unschedulable_reason(placed, &demand)?,
             ));
         };
-        let pods = plan.pods.iter().map(|pod| (pod.node, pod.gpus));
+        // Fractional pods hold shares, not whole GPUs (README "Fractions of a GPU").
+        let whole = plan.pods.iter().filter(|_| request.gpu_milli.is_none());
+        let pods = whole.map(|pod| (pod.node, pod.gpus));
         let held = gpus_by_node(pods).ok_or_else(|| internal("a plan took one GPU twice"))?;
         self.check_cap(owner, held_gpus(&held))?;
         let placement = Arc::new(request.split_spares(self.placement(&plan)));
@@ -259,17 +261,17 @@ impl Engine {
         check_ttl(ttl)?;
         check_owner(owner)?;
         self.reclaim(now);
-        let mut pods = Vec::with_capacity(placement.pods.len() + placement.spares.len());
-        for pod in placement.pods.iter().chain(&placement.spares) {
-            let node = self.pod_node(placement, &pod.node)?;
-            self.check_pod_gpus(node, pod.gpus)?;
-            pods.push((node, pod.gpus));
-        }
-        if pods.is_empty() {
+        if placement.pods.is_empty() && placement.spares.is_empty() {
             return Err(invalid("the placement has no pods"));
         }
-        let held = gpus_by_node(pods.into_iter())
-            .ok_or_else(|| texts::one_gpu_two_pods("the placement"))?;
+        let held = match placement.gpu_milli {
+            // Fractional pods hold shares, not GPUs (README "Fractions of a GPU").
+            Some(milli) => {
+                self.check_placement_shares(placement, milli)?;
+                Vec::new()
+            }
+            None => self.placement_gpus(placement)?,
+        };
         self.check_cap(owner, held_gpus(&held))?;
         let new = NewHold {
             placement: Arc::clone(placement),
@@ -282,6 +284,18 @@ impl Engine {
             pod_resources: None,
         };
         self.hold(held, new)
+    }
+
+    /// The GPUs a placement's pods and spares hold, per node, each checked free and healthy
+    /// on a usable node of the domain (`Conflict` otherwise).
+    fn placement_gpus(&self, placement: &Placement) -> CoreResult<Vec<(NodeId, GpuSet)>> {
+        let mut pods = Vec::with_capacity(placement.pods.len() + placement.spares.len());
+        for pod in placement.pods.iter().chain(&placement.spares) {
+            let node = self.pod_node(placement, &pod.node)?;
+            self.check_pod_gpus(node, pod.gpus)?;
+            pods.push((node, pod.gpus));
+        }
+        gpus_by_node(pods.into_iter()).ok_or_else(|| texts::one_gpu_two_pods("the placement"))
     }
 
     /// The live, uncordoned node of a placement's pod, inside the placement's domain.

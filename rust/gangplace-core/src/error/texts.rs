@@ -78,6 +78,15 @@ pub(crate) fn placement_gpu_busy(gpu: u32, node: &str, unhealthy: bool) -> CoreE
     ))
 }
 
+/// `Conflict`: a fractional placement's GPU no longer has room for its pods' shares (README
+/// "Fractions of a GPU").
+pub(crate) fn share_room(gpu: u32, node: &str, free: u64, asked: u64) -> CoreError {
+    CoreError::Conflict(format!(
+        "the placement is stale: GPU {gpu} of node {node:?} has {free} thousandths free, its \
+         pods ask {asked}"
+    ))
+}
+
 /// `Conflict`: a preemption plan's victim ended or its priority changed.
 pub(crate) fn victim_changed(victim: impl Display) -> CoreError {
     CoreError::Conflict(format!(

@@ -136,6 +136,11 @@ impl Hold {
     /// Whether it holds fewer (or more) GPUs than its live ranks and spares name: a node
     /// removed under it takes its GPUs out of `gpus_by_node`.
     pub fn held_differs(&self) -> bool {
+        if self.placement.gpu_milli.is_some() {
+            // Shares, not GPUs (README "Fractions of a GPU"): what they lost is read from
+            // the pods, their nodes and their GPUs' health each time.
+            return true;
+        }
         let ranks = (0u64..).zip(&self.placement.pods);
         let named: u64 = ranks
             .filter(|(rank, _)| self.ended.binary_search(rank).is_err())
@@ -366,7 +371,7 @@ impl Ledger {
             self.failpoint(step);
         }
         for (node, amounts) in &hold.resources_by_node {
-            states.resource_use_mut().take(*node, amounts);
+            states.use_resources(*node, amounts, true, changes);
         }
         self.count_held(&hold.owner, hold.gpu_count(), 0);
         self.expiries.insert(Expiry {
@@ -446,7 +451,7 @@ impl Ledger {
             self.failpoint(step);
         }
         for (node, amounts) in &hold.resources_by_node {
-            states.resource_use_mut().give(*node, amounts);
+            states.use_resources(*node, amounts, false, changes);
         }
         self.count_held(&hold.owner, 0, hold.gpu_count());
         if let Some(link) = &hold.repair {
@@ -482,7 +487,7 @@ impl Ledger {
         hold.gpus_by_node
             .retain(|&mut (held_on, _)| held_on != node);
         for (_, amounts) in (hold.resources_by_node.iter()).filter(|(on, _)| *on == node) {
-            states.resource_use_mut().give(node, amounts);
+            states.use_resources(node, amounts, false, changes);
             hold.resources_detached = true;
         }
         hold.resources_by_node.retain(|(on, _)| *on != node);

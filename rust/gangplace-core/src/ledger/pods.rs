@@ -56,6 +56,7 @@ impl Ledger {
     pub fn set_resources(
         &mut self,
         states: &mut NodeStates,
+        changes: &mut Changes,
         id: HoldId,
         pod_resources: std::sync::Arc<[crate::resources::Amounts]>,
         by_node: Vec<(NodeId, crate::resources::Amounts)>,
@@ -64,10 +65,10 @@ impl Ledger {
             return;
         };
         for (node, amounts) in &hold.resources_by_node {
-            states.resource_use_mut().give(*node, amounts);
+            states.use_resources(*node, amounts, false, changes);
         }
         for (node, amounts) in &by_node {
-            states.resource_use_mut().take(*node, amounts);
+            states.use_resources(*node, amounts, true, changes);
         }
         hold.pod_resources = pod_resources;
         hold.resources_by_node = by_node;

@@ -126,6 +126,7 @@ impl Engine {
         now: f64,
     ) -> CoreResult<Option<(usize, Placement)>> {
         Self::refuse_resources(request, "place_after")?;
+        request.refuse_fraction("place_after")?;
         let avoid = self.avoided(avoid)?;
         let placed = request.placed();
         let demand = self.prepare(&placed, now)?;

@@ -89,6 +89,9 @@ pub struct GangRequest {
     /// Resources besides GPUs each pod asks, by name, sorted, no zeros (README "Node
     /// resources"); set by [`GangRequest::with_resources`].
     pub resources: Vec<(String, u64)>,
+    /// Thousandths of one GPU each pod asks (README "Fractions of a GPU"), `1..=999` with
+    /// one GPU per pod; `None`: whole GPUs. Set by [`GangRequest::with_gpu_milli`].
+    pub gpu_milli: Option<u16>,
 }
 
 impl GangRequest {
@@ -173,6 +176,7 @@ impl GangRequest {
             numa: Numa::None,
             spares: 0,
             resources: Vec::new(),
+            gpu_milli: None,
         })
     }
 
@@ -230,12 +234,12 @@ impl GangRequest {
 
     /// GPUs of the smallest gang accepted (`min_pods`, or `pods`), its spares included.
     pub fn min_gpus(&self) -> u64 {
-        self.placed_pods(self.min_pods.unwrap_or(self.pods)) * u64::from(self.gpus_per_pod)
+        self.placed_pods(self.min_pods.unwrap_or(self.pods)) * u64::from(self.whole_gpus())
     }
 
     /// Total GPUs of the full gang and its spares, at most `MAX_GANG_GPUS`.
     pub fn total_gpus(&self) -> u64 {
-        self.placed_pods(self.pods) * u64::from(self.gpus_per_pod)
+        self.placed_pods(self.pods) * u64::from(self.whole_gpus())
     }
 }
 
@@ -306,6 +310,9 @@ pub struct Placement {
     pub level: String,
     /// Path of the chosen domain (plus the node name at level `node`; empty for `cluster`).
     pub domain: Vec<String>,
+    /// Thousandths of its GPU each pod uses (README "Fractions of a GPU"); `None`: pods hold
+    /// their GPUs whole.
+    pub gpu_milli: Option<u16>,
     /// Slice requests: the domain path of every innermost slice, in rank order (empty
     /// otherwise). Multi-role gangs: those of each group with slices, groups in request
     /// order.
@@ -419,6 +426,8 @@ pub struct NodeInfo {
     pub resources: Vec<(String, u64)>,
     /// What of them no live hold uses, by name (every resource of `resources`, zeros kept).
     pub free_resources: Vec<(String, u64)>,
+    /// Shared GPUs and their used thousandths (README "Fractions of a GPU").
+    pub shared: Vec<(u32, u64)>,
 }
 
 /// GPU counts over the whole cluster, and its resources besides GPUs.
@@ -440,6 +449,8 @@ pub struct ClusterStats {
     pub resources: Vec<(String, u64)>,
     /// What of them no hold uses (a node's use above its capacity counts as 0 free).
     pub free_resources: Vec<(String, u64)>,
+    /// GPUs fractional pods share (neither free nor held whole).
+    pub shared: u64,
 }
 
 /// Per node, in name order: GPU counts and sets by state, and the node's place in the tree

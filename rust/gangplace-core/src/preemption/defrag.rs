@@ -302,7 +302,10 @@ impl Engine {
         }
         let moved: Vec<HoldId> = plan.moves.iter().map(|step| step.allocation).collect();
         let (mut freed, mut returned) = self.check_victims(&moved, |hold| {
-            hold.terms.movable && hold.terms.priority <= priority && hold.pod_resources.is_empty()
+            hold.terms.movable
+                && hold.terms.priority <= priority
+                && hold.pod_resources.is_empty()
+                && hold.placement.gpu_milli.is_none()
         })?;
         let (evicted_freed, evicted_returned) = self.check_victims(&plan.evictions, |hold| {
             hold.terms.preemptible && hold.terms.priority < priority

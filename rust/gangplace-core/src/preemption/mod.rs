@@ -180,10 +180,13 @@ impl Engine {
             let Some(plan) = plan else {
                 return Ok(copies);
             };
-            what_if.take(plan.pods.iter().map(|pod| (pod.node, pod.gpus)));
-            for pod in &plan.pods {
-                what_if.states.resource_use_mut().take(pod.node, &need);
+            let pods: Vec<(NodeId, GpuSet)> = plan.pods.iter().map(|p| (p.node, p.gpus)).collect();
+            if request.gpu_milli.is_none() {
+                // Fractions hold shares of their GPUs instead (README "Fractions of a GPU").
+                what_if.take(pods.iter().copied());
             }
+            let milli = request.gpu_milli.map(u64::from);
+            what_if.use_resources(&pods, &need, milli);
             copies += 1;
             if copies > crate::limits::MAX_GANG_GPUS {
                 return Err(internal("capacity_for did not converge"));
@@ -197,6 +200,7 @@ impl Engine {
 /// "Slices", "Inside a node", "Spares") rather than given a plan that breaks its shape.
 pub(crate) fn refuse_unsupported_shapes(request: &GangRequest, call: &str) -> CoreResult<()> {
     Engine::refuse_resources(request, call)?;
+    request.refuse_fraction(call)?;
     if !request.slices.is_empty() {
         return Err(crate::error::invalid(format!(
             "{call} does not take slice gangs yet; place them with place_gang or reserve"

@@ -71,6 +71,7 @@ impl Engine {
             gpus_by_node(pods.into_iter()).ok_or_else(|| texts::one_gpu_two_pods("the plan"))?;
         self.check_cap(caller, held_gpus(&held))?;
         let placement = Placement {
+            gpu_milli: None,
             pods: new_pods,
             level: plan.level.clone(),
             domain: plan.domain.clone(),

@@ -231,6 +231,7 @@ impl Engine {
                  pods ask some (README \"Node resources\")"
             )));
         }
+        hold.placement.refuse_fraction("repair")?;
         Ok(hold)
     }
 

@@ -16,6 +16,10 @@ use crate::limits::{MAX_NAME_BYTES, MAX_RESOURCE_AMOUNT, MAX_RESOURCES_PER_NODE}
 /// A resource name's id: its position in the order nodes first declared the names.
 pub type ResourceId = u16;
 
+/// The first id above every name's: ids from here up hold shares of GPUs, GPU `i`'s being
+/// this plus `i` (module `shares`, README "Fractions of a GPU").
+pub const FIRST_SHARE_ID: ResourceId = 0xFF00;
+
 /// Quantities by resource id: sorted by id, ids unique, no zero quantity.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Amounts(Vec<(ResourceId, u64)>);
@@ -27,7 +31,7 @@ impl Amounts {
     }
 
     /// From pairs with unique ids (zeros dropped, sorted here).
-    fn from_pairs(mut pairs: Vec<(ResourceId, u64)>) -> Self {
+    pub(crate) fn from_pairs(mut pairs: Vec<(ResourceId, u64)>) -> Self {
         pairs.retain(|&(_, quantity)| quantity > 0);
         pairs.sort_unstable();
         Self(pairs)
@@ -179,14 +183,15 @@ impl ResourceNames {
         Amounts::from_pairs(pairs.collect())
     }
 
-    /// Whether declaring `named` keeps the ids within their type (at most 65,535 names).
+    /// Whether declaring `named` keeps the ids below the GPU shares' (at most 65,279 names).
     pub fn can_declare(&self, named: &[(String, u64)]) -> CoreResult<()> {
         let new = named
             .iter()
             .filter(|(name, _)| !self.ids.contains_key(name.as_str()))
             .count();
-        if self.names.len() + new >= usize::from(ResourceId::MAX) {
-            return Err(invalid("a cluster knows at most 65,534 resource names"));
+        // Ids from `FIRST_SHARE_ID` up are GPU shares (README "Fractions of a GPU").
+        if self.names.len() + new >= usize::from(FIRST_SHARE_ID) {
+            return Err(invalid("a cluster knows at most 65,279 resource names"));
         }
         Ok(())
     }

@@ -182,6 +182,7 @@ impl Engine {
         plan: &RolesPlan,
     ) -> Placement {
         let mut placement = Placement {
+            gpu_milli: None,
             pods: Vec::new(),
             level: self.topology.level_name(plan.depth).to_owned(),
             domain: plan

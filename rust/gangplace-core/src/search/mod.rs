@@ -12,6 +12,7 @@
 //! - Capacities come from the per-domain aggregates, never from visiting nodes.
 
 use crate::capacity::CapacityView;
+use crate::capacity::ShareFit;
 use crate::config::Policy;
 use crate::error::{CoreResult, internal};
 use crate::ids::{DomainId, GpuSet, NodeId, ROOT};
@@ -110,6 +111,9 @@ pub struct Search<'a, V> {
     /// resources allow (README "Node resources"), counted node by node, the aggregates'
     /// GPU-only counts serving as bounds.
     fit: Option<ResourceFit<'a>>,
+    /// A fractional request (README "Fractions of a GPU"): searched as pods without whole
+    /// GPUs, each node holding what its free and shared GPUs' room allows.
+    share: Option<ShareFit<'a>>,
 }
 
 impl<'a, V: CapacityView> Search<'a, V> {
@@ -123,6 +127,7 @@ impl<'a, V: CapacityView> Search<'a, V> {
             split: Spread::Pack,
             numa: Numa::None,
             fit: None,
+            share: None,
         }
     }
 
@@ -132,11 +137,16 @@ impl<'a, V: CapacityView> Search<'a, V> {
         Self { fit, ..self }
     }
 
-    /// Whether capacities are counted node by node (NUMA groups or resources), the
-    /// aggregates' counts being only bounds.
+    /// The same search for fractional pods (`None`: whole GPUs); `gpus_per_pod` must be 0.
+    pub fn with_shares(self, share: Option<ShareFit<'a>>) -> Self {
+        Self { share, ..self }
+    }
+
+    /// Whether capacities are counted node by node (NUMA groups, resources or fractions),
+    /// the aggregates' counts being only bounds.
     #[inline(always)]
     fn counted(&self) -> bool {
-        self.numa == Numa::Single || self.fit.is_some()
+        self.numa == Numa::Single || self.fit.is_some() || self.share.is_some()
     }
 
     /// The same search counting pods per NUMA group (README "Inside a node"): read from the
@@ -178,16 +188,19 @@ impl<'a, V: CapacityView> Search<'a, V> {
                     }
                     _ => self.gpu_pods(free),
                 };
-                let pods = pods.min(cap);
+                let pods = match &self.share {
+                    Some(share) => share.pods(id, free).min(cap),
+                    None => pods.min(cap),
+                };
                 match &self.fit {
                     Some(fit) if pods > 0 => pods.min(fit.pods(id)),
                     _ => pods,
                 }
             }),
             Item::Domain(id) => {
-                let aggregate = match self.fit {
-                    None => self.view.domain_numa_capacity(id, self.gpus_per_pod),
-                    Some(_) => None,
+                let aggregate = match (&self.fit, &self.share) {
+                    (None, None) => self.view.domain_numa_capacity(id, self.gpus_per_pod),
+                    _ => None,
                 };
                 match aggregate {
                     Some(pods) => pods.min(cap),
@@ -220,10 +233,10 @@ impl<'a, V: CapacityView> Search<'a, V> {
         match item {
             Item::Domain(_) if self.gpus_per_pod == 0 => u64::MAX,
             Item::Domain(id) => self.view.domain_capacity(id, self.gpus_per_pod),
-            Item::Node(id) => self
-                .view
-                .node_free(id)
-                .map_or(0, |free| self.gpu_pods(free)),
+            Item::Node(id) => self.view.node_free(id).map_or(0, |free| match &self.share {
+                Some(share) => share.pods(id, free),
+                None => self.gpu_pods(free),
+            }),
         }
     }
 
@@ -492,6 +505,17 @@ impl<'a, V: CapacityView> Search<'a, V> {
     /// node with GPU groups, those of the tightest finest group that holds each pod
     /// ([`crate::intranode`]).
     fn take_gpus(&self, node: NodeId, pods: u64, out: &mut Vec<PlannedPod>) -> CoreResult<()> {
+        if let Some(share) = &self.share {
+            // Fractional pods (README "Fractions of a GPU"): a GPU each, best fit (F2).
+            let free = self.view.node_free(node).unwrap_or_default();
+            let gpus = (share.choose(node, free, pods))
+                .ok_or_else(|| internal("a node held fewer fractions than counted"))?;
+            out.extend(gpus.into_iter().map(|gpu| PlannedPod {
+                node,
+                gpus: GpuSet::single(gpu),
+            }));
+            return Ok(());
+        }
         if self.gpus_per_pod == 0 {
             // Pods without GPUs (README "Node resources") take none.
             let pods = (0..pods).map(|_| PlannedPod {

@@ -23,7 +23,9 @@
 //! engine is returned only when all of it passed: there is never a half-built cluster.
 
 mod body;
+mod decode;
 mod resources;
+mod shares;
 
 use std::sync::Arc;
 
@@ -46,6 +48,7 @@ use crate::topology::NodeSpec;
 use body::{
     Body, EndedRecord, Endings, Extension, HoldRecord, HoldShape, NodeRecord, NodeShape, Shapes,
 };
+use decode::decode;
 
 type GpuGroups = Option<(Vec<String>, Vec<Vec<u32>>)>;
 
@@ -59,8 +62,10 @@ pub const MAGIC: &[u8; 8] = b"GANGPLCE";
 /// links of every hold after that (module `repair_snapshot`); version 7 adds the ended ranks
 /// of every hold after that ([`Endings`], README "Ending some pods"); version 8 adds node
 /// resources and what every hold's pods ask after that (module `resources`, README "Node
-/// resources"). Versions 2 to 8 are read; version 1 snapshots are refused.
-pub const FORMAT_VERSION: u16 = 8;
+/// resources"); version 9 adds the fraction of a GPU every hold's pods use after that
+/// (module `shares`, README "Fractions of a GPU"). Versions 2 to 9 are read; version 1
+/// snapshots are refused.
+pub const FORMAT_VERSION: u16 = 9;
 const OLDEST_READ: u16 = 2;
 const HEADER_BYTES: usize = 24;
 
@@ -139,6 +144,7 @@ impl Engine {
         };
         bytes.extend(postcard::to_stdvec(&endings).map_err(encoding)?);
         bytes.extend(postcard::to_stdvec(&self.resource_records()).map_err(encoding)?);
+        bytes.extend(postcard::to_stdvec(&self.share_records()).map_err(encoding)?);
         Ok(frame(&bytes))
     }
 
@@ -230,7 +236,7 @@ impl Engine {
 
     /// Rebuilds an engine from snapshot bytes; `now` is the restoring clock's reading.
     pub fn restore(bytes: &[u8], now: f64) -> CoreResult<Engine> {
-        let (body, extension, shapes, roles, repairs, endings, resources) = decode(bytes)?;
+        let (body, extension, shapes, roles, repairs, endings, resources, shares) = decode(bytes)?;
         let offset = now - body.taken_at;
         if !offset.is_finite() {
             return Err(bad("the snapshot's clock reading is not finite"));
@@ -274,6 +280,10 @@ impl Engine {
         if !endings.holds.is_empty() && endings.holds.len() != body.holds.len() {
             return Err(bad("the ended ranks do not match the holds"));
         }
+        if !shares.holds.is_empty() && shares.holds.len() != body.holds.len() {
+            return Err(bad("the fractions do not match the holds"));
+        }
+        let mut shares = shares.holds.into_iter();
         let mut endings = endings.holds.into_iter();
         let mut shapes = shapes.holds.into_iter();
         let mut roles = roles.holds.into_iter();
@@ -283,8 +293,11 @@ impl Engine {
             let roles = roles.next().unwrap_or_default();
             let repair = repairs.next().unwrap_or_default();
             let ended = endings.next().unwrap_or_default();
-            let asks = hold_resources.next().unwrap_or_default();
-            engine.restore_hold(hold, (shape, roles, repair), (ended, asks), offset)?;
+            let uses = (
+                hold_resources.next().unwrap_or_default(),
+                shares.next().flatten(),
+            );
+            engine.restore_hold(hold, (shape, roles, repair), (ended, uses), offset)?;
         }
         if body.ended.len() > REMEMBERED_ENDED_HOLDS {
             return Err(bad("more ended holds than are ever remembered"));
@@ -351,7 +364,7 @@ impl Engine {
         &mut self,
         record: HoldRecord,
         (shape, roles, repairs): (HoldShape, HoldRoles, HoldRepairs),
-        (ended, asks): (Vec<u64>, resources::HoldResources),
+        (ended, (asks, gpu_milli)): (Vec<u64>, (resources::HoldResources, Option<u16>)),
         offset: f64,
     ) -> CoreResult<()> {
         let id = HoldId::from_bits(record.id);
@@ -371,7 +384,7 @@ impl Engine {
                 .ok_or_else(|| bad(format!("a hold names unknown node {name:?}")))?;
             let state = self.states.get(node);
             let gpus = GpuSet::from_mask(*mask);
-            let clash = state.reserved | state.allocated | !state.gpus;
+            let clash = state.reserved | state.allocated | state.shared | !state.gpus;
             let unhealthy = if committed {
                 GpuSet::EMPTY
             } else {
@@ -387,6 +400,7 @@ impl Engine {
         }
         gpus_by_node.sort_unstable_by_key(|&(node, _)| node);
         let placement = Placement {
+            gpu_milli,
             pods: record
                 .pods
                 .into_iter()
@@ -455,6 +469,12 @@ impl Engine {
             ),
             request => request,
         };
+        let request = match (request, gpu_milli) {
+            (Some(request), Some(milli)) => {
+                Some((request.with_gpu_milli(Some(i64::from(milli)))).map_err(as_snapshot_error)?)
+            }
+            (request, _) => request,
+        };
         let pod_resources = self.restored_pod_resources(&asks, placement.pods.len())?;
         let hold = Hold {
             state: HoldState::Reserved,
@@ -478,6 +498,7 @@ impl Engine {
         };
         let hold = self.with_restored_resources(hold, &asks.nodes)?;
         self.check_ended(&hold, committed)?;
+        self.check_restored_shares(&hold, committed)?;
         if committed && hold.repair.is_some() {
             return Err(bad("an allocation has a repair link"));
         }
@@ -494,98 +515,6 @@ impl Engine {
         self.apply(&changes);
         Ok(())
     }
-}
-
-/// Checks the header and checksum and decodes the body (and, from version 3, its extension).
-type Decoded = (
-    Body,
-    Extension,
-    Shapes,
-    Roles,
-    Repairs,
-    Endings,
-    resources::ResourceRecords,
-);
-
-fn decode(bytes: &[u8]) -> CoreResult<Decoded> {
-    let header = bytes.get(..HEADER_BYTES).ok_or_else(|| {
-        bad(format!(
-            "{} bytes is too short for a snapshot header",
-            bytes.len()
-        ))
-    })?;
-    if &header[..8] != MAGIC {
-        return Err(bad("these bytes are not a gangplace snapshot"));
-    }
-    let field = |range: std::ops::Range<usize>| {
-        header[range]
-            .iter()
-            .rev()
-            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
-    };
-    let version = field(8..10);
-    let readable = u64::from(OLDEST_READ)..=u64::from(FORMAT_VERSION);
-    if !readable.contains(&version) || field(10..12) != 0 {
-        return Err(bad(format!(
-            "format version {version} is not supported (this build reads versions \
-             {OLDEST_READ} to {FORMAT_VERSION})"
-        )));
-    }
-    let body = &bytes[HEADER_BYTES..];
-    if field(12..20) != body.len() as u64 {
-        return Err(bad(format!(
-            "the header announces {} body bytes but {} follow (truncated or padded)",
-            field(12..20),
-            body.len()
-        )));
-    }
-    if field(20..24) != u64::from(crc32fast::hash(body)) {
-        return Err(bad("checksum mismatch: the bytes were corrupted"));
-    }
-    let (decoded, rest) = postcard::take_from_bytes::<Body>(body)
-        .map_err(|error| bad(format!("malformed body: {error}")))?;
-    let (extension, rest) = if version >= 3 {
-        postcard::take_from_bytes::<Extension>(rest)
-            .map_err(|error| bad(format!("malformed extension: {error}")))?
-    } else {
-        (Extension::default(), rest)
-    };
-    let (shapes, rest) = if version >= 4 {
-        postcard::take_from_bytes::<Shapes>(rest)
-            .map_err(|error| bad(format!("malformed shapes: {error}")))?
-    } else {
-        (Shapes::default(), rest)
-    };
-    let (roles, rest) = if version >= 5 {
-        postcard::take_from_bytes::<Roles>(rest)
-            .map_err(|error| bad(format!("malformed roles: {error}")))?
-    } else {
-        (Roles::default(), rest)
-    };
-    let (repairs, rest) = if version >= 6 {
-        postcard::take_from_bytes::<Repairs>(rest)
-            .map_err(|error| bad(format!("malformed repair links: {error}")))?
-    } else {
-        (Repairs::default(), rest)
-    };
-    let (endings, rest) = if version >= 7 {
-        postcard::take_from_bytes::<Endings>(rest)
-            .map_err(|error| bad(format!("malformed ended ranks: {error}")))?
-    } else {
-        (Endings::default(), rest)
-    };
-    let (resources, rest) = if version >= 8 {
-        postcard::take_from_bytes::<resources::ResourceRecords>(rest)
-            .map_err(|error| bad(format!("malformed resources: {error}")))?
-    } else {
-        (resources::ResourceRecords::default(), rest)
-    };
-    if !rest.is_empty() {
-        return Err(bad("trailing bytes after the body"));
-    }
-    Ok((
-        decoded, extension, shapes, roles, repairs, endings, resources,
-    ))
 }
 
 /// The start time a restored hold was recorded with (commit keeps it).

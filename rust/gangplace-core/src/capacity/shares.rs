@@ -1,0 +1,53 @@
+//! How many pods of a fractional request each node holds, and the GPU each takes (README
+//! "Fractions of a GPU"): a count over the node states and their GPU shares.
+
+use crate::ids::{GpuSet, NodeId};
+use crate::shares::WHOLE_GPU_MILLI;
+use crate::state::NodeStates;
+
+/// How the pods of a fractional request fit node by node: each usable GPU (free, or shared
+/// and healthy) holds `floor((1000 - used) / gpu_milli)` of them.
+#[derive(Debug, Clone, Copy)]
+pub struct ShareFit<'a> {
+    /// Thousandths of a GPU each pod asks (`1..=999`).
+    pub milli: u64,
+    /// The nodes' states (their shared GPUs and health) and shares.
+    pub states: &'a NodeStates,
+}
+
+impl ShareFit<'_> {
+    /// The GPUs of node `id` a fraction may use, given its feasible free GPUs `free`: those,
+    /// and its healthy shared ones.
+    fn usable(&self, id: NodeId, free: GpuSet) -> GpuSet {
+        let state = self.states.get(id);
+        free | (state.shared & !state.unhealthy)
+    }
+
+    /// Room left on GPU `gpu` of node `id`, in thousandths.
+    fn room(&self, id: NodeId, gpu: u32) -> u64 {
+        WHOLE_GPU_MILLI.saturating_sub(self.states.shares().used(id, gpu))
+    }
+
+    /// Pods of this size that node `id` holds, its feasible free GPUs being `free`.
+    pub fn pods(&self, id: NodeId, free: GpuSet) -> u64 {
+        let usable = self.usable(id, free).iter();
+        usable.map(|gpu| self.room(id, gpu) / self.milli).sum()
+    }
+
+    /// The GPU of each of `pods` pods on node `id` (feasible free GPUs `free`), pod by pod:
+    /// the usable GPU with the least room that still holds one (best fit), ties to the lowest
+    /// index (README "Fractions of a GPU", rule F2). `None` when they do not all fit.
+    pub fn choose(&self, id: NodeId, free: GpuSet, pods: u64) -> Option<Vec<u32>> {
+        let mut room: Vec<(u32, u64)> = (self.usable(id, free).iter())
+            .map(|gpu| (gpu, self.room(id, gpu)))
+            .collect();
+        let mut chosen = Vec::with_capacity(usize::try_from(pods).ok()?);
+        for _ in 0..pods {
+            let fitting = room.iter_mut().filter(|(_, left)| *left >= self.milli);
+            let best = fitting.min_by_key(|&&mut (gpu, left)| (left, gpu))?;
+            best.1 -= self.milli;
+            chosen.push(best.0);
+        }
+        Some(chosen)
+    }
+}

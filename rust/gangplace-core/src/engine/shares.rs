@@ -1,0 +1,136 @@
+//! What the engine adds for fractions of a GPU (README "Fractions of a GPU"): checking a
+//! fractional placement against the GPUs' room, the holds sharing a GPU, and the invariant
+//! check of the shares.
+
+use std::collections::BTreeMap;
+
+use super::Engine;
+use crate::error::{CoreResult, invalid, texts};
+use crate::ids::{GpuSet, HoldId, NodeId};
+use crate::model::Placement;
+use crate::resources::Amounts;
+use crate::shares::{WHOLE_GPU_MILLI, share_id, split};
+
+impl Engine {
+    /// Checks that every pod of a fractional `placement` names one GPU of its node that is
+    /// healthy, held by no whole pod, and has room for its share beside the shares there and
+    /// the placement's other pods on it (`Conflict` otherwise: the placement is stale).
+    pub(crate) fn check_placement_shares(
+        &self,
+        placement: &Placement,
+        milli: u16,
+    ) -> CoreResult<()> {
+        if !placement.spares.is_empty() {
+            return Err(invalid("a placement of fractional pods has no spares"));
+        }
+        let mut asked: BTreeMap<(NodeId, u32), u64> = BTreeMap::new();
+        for pod in &placement.pods {
+            let node = self.pod_node(placement, &pod.node)?;
+            let (Some(gpu), 1) = (pod.gpus.lowest(), pod.gpus.count()) else {
+                return Err(invalid(format!(
+                    "a fractional pod on node {:?} names {} GPUs; it takes part of exactly one",
+                    &*pod.node,
+                    pod.gpus.count()
+                )));
+            };
+            let state = self.states.get(node);
+            if !state.gpus.contains(gpu) {
+                return Err(texts::gpu_out_of_range(gpu, &pod.node));
+            }
+            let whole = state.reserved | state.allocated;
+            if state.unhealthy.contains(gpu) || whole.contains(gpu) {
+                return Err(texts::placement_gpu_busy(
+                    gpu,
+                    &pod.node,
+                    state.unhealthy.contains(gpu),
+                ));
+            }
+            *asked.entry((node, gpu)).or_default() += u64::from(milli);
+        }
+        for pod in &placement.pods {
+            // The first pod (in rank order) whose GPU would pass a whole GPU.
+            let node = self.pod_node(placement, &pod.node)?;
+            let gpu = pod.gpus.lowest().unwrap_or_default();
+            let asked = asked.get(&(node, gpu)).copied().unwrap_or_default();
+            let used = self.states.shares().used(node, gpu);
+            if used + asked > WHOLE_GPU_MILLI {
+                let name = &self.topology.node(node).name;
+                return Err(texts::share_room(gpu, name, WHOLE_GPU_MILLI - used, asked));
+            }
+        }
+        Ok(())
+    }
+
+    /// The live holds with a share of GPU `gpu` of node `id`, by id.
+    pub(crate) fn holds_sharing(&self, id: NodeId, gpu: u32) -> Vec<HoldId> {
+        let share = share_id(gpu);
+        let sharing = |&hold: &HoldId| {
+            self.ledger.live(hold).is_some_and(|hold| {
+                let on_node = hold.resources_by_node.iter().filter(|(on, _)| *on == id);
+                on_node
+                    .into_iter()
+                    .any(|(_, amounts)| amounts.get(share) > 0)
+            })
+        };
+        self.holds_touching(id)
+            .into_iter()
+            .filter(sharing)
+            .collect()
+    }
+
+    /// The shared GPUs of node `id` with their used thousandths, by GPU index.
+    pub(crate) fn node_shares(&self, id: NodeId) -> Vec<(u32, u64)> {
+        self.states.shares().on(id)
+    }
+
+    /// Whether every GPU's shares are its holds' sum, at most a whole GPU, marked shared on
+    /// its node and held by no whole pod (for `check_invariants`).
+    pub(crate) fn check_shares(&self) -> Result<(), String> {
+        let mut expected: BTreeMap<(NodeId, u32), u64> = BTreeMap::new();
+        for (_, hold) in self.ledger.live_holds() {
+            for (node, amounts) in &hold.resources_by_node {
+                for (gpu, milli) in split(amounts).1 {
+                    *expected.entry((*node, gpu)).or_default() += milli;
+                }
+            }
+        }
+        let actual: BTreeMap<(NodeId, u32), u64> = (self.states.shares().all())
+            .map(|(node, gpu, used)| ((node, gpu), used))
+            .collect();
+        if actual != expected {
+            return Err("the GPU shares differ from the holds' sum".into());
+        }
+        if let Some(((node, gpu), _)) = actual.iter().find(|&(_, &used)| used > WHOLE_GPU_MILLI) {
+            return Err(format!(
+                "GPU {gpu} of node slot {node} is shared past a whole GPU"
+            ));
+        }
+        for (id, _) in self.topology.nodes() {
+            let state = self.states.get(id);
+            if state.shared != self.states.shares().shared(id) {
+                return Err(format!("node slot {id}'s shared GPUs are stale"));
+            }
+            if state.shared.intersects(state.reserved | state.allocated) {
+                return Err(format!("node slot {id} holds a shared GPU whole"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl super::Scratch<'_> {
+    /// Takes what `pods` of a request asking `need` each (and `milli` thousandths of its GPU
+    /// for a fraction) use besides whole GPUs on this copy, its views updated.
+    pub fn use_resources(&mut self, pods: &[(NodeId, GpuSet)], need: &Amounts, milli: Option<u64>) {
+        let mut changes = crate::state::Changes::new();
+        for &(node, gpus) in pods {
+            let shares = milli
+                .into_iter()
+                .flat_map(|milli| gpus.iter().map(move |gpu| (share_id(gpu), milli)));
+            let amounts = need.plus(&Amounts::from_pairs(shares.collect()));
+            self.states
+                .use_resources(node, &amounts, true, &mut changes);
+        }
+        self.capacity.apply(self.topology, &changes);
+    }
+}

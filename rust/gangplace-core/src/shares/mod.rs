@@ -1,0 +1,125 @@
+//! Fractions of a GPU (README "Fractions of a GPU"): each GPU's used thousandths, how many
+//! pods of a fractional request a node holds, and the GPU each such pod takes.
+//!
+//! A fractional pod uses GPU `i` of its node as a resource of that node: `gpu_milli`
+//! thousandths of the resource [`share_id`]`(i)`, an id above every name's. What a hold
+//! uses therefore travels with its other resources (pods that end, nodes that leave,
+//! snapshots), and [`crate::state::NodeStates`] keeps those ids here, in [`GpuShares`],
+//! rather than with the named resources. A GPU with any share is *shared*: never free for a
+//! whole-GPU pod, and free again when its last share ends.
+
+use std::collections::BTreeMap;
+
+use crate::ids::{GpuSet, NodeId};
+use crate::resources::{Amounts, ResourceId};
+
+mod request;
+
+/// A whole GPU, in thousandths.
+pub const WHOLE_GPU_MILLI: u64 = 1000;
+
+pub use crate::resources::FIRST_SHARE_ID;
+
+/// The resource id that holds shares of GPU `gpu` (GPU indices are below 64).
+pub fn share_id(gpu: u32) -> ResourceId {
+    FIRST_SHARE_ID + ResourceId::try_from(gpu).unwrap_or(0xFF)
+}
+
+/// The GPU whose share resource `id` is (`None` for a named resource).
+pub fn share_gpu(id: ResourceId) -> Option<u32> {
+    id.checked_sub(FIRST_SHARE_ID).map(u32::from)
+}
+
+/// `amounts` split into its named resources and its GPU shares (`(gpu, thousandths)`).
+pub fn split(amounts: &Amounts) -> (Amounts, Vec<(u32, u64)>) {
+    let mut shares = Vec::new();
+    let mut named = Vec::new();
+    for &(id, quantity) in amounts.pairs() {
+        match share_gpu(id) {
+            Some(gpu) => shares.push((gpu, quantity)),
+            None => named.push((id, quantity)),
+        }
+    }
+    (Amounts::from_pairs(named), shares)
+}
+
+/// The used thousandths of every shared GPU, by node slot then GPU index (GPUs without a
+/// share are absent).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GpuShares {
+    used: BTreeMap<NodeId, BTreeMap<u32, u64>>,
+}
+
+impl GpuShares {
+    /// The used thousandths of GPU `gpu` of node `id`.
+    pub fn used(&self, id: NodeId, gpu: u32) -> u64 {
+        let on_node = self.used.get(&id);
+        on_node
+            .and_then(|gpus| gpus.get(&gpu))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The GPUs of node `id` with a share.
+    pub fn shared(&self, id: NodeId) -> GpuSet {
+        let gpus = self.used.get(&id).into_iter().flat_map(BTreeMap::keys);
+        gpus.fold(GpuSet::EMPTY, |set, &gpu| set | GpuSet::single(gpu))
+    }
+
+    /// The shared GPUs of node `id` with their used thousandths, by GPU index.
+    pub fn on(&self, id: NodeId) -> Vec<(u32, u64)> {
+        let gpus = self.used.get(&id).into_iter().flatten();
+        gpus.map(|(&gpu, &used)| (gpu, used)).collect()
+    }
+
+    /// Adds (`take`) or removes `milli` thousandths of GPU `gpu` of node `id`.
+    pub fn change(&mut self, id: NodeId, gpu: u32, milli: u64, take: bool) {
+        let on_node = self.used.entry(id).or_default();
+        let used = on_node.entry(gpu).or_default();
+        *used = match take {
+            true => used.saturating_add(milli),
+            false => used.saturating_sub(milli),
+        };
+        if *used == 0 {
+            on_node.remove(&gpu);
+        }
+        if on_node.is_empty() {
+            self.used.remove(&id);
+        }
+    }
+
+    /// Forgets node `id` (its node was removed).
+    pub fn clear(&mut self, id: NodeId) {
+        self.used.remove(&id);
+    }
+
+    /// Every share, by node slot then GPU (for the invariant check).
+    pub fn all(&self) -> impl Iterator<Item = (NodeId, u32, u64)> + '_ {
+        let nodes = self.used.iter();
+        nodes.flat_map(|(&id, gpus)| gpus.iter().map(move |(&gpu, &used)| (id, gpu, used)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn share_ids_round_trip_above_names() {
+        assert_eq!(share_gpu(share_id(0)), Some(0));
+        assert_eq!(share_gpu(share_id(63)), Some(63));
+        assert_eq!(share_gpu(FIRST_SHARE_ID - 1), None);
+    }
+
+    #[test]
+    fn shares_come_and_go() {
+        let mut shares = GpuShares::default();
+        shares.change(3, 1, 460, true);
+        shares.change(3, 1, 300, true);
+        assert_eq!(shares.used(3, 1), 760);
+        assert_eq!(shares.shared(3), GpuSet::single(1));
+        shares.change(3, 1, 760, false);
+        assert_eq!(shares.shared(3), GpuSet::EMPTY);
+        assert_eq!(shares.all().count(), 0);
+    }
+}

@@ -1,0 +1,271 @@
+"""Fractions of a GPU (README "Fractions of a GPU", issue 28 item 3).
+
+A fractional pod takes ``gpu_milli`` thousandths of one GPU; a shared GPU is never free for a
+whole-GPU pod and is free again when its last share ends (F1); each pod takes the usable GPU
+with the least room that still holds it (F2). The engine agrees with ``gangplace.reference``
+on random clusters, pod counts match a brute force on tiny nodes, bad inputs raise typed
+errors and leave the snapshot byte-identical, and the operations that do not plan fractions
+refuse them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import hypothesis.strategies as st
+import pytest
+from helpers import FakeClock, as_tuple
+from hypothesis import given, note
+
+import gangplace
+from gangplace import Conflict, GangRequest, InvalidRequest, Unschedulable, reference
+
+LEVELS = ("rack",)
+
+
+def cluster_of(kind: Any = gangplace.Cluster, gpus: tuple[int, ...] = (2, 4)) -> Any:
+    """Nodes n0, n1, ... of ``gpus`` GPUs in rack r1 (a fake clock: snapshots compare)."""
+    cluster = kind(LEVELS, clock=FakeClock())
+    for index, count in enumerate(gpus):
+        cluster.add_node(f"n{index}", gpus=count, topology={"rack": "r1"})
+    cluster._use_sequential_ids(1)
+    return cluster
+
+
+@pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
+def test_shares_pack_by_best_fit_and_never_go_to_whole_pods(kind: Any) -> None:
+    cluster = cluster_of(kind)
+    held = cluster.reserve(GangRequest(5, 1, gpu_milli=460))
+    # n0 (2 GPUs) holds 4 pods of 460: only n1 holds 5; two per GPU, best fit (F2).
+    gpus = [pod.gpus for pod in held.placement.pods]
+    assert gpus == [(0,), (0,), (1,), (1,), (2,)]
+    assert held.placement.gpu_milli == 460
+    assert getattr(held.placement, "total_gpus", 0) == 0  # whole GPUs: none
+    assert cluster.node("n1").shared == {0: 920, 1: 920, 2: 460}
+    assert cluster.node("n1").free == (3,)
+    assert cluster.stats().shared == 3 and cluster.stats().free == 3
+    # A whole GPU never goes to a shared one; a small share fills the fullest GPU with room.
+    assert cluster.place_gang(GangRequest(1, 2, required_level="node")).nodes == ("n0",)
+    small = cluster.reserve(GangRequest(1, 1, gpu_milli=80))
+    assert small.placement.pods[0].node == "n1" and small.placement.pods[0].gpus == (0,)
+    assert cluster.node("n1").shared[0] == 1000
+    cluster.rollback(held)
+    cluster.rollback(small)
+    assert cluster.node("n1").shared == {} and cluster.stats().free == 6
+
+
+@pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
+def test_a_fractional_gang_is_all_or_nothing(kind: Any) -> None:
+    cluster = cluster_of(kind, gpus=(1, 1))
+    request = GangRequest(5, 1, gpu_milli=400)  # two per GPU: 4 fit in the cluster, not 5
+    assert cluster.place_gang(request) is None
+    with pytest.raises(Unschedulable) as caught:
+        cluster.reserve(request)
+    assert "5 pods x 400 thousandths of a GPU" in caught.value.reason
+    assert cluster.stats().shared == 0
+    assert cluster.capacity_for(GangRequest(1, 1, gpu_milli=400)) == 4
+
+
+@pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
+def test_ending_pods_and_health_and_node_loss(kind: Any) -> None:
+    cluster = cluster_of(kind)
+    allocation = cluster.commit(cluster.reserve(GangRequest(3, 1, gpu_milli=500)))
+    assert cluster.node("n0").shared == {0: 1000, 1: 500}
+    cluster.release_pods(allocation, [0])
+    assert cluster.node("n0").shared == {0: 500, 1: 500}
+    reservation = cluster.reserve(GangRequest(1, 1, gpu_milli=500, required_level="node"))
+    assert reservation.placement.pods[0].gpus == (0,)  # best fit: ties to the lowest index
+    # Health: the reservation sharing GPU 0 is revoked, the allocation keeps its share there
+    # and reports the rank on it as lost.
+    assert cluster.set_gpu_health("n0", 0, False) == sorted([allocation.id, reservation.id])
+    assert cluster.hold_status(reservation) == "revoked"
+    (lost,) = cluster.allocations(lost=True)
+    assert lost.lost == (1,)
+    assert cluster.node("n0").shared == {0: 500, 1: 500}
+    assert cluster.place_gang(GangRequest(1, 1, gpu_milli=600, required_level="node")) is not None
+    # Losing the node takes the allocation's pods there; the cluster stays consistent.
+    assert cluster.remove_node("n0") == [allocation.id]
+    if kind is gangplace.Cluster:
+        cluster.check_invariants()
+    assert cluster.release(allocation)
+    assert cluster.stats().shared == 0
+
+
+def test_snapshot_and_pickle_keep_fractions() -> None:
+    cluster = cluster_of()
+    held = cluster.commit(cluster.reserve(GangRequest(3, 1, gpu_milli=250, name="infer")))
+    restored = gangplace.Cluster.restore(cluster.snapshot(), clock=FakeClock())
+    assert restored.node("n0").shared == cluster.node("n0").shared == {0: 750}
+    assert restored.allocations()[0].placement == held.placement
+    restored.check_invariants()
+    request = GangRequest(2, 1, gpu_milli=5)
+    assert pickle.loads(pickle.dumps(request)) == request
+    assert pickle.loads(pickle.dumps(held.placement)) == held.placement
+    oracle = cluster_of(reference.Cluster)
+    oracle.commit(oracle.reserve(GangRequest(3, 1, gpu_milli=250)))
+    again = reference.Cluster.restore(oracle.snapshot(), clock=FakeClock())
+    assert again.node("n0").shared == {0: 750}
+
+
+def test_reserve_of_a_stale_fractional_placement_is_a_conflict() -> None:
+    cluster = cluster_of()
+    placement = cluster.place_gang(GangRequest(2, 1, gpu_milli=600, required_level="node"))
+    assert placement is not None
+    cluster.reserve(GangRequest(1, 1, gpu_milli=600, required_level="node"))
+    before = cluster.snapshot()
+    with pytest.raises(Conflict, match=r'GPU 0 of node "n0" has 400 thousandths free'):
+        cluster.reserve(placement)
+    assert cluster.snapshot() == before
+    fresh = cluster.place_gang(GangRequest(1, 1, gpu_milli=400, required_level="node"))
+    assert cluster.reserve(fresh).placement == fresh
+
+
+def test_operations_that_do_not_plan_fractions_refuse_them() -> None:
+    cluster = cluster_of()
+    request = GangRequest(2, 1, gpu_milli=300)
+    allocation = cluster.commit(cluster.reserve(request))
+    before = cluster.snapshot()
+    refusals: list[Callable[[], object]] = [
+        lambda: cluster.plan_preemption(request),
+        lambda: cluster.plan_defrag(request),
+        lambda: cluster.place_after(request, []),
+        lambda: cluster.plan_repair(allocation),
+        lambda: cluster.adopt([("n1", 1)], into=allocation),
+    ]
+    for call in refusals:
+        with pytest.raises(InvalidRequest):
+            call()
+        assert cluster.snapshot() == before
+
+
+def test_removal_sets_never_take_fractional_holds() -> None:
+    """Preemption and defragmentation free whole GPUs: a fractional hold is never a victim."""
+    cluster = cluster_of(gpus=(2,))
+    cluster.commit(cluster.reserve(GangRequest(1, 1, gpu_milli=500, priority=0, movable=True)))
+    whole = GangRequest(1, 2, priority=10)
+    assert cluster.plan_preemption(whole) is None
+    assert cluster.plan_defrag(whole) is None
+
+
+BAD = [
+    ({"gpu_milli": 0}, InvalidRequest),
+    ({"gpu_milli": 1000}, InvalidRequest),
+    ({"gpu_milli": -1}, InvalidRequest),
+    ({"gpu_milli": 2**70}, InvalidRequest),
+    ({"gpu_milli": "half"}, TypeError),
+    ({"gpu_milli": 0.5}, TypeError),
+    ({"gpu_milli": 500, "spares": 1}, InvalidRequest),
+    ({"gpu_milli": 500, "numa": "single"}, InvalidRequest),
+]
+
+
+@pytest.mark.parametrize(("fields", "error"), BAD)
+def test_bad_fractions_raise_typed_errors(fields: dict[str, Any], error: type) -> None:
+    cluster = cluster_of()
+    before = cluster.snapshot()
+    with pytest.raises(error):
+        cluster.reserve(GangRequest(2, 1, **fields))
+    with pytest.raises(InvalidRequest, match="gpus_per_pod must be 1"):
+        GangRequest(2, 2, gpu_milli=500)
+    assert cluster.snapshot() == before
+
+
+# ---------------------------------------------------------------- differential and brute force
+
+
+@st.composite
+def small_clusters(draw: st.DrawFn) -> tuple[int, ...]:
+    return tuple(draw(st.lists(st.sampled_from((1, 2, 4)), min_size=1, max_size=5)))
+
+
+@given(data=st.data(), gpus=small_clusters())
+def test_engine_agrees_with_reference_on_fractions(
+    data: st.DataObject, gpus: tuple[int, ...]
+) -> None:
+    engine, oracle = cluster_of(gangplace.Cluster, gpus), cluster_of(reference.Cluster, gpus)
+    held: list[tuple[Any, Any]] = []
+    for _ in range(data.draw(st.integers(1, 8), label="steps")):
+        action = data.draw(st.sampled_from(("reserve", "reserve", "end", "health")))
+        if action == "end" and held:
+            mine, theirs = held.pop(data.draw(st.integers(0, len(held) - 1)))
+            assert engine.rollback(mine) == oracle.rollback(theirs)
+        elif action == "health":
+            node = f"n{data.draw(st.integers(0, len(gpus) - 1))}"
+            gpu = data.draw(st.integers(0, gpus[int(node[1:])] - 1))
+            healthy = data.draw(st.booleans())
+            assert engine.set_gpu_health(node, gpu, healthy) == oracle.set_gpu_health(
+                node, gpu, healthy
+            )
+        else:
+            milli = data.draw(st.none() | st.sampled_from((100, 250, 333, 460, 500, 999)))
+            request = GangRequest(
+                data.draw(st.integers(1, 6), label="pods"),
+                1 if milli else data.draw(st.sampled_from((1, 2))),
+                min_pods=data.draw(st.none() | st.just(1), label="min_pods"),
+                required_level=data.draw(st.sampled_from((None, "node")), label="level"),
+                gpu_milli=milli,
+            )
+            note(repr(request))
+            assert as_tuple(engine.place_gang(request)) == as_tuple(oracle.place_gang(request))
+            assert engine.capacity_for(request) == oracle.capacity_for(request)
+            try:
+                mine = engine.reserve(request)
+            except Unschedulable as error:
+                with pytest.raises(Unschedulable) as expected:
+                    oracle.reserve(request)
+                assert error.reason == expected.value.reason
+                continue
+            theirs = oracle.reserve(request)
+            assert as_tuple(mine.placement) == as_tuple(theirs.placement)
+            held.append((mine, theirs))
+        for index in range(len(gpus)):
+            mine_node, their_node = engine.node(f"n{index}"), oracle.node(f"n{index}")
+            assert mine_node.shared == their_node.shared
+            assert mine_node.free == their_node.free
+            assert all(used <= 1000 for used in mine_node.shared.values())
+        assert engine.stats().shared == oracle.stats().shared
+        engine.check_invariants()
+
+
+def brute_force_pods(room: tuple[int, ...], milli: int) -> int:
+    """The most pods of ``milli`` thousandths GPUs with this room hold, trying every way of
+    giving each pod a GPU (a pod never spans GPUs, no GPU above a whole one)."""
+    best = 0
+    for pods in range(1, 2 * 1000 // milli + 2):
+        fits = any(
+            all(
+                sum(milli for chosen in assignment if chosen == gpu) <= left
+                for gpu, left in enumerate(room)
+            )
+            for assignment in itertools.product(range(len(room)), repeat=pods)
+        )
+        if not fits:
+            break
+        best = pods
+    return best
+
+
+@given(
+    used=st.lists(st.sampled_from((0, 0, 200, 500, 700, 1000)), min_size=1, max_size=2),
+    milli=st.sampled_from((250, 300, 460, 500, 999)),
+)
+def test_pod_counts_match_a_brute_force(used: list[int], milli: int) -> None:
+    """A node's count of fractional pods equals the most an exhaustive assignment fits, and
+    the engine places exactly that many on it."""
+    cluster = cluster_of(gpus=(len(used),))
+    for taken in used:
+        if taken == 1000:
+            cluster.reserve(GangRequest(1, 1, gpu_milli=500, required_level="node"))
+            cluster.reserve(GangRequest(1, 1, gpu_milli=500, required_level="node"))
+        elif taken:
+            cluster.reserve(GangRequest(1, 1, gpu_milli=taken, required_level="node"))
+    room = tuple(1000 - cluster.node("n0").shared.get(gpu, 0) for gpu in range(len(used)))
+    note(f"room {room}")
+    expected = brute_force_pods(room, milli)
+    assert cluster.capacity_for(GangRequest(1, 1, gpu_milli=milli)) == expected
+    if expected:
+        assert cluster.place_gang(GangRequest(expected, 1, gpu_milli=milli)) is not None
+    assert cluster.place_gang(GangRequest(expected + 1, 1, gpu_milli=milli)) is None
