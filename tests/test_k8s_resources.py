@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from gangplace import GangRequest
 from gangplace._k8s_fields import BadField
 from gangplace._k8s_quantity import quantity
 from gangplace.k8s import ClusterSync, cluster_from_nodes
@@ -169,3 +170,30 @@ def test_pods_without_gpus_are_adopted_with_their_resources() -> None:
     assert sync.apply("MODIFIED", done).action == "pod ended"
     assert sync.cluster.node("n1").free_resources == {"cpu": 64_000, "memory": 64 * GIB}
     sync.cluster.check_invariants()
+
+
+@pytest.mark.parametrize("gpu_capacity", ["0", None])
+def test_a_node_of_mig_slices_only_is_a_node_of_zero_gpus(gpu_capacity: str | None) -> None:
+    """Issue 28 item 3: with the mixed strategy a node whose every GPU is partitioned
+    advertises its MIG profiles and no whole GPU (``nvidia.com/gpu: 0``, or none at all); it
+    is kept as a node of 0 GPUs with the profiles as resources, where MIG pods are placed.
+    A CPU-only node (no GPU, no profile) is still not a GPU node."""
+    mig = "nvidia.com/mig-3g.40gb"
+    sliced = node("mig", cpu="64", **{mig: "14"})
+    for key in ("allocatable", "capacity"):
+        sliced["status"][key] = dict(sliced["status"][key])
+        del sliced["status"][key]["nvidia.com/gpu"]
+        if gpu_capacity is not None:
+            sliced["status"][key]["nvidia.com/gpu"] = gpu_capacity
+    cpu_only = node("cpu", cpu="64")
+    for key in ("allocatable", "capacity"):
+        cpu_only["status"][key] = {"cpu": "64", "pods": "110"}
+    cluster, warnings = cluster_from_nodes([sliced, cpu_only, node("n1")], levels=LEVELS)
+    assert warnings == []
+    assert cluster.nodes() == ["mig", "n1"]
+    assert cluster.node("mig").gpus == 0
+    assert cluster.node("mig").resources == {"cpu": 64_000, mig: 14}
+
+    held = cluster.reserve(GangRequest(14, 0, resources_per_pod={mig: 1}))
+    assert {pod.node for pod in held.placement.pods} == {"mig"}
+    assert cluster.place_gang(GangRequest(1, 0, resources_per_pod={mig: 1})) is None

@@ -424,3 +424,29 @@ def test_the_scheduler_keeps_a_jobs_resources_in_every_form() -> None:
     with pytest.raises(InvalidRequest, match="gangs with GPUs"):
         scheduler.submit("cpu-only", GangRequest(1, 0, resources_per_pod={"cpu": 1}))
     cluster.check_invariants()
+
+
+@pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
+def test_a_node_of_mig_slices_only_has_zero_gpus(kind: Any) -> None:
+    """README "Node resources", MIG: a node whose every GPU is partitioned is added with 0
+    GPUs and its profiles as resources; MIG pods go there, whole-GPU pods never; 0 GPUs
+    without resources is still refused (a node offering nothing is a mistake)."""
+    mig = "nvidia.com/mig-1g.10gb"
+    cluster = kind(LEVELS, clock=FakeClock())
+    cluster.add_node("sliced", gpus=0, topology={"rack": "r1"}, resources={mig: 7})
+    cluster.add_node("whole", gpus=2, topology={"rack": "r1"})
+    before = cluster.snapshot()
+    with pytest.raises(InvalidRequest):
+        cluster.add_node("empty", gpus=0, topology={"rack": "r1"})
+    with pytest.raises(InvalidRequest):
+        cluster.add_node("zeros", gpus=0, topology={"rack": "r1"}, resources={mig: 0})
+    assert cluster.snapshot() == before
+    assert cluster.node("sliced").gpus == 0 and cluster.stats().total == 2
+    held = cluster.reserve(GangRequest(7, 0, resources_per_pod={mig: 1}))
+    assert {pod.node for pod in held.placement.pods} == {"sliced"}
+    assert cluster.place_gang(GangRequest(1, 1, required_level="node")).nodes == ("whole",)
+    assert cluster.place_gang(GangRequest(3, 1)) is None
+    if kind is gangplace.Cluster:
+        cluster.check_invariants()
+        restored = gangplace.Cluster.restore(cluster.snapshot(), clock=FakeClock())
+        assert restored.node("sliced").free_resources == {mig: 0}

@@ -37,6 +37,7 @@ __all__ = [
 
 UNHEALTHY_ANNOTATION = "gangplace.io/unhealthy-gpus"
 MAX_GPUS = 64
+MIG_PREFIX = "nvidia.com/mig-"  # the mixed strategy's resource names, one per MIG profile
 # NVIDIA's device plugin with time-slicing or MPS advertises each GPU this many times.
 REPLICAS_LABEL = "nvidia.com/gpu.replicas"
 MAX_REPLICAS = 1024
@@ -191,13 +192,17 @@ def node_view(
         raise BadField("status", "is null")
     status = fields.obj(node.get("status"), "status")
     name = fields.text(metadata.get("name"), "metadata.name")
-    capacity = fields.obj(status.get("capacity"), "status.capacity").get(gpu_resource)
-    if capacity is None:
+    capacities = fields.obj(status.get("capacity"), "status.capacity")
+    capacity = capacities.get(gpu_resource)
+    # MIG's mixed strategy: a node whose every GPU is partitioned advertises its profiles
+    # and no whole GPU; it is a node of 0 GPUs with the profiles as resources.
+    mig = any(isinstance(key, str) and key.startswith(MIG_PREFIX) for key in capacities)
+    if capacity is None and not mig:
         return None
     if not name:
         warnings.append(f"a node without metadata.name left out ({gpu_resource}: {capacity})")
         return None
-    advertised = _count(capacity)
+    advertised = 0 if capacity is None else _count(capacity)
     replicas = _replicas(metadata, name, gpu_resource, advertised, warnings)
     if replicas is None:
         return None
@@ -209,7 +214,7 @@ def node_view(
             f"{REPLICAS_LABEL}?)"
         )
         return None
-    if gpus == 0:
+    if gpus == 0 and not mig:
         return None
     labels = fields.obj(metadata.get("labels"), "metadata.labels")
     missing = [key for key in levels.values() if not isinstance(labels.get(key), str)]

@@ -231,7 +231,8 @@ class Cluster(
             raise texts.node_limit()
         if name in self._nodes:
             raise InvalidRequest(f"node {name!r} already exists")
-        if not 1 <= gpus <= MAX_GPUS_PER_NODE:
+        fewest = 0 if any(quantity for quantity in (resources or {}).values()) else 1
+        if not fewest <= gpus <= MAX_GPUS_PER_NODE:  # 0: a node of MIG slices only
             raise InvalidRequest(f"node {name!r}: gpus must be between 1 and {MAX_GPUS_PER_NODE}")
         for level, domain in topology.items():
             if level not in self.levels:
@@ -467,7 +468,8 @@ class Cluster(
             smallest = request.min_pods if request.min_pods is not None else request.pods
             layers = tuple(request.slices)
             smallest = spares.placed_pods(smallest, getattr(request, "spares", 0), layers)
-            self._check_cap(owner, smallest * request.gpus_per_pod)
+            whole = 0 if getattr(request, "gpu_milli", None) is not None else request.gpus_per_pod
+            self._check_cap(owner, smallest * whole)  # shares count no whole GPU
         placement = self._plan(request)
         if placement is None:
             raise Unschedulable(self._reason(request))

@@ -209,7 +209,8 @@ impl Cluster {
     ///
     /// Args:
     ///     name: Unique, non-empty.
-    ///     gpus: Number of GPUs, 1..64.
+    ///     gpus: Number of GPUs, 1..64; 0 for a node offering only ``resources`` (every
+    ///         GPU partitioned into MIG slices).
     ///     topology: Every level -> its domain name, and no other keys.
     ///     labels: Labels selectors match against.
     ///     unhealthy: GPU indices that must never be placed on.
@@ -443,7 +444,7 @@ impl Cluster {
     ///     name: The node.
     ///     labels: Every label, replacing the old ones; ``None``: unchanged.
     ///     topology: Every level -> its domain name; ``None``: unchanged.
-    ///     gpus: The GPU count, 1..64; ``None``: unchanged.
+    ///     gpus: The GPU count, 1..64 (0 with resources); ``None``: unchanged.
     ///     gpu_topology: Its GPU groups; ``None``: unchanged (a node with groups that
     ///         changes its GPU count needs new groups).
     ///     resources: Every resource besides GPUs, replacing the old ones, at any time

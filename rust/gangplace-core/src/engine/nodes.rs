@@ -69,6 +69,7 @@ impl Engine {
             return self.readd(id, current, changed, cordoned);
         }
         validate_labels(&changed.labels)?;
+        crate::topology::edit::checked_gpus(&changed)?; // 0 GPUs keep some resource
         if let Some(resources) = resources {
             // Capacities may drop below what running pods use: the node is then full for
             // those resources until they end (Kubernetes keeps such pods running too).

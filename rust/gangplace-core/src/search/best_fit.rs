@@ -209,9 +209,17 @@ impl<V: CapacityView> Search<'_, V> {
         // A deepest domain whose NUMA count (an aggregate on the cluster's view) is short of
         // the pods has no node that holds them.
         let worth = |domain: DomainId| self.holds_pods(Item::Domain(domain), pods);
-        self.nodes_by_ancestry_in(index, need, &worth, &mut |node| {
-            self.holds_pods(node, pods).then_some(node)
-        })
+        let mut visit = |node: Item| self.holds_pods(node, pods).then_some(node);
+        if self.has_shares() && need == 0 {
+            // Fractions (README "Fractions of a GPU"): of the nodes without a free GPU only
+            // the shared ones can hold a pod; they come from the shares, not from a walk over
+            // every full node. The nodes with a free GPU follow in the index's order.
+            if let Some(found) = self.best_shared_full_node(pods) {
+                return Some(found);
+            }
+            return self.nodes_by_ancestry_in(index, 1, &worth, &mut visit);
+        }
+        self.nodes_by_ancestry_in(index, need, &worth, &mut visit)
     }
 
     /// Whether every remembered tie winner of `index` is the one rule 3 picks now, found by

@@ -142,6 +142,29 @@ impl<'a, V: CapacityView> Search<'a, V> {
         Self { share, ..self }
     }
 
+    /// Whether this search places fractional pods.
+    pub(super) fn has_shares(&self) -> bool {
+        self.share.is_some()
+    }
+
+    /// Of the usable nodes with a share of a GPU and no free GPU, the first in rule 3's order
+    /// (fewest free GPUs in the parent, then the grandparent, ..., then path order) that holds
+    /// `pods`.
+    pub(super) fn best_shared_full_node(&self, pods: u64) -> Option<Item> {
+        let share = self.share.as_ref()?;
+        let full = |&id: &NodeId| self.view.node_free(id).is_some_and(GpuSet::is_empty);
+        let holding = |&id: &NodeId| self.holds_pods(Item::Node(id), pods);
+        let nodes = share.states.shares().nodes().filter(full).filter(holding);
+        let best = nodes.min_by(|&a, &b| {
+            let by_ancestry = self.ancestry_order(Item::Node(a), Item::Node(b));
+            by_ancestry.then_with(|| match self.view.ranks() {
+                Some(index) => index.node_rank(a).cmp(&index.node_rank(b)),
+                None => (self.topology.node_path(a)).cmp(&self.topology.node_path(b)),
+            })
+        });
+        best.map(Item::Node)
+    }
+
     /// Whether capacities are counted node by node (NUMA groups, resources or fractions),
     /// the aggregates' counts being only bounds.
     #[inline(always)]

@@ -8,7 +8,7 @@
 //! rather than with the named resources. A GPU with any share is *shared*: never free for a
 //! whole-GPU pod, and free again when its last share ends.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 
 use crate::ids::{GpuSet, NodeId};
 use crate::resources::{Amounts, ResourceId};
@@ -43,60 +43,87 @@ pub fn split(amounts: &Amounts) -> (Amounts, Vec<(u32, u64)>) {
     (Amounts::from_pairs(named), shares)
 }
 
-/// The used thousandths of every shared GPU, by node slot then GPU index (GPUs without a
-/// share are absent).
+/// The used thousandths of every shared GPU: per node slot its shared GPUs, sorted by index
+/// (a dense table, so that counting a node's shares reads no map), and the slots with any.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GpuShares {
-    used: BTreeMap<NodeId, BTreeMap<u32, u64>>,
+    by_node: Vec<Vec<(u32, u64)>>,
+    nodes: BTreeSet<NodeId>,
 }
 
 impl GpuShares {
+    fn on_node(&self, id: NodeId) -> &[(u32, u64)] {
+        self.by_node.get(id as usize).map_or(&[], Vec::as_slice)
+    }
+
     /// The used thousandths of GPU `gpu` of node `id`.
     pub fn used(&self, id: NodeId, gpu: u32) -> u64 {
-        let on_node = self.used.get(&id);
+        let mut on_node = self.on_node(id).iter();
         on_node
-            .and_then(|gpus| gpus.get(&gpu))
-            .copied()
-            .unwrap_or(0)
+            .find(|&&(shared, _)| shared == gpu)
+            .map_or(0, |&(_, used)| used)
     }
 
     /// The GPUs of node `id` with a share.
     pub fn shared(&self, id: NodeId) -> GpuSet {
-        let gpus = self.used.get(&id).into_iter().flat_map(BTreeMap::keys);
-        gpus.fold(GpuSet::EMPTY, |set, &gpu| set | GpuSet::single(gpu))
+        let gpus = self.on_node(id).iter();
+        gpus.fold(GpuSet::EMPTY, |set, &(gpu, _)| set | GpuSet::single(gpu))
+    }
+
+    /// The node slots with a share, ascending.
+    pub fn nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.nodes.iter().copied()
     }
 
     /// The shared GPUs of node `id` with their used thousandths, by GPU index.
     pub fn on(&self, id: NodeId) -> Vec<(u32, u64)> {
-        let gpus = self.used.get(&id).into_iter().flatten();
-        gpus.map(|(&gpu, &used)| (gpu, used)).collect()
+        self.on_node(id).to_vec()
     }
 
     /// Adds (`take`) or removes `milli` thousandths of GPU `gpu` of node `id`.
     pub fn change(&mut self, id: NodeId, gpu: u32, milli: u64, take: bool) {
-        let on_node = self.used.entry(id).or_default();
-        let used = on_node.entry(gpu).or_default();
+        let slot = id as usize;
+        if slot >= self.by_node.len() {
+            self.by_node.resize(slot + 1, Vec::new());
+        }
+        let on_node = &mut self.by_node[slot];
+        let at = match on_node.binary_search_by_key(&gpu, |&(shared, _)| shared) {
+            Ok(at) => at,
+            Err(at) => {
+                on_node.insert(at, (gpu, 0));
+                at
+            }
+        };
+        let used = &mut on_node[at].1;
         *used = match take {
             true => used.saturating_add(milli),
             false => used.saturating_sub(milli),
         };
         if *used == 0 {
-            on_node.remove(&gpu);
+            on_node.remove(at);
         }
-        if on_node.is_empty() {
-            self.used.remove(&id);
-        }
+        match on_node.is_empty() {
+            true => self.nodes.remove(&id),
+            false => self.nodes.insert(id),
+        };
     }
 
     /// Forgets node `id` (its node was removed).
     pub fn clear(&mut self, id: NodeId) {
-        self.used.remove(&id);
+        if let Some(on_node) = self.by_node.get_mut(id as usize) {
+            on_node.clear();
+        }
+        self.nodes.remove(&id);
     }
 
     /// Every share, by node slot then GPU (for the invariant check).
     pub fn all(&self) -> impl Iterator<Item = (NodeId, u32, u64)> + '_ {
-        let nodes = self.used.iter();
-        nodes.flat_map(|(&id, gpus)| gpus.iter().map(move |(&gpu, &used)| (id, gpu, used)))
+        let nodes = self.nodes.iter();
+        nodes.flat_map(|&id| {
+            self.on_node(id)
+                .iter()
+                .map(move |&(gpu, used)| (id, gpu, used))
+        })
     }
 }
 

@@ -7,7 +7,7 @@ use super::{NodeSpec, Topology};
 use crate::config::check_name;
 use crate::error::{CoreResult, invalid};
 use crate::ids::NodeId;
-use crate::limits::MAX_NAME_BYTES;
+use crate::limits::{MAX_GPUS_PER_NODE, MAX_NAME_BYTES};
 use crate::resources::NodeResources;
 
 /// Checks label keys (names) and values (at most [`MAX_NAME_BYTES`] bytes).
@@ -79,4 +79,20 @@ impl Topology {
                 .collect(),
         }
     }
+}
+
+/// A new node's GPU count: `1..=MAX_GPUS_PER_NODE`, or 0 for a node offering resources
+/// besides GPUs (README "Node resources": a node whose GPUs are all MIG slices).
+pub(crate) fn checked_gpus(spec: &NodeSpec) -> CoreResult<u32> {
+    let fewest = u32::from(!spec.resources.iter().any(|&(_, quantity)| quantity > 0));
+    u32::try_from(spec.gpus)
+        .ok()
+        .filter(|gpus| (fewest..=MAX_GPUS_PER_NODE).contains(gpus))
+        .ok_or_else(|| {
+            invalid(format!(
+                "node {:?}: gpus must be between 1 and {MAX_GPUS_PER_NODE} (0 with resources \
+                 besides GPUs), got {}",
+                spec.name, spec.gpus
+            ))
+        })
 }

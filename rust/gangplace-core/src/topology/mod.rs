@@ -20,7 +20,7 @@ use crate::config::check_name;
 use crate::error::{CoreError, CoreResult, invalid, texts};
 use crate::ids::{CLUSTER_LEVEL, DomainId, GpuIndexError, GpuSet, NODE_LEVEL, NodeId, ROOT};
 use crate::intranode::GpuTopology;
-use crate::limits::{MAX_GPUS_PER_NODE, MAX_NODES};
+use crate::limits::MAX_NODES;
 use crate::resources::NodeResources;
 use labels::LabelIndex;
 
@@ -67,9 +67,9 @@ pub struct Node {
 }
 
 impl Node {
-    /// A removed node's slot, waiting for reuse.
+    /// A removed node's slot, waiting for reuse (node names are never empty).
     pub fn is_vacant(&self) -> bool {
-        self.gpus == 0
+        self.name.is_empty()
     }
 
     /// Its labels as owned `(key, value)` pairs, sorted by key.
@@ -326,15 +326,7 @@ impl Topology {
         if self.node_by_name.contains_key(spec.name.as_str()) {
             return Err(invalid(format!("node {:?} already exists", spec.name)));
         }
-        let gpus = u32::try_from(spec.gpus)
-            .ok()
-            .filter(|gpus| (1..=MAX_GPUS_PER_NODE).contains(gpus))
-            .ok_or_else(|| {
-                invalid(format!(
-                    "node {:?}: gpus must be between 1 and {MAX_GPUS_PER_NODE}, got {}",
-                    spec.name, spec.gpus
-                ))
-            })?;
+        let gpus = edit::checked_gpus(spec)?;
         self.validate_topology(spec)?;
         edit::validate_labels(&spec.labels)?;
         // Repeating an unhealthy index is harmless: the list is read as a set.
