@@ -150,6 +150,24 @@ def test_removal_sets_never_take_fractional_holds() -> None:
     assert cluster.plan_defrag(whole) is None
 
 
+def test_the_scheduler_queues_fractions_but_not_under_quotas() -> None:
+    """README "Fractions of a GPU": the Scheduler starts fractional gangs like any other; one
+    with quotas refuses them (its quotas count whole GPUs) and queues nothing."""
+    from gangplace import Scheduler
+
+    cluster = cluster_of(gpus=(1,))
+    clock = FakeClock()
+    scheduler = Scheduler(cluster, clock=clock)
+    for job in ("a", "b", "c"):
+        scheduler.submit(job, GangRequest(1, 1, gpu_milli=400))
+    decisions = scheduler.cycle(clock())
+    assert [started.job_id for started in decisions.started] == ["a", "b"]  # 2 x 400 fit
+    assert cluster.node("n0").shared == {0: 800}
+    quoted = Scheduler(cluster_of(gpus=(1,)), clock=clock, quotas={"team": 4})
+    with pytest.raises(InvalidRequest, match="whole GPUs"):
+        quoted.submit("x", GangRequest(1, 1, gpu_milli=400), owner="team")
+
+
 BAD = [
     ({"gpu_milli": 0}, InvalidRequest),
     ({"gpu_milli": 1000}, InvalidRequest),

@@ -254,3 +254,24 @@ def test_alibaba_cpu_and_memory_are_placed_on_a_node_list_that_has_them(tmp_path
     bad.write_text("sn,cpu_milli,gpu\nn0,lots,8\n")
     with pytest.raises(ClusterSpecError, match="cpu_milli 'lots' is not a whole number"):
         parse_cluster(str(bad))
+
+
+def test_alibaba_fractions_are_placed_as_shares_and_counted_as_shares(tmp_path: Path) -> None:
+    """Issue 28, item 5: arrival-only pods of 500 thousandths on one 1-GPU node: arrivals
+    count half a GPU each (three arrive before 130%: 1.5 GPUs); two share the GPU, the third
+    is rejected; the busy share at the end is that one GPU, not two or three."""
+    from gangplace.sim.run import simulate
+
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,65536,1,V100\n")
+    pods = tmp_path / "pods.csv"
+    rows = "".join(f"{name},1000,1024,1,500\n" for name in "abcdef")
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n" + rows)
+    policies = ("best-fit", "pod-by-pod")
+    report = simulate(str(pods), trace_format="alibaba", cluster=str(nodes), policies=policies)
+    assert report.report["jobs"]["fractions"] == 6
+    for policy in policies:
+        figures = report.report["policies"][policy]
+        assert figures["jobs_total"]["mean"] == 3, policy
+        assert figures["jobs_rejected"]["mean"] == 1, policy
+        assert figures["allocation_at_end"]["mean"] == 1.0, policy

@@ -342,6 +342,8 @@ class Scheduler(RunningJobs, SchedulerViews):
             job.owner,
             job.queue,
             request.preemptible if job.queue is not None else None,
+            tuple(sorted(request.resources_per_pod.items())),  # README "Node resources"
+            request.gpu_milli,  # README "Fractions of a GPU"
         )
 
     def cancel(self, job_id: str) -> bool:

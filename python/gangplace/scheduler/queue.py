@@ -107,7 +107,8 @@ class QueuedJob:
             inner = request.slices[-1][1] if request.slices else None
             spares = request.spares
             pods = pods + spares if inner is None else pods // inner * (inner + spares)
-        return pods * request.gpus_per_pod
+        # A fraction holds no whole GPU (README "Fractions of a GPU"): free GPUs bound nothing.
+        return 0 if request.gpu_milli is not None else pods * request.gpus_per_pod
 
 
 BLOCK = 64  # orders per block of a class (split at twice that)

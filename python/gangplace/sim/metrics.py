@@ -51,7 +51,7 @@ SIZE_BUCKETS = (("1", 1, 1), ("2-8", 2, 8), ("9-64", 9, 64), ("65+", 65, 1 << 62
 Window = tuple[float, float]
 
 
-def _integrate(samples: list[tuple[float, int, int, int]], column: int, window: Window) -> float:
+def _integrate(samples: list[tuple[float, float, int, int]], column: int, window: Window) -> float:
     """The integral of one sample column (piecewise constant after each sample) on ``window``."""
     low, high = window
     total = 0.0
@@ -116,7 +116,7 @@ def _free_before(result: RunResult) -> Any:
     """
     times = [sample[0] for sample in result.samples]
 
-    def free_at(instant: float) -> int:
+    def free_at(instant: float) -> float:
         index = bisect.bisect_left(times, instant) - 1
         if index < 0:
             return result.healthy_gpus

@@ -176,11 +176,11 @@ class GangPolicy:
             numa=numa,  # type: ignore[arg-type]
             spares=self.settings.spares if self.on_failure == "spares" else 0,
             resources_per_pod=dict(job.resources_per_pod) or None,
-            gpu_milli=self._fraction(job),
+            gpu_milli=self.gpu_milli(job),
         )
         return request, ladder
 
-    def _fraction(self, job: Job) -> int | None:
+    def gpu_milli(self, job: Job) -> int | None:
         """The job's fraction of a GPU, or ``None`` (a whole GPU).
 
         Whole when quotas or queues count whole GPUs here, or when spares or
@@ -334,7 +334,7 @@ class BlindPolicy(GangPolicy):
             name=job.id,
             priority=job.priority,
             resources_per_pod=asks,
-            gpu_milli=self._fraction(job),
+            gpu_milli=self.gpu_milli(job),
         )
         return request, []
 
@@ -355,6 +355,11 @@ class PodByPodPolicy:
     """
 
     name = "pod-by-pod"
+
+    @staticmethod
+    def gpu_milli(job: Job) -> int | None:
+        """The job's fraction of a GPU (README "Fractions of a GPU"); ``None``: whole GPUs."""
+        return job.gpu_milli
 
     def __init__(self) -> None:
         self.alias: dict[str, str] = {}
@@ -472,7 +477,7 @@ class PodByPodPolicy:
                 job.gpus_per_pod,
                 name=job.id,
                 resources_per_pod=dict(job.resources_per_pod) or None,
-                gpu_milli=job.gpu_milli,
+                gpu_milli=self.gpu_milli(job),
             )
             reservation = self.cluster.reserve(pod)
         except Unschedulable:

@@ -67,6 +67,8 @@ class JobRecord:
     numa_split: bool = False  # a pod of its current placement spans two NUMA halves
     generation: int = 0  # bumps when a start is undone (stale finish events are ignored)
     spare_gpus: int = 0  # GPUs its allocation holds as spares now (README "Spares")
+    busy_milli: int = 0  # thousandths of GPUs it uses while it runs (a fraction: README
+    # "Fractions of a GPU"; else its GPUs x 1000)
     spare_since_s: float = 0.0
     # pod-by-pod
     bound: list[Allocation] = field(default_factory=list)
@@ -91,7 +93,7 @@ class RunResult:
     policy: str
     records: list[JobRecord]
     end_s: float
-    samples: list[tuple[float, int, int, int]]  # (time, busy GPUs, idle-held GPUs, queued)
+    samples: list[tuple[float, float, int, int]]  # (time, busy GPUs, idle-held GPUs, queued)
     deadlock_s: float
     placements: int
     engine_seconds: float
@@ -144,7 +146,7 @@ class Replay:
         self.stop_after_gpus = stop_after_gpus
         self.events: list[tuple[float, int, int, Any]] = []
         self.sequence = 0
-        self.busy = 0
+        self.busy_milli = 0  # thousandths of GPUs the running jobs use
         self.held_partial = 0
         self.last_start_s = 0.0
         self.held_since_start = 0.0
@@ -156,9 +158,9 @@ class Replay:
         self.preemptions = self.moves = self.failures = 0
         self.repairs = self.ranks_from_spares = 0
         self.spare_gpu_s = 0.0
-        self.samples: list[tuple[float, int, int, int]] = []
+        self.samples: list[tuple[float, float, int, int]] = []
         self.load_curve: list[tuple[float, float]] = []
-        self.arrived_gpus = 0
+        self.arrived_gpus = 0.0
         self.rng = random.Random(self.settings.policy_seed)
         self.failure_rng = random.Random(workload_seed * 7919 + 1)
         self.arrival_only = any(job.duration_s is None for job in jobs)
@@ -187,7 +189,7 @@ class Replay:
         for record in self.records:
             if self.stop_after_gpus is not None and arrived >= self.stop_after_gpus:
                 break
-            arrived += record.job.gpus
+            arrived += record.job.gpu_share
             self.push(record.job.arrival_s, ARRIVAL, record)
             self.arrival_times.append(record.job.arrival_s)
         self.arrival_times.sort()
@@ -258,12 +260,17 @@ class Replay:
         self.held_since_start += self.held_partial * span
         self.clock.now = now
 
+    @property
+    def busy(self) -> float:
+        """GPUs the running jobs use (a fractional pod counts its share of one GPU)."""
+        return self.busy_milli / 1000
+
     def _handle(self, kind: int, payload: Any, now: float) -> None:
         if kind == FINISH:
             record, generation = payload
             if generation == record.generation and record.start_s is not None:
                 self.policy.finished(self, record)
-                self.busy -= record.job.gpus
+                self.busy_milli -= record.busy_milli
                 self._ran(record, now - record.start_s, now - record.start_s)
                 record.end_s = now
                 self.hold_spares(record, 0, now)
@@ -277,7 +284,7 @@ class Replay:
         elif kind == ARRIVAL:
             payload.arrived = True
             payload.queued_since_s = now
-            self.arrived_gpus += payload.job.gpus
+            self.arrived_gpus += payload.job.gpu_share
             self.policy.arrived(self, payload, now)
         # WAKE: only the pass below.
 
@@ -308,7 +315,9 @@ class Replay:
             record.waited_s += now - record.queued_since_s
             record.queued_since_s = None
         record.nodes = tuple(sorted(self.policy.alias.get(n, n) for n in nodes))
-        self.busy += record.job.gpus
+        milli = self.policy.gpu_milli(record.job) if hasattr(self.policy, "gpu_milli") else None
+        record.busy_milli = record.job.gpus * 1000 if milli is None else milli
+        self.busy_milli += record.busy_milli
         self.last_start_s = now
         self.held_since_start = 0.0
         self._schedule_finish(record, now)
@@ -357,7 +366,7 @@ class Replay:
         record.start_s = None
         record.queued_since_s = now
         record.nodes = ()
-        self.busy -= record.job.gpus
+        self.busy_milli -= record.busy_milli
 
     def moved(self, record: JobRecord, nodes: tuple[str, ...], now: float) -> None:
         """Defragmentation moved a running job: it restarts on ``nodes`` from its checkpoint."""
@@ -388,7 +397,7 @@ class Replay:
         record.rejected = why
 
     def _note_deadlock(self) -> None:
-        self.in_deadlock = bool(self.held_partial) and self.busy == 0
+        self.in_deadlock = bool(self.held_partial) and self.busy_milli == 0
 
     def _standoff(self, now: float) -> Standoff | None:
         """A standoff at ``now``, or ``None`` while something could still move.
@@ -398,7 +407,7 @@ class Replay:
         window = self.settings.standoff_s
         if self.held_since_start <= 0 or now - self.last_start_s < window:
             return None
-        if self.busy > 0 or self.pending[TIMEOUT] or self.pending[REPAIR]:
+        if self.busy_milli > 0 or self.pending[TIMEOUT] or self.pending[REPAIR]:
             return None  # a running job's end, a timeout or a repair may let one start
         handled, times = self.arrivals_handled, self.arrival_times
         if handled < len(times) and times[handled] <= now + window:

@@ -235,8 +235,8 @@ def _trace_lines(report: dict[str, Any]) -> list[str]:
         lines.append(
             f"fractions: {fractions:,} of the {count:,} GPU pods ask part of a GPU (gpu_milli < "
             '1000), placed as shares of one GPU (README "Fractions of a GPU"; policies with '
-            "quotas or queues give them whole GPUs); GPU counts and busy GPUs here count each "
-            "as one GPU"
+            "quotas or queues give them whole GPUs); busy GPUs and arrived load count each "
+            "pod's share"
         )
     modelled = report["jobs"].get("resources_per_pod")
     if modelled:

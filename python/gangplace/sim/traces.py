@@ -97,6 +97,11 @@ class Job:
     resources_per_pod: tuple[tuple[str, int], ...] = ()
     gpu_milli: int | None = None
 
+    @property
+    def gpu_share(self) -> float:
+        """GPUs it asks, a fraction counting its share of one GPU (arrived load)."""
+        return self.gpus if self.gpu_milli is None else self.gpu_milli / 1000
+
 
 @dataclass(frozen=True)
 class Trace:
