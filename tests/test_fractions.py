@@ -94,6 +94,20 @@ def test_ending_pods_and_health_and_node_loss(kind: Any) -> None:
     assert cluster.stats().shared == 0
 
 
+def test_gpu_state_and_pictures_show_shared_gpus() -> None:
+    """A shared GPU is in ``shared_mask`` and none of the other masks; the rack map draws it
+    in its own colour and counts it."""
+    from gangplace.pictures import COLOURS
+
+    cluster = cluster_of(gpus=(4,))
+    cluster.reserve(GangRequest(3, 1, gpu_milli=400))  # GPUs 0 (two pods) and 1
+    state = cluster.gpu_state()
+    assert (int(state["shared_mask"][0]), int(state["free_mask"][0])) == (0b0011, 0b1100)
+    assert int(state["reserved_mask"][0]) == int(state["allocated_mask"][0]) == 0
+    svg = cluster.to_svg()
+    assert COLOURS["shared"] in svg and "2 shared" in svg
+
+
 def test_snapshot_and_pickle_keep_fractions() -> None:
     cluster = cluster_of()
     held = cluster.commit(cluster.reserve(GangRequest(3, 1, gpu_milli=250, name="infer")))

@@ -1510,7 +1510,8 @@ class Cluster:
 
         Keys: ``node`` (names), ``gpus``, ``free``, ``reserved``, ``allocated``,
         ``unhealthy`` (uint8 counts), ``cordoned`` (bool), ``free_mask``, ``reserved_mask``,
-        ``allocated_mask``, ``unhealthy_mask`` (uint64, bit i: GPU i), ``domains``: a
+        ``allocated_mask``, ``unhealthy_mask``, ``shared_mask`` (uint64, bit i: GPU i; a
+        shared GPU, README "Fractions of a GPU", is in none of the other masks), ``domains``: a
         dict of level name -> the domain name of every node at that level, and
         ``resources`` / ``free_resources``: dicts of resource name -> every node's capacity /
         unused amount (uint64; 0 where a node lacks it; README "Node resources").

@@ -3,7 +3,8 @@
 Up to :data:`SUMMARY_NODES` nodes, and while it fits in :data:`MAX_WIDTH` pixels both ways,
 the detailed map: one block per top-level domain (the whole cluster when there are no
 levels), the deepest domains (racks) as columns inside it, nodes as rows of GPU cells.
-Colours: free (green), reserved (amber), allocated (blue), unhealthy (red). A failed GPU is
+Colours: free (green), reserved (amber), allocated (blue), unhealthy (red), shared by
+fractional pods (teal; README "Fractions of a GPU"). A failed GPU is
 red whatever holds it; a failed GPU still held by a job carries a blue centre. Cordoned nodes
 are hatched. ``highlight`` (a placement) outlines the GPUs it takes. A legend (every mark the
 map uses, each entry whole) and totals sit on top; the totals count each GPU once (free,
@@ -33,6 +34,7 @@ COLOURS = {
     "reserved": "#f28e2b",
     "allocated": "#4e79a7",
     "unhealthy": "#e15759",
+    "shared": "#76b7b2",  # README "Fractions of a GPU": held in part by fractional pods
 }
 CELL = 9
 GAP = 2
@@ -54,6 +56,7 @@ class _Node:
     reserved: int  # masks, bit i: GPU i
     allocated: int
     unhealthy: int
+    shared: int = 0
 
 
 def _natural(text: str) -> tuple[tuple[int, int | str], ...]:
@@ -81,6 +84,8 @@ def _state_of(info: _Node, gpu: int) -> str:
         return "allocated"
     if info.reserved & bit:
         return "reserved"
+    if info.shared & bit:
+        return "shared"
     return "free"
 
 
@@ -99,6 +104,7 @@ def _nodes_by_rack(cluster: Any) -> dict[str, dict[tuple[str, ...], list[_Node]]
             int(state["reserved_mask"][index]),
             int(state["allocated_mask"][index]),
             int(state["unhealthy_mask"][index]),
+            int(state["shared_mask"][index]),
         )
         top = path[0] if path else "cluster"
         blocks.setdefault(top, {}).setdefault(path, []).append(node)
@@ -168,7 +174,7 @@ def _document(width: int, height: int, header: str, parts: list[str]) -> str:
 
 
 def _legend(marks: list[str]) -> tuple[str, int]:
-    """A legend of the four states and of every other mark the map uses, and its width."""
+    """A legend of the five states and of every other mark the map uses, and its width."""
     items = []
     for index, (state, colour) in enumerate(COLOURS.items()):
         items.append(
@@ -232,7 +238,7 @@ def _totals(cluster: Any, blocks: dict[str, dict[tuple[str, ...], list[_Node]]],
         f'<text x="4" y="28" font-size="9">{sum(counts.values()):,} GPUs: '
         f"{counts['free']:,} free, {counts['reserved']:,} reserved, "
         f"{counts['allocated']:,} allocated, {counts['unhealthy']:,} unhealthy{under}"
-        f"{note}</text>"
+        f"{f', {shared:,} shared' if (shared := counts['shared']) else ''}{note}</text>"
     )
 
 

@@ -249,6 +249,7 @@ pub fn gpu_state_dict<'py>(
         "unhealthy_mask",
         PyArray1::from_vec(py, state.unhealthy_mask),
     )?;
+    dict.set_item("shared_mask", PyArray1::from_vec(py, state.shared_mask))?;
     let (resources, free_resources) = (PyDict::new(py), PyDict::new(py));
     for (name, capacity, free) in state.resources {
         resources.set_item(&name, PyArray1::from_vec(py, capacity))?;

@@ -294,6 +294,7 @@ impl Engine {
             out.reserved_mask.push(state.reserved.mask());
             out.allocated_mask.push(state.allocated.mask());
             out.unhealthy_mask.push(state.unhealthy.mask());
+            out.shared_mask.push(state.shared.mask());
         }
         out.resources = self.resource_columns();
         out

@@ -481,6 +481,8 @@ pub struct GpuState {
     pub allocated_mask: Vec<u64>,
     /// See `free_mask`.
     pub unhealthy_mask: Vec<u64>,
+    /// Per node, the GPUs fractional pods share (README "Fractions of a GPU").
+    pub shared_mask: Vec<u64>,
     /// Resources besides GPUs (README "Node resources"): per name, sorted, every node's
     /// capacity and what no hold uses (0 where the node lacks it).
     pub resources: Vec<(String, Vec<u64>, Vec<u64>)>,

@@ -1,5 +1,6 @@
-//! Fractions of a GPU (README "Fractions of a GPU"): each GPU's used thousandths, how many
-//! pods of a fractional request a node holds, and the GPU each such pod takes.
+//! Fractions of a GPU (README "Fractions of a GPU"): each GPU's used thousandths, and what a
+//! fractional request is (module `request`); how many such pods a node holds and the GPU each
+//! takes are derived views ([`crate::capacity::ShareFit`]).
 //!
 //! A fractional pod uses GPU `i` of its node as a resource of that node: `gpu_milli`
 //! thousandths of the resource [`share_id`]`(i)`, an id above every name's. What a hold
@@ -11,14 +12,13 @@
 use std::collections::BTreeSet;
 
 use crate::ids::{GpuSet, NodeId};
+pub use crate::resources::FIRST_SHARE_ID;
 use crate::resources::{Amounts, ResourceId};
 
 mod request;
 
 /// A whole GPU, in thousandths.
 pub const WHOLE_GPU_MILLI: u64 = 1000;
-
-pub use crate::resources::FIRST_SHARE_ID;
 
 /// The resource id that holds shares of GPU `gpu` (GPU indices are below 64).
 pub fn share_id(gpu: u32) -> ResourceId {
