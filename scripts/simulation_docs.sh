@@ -33,8 +33,6 @@ run alibaba-default --trace $alibaba/openb_pod_list_default.csv \
     --cluster $alibaba/openb_node_list_gpu_node.csv --policies best-fit,first-fit,pod-by-pod
 run alibaba-multigpu50 --trace $alibaba/openb_pod_list_multigpu50.csv \
     --cluster $alibaba/openb_node_list_gpu_node.csv --policies best-fit,first-fit,pod-by-pod
-run alibaba-multigpu50-shares --trace $alibaba/openb_pod_list_multigpu50.csv \
-    --cluster $alibaba/openb_node_list_gpu_node.csv --policies best-fit,pod-by-pod
 run philly-b436b2-priorities --trace $philly/b436b2.trace --cluster tree:2,2,2,8 --seeds 0-9 \
     --order priority --high-priority-share 0.2 \
     --policies best-fit,best-fit+preempt,best-fit+defrag
