@@ -426,6 +426,21 @@ def test_the_scheduler_keeps_a_jobs_resources_in_every_form() -> None:
     cluster.check_invariants()
 
 
+def test_a_job_short_of_cpus_does_not_block_one_asking_fewer() -> None:
+    """The Scheduler's walk skips the rest of a class once one job of it failed; jobs of the
+    same shape asking different resources are different classes (they were not)."""
+    from gangplace import Scheduler
+
+    cluster = gangplace.Cluster(LEVELS)
+    cluster.add_node("n", gpus=8, topology={"rack": "r1"}, resources={"cpu": 20_000})
+    cluster.adopt([("n", 1)], resources={"cpu": 12_000})  # 8 cores left
+    scheduler = Scheduler(cluster, clock=lambda: 0.0, order="fifo", backfill="any")
+    scheduler.submit("greedy", GangRequest(1, 1, resources_per_pod={"cpu": 10_000}))
+    scheduler.submit("modest", GangRequest(1, 1, resources_per_pod={"cpu": 2_000}))
+    decisions = scheduler.cycle(0.0)
+    assert [started.job_id for started in decisions.started] == ["modest"]
+
+
 @pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
 def test_a_node_of_mig_slices_only_has_zero_gpus(kind: Any) -> None:
     """README "Node resources", MIG: a node whose every GPU is partitioned is added with 0
