@@ -181,11 +181,7 @@ class GangPolicy:
         return request, ladder
 
     def gpu_milli(self, job: Job) -> int | None:
-        """The job's fraction of a GPU, or ``None`` (a whole GPU).
-
-        Whole when quotas or queues count whole GPUs here, or when spares or
-        ``numa="single"`` are asked (which fractions do not take).
-        """
+        """The job's fraction of a GPU; whole (``None``) under quotas, queues, spares or NUMA."""
         whole = self.settings.quotas or self.queue_setup is not None or self.numa_single
         whole = whole or self.on_failure == "spares"
         return None if whole else job.gpu_milli
@@ -358,7 +354,7 @@ class PodByPodPolicy:
 
     @staticmethod
     def gpu_milli(job: Job) -> int | None:
-        """The job's fraction of a GPU (README "Fractions of a GPU"); ``None``: whole GPUs."""
+        """The job's fraction of a GPU (README "Fractions of a GPU"); ``None``: whole."""
         return job.gpu_milli
 
     def __init__(self) -> None:
