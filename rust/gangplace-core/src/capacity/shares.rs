@@ -15,7 +15,13 @@ pub struct ShareFit<'a> {
     pub states: &'a NodeStates,
 }
 
-impl ShareFit<'_> {
+impl<'a> ShareFit<'a> {
+    /// The fit of a request asking `gpu_milli` thousandths per pod (`None`: whole GPUs).
+    pub fn of(gpu_milli: Option<u16>, states: &'a NodeStates) -> Option<Self> {
+        let milli = u64::from(gpu_milli?);
+        Some(Self { milli, states })
+    }
+
     /// The GPUs of node `id` a fraction may use, given its feasible free GPUs `free`: those,
     /// and its healthy shared ones.
     fn usable(&self, id: NodeId, free: GpuSet) -> GpuSet {

@@ -225,10 +225,7 @@ impl Engine {
 
     pub(crate) fn exclusions(&self, request: &GangRequest) -> Exclusions {
         let size = request.whole_gpus(); // a fraction needs room, not a free GPU
-        let shares = (request.gpu_milli).map(|milli| crate::capacity::ShareFit {
-            milli: u64::from(milli),
-            states: &self.states,
-        });
+        let shares = crate::capacity::ShareFit::of(request.gpu_milli, &self.states);
         let mut excluded = Exclusions::default();
         for (id, node) in self.topology.nodes() {
             let state = self.states.get(id);

@@ -249,10 +249,7 @@ impl Engine {
             if state.cordoned || !self.topology.node(node).matches(&request.selector) {
                 continue;
             }
-            let shares = (request.gpu_milli).map(|milli| crate::capacity::ShareFit {
-                milli: u64::from(milli),
-                states: &self.states,
-            });
+            let shares = crate::capacity::ShareFit::of(request.gpu_milli, &self.states);
             let gpu_pods = match (shares, request.gpus_per_pod) {
                 (Some(fit), _) => fit.pods(node, state.free()), // fractions: their GPUs' room
                 (None, 0) => u64::MAX, // pods without GPUs: every node is bound by its resources

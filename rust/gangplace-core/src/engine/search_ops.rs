@@ -45,10 +45,7 @@ pub(super) fn search_over<R>(
         capacity: topology.resources().capacities(),
         used: states.resource_use(),
     });
-    let share = (request.gpu_milli).map(|milli| ShareFit {
-        milli: u64::from(milli),
-        states,
-    });
+    let share = ShareFit::of(request.gpu_milli, states);
     if request.selector.is_empty() {
         let view = capacity.cluster_view(states);
         return Ok(search(

@@ -24,6 +24,7 @@ impl Engine {
             return Err(invalid("a placement of fractional pods has no spares"));
         }
         let mut asked: BTreeMap<(NodeId, u32), u64> = BTreeMap::new();
+        let mut shares: Vec<(NodeId, u32)> = Vec::with_capacity(placement.pods.len());
         for pod in &placement.pods {
             let node = self.pod_node(placement, &pod.node)?;
             let (Some(gpu), 1) = (pod.gpus.lowest(), pod.gpus.count()) else {
@@ -46,11 +47,10 @@ impl Engine {
                 ));
             }
             *asked.entry((node, gpu)).or_default() += u64::from(milli);
+            shares.push((node, gpu));
         }
-        for pod in &placement.pods {
-            // The first pod (in rank order) whose GPU would pass a whole GPU.
-            let node = self.pod_node(placement, &pod.node)?;
-            let gpu = pod.gpus.lowest().unwrap_or_default();
+        // The first pod (in rank order) whose GPU would pass a whole GPU.
+        for (node, gpu) in shares {
             let asked = asked.get(&(node, gpu)).copied().unwrap_or_default();
             let used = self.states.shares().used(node, gpu);
             if used + asked > WHOLE_GPU_MILLI {
