@@ -3,7 +3,9 @@ docs/performance.md).
 
 ``colossus100k@80``: the 102,400-GPU shape filled to 80% by ``synth.fill``. Adopted: a job of
 64 pods, one per node, each naming the free GPUs of one of the 64 first nodes with any
-(``PodPlacement``), and the same job given as ``(node, count)`` pairs. Each round's setup
+(``PodPlacement``), the same job given as ``(node, count)`` pairs, and 64 pods of 500
+thousandths of one GPU (``gpu_milli``, README "Fractions of a GPU") on the same nodes, each
+GPU chosen by rule F2 (``(node, 1)`` pairs). Each round's setup
 releases the previous round's allocation. The reference (``gangplace.reference``) adopts the
 same pods on a twin with the same nodes and holds (one round).
 """
@@ -33,7 +35,7 @@ def loaded(request: pytest.FixtureRequest) -> tuple[Cluster, list[PodPlacement]]
     return cluster, pods
 
 
-def _adopt_rounds(benchmark: Any, cluster: Any, pods: list[Any]) -> Any:
+def _adopt_rounds(benchmark: Any, cluster: Any, pods: list[Any], **options: Any) -> Any:
     adopted: list[Any] = []
 
     def setup() -> None:
@@ -42,7 +44,7 @@ def _adopt_rounds(benchmark: Any, cluster: Any, pods: list[Any]) -> Any:
         adopted.clear()
 
     def adopt() -> Any:
-        allocation = cluster.adopt(pods)
+        allocation = cluster.adopt(pods, **options)
         adopted.append(allocation)
         return allocation
 
@@ -50,22 +52,31 @@ def _adopt_rounds(benchmark: Any, cluster: Any, pods: list[Any]) -> Any:
     setup()
 
 
-@pytest.mark.parametrize("form", ["placements", "counts"])
+@pytest.mark.parametrize("form", ["placements", "counts", "shares"])
 def bench_adopt_64_pods(
     benchmark: Any, loaded: tuple[Cluster, list[PodPlacement]], form: str
 ) -> None:
-    """64 running pods on 64 nodes, as explicit GPUs or as counts."""
+    """64 running pods on 64 nodes, as explicit GPUs, as counts, or as shares of one GPU."""
     cluster, pods = loaded
+    if form == "shares":
+        _adopt_rounds(benchmark, cluster, [(p.node, 1) for p in pods], gpu_milli=500)
+        benchmark.extra_info.update(pods=len(pods), gpu_milli=500)
+        return
     entries: list[Any] = pods if form == "placements" else [(p.node, len(p.gpus)) for p in pods]
     _adopt_rounds(benchmark, cluster, entries)
     benchmark.extra_info.update(pods=len(pods), gpus=sum(len(p.gpus) for p in pods))
 
 
+@pytest.mark.parametrize("form", ["placements", "shares"])
 def bench_adopt_64_pods_reference(
-    benchmark: Any, loaded: tuple[Cluster, list[PodPlacement]]
+    benchmark: Any, loaded: tuple[Cluster, list[PodPlacement]], form: str
 ) -> None:
     """The same adoption by ``gangplace.reference`` on a twin (one round)."""
-    cluster, pods = loaded
+    cluster, given = loaded
+    pods: list[Any] = given
+    options: dict[str, Any] = {}
+    if form == "shares":
+        pods, options = [(p.node, 1) for p in given], {"gpu_milli": 500}
     twin = reference.Cluster(cluster.levels)
     for name in cluster.nodes():
         info = cluster.node(name)
@@ -75,8 +86,8 @@ def bench_adopt_64_pods_reference(
         )  # fmt: skip
     for allocation in cluster.allocations():
         twin.adopt(allocation.placement.pods)
-    got = benchmark.pedantic(twin.adopt, args=(pods,), rounds=1, iterations=1)
-    want = cluster.adopt(pods)
+    got = benchmark.pedantic(twin.adopt, args=(pods,), kwargs=options, rounds=1, iterations=1)
+    want = cluster.adopt(pods, **options)
     assert got.placement.pods == tuple(
         reference.PodPlacement(p.node, tuple(p.gpus)) for p in want.placement.pods
     )

@@ -61,6 +61,7 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "('r2', 'mig') [(), (), ()] 4" in printed  # MIG slices as resources
     assert "('r1', 'big') [(0,), (0,), (1,), (1,), (2,)]" in printed  # fractions of a GPU
     assert "{0: 920, 1: 920, 2: 460} (3,) 3\n('r1', 'small')\nbig (0,) 1000" in printed
+    assert "[(0,), (1,)] {0: 600, 1: 600}" in printed  # adopt(gpu_milli=...)
     assert "('r1',) ['r1-n0', 'r1-n1', 'r1-n2', 'r1-n3']" in printed  # multi-role gangs
     assert "r1-n4 True" in printed
     assert "array True 16" in printed  # the MPIJob launcher beside 16 workers

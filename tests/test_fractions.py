@@ -137,10 +137,71 @@ def test_reserve_of_a_stale_fractional_placement_is_a_conflict() -> None:
     assert cluster.reserve(fresh).placement == fresh
 
 
+@pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
+def test_adopt_records_running_shares(kind: Any) -> None:
+    """README "Fractions of a GPU", adopt: ``(node, 1)`` entries take their GPU by rule F2
+    (earlier pods of the call counted), a ``PodPlacement`` exactly its GPU."""
+    cluster = cluster_of(kind)
+    cluster.commit(cluster.reserve(GangRequest(1, 1, gpu_milli=700, required_level="node")))
+    adopted = cluster.adopt(
+        [("n0", 1), ("n0", 1), gangplace.PodPlacement("n1", (3,))],
+        gpu_milli=300,
+        owner="kubelet",
+    )
+    # n0 GPU 0 had 300 left: the first pod fills it; the second takes GPU 1 (free).
+    assert [(pod.node, pod.gpus) for pod in adopted.placement.pods] == [
+        ("n0", (0,)),
+        ("n0", (1,)),
+        ("n1", (3,)),
+    ]
+    assert adopted.placement.gpu_milli == 300 and adopted.owner == "kubelet"
+    assert cluster.node("n0").shared == {0: 1000, 1: 300}
+    assert cluster.node("n1").shared == {3: 300}
+    # A whole pod never takes a shared GPU; ending the adopted pods frees their shares.
+    assert cluster.place_gang(GangRequest(1, 4, required_level="node")) is None
+    assert cluster.release(adopted, owner="kubelet")
+    assert cluster.node("n1").shared == {} and cluster.node("n0").shared == {0: 700}
+    if kind is gangplace.Cluster:
+        cluster.check_invariants()
+
+
+BAD_ADOPTIONS: list[tuple[list[Any], dict[str, Any], type, str]] = [
+    ([("n0", 1)], {"gpu_milli": 0}, InvalidRequest, "between 1 and 999"),
+    ([("n0", 1)], {"gpu_milli": 1000}, InvalidRequest, "between 1 and 999"),
+    ([("n0", 1)], {"gpu_milli": True}, TypeError, "gpu_milli must be an int"),
+    ([("n0", 1)], {"gpu_milli": "300"}, TypeError, "gpu_milli must be an int"),
+    ([("n0", 2)], {"gpu_milli": 300}, InvalidRequest, "names 2 GPUs"),
+    ([("n0", 0)], {"gpu_milli": 300}, InvalidRequest, "names 0 GPUs"),
+    ([gangplace.PodPlacement("n0", (0, 1))], {"gpu_milli": 300}, InvalidRequest, "names 2"),
+    ([gangplace.PodPlacement("n0", (5,))], {"gpu_milli": 300}, InvalidRequest, "not one of"),
+    ([gangplace.PodPlacement("n0", (0,))], {"gpu_milli": 400}, Conflict, "300 thousandths free"),
+    ([gangplace.PodPlacement("n0", (1,))], {"gpu_milli": 400}, Conflict, "is held"),
+    ([("n0", 1)], {"gpu_milli": 400}, Conflict, "no healthy GPU with 400"),
+    ([("nx", 1)], {"gpu_milli": 400}, gangplace.UnknownNode, "nx"),
+]
+
+
+@pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
+@pytest.mark.parametrize(("pods", "fields", "error", "text"), BAD_ADOPTIONS)
+def test_bad_fractional_adoptions_change_nothing(
+    kind: Any, pods: list[Any], fields: dict[str, Any], error: type, text: str
+) -> None:
+    """n0: GPU 0 shared (700 used), GPU 1 held whole: every bad adoption raises its typed
+    error, the same in the engine and the reference, and the snapshot stays byte-identical."""
+    cluster = cluster_of(kind)
+    cluster.commit(cluster.reserve(GangRequest(1, 1, gpu_milli=700, required_level="node")))
+    cluster.adopt([gangplace.PodPlacement("n0", (1,))])
+    before = cluster.snapshot()
+    with pytest.raises(error, match=text):
+        cluster.adopt(pods, **fields)
+    assert cluster.snapshot() == before
+
+
 def test_operations_that_do_not_plan_fractions_refuse_them() -> None:
     cluster = cluster_of()
     request = GangRequest(2, 1, gpu_milli=300)
     allocation = cluster.commit(cluster.reserve(request))
+    whole = cluster.adopt([("n1", 1)])
     before = cluster.snapshot()
     refusals: list[Callable[[], object]] = [
         lambda: cluster.plan_preemption(request),
@@ -148,6 +209,7 @@ def test_operations_that_do_not_plan_fractions_refuse_them() -> None:
         lambda: cluster.place_after(request, []),
         lambda: cluster.plan_repair(allocation),
         lambda: cluster.adopt([("n1", 1)], into=allocation),
+        lambda: cluster.adopt([("n1", 1)], into=whole, gpu_milli=500),
     ]
     for call in refusals:
         with pytest.raises(InvalidRequest):
@@ -220,10 +282,15 @@ def test_engine_agrees_with_reference_on_fractions(
     engine, oracle = cluster_of(gangplace.Cluster, gpus), cluster_of(reference.Cluster, gpus)
     held: list[tuple[Any, Any]] = []
     for _ in range(data.draw(st.integers(1, 8), label="steps")):
-        action = data.draw(st.sampled_from(("reserve", "reserve", "end", "health")))
-        if action == "end" and held:
+        action = data.draw(st.sampled_from(("reserve", "reserve", "end", "health", "adopt")))
+        if action == "adopt":
+            adopted = adopt_both(data, gpus, engine, oracle)
+            if adopted is not None:
+                held.append(adopted)
+        elif action == "end" and held:
             mine, theirs = held.pop(data.draw(st.integers(0, len(held) - 1)))
-            assert engine.rollback(mine) == oracle.rollback(theirs)
+            end = "release" if isinstance(mine, gangplace.Allocation) else "rollback"
+            assert getattr(engine, end)(mine) == getattr(oracle, end)(theirs)
         elif action == "health":
             node = f"n{data.draw(st.integers(0, len(gpus) - 1))}"
             gpu = data.draw(st.integers(0, gpus[int(node[1:])] - 1))
@@ -260,6 +327,32 @@ def test_engine_agrees_with_reference_on_fractions(
             assert all(used <= 1000 for used in mine_node.shared.values())
         assert engine.stats().shared == oracle.stats().shared
         engine.check_invariants()
+
+
+def adopt_both(
+    data: st.DataObject, gpus: tuple[int, ...], engine: Any, oracle: Any
+) -> tuple[Any, Any] | None:
+    """Adopts the same drawn fractional pods into both; the same placement or error."""
+    pods: list[Any] = []
+    for _ in range(data.draw(st.integers(1, 3), label="adopted pods")):
+        index = data.draw(st.integers(0, len(gpus) - 1))
+        if data.draw(st.booleans()):
+            pods.append((f"n{index}", 1))
+        else:
+            gpu = data.draw(st.integers(0, gpus[index] - 1))
+            pods.append(gangplace.PodPlacement(f"n{index}", (gpu,)))
+    milli = data.draw(st.sampled_from((250, 500, 700)), label="adopted milli")
+    note(f"adopt {pods} gpu_milli={milli}")
+    try:
+        mine = engine.adopt(pods, gpu_milli=milli)
+    except gangplace.GangplaceError as error:
+        with pytest.raises(type(error)) as expected:
+            oracle.adopt(pods, gpu_milli=milli)
+        assert str(error) == str(expected.value)
+        return None
+    theirs = oracle.adopt(pods, gpu_milli=milli)
+    assert as_tuple(mine.placement) == as_tuple(theirs.placement)
+    return mine, theirs
 
 
 def brute_force_pods(room: tuple[int, ...], milli: int) -> int:

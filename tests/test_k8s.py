@@ -174,9 +174,10 @@ def _shared_node(name: str, advertised: str, replicas: Any, allocatable: str | N
     return node
 
 
-def test_time_sliced_nodes_count_physical_gpus_and_pods_whole_gpus() -> None:
+def test_time_sliced_nodes_count_physical_gpus_and_pods_shares() -> None:
     """Issue 28, item 3: 32 advertised GPUs with 4 replicas each are 8 physical GPUs (with a
-    warning that says so), never 32; a pod asking k replicas holds ceil(k / 4) GPUs."""
+    warning that says so), never 32; a pod asking k < 4 replicas uses k/4 of one GPU (a
+    share), one asking more ceil(k / 4) whole GPUs."""
     nodes = [
         _shared_node("ts-0", "32", "4"),
         _shared_node("ts-1", "128", "16", allocatable="120"),  # 7.5 GPUs allocatable
@@ -185,20 +186,33 @@ def test_time_sliced_nodes_count_physical_gpus_and_pods_whole_gpus() -> None:
         _shared_node("ts-odd", "30", "4"),
         _shared_node("ts-one", "8", "1"),  # one replica: no sharing, no warning
     ]
-    pods = [_pod("small", "ts-0", 1), _pod("six", "ts-0", 6), _pod("whole", "ts-1", 16)]
+    pods = [
+        _pod("small", "ts-0", 1),
+        _pod("three", "ts-0", 3),
+        _pod("six", "ts-0", 6),
+        _pod("whole", "ts-1", 16),
+        _pod("tiny", "ts-1", 1),
+    ]
     cluster, warnings = cluster_from_nodes(nodes, levels={"rack": "example.com/rack"}, pods=pods)
     assert cluster.nodes() == ["ts-0", "ts-1", "ts-one"]
     assert [cluster.node(n).gpus for n in cluster.nodes()] == [8, 8, 8]
     assert cluster.node("ts-1").unhealthy == (7,)  # 120 // 16 = 7 GPUs allocatable
-    assert sorted(len(a.placement.pods[0].gpus) for a in cluster.allocations()) == [1, 1, 2]
+    held = sorted(
+        (a.placement.gpu_milli or 0, len(a.placement.pods[0].gpus)) for a in cluster.allocations()
+    )
+    assert held == [(0, 1), (0, 2), (62, 1), (250, 1), (750, 1)]
+    # small (250) takes GPU 0, three (750) fills it by best fit (F2); six holds GPUs 1-2.
+    assert cluster.node("ts-0").shared == {0: 1000}
+    assert cluster.node("ts-1").shared == {1: 62}  # 1000 // 16; whole holds GPU 0
     assert cluster.place_gang(GangRequest(1, 32)) is None  # never 32 "GPUs" on one node
     assert warnings == [
         "node ts-0: nvidia.com/gpu capacity 32 is 4 shared replicas of each of 8 physical GPUs "
-        "(label nvidia.com/gpu.replicas): read as 8 GPUs; a pod asking k replicas there holds "
-        "ceil(k / 4) whole GPUs in gangplace's count",
+        "(label nvidia.com/gpu.replicas): read as 8 GPUs; a pod asking k < 4 replicas there "
+        "uses k/4 of one GPU (gpu_milli 1000 k // 4), one asking more ceil(k / 4) whole GPUs",
         "node ts-1: nvidia.com/gpu capacity 128 is 16 shared replicas of each of 8 physical "
-        "GPUs (label nvidia.com/gpu.replicas): read as 8 GPUs; a pod asking k replicas there "
-        "holds ceil(k / 16) whole GPUs in gangplace's count",
+        "GPUs (label nvidia.com/gpu.replicas): read as 8 GPUs; a pod asking k < 16 replicas "
+        "there uses k/16 of one GPU (gpu_milli 1000 k // 16), one asking more ceil(k / 16) "
+        "whole GPUs",
         "node ts-bad left out: label nvidia.com/gpu.replicas 'four' is not a replica count in "
         "1..1024",
         "node ts-zero left out: label nvidia.com/gpu.replicas '0' is not a replica count in "

@@ -244,7 +244,8 @@ def test_changes_behind_the_syncs_back_do_not_break_it() -> None:
 
 def test_watch_events_on_a_time_sliced_node_count_physical_gpus() -> None:
     """Issue 28, item 3: a node sharing each GPU 4 times is 8 GPUs; a pod event asking 3
-    replicas holds one whole GPU; a pod that came before its node is counted the same way."""
+    replicas uses 750 thousandths of one GPU; a pod that came before its node asking 5 holds
+    ceil(5 / 4) = 2 whole GPUs."""
     sync = ClusterSync(LEVELS, pod_owner="kube", clock=lambda: 0.0)
     shared = node(
         "ts",
@@ -258,6 +259,59 @@ def test_watch_events_on_a_time_sliced_node_count_physical_gpus() -> None:
     assert sync.cluster.node("ts").gpus == 8
     assert sync.apply("ADDED", pod("late", "ts", 3)).action == "pod adopted"
     held = sorted(len(a.placement.pods[0].gpus) for a in sync.cluster.allocations())
-    assert held == [1, 2]  # ceil(3 / 4) and ceil(5 / 4)
+    assert held == [1, 2]  # a share of one GPU, and ceil(5 / 4)
+    assert sync.cluster.node("ts").shared == {2: 750}
     assert sync.apply("DELETED", pod("late", "ts", 3)).action == "allocation ended"
     assert sync.cluster.stats().free == 6
+
+
+def shared_node(name: str) -> dict[str, Any]:
+    """A node of 8 GPUs shared 4 times each (time-slicing)."""
+    labels = {"example.com/rack": "r0", "nvidia.com/gpu.replicas": "4"}
+    return node(name, gpus="32", metadata={"labels": labels})
+
+
+def test_gangs_of_shared_pods_and_pods_gangplace_bound_as_shares() -> None:
+    """README "Kubernetes nodes": pods of one gang using the same share are one allocation;
+    a gang mixing shares and whole GPUs becomes one allocation per share, with a warning; a
+    later pod of a fractional gang is adopted on its own; a pod gangplace bound with a
+    share (its gpu-milli annotation) is adopted as that share after a restart."""
+    sync = ClusterSync(LEVELS, pod_owner="kube", clock=lambda: 0.0)
+    sync.apply("ADDED", shared_node("ts"))
+    pods = [pod(f"w{i}", "ts", 2, metadata=GROUP) for i in range(3)]
+    results = sync.resync([shared_node("ts")], pods)
+    (gang,) = sync.cluster.allocations()
+    assert gang.placement.gpu_milli == 500 and len(gang.placement.pods) == 3
+    assert sync.cluster.node("ts").shared == {0: 1000, 1: 500}
+    late = sync.apply("ADDED", pod("w3", "ts", 2, metadata=GROUP))
+    assert late.action == "pod adopted" and "adopted on its own" in late.warnings[0]
+    assert sync.cluster.node("ts").shared == {0: 1000, 1: 1000}
+    mixed = [pod("m0", "ts", 1, metadata=GROUP), pod("m1", "ts", 4, metadata=GROUP)]
+    results = sync.resync([shared_node("ts")], mixed)
+    assert any(
+        "use different shares of a GPU: adopted as 2 allocations" in w
+        for r in results
+        for w in r.warnings
+    )
+    assert sorted(a.placement.gpu_milli or 0 for a in sync.cluster.allocations()) == [0, 250]
+    # Bound by gangplace with a share: the annotations name the GPU and the share.
+    fresh = ClusterSync(LEVELS, pod_owner="kube", clock=lambda: 0.0)
+    fresh.apply("ADDED", shared_node("ts"))
+    placement = fresh.cluster.place_gang(GangRequest(2, 1, gpu_milli=300))
+    assert placement is not None
+    patches = [patch for _, patch in bindings(placement, ["b0", "b1"], as_dicts=True)]
+    annotations = patches[0]["metadata"]["annotations"]
+    assert annotations["gangplace.io/gpu-milli"] == "300"
+    bound = [pod(f"b{i}", "ts", 1, metadata=patch["metadata"]) for i, patch in enumerate(patches)]
+    fresh.resync([shared_node("ts")], bound)
+    assert fresh.cluster.node("ts").shared == {0: 600}
+    bad = pod(
+        "bad",
+        "ts",
+        1,
+        metadata={"annotations": {"gangplace.io/gpus": "3", "gangplace.io/gpu-milli": "1000"}},
+    )
+    result = fresh.apply("ADDED", bad)
+    assert "bad gangplace.io/gpu-milli '1000'" in result.warnings[0]
+    assert fresh.cluster.node("ts").shared == {0: 600}  # counted as whole GPU 3
+    assert 3 not in fresh.cluster.node("ts").free

@@ -318,21 +318,32 @@ class EngineVersusReference(RuleBasedStateMachine):
         owner=st.sampled_from(OWNERS),
         priority=st.integers(-1, 2),
         cpu=st.sampled_from((None, None, 2_000)),
+        milli=st.sampled_from((None, None, 250, 600)),
     )
     def adopt(
-        self, entries: list[tuple[str, Any]], owner: str | None, priority: int, cpu: int | None
+        self,
+        entries: list[tuple[str, Any]],
+        owner: str | None,
+        priority: int,
+        cpu: int | None,
+        milli: int | None,
     ) -> str:
         """Records running work: explicit GPUs (maybe held, twice, out of range) or counts,
-        sometimes asking CPUs (more than a node has free: ``Conflict``)."""
+        sometimes asking CPUs (more than a node has free: ``Conflict``), sometimes a share
+        of one GPU per pod (README "Fractions of a GPU": counts become 1, lists one GPU)."""
+        if milli is not None:
+            entries = [
+                (name, gpus[:1] if isinstance(gpus, list) else 1 if gpus else gpus)
+                for name, gpus in entries
+            ]
         pods = [
             gangplace.PodPlacement(name, gpus) if isinstance(gpus, list) else (name, gpus)
             for name, gpus in entries
         ]
-        resources = None if cpu is None else {"cpu": cpu}
-        got = outcome(self.engine.adopt, pods, owner=owner, priority=priority, resources=resources)
-        expected = outcome(
-            self.oracle.adopt, pods, owner=owner, priority=priority, resources=resources
-        )
+        asks: dict[str, Any] = {"resources": None if cpu is None else {"cpu": cpu}}
+        asks["gpu_milli"] = milli
+        got = outcome(self.engine.adopt, pods, owner=owner, priority=priority, **asks)
+        expected = outcome(self.oracle.adopt, pods, owner=owner, priority=priority, **asks)
         if got[0] == expected[0] == "ok":
             assert as_tuple(got[1].placement) == as_tuple(expected[1].placement)
             assert (got[1].owner, got[1].priority) == (expected[1].owner, expected[1].priority)

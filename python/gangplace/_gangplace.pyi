@@ -1181,6 +1181,7 @@ class Cluster:
         movable: bool | None = None,
         into: Allocation | str | None = None,
         resources: Mapping[str, int] | Sequence[Mapping[str, int]] | None = None,
+        gpu_milli: int | None = None,
     ) -> Allocation:
         """Records pods that already run as one allocation; no placement rule applies.
 
@@ -1204,12 +1205,21 @@ class Cluster:
         for every pod or one per pod in the order given; each node must have them free. A
         ``(node, 0)`` entry is a pod without GPUs, adopted when it asks resources.
 
+        ``gpu_milli`` (README "Fractions of a GPU"): each pod uses that many thousandths of
+        one GPU (1 to 999), for pods sharing GPUs (time-slicing, MPS, Alibaba's
+        ``gpu_milli``). Each entry is then a ``(node, 1)`` pair, whose GPU rule F2 chooses
+        (the least room that holds the share, ties to the lowest index), or a
+        ``PodPlacement`` of exactly one GPU, which must be healthy, held by no whole pod and
+        have room. Not with ``into``.
+
         Raises:
             Conflict: A GPU is held, unhealthy, named twice, or a node has too few free GPUs
-                for a count or too few free resources for its pods. Nothing changed.
+                for a count or too few free resources for its pods; for fractions, a GPU or
+                node without room for a share. Nothing changed.
             UnknownNode: No node has an entry's name.
             InvalidRequest: No pods, a GPU index or count out of range, a bad priority or
-                owner, or ``into`` an allocation placed for a request.
+                owner, ``into`` an allocation placed for a request, ``gpu_milli`` out of
+                range or with ``into``, or a fractional pod of other than one GPU.
             LimitExceeded: The owner's cap.
             ReservationError: ``into`` a reservation or an allocation that ended.
             UnknownReservation: ``into`` an unknown id, or another owner's.

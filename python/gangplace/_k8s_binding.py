@@ -25,6 +25,7 @@ from gangplace.errors import InvalidRequest
 RANK_ANNOTATION = "gangplace.io/rank"
 GPUS_ANNOTATION = "gangplace.io/gpus"
 ALLOCATION_ANNOTATION = "gangplace.io/allocation"
+GPU_MILLI_ANNOTATION = "gangplace.io/gpu-milli"  # README "Fractions of a GPU": a pod's share
 MERGE_PATCH = "application/merge-patch+json"
 
 
@@ -78,6 +79,7 @@ def binding_plan(placement: Placement, pods: Sequence[Any]) -> list[dict[str, An
             "pod": pod_key(pod, "default", rank)[1],
             "nodeName": placed.node,
             "gpus": list(placed.gpus),
+            "gpu_milli": placement.gpu_milli,
         }
         for rank, (pod, placed) in enumerate(zip(pods, placement.pods, strict=True))
     ]
@@ -99,6 +101,8 @@ def binding_patches(
             RANK_ANNOTATION: str(entry["rank"]),
             GPUS_ANNOTATION: ",".join(str(gpu) for gpu in entry["gpus"]),
         }
+        if entry.get("gpu_milli") is not None:
+            annotations[GPU_MILLI_ANNOTATION] = str(entry["gpu_milli"])
         if allocation is not None:
             annotations[ALLOCATION_ANNOTATION] = allocation
         patches[str(entry["pod"])] = {"metadata": {"annotations": annotations}}

@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gangplace import _k8s_fields as fields
 from gangplace import _k8s_quantity as quantities
 from gangplace._gangplace import PodPlacement
-from gangplace._k8s_binding import ALLOCATION_ANNOTATION, GPUS_ANNOTATION, RANK_ANNOTATION
+from gangplace._k8s_binding import (
+    ALLOCATION_ANNOTATION,
+    GPU_MILLI_ANNOTATION,
+    GPUS_ANNOTATION,
+    RANK_ANNOTATION,
+)
 from gangplace._k8s_fields import BadField
 from gangplace._k8s_gangs import gang_key, pod_priority
 from gangplace.errors import GangplaceError, InvalidRequest
@@ -273,8 +278,9 @@ def _replicas(
     warnings.append(
         f"node {name}: {gpu_resource} capacity {advertised} is {replicas} shared replicas of "
         f"each of {advertised // replicas} physical GPUs (label {REPLICAS_LABEL}): read as "
-        f"{advertised // replicas} GPUs; a pod asking k replicas there holds ceil(k / "
-        f"{replicas}) whole GPUs in gangplace's count"
+        f"{advertised // replicas} GPUs; a pod asking k < {replicas} replicas there uses "
+        f"k/{replicas} of one GPU (gpu_milli 1000 k // {replicas}), one asking more "
+        f"ceil(k / {replicas}) whole GPUs"
     )
     return replicas
 
@@ -343,6 +349,8 @@ class PodView:
     rank: int | None
     # README "Node resources": what it asks besides GPUs, as the scheduler counts it.
     requests: Mapping[str, int] = field(default_factory=dict)
+    # README "Fractions of a GPU": the thousandths of one GPU it uses, if it shares one.
+    milli: int | None = None
 
     @property
     def runs(self) -> bool:
@@ -385,6 +393,7 @@ def pod_view(pod: Mapping[str, Any], index: int, gpu_resource: str, warnings: li
             entry = PodPlacement(node, [int(part) for part in named.split(",")])
         except (ValueError, GangplaceError) as error:
             warnings.append(f"pod {name}: bad {GPUS_ANNOTATION} {named!r} ({error})")
+    milli = _pod_milli(annotations, entry, name, warnings)
     priority, preemptible = pod_priority(spec)
     allocation = annotations.get(ALLOCATION_ANNOTATION)
     rank_text = annotations.get(RANK_ANNOTATION)
@@ -402,7 +411,47 @@ def pod_view(pod: Mapping[str, Any], index: int, gpu_resource: str, warnings: li
         allocation=allocation if isinstance(allocation, str) and allocation else None,
         rank=rank,
         requests=requests,
+        milli=milli,
     )
+
+
+def _pod_milli(
+    annotations: Mapping[str, Any], entry: Any, name: str, warnings: list[str]
+) -> int | None:
+    """The share gangplace bound a pod with (its ``gangplace.io/gpu-milli``), if valid.
+
+    Only with the one GPU its ``gangplace.io/gpus`` names; otherwise a warning, and the pod
+    counts as whole GPUs.
+    """
+    text = annotations.get(GPU_MILLI_ANNOTATION)
+    if text is None:
+        return None
+    one_gpu = isinstance(entry, PodPlacement) and len(entry.gpus) == 1
+    if isinstance(text, str) and text.isdigit() and 1 <= int(text) <= 999 and one_gpu:
+        return int(text)
+    warnings.append(
+        f"pod {name}: bad {GPU_MILLI_ANNOTATION} {text!r} (1 to 999 thousandths of the one GPU "
+        f"{GPUS_ANNOTATION} names): counted as whole GPUs"
+    )
+    return None
+
+
+def physical(view: PodView, node: NodeView | None) -> PodView:
+    """The pod counted in physical GPUs (README "Kubernetes nodes").
+
+    On a node that shares each GPU as ``replicas`` (time-slicing or MPS), a pod asking k
+    replicas with ``k < replicas`` uses ``floor(1000 * k / replicas)`` thousandths of one GPU
+    (rounded down, so that ``replicas`` such pods fit one GPU), and one asking more holds
+    ``ceil(k / replicas)`` whole GPUs. GPUs gangplace named itself (its annotations) are
+    physical already.
+    """
+    if node is None or node.replicas == 1 or isinstance(view.entry, PodPlacement):
+        return view
+    if 0 < view.gpus < node.replicas:
+        milli = max(1, 1000 * view.gpus // node.replicas)
+        return replace(view, gpus=1, entry=(view.node, 1), milli=milli)
+    gpus = -(-view.gpus // node.replicas)
+    return replace(view, gpus=gpus, entry=(view.node, gpus))
 
 
 def counted(view: PodView, node: NodeView | None, warnings: list[str]) -> dict[str, int]:
@@ -418,3 +467,30 @@ def counted(view: PodView, node: NodeView | None, warnings: list[str]) -> dict[s
             "that part of its request is not counted"
         )
     return {name: amount for name, amount in view.requests.items() if name in offered}
+
+
+def node_name(data: Mapping[str, Any]) -> str:
+    """``metadata.name`` of a node dict (empty when it has none).
+
+    Raises:
+        BadField: ``metadata`` is not an object or ``metadata.name`` not a string.
+
+    """
+    metadata = fields.obj(data.get("metadata"), "metadata")
+    return fields.text(metadata.get("name"), "metadata.name") or ""
+
+
+def kind_of(obj: Any) -> str:
+    """``"Node"``, ``"Pod"``, or what else the object is."""
+    name = type(obj).__name__
+    if name in ("V1Node", "V1Pod"):
+        return name[2:]
+    if not isinstance(obj, Mapping):
+        return name
+    kind = obj.get("kind")
+    if isinstance(kind, str) and kind:
+        return kind
+    spec = obj.get("spec")
+    if isinstance(spec, Mapping) and ("containers" in spec or "nodeName" in spec):
+        return "Pod"
+    return "Node"

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gangplace import _k8s_fields as fields
 from gangplace import _k8s_read as read
 from gangplace._gangplace import Allocation, Cluster, PodPlacement
 from gangplace._k8s_fields import BadField
@@ -136,7 +135,7 @@ class ClusterSync:
             return SyncResult("ignored")
         if event_type not in EVENTS:
             return SyncResult("ignored", warnings=(f"event type {event_type!r} ignored",))
-        kind = _kind_of(obj)
+        kind = read.kind_of(obj)
         if kind == "Node":
             return self.apply_node(event_type, obj)
         if kind == "Pod":
@@ -152,13 +151,13 @@ class ClusterSync:
         try:
             data = read.plain(node)
             if event_type == "DELETED":
-                return self._remove_node(_node_name(data))
+                return self._remove_node(read.node_name(data))
             view = read.node_view(data, self.levels, self.gpu_resource, self.tolerations, warnings)
         except (BadField, TypeError) as bad:
             subject = read.name_of(node, index)
             return SyncResult("ignored", subject, warnings=(f"node {subject} left out: {bad}",))
         if view is None:
-            name = _node_name(data)
+            name = read.node_name(data)
             if name in self._nodes:
                 warnings.append(f"node {name} kept as it was: it no longer reads as a GPU node")
             return SyncResult("ignored", name, warnings=tuple(warnings))
@@ -331,19 +330,6 @@ class ClusterSync:
                 )
         return views, warnings
 
-    def _physical(self, view: PodView) -> PodView:
-        """The pod counted in physical GPUs (README "Kubernetes nodes").
-
-        On a node that shares each GPU as ``replicas``, a pod asking k replicas holds
-        ``ceil(k / replicas)`` whole GPUs; GPUs gangplace named itself (its annotation) are
-        physical already.
-        """
-        node = self._nodes.get(view.node) if view.node is not None else None
-        if node is None or node.replicas == 1 or isinstance(view.entry, PodPlacement):
-            return view
-        gpus = -(-view.gpus // node.replicas)
-        return replace(view, gpus=gpus, entry=(view.node, gpus))
-
     def _group_of(self, view: PodView, index: int) -> Any:
         """The key of the pods adopted in one call: a gang's, else the pod alone.
 
@@ -359,15 +345,40 @@ class ClusterSync:
         Each is matched to the allocation gangplace made for it, added to its gang's
         allocation, or made a new allocation.
         """
-        views = [self._physical(view) for view in views]
+        views = [read.physical(view, self._nodes.get(view.node or "")) for view in views]
         first = views[0]
         if len(views) == 1 and first.allocation is not None:
             matched = self._match(first, warnings)
             if matched is not None:
                 return [matched]
+        shares = sorted({view.milli or 0 for view in views})
+        if len(shares) > 1:  # one allocation has one share per pod: one per share
+            warnings.append(
+                f"pods {', '.join(v.name for v in views)} of one gang use different shares "
+                f"of a GPU: adopted as {len(shares)} allocations"
+            )
+            parts = [[v for v in views if (v.milli or 0) == share] for share in shares]
+            return [
+                result
+                for index, part in enumerate(parts)
+                for result in self._adopt_alike(part, warnings if index == 0 else [])
+            ]
+        return self._adopt_alike(views, warnings)
+
+    def _adopt_alike(self, views: list[PodView], warnings: list[str]) -> list[SyncResult]:
+        """Adopts pods of one gang that use the same share of a GPU (or whole GPUs).
+
+        A fraction never joins a gang's allocation, nor whole pods a fractional one (an
+        allocation has one share per pod): such pods are adopted on their own.
+        """
+        first = views[0]
         gang = self._gangs.get(first.gang) if first.gang else None
-        if gang is not None and self._live(gang.allocation) is None:
+        live = None if gang is None else self._live(gang.allocation)
+        if gang is not None and live is None:
             self._forget_gang(gang.allocation)
+            gang = None
+        if live is not None and (first.milli, live.placement.gpu_milli) != (None, None):
+            warnings.append(f"pod {first.name} adopted on its own: its gang's pods share GPUs")
             gang = None
         priority = max(view.priority for view in views)
         preemptible = all(view.preemptible for view in views)
@@ -433,6 +444,8 @@ class ClusterSync:
         differs), the GPU pods are adopted without them and pods without GPUs not at all,
         with a warning.
         """
+        if views[0].milli is not None:  # README "Fractions of a GPU"
+            kwargs["gpu_milli"] = views[0].milli
         if not any(asks):
             return self.cluster.adopt([view.entry for view in views], **kwargs), views
         try:
@@ -564,30 +577,3 @@ def _gone(key: tuple[str, str]) -> PodView:
     """A pod that a relist no longer lists, as a deletion."""
     name = f"{key[0]}/{key[1]}"
     return PodView(key, name, None, True, 0, None, None, 0, True, None, None)
-
-
-def _node_name(data: Mapping[str, Any]) -> str:
-    """``metadata.name`` of a node dict (empty when it has none).
-
-    Raises:
-        BadField: ``metadata`` is not an object or ``metadata.name`` not a string.
-
-    """
-    metadata = fields.obj(data.get("metadata"), "metadata")
-    return fields.text(metadata.get("name"), "metadata.name") or ""
-
-
-def _kind_of(obj: Any) -> str:
-    """``"Node"``, ``"Pod"``, or what else the object is."""
-    name = type(obj).__name__
-    if name in ("V1Node", "V1Pod"):
-        return name[2:]
-    if not isinstance(obj, Mapping):
-        return name
-    kind = obj.get("kind")
-    if isinstance(kind, str) and kind:
-        return kind
-    spec = obj.get("spec")
-    if isinstance(spec, Mapping) and ("containers" in spec or "nodeName" in spec):
-        return "Pod"
-    return "Node"

@@ -11,8 +11,10 @@ out or cordons is named in the returned warnings):
   out silently; a count that is not an integer, or above 64 (time-slicing or MPS replicas
   advertise ``"128"``), leaves the node out with a warning. A node labelled
   ``nvidia.com/gpu.replicas: "k"`` (time-slicing or MPS) advertises every physical GPU k
-  times: it is read as ``capacity // k`` physical GPUs, with a warning, and a pod asking n
-  replicas there holds ``ceil(n / k)`` whole GPUs (README "Kubernetes nodes").
+  times: it is read as ``capacity // k`` physical GPUs, with a warning; a pod asking
+  ``n < k`` replicas there uses ``1000 * n // k`` thousandths of one GPU (adopted with
+  ``gpu_milli``, README "Fractions of a GPU"), one asking more holds ``ceil(n / k)`` whole
+  GPUs (README "Kubernetes nodes").
 - Unhealthy GPUs: the annotation ``gangplace.io/unhealthy-gpus: "3,5"`` names them exactly;
   otherwise, when ``status.allocatable`` is lower than capacity, the missing GPUs count as
   unhealthy (the device plugin withdraws dead GPUs that way), taken from the highest indices.

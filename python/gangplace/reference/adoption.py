@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gangplace.errors import InvalidRequest, ReservationError, UnknownNode
 from gangplace.reference import texts
+from gangplace.reference.fractions import WHOLE
 from gangplace.reference.values import MAX_GPUS_PER_NODE, Allocation, Placement, PodPlacement
 
 if TYPE_CHECKING:
@@ -37,11 +38,13 @@ class Adoption:
         movable: bool | None = None,
         into: Allocation | str | None = None,
         resources: Any = None,
+        gpu_milli: Any = None,
     ) -> Allocation:
         """Records ``pods`` as one allocation, or adds them to allocation ``into``.
 
         Each entry is a ``PodPlacement`` or a ``(node, count)`` pair (README "Adopting running
-        work").
+        work"); with ``gpu_milli``, each pod uses that share of one GPU (README "Fractions of
+        a GPU").
         """
         from gangplace.reference.oracle import _Hold
         from gangplace.reference.removals import check_priority
@@ -54,7 +57,19 @@ class Adoption:
         for what, flag in (("preemptible", preemptible), ("movable", movable)):
             if flag is not None and not isinstance(flag, bool):
                 raise TypeError(f"{what} must be a bool, not {type(flag).__name__}")
+        if isinstance(gpu_milli, bool) or not isinstance(gpu_milli, int | None):
+            raise TypeError(f"gpu_milli must be an int, not {type(gpu_milli).__name__}")
         now = self._check_call(1.0, owner)  # type: ignore[attr-defined]
+        if gpu_milli is not None:
+            if into is not None:
+                raise InvalidRequest(
+                    'adopt(into=...) does not take fractions of a GPU (README "Fractions of a GPU")'
+                )
+            if not 1 <= gpu_milli <= 999:
+                raise InvalidRequest(
+                    "gpu_milli must be between 1 and 999 thousandths of a GPU (a whole GPU is "
+                    f"gpus_per_pod=1 without gpu_milli), got {gpu_milli}"
+                )
         target = None if into is None else self._adoption_target(into, owner)
         if target is None:
             check_priority(0 if priority is None else priority)
@@ -64,17 +79,20 @@ class Adoption:
             raise InvalidRequest("adopt needs at least one pod")
         taken: list[tuple[str, tuple[int, ...]]] = []
         for name, gpus, count in entries:
-            taken.append((name, self._adopted_gpus(name, gpus, count, taken)))
+            if gpu_milli is None:
+                taken.append((name, self._adopted_gpus(name, gpus, count, taken)))
+            else:
+                taken.append((name, self._adopted_share(name, gpus, count, gpu_milli, taken)))
         held: dict[str, set[int]] = {}
         for name, gpus in taken:
-            held.setdefault(name, set()).update(gpus)
+            held.setdefault(name, set()).update(gpus if gpu_milli is None else ())
         asks = self._adopted_asks(resources, taken)  # type: ignore[attr-defined]
         cap_owner = owner if target is None else target[1].owner
         self._check_cap(cap_owner, sum(len(g) for g in held.values()))  # type: ignore[attr-defined]
         for name, gpus_held in held.items():
             self._nodes[name].allocated.update(gpus_held)
         held = {name: gpus for name, gpus in held.items() if gpus}  # pods without GPUs hold none
-        placement = self._adopted_placement(taken)
+        placement = replace(self._adopted_placement(taken), gpu_milli=gpu_milli)
         ranked = self._ranked_asks(asks, taken, placement)  # type: ignore[attr-defined]
         if target is not None:
             hid, hold = target
@@ -98,9 +116,11 @@ class Adoption:
             False if movable is None else movable,
             now,
         )
-        hold.asks, hold.res_nodes = ranked, ({node for node, _ in taken} if ranked else set())
+        uses = ranked or gpu_milli is not None  # shares are used like resources
+        hold.asks, hold.res_nodes = ranked, ({node for node, _ in taken} if uses else set())
         hid = self._new_id()  # type: ignore[attr-defined]
         self._holds[hid] = hold  # type: ignore[attr-defined]
+        self._sync_shares()  # type: ignore[attr-defined]
         return hold.allocation(hid, self._nodes)
 
     def _adoption_target(self, into: Allocation | str, owner: str | None) -> tuple[str, _Hold]:
@@ -164,6 +184,56 @@ class Adoption:
         if busy:
             raise texts.adopt_gpu_busy(busy[0], name, busy[0] in node.unhealthy)
         return tuple(sorted(gpus))
+
+    def _adopted_share(
+        self,
+        name: str,
+        gpus: tuple[int, ...] | None,
+        count: int | None,
+        milli: int,
+        taken: list[tuple[str, tuple[int, ...]]],
+    ) -> tuple[int, ...]:
+        """The one GPU of an adopted fractional pod (README "Fractions of a GPU").
+
+        A ``(node, 1)`` entry takes the GPU rule F2 would: among the healthy GPUs held by no
+        whole pod, the one with the least room that still holds ``milli`` (earlier pods of
+        the call counted), ties to the lowest index.
+        """
+        node = self._nodes.get(name)
+        if node is None:
+            raise UnknownNode(f"unknown node {json.dumps(name)}", name)
+        named = len(gpus) if gpus is not None else count
+        if named != 1 or (gpus is not None and len(set(gpus)) != 1):
+            raise InvalidRequest(
+                f"a fractional pod on node {json.dumps(name)} names {named} GPUs; it takes part "
+                "of exactly one"
+            )
+
+        def room(gpu: int) -> int:
+            earlier = sum(milli for other, chosen in taken if other == name and gpu in chosen)
+            return WHOLE - node.shares.get(gpu, 0) - earlier
+
+        if gpus is None:
+            usable = [
+                gpu
+                for gpu in range(node.gpus)
+                if gpu not in node.unhealthy | node.reserved | node.allocated
+            ]
+            fitting = [gpu for gpu in usable if room(gpu) >= milli]
+            if not fitting:
+                raise texts.adopt_no_share(name, milli)
+            return (min(fitting, key=lambda gpu: (room(gpu), gpu)),)
+        (gpu,) = gpus
+        if not 0 <= gpu < node.gpus:
+            raise InvalidRequest(
+                f"node {json.dumps(name)} has {node.gpus} GPUs (0 to {node.gpus - 1}); "
+                f"GPU {gpu} is not one of them"
+            )
+        if gpu in node.unhealthy | node.reserved | node.allocated:
+            raise texts.adopt_gpu_busy(gpu, name, gpu in node.unhealthy)
+        if room(gpu) < milli:
+            raise texts.adopt_share_room(gpu, name, room(gpu), milli)
+        return (gpu,)
 
     def _adopted_placement(self, taken: list[tuple[str, tuple[int, ...]]]) -> Placement:
         """Pods by rule 6, at the finest level whose one domain holds all their nodes."""

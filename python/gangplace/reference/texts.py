@@ -150,6 +150,18 @@ def adopt_resources_short(node: str, free: Mapping[str, int], asked: Mapping[str
     )
 
 
+def adopt_share_room(gpu: int, node: str, free: int, milli: int) -> Conflict:
+    """``adopt`` names a GPU without room for a fractional pod's share."""
+    return Conflict(
+        f"GPU {gpu} of node {quoted(node)} has {free} thousandths free for a pod of {milli}"
+    )
+
+
+def adopt_no_share(node: str, milli: int) -> Conflict:
+    """``adopt`` of a fractional pod on a node with no GPU that has room for its share."""
+    return Conflict(f"node {quoted(node)} has no healthy GPU with {milli} thousandths free")
+
+
 def adopt_gpu_busy(gpu: int, node: str, unhealthy: bool) -> Conflict:
     """``adopt`` names a GPU that is unhealthy or held."""
     return Conflict(f"GPU {gpu} of node {quoted(node)} is {busy_why(unhealthy)}")

@@ -62,7 +62,7 @@ pub mod testing;
 
 pub use config::{EngineConfig, Policy};
 pub use engine::explain::{Exclusions, Explanation, LevelExplanation};
-pub use engine::{Engine, NodeUpdate, TermsChange};
+pub use engine::{AdoptedPods, Engine, NodeUpdate, TermsChange};
 pub use error::{CoreError, CoreResult};
 pub use ids::{CLUSTER_LEVEL, GpuIndexError, GpuSet, HoldId, NODE_LEVEL};
 pub use intranode::{GpuTopology, MAX_GPU_LEVELS};

@@ -10,7 +10,7 @@ use gangplace_core::{
 
 mod common;
 
-use common::{rack_cluster, ranked, request};
+use common::{given, rack_cluster, ranked, request};
 
 #[test]
 fn unhealthy_gpu_keeps_an_eight_gpu_pod_off_its_node() {
@@ -281,7 +281,7 @@ fn adopted_work_is_held_and_bad_adoptions_change_nothing() {
         },
     ];
     let adopted = engine
-        .adopt((&pods, &[]), Some("kubelet"), Terms::default(), 5.0)
+        .adopt(given(&pods), Some("kubelet"), Terms::default(), 5.0)
         .unwrap();
     assert_eq!(adopted.placement.level, "rack");
     assert_eq!(adopted.placement.domain, vec!["r1".to_owned()]);
@@ -293,13 +293,13 @@ fn adopted_work_is_held_and_bad_adoptions_change_nothing() {
         node: "r1-n1".into(),
         gpus: GpuSet::single(2),
     }];
-    let refused = engine.adopt((&taken, &[]), None, Terms::default(), 6.0);
+    let refused = engine.adopt(given(&taken), None, Terms::default(), 6.0);
     assert!(matches!(refused, Err(CoreError::Conflict(_))));
     let unknown = [AdoptedPod::Count {
         node: "nowhere".into(),
         count: 1,
     }];
-    let refused = engine.adopt((&unknown, &[]), None, Terms::default(), 6.0);
+    let refused = engine.adopt(given(&unknown), None, Terms::default(), 6.0);
     assert!(matches!(refused, Err(CoreError::UnknownNode(_))));
     assert_eq!(engine.snapshot(5.0), before);
     engine.check_invariants().unwrap();

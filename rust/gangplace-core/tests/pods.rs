@@ -5,7 +5,7 @@ use gangplace_core::{CoreError, Engine};
 
 mod common;
 
-use common::{rack_cluster, request};
+use common::{given, rack_cluster, request};
 
 fn committed(engine: &mut Engine, pods: i64, gpus: i64) -> gangplace_core::Allocation {
     let reservation = engine
@@ -125,14 +125,14 @@ fn an_adopted_gang_grows_and_a_placed_one_does_not() {
         count,
     };
     let adopted = engine
-        .adopt((&[pod("r0-n0", 2)], &[]), None, Terms::default(), 0.0)
+        .adopt(given(&[pod("r0-n0", 2)]), None, Terms::default(), 0.0)
         .unwrap();
     let change = TermsChange {
         priority: Some(4),
         ..TermsChange::default()
     };
     let grown = engine
-        .adopt_into(adopted.id, (&[pod("r1-n0", 3)], &[]), None, change, 1.0)
+        .adopt_into(adopted.id, given(&[pod("r1-n0", 3)]), None, change, 1.0)
         .unwrap();
     assert_eq!(grown.placement.pods.len(), 2);
     assert_eq!(
@@ -145,7 +145,7 @@ fn an_adopted_gang_grows_and_a_placed_one_does_not() {
     let error = engine
         .adopt_into(
             placed.id,
-            (&[pod("r1-n0", 1)], &[]),
+            given(&[pod("r1-n0", 1)]),
             None,
             TermsChange::default(),
             1.0,

@@ -1,7 +1,7 @@
 //! `Cluster.adopt`: work that is already running, as one allocation (README, "Adopting
 //! running work"). Converts the entries, calls the core, maps its errors.
 
-use gangplace_core::{AdoptedPod, CoreError, MAX_GPUS_PER_NODE, Terms, TermsChange};
+use gangplace_core::{AdoptedPod, AdoptedPods, CoreError, MAX_GPUS_PER_NODE, Terms, TermsChange};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -39,18 +39,27 @@ impl Cluster {
     /// for every pod or one per pod in the order given; each node must have them free. A
     /// ``(node, 0)`` entry is a pod without GPUs, adopted when it asks resources.
     ///
+    /// ``gpu_milli`` (README "Fractions of a GPU"): each pod uses that many thousandths of
+    /// one GPU (1 to 999), for pods sharing GPUs (time-slicing, MPS, Alibaba's
+    /// ``gpu_milli``). Each entry is then a ``(node, 1)`` pair, whose GPU rule F2 chooses
+    /// (the least room that holds the share, ties to the lowest index), or a
+    /// ``PodPlacement`` of exactly one GPU, which must be healthy, held by no whole pod and
+    /// have room. Not with ``into``.
+    ///
     /// Raises:
     ///     Conflict: A GPU is held, unhealthy, named twice, or a node has too few free GPUs
-    ///         for a count or too few free resources for its pods. Nothing changed.
+    ///         for a count or too few free resources for its pods; for fractions, a GPU or
+    ///         node without room for a share. Nothing changed.
     ///     UnknownNode: No node has an entry's name.
     ///     InvalidRequest: No pods, a GPU index or count out of range, a bad priority or
-    ///         owner, or ``into`` an allocation placed for a request.
+    ///         owner, ``into`` an allocation placed for a request, ``gpu_milli`` out of
+    ///         range or with ``into``, or a fractional pod of other than one GPU.
     ///     LimitExceeded: The owner's cap.
     ///     ReservationError: ``into`` a reservation or an allocation that ended.
     ///     UnknownReservation: ``into`` an unknown id, or another owner's.
     #[pyo3(
-        signature = (pods, *, owner = None, priority = None, preemptible = None, movable = None, into = None, resources = None),
-        text_signature = "(self, pods, *, owner=None, priority=None, preemptible=None, movable=None, into=None, resources=None)"
+        signature = (pods, *, owner = None, priority = None, preemptible = None, movable = None, into = None, resources = None, gpu_milli = None),
+        text_signature = "(self, pods, *, owner=None, priority=None, preemptible=None, movable=None, into=None, resources=None, gpu_milli=None)"
     )]
     #[allow(clippy::too_many_arguments)] // the Python signature: keyword arguments
     fn adopt(
@@ -63,11 +72,17 @@ impl Cluster {
         movable: Option<Movable>,
         into: Option<&Bound<'_, PyAny>>,
         resources: Option<&Bound<'_, PyAny>>,
+        gpu_milli: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Allocation> {
         let into = into.map(|value| hold_id(value, "into")).transpose()?;
         let pods = adopted_pods(pods)?;
         let asks = adopted_asks(resources, pods.len())?;
-        let given = (pods.as_slice(), asks.as_slice());
+        let gpu_milli = (gpu_milli.map(|m| convert::int(m, "gpu_milli"))).transpose()?;
+        let given = AdoptedPods {
+            pods: &pods,
+            asks: &asks,
+            gpu_milli,
+        };
         let owner = owner_name(owner)?;
         let change = TermsChange {
             priority: priority.map(|p| p.0),

@@ -14,36 +14,53 @@ use crate::ledger::HoldState;
 use crate::limits::MAX_GPUS_PER_NODE;
 use crate::model::{AdoptedPod, Allocation, Placement, PodPlacement, Terms};
 use crate::resources::Amounts;
+use crate::shares::checked_milli;
 use crate::state::Changes;
 
 use super::Engine;
 use super::transactions::{NewHold, Owner, allocation_of, check_owner, gpus_by_node, held_gpus};
 
-/// Adopted pods and what they ask besides GPUs (empty, or one `(name, quantity)` list per
-/// pod; README "Node resources").
-pub type AdoptedPods<'a> = (&'a [AdoptedPod], &'a [Vec<(String, i64)>]);
+/// What `adopt` records: the pods, what they ask besides GPUs, and the share of one GPU each
+/// uses when they run on part of one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AdoptedPods<'a> {
+    /// The pods, in the order given.
+    pub pods: &'a [AdoptedPod],
+    /// What they ask besides GPUs: empty, or one `(name, quantity)` list per pod (README
+    /// "Node resources").
+    pub asks: &'a [Vec<(String, i64)>],
+    /// Thousandths of one GPU each pod uses (README "Fractions of a GPU"); `None`: whole
+    /// GPUs.
+    pub gpu_milli: Option<i64>,
+}
 
 impl Engine {
     /// Records `pods` (already running) as one allocation of `owner` with `terms`.
     ///
     /// Cordoned nodes are accepted (work runs there). Errors, with nothing changed:
     /// `InvalidRequest` (no pods, a GPU index or count out of range), `UnknownNode`,
-    /// `Conflict` (a GPU held, unhealthy, named twice, or too few free for a count),
-    /// `LimitExceeded` (the owner's cap).
+    /// `Conflict` (a GPU held, unhealthy, named twice, or too few free for a count; for
+    /// fractions, a GPU without room for its share), `LimitExceeded` (the owner's cap).
     pub fn adopt(
         &mut self,
-        (pods, asks): AdoptedPods<'_>,
+        given: AdoptedPods<'_>,
         owner: Owner<'_>,
         terms: Terms,
         now: f64,
     ) -> CoreResult<Allocation> {
         check_owner(owner)?;
+        let milli = given.gpu_milli.map(checked_milli).transpose()?;
         self.reclaim(now);
-        let (taken, held) = self.adopted_pods(pods)?;
-        let asks = self.adopted_asks(asks, &taken)?;
+        let (taken, held) = match milli {
+            // Fractional pods hold shares, not GPUs (README "Fractions of a GPU").
+            Some(milli) => (self.adopted_shares(given.pods, milli)?, Vec::new()),
+            None => self.adopted_pods(given.pods)?,
+        };
+        let asks = self.adopted_asks(given.asks, &taken)?;
         self.check_cap(owner, held_gpus(&held))?;
         let id = self.new_ids(1)?[0];
-        let (placement, order) = self.adopted_placement(&taken);
+        let (mut placement, order) = self.adopted_placement(&taken);
+        placement.gpu_milli = milli;
         let pod_resources = ranked_asks(asks, &order);
         let placement = Arc::new(placement);
         let new = NewHold {
@@ -72,12 +89,17 @@ impl Engine {
     pub fn adopt_into(
         &mut self,
         id: HoldId,
-        (pods, asks): AdoptedPods<'_>,
+        given: AdoptedPods<'_>,
         caller: Owner<'_>,
         change: TermsChange,
         now: f64,
     ) -> CoreResult<Allocation> {
         check_owner(caller)?;
+        if given.gpu_milli.is_some() {
+            return Err(invalid(
+                "adopt(into=...) does not take fractions of a GPU (README \"Fractions of a GPU\")",
+            ));
+        }
         self.reclaim(now);
         match self.visible(id, caller) {
             (Some(HoldState::Committed), _) => {}
@@ -100,8 +122,8 @@ impl Engine {
             )));
         }
         let terms = change.applied_to(hold.terms)?;
-        let (taken, held) = self.adopted_pods(pods)?;
-        let asks = self.adopted_asks(asks, &taken)?;
+        let (taken, held) = self.adopted_pods(given.pods)?;
+        let asks = self.adopted_asks(given.asks, &taken)?;
         self.check_cap(hold.owner.as_deref(), held_gpus(&held))?;
         let (placement, order) = self.grown_placement(&hold.placement, &taken);
         let pod_resources = grown_asks(hold, asks, &order);
@@ -189,11 +211,7 @@ impl Engine {
         let gpus = match *pod {
             AdoptedPod::Gpus { gpus, .. } => {
                 if let Some(gpu) = (gpus & !state.gpus).lowest() {
-                    return Err(invalid(format!(
-                        "node {name:?} has {} GPUs (0 to {}); GPU {gpu} is not one of them",
-                        state.gpus.count(),
-                        state.gpus.count().saturating_sub(1)
-                    )));
+                    return Err(not_one_of(name, state.gpus, gpu));
                 }
                 gpus
             }
@@ -324,6 +342,15 @@ impl Engine {
         }
         Ok(if asks.is_empty() { Vec::new() } else { amounts })
     }
+}
+
+/// `InvalidRequest`: an adopted pod names GPU `gpu`, which node `name` (GPUs `gpus`) lacks.
+pub(super) fn not_one_of(name: &str, gpus: GpuSet, gpu: u32) -> CoreError {
+    invalid(format!(
+        "node {name:?} has {} GPUs (0 to {}); GPU {gpu} is not one of them",
+        gpus.count(),
+        gpus.count().saturating_sub(1)
+    ))
 }
 
 /// Adopted pods' asks in rank order (`order[rank]`: the pod's position as given).

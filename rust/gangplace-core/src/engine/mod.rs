@@ -37,7 +37,7 @@ use crate::shapes::Layers;
 use crate::state::{Changes, NodeState, NodeStates};
 use crate::topology::{NodeSpec, Topology};
 
-pub use adopt::TermsChange;
+pub use adopt::{AdoptedPods, TermsChange};
 pub use nodes::NodeUpdate;
 pub(crate) use search_ops::SearchOps;
 use search_ops::search_over;

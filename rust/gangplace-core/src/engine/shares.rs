@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 
 use super::Engine;
-use crate::error::{CoreResult, invalid, texts};
+use crate::error::{CoreError, CoreResult, invalid, texts};
 use crate::ids::{GpuSet, HoldId, NodeId};
-use crate::model::Placement;
+use crate::model::{AdoptedPod, Placement};
 use crate::resources::Amounts;
 use crate::shares::{WHOLE_GPU_MILLI, share_id, split};
 
@@ -28,11 +28,7 @@ impl Engine {
         for pod in &placement.pods {
             let node = self.pod_node(placement, &pod.node)?;
             let (Some(gpu), 1) = (pod.gpus.lowest(), pod.gpus.count()) else {
-                return Err(invalid(format!(
-                    "a fractional pod on node {:?} names {} GPUs; it takes part of exactly one",
-                    &*pod.node,
-                    pod.gpus.count()
-                )));
+                return Err(one_gpu(&pod.node, pod.gpus.count()));
             };
             let state = self.states.get(node);
             if !state.gpus.contains(gpu) {
@@ -116,6 +112,70 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+impl Engine {
+    /// The node and GPU of each adopted fractional pod, in order: a `(node, 1)` entry takes
+    /// the GPU rule F2 would (least room that holds its share, ties to the lowest index;
+    /// earlier pods of the call counted), a `PodPlacement` exactly its one GPU, which must
+    /// be healthy, held by no whole pod and have room (README "Fractions of a GPU").
+    pub(crate) fn adopted_shares(
+        &self,
+        pods: &[AdoptedPod],
+        milli: u16,
+    ) -> CoreResult<Vec<(NodeId, GpuSet)>> {
+        if pods.is_empty() {
+            return Err(invalid("adopt needs at least one pod"));
+        }
+        let mut asked: BTreeMap<(NodeId, u32), u64> = BTreeMap::new();
+        let mut taken = Vec::with_capacity(pods.len());
+        for pod in pods {
+            let name = pod.node();
+            let node = (self.topology.node_id(name))
+                .ok_or_else(|| CoreError::UnknownNode(name.to_owned()))?;
+            let state = self.states.get(node);
+            let room = |gpu: u32| {
+                let used = self.states.shares().used(node, gpu);
+                let earlier = asked.get(&(node, gpu)).copied().unwrap_or_default();
+                WHOLE_GPU_MILLI.saturating_sub(used + earlier)
+            };
+            let gpu = match *pod {
+                AdoptedPod::Count { count: 1, .. } => {
+                    let usable = state.free() | (state.shared & !state.unhealthy);
+                    let fitting = usable.iter().filter(|&gpu| room(gpu) >= u64::from(milli));
+                    let best = fitting.min_by_key(|&gpu| (room(gpu), gpu));
+                    best.ok_or_else(|| texts::adopt_no_share(name, milli))?
+                }
+                AdoptedPod::Gpus { gpus, .. } if gpus.count() == 1 => {
+                    let gpu = gpus.lowest().unwrap_or_default();
+                    if !state.gpus.contains(gpu) {
+                        return Err(super::adopt::not_one_of(name, state.gpus, gpu));
+                    }
+                    let whole = state.reserved | state.allocated;
+                    if state.unhealthy.contains(gpu) || whole.contains(gpu) {
+                        let unhealthy = state.unhealthy.contains(gpu);
+                        return Err(texts::adopt_gpu_busy(gpu, name, unhealthy));
+                    }
+                    if room(gpu) < u64::from(milli) {
+                        return Err(texts::adopt_share_room(gpu, name, room(gpu), milli));
+                    }
+                    gpu
+                }
+                AdoptedPod::Count { count, .. } => return Err(one_gpu(name, count)),
+                AdoptedPod::Gpus { gpus, .. } => return Err(one_gpu(name, gpus.count())),
+            };
+            *asked.entry((node, gpu)).or_default() += u64::from(milli);
+            taken.push((node, GpuSet::single(gpu)));
+        }
+        Ok(taken)
+    }
+}
+
+/// `InvalidRequest`: a fractional pod names other than one GPU.
+fn one_gpu(node: &str, gpus: u32) -> CoreError {
+    invalid(format!(
+        "a fractional pod on node {node:?} names {gpus} GPUs; it takes part of exactly one"
+    ))
 }
 
 impl super::Scratch<'_> {

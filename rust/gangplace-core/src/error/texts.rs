@@ -132,6 +132,20 @@ pub(crate) fn adopt_short(node: &str, free: u32, count: u32) -> CoreError {
     ))
 }
 
+/// `Conflict`: an adopted fractional pod's GPU has too little room for its share.
+pub(crate) fn adopt_share_room(gpu: u32, node: &str, free: u64, milli: u16) -> CoreError {
+    CoreError::Conflict(format!(
+        "GPU {gpu} of node {node:?} has {free} thousandths free for a pod of {milli}"
+    ))
+}
+
+/// `Conflict`: no GPU of a node has room for an adopted fractional pod's share.
+pub(crate) fn adopt_no_share(node: &str, milli: u16) -> CoreError {
+    CoreError::Conflict(format!(
+        "node {node:?} has no healthy GPU with {milli} thousandths free"
+    ))
+}
+
 /// `Conflict`: adopted pods ask more of a node's resources than it has free.
 pub(crate) fn adopt_resources_short(
     node: &str,

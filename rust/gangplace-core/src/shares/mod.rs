@@ -17,6 +17,8 @@ use crate::resources::{Amounts, ResourceId};
 
 mod request;
 
+pub use request::checked_milli;
+
 /// A whole GPU, in thousandths.
 pub const WHOLE_GPU_MILLI: u64 = 1000;
 

@@ -7,23 +7,24 @@ use crate::shapes::Numa;
 
 use super::WHOLE_GPU_MILLI;
 
+/// Thousandths of a GPU a fractional pod asks, checked: `1..=999` (F1).
+pub fn checked_milli(milli: i64) -> CoreResult<u16> {
+    u16::try_from(milli)
+        .ok()
+        .filter(|&milli| (1..WHOLE_GPU_MILLI).contains(&u64::from(milli)))
+        .ok_or_else(|| {
+            invalid(format!(
+                "gpu_milli must be between 1 and 999 thousandths of a GPU (a whole GPU is \
+                 gpus_per_pod=1 without gpu_milli), got {milli}"
+            ))
+        })
+}
+
 impl GangRequest {
     /// The same request asking `gpu_milli` thousandths of one GPU per pod (`None`: whole
     /// GPUs), checked against its other fields.
     pub fn with_gpu_milli(self, gpu_milli: Option<i64>) -> CoreResult<Self> {
-        let gpu_milli = gpu_milli
-            .map(|milli| {
-                u16::try_from(milli)
-                    .ok()
-                    .filter(|&milli| (1..WHOLE_GPU_MILLI).contains(&u64::from(milli)))
-                    .ok_or_else(|| {
-                        invalid(format!(
-                            "gpu_milli must be between 1 and 999 thousandths of a GPU (a whole \
-                             GPU is gpus_per_pod=1 without gpu_milli), got {milli}"
-                        ))
-                    })
-            })
-            .transpose()?;
+        let gpu_milli = gpu_milli.map(checked_milli).transpose()?;
         let request = Self { gpu_milli, ..self };
         request.check_fraction()?;
         Ok(request)

@@ -38,3 +38,11 @@ pub fn rack_cluster(racks: usize, nodes: usize, gpus: i64) -> Engine {
     }
     engine
 }
+
+/// `adopt`'s argument for whole-GPU pods asking nothing else.
+pub fn given(pods: &[gangplace_core::AdoptedPod]) -> gangplace_core::AdoptedPods<'_> {
+    gangplace_core::AdoptedPods {
+        pods,
+        ..Default::default()
+    }
+}
