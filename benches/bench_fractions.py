@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from benches.clusters import Setup, twin
+from benches.clusters import Setup, assert_same_pods, twin
 from gangplace import Cluster, GangRequest, reference
 
 GANGS = {
@@ -63,9 +63,4 @@ def bench_reference_place_fractions(benchmark: Any, setup: Setup, shared: Cluste
     request = request_for("8x250-node")
     benchmark.extra_info.update(op="reference place_gang", gang="8x250-node")
     placement = benchmark.pedantic(oracle.place_gang, (request,), rounds=1, iterations=1)
-    engine = shared.place_gang(request)
-    assert (placement is None) == (engine is None)
-    if placement is not None and engine is not None:
-        assert [(p.node, tuple(p.gpus)) for p in placement.pods] == [
-            (p.node, tuple(p.gpus)) for p in engine.pods
-        ]
+    assert_same_pods(placement, shared.place_gang(request))

@@ -7,7 +7,10 @@ resources are its capacity. Requests: GPU-only; ``loose`` (3 cores and 64 GiB pe
 binds); ``tight`` (16 cores per GPU: an 8-GPU pod needs 128 cores, so the 96-core nodes hold
 none, and smaller pods fewer). The issue's goal: a gang with CPU and memory requests within
 1.5x of the GPU-only placement. The reference places one gang with resources on a twin with
-the same nodes, resources and allocated GPUs (one round). Figures in docs/performance.md.
+the same nodes, resources and allocated GPUs (one round). Multi-role units (README
+"Multi-role gangs", rule 9): an MPIJob, its launcher colocated with 16 workers of 8 GPUs in
+the rack of worker rank 0, GPU-only (a 1-GPU launcher) against a launcher of 8 cores and no
+GPU beside workers asking the loose amounts. Figures in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from benches.clusters import Setup, twin
-from gangplace import Cluster, GangRequest, reference
+from benches.clusters import Setup, assert_same_pods, twin
+from gangplace import Cluster, GangRequest, MultiGangRequest, PodGroup, reference
 
 GIB = 2**30
 GANGS = {
@@ -76,18 +79,53 @@ def bench_place_with_resources(benchmark: Any, resourced: Cluster, label: str, a
         assert len(placement) == request.pods
 
 
-def bench_reference_place_with_resources(benchmark: Any, setup: Setup, resourced: Cluster) -> None:
-    """The reference's placement of the tight 8x8 rack gang (one round)."""
+@pytest.fixture(scope="module")
+def resourced_twin(setup: Setup, resourced: Cluster) -> reference.Cluster:
+    """The reference in the state of ``resourced``, its nodes carrying the same resources."""
     oracle: reference.Cluster = twin(resourced, setup.shape)
     for name, resources in node_resources(resourced.nodes()).items():
         oracle._nodes[name].resources = resources
         oracle._resource_names.update(resources)
+    return oracle
+
+
+def bench_reference_place_with_resources(
+    benchmark: Any, resourced_twin: reference.Cluster, resourced: Cluster
+) -> None:
+    """The reference's placement of the tight 8x8 rack gang (one round)."""
     request = request_for("8x8-rack", "tight", resourced.levels)
     benchmark.extra_info.update(op="reference place_gang", gang="8x8-rack", asks="tight")
-    placement = benchmark.pedantic(oracle.place_gang, (request,), rounds=1, iterations=1)
-    engine = resourced.place_gang(request)
-    assert (placement is None) == (engine is None)
-    if placement is not None and engine is not None:
-        assert [(p.node, tuple(p.gpus)) for p in placement.pods] == [
-            (p.node, tuple(p.gpus)) for p in engine.pods
-        ]
+    placement = benchmark.pedantic(resourced_twin.place_gang, (request,), rounds=1, iterations=1)
+    assert_same_pods(placement, resourced.place_gang(request))
+
+
+def mpijob(asks: str) -> MultiGangRequest:
+    """A launcher colocated with 16 workers of 8 GPUs in the rack of worker rank 0."""
+    per_gpu = ASKS[asks]
+    if per_gpu is None:
+        launcher = PodGroup("launcher", 1, 1)
+        workers = PodGroup("workers", 16, 8)
+    else:
+        launcher = PodGroup("launcher", 1, 0, resources_per_pod={"cpu": 8_000, "memory": 32 * GIB})
+        worker = {"cpu": per_gpu[0] * 8, "memory": per_gpu[1] * 8}
+        workers = PodGroup("workers", 16, 8, resources_per_pod=worker)
+    return MultiGangRequest((launcher, workers), colocate=(("launcher", "workers", "rack"),))
+
+
+@pytest.mark.parametrize("asks", ["gpu-only", "loose", "tight"])
+def bench_place_roles_with_resources(benchmark: Any, resourced: Cluster, asks: str) -> None:
+    request = mpijob(asks)
+    benchmark.extra_info.update(op="place_gang", gang="mpijob 1+16x8", asks=asks)
+    placement = benchmark(resourced.place_gang, request)
+    if placement is not None:
+        assert len(placement.groups["workers"]) == 16
+
+
+def bench_reference_place_roles_with_resources(
+    benchmark: Any, resourced_twin: reference.Cluster, resourced: Cluster
+) -> None:
+    """The reference's placement of the loose MPIJob (one round)."""
+    request = mpijob("loose")
+    benchmark.extra_info.update(op="reference place_gang", gang="mpijob 1+16x8", asks="loose")
+    placement = benchmark.pedantic(resourced_twin.place_gang, (request,), rounds=1, iterations=1)
+    assert_same_pods(placement, resourced.place_gang(request))

@@ -51,3 +51,12 @@ def twin(engine: Cluster, shape: synth.Shape) -> reference.Cluster:
         for pod in allocation.placement.pods:
             oracle._nodes[pod.node].allocated.update(pod.gpus)
     return oracle
+
+
+def assert_same_pods(theirs: Any, ours: Any) -> None:
+    """The reference's placement and the engine's: both ``None``, or the same pods."""
+    assert (theirs is None) == (ours is None)
+    if theirs is not None and ours is not None:
+        assert [(p.node, tuple(p.gpus)) for p in theirs.pods] == [
+            (p.node, tuple(p.gpus)) for p in ours.pods
+        ]

@@ -148,3 +148,29 @@ def load_script(name: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def reserve_both(
+    engine: Any, oracle: Any, request: Any, *, queries: bool = False
+) -> tuple[Any, Any] | None:
+    """Reserves ``request`` on the engine and the reference: the same placement, or the same
+    ``Unschedulable`` reason (then ``None``); with ``queries``, ``place_gang`` and
+    ``capacity_for`` agree first."""
+    from gangplace import Unschedulable
+
+    if queries:
+        assert as_tuple(engine.place_gang(request)) == as_tuple(oracle.place_gang(request))
+        assert engine.capacity_for(request) == oracle.capacity_for(request)
+    try:
+        mine = engine.reserve(request)
+    except Unschedulable as error:
+        try:
+            oracle.reserve(request)
+        except Unschedulable as expected:
+            assert error.reason == expected.reason
+        else:
+            raise AssertionError("only the engine found no placement") from error
+        return None
+    theirs = oracle.reserve(request)
+    assert as_tuple(mine.placement) == as_tuple(theirs.placement)
+    return mine, theirs

@@ -7,14 +7,12 @@ The Rust cluster gets its nodes in a shuffled order, the reference in the drawn 
 
 from __future__ import annotations
 
-from typing import Any
-
 import hypothesis.strategies as st
-from helpers import NodeSpec, as_tuple, fill
+from helpers import NodeSpec, as_tuple, fill, reserve_both
 from hypothesis import given, note
 
 import gangplace
-from gangplace import GangRequest, Unschedulable, reference
+from gangplace import GangRequest, reference
 
 LEVEL_NAMES = ("zone", "spine", "rack")
 LABELS = {"gpu": ("h100", "a100"), "pool": ("p1", "p2", "p3")}
@@ -52,21 +50,6 @@ def requests(draw: st.DrawFn, levels: tuple[str, ...]) -> GangRequest:
     )
 
 
-def both_reserve(engine: Any, oracle: Any, request: GangRequest) -> None:
-    """Reserves in both and checks they agree, on the placement or on the reason."""
-    try:
-        held = engine.reserve(request)
-    except Unschedulable as error:
-        try:
-            oracle.reserve(request)
-        except Unschedulable as expected:
-            assert error.reason == expected.reason
-        else:
-            raise AssertionError("only the engine found no placement") from error
-        return
-    assert as_tuple(held.placement) == as_tuple(oracle.reserve(request).placement)
-
-
 POLICIES = ("best-fit", "first-fit", "best-fit-path")
 
 
@@ -86,7 +69,7 @@ def test_engine_agrees_with_reference(
             oracle.cordon(node.name)
     # Some holds first, so that placements run on partly used clusters.
     for _ in range(data.draw(st.integers(0, 3), label="holds")):
-        both_reserve(engine, oracle, data.draw(requests(levels)))
+        reserve_both(engine, oracle, data.draw(requests(levels)))
     for _ in range(4):
         request = data.draw(requests(levels))
         got, expected = engine.place_gang(request), oracle.place_gang(request)
@@ -96,7 +79,7 @@ def test_engine_agrees_with_reference(
             assert got.nodes == expected.nodes  # type: ignore[union-attr]
             assert len(got) >= (request.min_pods or request.pods)
             assert all(len(pod.gpus) == request.gpus_per_pod for pod in got.pods)
-        both_reserve(engine, oracle, request)
+        reserve_both(engine, oracle, request)
     for node in nodes:
         assert engine.node(node.name).free == oracle.node(node.name).free
     assert engine.stats().free == oracle.stats().free

@@ -65,6 +65,7 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "('r1',) ['r1-n0', 'r1-n1', 'r1-n2', 'r1-n3']" in printed  # multi-role gangs
     assert "r1-n4 True" in printed
     assert "array True 16" in printed  # the MPIJob launcher beside 16 workers
+    assert "('r1', 'big')\n('r2', 'fat') [(), (0, 1, 2, 3), (4, 5, 6, 7)] 8000" in printed
     assert "('r0',) True ['leader', 'workers']" in printed  # multi-role preemption
     assert "(0, 2) ()" in printed  # repair: lost ranks
     assert "True (0, 2) ['n4', 'n5']" in printed  # repair: the repair reservation

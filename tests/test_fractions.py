@@ -17,7 +17,7 @@ from typing import Any
 
 import hypothesis.strategies as st
 import pytest
-from helpers import FakeClock, as_tuple
+from helpers import FakeClock, as_tuple, reserve_both
 from hypothesis import given, note
 
 import gangplace
@@ -308,18 +308,10 @@ def test_engine_agrees_with_reference_on_fractions(
                 gpu_milli=milli,
             )
             note(repr(request))
-            assert as_tuple(engine.place_gang(request)) == as_tuple(oracle.place_gang(request))
-            assert engine.capacity_for(request) == oracle.capacity_for(request)
-            try:
-                mine = engine.reserve(request)
-            except Unschedulable as error:
-                with pytest.raises(Unschedulable) as expected:
-                    oracle.reserve(request)
-                assert error.reason == expected.value.reason
+            both = reserve_both(engine, oracle, request, queries=True)
+            if both is None:
                 continue
-            theirs = oracle.reserve(request)
-            assert as_tuple(mine.placement) == as_tuple(theirs.placement)
-            held.append((mine, theirs))
+            held.append(both)
         for index in range(len(gpus)):
             mine_node, their_node = engine.node(f"n{index}"), oracle.node(f"n{index}")
             assert mine_node.shared == their_node.shared

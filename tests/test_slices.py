@@ -326,10 +326,11 @@ def test_a_slice_gang_is_placeable_exactly_when_brute_force_says_so(
     assert bigger.place_gang(rigid) is not None
 
 
-@pytest.mark.parametrize("version", [3, 4, 5, 6, 7, 8])
+@pytest.mark.parametrize("version", [3, 4, 5, 6, 7, 8, 9])
 def test_older_snapshots_still_restore(version: int) -> None:
-    """Version 9 appends every hold's fraction of a GPU (README "Fractions of a GPU") to
-    version 8's bytes; version 8 appends the resource names, node resources and hold asks
+    """Version 10 appends each multi-role group's resources (README "Multi-role gangs") to
+    version 9's bytes, which append every hold's fraction of a GPU (README "Fractions of a
+    GPU") to version 8's; version 8 appends the resource names, node resources and hold asks
     (README "Node resources") to version 7's bytes, which append the ended ranks (one entry
     per hold) to version 6's, which append the repair links to version 5's, which append the
     roles to version 4's, which append the shapes to version 3's: without them, and with the
@@ -341,15 +342,24 @@ def test_older_snapshots_still_restore(version: int) -> None:
     cluster = nvl72(2)
     cluster.commit(cluster.reserve(GangRequest(4, 4)))
     current = cluster.snapshot()
-    assert struct.unpack_from("<H", current, 8) == (9,)
+    assert struct.unpack_from("<H", current, 8) == (10,)
+    groups = b"\x01\x00"  # a hold: no groups' resources
     shares = b"\x01\x00"  # a hold: whole GPUs
     resources = b"\x00\x00\x01\x00\x00\x00"  # no names, no node resources; a hold asking none
     endings = b"\x01\x00"  # a hold: no ended ranks
     repairs = b"\x01\x00\x00\x00\x00"  # a hold: no spares, no repair link, no group spares
     roles = b"\x01\x00\x00"  # a hold: no groups, no multi-role request
     shapes = b"\x01\x00\x00\x04pack\x04none\x00"  # a hold: no slices, pack, no NUMA; no groups
-    assert current.endswith(shapes + roles + repairs + endings + resources + shares)
-    sections = [(8, shares), (7, resources), (6, endings), (5, repairs), (4, roles), (3, shapes)]
+    assert current.endswith(shapes + roles + repairs + endings + resources + shares + groups)
+    sections = [
+        (9, groups),
+        (8, shares),
+        (7, resources),
+        (6, endings),
+        (5, repairs),
+        (4, roles),
+        (3, shapes),
+    ]
     cut = sum(len(bytes_) for newest, bytes_ in sections if version <= newest)
     body = current[24:-cut]
     header = current[:8] + struct.pack("<HHQI", version, 0, len(body), zlib.crc32(body))

@@ -222,6 +222,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         owner=st.sampled_from(OWNERS),
         priority=st.integers(-1, 2),
         spares=st.sampled_from((0, 0, 1)),
+        cpu=st.sampled_from((None, None, 1_000, 3_000)),
     )
     def reserve_roles(
         self,
@@ -233,18 +234,22 @@ class EngineVersusReference(RuleBasedStateMachine):
         owner: str | None,
         priority: int,
         spares: int,
+        cpu: int | None,
     ) -> str:
         """Multi-role gangs (README "Multi-role gangs"): a leader next to its workers, who
-        sometimes hold a spare (README "Spares")."""
+        sometimes hold a spare (README "Spares"); sometimes the leader is a launcher asking
+        CPUs and no GPU, and each worker asks CPUs too (README "Node resources")."""
+        asks = {"cpu": cpu} if cpu else None
         request = MultiGangRequest(
             (
-                PodGroup("leader", 1, leader_gpus),
+                PodGroup("leader", 1, 0 if cpu == 3_000 else leader_gpus, resources_per_pod=asks),
                 PodGroup(
                     "workers",
                     workers,
                     gpus_per_pod,
                     min_pods=1 if elastic else None,
                     spares=spares,
+                    resources_per_pod=asks,
                 ),
             ),
             colocate=(("leader", "workers", level or "rack"),),

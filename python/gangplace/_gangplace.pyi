@@ -191,10 +191,16 @@ class PodGroup:
         slices: ``((level, pods_per_slice), ...)`` as on ``GangRequest``, for this group.
         spares: Spare pods of this group's pod size held with the unit, as on
             ``GangRequest`` (README "Spares"); listed in ``Placement.spares`` group by group.
+        resources_per_pod: Resources besides GPUs each pod of the group asks, as on
+            ``GangRequest`` (README "Node resources"): every count of the group's pods is
+            bounded by the nodes' free resources less what the earlier groups took; with
+            them ``gpus_per_pod`` may be 0 (a launcher, a MIG slice).
 
     Example:
         >>> PodGroup("workers", 16, 8)
         PodGroup('workers', 16, 8)
+        >>> PodGroup("launcher", 1, 0, resources_per_pod={"cpu": 4_000})
+        PodGroup('launcher', 1, 0, resources_per_pod={'cpu': 4000})
 
     """
 
@@ -208,6 +214,7 @@ class PodGroup:
         selector: Mapping[str, str] | None = None,
         slices: Iterable[tuple[str, int]] = (),
         spares: int = 0,
+        resources_per_pod: Mapping[str, int] | None = None,
     ) -> PodGroup: ...
     @property
     def name(self) -> str:
@@ -230,6 +237,9 @@ class PodGroup:
     @property
     def spares(self) -> int:
         """Spare pods of this group held with the unit."""
+    @property
+    def resources_per_pod(self) -> dict[str, int]:
+        """Resources besides GPUs each pod asks (README "Node resources"); sorted by name."""
     @property
     def total_gpus(self) -> int:
         """GPUs of the group and its spares."""

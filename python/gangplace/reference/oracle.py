@@ -429,9 +429,12 @@ class Cluster(
             request if is_request and roles is None else None,  # type: ignore[arg-type]
             roles,
         )
-        asks = self._asks(request) if is_request else {}
+        asks = self._asks(request) if is_request and roles is None else {}
+        per_pod = (asks,) if asks else self._roles_asks(roles, placement)
         hold.gpus = {name: held for name, held in gpus.items() if held}  # GPU-less pods: none
-        hold.asks, hold.res_nodes = ((asks,), {p.node for p in every_pod}) if asks else ((), set())
+        hold.asks, hold.res_nodes = (
+            (per_pod, {p.node for p in every_pod}) if per_pod else ((), set())
+        )
         hold.res_nodes |= {p.node for p in every_pod} if milli is not None else set()
         self._holds[hid] = hold
         self._sync_shares()

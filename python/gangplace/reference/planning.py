@@ -46,6 +46,7 @@ class Planning:
         def _bounded(
             self, views: list[rules.NodeView], asks: Any, taken: Any
         ) -> list[rules.NodeView]: ...
+        def _free_resources(self, name: str) -> dict[str, int]: ...
 
     def _views(self, asks: Any = None, milli: int | None = None) -> list[rules.NodeView]:
         """The picture of the nodes the rules read.
@@ -127,6 +128,7 @@ class Planning:
                 slicing.resolve(group.slices, self.levels, self._depth_of(level))
         except ValueError as error:
             raise InvalidRequest(str(error)) from None
+        asks = tuple(self._asks(group) for group in request.groups)  # every name known
         for _, _, at in request.colocate:
             try:
                 rules.depth_of(self.levels, at)
@@ -135,13 +137,20 @@ class Planning:
                 raise InvalidRequest(
                     f'unknown colocate level "{at}"; the levels are {known}'
                 ) from None
-        return roles.MultiGang(groups, level, tuple(request.colocate), request.name)
+        asks = asks if any(asks) else ()
+        return roles.MultiGang(groups, level, tuple(request.colocate), request.name, asks)
+
+    def _roles_views(self, multi: roles.MultiGang) -> list[rules.NodeView]:
+        """The nodes for a multi-role gang: with their free resources when a group asks some."""
+        views = self._views()
+        if not multi.asks:
+            return views
+        return [replace(view, resources=self._free_resources(view.name)) for view in views]
 
     def _plan(self, request: AnyRequest) -> Placement | None:
         if is_roles(request):
-            found, _ = roles.place_roles(
-                self._views(), self.levels, self._roles(request), self.policy
-            )
+            multi = self._roles(request)
+            found, _ = roles.place_roles(self._roles_views(multi), self.levels, multi, self.policy)
             return None if found is None else spares.split_groups(found, request.groups)
         gang = self._gang(request)
         views = self._views(self._asks(request), gang.gpu_milli)
@@ -155,7 +164,7 @@ class Planning:
         """Why nothing fits: the best domain of each level tried, finest first."""
         if is_roles(request):
             multi = self._roles(request)
-            views = self._views()
+            views = self._roles_views(multi)
             _, trials = roles.place_roles(views, self.levels, multi, self.policy)
             return roles.roles_reason(views, self.levels, multi, trials)
         gang = self._gang(request)

@@ -7,6 +7,7 @@ README, "Priorities, preemption and defragmentation": a mixin of
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -83,6 +84,7 @@ class Removals:
         ) -> list[rules.NodeView]: ...
         def _gang(self, request: Request) -> rules.Gang: ...
         def _roles(self, request: RolesRequest) -> roles.MultiGang: ...
+        def _roles_views(self, multi: roles.MultiGang) -> list[rules.NodeView]: ...
         def _plan(self, request: AnyRequest) -> Placement | None: ...
         def _visible(self, hid: str, owner: str | None) -> tuple[_Hold | None, str | None]: ...
         def _end(self, hid: str, ending: str) -> None: ...
@@ -178,10 +180,8 @@ class Removals:
             chosen = frozenset(a if isinstance(a, str) else a.id for a in candidates)
         if not is_roles(request):
             _refuse_unsupported_shapes(request, "plan_preemption")
-        elif any(getattr(group, "spares", 0) for group in request.groups):
-            raise InvalidRequest(
-                f"plan_preemption does not take gangs with spares yet; {_PLACE_THEM}"
-            )
+        else:
+            _refuse_unsupported_roles(request, "plan_preemption")
         now = self._reclaim()
         placement = self._plan(request)
         if placement is not None:
@@ -309,12 +309,12 @@ class Removals:
         self._reclaim()
         if is_roles(request):
             unit = self._roles(request)
-            views = self._views()
+            views = self._roles_views(unit)
             copies = 0
             while (
                 found := roles.place_roles(views, self.levels, unit, self.policy)[0]
             ) is not None:
-                views = preemption.taking(views, found)
+                views = roles.taking_resources(preemption.taking(views, found), unit, found)
                 copies += 1
             return copies
         gang = self._gang(request)
@@ -349,8 +349,8 @@ class Removals:
         most, min_runtime, exempt = _limits(max_moves, min_runtime, exempt_owners, "max_moves")
         if not is_roles(request):
             _refuse_unsupported_shapes(request, "plan_defrag")
-        elif any(getattr(group, "spares", 0) for group in request.groups):
-            raise InvalidRequest(f"plan_defrag does not take gangs with spares yet; {_PLACE_THEM}")
+        else:
+            _refuse_unsupported_roles(request, "plan_defrag")
         now = self._reclaim()
         placement = self._plan(request)
         if placement is not None:
@@ -433,6 +433,18 @@ class Removals:
                 step.target, held, now, ttl, was.owner, terms, was.request
             )
         return reservation, replaced
+
+
+def _refuse_unsupported_roles(request: RolesRequest, call: str) -> None:
+    """Removal sets count neither a unit's spares nor its groups' resources yet."""
+    if any(getattr(group, "spares", 0) for group in request.groups):
+        raise InvalidRequest(f"{call} does not take gangs with spares yet; {_PLACE_THEM}")
+    asking = next((g for g in request.groups if getattr(g, "resources_per_pod", None)), None)
+    if asking is not None:
+        raise InvalidRequest(
+            f"{call} does not count resources besides GPUs yet; group {json.dumps(asking.name)} "
+            'asks some (README "Node resources")'
+        )
 
 
 def _refuse_unsupported_shapes(request: AnyRequest, call: str) -> None:

@@ -89,6 +89,25 @@ class Resources:
                 )
         return asked
 
+    def _roles_asks(self, request: Any, placement: Placement) -> tuple[Mapping[str, int], ...]:
+        """What each pod, then each spare, of a multi-role placement asks besides GPUs.
+
+        Its group's ``resources_per_pod`` (README "Node resources"); spares group by group
+        after the pods, as ``spares.split_groups`` lists them; ``()`` when no group asks any
+        or ``request`` is ``None``.
+        """
+        asks = [self._asks(group) for group in request.groups] if request is not None else []
+        if not any(asks):
+            return ()
+        counts = [count for _, count in placement.groups_counts]
+        per_pod = [ask for ask, count in zip(asks, counts, strict=True) for _ in range(count)]
+        for group, ask, count in zip(request.groups, asks, counts, strict=True):
+            layers, spares = tuple(group.slices), getattr(group, "spares", 0)
+            per_pod += [ask] * (
+                (count // layers[-1][1]) * spares if layers else spares if count else 0
+            )
+        return tuple(per_pod)
+
     def _pod_asks(self, hold: _Hold) -> list[tuple[str, Mapping[str, int]]]:
         """The ``(node, asks)`` of every pod of ``hold`` that uses resources."""
         if not hold.asks:
@@ -98,8 +117,11 @@ class Resources:
             for rank, pod in enumerate(hold.placement.pods)
             if rank not in hold.ended
         ]
-        if len(hold.asks) == 1:
-            pods += [(pod.node, hold.asks[0]) for pod in hold.placement.spares]
+        first_spare = len(hold.placement.pods)  # per rank: the spares' asks follow the pods'
+        pods += [
+            (pod.node, hold.asks[0] if len(hold.asks) == 1 else hold.asks[first_spare + index])
+            for index, pod in enumerate(hold.placement.spares)
+        ]
         return [(node, asks) for node, asks in pods if node in hold.gpus or node in hold.res_nodes]
 
     def _holds_on_node(self, hold: _Hold, name: str) -> bool:

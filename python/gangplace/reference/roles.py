@@ -15,14 +15,23 @@ coarsest level is tried again with every elastic group at its ``min_pods``. The 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gangplace.reference import rules
 from gangplace.reference import slices as slicing
+from gangplace.reference.resources import pods_fitting
 from gangplace.reference.values import Path, Placement, PodPlacement
 
-__all__ = ["Failure", "MultiGang", "Planner", "place_roles", "roles_reason", "unit_placement"]
+__all__ = [
+    "Failure",
+    "MultiGang",
+    "Planner",
+    "place_roles",
+    "roles_reason",
+    "taking_resources",
+    "unit_placement",
+]
 
 
 @dataclass(frozen=True)
@@ -33,6 +42,8 @@ class MultiGang:
     required_level: str | None = None
     colocate: tuple[tuple[str, str, str], ...] = ()
     name: str = ""
+    # README "Node resources": what each group's pods ask besides GPUs (empty: none asked).
+    asks: tuple[Mapping[str, int], ...] = ()
 
     @property
     def total_gpus(self) -> int:
@@ -69,6 +80,9 @@ Pin = tuple[int, int, int, Path]
 """A follower placed in its anchor's rank-0 domain before the anchor: (follower, anchor,
 depth, domain)."""
 
+Taken = list[tuple[int, PodPlacement]]
+"""The pods the earlier groups of a trial placed, each with its group."""
+
 
 def _smallest(group: rules.Gang) -> int:
     return group.min_pods if group.min_pods is not None else group.pods
@@ -104,13 +118,38 @@ class Planner:
         outer = layers[0][1]
         return min(count(path, 0), most // outer) * outer
 
-    def usable(self, group: int, taken: dict[str, set[int]]) -> list[rules.NodeView]:
-        """The group's feasible nodes, without the GPUs earlier groups took."""
+    def usable(self, group: int, taken: Taken) -> list[rules.NodeView]:
+        """The group's feasible nodes, without the GPUs and resources earlier groups took.
+
+        A group asking resources counts each node's pods by its free resources less the
+        earlier groups' pods' asks there (README "Node resources").
+        """
         gang = self.request.groups[group]
-        return [
-            replace(node, free=tuple(g for g in node.free if g not in taken.get(node.name, ())))
+        gpus: dict[str, set[int]] = {}
+        used: dict[str, dict[str, int]] = {}
+        for owner, pod in taken:
+            gpus.setdefault(pod.node, set()).update(pod.gpus)
+            on_node = used.setdefault(pod.node, {})
+            for name, quantity in self.asks(owner).items():
+                on_node[name] = on_node.get(name, 0) + quantity
+        views = [
+            replace(node, free=tuple(g for g in node.free if g not in gpus.get(node.name, ())))
             for node in rules.feasible(self.nodes, gang.selector)
         ]
+        asks = self.asks(group)
+        if not asks:
+            return views
+        bounded = []
+        for view in views:
+            taken_here = used.get(view.name, {})
+            free = {r: q - taken_here.get(r, 0) for r, q in view.resources.items()}
+            pods, bound = pods_fitting(free, asks)
+            bounded.append(replace(view, resource_pods=pods, bound_by=bound))
+        return bounded
+
+    def asks(self, group: int) -> Mapping[str, int]:
+        """What each pod of a group asks besides GPUs."""
+        return self.request.asks[group] if self.request.asks else {}
 
     def place_in(
         self, group: int, usable: list[rules.NodeView], depth: int, path: Path, pods: int
@@ -151,7 +190,7 @@ class Planner:
         order = self.request.placing_order()
         for group in order:
             wanted = self.sizes(group, elastic)
-            held = self.held(group, self.usable(group, {}), path, wanted)
+            held = self.held(group, self.usable(group, []), path, wanted)
             if held < wanted:
                 return Failure(group, f"holds {held} of its {wanted} pods", held, wanted)
         outcome = self.place_all(depth, path, elastic, None)
@@ -172,7 +211,7 @@ class Planner:
         domain: tuple[int, Path],
         within: tuple[int, Path],
         wanted: int,
-        taken: dict[str, set[int]],
+        taken: Taken,
     ) -> tuple[tuple[PodPlacement, ...], tuple[Path, ...]] | Failure | None:
         """The anchor of a pinned follower, placed around it.
 
@@ -187,9 +226,7 @@ class Planner:
         first, _ = self.place_in(group, usable, depth, path, inside)
         if inside == wanted:
             return first, ()
-        more = {name: set(gpus) for name, gpus in taken.items()}
-        for pod in first:
-            more.setdefault(pod.node, set()).update(pod.gpus)
+        more = [*taken, *((group, pod) for pod in first)]
         rest_usable = self.usable(group, more)
         left = wanted - inside
         held = self.held(group, rest_usable, within[1], left)
@@ -209,7 +246,7 @@ class Planner:
         the pin for a second try when the group that failed did not fit in its anchor's
         rank-0 domain.
         """
-        taken: dict[str, set[int]] = {}
+        taken: Taken = []
         plans: dict[int, tuple[tuple[PodPlacement, ...], tuple[Path, ...]]] = {}
         node_paths = {node.name: node.full_path for node in self.nodes}
         turns: list[tuple[int, tuple[int, Path] | None]] = []
@@ -239,8 +276,7 @@ class Planner:
                     return around, None
                 if around is not None:
                     plans[group] = around
-                    for pod in around[0]:
-                        taken.setdefault(pod.node, set()).update(pod.gpus)
+                    taken.extend((group, pod) for pod in around[0])
                     continue
             held = self.held(group, usable, target, wanted)
             if held < wanted:
@@ -254,8 +290,7 @@ class Planner:
                     retry = (group, anchor_of, target_depth, target)
                 return Failure(group, why, held, wanted), retry
             plans[group] = self.place_in(group, usable, target_depth, target, wanted)
-            for pod in plans[group][0]:
-                taken.setdefault(pod.node, set()).update(pod.gpus)
+            taken.extend((group, pod) for pod in plans[group][0])
         for member, anchor, at in self.colocations:
             if at <= depth:
                 continue
@@ -315,6 +350,28 @@ def place_roles(
     return None, trials
 
 
+def taking_resources(
+    views: Sequence[rules.NodeView], request: MultiGang, placement: Placement
+) -> list[rules.NodeView]:
+    """The views once a unit's pods use what their groups ask (README "Node resources")."""
+    if not request.asks:
+        return list(views)
+    used: dict[str, dict[str, int]] = {}
+    pods = iter(placement.pods)
+    for asks, (_, count) in zip(request.asks, placement.groups_counts, strict=True):
+        for pod in (next(pods) for _ in range(count)):
+            on_node = used.setdefault(pod.node, {})
+            for name, quantity in asks.items():
+                on_node[name] = on_node.get(name, 0) + quantity
+    return [
+        replace(
+            view,
+            resources={r: q - used.get(view.name, {}).get(r, 0) for r, q in view.resources.items()},
+        )
+        for view in views
+    ]
+
+
 def unit_placement(
     levels: Sequence[str],
     request: MultiGang,
@@ -352,7 +409,7 @@ def lone_failure(
     planner = Planner(nodes, levels, request, rules.depth_of(levels, request.required_level))
     for group in request.placing_order():
         wanted = _smallest(request.groups[group])
-        usable = planner.usable(group, {})
+        usable = planner.usable(group, [])
         held = max(
             (planner.held(group, usable, path, wanted) for path in rules.domains_at(usable, depth)),
             default=0,

@@ -58,6 +58,9 @@ class NodeView:
     # GPUs), and ``(gpu, room)`` of every GPU a share may use (free, or shared and healthy).
     milli: int | None = None
     room: tuple[tuple[int, int], ...] = ()
+    # README "Multi-role gangs" with resources: the node's free resources by name, which
+    # each group's count reads less what the earlier groups took (empty: not asked).
+    resources: Mapping[str, int] = field(default_factory=dict)
 
     def pods(self, gpus_per_pod: int) -> int:
         """Rule 1: pods of ``gpus_per_pod`` GPUs the node holds.

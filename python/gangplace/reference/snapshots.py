@@ -94,6 +94,7 @@ class GroupRecord:
     selector: dict[str, str]
     slices: tuple[tuple[str, int], ...]
     spares: int = 0
+    resources_per_pod: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,7 @@ def roles_record(request: Any) -> dict[str, Any]:
                     dict(g.selector),
                     tuple((str(level), int(size)) for level, size in g.slices),
                     getattr(g, "spares", 0),
+                    dict(getattr(g, "resources_per_pod", None) or {}),
                 )
                 for g in request.groups
             ),

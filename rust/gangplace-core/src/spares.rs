@@ -40,7 +40,7 @@ impl GangRequest {
     }
 
     /// The innermost slice size, if the request has slices.
-    fn innermost_slice(&self) -> Option<u64> {
+    pub(crate) fn innermost_slice(&self) -> Option<u64> {
         self.slices.last().map(|layer| layer.pods_per_slice)
     }
 

@@ -29,10 +29,16 @@ use crate::types::{call_repr, dict, py_repr, terms_parts};
 ///     slices: ``((level, pods_per_slice), ...)`` as on ``GangRequest``, for this group.
 ///     spares: Spare pods of this group's pod size held with the unit, as on
 ///         ``GangRequest`` (README "Spares"); listed in ``Placement.spares`` group by group.
+///     resources_per_pod: Resources besides GPUs each pod of the group asks, as on
+///         ``GangRequest`` (README "Node resources"): every count of the group's pods is
+///         bounded by the nodes' free resources less what the earlier groups took; with
+///         them ``gpus_per_pod`` may be 0 (a launcher, a MIG slice).
 ///
 /// Example:
 ///     >>> PodGroup("workers", 16, 8)
 ///     PodGroup('workers', 16, 8)
+///     >>> PodGroup("launcher", 1, 0, resources_per_pod={"cpu": 4_000})
+///     PodGroup('launcher', 1, 0, resources_per_pod={'cpu': 4000})
 #[pyclass(frozen, eq, hash, module = "gangplace._gangplace")]
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PodGroup {
@@ -44,9 +50,10 @@ pub struct PodGroup {
 impl PodGroup {
     #[new]
     #[pyo3(
-        signature = (name, pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, selector = None, slices = None, spares = None),
-        text_signature = "(name, pods, gpus_per_pod=1, *, min_pods=None, selector=None, slices=(), spares=0)"
+        signature = (name, pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, selector = None, slices = None, spares = None, resources_per_pod = None),
+        text_signature = "(name, pods, gpus_per_pod=1, *, min_pods=None, selector=None, slices=(), spares=0, resources_per_pod=None)"
     )]
+    #[allow(clippy::too_many_arguments)] // the Python signature: keyword arguments
     fn new(
         name: &Bound<'_, PyAny>,
         pods: &Bound<'_, PyAny>,
@@ -55,6 +62,7 @@ impl PodGroup {
         selector: Option<&Bound<'_, PyAny>>,
         slices: Option<&Bound<'_, PyAny>>,
         spares: Option<&Bound<'_, PyAny>>,
+        resources_per_pod: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let name = convert::string(name, "name")?;
         if name.is_empty() || name.len() > model::MAX_NAME_BYTES {
@@ -69,9 +77,14 @@ impl PodGroup {
         let selector = selector.map_or(Ok(Vec::new()), |s| convert::str_mapping(s, "selector"))?;
         let slices = slices.map_or(Ok(Vec::new()), convert::slice_layers)?;
         let spares = spares.map_or(Ok(0), |n| convert::int(n, "spares"))?;
+        let resources = (resources_per_pod)
+            .map(|r| convert::resource_mapping(r, "resources_per_pod"))
+            .transpose()?
+            .unwrap_or_default();
         let inner = model::GangRequest::new(pods, gpus_per_pod.0, min_pods, None, selector, name)
             .and_then(|request| request.with_slices(&slices))
             .and_then(|request| request.with_spares(spares))
+            .and_then(|request| request.with_resources(resources))
             .and_then(|request| request.check_gpu_less().map(|()| request))
             .map_err(core_to_py)?;
         Ok(Self { inner })
@@ -119,6 +132,12 @@ impl PodGroup {
         self.inner.spares
     }
 
+    /// Resources besides GPUs each pod asks (README "Node resources"); sorted by name.
+    #[getter]
+    fn resources_per_pod<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        dict(py, &self.inner.resources)
+    }
+
     /// GPUs of the group and its spares.
     #[getter]
     fn total_gpus(&self) -> u64 {
@@ -141,6 +160,7 @@ impl PodGroup {
         kwargs.set_item("selector", dict(py, &inner.selector)?)?;
         kwargs.set_item("slices", slices_tuple(py, inner)?)?;
         kwargs.set_item("spares", inner.spares)?;
+        kwargs.set_item("resources_per_pod", dict(py, &inner.resources)?)?;
         Ok((args, kwargs))
     }
 
@@ -165,6 +185,10 @@ impl PodGroup {
         }
         if group.spares > 0 {
             parts.push(format!("spares={}", group.spares));
+        }
+        if !group.resources.is_empty() {
+            let resources = dict(py, &group.resources)?;
+            parts.push(format!("resources_per_pod={}", py_repr(py, resources)?));
         }
         Ok(call_repr("PodGroup", &parts))
     }

@@ -14,6 +14,7 @@ mod numa;
 mod overlay;
 mod pools;
 mod propagate;
+mod resource_fit;
 mod shares;
 mod ties;
 
@@ -21,6 +22,7 @@ pub use aggregate::Aggregate;
 pub use index::FreeIndex;
 pub use overlay::Overlay;
 pub use pools::SelectorPool;
+pub use resource_fit::ResourceFit;
 pub use shares::ShareFit;
 
 use crate::ids::{DomainId, GpuSet, NodeId};

@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::Engine;
+use crate::capacity::ResourceFit;
 use crate::error::{CoreResult, invalid};
 use crate::ids::{HoldId, NodeId};
 use crate::ledger::Hold;
 use crate::model::{GangRequest, Placement};
-use crate::resources::{Amounts, ResourceFit};
+use crate::resources::Amounts;
 use crate::search::Item;
 use crate::shares::{share_id, split};
 
@@ -25,11 +26,44 @@ impl Engine {
         }
     }
 
+    /// What each pod, then each spare, of a multi-role placement asks besides GPUs: its
+    /// group's resources (README "Node resources"; spares group by group after the pods, as
+    /// `split_spares` lists them); empty when no group asks any. Names were checked when it
+    /// was placed.
+    pub(crate) fn roles_resources(
+        &self,
+        request: &crate::model::MultiGangRequest,
+        placement: &Placement,
+    ) -> Arc<[Amounts]> {
+        let names = self.topology.resources().names();
+        let needs: Vec<Amounts> = (request.groups.iter())
+            .map(|group| names.resolve(&group.resources).unwrap_or_default())
+            .collect();
+        if needs.iter().all(Amounts::is_empty) {
+            return Arc::from(Vec::new());
+        }
+        let kept = |at: usize| placement.groups.get(at).map_or(0, |&(_, pods)| pods);
+        let times = |count: u64| usize::try_from(count).unwrap_or(0);
+        let mut asks = Vec::with_capacity(placement.pods.len() + placement.spares.len());
+        for (at, need) in needs.iter().enumerate() {
+            asks.extend(std::iter::repeat_n(need.clone(), times(kept(at))));
+        }
+        for (at, (group, need)) in request.groups.iter().zip(&needs).enumerate() {
+            let spares = match group.innermost_slice() {
+                Some(inner) => kept(at) / inner.max(1) * group.spares,
+                None if kept(at) > 0 => group.spares,
+                None => 0,
+            };
+            asks.extend(std::iter::repeat_n(need.clone(), times(spares)));
+        }
+        Arc::from(asks)
+    }
+
     /// What the live pods (ranks not in `ended`) and spares of `placement` use per node, by
-    /// node id, each pod asking `per_pod` (one entry: all alike; else by rank) and, for a
-    /// fractional placement, its share of its GPU (README "Fractions of a GPU"). Only pods
-    /// on nodes the hold still has (`member`) count: a node removed under an allocation
-    /// takes its pods' use with it.
+    /// node id, each pod asking `per_pod` (one entry: all alike; else by rank, then the
+    /// spares in order after the pods) and, for a fractional placement, its share of its GPU
+    /// (README "Fractions of a GPU"). Only pods on nodes the hold still has (`member`)
+    /// count: a node removed under an allocation takes its pods' use with it.
     pub(crate) fn resources_by_node(
         &self,
         placement: &Placement,
@@ -47,13 +81,13 @@ impl Engine {
         };
         let live = (0u64..)
             .zip(&placement.pods)
-            .filter(|(rank, _)| ended.binary_search(rank).is_err())
-            .map(|(rank, pod)| (Some(rank), pod));
-        let spares = placement.spares.iter().map(|pod| (None, pod));
+            .filter(|(rank, _)| ended.binary_search(rank).is_err());
+        // A spare's slot in `per_pod` follows the pods'.
+        let spares = (placement.pods.len() as u64..).zip(&placement.spares);
         let mut pods_on: BTreeMap<NodeId, u64> = BTreeMap::new();
         let mut sums: BTreeMap<NodeId, Amounts> = BTreeMap::new();
         let mut shares: BTreeMap<NodeId, BTreeMap<u32, u64>> = BTreeMap::new();
-        for (rank, pod) in live.chain(spares) {
+        for (slot, pod) in live.chain(spares) {
             let Some(node) = held_on(&pod.node) else {
                 continue;
             };
@@ -64,8 +98,7 @@ impl Engine {
             }
             if per_pod.len() == 1 {
                 *pods_on.entry(node).or_default() += 1;
-            } else if let Some(amounts) =
-                rank.and_then(|rank| per_pod.get(usize::try_from(rank).ok()?))
+            } else if let Some(amounts) = usize::try_from(slot).ok().and_then(|at| per_pod.get(at))
             {
                 let sum = sums.entry(node).or_default();
                 *sum = sum.plus(amounts);
@@ -156,11 +189,11 @@ impl Engine {
         if need.is_empty() {
             return u64::MAX;
         }
-        let fit = ResourceFit {
-            need: &need,
-            capacity: self.topology.resources().capacities(),
-            used: self.states.resource_use(),
-        };
+        let fit = ResourceFit::new(
+            &need,
+            self.topology.resources().capacities(),
+            self.states.resource_use(),
+        );
         fit.pods(id)
     }
 
@@ -238,11 +271,11 @@ impl Engine {
         if need.is_empty() {
             return None;
         }
-        let fit = ResourceFit {
-            need: &need,
-            capacity: self.topology.resources().capacities(),
-            used: self.states.resource_use(),
-        };
+        let fit = ResourceFit::new(
+            &need,
+            self.topology.resources().capacities(),
+            self.states.resource_use(),
+        );
         let mut bound: BTreeMap<String, u64> = BTreeMap::new();
         for node in self.nodes_under(item) {
             let state = self.states.get(node);

@@ -2,13 +2,13 @@
 //! picks the cluster's view or a selector's pool for a request, and `SearchOps` is what the
 //! operations call on it, whatever the view (placement rules, and preemption's removal sets).
 
+use crate::capacity::ResourceFit;
 use crate::capacity::ShareFit;
 use crate::capacity::{Capacity, CapacityView};
 use crate::config::Policy;
 use crate::error::{CoreResult, internal};
 use crate::limits::MAX_GPUS_PER_NODE;
 use crate::model::GangRequest;
-use crate::resources::ResourceFit;
 use crate::search::removal::{Candidates, Choice, Found, World};
 use crate::search::{Demand, Item, LevelBest, Plan, Search};
 use crate::shapes::Layers;
@@ -40,10 +40,12 @@ pub(super) fn search_over<R>(
                 .resource_use()
                 .never_binds(&need, most_free / u64::from(size))
     };
-    let fit = (!need.is_empty() && binds()).then(|| ResourceFit {
-        need: &need,
-        capacity: topology.resources().capacities(),
-        used: states.resource_use(),
+    let fit = (!need.is_empty() && binds()).then(|| {
+        ResourceFit::new(
+            &need,
+            topology.resources().capacities(),
+            states.resource_use(),
+        )
     });
     let share = ShareFit::of(request.gpu_milli, states);
     if request.selector.is_empty() {

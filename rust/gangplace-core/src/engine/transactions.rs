@@ -169,8 +169,10 @@ impl Engine {
         gpus_by_node: Vec<(NodeId, GpuSet)>,
         new: NewHold<'_>,
     ) -> Reservation {
-        let pod_resources =
-            (new.pod_resources).unwrap_or_else(|| self.request_resources(new.request.as_deref()));
+        let pod_resources = (new.pod_resources).unwrap_or_else(|| match &new.roles {
+            Some(roles) => self.roles_resources(roles, &new.placement),
+            None => self.request_resources(new.request.as_deref()),
+        });
         // Every node of a new placement is live: all of its pods count.
         let resources_by_node =
             self.resources_by_node(&new.placement, &pod_resources, &[], &|_| true);

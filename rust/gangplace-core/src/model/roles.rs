@@ -88,13 +88,14 @@ impl MultiGangRequest {
             if group.name.is_empty() {
                 return Err(invalid("every group needs a non-empty name"));
             }
-            if group.gpus_per_pod == 0 || !group.resources.is_empty() {
+            if group.gpu_milli.is_some() {
                 return Err(invalid(format!(
-                    "group {:?}: multi-role groups take 1 to 64 GPUs per pod and no resources \
-                     besides GPUs yet (README \"Node resources\")",
+                    "group {:?}: multi-role groups take whole GPUs, not fractions of one \
+                     (README \"Fractions of a GPU\")",
                     group.name
                 )));
             }
+            group.check_gpu_less()?; // no GPUs: resources needed (README "Node resources")
             if groups[..index].iter().any(|other| other.name == group.name) {
                 return Err(invalid(format!(
                     "group name {:?} is used twice",

@@ -5,7 +5,7 @@
 //! the static topology); amounts are sorted `(id, quantity)` lists ([`Amounts`]). A node holds
 //! `min(floor(free GPUs / g), floor(free r / r per pod) for every requested r)` pods: the GPU
 //! count comes from the capacity views, the resource count from [`ResourceUse`] (the mutable
-//! half: what the live holds use on each node), node by node ([`ResourceFit`]).
+//! half: what the live holds use on each node), node by node ([`crate::capacity::ResourceFit`]).
 
 use std::collections::BTreeMap;
 
@@ -435,51 +435,6 @@ fn index_change(index: &mut BTreeMap<u64, u32>, free: u64, add: bool) {
     }
 }
 
-/// How many pods asking `need` fit node by node: `min over r of floor(free r / need r)`.
-#[derive(Debug, Clone, Copy)]
-pub struct ResourceFit<'a> {
-    /// The request's per-pod amounts (not empty).
-    pub need: &'a Amounts,
-    /// Each node's capacity, by node slot.
-    pub capacity: &'a [Amounts],
-    /// What the holds use.
-    pub used: &'a ResourceUse,
-}
-
-impl ResourceFit<'_> {
-    /// Pods of this need that node `id`'s free resources hold, and the first resource (by
-    /// id) that bounds them to that number.
-    pub fn pods_with_bound(&self, id: NodeId) -> (u64, ResourceId) {
-        static NONE: Amounts = Amounts::none();
-        let capacity = self.capacity.get(id as usize).unwrap_or(&NONE);
-        let used = self.used.used(id);
-        let mut best = (u64::MAX, 0);
-        for &(resource, per_pod) in self.need.pairs() {
-            let free = capacity.get(resource).saturating_sub(used.get(resource));
-            let pods = free / per_pod;
-            if pods < best.0 {
-                best = (pods, resource);
-            }
-        }
-        best
-    }
-
-    /// Pods of this need that node `id`'s free `resource` alone holds.
-    pub fn pods_of(&self, id: NodeId, resource: ResourceId) -> u64 {
-        static NONE: Amounts = Amounts::none();
-        let capacity = self.capacity.get(id as usize).unwrap_or(&NONE);
-        let free = capacity
-            .get(resource)
-            .saturating_sub(self.used.used(id).get(resource));
-        free / self.need.get(resource).max(1)
-    }
-
-    /// Pods of this need that node `id`'s free resources hold.
-    pub fn pods(&self, id: NodeId) -> u64 {
-        self.pods_with_bound(id).0
-    }
-}
-
 /// The resources every node offers: the names, and each node slot's capacity (static, like
 /// its GPU count; part of the topology).
 #[derive(Debug, Clone, Default)]
@@ -540,9 +495,17 @@ impl NodeResources {
     }
 }
 
+/// Checked quantities back as the signed ones requests and nodes are given.
+pub(crate) fn as_signed(named: &[(String, u64)]) -> Vec<(String, i64)> {
+    (named.iter())
+        .map(|(name, quantity)| (name.clone(), i64::try_from(*quantity).unwrap_or(-1)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capacity::ResourceFit;
 
     #[test]
     fn fit_is_the_tightest_resource() {
@@ -555,22 +518,14 @@ mod tests {
             .resolve(&[("cpu".into(), 4), ("memory".into(), 16)])
             .unwrap();
         let mut used = ResourceUse::default();
-        let fit = ResourceFit {
-            need: &need,
-            capacity,
-            used: &used,
-        };
+        let fit = ResourceFit::new(&need, capacity, &used);
         assert_eq!(fit.pods_with_bound(0), (2, 0));
         used.sync_names(names.len());
         used.node_added(0, &capacity[0]);
         assert!(!used.never_binds(&need, 3) && used.never_binds(&need, 2));
         used.take(0, &need);
         assert!(used.never_binds(&need, 1) && !used.never_binds(&need, 2));
-        let fit = ResourceFit {
-            need: &need,
-            capacity,
-            used: &used,
-        };
+        let fit = ResourceFit::new(&need, capacity, &used);
         assert_eq!(fit.pods(0), 1);
         assert!(names.resolve(&[("cpus".into(), 1)]).is_err());
     }

@@ -29,11 +29,7 @@ impl Engine {
         options: DefragOptions,
         now: f64,
     ) -> CoreResult<Option<DefragPlan>> {
-        if request.has_spares() {
-            return Err(crate::error::invalid(
-                "plan_defrag does not take gangs with spares yet; place them with place_gang or reserve",
-            ));
-        }
+        super::refuse_unsupported_roles(request, "plan_defrag")?;
         let resolved = self.prepare_roles(request, now)?;
         let unit = AnyRequest::Roles(Arc::clone(request));
         if let Some(plan) = self.plan_roles(request, &resolved)?.plan {

@@ -4,6 +4,7 @@
 //! [`crate::engine::explain`]'s.
 
 use super::{LevelTrial, Resolved};
+use crate::capacity::ResourceFit;
 use crate::engine::Engine;
 use crate::engine::explain::{Explanation, LevelExplanation, counted, name_text};
 use crate::error::CoreResult;
@@ -129,8 +130,14 @@ impl Engine {
         resolved.order.iter().find_map(|&index| {
             let group = &request.groups[index];
             let view = self.capacity.view_for(&self.states, &group.selector)?;
+            let need = &resolved.needs[index];
+            let fit = (!need.is_empty()).then(|| {
+                let capacities = self.topology.resources().capacities();
+                ResourceFit::new(need, capacities, self.states.resource_use())
+            });
             let search = Search::new(&self.topology, &view, group.gpus_per_pod)
-                .with_shape(resolved.layers[index], request.spread);
+                .with_shape(resolved.layers[index], request.spread)
+                .with_resources(fit);
             let wanted = group.min_pods.unwrap_or(group.pods);
             let held = search.largest_capacity(depth).capacity.min(wanted);
             (held < wanted).then_some((index, held, wanted))

@@ -20,6 +20,7 @@ use crate::engine::Engine;
 use crate::error::{CoreError, CoreResult, internal, invalid};
 use crate::model::MultiGangRequest;
 use crate::model::{Placement, Reservation};
+use crate::resources::Amounts;
 use crate::search::{Item, Plan, Search};
 use crate::shapes::{Layers, level_list};
 use crate::state::NodeStates;
@@ -46,6 +47,8 @@ pub(crate) struct Resolved {
     pub order: Vec<usize>,
     /// Each group's slice layers (request order).
     pub layers: Vec<Layers>,
+    /// Each group's per-pod resources besides GPUs (request order; empty: none).
+    pub needs: Vec<Amounts>,
     /// `(group, anchor, depth)` per colocation.
     colocations: Vec<(usize, usize, usize)>,
 }
@@ -114,6 +117,10 @@ impl Engine {
             .iter()
             .map(|group| Layers::resolve(&self.topology, &group.slices, coarsest_depth))
             .collect::<CoreResult<Vec<Layers>>>()?;
+        let names = self.topology.resources().names();
+        let needs = (request.groups.iter())
+            .map(|group| names.resolve(&group.resources))
+            .collect::<CoreResult<Vec<Amounts>>>()?;
         let colocations = request
             .colocate
             .iter()
@@ -123,6 +130,7 @@ impl Engine {
             coarsest_depth,
             order: request.placing_order(),
             layers,
+            needs,
             colocations,
         })
     }
@@ -168,6 +176,12 @@ impl Engine {
             };
             let pods = plan.groups.iter().flat_map(|group| &group.pods);
             what_if.take(pods.map(|pod| (pod.node, pod.gpus)));
+            for (group, need) in plan.groups.iter().zip(&resolved.needs) {
+                if !need.is_empty() {
+                    let pods: Vec<_> = group.pods.iter().map(|pod| (pod.node, pod.gpus)).collect();
+                    what_if.use_resources(&pods, need, None);
+                }
+            }
             copies += 1;
             if copies > crate::limits::MAX_GANG_GPUS {
                 return Err(internal("capacity_for did not converge"));
@@ -263,6 +277,28 @@ impl Engine {
     }
 }
 
+/// Refuses `call` (preemption, defragmentation) for a unit with spares or whose groups ask
+/// resources besides GPUs: its removal sets count neither yet (README "Node resources").
+pub(crate) fn refuse_unsupported_roles(request: &MultiGangRequest, call: &str) -> CoreResult<()> {
+    if request.has_spares() {
+        return Err(invalid(format!(
+            "{call} does not take gangs with spares yet; place them with place_gang or reserve"
+        )));
+    }
+    match request
+        .groups
+        .iter()
+        .find(|group| !group.resources.is_empty())
+    {
+        Some(group) => Err(invalid(format!(
+            "{call} does not count resources besides GPUs yet; group {:?} asks some (README \
+             \"Node resources\")",
+            group.name
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The search of the module comment on one state (the engine's, or a what-if copy's).
 fn plan_roles_on(
     (topology, states, capacity): (&Topology, &NodeStates, &Capacity),
@@ -275,7 +311,7 @@ fn plan_roles_on(
     let order = Search::new(topology, &cluster, 1);
     let mut trials = Vec::new();
     for depth in (resolved.coarsest_depth..=topology.node_depth()).rev() {
-        let trial = Trial::new(topology, request, resolved, &views, false);
+        let trial = Trial::new((topology, states), request, resolved, &views, false);
         let (found, first) = trial.at_level(&order, depth, request.total_gpus(), policy)?;
         trials.push(LevelTrial { depth, first });
         if found.is_some() {
@@ -287,7 +323,7 @@ fn plan_roles_on(
     }
     let mut plan = None;
     if request.is_elastic() {
-        let trial = Trial::new(topology, request, resolved, &views, true);
+        let trial = Trial::new((topology, states), request, resolved, &views, true);
         let depth = resolved.coarsest_depth;
         plan = trial.at_level(&order, depth, request.min_gpus(), policy)?.0;
     }
@@ -321,7 +357,7 @@ pub(crate) fn plan_roles_in(
     elastic: bool,
 ) -> CoreResult<Option<RolesPlan>> {
     let views = group_views(capacity, states, request)?;
-    let trial = Trial::new(topology, request, resolved, &views, elastic);
+    let trial = Trial::new((topology, states), request, resolved, &views, elastic);
     let groups = trial.in_candidate(depth, item)?.ok();
     Ok(groups.map(|groups| RolesPlan {
         depth,

@@ -40,11 +40,7 @@ impl Engine {
         limits: &RemovalLimits,
         now: f64,
     ) -> CoreResult<Option<PreemptionPlan>> {
-        if request.has_spares() {
-            return Err(crate::error::invalid(
-                "plan_preemption does not take gangs with spares yet; place them with place_gang or reserve",
-            ));
-        }
+        super::refuse_unsupported_roles(request, "plan_preemption")?;
         let resolved = self.prepare_roles(request, now)?;
         let unit = AnyRequest::Roles(Arc::clone(request));
         if let Some(plan) = self.plan_roles(request, &resolved)?.plan {

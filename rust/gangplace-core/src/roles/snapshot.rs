@@ -72,6 +72,7 @@ pub(crate) fn roles_from(
     entry: HoldRoles,
     pods: usize,
     group_spares: &[u64],
+    group_asks: &[Vec<(String, u64)>],
 ) -> CoreResult<(Groups, Option<MultiGangRequest>)> {
     let counted: u64 = entry.groups.iter().map(|&(_, count)| count).sum();
     if !entry.groups.is_empty() && counted != pods as u64 {
@@ -83,6 +84,13 @@ pub(crate) fn roles_from(
     if !group_spares.is_empty() && group_spares.len() != record.groups.len() {
         return Err(bad("a multi-role hold's spares do not match its groups"));
     }
+    if !group_asks.is_empty() && group_asks.len() != record.groups.len() {
+        return Err(bad("a multi-role hold's resources do not match its groups"));
+    }
+    let asks_of = |index: usize| {
+        let asks = group_asks.get(index).map_or(&[][..], Vec::as_slice);
+        crate::resources::as_signed(asks)
+    };
     let spares_of = |index: usize| {
         let spares = group_spares.get(index).copied().unwrap_or(0);
         i64::try_from(spares).map_err(|_| bad("a group's spares are out of range"))
@@ -92,6 +100,7 @@ pub(crate) fn roles_from(
             request_from(group)?
                 .with_slices(&slices)
                 .and_then(|group| group.with_spares(spares_of(index)?))
+                .and_then(|group| group.with_resources(asks_of(index)))
                 .map_err(as_snapshot_error)
         })
         .collect::<CoreResult<Vec<_>>>()?;

@@ -4,12 +4,16 @@
 //! domain; and room for a follower, the candidate tried once more with a follower that did
 //! not fit there placed in that domain just before its anchor.
 
-use crate::capacity::{AnyView, CapacityView, Overlay};
+use std::collections::BTreeMap;
+
+use crate::capacity::{AnyView, CapacityView, Overlay, ResourceFit};
 use crate::config::Policy;
 use crate::error::{CoreResult, internal};
 use crate::ids::{GpuSet, NodeId};
 use crate::model::MultiGangRequest;
+use crate::resources::Amounts;
 use crate::search::{Item, Plan, Search};
+use crate::state::NodeStates;
 use crate::topology::Topology;
 
 use super::{GroupFailure, Resolved, RolesPlan};
@@ -24,9 +28,14 @@ struct Pin {
     domain: Item,
 }
 
+/// A pod placed by an earlier group of the trial: its node, its GPUs and its group.
+type Taken = (NodeId, GpuSet, usize);
+
 /// One attempt at placing every group of a request, candidate after candidate.
 pub(super) struct Trial<'e, 'v> {
     topology: &'e Topology,
+    /// The nodes' states: what the holds use of their resources (README "Node resources").
+    states: &'e NodeStates,
     request: &'e MultiGangRequest,
     resolved: &'e Resolved,
     views: &'e [AnyView<'v>],
@@ -41,7 +50,7 @@ pub(super) type Found = (Option<RolesPlan>, Option<(Item, GroupFailure)>);
 
 impl<'e, 'v> Trial<'e, 'v> {
     pub(super) fn new(
-        topology: &'e Topology,
+        (topology, states): (&'e Topology, &'e NodeStates),
         request: &'e MultiGangRequest,
         resolved: &'e Resolved,
         views: &'e [AnyView<'v>],
@@ -49,6 +58,7 @@ impl<'e, 'v> Trial<'e, 'v> {
     ) -> Self {
         Self {
             topology,
+            states,
             request,
             resolved,
             views,
@@ -147,7 +157,7 @@ impl<'e, 'v> Trial<'e, 'v> {
         item: Item,
     ) -> CoreResult<Result<Vec<Plan>, GroupFailure>> {
         for &group in &self.resolved.order {
-            let search = self.search(group, &self.views[group]);
+            let search = self.search(group, &self.views[group], &[]);
             let pods = self.size(group);
             if !search.holds(item, pods) {
                 let held = search.pods_up_to(item, pods);
@@ -184,7 +194,7 @@ impl<'e, 'v> Trial<'e, 'v> {
     ) -> CoreResult<Result<Vec<Plan>, Refusal>> {
         let count = self.request.groups.len();
         // Every pod of the groups placed so far (a node may appear more than once).
-        let mut taken: Vec<(NodeId, GpuSet)> = Vec::new();
+        let mut taken: Vec<Taken> = Vec::new();
         let mut plans: Vec<Option<Plan>> = (0..count).map(|_| None).collect();
         for &group in &self.resolved.order {
             if pin.is_some_and(|pin| pin.group == group) {
@@ -195,7 +205,7 @@ impl<'e, 'v> Trial<'e, 'v> {
                 .filter(|pin| pin.anchor == group)
                 .map(|pin| (pin.group, Some((pin.depth, pin.domain))));
             for (group, forced) in follower.into_iter().chain([(group, None)]) {
-                let probe = self.search(group, &self.views[group]);
+                let probe = self.search(group, &self.views[group], &[]);
                 let (target, anchor) = match forced {
                     Some(target) => (target, None),
                     None => self.target(group, depth, item, &plans, &probe),
@@ -210,7 +220,7 @@ impl<'e, 'v> Trial<'e, 'v> {
                 };
                 match placed {
                     Ok(plan) => {
-                        taken.extend(plan.pods.iter().map(|pod| (pod.node, pod.gpus)));
+                        taken.extend(plan.pods.iter().map(|pod| (pod.node, pod.gpus, group)));
                         plans[group] = Some(plan);
                     }
                     Err(failure) => {
@@ -245,15 +255,44 @@ impl<'e, 'v> Trial<'e, 'v> {
         }
     }
 
-    /// The single-gang search of one group over `view`.
-    fn search<'s, V: CapacityView>(&self, group: usize, view: &'s V) -> Search<'s, V>
+    /// The single-gang search of one group over `view`, its pods also bounded by the
+    /// nodes' free resources less `taken` (sorted by node) when it asks some.
+    fn search<'s, V: CapacityView>(
+        &self,
+        group: usize,
+        view: &'s V,
+        taken: &'s [(NodeId, Amounts)],
+    ) -> Search<'s, V>
     where
         'e: 's,
     {
         let request = &self.request.groups[group];
         let layers = self.resolved.layers[group];
+        let need = &self.resolved.needs[group];
+        let fit = (!need.is_empty()).then(|| {
+            let capacities = self.topology.resources().capacities();
+            ResourceFit::new(need, capacities, self.states.resource_use()).with_taken(taken)
+        });
         Search::new(self.topology, view, request.gpus_per_pod)
             .with_shape(layers, self.request.spread)
+            .with_resources(fit)
+    }
+
+    /// What the `taken` pods use of each node's resources, by node (empty when `group`
+    /// asks none: its counts do not read them).
+    fn taken_resources(&self, group: usize, taken: &[Taken]) -> Vec<(NodeId, Amounts)> {
+        if self.resolved.needs[group].is_empty() {
+            return Vec::new();
+        }
+        let mut by_node: BTreeMap<NodeId, Amounts> = BTreeMap::new();
+        for &(node, _, earlier) in taken {
+            let need = &self.resolved.needs[earlier];
+            if !need.is_empty() {
+                let sum = by_node.entry(node).or_default();
+                *sum = sum.plus(need);
+            }
+        }
+        by_node.into_iter().collect()
     }
 
     /// The anchor of a pinned follower (without slices): as many of its pods as the pin's
@@ -265,7 +304,7 @@ impl<'e, 'v> Trial<'e, 'v> {
         candidate: (usize, Item),
         target: (usize, Item),
         pin: Pin,
-        taken: &[(NodeId, GpuSet)],
+        taken: &[Taken],
     ) -> CoreResult<Result<Plan, GroupFailure>> {
         let wanted = self.size(group);
         let domain = (pin.depth, pin.domain);
@@ -281,12 +320,13 @@ impl<'e, 'v> Trial<'e, 'v> {
             Err(failure) => return Ok(Err(failure)),
         };
         let mut more = taken.to_vec();
-        more.extend(pods.iter().map(|pod| (pod.node, pod.gpus)));
+        more.extend(pods.iter().map(|pod| (pod.node, pod.gpus, group)));
         match self.place_group(group, candidate, target, &more, wanted - inside)? {
             Ok(rest) => pods.extend(rest.pods),
             Err(failure) => return Ok(Err(failure)),
         }
-        self.search(group, &self.views[group]).rank_pods(&mut pods);
+        self.search(group, &self.views[group], &[])
+            .rank_pods(&mut pods);
         Ok(Ok(Plan {
             depth: target.0,
             item: target.1,
@@ -296,23 +336,24 @@ impl<'e, 'v> Trial<'e, 'v> {
     }
 
     /// `wanted` pods of one group inside `target` (the candidate or its anchor's domain),
-    /// seeing the GPUs already `taken`.
+    /// seeing the GPUs and resources already `taken`.
     fn place_group(
         &self,
         group: usize,
         (depth, item): (usize, Item),
         (target_depth, target): (usize, Item),
-        taken: &[(NodeId, GpuSet)],
+        taken: &[Taken],
         wanted: u64,
     ) -> CoreResult<Result<Plan, GroupFailure>> {
         let view = &self.views[group];
-        let probe = self.search(group, view);
+        let resources = self.taken_resources(group, taken);
+        let probe = self.search(group, view, &resources);
         // Every pod placed so far lies in the candidate; only a colocation's target needs
         // the ones inside it.
         let whole = (target_depth, target) == (depth, item);
         let mut inside: Vec<(NodeId, GpuSet)> = taken
             .iter()
-            .copied()
+            .map(|&(node, gpus, _)| (node, gpus))
             .filter(|&(node, _)| whole || probe.item_of(node, target_depth) == target)
             .collect();
         if inside.is_empty() {
@@ -329,7 +370,7 @@ impl<'e, 'v> Trial<'e, 'v> {
                 overlay.set_node(node, Some(free & !gpus));
             }
         }
-        let search = self.search(group, &overlay);
+        let search = self.search(group, &overlay, &resources);
         self.plan_group(
             &search,
             group,

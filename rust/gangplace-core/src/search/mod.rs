@@ -12,11 +12,11 @@
 //! - Capacities come from the per-domain aggregates, never from visiting nodes.
 
 use crate::capacity::CapacityView;
+use crate::capacity::ResourceFit;
 use crate::capacity::ShareFit;
 use crate::config::Policy;
 use crate::error::{CoreResult, internal};
 use crate::ids::{DomainId, GpuSet, NodeId, ROOT};
-use crate::resources::ResourceFit;
 use crate::shapes::{Layers, Numa, Spread};
 use crate::topology::Topology;
 use fill::{Child, fill_children};

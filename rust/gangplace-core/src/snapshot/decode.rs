@@ -18,6 +18,7 @@ type Decoded = (
     Endings,
     resources::ResourceRecords,
     shares::ShareRecords,
+    resources::GroupResourceRecords,
 );
 
 pub(super) fn decode(bytes: &[u8]) -> CoreResult<Decoded> {
@@ -99,10 +100,16 @@ pub(super) fn decode(bytes: &[u8]) -> CoreResult<Decoded> {
     } else {
         (shares::ShareRecords::default(), rest)
     };
+    let (groups, rest) = if version >= 10 {
+        postcard::take_from_bytes::<resources::GroupResourceRecords>(rest)
+            .map_err(|error| bad(format!("malformed group resources: {error}")))?
+    } else {
+        (resources::GroupResourceRecords::default(), rest)
+    };
     if !rest.is_empty() {
         return Err(bad("trailing bytes after the body"));
     }
     Ok((
-        decoded, extension, shapes, roles, repairs, endings, resources, shares,
+        decoded, extension, shapes, roles, repairs, endings, resources, shares, groups,
     ))
 }

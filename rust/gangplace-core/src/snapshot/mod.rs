@@ -27,6 +27,8 @@ mod decode;
 mod resources;
 mod shares;
 
+use crate::resources::as_signed;
+
 use std::sync::Arc;
 
 use crate::config::{EngineConfig, Policy};
@@ -51,6 +53,8 @@ use body::{
 use decode::decode;
 
 type GpuGroups = Option<(Vec<String>, Vec<Vec<u32>>)>;
+/// A hold's multi-role groups' resources (`None`: an older format).
+type MaybeGroupAsks = Option<resources::GroupAsks>;
 
 /// First bytes of every snapshot.
 pub const MAGIC: &[u8; 8] = b"GANGPLCE";
@@ -63,9 +67,10 @@ pub const MAGIC: &[u8; 8] = b"GANGPLCE";
 /// of every hold after that ([`Endings`], README "Ending some pods"); version 8 adds node
 /// resources and what every hold's pods ask after that (module `resources`, README "Node
 /// resources"); version 9 adds the fraction of a GPU every hold's pods use after that
-/// (module `shares`, README "Fractions of a GPU"). Versions 2 to 9 are read; version 1
-/// snapshots are refused.
-pub const FORMAT_VERSION: u16 = 9;
+/// (module `shares`, README "Fractions of a GPU"); version 10 adds each multi-role group's
+/// resources after that (module `resources`, README "Multi-role gangs"). Versions 2 to 10
+/// are read; version 1 snapshots are refused.
+pub const FORMAT_VERSION: u16 = 10;
 const OLDEST_READ: u16 = 2;
 const HEADER_BYTES: usize = 24;
 
@@ -145,6 +150,7 @@ impl Engine {
         bytes.extend(postcard::to_stdvec(&endings).map_err(encoding)?);
         bytes.extend(postcard::to_stdvec(&self.resource_records()).map_err(encoding)?);
         bytes.extend(postcard::to_stdvec(&self.share_records()).map_err(encoding)?);
+        bytes.extend(postcard::to_stdvec(&self.group_resource_records()).map_err(encoding)?);
         Ok(frame(&bytes))
     }
 
@@ -236,7 +242,8 @@ impl Engine {
 
     /// Rebuilds an engine from snapshot bytes; `now` is the restoring clock's reading.
     pub fn restore(bytes: &[u8], now: f64) -> CoreResult<Engine> {
-        let (body, extension, shapes, roles, repairs, endings, resources, shares) = decode(bytes)?;
+        let (body, extension, shapes, roles, repairs, endings, resources, shares, group_asks) =
+            decode(bytes)?;
         let offset = now - body.taken_at;
         if !offset.is_finite() {
             return Err(bad("the snapshot's clock reading is not finite"));
@@ -267,30 +274,17 @@ impl Engine {
                 "GPU groups or resources name a node the snapshot does not have",
             ));
         }
-        let mut hold_resources = resources::hold_records(resources.holds, body.holds.len())?;
-        if !shapes.holds.is_empty() && shapes.holds.len() != body.holds.len() {
-            return Err(bad("the shapes do not match the holds"));
-        }
-        if !roles.holds.is_empty() && roles.holds.len() != body.holds.len() {
-            return Err(bad("the roles do not match the holds"));
-        }
-        if !repairs.holds.is_empty() && repairs.holds.len() != body.holds.len() {
-            return Err(bad("the repair links do not match the holds"));
-        }
-        if !endings.holds.is_empty() && endings.holds.len() != body.holds.len() {
-            return Err(bad("the ended ranks do not match the holds"));
-        }
-        if !shares.holds.is_empty() && shares.holds.len() != body.holds.len() {
-            return Err(bad("the fractions do not match the holds"));
-        }
-        let mut shares = shares.holds.into_iter();
-        let mut endings = endings.holds.into_iter();
-        let mut shapes = shapes.holds.into_iter();
-        let mut roles = roles.holds.into_iter();
-        let mut repairs = repairs.holds.into_iter();
+        let count = body.holds.len();
+        let mut hold_resources = per_hold(resources.holds, count, "hold resources")?;
+        let mut group_resources = per_hold(group_asks.holds, count, "groups' resources")?;
+        let mut shapes = per_hold(shapes.holds, count, "shapes")?;
+        let mut roles = per_hold(roles.holds, count, "roles")?;
+        let mut repairs = per_hold(repairs.holds, count, "repair links")?;
+        let mut endings = per_hold(endings.holds, count, "ended ranks")?;
+        let mut shares = per_hold(shares.holds, count, "fractions")?;
         for hold in body.holds {
             let shape = shapes.next().unwrap_or_default();
-            let roles = roles.next().unwrap_or_default();
+            let roles = (roles.next().unwrap_or_default(), group_resources.next());
             let repair = repairs.next().unwrap_or_default();
             let ended = endings.next().unwrap_or_default();
             let uses = (
@@ -324,7 +318,7 @@ impl Engine {
         node: NodeRecord,
         (gpu_topology, resources): (GpuGroups, Vec<(String, u64)>),
     ) -> CoreResult<()> {
-        let resources = resources::as_signed(&resources);
+        let resources = as_signed(&resources);
         if node.path.len() != levels.len() {
             return Err(bad(format!(
                 "node {:?} has a path of the wrong depth",
@@ -363,7 +357,11 @@ impl Engine {
     fn restore_hold(
         &mut self,
         record: HoldRecord,
-        (shape, roles, repairs): (HoldShape, HoldRoles, HoldRepairs),
+        (shape, (roles, group_asks), repairs): (
+            HoldShape,
+            (HoldRoles, MaybeGroupAsks),
+            HoldRepairs,
+        ),
         (ended, (asks, gpu_milli)): (Vec<u64>, (resources::HoldResources, Option<u16>)),
         offset: f64,
     ) -> CoreResult<()> {
@@ -418,7 +416,13 @@ impl Engine {
             groups: Vec::new(),
             spares: Vec::new(),
         };
-        let (groups, roles) = roles_from(roles, placement.pods.len(), &repairs.group_spares)?;
+        let group_asks = group_asks.unwrap_or_default();
+        let (groups, roles) = roles_from(
+            roles,
+            placement.pods.len(),
+            &repairs.group_spares,
+            &group_asks,
+        )?;
         if roles.is_some() && record.request.is_some() {
             return Err(bad("a hold has both a request and a multi-role request"));
         }
@@ -464,7 +468,7 @@ impl Engine {
         let request = match request {
             Some(request) if !asks.request.is_empty() => Some(
                 request
-                    .with_resources(resources::as_signed(&asks.request))
+                    .with_resources(as_signed(&asks.request))
                     .map_err(as_snapshot_error)?,
             ),
             request => request,
@@ -475,7 +479,8 @@ impl Engine {
             }
             (request, _) => request,
         };
-        let pod_resources = self.restored_pod_resources(&asks, placement.pods.len())?;
+        let counts = (placement.pods.len(), placement.spares.len());
+        let pod_resources = self.restored_pod_resources(&asks, counts)?;
         let hold = Hold {
             state: HoldState::Reserved,
             expires_at: if committed {
@@ -515,6 +520,14 @@ impl Engine {
         self.apply(&changes);
         Ok(())
     }
+}
+
+/// One part's entries, one per hold of the body (none at all: a format without that part).
+fn per_hold<T>(entries: Vec<T>, holds: usize, what: &str) -> CoreResult<std::vec::IntoIter<T>> {
+    if !entries.is_empty() && entries.len() != holds {
+        return Err(bad(format!("the {what} do not match the holds")));
+    }
+    Ok(entries.into_iter())
 }
 
 /// The start time a restored hold was recorded with (commit keeps it).

@@ -35,7 +35,30 @@ pub(crate) struct HoldResources {
     pub nodes: Vec<String>,
 }
 
+/// Each multi-role group's `resources_per_pod` of one hold (empty for a single gang).
+pub(crate) type GroupAsks = Vec<Vec<(String, u64)>>;
+
+/// From version 10: per live hold (body order), each multi-role group's `resources_per_pod`
+/// (README "Multi-role gangs").
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(crate) struct GroupResourceRecords {
+    pub holds: Vec<GroupAsks>,
+}
+
 impl Engine {
+    /// The version 10 records of this engine.
+    pub(crate) fn group_resource_records(&self) -> GroupResourceRecords {
+        let holds = self.ledger.live_holds_by_id().into_iter();
+        let groups = |hold: &Hold| {
+            let groups = hold.roles.as_deref().map(|roles| &roles.groups[..]);
+            let groups = groups.unwrap_or_default().iter();
+            groups.map(|group| group.resources.clone()).collect()
+        };
+        GroupResourceRecords {
+            holds: holds.map(|(_, hold)| groups(hold)).collect(),
+        }
+    }
+
     /// The version 8 records of this engine.
     pub(crate) fn resource_records(&self) -> ResourceRecords {
         let names = self.topology.resources().names();
@@ -69,7 +92,7 @@ impl Engine {
     pub(crate) fn restored_pod_resources(
         &self,
         record: &HoldResources,
-        hold_pods: usize,
+        (hold_pods, hold_spares): (usize, usize),
     ) -> CoreResult<std::sync::Arc<[Amounts]>> {
         let names = self.topology.resources().names();
         let mut pods = Vec::with_capacity(record.pods.len());
@@ -79,7 +102,8 @@ impl Engine {
                 .map_err(|_| bad("a hold names an unknown resource"))?;
             pods.push(amounts);
         }
-        if pods.len() > 1 && pods.len() != hold_pods {
+        // One for all, or per rank (then per spare: a multi-role hold's).
+        if pods.len() > 1 && pods.len() != hold_pods && pods.len() != hold_pods + hold_spares {
             return Err(bad("a hold's resources do not match its pods"));
         }
         Ok(std::sync::Arc::from(pods))
@@ -127,22 +151,4 @@ impl Engine {
             .map_err(as_snapshot_error)?;
         Ok(records.nodes.iter().cloned().collect())
     }
-}
-
-/// Every hold's resource record, one per hold of the body (none: an older format).
-pub(crate) fn hold_records(
-    holds: Vec<HoldResources>,
-    count: usize,
-) -> CoreResult<std::vec::IntoIter<HoldResources>> {
-    if !holds.is_empty() && holds.len() != count {
-        return Err(bad("the hold resources do not match the holds"));
-    }
-    Ok(holds.into_iter())
-}
-
-/// Checked quantities back as the signed ones requests and nodes are given.
-pub(crate) fn as_signed(named: &[(String, u64)]) -> Vec<(String, i64)> {
-    (named.iter())
-        .map(|(name, quantity)| (name.clone(), i64::try_from(*quantity).unwrap_or(-1)))
-        .collect()
 }
