@@ -116,6 +116,32 @@ def bench_plan_preemption_full(benchmark: Any, clusters: dict[str, Cluster]) -> 
     benchmark.extra_info.update(victims=len(plan.victims), level=plan.placement.level)
 
 
+@pytest.fixture(scope="module")
+def full_with_cpus(clusters: dict[str, Cluster]) -> Cluster:
+    """A copy of ``colossus100k@100`` whose every node has 96 or 192 cores (seeded) and
+    whose holds ask none: the CPUs bind nothing, but a gang asking them is counted by them."""
+    copy = Cluster.restore(clusters["full"].snapshot())
+    rng = random.Random(5)
+    for name in copy.nodes():
+        copy.update_node(name, resources={"cpu": rng.choice((96_000, 192_000))})
+    return copy
+
+
+@pytest.mark.parametrize("asks", ["gpu-only", "cpu"])
+def bench_plan_preemption_full_with_cpus(
+    benchmark: Any, full_with_cpus: Cluster, asks: str
+) -> None:
+    """``bench_plan_preemption_full``'s gang on the copy with CPUs, asking none or 3 cores
+    per GPU (README "Node resources": a removal set counts resources node by node)."""
+    cluster = full_with_cpus
+    gang = _preempting_gang(cluster)
+    cpu = {"cpu": 3_000 * gang.gpus_per_pod} if asks == "cpu" else None
+    request = GangRequest(gang.pods, gang.gpus_per_pod, priority=0, resources_per_pod=cpu)
+    plan = benchmark(cluster.plan_preemption, request)
+    assert plan is not None and plan.victims
+    benchmark.extra_info.update(asks=asks, victims=len(plan.victims))
+
+
 @pytest.mark.parametrize("pods", [1, 8, 64])
 def bench_plan_preemption_all_candidates(
     benchmark: Any, clusters: dict[str, Cluster], pods: int
@@ -169,6 +195,36 @@ def bench_plan_preemption_2k(benchmark: Any, clusters: dict[str, Cluster]) -> No
         candidates=_candidates(cluster, 0),
         nodes=len(cluster),
         victims=None if plan is None else len(plan.victims),
+    )
+
+
+def bench_plan_preemption_2k_with_cpus(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """``bench_plan_preemption_2k``'s gang asking 3 cores per GPU on the same cluster with 96
+    cores per node (its holds ask none)."""
+    cluster = Cluster.restore(clusters["2k"].snapshot())
+    for name in cluster.nodes():
+        cluster.update_node(name, resources={"cpu": 96_000})
+    gang = _gang(cluster, min(1024, cluster.stats().total // 2), priority=0)
+    asks = {"cpu": 3_000 * gang.gpus_per_pod}
+    request = GangRequest(gang.pods, gang.gpus_per_pod, priority=0, resources_per_pod=asks)
+    plan = benchmark(cluster.plan_preemption, request)
+    benchmark.extra_info.update(victims=None if plan is None else len(plan.victims))
+
+
+def bench_plan_preemption_2k_with_cpus_reference(
+    benchmark: Any, clusters: dict[str, Cluster]
+) -> None:
+    """The same plan by ``gangplace.reference`` (one round)."""
+    cluster = clusters["2k"]
+    oracle = _twin(cluster)
+    for name in cluster.nodes():
+        oracle.update_node(name, resources={"cpu": 96_000})
+    gang = _gang(cluster, min(1024, cluster.stats().total // 2), priority=0)
+    asks = {"cpu": 3_000 * gang.gpus_per_pod}
+    request = GangRequest(gang.pods, gang.gpus_per_pod, priority=0, resources_per_pod=asks)
+    got = benchmark.pedantic(oracle.plan_preemption, args=(request,), rounds=1, iterations=1)
+    assert (got is None) == (
+        cluster.plan_preemption(_gang(cluster, gang.pods * gang.gpus_per_pod, priority=0)) is None
     )
 
 

@@ -466,6 +466,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         owner=st.sampled_from(OWNERS),
         balanced=st.booleans(),
         chosen=st.none() | st.integers(0, 255),
+        cpu=st.sampled_from((None, None, 1_000, 2_000)),
     )
     def preempt(
         self,
@@ -474,7 +475,10 @@ class EngineVersusReference(RuleBasedStateMachine):
         owner: str | None,
         balanced: bool,
         chosen: int | None,
+        cpu: int | None,
     ) -> str:
+        """Priority preemption; sometimes the gang asks CPUs, which victims give back too
+        (README "Node resources")."""
         pods, size, priority, level = gang
         request = GangRequest(
             pods,
@@ -482,6 +486,7 @@ class EngineVersusReference(RuleBasedStateMachine):
             required_level=level,
             priority=priority,
             spread="balanced" if balanced else "pack",
+            resources_per_pod={"cpu": cpu} if cpu else None,
         )
         if chosen is None:
             got, expected = self._both("plan_preemption", request, max_victims=max_victims)

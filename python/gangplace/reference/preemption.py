@@ -10,10 +10,11 @@ from its holds and calls :func:`find` and :func:`defrag_choices`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from gangplace.reference import roles, rules
+from gangplace.reference.resources import pods_fitting
 from gangplace.reference.rules import Gang, NodeView
 from gangplace.reference.values import Path, Placement
 
@@ -40,6 +41,7 @@ class Candidate:
         since: When it was committed.
         held: GPUs it holds in total, healthy or not.
         freed: Node name -> the healthy GPUs its removal returns there.
+        freed_resources: Node name -> the resources its removal returns there.
 
     """
 
@@ -48,6 +50,9 @@ class Candidate:
     since: float
     held: int
     freed: Mapping[str, tuple[int, ...]]
+    # README "Node resources": node name -> what its removal gives back of the node's
+    # resources (filled for a request asking some; empty otherwise).
+    freed_resources: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -61,18 +66,40 @@ class Choice:
 
 
 def with_removed(nodes: Sequence[NodeView], removed: Sequence[Candidate]) -> list[NodeView]:
-    """The nodes as they would be with ``removed`` ended: their healthy GPUs free again."""
+    """The nodes as they would be with ``removed`` ended: their healthy GPUs free again.
+
+    For a request asking resources (``NodeView.asks``), the resources they free too, each
+    first paying back what a node's use passes its capacity by; the node's pods recounted.
+    """
     freed: dict[str, set[int]] = {}
+    given: dict[str, dict[str, int]] = {}
     for candidate in removed:
         for node, gpus in candidate.freed.items():
             freed.setdefault(node, set()).update(gpus)
-    return [
-        replace(node, free=tuple(sorted({*node.free, *freed.get(node.name, ())}))) for node in nodes
-    ]
+        for node, amounts in candidate.freed_resources.items():
+            on_node = given.setdefault(node, {})
+            for name, quantity in amounts.items():
+                on_node[name] = on_node.get(name, 0) + quantity
+    views = []
+    for before in nodes:
+        view = replace(before, free=tuple(sorted({*before.free, *freed.get(before.name, ())})))
+        back = given.get(before.name)
+        if before.asks and back:
+            over = before.overused
+            free = {
+                r: q + max(0, back.get(r, 0) - over.get(r, 0)) for r, q in before.resources.items()
+            }
+            pods, bound = pods_fitting(free, before.asks)
+            view = replace(view, resources=free, resource_pods=pods, bound_by=bound)
+        views.append(view)
+    return views
 
 
 def _touches(candidate: Candidate, members: Sequence[NodeView]) -> bool:
-    return any(candidate.freed.get(node.name) for node in members)
+    return any(
+        candidate.freed.get(node.name) or candidate.freed_resources.get(node.name)
+        for node in members
+    )
 
 
 def freed_inside(candidate: Candidate, members: Sequence[NodeView]) -> int:

@@ -79,6 +79,8 @@ class Removals:
         def _reclaim(self) -> float: ...
         def _views(self, asks: Any = None, milli: int | None = None) -> list[rules.NodeView]: ...
         def _asks(self, request: Any) -> dict[str, int]: ...
+        def _freed_resources(self, hold: _Hold) -> dict[str, dict[str, int]]: ...
+        def _used(self, name: str) -> dict[str, int]: ...
         def _bounded(
             self, views: list[rules.NodeView], asks: Any, taken: Any
         ) -> list[rules.NodeView]: ...
@@ -157,8 +159,11 @@ class Removals:
                 name: tuple(sorted(gpus - self._nodes[name].unhealthy))
                 for name, gpus in hold.gpus.items()
             }
+            # README "Node resources": a request asking resources counts what victims free.
+            counted = kind == "preempt" and getattr(request, "resources_per_pod", None)
+            given = self._freed_resources(hold) if counted else {}
             found.append(
-                preemption.Candidate(hid, hold.priority, hold.since, hold.gpu_count(), freed)
+                preemption.Candidate(hid, hold.priority, hold.since, hold.gpu_count(), freed, given)
             )
         return found
 
@@ -194,7 +199,8 @@ class Removals:
             found = preemption.find_roles(self._views(), self.levels, unit, found_candidates, most)
         else:
             gang = self._gang(request)
-            found = preemption.find(self._views(), self.levels, gang, found_candidates, most)
+            views = self._views(self._asks(request))
+            found = preemption.find(views, self.levels, gang, found_candidates, most)
         if found is None:
             return None
         choice, placement = found
@@ -233,6 +239,35 @@ class Removals:
         if duplicate:
             raise texts.one_gpu_two_pods("the plan")
         return held
+
+    def _check_target_resources(
+        self, request: Request, placement: Placement, victims: Iterable[str]
+    ) -> None:
+        """Each node's free resources, once the victims end, hold the plan's pods there."""
+        asks = self._asks(request)
+        if not asks:
+            return
+        asked: dict[str, dict[str, int]] = {}
+        for pod in placement.pods:
+            on_node = asked.setdefault(pod.node, {})
+            for name, quantity in asks.items():
+                on_node[name] = on_node.get(name, 0) + quantity
+        given: dict[str, dict[str, int]] = {}
+        for hid in victims:
+            for node, amounts in self._freed_resources(self._holds[hid]).items():
+                on_node = given.setdefault(node, {})
+                for name, quantity in amounts.items():
+                    on_node[name] = on_node.get(name, 0) + quantity
+        for node, want in sorted(asked.items()):  # by name, as the engine reports
+            capacity, used = self._nodes[node].resources, self._used(node)
+            back = given.get(node, {})
+            free = {
+                r: max(0, q - max(0, used.get(r, 0) - back.get(r, 0)))
+                for r, q in sorted(capacity.items())
+            }
+            if any(quantity > free.get(name, 0) for name, quantity in want.items()):
+                shown = {r: q for r, q in free.items() if q}
+                raise texts.plan_resources_short(node, shown, dict(sorted(want.items())))
 
     def _check_cap_after(self, owner: str | None, gpus: int, released: int) -> None:
         cap = self.max_held_gpus_per_owner
@@ -274,7 +309,7 @@ class Removals:
         hold = _Hold(
             False,
             now + ttl,
-            {n: set(g) for n, g in held.items()},
+            {n: set(g) for n, g in held.items() if g},  # pods without GPUs hold none
             placement,
             owner,
             *terms,
@@ -282,6 +317,9 @@ class Removals:
             single,
             unit,
         )
+        asks = self._asks(single) if single is not None else {}
+        if asks:  # README "Node resources": the new hold uses what its pods ask
+            hold.asks, hold.res_nodes = (asks,), {pod.node for pod in placement.pods}
         self._holds[hid] = hold
         return hold.reservation(hid)
 
@@ -298,6 +336,8 @@ class Removals:
             ),
         )
         held = self._check_target(plan.placement, freed)
+        if not is_roles(request):
+            self._check_target_resources(request, plan.placement, plan.victims)
         self._check_cap_after(owner, sum(len(g) for g in held.values()), returned.get(owner, 0))
         for victim in plan.victims:
             self._end(victim, "preempted")
@@ -448,13 +488,16 @@ def _refuse_unsupported_roles(request: RolesRequest, call: str) -> None:
 
 
 def _refuse_unsupported_shapes(request: AnyRequest, call: str) -> None:
-    """Preemption and defragmentation plan for single gangs of pods (no slices, no NUMA)."""
+    """Preemption and defragmentation plan for single gangs of pods (no slices, no NUMA).
+
+    Preemption counts resources besides GPUs; defragmentation does not yet.
+    """
     if is_roles(request):
         raise InvalidRequest(
             f"{call} plans for single gangs; a MultiGangRequest is placed by place_gang, "
             'reserve, the batches and plan_preemption (README "Multi-role gangs")'
         )
-    if getattr(request, "resources_per_pod", None):
+    if getattr(request, "resources_per_pod", None) and call != "plan_preemption":
         raise InvalidRequest(f"{call} does not count resources besides GPUs yet")
     if getattr(request, "gpu_milli", None) is not None:
         raise InvalidRequest(f"{call} does not plan fractions of a GPU")

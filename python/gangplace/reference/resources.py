@@ -192,8 +192,31 @@ class Resources:
             copies = taken.get(view.name, 0)
             free = {r: q - copies * asks.get(r, 0) for r, q in free.items()}
             pods, bound = pods_fitting(free, asks)
-            bounded.append(replace(view, resource_pods=pods, bound_by=bound))
+            used, capacity = self._used(view.name), self._nodes[view.name].resources
+            over = {r: used.get(r, 0) - q for r, q in capacity.items() if used.get(r, 0) > q}
+            bounded.append(
+                replace(
+                    view,
+                    resource_pods=pods,
+                    bound_by=bound,
+                    resources=free,
+                    overused=over,
+                    asks=dict(asks),
+                )
+            )
         return bounded
+
+    def _freed_resources(self, hold: _Hold) -> dict[str, dict[str, int]]:
+        """What ``hold``'s live pods use of each node's resources, by node.
+
+        What its end gives back (README "Node resources").
+        """
+        freed: dict[str, dict[str, int]] = {}
+        for node, asks in self._pod_asks(hold):
+            on_node = freed.setdefault(node, {})
+            for name, quantity in asks.items():
+                on_node[name] = on_node.get(name, 0) + quantity
+        return freed
 
     def _adopted_asks(
         self, resources: Any, taken: list[tuple[str, tuple[int, ...]]]

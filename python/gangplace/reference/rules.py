@@ -58,9 +58,14 @@ class NodeView:
     # GPUs), and ``(gpu, room)`` of every GPU a share may use (free, or shared and healthy).
     milli: int | None = None
     room: tuple[tuple[int, int], ...] = ()
-    # README "Multi-role gangs" with resources: the node's free resources by name, which
-    # each group's count reads less what the earlier groups took (empty: not asked).
+    # README "Node resources", for a request asking some: the node's free resources by name,
+    # what its use passes its capacity by (a capacity that shrank under running pods: freed
+    # amounts pay that back first), and what each pod of the request asks. Multi-role
+    # groups read ``resources`` less what the earlier groups took; preemption adds back what
+    # its victims free (empty: not asked).
     resources: Mapping[str, int] = field(default_factory=dict)
+    overused: Mapping[str, int] = field(default_factory=dict)
+    asks: Mapping[str, int] = field(default_factory=dict)
 
     def pods(self, gpus_per_pod: int) -> int:
         """Rule 1: pods of ``gpus_per_pod`` GPUs the node holds.

@@ -137,13 +137,23 @@ def adopt_short(node: str, free: int, count: int) -> Conflict:
     return Conflict(f"node {quoted(node)} has {free} free healthy GPUs for a pod of {count}")
 
 
+def _listed(named: Mapping[str, int]) -> str:
+    """``{cpu=..., memory=...}``: quantities by name, zeros left out."""
+    parts = [f"{name}={quantity}" for name, quantity in sorted(named.items()) if quantity]
+    return "{" + ", ".join(parts) + "}"
+
+
+def plan_resources_short(node: str, free: Mapping[str, int], asked: Mapping[str, int]) -> Conflict:
+    """``preempt`` of a plan whose pods ask more of a node's resources than the victims free."""
+    return Conflict(
+        f"the plan is stale: node {quoted(node)} would have {_listed(free)} free besides GPUs; "
+        f"its pods ask {_listed(asked)}"
+    )
+
+
 def adopt_resources_short(node: str, free: Mapping[str, int], asked: Mapping[str, int]) -> Conflict:
     """``adopt`` of pods asking more of a node's resources than it has free."""
-
-    def listed(named: Mapping[str, int]) -> str:
-        parts = [f"{name}={quantity}" for name, quantity in sorted(named.items()) if quantity]
-        return "{" + ", ".join(parts) + "}"
-
+    listed = _listed
     return Conflict(
         f"node {quoted(node)} has {listed(free)} free besides GPUs; the pods adopted there ask "
         f"{listed(asked)}"

@@ -315,10 +315,12 @@ def _make_room(
     """Preemption, then defragmentation, for the blocked head; ``None`` if neither helps."""
     request = head.request
     shaped = bool(request.slices or request.numa != "none" or request.spares)
-    shaped = shaped or bool(request.resources_per_pod)  # plans count GPUs only
-    shaped = shaped or request.gpu_milli is not None  # and whole GPUs, not shares
+    shaped = shaped or request.gpu_milli is not None  # plans count whole GPUs, not shares
     if not (scheduler.preemption or scheduler.defrag) or shaped:
-        return None  # slice, numa='single', spared, resource and fractional gangs never do
+        return None  # slice, numa='single', spared and fractional gangs never do
+    # Preemption counts resources besides GPUs; defragmentation does not (README "Node
+    # resources"): a gang asking some only preempts.
+    may_defrag = scheduler.defrag and not request.resources_per_pod
     cluster = scheduler.cluster
     request = scheduler._within_quota(head)
     if scheduler.preemption:
@@ -330,7 +332,7 @@ def _make_room(
             evicted = scheduler._evicted(plan.victims, now, for_job=head.job_id)
             allocation = cluster.commit(reservation, owner=head.owner)
             return scheduler._started(head, allocation, now, False, tuple(evicted)), evicted, []
-    if scheduler.defrag:
+    if may_defrag:
         brakes = scheduler._brakes
         defrag = brakes.plan_defrag(cluster, request, now, scheduler._victim_of)
         if defrag is not None and (defrag.moves or defrag.evictions):

@@ -354,13 +354,18 @@ impl Engine {
         request: &GangRequest,
         search: impl FnOnce(&dyn SearchOps) -> R,
     ) -> CoreResult<R> {
-        search_over(
-            &self.topology,
-            &self.states,
-            &self.capacity,
-            request,
-            search,
-        )
+        let state = (&self.topology, &self.states, &self.capacity);
+        search_over(state, request, false, search)
+    }
+
+    /// [`Engine::with_search`] for a removal set: resources asked always counted.
+    pub(crate) fn with_removal_search<R>(
+        &self,
+        request: &GangRequest,
+        search: impl FnOnce(&dyn SearchOps) -> R,
+    ) -> CoreResult<R> {
+        let state = (&self.topology, &self.states, &self.capacity);
+        search_over(state, request, true, search)
     }
 
     /// A what-if copy of the GPU state and its derived views, over the same topology.
@@ -556,6 +561,11 @@ impl Scratch<'_> {
         request: &GangRequest,
         search: impl FnOnce(&dyn SearchOps) -> R,
     ) -> CoreResult<R> {
-        search_over(self.topology, &self.states, &self.capacity, request, search)
+        search_over(
+            (self.topology, &self.states, &self.capacity),
+            request,
+            false,
+            search,
+        )
     }
 }

@@ -2,11 +2,15 @@
 //! the preemption, defragmentation, repair and multi-role operations and `explain` share. The
 //! sets themselves are chosen by [`crate::search::removal`].
 
+use std::collections::BTreeMap;
+
 use super::Engine;
-use crate::ids::HoldId;
+use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Hold, HoldState};
 use crate::model::RemovalLimits;
+use crate::resources::Amounts;
 use crate::search::removal::Candidates;
+use crate::shares::split;
 
 /// Which allocations may be removed, and for what.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +29,20 @@ impl Engine {
         limits: &RemovalLimits,
         purpose: Purpose,
         now: f64,
+    ) -> Candidates {
+        self.counted_candidates(priority, limits, purpose, now, false)
+    }
+
+    /// [`Engine::candidates`], with what each frees of the nodes' resources besides GPUs
+    /// when `resources` (a request asking some, README "Node resources"): an entry for every
+    /// node where it holds GPUs or resources.
+    pub(crate) fn counted_candidates(
+        &self,
+        priority: i32,
+        limits: &RemovalLimits,
+        purpose: Purpose,
+        now: f64,
+        resources: bool,
     ) -> Candidates {
         let mut candidates = Candidates::default();
         let only = limits
@@ -74,9 +92,28 @@ impl Engine {
                 .gpus_by_node
                 .iter()
                 .map(|&(node, gpus)| (node, gpus & !states.unhealthy(node)));
-            candidates.push(id, hold.terms.priority, hold.since, hold.gpu_count(), freed);
+            let terms = (hold.terms.priority, hold.since, hold.gpu_count());
+            match resources {
+                false => candidates.push(id, terms.0, terms.1, terms.2, freed),
+                true => candidates.push_with_resources(id, terms, self.freed_with_resources(hold)),
+            }
         }
         candidates.sort_by_id();
         candidates
+    }
+
+    /// Per node where `hold` holds GPUs or resources, by node: its healthy GPUs there and its
+    /// resources there (shares of GPUs aside: fractional holds are never candidates).
+    fn freed_with_resources(&self, hold: &Hold) -> impl Iterator<Item = (NodeId, GpuSet, Amounts)> {
+        let mut by_node: BTreeMap<NodeId, (GpuSet, Amounts)> = BTreeMap::new();
+        for &(node, gpus) in hold.gpus_by_node.iter() {
+            by_node.entry(node).or_default().0 = gpus & !self.states.unhealthy(node);
+        }
+        for (node, amounts) in &hold.resources_by_node {
+            by_node.entry(*node).or_default().1 = split(amounts).0;
+        }
+        by_node
+            .into_iter()
+            .map(|(node, (gpus, amounts))| (node, gpus, amounts))
     }
 }

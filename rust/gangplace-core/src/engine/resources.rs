@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::Engine;
 use crate::capacity::ResourceFit;
-use crate::error::{CoreResult, invalid};
+use crate::error::{CoreResult, invalid, texts};
 use crate::ids::{HoldId, NodeId};
 use crate::ledger::Hold;
 use crate::model::{GangRequest, Placement};
@@ -136,6 +136,52 @@ impl Engine {
         holders.sort_unstable();
         holders.dedup();
         holders
+    }
+
+    /// Refuses a preemption plan whose pods' resources no longer fit: on each node, what the
+    /// gang's pods there ask must be within what is free once the `victims` end (`Conflict`:
+    /// the plan is stale; README "Node resources").
+    pub(crate) fn check_target_resources(
+        &self,
+        request: &GangRequest,
+        placement: &Placement,
+        victims: &[HoldId],
+    ) -> CoreResult<()> {
+        let per_pod = self.request_resources(Some(request));
+        let asked = self.resources_by_node(placement, &per_pod, &[], &|_| true);
+        if asked.is_empty() {
+            return Ok(());
+        }
+        let mut freed: BTreeMap<NodeId, Amounts> = BTreeMap::new();
+        for hold in victims.iter().filter_map(|&id| self.ledger.live(id)) {
+            for (node, amounts) in &hold.resources_by_node {
+                let sum = freed.entry(*node).or_default();
+                *sum = sum.plus(&split(amounts).0);
+            }
+        }
+        let names = self.topology.resources().names();
+        let mut asked = asked;
+        asked.sort_by(|a, b| {
+            self.topology
+                .node(a.0)
+                .name
+                .cmp(&self.topology.node(b.0).name)
+        });
+        for (node, asks) in asked {
+            let capacity = self.topology.resources().capacity(node);
+            let used = self.states.resource_use().used(node);
+            let used = used.minus(freed.get(&node).unwrap_or(&Amounts::none()));
+            let free = capacity.minus(&used);
+            if !asks.within(&free) {
+                let name = &self.topology.node(node).name;
+                return Err(texts::plan_resources_short(
+                    name,
+                    &names.named(&free),
+                    &names.named(&asks),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Refuses `doing` for a request that asks resources besides GPUs: that operation does

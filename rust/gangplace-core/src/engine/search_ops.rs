@@ -15,12 +15,13 @@ use crate::shapes::Layers;
 use crate::state::NodeStates;
 use crate::topology::Topology;
 
-/// Runs `search` over the view `request` calls for on this state.
+/// Runs `search` over the view `request` calls for on this state. With `removal` (a removal
+/// set is searched), a request asking resources always counts them: freeing GPUs may make
+/// them bind where they bind nowhere now.
 pub(super) fn search_over<R>(
-    topology: &Topology,
-    states: &NodeStates,
-    capacity: &Capacity,
+    (topology, states, capacity): (&Topology, &NodeStates, &Capacity),
     request: &GangRequest,
+    removal: bool,
     search: impl FnOnce(&dyn SearchOps) -> R,
 ) -> CoreResult<R> {
     let size = request.whole_gpus(); // 0 for fractions: their shares count them
@@ -36,6 +37,7 @@ pub(super) fn search_over<R>(
                 index.level(topology.node_depth()).most_free()
             });
         size == 0
+            || removal
             || !states
                 .resource_use()
                 .never_binds(&need, most_free / u64::from(size))

@@ -87,6 +87,20 @@ pub(crate) fn share_room(gpu: u32, node: &str, free: u64, asked: u64) -> CoreErr
     ))
 }
 
+/// `Conflict`: a preemption plan's pods ask more of a node's resources than it would have
+/// free once the victims end.
+pub(crate) fn plan_resources_short(
+    node: &str,
+    free: &[(String, u64)],
+    asked: &[(String, u64)],
+) -> CoreError {
+    CoreError::Conflict(format!(
+        "the plan is stale: node {node:?} would have {} free besides GPUs; its pods ask {}",
+        named_amounts(free),
+        named_amounts(asked)
+    ))
+}
+
 /// `Conflict`: a preemption plan's victim ended or its priority changed.
 pub(crate) fn victim_changed(victim: impl Display) -> CoreError {
     CoreError::Conflict(format!(
@@ -152,15 +166,17 @@ pub(crate) fn adopt_resources_short(
     free: &[(String, u64)],
     asked: &[(String, u64)],
 ) -> CoreError {
-    let list = |named: &[(String, u64)]| {
-        let parts: Vec<String> = named.iter().map(|(n, q)| format!("{n}={q}")).collect();
-        format!("{{{}}}", parts.join(", "))
-    };
     CoreError::Conflict(format!(
         "node {node:?} has {} free besides GPUs; the pods adopted there ask {}",
-        list(free),
-        list(asked)
+        named_amounts(free),
+        named_amounts(asked)
     ))
+}
+
+/// `{cpu=..., memory=...}`: quantities by name, as the texts show them.
+fn named_amounts(named: &[(String, u64)]) -> String {
+    let parts: Vec<String> = named.iter().map(|(n, q)| format!("{n}={q}")).collect();
+    format!("{{{}}}", parts.join(", "))
 }
 
 /// `Conflict`: `adopt` names a GPU that is unhealthy or held.

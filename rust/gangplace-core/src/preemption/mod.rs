@@ -52,8 +52,12 @@ impl Engine {
             return Ok(Some(self.plan_without_victims(request, &plan)));
         }
         let priority = request.terms.priority;
-        let candidates = self.candidates(priority, limits, Purpose::Preemption, now);
-        let found = self.with_search(request, |search| {
+        // A request asking resources besides GPUs counts what the victims give back of them
+        // too (README "Node resources").
+        let resources = !request.resources.is_empty();
+        let candidates =
+            self.counted_candidates(priority, limits, Purpose::Preemption, now, resources);
+        let found = self.with_removal_search(request, |search| {
             search.removal(&demand, &candidates, limits.max_members)
         })??;
         let Some(found) = found else {
@@ -134,6 +138,9 @@ impl Engine {
             hold.terms.preemptible && (plan.chosen_victims || hold.terms.priority < terms.priority)
         })?;
         let held = self.check_target(&plan.placement, &freed)?;
+        if let AnyRequest::Gang(request) = &plan.request {
+            self.check_target_resources(request, &plan.placement, &plan.victims)?;
+        }
         let own = returned.get(&owner.map(Arc::from)).copied().unwrap_or(0);
         self.check_cap_after(owner, held_gpus(&held), own)?;
         let (request, roles) = match &plan.request {
@@ -197,9 +204,13 @@ impl Engine {
 
 /// Preemption and defragmentation count pods, not slices or pods per NUMA group: a slice or
 /// `numa="single"` gang, or one with spares, is refused with `InvalidRequest` (README
-/// "Slices", "Inside a node", "Spares") rather than given a plan that breaks its shape.
+/// "Slices", "Inside a node", "Spares") rather than given a plan that breaks its shape; so is
+/// a fraction of a GPU, and for defragmentation a gang asking resources besides GPUs
+/// (README "Node resources": preemption counts them).
 pub(crate) fn refuse_unsupported_shapes(request: &GangRequest, call: &str) -> CoreResult<()> {
-    Engine::refuse_resources(request, call)?;
+    if call != "plan_preemption" {
+        Engine::refuse_resources(request, call)?;
+    }
     request.refuse_fraction(call)?;
     if !request.slices.is_empty() {
         return Err(crate::error::invalid(format!(

@@ -137,6 +137,11 @@ impl<'a, V: CapacityView> Search<'a, V> {
         Self { fit, ..self }
     }
 
+    /// How it counts resources besides GPUs (`None`: GPUs only).
+    pub fn fit(&self) -> Option<ResourceFit<'a>> {
+        self.fit
+    }
+
     /// The same search for fractional pods (`None`: whole GPUs); `gpus_per_pod` must be 0.
     pub fn with_shares(self, share: Option<ShareFit<'a>>) -> Self {
         Self { share, ..self }

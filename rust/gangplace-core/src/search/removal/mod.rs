@@ -15,7 +15,7 @@
 mod planner;
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 pub use planner::Planner;
 
@@ -23,6 +23,7 @@ use crate::capacity::{CapacityView, Overlay};
 use crate::config::Policy;
 use crate::error::CoreResult;
 use crate::ids::{GpuSet, HoldId, NodeId};
+use crate::resources::Amounts;
 use crate::search::{Demand, Item, Plan, Search};
 
 /// An allocation that may be removed, as the planner sees it.
@@ -42,11 +43,14 @@ pub struct Candidate {
 }
 
 /// The candidates of one plan, sorted by id, and their freed GPUs in one buffer (one
-/// allocation for all of them, not one each).
+/// allocation for all of them, not one each); for a request asking resources besides GPUs,
+/// also what each entry frees of them (README "Node resources"), entry by entry.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Candidates {
     list: Vec<Candidate>,
     gpus: Vec<(NodeId, GpuSet)>,
+    /// Empty, or one per entry of `gpus`: the resources that entry's node gets back.
+    amounts: Vec<Amounts>,
 }
 
 impl Candidates {
@@ -61,13 +65,32 @@ impl Candidates {
     ) {
         let start = self.gpus.len();
         self.gpus.extend(freed);
-        let freed = start..self.gpus.len();
+        self.listed(id, (priority, since, held), start);
+    }
+
+    /// Adds a candidate whose removal frees `freed` (per node: healthy GPUs, resources).
+    pub fn push_with_resources(
+        &mut self,
+        id: HoldId,
+        terms: (i32, f64, u64),
+        freed: impl Iterator<Item = (NodeId, GpuSet, Amounts)>,
+    ) {
+        let start = self.gpus.len();
+        for (node, gpus, amounts) in freed {
+            self.gpus.push((node, gpus));
+            self.amounts.push(amounts);
+        }
+        self.listed(id, terms, start);
+    }
+
+    /// Lists a candidate whose entries start at `start` and end at the last one pushed.
+    fn listed(&mut self, id: HoldId, (priority, since, held): (i32, f64, u64), start: usize) {
         self.list.push(Candidate {
             id,
             priority,
             since,
             held,
-            freed,
+            freed: start..self.gpus.len(),
         });
     }
 
@@ -109,6 +132,31 @@ impl Candidates {
     /// The GPUs candidate `index`'s removal frees, per node.
     pub fn freed(&self, index: usize) -> &[(NodeId, GpuSet)] {
         &self.gpus[self.list[index].freed.clone()]
+    }
+
+    /// Where candidate `index`'s entries are (positions for [`Candidates::amounts_at`]).
+    pub fn entries(&self, index: usize) -> std::ops::Range<usize> {
+        self.list[index].freed.clone()
+    }
+
+    /// The resources entry `at` gives back (`None` when resources are not counted).
+    pub fn amounts_at(&self, at: usize) -> Option<&Amounts> {
+        self.amounts.get(at)
+    }
+
+    /// The resources the `members`' removal gives back, per node, sorted by node (empty when
+    /// resources are not counted).
+    pub fn freed_amounts(&self, members: &[usize]) -> Vec<(NodeId, Amounts)> {
+        let mut by_node: BTreeMap<NodeId, Amounts> = BTreeMap::new();
+        for &member in members {
+            for at in self.entries(member) {
+                if let Some(amounts) = self.amounts_at(at) {
+                    let sum = by_node.entry(self.gpus[at].0).or_default();
+                    *sum = sum.plus(amounts);
+                }
+            }
+        }
+        by_node.into_iter().collect()
     }
 }
 
@@ -259,9 +307,13 @@ pub fn place_after_removal<V: CapacityView>(
         }
     }
     let gpus_per_pod = search.gpus_per_pod();
+    // Their resources too, for a request that asks some (README "Node resources").
+    let freed = candidates.freed_amounts(members);
+    let fit = search.fit().map(|fit| fit.with_freed(&freed));
     Search::new(search.topology(), &overlay, gpus_per_pod)
         .with_shape(search.layers(), search.split())
         .with_numa(search.numa())
+        .with_resources(fit)
         .plan_in(depth, item, pods)
 }
 

@@ -3,21 +3,26 @@
 //! The candidates' GPU sets on usable nodes are kept in path order of the nodes, so the
 //! entries of any one domain, at any depth, are consecutive (a [`Span`]), and the spans of a
 //! depth come in path order. Choosing in one domain reuses one set of buffers ([`Scratch`]),
-//! so trying every touched domain of a level allocates nothing per domain.
+//! so trying every touched domain of a level allocates nothing per domain. For a request
+//! asking resources besides GPUs, a node's pods also count what the removals give back of
+//! them (README "Node resources"), through the search's [`ResourceFit`].
 
 use std::cmp::Ordering;
 
 use super::{Candidates, Choice, removal_order};
-use crate::capacity::CapacityView;
+use crate::capacity::{CapacityView, ResourceFit};
 use crate::ids::{GpuSet, NodeId};
+use crate::resources::Amounts;
 use crate::search::{Item, Search};
 
-/// One candidate's GPUs on one usable node of a domain; `slot` numbers the domain's nodes.
+/// One candidate's GPUs on one usable node of a domain; `slot` numbers the domain's nodes;
+/// `at` is the entry's position in the candidates (its resources).
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     candidate: usize,
     slot: usize,
     freed: u32,
+    at: usize,
 }
 
 /// A candidate GPU set on a usable node, as the planner keeps it (in path order).
@@ -26,6 +31,7 @@ struct Held {
     node: NodeId,
     candidate: usize,
     freed: u32,
+    at: usize,
 }
 
 /// The entries of one domain at one depth: a span of the planner's entries in path order.
@@ -46,39 +52,85 @@ struct Touching {
     end: usize,
 }
 
+/// Per node slot of a domain: the node, its free GPUs now, and what removals give back
+/// (GPUs; resources when the request asks some).
+#[derive(Debug, Default)]
+struct Slots {
+    nodes: Vec<NodeId>,
+    node_free: Vec<u32>,
+    extra: Vec<u32>,
+    extra_amounts: Vec<Amounts>,
+}
+
 /// The buffers of one domain's choice, reused from one domain to the next.
 #[derive(Debug, Default)]
 struct Scratch {
     entries: Vec<Entry>,
-    /// Per node slot of the domain: its free GPUs now, and the GPUs removals add to them.
-    node_free: Vec<u32>,
-    extra: Vec<u32>,
+    slots: Slots,
     touching: Vec<Touching>,
     removed: Vec<Touching>,
     /// The choice's members, in removal order.
     members: Vec<usize>,
 }
 
+/// Pods of `gpus_per_pod` GPUs node `node` holds with `gpus` free GPUs and, for a request
+/// asking resources (`fit`), `extra` of them given back: as the search counts a node.
+fn node_pods(
+    (gpus_per_pod, fit): (u32, Option<&ResourceFit<'_>>),
+    node: NodeId,
+    gpus: u32,
+    extra: Option<&Amounts>,
+) -> u64 {
+    let by_gpus = match gpus_per_pod {
+        0 => u64::MAX, // pods without GPUs: their resources count them
+        size => u64::from(gpus / size),
+    };
+    match fit {
+        Some(fit) if by_gpus > 0 => {
+            static NONE: Amounts = Amounts::none();
+            by_gpus.min(fit.pods_with_extra(node, extra.unwrap_or(&NONE)))
+        }
+        _ => by_gpus,
+    }
+}
+
 /// A domain's running capacity (pods) and free GPUs while its candidates are removed and
-/// restored, over a scratch's `node_free` and `extra`.
+/// restored, over a scratch's slots.
 #[derive(Debug)]
-struct Tally {
+struct Tally<'f> {
     gpus_per_pod: u32,
+    fit: Option<ResourceFit<'f>>,
     capacity: u64,
     free: u64,
 }
 
-impl Tally {
-    /// Frees (`free`) or holds again one entry's GPUs.
-    fn apply(&mut self, node_free: &[u32], extra: &mut [u32], entry: Entry, free: bool) {
-        let pods_on = |extra: u32| u64::from((node_free[entry.slot] + extra) / self.gpus_per_pod);
-        let before = extra[entry.slot];
-        let after = match free {
-            true => before + entry.freed,
-            false => before - entry.freed,
+impl Tally<'_> {
+    fn pods_on(&self, slots: &Slots, slot: usize) -> u64 {
+        let gpus = slots.node_free[slot] + slots.extra[slot];
+        let extra = slots.extra_amounts.get(slot);
+        node_pods(
+            (self.gpus_per_pod, self.fit.as_ref()),
+            slots.nodes[slot],
+            gpus,
+            extra,
+        )
+    }
+
+    /// Frees (`free`) or holds again one entry's GPUs (and resources, `amounts`).
+    fn apply(&mut self, slots: &mut Slots, entry: Entry, amounts: Option<&Amounts>, free: bool) {
+        let slot = entry.slot;
+        let before = self.pods_on(slots, slot);
+        slots.extra[slot] = match free {
+            true => slots.extra[slot] + entry.freed,
+            false => slots.extra[slot] - entry.freed,
         };
-        extra[entry.slot] = after;
-        self.capacity = self.capacity + pods_on(after) - pods_on(before);
+        if let (Some(amounts), Some(extra)) = (amounts, slots.extra_amounts.get_mut(slot)) {
+            *extra = match free {
+                true => extra.plus(amounts),
+                false => extra.minus(amounts),
+            };
+        }
+        self.capacity = self.capacity + self.pods_on(slots, slot) - before;
         let freed = u64::from(entry.freed);
         self.free = match free {
             true => self.free + freed,
@@ -189,13 +241,15 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
         let view = search.view();
         let mut helds: Vec<Held> = Vec::new();
         for candidate in 0..candidates.len() {
-            for &(node, gpus) in candidates.freed(candidate) {
+            let entries = candidates.entries(candidate);
+            for (at, &(node, gpus)) in entries.zip(candidates.freed(candidate)) {
                 if view.node_free(node).is_some() {
                     let freed = gpus.count();
                     helds.push(Held {
                         node,
                         candidate,
                         freed,
+                        at,
                     });
                 }
             }
@@ -255,19 +309,25 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
 
     /// Pods the span's item would hold with every candidate touching it removed.
     fn capacity_with_all_removed(&self, span: &Span) -> u64 {
-        let size = self.gpus_per_pod;
+        let fit = self.search.fit();
+        let counting = (self.gpus_per_pod, fit.as_ref());
         let mut capacity = self.search.capacity(span.item);
         let entries = &self.ordered[span.start..span.end];
         let mut index = 0;
         while index < entries.len() {
             let node = entries[index].node;
             let mut freed = 0u32;
+            let mut amounts: Option<Amounts> = None;
             while index < entries.len() && entries[index].node == node {
                 freed += entries[index].freed;
+                if let Some(more) = self.candidates.amounts_at(entries[index].at) {
+                    amounts = Some(amounts.unwrap_or_default().plus(more));
+                }
                 index += 1;
             }
             let free = self.node_free(node);
-            capacity += u64::from((free + freed) / size) - u64::from(free / size);
+            let before = node_pods(counting, node, free, None);
+            capacity += node_pods(counting, node, free + freed, amounts.as_ref()) - before;
         }
         capacity
     }
@@ -396,25 +456,37 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
     }
 
     /// Fills the scratch with the span's entries (nodes numbered) and tallies its item.
-    fn tally(&self, span: &Span, scratch: &mut Scratch) -> Tally {
+    fn tally(&self, span: &Span, scratch: &mut Scratch) -> Tally<'a> {
         scratch.entries.clear();
-        scratch.node_free.clear();
+        let slots = &mut scratch.slots;
+        slots.nodes.clear();
+        slots.node_free.clear();
         let mut last_node = None;
         for held in &self.ordered[span.start..span.end] {
             if last_node != Some(held.node) {
                 last_node = Some(held.node);
-                scratch.node_free.push(self.node_free(held.node));
+                slots.nodes.push(held.node);
+                slots.node_free.push(self.node_free(held.node));
             }
             scratch.entries.push(Entry {
                 candidate: held.candidate,
-                slot: scratch.node_free.len() - 1,
+                slot: slots.node_free.len() - 1,
                 freed: held.freed,
+                at: held.at,
             });
         }
-        scratch.extra.clear();
-        scratch.extra.resize(scratch.node_free.len(), 0);
+        slots.extra.clear();
+        slots.extra.resize(slots.node_free.len(), 0);
+        slots.extra_amounts.clear();
+        let fit = self.search.fit();
+        if fit.is_some() {
+            slots
+                .extra_amounts
+                .resize(slots.node_free.len(), Amounts::none());
+        }
         Tally {
             gpus_per_pod: self.gpus_per_pod,
+            fit,
             capacity: self.search.capacity(span.item),
             free: self.search.free_gpus(span.item),
         }
@@ -426,12 +498,12 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
         let mut tally = self.tally(span, scratch);
         let Scratch {
             entries,
-            node_free,
-            extra,
+            slots,
             touching,
             removed,
             members,
         } = scratch;
+        let amounts = |entry: &Entry| self.candidates.amounts_at(entry.at);
         entries.sort_unstable_by_key(|entry| entry.candidate);
         touching.clear();
         for (index, entry) in entries.iter().enumerate() {
@@ -454,8 +526,8 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
             if tally.capacity >= pods {
                 break;
             }
-            for &entry in &entries[candidate.start..candidate.end] {
-                tally.apply(node_free, extra, entry, true);
+            for entry in &entries[candidate.start..candidate.end] {
+                tally.apply(slots, *entry, amounts(entry), true);
             }
             removed.push(candidate);
         }
@@ -464,12 +536,12 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
         members.clear();
         for candidate in removed.iter().rev() {
             let own = &entries[candidate.start..candidate.end];
-            for &entry in own {
-                tally.apply(node_free, extra, entry, false);
+            for entry in own {
+                tally.apply(slots, *entry, amounts(entry), false);
             }
             if tally.capacity < pods {
-                for &entry in own {
-                    tally.apply(node_free, extra, entry, true);
+                for entry in own {
+                    tally.apply(slots, *entry, amounts(entry), true);
                 }
                 members.push(candidate.candidate);
             }
@@ -533,7 +605,7 @@ mod tests {
         #[test]
         fn by_rank_is_a_stable_sort_by_rank(ranks in proptest::collection::vec(0u32..20, 0..80)) {
             let helds: Vec<Held> = (ranks.iter().enumerate())
-                .map(|(candidate, &node)| Held { node, candidate, freed: GpuSet::first(1).count() })
+                .map(|(candidate, &node)| Held { node, candidate, freed: GpuSet::first(1).count(), at: candidate })
                 .collect();
             let mut expected = helds.clone();
             expected.sort_by_key(|held| held.node);
