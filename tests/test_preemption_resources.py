@@ -1,5 +1,5 @@
-"""Preemption counts resources besides GPUs (README "Node resources", rules P1-P6; issue 28
-item 1).
+"""Preemption and defragmentation count resources besides GPUs (README "Node resources",
+rules P1-P6, D1-D4; issue 28 item 1).
 
 A gang asking CPUs preempts so that every pod's node has the GPUs *and* the CPUs: victims
 give back both, a node's pods are counted by both. The engine's plans equal the reference's
@@ -7,8 +7,8 @@ on random clusters where jobs ask CPUs (some no GPU at all), and applying them l
 the same state; brute force on tiny clusters checks P3-P4 with resources (the set is
 1-minimal, no victim outranks the gang, the highest victim priority is the smallest any set
 in the domain reaches, a missing plan means removing every candidate cannot fit); a plan
-gone stale on resources raises ``Conflict`` and changes nothing; defragmentation still
-refuses such gangs.
+gone stale on resources raises ``Conflict`` and changes nothing; defragmentation moves
+GPU-only jobs off the node with the CPUs.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from gangplace import (
     Conflict,
     GangplaceError,
     GangRequest,
-    InvalidRequest,
     Scheduler,
     reference,
 )
@@ -104,18 +103,34 @@ def test_a_plan_stale_on_resources_conflicts_and_changes_nothing() -> None:
     assert engine.snapshot() == before
 
 
-def test_defragmentation_still_refuses_gangs_asking_resources() -> None:
-    engine, oracle = twins()
-    for cluster in (engine, oracle):
-        before = cluster.snapshot()
-        with pytest.raises(InvalidRequest, match="does not count resources"):
-            cluster.plan_defrag(request(1, 4, 2, priority=5))
-        assert cluster.snapshot() == before
+@pytest.mark.parametrize("kind", BOTH)
+def test_defragmentation_moves_gpus_to_the_node_with_the_cpus(kind: Any) -> None:
+    """``fat`` has the CPUs but a movable 2-GPU job; ``thin`` has free GPUs but 1 CPU: the
+    gang (4 GPUs, 8 CPUs) needs the job moved off fat, which a GPU-only count would not see
+    (it would place the gang on thin)."""
+    cluster = kind(LEVELS, clock=FakeClock())
+    for name, cpu in (("fat", 16), ("thin", 1)):
+        cluster.add_node(name, gpus=4, topology={"rack": "r0"}, labels={"host": name},
+                         resources={"cpu": cpu})  # fmt: skip
+    cluster._use_sequential_ids(1)
+    mover = cluster.commit(cluster.reserve(GangRequest(1, 2, movable=True)))  # fat: path order
+    gang = request(1, 4, 8, priority=5, required_level="node")
+    assert cluster.place_gang(gang) is None
+    assert cluster.place_gang(GangRequest(1, 4, required_level="node")).domain == ("r0", "thin")
+    plan = cluster.plan_defrag(gang)
+    assert plan.placement.domain == ("r0", "fat")
+    assert [(move.allocation, move.target.domain) for move in plan.moves] == [
+        (mover.id, ("r0", "thin"))
+    ]
+    held, _ = cluster.apply_defrag(plan)
+    assert held.placement == plan.placement
+    assert cluster.node("fat").free_resources == {"cpu": 8}
+    if kind is Cluster:
+        cluster.check_invariants()
 
 
 def test_the_scheduler_preempts_for_a_gang_asking_cpus() -> None:
-    """README "Node resources": the Scheduler's preemption (S8) counts resources; its
-    defragmentation is skipped for such gangs."""
+    """README "Node resources": the Scheduler's preemption (S8) counts resources."""
     clock = FakeClock()
     cluster = Cluster(LEVELS, clock=clock)
     cluster.add_node("a", gpus=4, topology={"rack": "r0"}, resources={"cpu": 8})
@@ -138,6 +153,7 @@ jobs = st.lists(
         st.integers(-2, 2),  # priority
         st.booleans(),  # preemptible
         st.sampled_from([None, "node", "rack"]),
+        st.booleans(),  # movable (defragmentation moves those asking no CPUs)
     ),
     max_size=8,
 )
@@ -153,17 +169,17 @@ gangs = st.tuples(
 def loaded(specs: list[tuple[Any, ...]]) -> tuple[Any, Any]:
     """Both twins loaded with the same jobs; both agree on each outcome."""
     engine, oracle = twins()
-    for pods, gpus, cpu, priority, preemptible, level in specs:
+    for pods, gpus, cpu, priority, preemptible, level, movable in specs:
         if gpus == 0 and cpu == 0:
             cpu = 1  # pods without GPUs ask something
-        job = request(pods, gpus, cpu, priority=priority, preemptible=preemptible)
-        job = GangRequest(
+        job = request(
             pods,
             gpus,
-            required_level=level,
+            cpu,
             priority=priority,
             preemptible=preemptible,
-            resources_per_pod=job.resources_per_pod or None,
+            movable=movable,
+            required_level=level,
         )
         outcomes: list[Any] = []
         for cluster in (engine, oracle):
@@ -204,6 +220,27 @@ def test_plans_with_resources_agree_with_the_reference_and_apply(
     if plan is not None:
         engine.preempt(plan)
         oracle.preempt(oracle.plan_preemption(gang))
+    same_state(engine, oracle)
+
+
+@given(jobs, gangs, st.booleans())
+def test_defrag_plans_with_resources_agree_with_the_reference_and_apply(
+    specs: list[tuple[Any, ...]], gang_spec: tuple[Any, ...], evict: bool
+) -> None:
+    engine, oracle = loaded(specs)
+    gang = gang_of(gang_spec)
+    got = engine.plan_defrag(gang, evict_unplaceable=evict)
+    expected = oracle.plan_defrag(gang, evict_unplaceable=evict)
+    assert (got is None) == (expected is None)
+    if got is None:
+        return
+    assert as_tuple(got.placement) == as_tuple(expected.placement)
+    assert [(m.allocation, as_tuple(m.target)) for m in got.moves] == [
+        (m.allocation, as_tuple(m.target)) for m in expected.moves
+    ]
+    assert got.evictions == expected.evictions
+    engine.apply_defrag(got)
+    oracle.apply_defrag(expected)
     same_state(engine, oracle)
 
 

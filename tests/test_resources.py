@@ -157,8 +157,7 @@ def test_update_node_and_from_arrays_carry_resources() -> None:
 def test_operations_that_do_not_count_resources_refuse_them() -> None:
     cluster = small_cluster()
     asking = GangRequest(1, 8, priority=5, resources_per_pod={"cpu": 1_000})
-    with pytest.raises(InvalidRequest, match="does not count resources"):
-        cluster.plan_defrag(asking)  # preemption counts them: test_preemption_resources.py
+    # Preemption and defragmentation count them: test_preemption_resources.py.
     with pytest.raises(InvalidRequest, match="does not count resources"):
         cluster.place_after(asking, [])
     allocation = cluster.commit(cluster.reserve(GangRequest(1, 1, resources_per_pod={"cpu": 1})))

@@ -555,6 +555,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         downgrade=st.booleans(),
         owner=st.sampled_from(OWNERS),
         unit=st.booleans(),
+        cpu=st.sampled_from((None, None, 1_000)),
     )
     def defrag(
         self,
@@ -563,11 +564,17 @@ class EngineVersusReference(RuleBasedStateMachine):
         downgrade: bool,
         owner: str | None,
         unit: bool,
+        cpu: int | None,
     ) -> None:
-        """Defragmentation for a gang, or (``unit``) a leader colocated with its workers."""
+        """Defragmentation for a gang, or (``unit``) a leader colocated with its workers;
+        sometimes the gang asks CPUs (README "Node resources")."""
         pods, size, priority, level = gang
         request: GangRequest | MultiGangRequest = GangRequest(
-            pods, size, required_level=level, priority=priority
+            pods,
+            size,
+            required_level=level,
+            priority=priority,
+            resources_per_pod={"cpu": cpu} if cpu else None,
         )
         if unit:
             request = MultiGangRequest(

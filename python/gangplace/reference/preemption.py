@@ -439,8 +439,15 @@ def _moves(
     earlier ones took.
     """
     inside = {node.name for node in nodes if node.full_path[: len(choice.path)] == choice.path}
+    # Movers ask no resources (README "Node resources"): the gang's counts do not bound them.
     world = [
-        replace(node, cordoned=node.cordoned or node.name in inside)
+        replace(
+            node,
+            cordoned=node.cordoned or node.name in inside,
+            resource_pods=None,
+            bound_by=None,
+            asks={},
+        )
         for node in with_removed(nodes, choice.members)
     ]
     moves: list[tuple[str, Placement]] = []

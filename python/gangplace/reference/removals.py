@@ -415,7 +415,7 @@ class Removals:
         else:
             gang = self._gang(request)
             found = preemption.defrag_choices(
-                self._views(), self.levels, gang, candidates, movers, *options
+                self._views(self._asks(request)), self.levels, gang, candidates, movers, *options
             )
         if found is None:
             return None
@@ -447,6 +447,8 @@ class Removals:
             freed.setdefault(name, set()).update(gpus)
         for who, count in returned_more.items():
             returned[who] = returned.get(who, 0) + count
+        if not is_roles(request):  # movers ask no resources: the gang's must be free now
+            self._check_target_resources(request, plan.placement, plan.evictions)
         taken: dict[str, set[int]] = {}
         targets = []
         for target in [plan.placement, *(step.target for step in plan.moves)]:
@@ -490,15 +492,13 @@ def _refuse_unsupported_roles(request: RolesRequest, call: str) -> None:
 def _refuse_unsupported_shapes(request: AnyRequest, call: str) -> None:
     """Preemption and defragmentation plan for single gangs of pods (no slices, no NUMA).
 
-    Preemption counts resources besides GPUs; defragmentation does not yet.
+    Both count resources besides GPUs (README "Node resources").
     """
     if is_roles(request):
         raise InvalidRequest(
             f"{call} plans for single gangs; a MultiGangRequest is placed by place_gang, "
             'reserve, the batches and plan_preemption (README "Multi-role gangs")'
         )
-    if getattr(request, "resources_per_pod", None) and call != "plan_preemption":
-        raise InvalidRequest(f"{call} does not count resources besides GPUs yet")
     if getattr(request, "gpu_milli", None) is not None:
         raise InvalidRequest(f"{call} does not plan fractions of a GPU")
     if request.slices:

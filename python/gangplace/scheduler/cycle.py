@@ -318,9 +318,7 @@ def _make_room(
     shaped = shaped or request.gpu_milli is not None  # plans count whole GPUs, not shares
     if not (scheduler.preemption or scheduler.defrag) or shaped:
         return None  # slice, numa='single', spared and fractional gangs never do
-    # Preemption counts resources besides GPUs; defragmentation does not (README "Node
-    # resources"): a gang asking some only preempts.
-    may_defrag = scheduler.defrag and not request.resources_per_pod
+    may_defrag = scheduler.defrag  # both count resources besides GPUs (README "Node resources")
     cluster = scheduler.cluster
     request = scheduler._within_quota(head)
     if scheduler.preemption:

@@ -48,7 +48,7 @@ impl Engine {
         let candidates = self.candidates(priority, limits, Purpose::Defragmentation, now);
         let node_depth = self.topology.node_depth();
         for depth in (demand.coarsest_depth..=node_depth).rev() {
-            let choices = self.with_search(request, |search| {
+            let choices = self.with_removal_search(request, |search| {
                 search.removal_choices(&candidates, depth, demand.pods)
             })?;
             let mut best: Option<(DefragKey, Accepted)> = None;
@@ -149,7 +149,7 @@ impl Engine {
         options: DefragOptions,
     ) -> CoreResult<Option<Accepted>> {
         let members = choice.members.clone();
-        let gang = self.with_search(request, |search| {
+        let gang = self.with_removal_search(request, |search| {
             search.place_after_removal(candidates, &members, depth, choice.item, demand.pods)
         })??;
         let pods: Vec<(NodeId, GpuSet)> = gang.pods.iter().map(|p| (p.node, p.gpus)).collect();
@@ -317,6 +317,10 @@ impl Engine {
             *returned.entry(who).or_default() += gpus;
         }
         let gang = self.check_target(&plan.placement, &freed)?;
+        if let AnyRequest::Gang(request) = &plan.request {
+            // Movers ask no resources: the gang's must be free now (README "Node resources").
+            self.check_target_resources(request, &plan.placement, &plan.evictions)?;
+        }
         let mut taken: HashMap<NodeId, GpuSet> = HashMap::new();
         let mut targets = Vec::with_capacity(plan.moves.len());
         claim(&mut taken, &gang)?;

@@ -205,12 +205,8 @@ impl Engine {
 /// Preemption and defragmentation count pods, not slices or pods per NUMA group: a slice or
 /// `numa="single"` gang, or one with spares, is refused with `InvalidRequest` (README
 /// "Slices", "Inside a node", "Spares") rather than given a plan that breaks its shape; so is
-/// a fraction of a GPU, and for defragmentation a gang asking resources besides GPUs
-/// (README "Node resources": preemption counts them).
+/// a fraction of a GPU. Resources besides GPUs are counted (README "Node resources").
 pub(crate) fn refuse_unsupported_shapes(request: &GangRequest, call: &str) -> CoreResult<()> {
-    if call != "plan_preemption" {
-        Engine::refuse_resources(request, call)?;
-    }
     request.refuse_fraction(call)?;
     if !request.slices.is_empty() {
         return Err(crate::error::invalid(format!(
