@@ -95,3 +95,29 @@ def bench_reserve_avoiding(benchmark: Any, ahead: dict[str, Any], avoiding: bool
     taken = {(pod.node, gpu) for pod in reservation.placement.pods for gpu in pod.gpus}
     assert not taken & {(pod.node, gpu) for pod in avoid for gpu in pod.gpus}
     benchmark.extra_info.update(avoided_gpus=sum(len(pod.gpus) for pod in avoid))
+
+
+@pytest.fixture(scope="module")
+def ahead_with_cpus(ahead: dict[str, Any]) -> Cluster:
+    """The same cluster copied, every node with 96 cores (its holds ask none)."""
+    copy = Cluster.restore(ahead["cluster"].snapshot())
+    for name in copy.nodes():
+        copy.update_node(name, resources={"cpu": 96_000})
+    return copy
+
+
+def bench_place_after_with_cpus(
+    benchmark: Any, ahead: dict[str, Any], ahead_with_cpus: Cluster
+) -> None:
+    """``bench_place_after``'s gang asking 24 cores per pod (README "Node resources": counted
+    node by node on every prefix tried)."""
+    gang: GangRequest = ahead["gang"]
+    asking = GangRequest(
+        gang.pods,
+        gang.gpus_per_pod,
+        required_level=gang.required_level,
+        resources_per_pod={"cpu": 24_000},
+    )
+    found = benchmark(ahead_with_cpus.place_after, asking, ahead["groups"])
+    assert found == ahead["cluster"].place_after(gang, ahead["groups"])  # CPUs never bind
+    benchmark.extra_info.update(groups=len(ahead["groups"]), released=found and found[0])

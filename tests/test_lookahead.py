@@ -1,12 +1,14 @@
 """README "Looking ahead" (L1-L3): ``place_after`` and ``reserve(avoid=...)`` against the
-reference, the minimal prefix by brute force on restored copies, and bad inputs."""
+reference, the minimal prefix by brute force on restored copies, and bad inputs. Every node
+has CPUs and some gangs ask them: a released allocation gives its CPUs back too (README
+"Node resources")."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from helpers import NodeSpec, as_tuple, full_state, twins
+from helpers import FakeClock, NodeSpec, as_tuple, full_state, twins
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -30,19 +32,22 @@ NODES = [
 ]
 
 gangs = st.builds(
-    lambda pods, gpus, level, elastic, zone: GangRequest(
+    lambda pods, gpus, level, elastic, zone, cpu: GangRequest(
         pods,
         gpus,
         required_level=level,
         min_pods=max(1, pods // 2) if elastic else None,
         selector={"zone": "b"} if zone else None,
+        resources_per_pod={"cpu": cpu} if cpu else None,  # README "Node resources"
     ),
     st.integers(1, 6),
     st.sampled_from([1, 2, 4]),
     st.sampled_from([None, "rack", "spine", "node"]),
     st.booleans(),
     st.sampled_from([False, False, True]),
+    st.sampled_from([0, 0, 1, 3]),
 )
+CPUS = 8  # every node's CPUs: gangs asking 3 fit two per node by CPUs
 
 
 @st.composite
@@ -60,6 +65,9 @@ def states(draw: Any) -> dict[str, Any]:
 
 def _build(state: dict[str, Any]) -> tuple[Any, Any, list[list[str]], list[PodPlacement]]:
     engine, oracle = twins(LEVELS, NODES, state["policy"])
+    for node in NODES:
+        engine.update_node(node.name, resources={"cpu": CPUS})
+        oracle.update_node(node.name, resources={"cpu": CPUS})
     ids: list[str] = []
     for request in state["holds"]:
         try:
@@ -230,3 +238,21 @@ def test_a_placement_in_avoid_stands_for_its_pods() -> None:
         assert held.placement.nodes == ("a3",)
     with pytest.raises(TypeError, match="PodPlacement or a Placement"):
         engine.reserve(GangRequest(1, 1), avoid=[("a0", 1)])
+
+
+@pytest.mark.parametrize("kind", [Cluster, gangplace.reference.Cluster])
+def test_a_release_gives_its_cpus_back_too(kind: Any) -> None:
+    """README "Node resources": the node's GPUs are free now but its CPUs are held by a job
+    without GPUs; the gang fits once that job ends (prefix 1), and nothing changed."""
+    cluster = kind(("rack",), clock=FakeClock())
+    cluster.add_node("a", gpus=4, topology={"rack": "r0"}, resources={"cpu": 8})
+    service = cluster.commit(cluster.reserve(GangRequest(1, 0, resources_per_pod={"cpu": 6})))
+    other = cluster.commit(cluster.reserve(GangRequest(1, 1)))
+    gang = GangRequest(1, 2, resources_per_pod={"cpu": 4})
+    before = cluster.snapshot()
+    found = cluster.place_after(gang, [[other], [service, service]])
+    assert found is not None and found[0] == 2
+    assert found[1].pods[0].node == "a"
+    assert cluster.place_after(gang, [[other]]) is None
+    assert cluster.snapshot() == before
+    assert cluster.node("a").free_resources == {"cpu": 2}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gangplace._gangplace import Cluster, GangRequest, PodPlacement
-from gangplace.scheduler.reservations import Shadow, gpus_only
+from gangplace.scheduler.reservations import Shadow, whole_gpus
 
 __all__ = ["ReferenceReservation", "fresh_reservation", "kept_time"]
 
@@ -60,7 +60,7 @@ def fresh_reservation(
                 busy.extend(PodPlacement(pod.node, [gpu]) for gpu in pod.gpus if gpu in free)
         if busy:
             copy.adopt(busy)
-        placement = copy.place_gang(gpus_only(request))  # as place_after: GPUs only
+        placement = copy.place_gang(whole_gpus(request))  # as place_after: whole GPUs
         if placement is not None:
             return Shadow(job_id, times[k - 1] if k else now, placement)
     return Shadow(job_id, math.inf, None)

@@ -42,8 +42,6 @@ class Lookahead:
         avoid: Iterable[Any] = (),
     ) -> tuple[int, Placement] | None:
         """L1: the first prefix of ``releases`` after which the gang fits, and where."""
-        if getattr(request, "resources_per_pod", None):
-            raise InvalidRequest("place_after does not count resources besides GPUs yet")
         if getattr(request, "gpu_milli", None) is not None:
             raise InvalidRequest("place_after does not plan fractions of a GPU")
         groups = [[a if isinstance(a, str) else a.id for a in group] for group in releases]
@@ -89,12 +87,20 @@ class Lookahead:
 
     @contextmanager
     def _looking_ahead(self, ended: list[str], avoided: dict[str, set[int]]) -> Iterator[None]:
-        """The allocations ``ended`` freed and the avoided free GPUs held, for the block."""
+        """The allocations ``ended`` freed and the avoided free GPUs held, for the block.
+
+        An ended allocation is also set aside from the holds, so that the resources besides
+        GPUs its pods use count as free (README "Node resources"); its shares of GPUs stay.
+        """
         freed: list[tuple[_Node, set[int]]] = []
+        aside: dict[str, _Hold] = {}
+        order = list(self._holds)
         for hid in dict.fromkeys(ended):
             hold = self._holds.get(hid)
             if hold is None or not hold.committed:
                 continue
+            if hold.asks:
+                aside[hid] = self._holds.pop(hid)
             for name, gpus in hold.gpus.items():
                 node = self._nodes.get(name)
                 if node is not None:
@@ -114,3 +120,7 @@ class Lookahead:
                 node.reserved -= gpus
             for node, gpus in freed:
                 node.allocated |= gpus
+            if aside:  # back in their places
+                held = {**self._holds, **aside}
+                self._holds.clear()
+                self._holds.update((hid, held[hid]) for hid in order if hid in held)

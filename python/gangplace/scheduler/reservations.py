@@ -175,7 +175,7 @@ def _fresh(
     free = scheduler.cluster.stats().free
     times, groups = _groups(scheduler, now, need - free)
     avoid = walk.every_pod()
-    request = gpus_only(request)
+    request = whole_gpus(request)
     found = scheduler.cluster.place_after(request, groups, avoid=avoid)
     if found is None and sum(len(group) for group in groups) < scheduler._finite_ends():
         times, groups = _groups(scheduler, now, None)
@@ -208,16 +208,16 @@ def copied(request: GangRequest, **changes: Any) -> GangRequest:
     return GangRequest(pods, request.gpus_per_pod, **fields)
 
 
-def gpus_only(request: GangRequest) -> GangRequest:
-    """``request`` without its resources besides GPUs, and with whole GPUs for fractions.
+def whole_gpus(request: GangRequest) -> GangRequest:
+    """``request`` with whole GPUs for fractions.
 
-    ``place_after`` counts neither, so a reservation is where the gang's GPUs will be free
-    (README "Node resources"), a fractional pod's being a whole GPU (README "Fractions of a
-    GPU": a reservation that holds more than the pod uses, never less).
+    ``place_after`` counts resources besides GPUs (README "Node resources") but not shares of
+    a GPU, so a fractional pod's reservation is a whole GPU (README "Fractions of a GPU": a
+    reservation that holds more than the pod uses, never less).
     """
-    if not request.resources_per_pod and request.gpu_milli is None:
+    if request.gpu_milli is None:
         return request
-    return copied(request, resources_per_pod=None, gpu_milli=None)
+    return copied(request, gpu_milli=None)
 
 
 def _groups(

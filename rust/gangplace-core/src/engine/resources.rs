@@ -1,13 +1,13 @@
 //! What the engine adds to holds for node resources (README "Node resources"): the amounts a
-//! hold's pods ask, what it uses per node, the invariant check, and the refusals of the
-//! operations that do not count resources yet.
+//! hold's pods ask, what it uses per node, the invariant check, and the re-check of a plan's
+//! resources.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::Engine;
 use crate::capacity::ResourceFit;
-use crate::error::{CoreResult, invalid, texts};
+use crate::error::{CoreResult, texts};
 use crate::ids::{HoldId, NodeId};
 use crate::ledger::Hold;
 use crate::model::{GangRequest, Placement};
@@ -182,19 +182,6 @@ impl Engine {
             }
         }
         Ok(())
-    }
-
-    /// Refuses `doing` for a request that asks resources besides GPUs: that operation does
-    /// not count them yet (README "Node resources", what counts them).
-    pub(crate) fn refuse_resources(request: &GangRequest, doing: &str) -> CoreResult<()> {
-        match request.resources.is_empty() {
-            true => Ok(()),
-            false => Err(invalid(format!(
-                "{doing} does not count resources besides GPUs yet; this request asks {} \
-                 (README \"Node resources\")",
-                named_list(&request.resources)
-            ))),
-        }
     }
 
     /// Whether every hold's use per node is what its pods ask and every node's use is the
@@ -377,12 +364,4 @@ impl Engine {
 pub(crate) fn holds_on(hold: &Hold, node: NodeId) -> bool {
     (hold.gpus_by_node.iter()).any(|&(on, _)| on == node)
         || (hold.resources_by_node.iter()).any(|&(on, _)| on == node)
-}
-
-/// `cpu=4000, memory=...` for messages.
-pub(crate) fn named_list(named: &[(String, u64)]) -> String {
-    let parts: Vec<String> = (named.iter())
-        .map(|(name, quantity)| format!("{name}={quantity}"))
-        .collect();
-    parts.join(", ")
 }

@@ -5,12 +5,13 @@
 //! passes the head reserves `avoiding` the shadow placement's GPUs.
 //!
 //! Both work on the engine's own state under a temporary overlay: released allocations'
-//! GPUs are cleared from `allocated`, avoided free GPUs are marked `reserved`, and every bit
-//! set or cleared is undone before the call returns (also on errors), so nothing outside the
+//! GPUs are cleared from `allocated` (and the resources besides GPUs their pods use given
+//! back, README "Node resources"), avoided free GPUs are marked `reserved`, and every bit set
+//! or cleared is undone before the call returns (also on errors), so nothing outside the
 //! call ever sees it. The views are updated through the same change lists as any mutation,
 //! so each step costs the nodes it touches, not the cluster.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::engine::Engine;
@@ -18,15 +19,19 @@ use crate::error::{CoreError, CoreResult, invalid};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::HoldState;
 use crate::model::{GangRequest, Placement, PodPlacement, Reservation};
+use crate::resources::Amounts;
 use crate::search::{Demand, Plan};
+use crate::shares::split;
 use crate::state::Changes;
 
-/// One temporary change of one node: GPUs marked reserved, GPUs cleared from allocated.
-#[derive(Debug, Clone, Copy)]
+/// One temporary change of one node: GPUs marked reserved, GPUs cleared from allocated,
+/// resources given back (by the released allocation `hold`).
+#[derive(Debug, Clone)]
 struct Step {
     node: NodeId,
     blocked: GpuSet,
     freed: GpuSet,
+    given: Option<(HoldId, Amounts)>,
 }
 
 /// The temporary changes made so far, undone in reverse order.
@@ -34,6 +39,8 @@ struct Step {
 struct Overlay {
     steps: Vec<Step>,
     avoid: BTreeMap<NodeId, GpuSet>,
+    /// Allocations whose resources are given back (each once, whatever groups name it).
+    released: BTreeSet<HoldId>,
 }
 
 impl Overlay {
@@ -45,6 +52,7 @@ impl Overlay {
         Self {
             steps: Vec::new(),
             avoid: merged,
+            released: BTreeSet::new(),
         }
     }
 
@@ -59,14 +67,46 @@ impl Overlay {
         engine.apply(&changes);
     }
 
-    /// Frees an allocation's GPUs on this overlay; avoided ones among them stay blocked.
-    fn release(&mut self, engine: &mut Engine, held: &[(NodeId, GpuSet)]) {
+    /// Frees the live committed allocations among `ids` on this overlay: their GPUs (avoided
+    /// ones among them stay blocked) and the resources besides GPUs their pods use (shares of
+    /// GPUs aside: a shared GPU's other shares may stay).
+    fn release(&mut self, engine: &mut Engine, ids: &[HoldId]) {
         let mut changes = Changes::new();
-        for &(node, gpus) in held {
-            let state = engine.states.get(node);
-            let avoided = self.avoid.get(&node).copied().unwrap_or_default();
-            let blocked = gpus & avoided & !state.unhealthy;
-            self.push(engine, &mut changes, node, blocked, gpus);
+        for &id in ids {
+            let Some(hold) = (engine.ledger.live(id)).filter(|h| h.state == HoldState::Committed)
+            else {
+                continue;
+            };
+            let held: Vec<(NodeId, GpuSet)> = hold.gpus_by_node.iter().copied().collect();
+            for (node, gpus) in held {
+                let state = engine.states.get(node);
+                let avoided = self.avoid.get(&node).copied().unwrap_or_default();
+                let blocked = gpus & avoided & !state.unhealthy;
+                self.push(engine, &mut changes, node, blocked, gpus);
+            }
+            if !self.released.insert(id) {
+                continue; // named in an earlier group: its resources are back already
+            }
+            let hold = engine
+                .ledger
+                .live(id)
+                .map(|hold| hold.resources_by_node.clone());
+            for (node, amounts) in hold.unwrap_or_default() {
+                let named = split(&amounts).0;
+                if named.is_empty() {
+                    continue;
+                }
+                engine
+                    .states
+                    .use_resources(node, &named, false, &mut changes);
+                let blocked = GpuSet::EMPTY;
+                self.steps.push(Step {
+                    node,
+                    blocked,
+                    freed: blocked,
+                    given: Some((id, named)),
+                });
+            }
         }
         engine.apply(&changes);
     }
@@ -96,6 +136,7 @@ impl Overlay {
             node,
             blocked,
             freed,
+            given: None,
         });
     }
 
@@ -104,6 +145,13 @@ impl Overlay {
         let mut changes = Changes::new();
         while self.steps.len() > keep {
             let Some(step) = self.steps.pop() else { break };
+            if let Some((hold, amounts)) = &step.given {
+                self.released.remove(hold);
+                engine
+                    .states
+                    .use_resources(step.node, amounts, true, &mut changes);
+                continue;
+            }
             engine.states.update(step.node, &mut changes, |state| {
                 state.reserved &= !step.blocked;
                 state.allocated |= step.freed;
@@ -125,7 +173,6 @@ impl Engine {
         avoid: &[PodPlacement],
         now: f64,
     ) -> CoreResult<Option<(usize, Placement)>> {
-        Self::refuse_resources(request, "place_after")?;
         request.refuse_fraction("place_after")?;
         let avoid = self.avoided(avoid)?;
         let placed = request.placed();
@@ -289,8 +336,7 @@ impl Prefix {
         }
         while self.starts.len() < k {
             self.starts.push(overlay.steps.len());
-            let held = engine.released_gpus(&groups[self.starts.len() - 1]);
-            overlay.release(engine, &held);
+            overlay.release(engine, &groups[self.starts.len() - 1]);
         }
     }
 }

@@ -12,6 +12,7 @@
 //! whose restoration keeps the fit is restored. Capacity only grows as GPUs are freed, so the
 //! result is 1-minimal: restoring any single member breaks the fit.
 
+mod most_held;
 mod planner;
 
 use std::cmp::Ordering;
