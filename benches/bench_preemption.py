@@ -262,6 +262,28 @@ def bench_plan_preemption_roles_2k(benchmark: Any, clusters: dict[str, Cluster])
     )
 
 
+def bench_plan_preemption_roles_2k_with_cpus(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """The same unit with a launcher of 8 cores and no GPU and workers asking 24 cores each,
+    on a copy whose every node has 96 cores (README "Multi-role gangs", rule 9)."""
+    cluster = Cluster.restore(clusters["2k"].snapshot())
+    for name in cluster.nodes():
+        cluster.update_node(name, resources={"cpu": 96_000})
+    unit = _unit(cluster)
+    leader, workers = unit.groups
+    request = MultiGangRequest(
+        (
+            PodGroup("leader", 1, 0, resources_per_pod={"cpu": 8_000}),
+            PodGroup("workers", workers.pods, workers.gpus_per_pod,
+                     resources_per_pod={"cpu": 24_000}),
+        ),
+        colocate=unit.colocate,
+        priority=0,
+    )  # fmt: skip
+    assert leader.name == "leader"
+    plan = benchmark(cluster.plan_preemption, request)
+    benchmark.extra_info.update(victims=None if plan is None else len(plan.victims))
+
+
 def bench_plan_preemption_roles_2k_reference(benchmark: Any, clusters: dict[str, Cluster]) -> None:
     """The same unit's plan by ``gangplace.reference`` (one round: it takes tens of seconds)."""
     cluster = clusters["2k"]

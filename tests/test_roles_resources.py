@@ -12,17 +12,23 @@ count resources yet, refuse such units.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable
 from typing import Any
 
 import hypothesis.strategies as st
 import pytest
-from helpers import FakeClock, reserve_both
+from helpers import FakeClock, as_tuple, reserve_both
 from hypothesis import given, note
 from test_resources import build
 
 import gangplace
-from gangplace import InvalidRequest, MultiGangRequest, PodGroup, Unschedulable, reference
+from gangplace import (
+    GangRequest,
+    InvalidRequest,
+    MultiGangRequest,
+    PodGroup,
+    Unschedulable,
+    reference,
+)
 
 LEVELS = ("rack",)
 GIB = 2**30
@@ -117,18 +123,25 @@ def test_snapshots_and_pickles_keep_the_groups_asks() -> None:
     )
 
 
-def test_operations_that_do_not_count_resources_refuse_such_units() -> None:
-    cluster = farm()
-    request = mpi_job()
-    before = cluster.snapshot()
-    calls: list[Callable[[], object]] = [
-        lambda: cluster.plan_preemption(request),
-        lambda: cluster.plan_defrag(request),
-    ]
-    for call in calls:
-        with pytest.raises(InvalidRequest, match="does not count resources besides GPUs yet"):
-            call()
-        assert cluster.snapshot() == before
+@pytest.mark.parametrize("kind", BOTH)
+def test_a_unit_preempts_the_job_holding_the_cpus_its_launcher_needs(kind: Any) -> None:
+    """README "Multi-role gangs" 7 with resources: fat has the GPUs but a low-priority job
+    without GPUs holds 60 of its 96 CPUs; the MPIJob (80 CPUs of workers, 8 for the
+    launcher) preempts it, not a GPU job, and the plan applies."""
+    cluster = kind(LEVELS, clock=FakeClock())
+    cluster.add_node("fat", gpus=8, topology={"rack": "r1"}, labels={"host": "fat"},
+                     resources={"cpu": 96_000})  # fmt: skip
+    cluster._use_sequential_ids(1)
+    service = GangRequest(1, 0, selector={"host": "fat"}, resources_per_pod={"cpu": 60_000})
+    held = cluster.commit(cluster.reserve(service))
+    job = MultiGangRequest(mpi_job().groups, required_level="node", priority=5)
+    assert cluster.place_gang(job) is None
+    plan = cluster.plan_preemption(job)
+    assert plan is not None and plan.victims == (held.id,)
+    assert cluster.commit(cluster.preempt(plan)).placement == plan.placement
+    assert cluster.node("fat").free_resources["cpu"] == 8_000
+    if kind is gangplace.Cluster:
+        cluster.check_invariants()
 
 
 BAD_GROUPS: list[tuple[dict[str, Any], type, str]] = [
@@ -230,3 +243,45 @@ def test_engine_agrees_with_reference_on_units_asking_resources(
         for name, *_ in nodes:
             assert engine.node(name).free_resources == oracle.node(name).free_resources
         engine.check_invariants()
+
+
+@given(data=st.data(), nodes=resourced_nodes())
+def test_unit_preemption_with_resources_agrees_with_the_reference(
+    data: st.DataObject, nodes: list[tuple[str, int, str, dict[str, int]]]
+) -> None:
+    """Random jobs of random priorities (some without GPUs) asking CPUs and memory, then a
+    unit of priority 3 asking resources: the same plan (or none), applied alike."""
+    engine, oracle = build(gangplace.Cluster, nodes), build(reference.Cluster, nodes)
+    for _ in range(data.draw(st.integers(0, 6), label="jobs")):
+        cpu = data.draw(st.integers(0, 4))
+        gpus = data.draw(st.sampled_from((0, 1, 2) if cpu else (1, 2)))
+        job = GangRequest(
+            data.draw(st.integers(1, 2)),
+            gpus,
+            priority=data.draw(st.integers(0, 4)),
+            resources_per_pod={"cpu": cpu} if cpu else None,
+        )
+        reserve_both(engine, oracle, job)  # the same reservation, or both refuse
+    for cluster in (engine, oracle):
+        for held in cluster.reservations():
+            cluster.commit(held)
+    unit = data.draw(resourced_units())
+    unit = MultiGangRequest(
+        [PodGroup(g.name, g.pods, g.gpus_per_pod, min_pods=g.min_pods,
+                  resources_per_pod=g.resources_per_pod) for g in unit.groups],
+        required_level=unit.required_level,
+        priority=3,
+    )  # fmt: skip
+    note(repr(unit))
+    got, expected = engine.plan_preemption(unit), oracle.plan_preemption(unit)
+    assert (got is None) == (expected is None)
+    if got is None:
+        return
+    assert got.victims == expected.victims
+    assert as_tuple(got.placement) == as_tuple(expected.placement)
+    engine.commit(engine.preempt(got))
+    oracle.commit(oracle.preempt(expected))
+    for name, *_ in nodes:
+        assert engine.node(name).free_resources == oracle.node(name).free_resources
+        assert engine.node(name).free == oracle.node(name).free
+    engine.check_invariants()

@@ -47,6 +47,7 @@ class Planning:
             self, views: list[rules.NodeView], asks: Any, taken: Any
         ) -> list[rules.NodeView]: ...
         def _free_resources(self, name: str) -> dict[str, int]: ...
+        def _overused(self, name: str) -> dict[str, int]: ...
 
     def _views(self, asks: Any = None, milli: int | None = None) -> list[rules.NodeView]:
         """The picture of the nodes the rules read.
@@ -145,7 +146,12 @@ class Planning:
         views = self._views()
         if not multi.asks:
             return views
-        return [replace(view, resources=self._free_resources(view.name)) for view in views]
+        return [
+            replace(
+                view, resources=self._free_resources(view.name), overused=self._overused(view.name)
+            )
+            for view in views
+        ]
 
     def _plan(self, request: AnyRequest) -> Placement | None:
         if is_roles(request):

@@ -68,8 +68,9 @@ class Choice:
 def with_removed(nodes: Sequence[NodeView], removed: Sequence[Candidate]) -> list[NodeView]:
     """The nodes as they would be with ``removed`` ended: their healthy GPUs free again.
 
-    For a request asking resources (``NodeView.asks``), the resources they free too, each
-    first paying back what a node's use passes its capacity by; the node's pods recounted.
+    Where the views carry free resources (a request asking some), the resources they free
+    too, each first paying back what a node's use passes its capacity by; a gang's pods
+    recounted (``NodeView.asks``; a multi-role unit's groups count them from ``resources``).
     """
     freed: dict[str, set[int]] = {}
     given: dict[str, dict[str, int]] = {}
@@ -84,13 +85,15 @@ def with_removed(nodes: Sequence[NodeView], removed: Sequence[Candidate]) -> lis
     for before in nodes:
         view = replace(before, free=tuple(sorted({*before.free, *freed.get(before.name, ())})))
         back = given.get(before.name)
-        if before.asks and back:
+        if before.resources and back:
             over = before.overused
             free = {
                 r: q + max(0, back.get(r, 0) - over.get(r, 0)) for r, q in before.resources.items()
             }
-            pods, bound = pods_fitting(free, before.asks)
-            view = replace(view, resources=free, resource_pods=pods, bound_by=bound)
+            view = replace(view, resources=free)
+            if before.asks:
+                pods, bound = pods_fitting(free, before.asks)
+                view = replace(view, resource_pods=pods, bound_by=bound)
         views.append(view)
     return views
 
@@ -295,7 +298,7 @@ def find_roles(
     coarsest = rules.depth_of(levels, unit.required_level)
     node_depth = len(levels) + 1
     tries = [(depth, False) for depth in range(node_depth, coarsest - 1, -1)]
-    if unit.min_gpus < unit.total_gpus:
+    if unit.elastic:  # some group has min_pods (a group without GPUs too)
         tries.append((coarsest, True))
     for depth, elastic in tries:
         allowed = [
@@ -407,7 +410,7 @@ def defrag_choices_roles(
     """
     coarsest = rules.depth_of(levels, unit.required_level)
     tries = [(depth, False) for depth in range(len(levels) + 1, coarsest - 1, -1)]
-    if unit.min_gpus < unit.total_gpus:
+    if unit.elastic:  # some group has min_pods (a group without GPUs too)
         tries.append((coarsest, True))
     d2 = (movers, policy, allow_downgrade, evict_unplaceable, max_moves)
     for depth, elastic in tries:

@@ -7,7 +7,6 @@ README, "Priorities, preemption and defragmentation": a mixin of
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -80,6 +79,9 @@ class Removals:
         def _views(self, asks: Any = None, milli: int | None = None) -> list[rules.NodeView]: ...
         def _asks(self, request: Any) -> dict[str, int]: ...
         def _freed_resources(self, hold: _Hold) -> dict[str, dict[str, int]]: ...
+        def _roles_asks(
+            self, request: Any, placement: Placement
+        ) -> tuple[Mapping[str, int], ...]: ...
         def _used(self, name: str) -> dict[str, int]: ...
         def _bounded(
             self, views: list[rules.NodeView], asks: Any, taken: Any
@@ -160,7 +162,7 @@ class Removals:
                 for name, gpus in hold.gpus.items()
             }
             # README "Node resources": a request asking resources counts what victims free.
-            counted = kind == "preempt" and getattr(request, "resources_per_pod", None)
+            counted = kind == "preempt" and _asks_resources(request)
             given = self._freed_resources(hold) if counted else {}
             found.append(
                 preemption.Candidate(hid, hold.priority, hold.since, hold.gpu_count(), freed, given)
@@ -196,7 +198,8 @@ class Removals:
         )
         if is_roles(request):
             unit = self._roles(request)
-            found = preemption.find_roles(self._views(), self.levels, unit, found_candidates, most)
+            views = self._roles_views(unit)  # with free resources when a group asks some
+            found = preemption.find_roles(views, self.levels, unit, found_candidates, most)
         else:
             gang = self._gang(request)
             views = self._views(self._asks(request))
@@ -241,14 +244,19 @@ class Removals:
         return held
 
     def _check_target_resources(
-        self, request: Request, placement: Placement, victims: Iterable[str]
+        self, request: AnyRequest, placement: Placement, victims: Iterable[str]
     ) -> None:
         """Each node's free resources, once the victims end, hold the plan's pods there."""
-        asks = self._asks(request)
-        if not asks:
+        per_pod: tuple[Mapping[str, int], ...]
+        if is_roles(request):
+            per_pod = self._roles_asks(request, placement)
+        else:
+            single = self._asks(request)
+            per_pod = (single,) * len(placement.pods) if single else ()
+        if not per_pod:
             return
         asked: dict[str, dict[str, int]] = {}
-        for pod in placement.pods:
+        for pod, asks in zip(placement.pods, per_pod, strict=False):
             on_node = asked.setdefault(pod.node, {})
             for name, quantity in asks.items():
                 on_node[name] = on_node.get(name, 0) + quantity
@@ -318,8 +326,10 @@ class Removals:
             unit,
         )
         asks = self._asks(single) if single is not None else {}
-        if asks:  # README "Node resources": the new hold uses what its pods ask
-            hold.asks, hold.res_nodes = (asks,), {pod.node for pod in placement.pods}
+        per_pod = (asks,) if asks else self._roles_asks(unit, placement)
+        if per_pod:  # README "Node resources": the new hold uses what its pods ask
+            every_pod = (*placement.pods, *placement.spares)
+            hold.asks, hold.res_nodes = per_pod, {pod.node for pod in every_pod}
         self._holds[hid] = hold
         return hold.reservation(hid)
 
@@ -336,8 +346,7 @@ class Removals:
             ),
         )
         held = self._check_target(plan.placement, freed)
-        if not is_roles(request):
-            self._check_target_resources(request, plan.placement, plan.victims)
+        self._check_target_resources(request, plan.placement, plan.victims)
         self._check_cap_after(owner, sum(len(g) for g in held.values()), returned.get(owner, 0))
         for victim in plan.victims:
             self._end(victim, "preempted")
@@ -410,7 +419,7 @@ class Removals:
         if is_roles(request):
             unit = self._roles(request)
             found = preemption.defrag_choices_roles(
-                self._views(), self.levels, unit, candidates, movers, *options
+                self._roles_views(unit), self.levels, unit, candidates, movers, *options
             )
         else:
             gang = self._gang(request)
@@ -447,8 +456,8 @@ class Removals:
             freed.setdefault(name, set()).update(gpus)
         for who, count in returned_more.items():
             returned[who] = returned.get(who, 0) + count
-        if not is_roles(request):  # movers ask no resources: the gang's must be free now
-            self._check_target_resources(request, plan.placement, plan.evictions)
+        # Movers ask no resources: the gang's must be free now.
+        self._check_target_resources(request, plan.placement, plan.evictions)
         taken: dict[str, set[int]] = {}
         targets = []
         for target in [plan.placement, *(step.target for step in plan.moves)]:
@@ -477,16 +486,17 @@ class Removals:
         return reservation, replaced
 
 
+def _asks_resources(request: AnyRequest) -> bool:
+    """Whether a gang, or some group of a multi-role unit, asks resources besides GPUs."""
+    if is_roles(request):
+        return any(getattr(group, "resources_per_pod", None) for group in request.groups)
+    return bool(getattr(request, "resources_per_pod", None))
+
+
 def _refuse_unsupported_roles(request: RolesRequest, call: str) -> None:
-    """Removal sets count neither a unit's spares nor its groups' resources yet."""
+    """Removal sets do not count a unit's spares yet (its groups' resources they do)."""
     if any(getattr(group, "spares", 0) for group in request.groups):
         raise InvalidRequest(f"{call} does not take gangs with spares yet; {_PLACE_THEM}")
-    asking = next((g for g in request.groups if getattr(g, "resources_per_pod", None)), None)
-    if asking is not None:
-        raise InvalidRequest(
-            f"{call} does not count resources besides GPUs yet; group {json.dumps(asking.name)} "
-            'asks some (README "Node resources")'
-        )
 
 
 def _refuse_unsupported_shapes(request: AnyRequest, call: str) -> None:

@@ -192,8 +192,7 @@ class Resources:
             copies = taken.get(view.name, 0)
             free = {r: q - copies * asks.get(r, 0) for r, q in free.items()}
             pods, bound = pods_fitting(free, asks)
-            used, capacity = self._used(view.name), self._nodes[view.name].resources
-            over = {r: used.get(r, 0) - q for r, q in capacity.items() if used.get(r, 0) > q}
+            over = self._overused(view.name)
             bounded.append(
                 replace(
                     view,
@@ -205,6 +204,14 @@ class Resources:
                 )
             )
         return bounded
+
+    def _overused(self, name: str) -> dict[str, int]:
+        """What node ``name``'s use passes its capacity by, per resource.
+
+        Non-zero where a capacity shrank under running pods.
+        """
+        used, capacity = self._used(name), self._nodes[name].resources
+        return {r: used.get(r, 0) - q for r, q in capacity.items() if used.get(r, 0) > q}
 
     def _freed_resources(self, hold: _Hold) -> dict[str, dict[str, int]]:
         """What ``hold``'s live pods use of each node's resources, by node.

@@ -51,6 +51,11 @@ class MultiGang:
         return sum(group.pods * group.gpus_per_pod for group in self.groups)
 
     @property
+    def elastic(self) -> bool:
+        """Whether some group accepts fewer pods (``min_pods``)."""
+        return any(_smallest(group) < group.pods for group in self.groups)
+
+    @property
     def min_gpus(self) -> int:
         """GPUs of every group at its smallest accepted size."""
         return sum(_smallest(group) * group.gpus_per_pod for group in self.groups)
@@ -342,7 +347,7 @@ def place_roles(
                 return unit_placement(levels, request, depth, path, outcome), trials
             first = first or (path, outcome)
         trials.append((depth, *first) if first else (depth, None, None))
-    if any(_smallest(g) < g.pods for g in request.groups):
+    if request.elastic:
         for path in planner.candidates(coarsest, request.min_gpus, policy):
             outcome = planner.in_candidate(coarsest, path, elastic=True)
             if not isinstance(outcome, Failure):

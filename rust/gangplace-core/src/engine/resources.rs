@@ -10,7 +10,7 @@ use crate::capacity::ResourceFit;
 use crate::error::{CoreResult, texts};
 use crate::ids::{HoldId, NodeId};
 use crate::ledger::Hold;
-use crate::model::{GangRequest, Placement};
+use crate::model::{AnyRequest, GangRequest, Placement};
 use crate::resources::Amounts;
 use crate::search::Item;
 use crate::shares::{share_id, split};
@@ -143,11 +143,14 @@ impl Engine {
     /// the plan is stale; README "Node resources").
     pub(crate) fn check_target_resources(
         &self,
-        request: &GangRequest,
+        request: &AnyRequest,
         placement: &Placement,
         victims: &[HoldId],
     ) -> CoreResult<()> {
-        let per_pod = self.request_resources(Some(request));
+        let per_pod = match request {
+            AnyRequest::Gang(request) => self.request_resources(Some(request)),
+            AnyRequest::Roles(request) => self.roles_resources(request, placement),
+        };
         let asked = self.resources_by_node(placement, &per_pod, &[], &|_| true);
         if asked.is_empty() {
             return Ok(());

@@ -179,6 +179,17 @@ fn one_gpu(node: &str, gpus: u32) -> CoreError {
 }
 
 impl super::Scratch<'_> {
+    /// Gives back (`free`) or takes again the resources besides GPUs `given` names, per node
+    /// (a what-if removal's: README "Node resources").
+    pub fn give_resources(&mut self, given: &[(NodeId, &Amounts)], free: bool) {
+        let mut changes = crate::state::Changes::new();
+        for &(node, amounts) in given {
+            self.states
+                .use_resources(node, amounts, !free, &mut changes);
+        }
+        self.capacity.apply(self.topology, &changes);
+    }
+
     /// Takes what `pods` of a request asking `need` each (and `milli` thousandths of its GPU
     /// for a fraction) use besides whole GPUs on this copy, its views updated.
     pub fn use_resources(&mut self, pods: &[(NodeId, GpuSet)], need: &Amounts, milli: Option<u64>) {

@@ -317,10 +317,8 @@ impl Engine {
             *returned.entry(who).or_default() += gpus;
         }
         let gang = self.check_target(&plan.placement, &freed)?;
-        if let AnyRequest::Gang(request) = &plan.request {
-            // Movers ask no resources: the gang's must be free now (README "Node resources").
-            self.check_target_resources(request, &plan.placement, &plan.evictions)?;
-        }
+        // Movers ask no resources: the gang's must be free now (README "Node resources").
+        self.check_target_resources(&plan.request, &plan.placement, &plan.evictions)?;
         let mut taken: HashMap<NodeId, GpuSet> = HashMap::new();
         let mut targets = Vec::with_capacity(plan.moves.len());
         claim(&mut taken, &gang)?;

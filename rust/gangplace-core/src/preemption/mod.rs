@@ -138,9 +138,7 @@ impl Engine {
             hold.terms.preemptible && (plan.chosen_victims || hold.terms.priority < terms.priority)
         })?;
         let held = self.check_target(&plan.placement, &freed)?;
-        if let AnyRequest::Gang(request) = &plan.request {
-            self.check_target_resources(request, &plan.placement, &plan.victims)?;
-        }
+        self.check_target_resources(&plan.request, &plan.placement, &plan.victims)?;
         let own = returned.get(&owner.map(Arc::from)).copied().unwrap_or(0);
         self.check_cap_after(owner, held_gpus(&held), own)?;
         let (request, roles) = match &plan.request {

@@ -277,25 +277,14 @@ impl Engine {
     }
 }
 
-/// Refuses `call` (preemption, defragmentation) for a unit with spares or whose groups ask
-/// resources besides GPUs: its removal sets count neither yet (README "Node resources").
+/// Refuses `call` (preemption, defragmentation) for a unit with spares: its removal sets do
+/// not count them yet (README "Spares"). Resources besides GPUs are counted.
 pub(crate) fn refuse_unsupported_roles(request: &MultiGangRequest, call: &str) -> CoreResult<()> {
-    if request.has_spares() {
-        return Err(invalid(format!(
+    match request.has_spares() {
+        true => Err(invalid(format!(
             "{call} does not take gangs with spares yet; place them with place_gang or reserve"
-        )));
-    }
-    match request
-        .groups
-        .iter()
-        .find(|group| !group.resources.is_empty())
-    {
-        Some(group) => Err(invalid(format!(
-            "{call} does not count resources besides GPUs yet; group {:?} asks some (README \
-             \"Node resources\")",
-            group.name
         ))),
-        None => Ok(()),
+        false => Ok(()),
     }
 }
 

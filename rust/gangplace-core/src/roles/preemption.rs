@@ -54,7 +54,12 @@ impl Engine {
             }));
         }
         let priority = request.terms.priority;
-        let candidates = self.candidates(priority, limits, Purpose::Preemption, now);
+        let resources = request
+            .groups
+            .iter()
+            .any(|group| !group.resources.is_empty());
+        let candidates =
+            self.counted_candidates(priority, limits, Purpose::Preemption, now, resources);
         let mut search = UnitSearch::new(self, request, &resolved, &candidates)?;
         let Some((choice, plan)) = search.find(limits.max_members)? else {
             return Ok(None);
@@ -185,8 +190,15 @@ impl<'e> UnitSearch<'e> {
         let search = Search::new(self.what_if.topology, &view, 1);
         let mut touched: BTreeMap<Item, BTreeMap<usize, u64>> = BTreeMap::new();
         for candidate in 0..self.candidates.len() {
-            for &(node, gpus) in self.candidates.freed(candidate) {
-                if gpus.count() == 0 || !self.is_usable(node) {
+            let entries = self.candidates.entries(candidate);
+            for (at, &(node, gpus)) in entries.zip(self.candidates.freed(candidate)) {
+                // A candidate touches with healthy GPUs or, for a unit asking resources, with
+                // the resources it frees there (pods without GPUs).
+                let given = self
+                    .candidates
+                    .amounts_at(at)
+                    .is_some_and(|a| !a.is_empty());
+                if (gpus.count() == 0 && !given) || !self.is_usable(node) {
                     continue;
                 }
                 let item = search.item_of(node, depth);
@@ -280,11 +292,16 @@ impl<'e> UnitSearch<'e> {
         Ok(removed)
     }
 
-    /// Removes (`free`) or puts back candidates on the copy.
+    /// Removes (`free`) or puts back candidates on the copy: their GPUs, and their resources
+    /// when the unit asks some (README "Node resources").
     fn remove(&mut self, members: &[usize], free: bool) {
         for &member in members {
             self.what_if
                 .set_allocated(self.candidates.freed(member), free);
+            let given = self.candidates.freed_resources(member);
+            if !given.is_empty() {
+                self.what_if.give_resources(&given, free);
+            }
         }
     }
 

@@ -140,6 +140,15 @@ impl Candidates {
         self.list[index].freed.clone()
     }
 
+    /// The resources candidate `index`'s removal gives back, per node (none when resources
+    /// are not counted).
+    pub fn freed_resources(&self, index: usize) -> Vec<(NodeId, &Amounts)> {
+        (self.entries(index))
+            .filter_map(|at| Some((self.gpus[at].0, self.amounts_at(at)?)))
+            .filter(|(_, amounts)| !amounts.is_empty())
+            .collect()
+    }
+
     /// The resources entry `at` gives back (`None` when resources are not counted).
     pub fn amounts_at(&self, at: usize) -> Option<&Amounts> {
         self.amounts.get(at)
