@@ -517,6 +517,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         priority=st.integers(-1, 3),
         max_victims=st.none() | st.integers(0, 2),
         owner=st.sampled_from(OWNERS),
+        cpu=st.sampled_from((None, None, 1_000)),
     )
     def preempt_roles(
         self,
@@ -527,12 +528,21 @@ class EngineVersusReference(RuleBasedStateMachine):
         priority: int,
         max_victims: int | None,
         owner: str | None,
+        cpu: int | None,
     ) -> str:
-        """Preemption for a whole multi-role unit (README "Multi-role gangs", 7)."""
+        """Preemption for a whole multi-role unit (README "Multi-role gangs", 7); sometimes
+        a launcher of CPUs and no GPU, its workers asking CPUs too (rule 9)."""
+        asks = {"cpu": cpu} if cpu else None
         request = MultiGangRequest(
             (
-                PodGroup("leader", 1, 1),
-                PodGroup("workers", workers, gpus_per_pod, min_pods=1 if elastic else None),
+                PodGroup("leader", 1, 0 if cpu else 1, resources_per_pod=asks),
+                PodGroup(
+                    "workers",
+                    workers,
+                    gpus_per_pod,
+                    min_pods=1 if elastic else None,
+                    resources_per_pod=asks,
+                ),
             ),
             colocate=(("leader", "workers", level or "rack"),),
             required_level=level if level != "node" else None,
@@ -569,16 +579,16 @@ class EngineVersusReference(RuleBasedStateMachine):
         """Defragmentation for a gang, or (``unit``) a leader colocated with its workers;
         sometimes the gang asks CPUs (README "Node resources")."""
         pods, size, priority, level = gang
+        asks = {"cpu": cpu} if cpu else None
         request: GangRequest | MultiGangRequest = GangRequest(
-            pods,
-            size,
-            required_level=level,
-            priority=priority,
-            resources_per_pod={"cpu": cpu} if cpu else None,
+            pods, size, required_level=level, priority=priority, resources_per_pod=asks
         )
         if unit:
             request = MultiGangRequest(
-                (PodGroup("leader", 1, 1), PodGroup("workers", pods, size)),
+                (
+                    PodGroup("leader", 1, 1, resources_per_pod=asks),
+                    PodGroup("workers", pods, size, resources_per_pod=asks),
+                ),
                 colocate=(("leader", "workers", level or "rack"),),
                 required_level=level if level != "node" else None,
                 priority=priority,
