@@ -1014,7 +1014,9 @@ class Cluster:
         allocations, whatever their priority (the caller's policy chose them, as the
         Scheduler's queues do); the other filters still apply, and ``preempt`` accepts them.
         A ``MultiGangRequest`` is planned for as one unit: it fits a domain when every group
-        and colocation succeeds there (README "Multi-role gangs").
+        and colocation succeeds there (README "Multi-role gangs"). A request asking
+        resources besides GPUs counts them: victims give back their resources with their
+        GPUs, and a job holding only resources can be one (README "Node resources").
 
         Returns:
             The plan, or ``None`` when no set within ``max_victims`` makes room.
@@ -1356,9 +1358,9 @@ class Cluster:
         A pure query (README "Looking ahead", L1-L3). ``releases`` lists groups of
         allocations (or ids) in the order they are expected to end; the answer is the
         smallest ``k`` such that the gang fits once the allocations of ``releases[:k]`` have
-        ended (their healthy GPUs free), with the GPUs of ``avoid`` kept out of its way, and
-        its placement then, by the placement rules. ``k = 0``: it fits now. Ids of no live
-        allocation are ignored.
+        ended (their healthy GPUs free, and the resources besides GPUs their pods use), with
+        the GPUs of ``avoid`` kept out of its way, and its placement then, by the placement
+        rules. ``k = 0``: it fits now. Ids of no live allocation are ignored.
 
         Returns:
             ``(k, placement)``, or ``None`` when it does not fit even with every group ended.

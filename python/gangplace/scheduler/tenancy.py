@@ -214,6 +214,8 @@ class Tenancy:
         if request.resources_per_pod:  # reclaims count GPUs only (README "Node resources")
             return None
         others, own = self.candidates(job)
+        # Q7: borrowers first, each part in Q7's order (the extra victims are taken so).
+        others, own = self.ordered(others), self.ordered(own)
         tried: list[list[QueuedJob]] = []
         for group in (others, others + own):
             if not group or group in tried:
@@ -245,7 +247,7 @@ class Tenancy:
         # Q7: more victims for the quota alone, in candidate order, then each one that is
         # not needed (for the quota or the fit) restored, last taken first.
         chosen = list(victims)
-        for victim in self.ordered(group):
+        for victim in group:  # in Q7's order: borrowers, then the job's own queue
             if victim not in chosen:
                 chosen.append(victim)
                 if self.quota_after(job, gpus, chosen):

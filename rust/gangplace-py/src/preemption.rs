@@ -246,7 +246,9 @@ impl Cluster {
     /// allocations, whatever their priority (the caller's policy chose them, as the
     /// Scheduler's queues do); the other filters still apply, and ``preempt`` accepts them.
     /// A ``MultiGangRequest`` is planned for as one unit: it fits a domain when every group
-    /// and colocation succeeds there (README "Multi-role gangs").
+    /// and colocation succeeds there (README "Multi-role gangs"). A request asking
+    /// resources besides GPUs counts them: victims give back their resources with their
+    /// GPUs, and a job holding only resources can be one (README "Node resources").
     ///
     /// Returns:
     ///     The plan, or ``None`` when no set within ``max_victims`` makes room.
