@@ -78,20 +78,18 @@ impl Overlay {
                 continue;
             };
             let held: Vec<(NodeId, GpuSet)> = hold.gpus_by_node.iter().copied().collect();
+            // Named in an earlier group: its resources are back already.
+            let given = match self.released.insert(id) {
+                true => hold.resources_by_node.clone(),
+                false => Vec::new(),
+            };
             for (node, gpus) in held {
                 let state = engine.states.get(node);
                 let avoided = self.avoid.get(&node).copied().unwrap_or_default();
                 let blocked = gpus & avoided & !state.unhealthy;
                 self.push(engine, &mut changes, node, blocked, gpus);
             }
-            if !self.released.insert(id) {
-                continue; // named in an earlier group: its resources are back already
-            }
-            let hold = engine
-                .ledger
-                .live(id)
-                .map(|hold| hold.resources_by_node.clone());
-            for (node, amounts) in hold.unwrap_or_default() {
+            for (node, amounts) in given {
                 let named = split(&amounts).0;
                 if named.is_empty() {
                     continue;
@@ -99,11 +97,10 @@ impl Overlay {
                 engine
                     .states
                     .use_resources(node, &named, false, &mut changes);
-                let blocked = GpuSet::EMPTY;
                 self.steps.push(Step {
                     node,
-                    blocked,
-                    freed: blocked,
+                    blocked: GpuSet::EMPTY,
+                    freed: GpuSet::EMPTY,
                     given: Some((id, named)),
                 });
             }
