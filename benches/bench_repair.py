@@ -10,6 +10,7 @@ domain and the widened one are timed. The smoke run (``--benchmark-disable``) us
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -237,3 +238,69 @@ def bench_lost_allocations_reference(benchmark: Any, broken: dict[str, Any]) -> 
     cluster: Cluster = broken["cluster"]
     found = benchmark(lambda: [a for a in cluster.allocations() if a.lost])
     assert [a.id for a in found] == [broken["allocation"]]
+
+
+GIB = 2**30
+CORES = {"cpu": 64_000, "memory": 512 * GIB}  # per 8-GPU pod: 8 cores and 64 GiB a GPU
+
+
+@pytest.fixture(scope="module")
+def resourced(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """``broken``'s cluster with CPUs and memory (96 or 192 cores, seeded, and 2 TiB a node;
+    the other allocations ask none), the 64 x 8 gang asking ``CORES`` a pod, one GPU failed
+    on 8 of its nodes; and its reference twin with the same resources and gang."""
+    smoke = request.config.getoption("benchmark_disable", default=False)
+    shape = synth.SHAPES["tiny" if smoke else "colossus100k"]
+    cluster, _ = synth.build(shape, fill=0.5 if smoke else 0.9, seed=1)
+    rng = random.Random(5)
+    given = {
+        name: {"cpu": rng.choice((96_000, 192_000)), "memory": 2048 * GIB}
+        for name in cluster.nodes()
+    }
+    for name, resources in given.items():
+        cluster.update_node(name, resources=resources)
+    gang = GangRequest(4 if smoke else 64, shape.gpus_per_node, resources_per_pod=CORES)
+    allocation = cluster.commit(cluster.reserve(gang))
+    oracle = twin(cluster, shape)
+    for name, resources in given.items():
+        oracle._nodes[name].resources = resources
+        oracle._resource_names.update(resources)
+    for pod in allocation.placement.pods:
+        oracle._nodes[pod.node].allocated.difference_update(pod.gpus)
+    twin_id = oracle.commit(oracle.reserve(gang)).id
+    assert [(p.node, p.gpus) for p in oracle.allocations()[0].placement.pods] == [
+        (p.node, tuple(p.gpus)) for p in allocation.placement.pods
+    ]
+    lost_nodes = [pod.node for pod in allocation.placement.pods][:: 8 if not smoke else 2][:8]
+    for node in lost_nodes:
+        cluster.set_gpu_health(node, 0, False)
+        oracle.set_gpu_health(node, 0, False)
+    return {"cluster": cluster, "oracle": oracle, "allocation": allocation.id, "twin": twin_id}
+
+
+@pytest.mark.parametrize("widen", [False, True], ids=["domain", "widened"])
+def bench_plan_repair_resources(benchmark: Any, resourced: dict[str, Any], widen: bool) -> None:
+    """The same 8 lost ranks when every pod asks 64 cores and 512 GiB (README "Node
+    resources"): each replacement counted by its node's free CPUs and memory too."""
+    cluster: Cluster = resourced["cluster"]
+    plan = benchmark(cluster.plan_repair, resourced["allocation"], widen=widen)
+    benchmark.extra_info.update(
+        op="plan_repair(resources)",
+        planned=None if plan is None else len(plan.replacements),
+        level=None if plan is None else plan.level,
+    )
+    if widen:
+        assert plan is not None and len(plan.replacements) == len(plan.lost) > 0
+
+
+def bench_plan_repair_resources_reference(benchmark: Any, resourced: dict[str, Any]) -> None:
+    """The widened plan with resources by ``gangplace.reference`` (one round), checked."""
+    oracle: reference.Cluster = resourced["oracle"]
+    got = benchmark.pedantic(
+        oracle.plan_repair, (resourced["twin"],), {"widen": True}, rounds=1, iterations=1
+    )
+    expected = resourced["cluster"].plan_repair(resourced["allocation"], widen=True)
+    assert got is not None and expected is not None
+    assert [(r, p.node, tuple(p.gpus)) for r, p in got.replacements] == [
+        (r, p.node, tuple(p.gpus)) for r, p in expected.replacements
+    ]

@@ -58,6 +58,8 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "(2, 3)" in printed  # GPU groups inside a node
     assert "False None" in printed  # numa="single"
     assert "('r1', 'fat') ('r1', 'fat')\n('r1', 'thin') None\ncpu 10000" in printed  # resources
+    # repair with resources: the replacement goes where its CPUs fit, the merge frees a's
+    assert "[(0, 'e')] {'cpu': 48000}\n['e', 'a', 'c', 'c'] {'cpu': 16000}" in printed
     assert "('r2', 'mig') [(), (), ()] 4" in printed  # MIG slices as resources
     assert "('r1', 'big') [(0,), (0,), (1,), (1,), (2,)]" in printed  # fractions of a GPU
     assert "{0: 920, 1: 920, 2: 460} (3,) 3\n('r1', 'small')\nbig (0,) 1000" in printed

@@ -366,6 +366,7 @@ def fits_without(oracle: Any, twin: str, plan: Any, victim: str) -> bool:
     """Whether the reference's repair still fits with ``victim`` left running (R6's
     1-minimality, checked through the reference's own placement)."""
     from gangplace.reference import repair as repairs
+    from gangplace.reference import repair_place
 
     hold = oracle._holds[twin]
     lost = hold.lost(oracle._nodes)
@@ -376,11 +377,15 @@ def fits_without(oracle: Any, twin: str, plan: Any, victim: str) -> bool:
     rest = [
         c
         for c in oracle._candidates(
-            repairs._Priority(hold.priority), "preempt", 0.0, (), oracle._now()
+            repairs._Priority(hold.priority, next((c.asks for c in classes if c.asks), {})),
+            "preempt",
+            0.0,
+            (),
+            oracle._now(),
         )
         if c.id in plan.victims and c.id != victim
     ]
-    found = oracle._place(classes, (depth, path), spread, numa, repairs._freed(rest))
+    found = oracle._place(classes, (depth, path), spread, numa, repair_place.freed_by(rest))
     return found is not None
 
 

@@ -154,15 +154,6 @@ def test_update_node_and_from_arrays_carry_resources() -> None:
     assert built.capacity_for(GangRequest(1, 1, resources_per_pod={"cpu": 4_000})) == 4
 
 
-def test_operations_that_do_not_count_resources_refuse_them() -> None:
-    cluster = small_cluster()
-    # Preemption, defragmentation and place_after count them (test_preemption_resources.py,
-    # test_lookahead.py); repair and spares do not yet.
-    allocation = cluster.commit(cluster.reserve(GangRequest(1, 1, resources_per_pod={"cpu": 1})))
-    with pytest.raises(InvalidRequest, match="repair and spares"):
-        cluster.plan_repair(allocation)
-
-
 @pytest.mark.parametrize("asks", [None, {"cpu": 1_000}])
 def test_defragmentation_never_moves_a_hold_whose_pods_ask_resources(
     asks: dict[str, int] | None,

@@ -33,6 +33,7 @@ from gangplace.reference.inventory import Inventory
 from gangplace.reference.lookahead import Lookahead
 from gangplace.reference.planning import Planning, gpu_groups, is_roles
 from gangplace.reference.pods import PodEndings
+from gangplace.reference.ranks import asks_without_spares
 from gangplace.reference.removals import COMMITTED_ENDINGS, Removals
 from gangplace.reference.repair import Repairs
 from gangplace.reference.resources import Resources, checked_resources
@@ -318,6 +319,7 @@ class Cluster(
         if not hit:
             return
         kept = tuple(s for s in hold.placement.spares if s not in hit)
+        hold.asks = asks_without_spares(hold, hit)
         hold.placement = replace(hold.placement, spares=kept)
         freed = {gpu for spare in hit for gpu in spare.gpus} & hold.gpus.get(node, set())
         if freed:

@@ -6,7 +6,7 @@ restating the core's ``engine/ranks.rs``; :mod:`gangplace.reference.repair` buil
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from gangplace.reference.values import Path, PodPlacement
@@ -14,7 +14,28 @@ from gangplace.reference.values import Path, PodPlacement
 if TYPE_CHECKING:
     from gangplace.reference.oracle import _Hold, _Node
 
-__all__ = ["Ranks"]
+__all__ = ["Ranks", "asks_of", "asks_without_spares"]
+
+
+def asks_of(hold: _Hold, slot: int) -> Mapping[str, int]:
+    """What pod slot ``slot`` of ``hold`` asks besides GPUs (ranks, then spares in order)."""
+    if not hold.asks:
+        return {}
+    if len(hold.asks) == 1:
+        return hold.asks[0]
+    return hold.asks[slot] if slot < len(hold.asks) else {}
+
+
+def asks_without_spares(
+    hold: _Hold, gone: Collection[PodPlacement]
+) -> tuple[Mapping[str, int], ...]:
+    """``hold.asks`` once its spares in ``gone`` leave it (per slot: their slots go too)."""
+    if len(hold.asks) <= 1:
+        return hold.asks
+    first = len(hold.placement.pods)
+    spares = hold.placement.spares
+    kept = (ask for ask, spare in zip(hold.asks[first:], spares, strict=False) if spare not in gone)
+    return (*hold.asks[:first], *kept)
 
 
 class Ranks:
@@ -28,8 +49,8 @@ class Ranks:
         """Rule R2's first tier: the lost ranks the allocation's own spares take.
 
         Lost ranks in rank order each take the first unused spare of the lost pod's GPU count
-        on an uncordoned node carrying the rank's selector, inside the rank's slice domain
-        (anywhere without slices).
+        asking what it asks besides GPUs, on an uncordoned node carrying the rank's selector,
+        inside the rank's slice domain (anywhere without slices).
         """
         spares = hold.placement.spares
         taken = [False] * len(spares)
@@ -38,9 +59,12 @@ class Ranks:
             within = self._slice_of(hold, rank) or ()
             size = len(hold.placement.pods[rank].gpus)
             selector = self._selector_of(hold, rank)
+            asks = asks_of(hold, rank)
             for index, spare in enumerate(spares):
                 node = self._nodes.get(spare.node)
                 if taken[index] or node is None or node.cordoned or len(spare.gpus) != size:
+                    continue
+                if asks_of(hold, len(hold.placement.pods) + index) != asks:
                     continue
                 if any(node.labels.get(key) != value for key, value in selector.items()):
                     continue

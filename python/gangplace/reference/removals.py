@@ -8,7 +8,7 @@ README, "Priorities, preemption and defragmentation": a mixin of
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gangplace.errors import InvalidRequest, UnknownReservation
@@ -253,11 +253,18 @@ class Removals:
         else:
             single = self._asks(request)
             per_pod = (single,) * len(placement.pods) if single else ()
-        if not per_pod:
-            return
+        self._check_pod_asks(
+            [(pod.node, asks) for pod, asks in zip(placement.pods, per_pod, strict=False)],
+            victims,
+        )
+
+    def _check_pod_asks(
+        self, pods: Sequence[tuple[str, Mapping[str, int]]], victims: Iterable[str]
+    ) -> None:
+        """Each node's free resources, once the victims end, hold what ``pods`` ask there."""
         asked: dict[str, dict[str, int]] = {}
-        for pod, asks in zip(placement.pods, per_pod, strict=False):
-            on_node = asked.setdefault(pod.node, {})
+        for node, asks in pods:
+            on_node = asked.setdefault(node, {})
             for name, quantity in asks.items():
                 on_node[name] = on_node.get(name, 0) + quantity
         given: dict[str, dict[str, int]] = {}

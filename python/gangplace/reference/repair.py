@@ -23,7 +23,8 @@ from gangplace.errors import (
     UnknownReservation,
 )
 from gangplace.reference import preemption, rules, texts
-from gangplace.reference.ranks import Ranks
+from gangplace.reference.ranks import asks_without_spares
+from gangplace.reference.repair_place import RepairClass, RepairPlacing, asks_of, freed_by
 from gangplace.reference.values import (
     DEFAULT_REPAIR_TTL_SECONDS,
     MAX_PODS,
@@ -53,17 +54,7 @@ class RepairPlan:
     victims: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class _Class:
-    """Lost ranks placed together: one pod size, one selector, one target slice (or none)."""
-
-    gpus_per_pod: int
-    selector: Mapping[str, str]
-    ranks: tuple[int, ...]
-    slice: Path | None
-
-
-class Repairs(Ranks):
+class Repairs(RepairPlacing):
     """``plan_repair`` and ``explain_repair`` of the reference cluster."""
 
     if TYPE_CHECKING:
@@ -78,6 +69,10 @@ class Repairs(Ranks):
         def _check_cap(self, owner: str | None, gpus: int) -> None: ...
         def _held_by(self, owner: str | None) -> int: ...
         def _check_pod(self, placement: Any, pod: Any) -> _Node: ...
+        def _asks(self, request: Any) -> dict[str, int]: ...
+        def _check_pod_asks(
+            self, pods: Sequence[tuple[str, Mapping[str, int]]], victims: Any
+        ) -> None: ...
         def _pod_node(self, placement: Any, name: str) -> _Node: ...
         def _new_id(self) -> str: ...
         def _end(self, hid: str, ending: str) -> None: ...
@@ -152,24 +147,34 @@ class Repairs(Ranks):
         return replace(plan(placement.level, tuple(placement.domain), found), victims=victims)
 
     def _repair_by_preemption(
-        self, hold: _Hold, classes: Sequence[_Class], spread: str, numa: str
+        self, hold: _Hold, classes: Sequence[Any], spread: str, numa: str
     ) -> tuple[tuple[str, ...], tuple[tuple[int, PodPlacement], ...]] | None:
-        """Rule R6: the fewest victims, in P4's order, inside the placement's domain."""
+        """Rule R6: the fewest victims, in P4's order, inside the placement's domain.
+
+        Candidates free healthy GPUs inside it or, when the lost pods ask resources besides
+        GPUs, some of those resources there.
+        """
         depth, path, exact = self._resolve(tuple(hold.placement.domain))
         if not exact:
             return None
-        asking = _Priority(hold.priority)
+        asks: Mapping[str, int] = next((c.asks for c in classes if c.asks), {})
+        asking = _Priority(hold.priority, asks)
         candidates = self._candidates(asking, "preempt", 0.0, (), self._now())
         inside = [n for n in self._views() if n.full_path[: len(path)] == path]
-        touching = [c for c in candidates if preemption.freed_inside(c, inside) > 0]
+        touching = [
+            c
+            for c in candidates
+            if preemption.freed_inside(c, inside) > 0
+            or any(c.freed_resources.get(n.name) for n in inside)
+        ]
 
         def fits(removed: Sequence[preemption.Candidate]) -> bool:
-            return self._place(classes, (depth, path), spread, numa, _freed(removed)) is not None
+            return self._place(classes, (depth, path), spread, numa, freed_by(removed)) is not None
 
         if not fits(touching):
             return None
         choice = preemption.choose(inside, depth, path, touching, fits)
-        found = self._place(classes, (depth, path), spread, numa, _freed(choice.members))
+        found = self._place(classes, (depth, path), spread, numa, freed_by(choice.members))
         assert found is not None
         return tuple(sorted(c.id for c in choice.members)), found
 
@@ -221,6 +226,7 @@ class Repairs(Ranks):
             raise InvalidRequest(f"the plan repairs nothing: allocation {hid} has no lost ranks")
         freed = self._victims_freed(plan, hold)
         gpus: dict[str, set[int]] = {}
+        asks: list[Mapping[str, int]] = []
         fresh: list[tuple[int, PodPlacement]] = []
         taken: list[tuple[int, PodPlacement]] = []
         for rank, pod in plan.replacements:
@@ -235,12 +241,18 @@ class Repairs(Ranks):
                 busy = set(pod.gpus) - (set(node.free()) | freed[pod.node])
                 if busy:
                     raise texts.repair_gpu_taken(min(busy), pod.node)
-            else:
+            elif pod.gpus:
                 self._check_pod(replace(hold.placement, domain=within), pod)
+            else:  # a pod without GPUs holds only its resources (checked below)
+                self._pod_node(replace(hold.placement, domain=within), pod.node)
             if gpus.get(pod.node, set()) & set(pod.gpus):
                 raise texts.one_gpu_two_pods("the plan")
             gpus.setdefault(pod.node, set()).update(pod.gpus)
             fresh.append((rank, pod))
+            asks.append(asks_of(hold, rank))
+        self._check_pod_asks(
+            [(pod.node, ask) for (_, pod), ask in zip(fresh, asks, strict=True)], plan.victims
+        )
         self._check_cap(owner, sum(len(g) for g in gpus.values()))
         for victim in plan.victims:
             self._end(victim, "preempted")
@@ -264,6 +276,10 @@ class Repairs(Ranks):
             repaired_ranks=tuple(rank for rank, _ in fresh),
             repair_spares=tuple(taken),
         )
+        if any(asks):  # README "Node resources": the replacements hold what they ask
+            new.gpus = {name: held for name, held in gpus.items() if held}
+            new.asks = (asks[0],) if all(a == asks[0] for a in asks) else tuple(asks)
+            new.res_nodes = {pod.node for _, pod in fresh}
         rid = self._new_id()
         self._holds[rid] = new
         return new.reservation(rid)
@@ -324,7 +340,10 @@ class Repairs(Ranks):
         level = hold.placement.level
         if len(domain) != len(hold.placement.domain):
             level = rules.level_name(self.levels, len(domain))
-        left = tuple(s for s in hold.placement.spares if s not in {pod for _, pod in spared})
+        used = {pod for _, pod in spared}
+        left = tuple(s for s in hold.placement.spares if s not in used)
+        hold.asks = asks_without_spares(hold, used)
+        hold.res_nodes |= {pod.node for pod in repair.placement.pods} if hold.asks else set()
         hold.placement = replace(
             hold.placement, pods=tuple(pods), level=level, domain=domain, spares=left
         )
@@ -345,17 +364,21 @@ class Repairs(Ranks):
         request = hold.request
         if request is None:
             raise InvalidRequest("reserve_spares takes allocations placed from a GangRequest")
+        if request.gpus_per_pod == 0:
+            raise InvalidRequest("pods without GPUs take no spares")
         domains: list[Path | None] = [None]
         if request.slices:
             domains = [tuple(path) for path in hold.placement.slices]
         if count * len(domains) > MAX_PODS:
             raise InvalidRequest("that many spares exceed the gang limit")
+        asks = self._asks(request)
         classes = [
-            _Class(
+            RepairClass(
                 request.gpus_per_pod,
                 dict(request.selector),
                 tuple(range(i * count, (i + 1) * count)),
                 where,
+                asks,
             )
             for i, where in enumerate(domains)
         ]
@@ -370,6 +393,11 @@ class Repairs(Ranks):
             hold.gpus.setdefault(pod.node, set()).update(pod.gpus)
             self._nodes[pod.node].allocated.update(pod.gpus)
         hold.placement = replace(hold.placement, spares=(*hold.placement.spares, *added))
+        if len(hold.asks) > 1:  # per slot: each new spare asks what a pod asks
+            hold.asks = (*hold.asks, *([asks] * len(added)))
+        elif asks and not hold.asks:
+            hold.asks = (asks,)
+        hold.res_nodes |= {pod.node for pod in added} if hold.asks else set()
         return hold.allocation(hid, self._nodes)
 
     # ----------------------------------------------------------------- helpers
@@ -404,138 +432,18 @@ class Repairs(Ranks):
             raise ReservationError(f"cannot repair {hid}: it was {ending}")
         if not hold.committed:
             raise ReservationError(f"cannot repair {hid}: it is a reservation; commit it first")
-        if hold.asks:
-            raise InvalidRequest("repair and spares do not count resources besides GPUs yet")
         if hold.placement.gpu_milli is not None:
             raise InvalidRequest("repair does not take fractions of a GPU")
         return hid, hold
 
-    def _knobs(self, hold: _Hold) -> tuple[str, str]:
-        if hold.request is not None:
-            return hold.request.spread, hold.request.numa
-        if hold.roles is not None:
-            return hold.roles.spread, "none"
-        return "pack", "none"
-
-    def _widest(self, hold: _Hold) -> int:
-        """The coarsest depth a repair may widen to (required_level, or max_level)."""
-        asked = hold.request if hold.request is not None else hold.roles
-        level = None if asked is None else asked.required_level
-        depth = self._depth_of(level)
-        if self.max_level is not None:
-            depth = max(depth, self._depth_of(self.max_level))
-        return depth
-
-    def _resolve(self, path: Path) -> tuple[int, Path, bool]:
-        """The deepest prefix of ``path`` that still names a domain (or node).
-
-        Returns its depth, the prefix, and whether it is the whole path.
-        """
-        full = [(*node.path, node.name) for node in self._nodes.values()]
-        for depth in range(len(path), -1, -1):
-            if any(tuple(names[:depth]) == path[:depth] for names in full) or depth == 0:
-                return depth, path[:depth], depth == len(path)
-        return 0, (), not path
-
-    def _classes(self, hold: _Hold, lost: Sequence[int]) -> list[_Class]:
-        pods = hold.placement.pods
-        request = hold.request
-        if request is not None and request.slices:
-            inner = request.slices[-1][1]
-            classes: list[_Class] = []
-            for rank in lost:
-                where = tuple(hold.placement.slices[rank // inner])
-                if classes and classes[-1].slice == where:
-                    last = classes[-1]
-                    classes[-1] = replace(last, ranks=(*last.ranks, rank))
-                else:
-                    size = len(pods[rank].gpus)
-                    classes.append(_Class(size, dict(request.selector), (rank,), where))
-            return classes
-        roles = hold.roles
-        counts = hold.placement.groups_counts
-        group_of = [g for g, (_, count) in enumerate(counts) for _ in range(count)]
-        # Largest pods first, then group order, then (sliced groups) slice order.
-        by_key: dict[tuple[int, int, int], list[int]] = {}
-        for rank in lost:
-            group = group_of[rank] if rank < len(group_of) else 0
-            at = self._slice_index(hold, rank)
-            key = (-len(pods[rank].gpus), group, 0 if at is None else at)
-            by_key.setdefault(key, []).append(rank)
-        found = []
-        for (size, group, _), ranks in sorted(by_key.items()):
-            selector: Mapping[str, str] = {}
-            if request is not None:
-                selector = dict(request.selector)
-            elif roles is not None:
-                selector = dict(roles.groups[group].selector)
-            inside = self._slice_of(hold, ranks[0])
-            found.append(_Class(-size, selector, tuple(ranks), inside))
-        return found
-
-    def _room(self, group: _Class, path: Path, numa: str) -> int:
-        usable = rules.feasible(self._views(), group.selector, numa)
-        members = [n for n in usable if n.full_path[: len(path)] == path]
-        return min(rules.capacity(members, group.gpus_per_pod), len(group.ranks))
-
-    def _place(
-        self,
-        classes: Sequence[_Class],
-        target: tuple[int, Path],
-        spread: str,
-        numa: str,
-        freed: Mapping[str, set[int]] | None = None,
-    ) -> tuple[tuple[int, PodPlacement], ...] | None:
-        """Every class in turn, seeing the GPUs the earlier ones took.
-
-        ``freed``: GPUs counted free besides the free ones (a what-if preemption's victims').
-        Returns ``(rank, pod)`` pairs in rank order, or ``None`` if a class does not fit.
-        """
-        extra = freed or {}
-        node_depth = len(self.levels) + 1
-        taken: dict[str, set[int]] = {}
-        found: list[tuple[int, PodPlacement]] = []
-        for group in classes:
-            depth, path = target
-            if group.slice is not None:
-                depth, path, whole = self._resolve(group.slice)
-                if not whole:
-                    return None
-            views = [
-                replace(
-                    n,
-                    free=tuple(
-                        g
-                        for g in sorted({*n.free, *extra.get(n.name, ())})
-                        if g not in taken.get(n.name, ())
-                    ),
-                )
-                for n in self._views()
-            ]
-            usable = rules.feasible(views, group.selector, numa)
-            members = [n for n in usable if n.full_path[: len(path)] == path]
-            pods = len(group.ranks)
-            if rules.capacity(members, group.gpus_per_pod) < pods:
-                return None
-            placed = rules.spread(usable, node_depth, depth, path, pods, group.gpus_per_pod, spread)
-            ranked = rules.ranked(placed, {n.name: n.full_path for n in usable})
-            for pod in ranked:
-                taken.setdefault(pod.node, set()).update(pod.gpus)
-            found.extend(zip(group.ranks, ranked, strict=True))
-        return tuple(sorted(found, key=lambda pair: pair[0]))
-
 
 @dataclass(frozen=True)
 class _Priority:
-    """What ``_candidates`` reads of a request: the priority victims must be below."""
+    """What ``_candidates`` reads of a request.
+
+    The priority victims must be below, and whether the lost pods ask resources (then the
+    victims give theirs back).
+    """
 
     priority: int
-
-
-def _freed(removed: Sequence[Any]) -> dict[str, set[int]]:
-    """The healthy GPUs ``removed`` would free, per node."""
-    freed: dict[str, set[int]] = {}
-    for candidate in removed:
-        for node, gpus in candidate.freed.items():
-            freed.setdefault(node, set()).update(gpus)
-    return freed
+    resources_per_pod: Mapping[str, int]

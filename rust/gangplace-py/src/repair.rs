@@ -89,8 +89,9 @@ impl Cluster {
     /// coarsest level, where all fit. With
     /// ``preempt``, when nothing else fits, the fewest lower-priority preemptible allocations
     /// inside the placement's domain become ``victims`` (ended by ``repair``). Pods follow
-    /// the placement rules; ranks keep their numbers. Without lost ranks, a plan with no
-    /// replacements.
+    /// the placement rules and are counted by the nodes' free resources too when they ask
+    /// some (README "Node resources"; victims give theirs back); ranks keep their numbers.
+    /// Without lost ranks, a plan with no replacements.
     ///
     /// Raises:
     ///     UnknownReservation: No such id, or another owner's.
@@ -148,9 +149,11 @@ impl Cluster {
     /// Reserves a repair plan's replacement GPUs, tied to its allocation.
     ///
     /// Re-validates (README "Repair after failures", R4): the allocation is live, its lost
-    /// ranks are the plan's, and every target GPU is still free, healthy and inside its
-    /// domain (its slice's for a slice gang). The reservation's pods are the replacements in
-    /// rank order; ``.repairs`` names the allocation. Commit it with ``commit_repair``.
+    /// ranks are the plan's, every target GPU is still free, healthy and inside its domain
+    /// (its slice's for a slice gang), and every target node's free resources still hold
+    /// what its new pods ask. The reservation's pods are the replacements in rank order,
+    /// holding what their ranks ask besides GPUs; ``.repairs`` names the allocation. Commit
+    /// it with ``commit_repair``.
     ///
     /// Args:
     ///     plan: From ``plan_repair``.
@@ -158,8 +161,8 @@ impl Cluster {
     ///     owner: Who holds the repair reservation (and may see the allocation).
     ///
     /// Raises:
-    ///     Conflict: The plan is stale (lost ranks changed, or a target GPU is taken); nothing
-    ///         is held.
+    ///     Conflict: The plan is stale (lost ranks changed, a target GPU is taken, or a
+    ///         target node's resources no longer hold its pods); nothing is held.
     ///     UnknownReservation: No such allocation, or another owner's.
     ///     ReservationError: The allocation ended, or is a reservation.
     ///     LimitExceeded: The owner would exceed ``max_held_gpus_per_owner``.
@@ -196,8 +199,8 @@ impl Cluster {
     /// Merges a repair reservation into its allocation, which keeps its id.
     ///
     /// README "Repair after failures", R5: the lost ranks point at the new pods, the lost
-    /// pods' healthy GPUs go back to the pool, ``lost`` becomes empty, and the domain widens
-    /// only if a replacement lies outside it.
+    /// pods' healthy GPUs and their resources go back to the pool, ``lost`` becomes empty,
+    /// and the domain widens only if a replacement lies outside it.
     ///
     /// Raises:
     ///     Conflict: The allocation's lost ranks changed since ``repair``; the repair
@@ -226,15 +229,16 @@ impl Cluster {
     ///
     /// ``count`` pods of its pod size inside its placement's domain, or ``count`` in every
     /// innermost slice domain of a slice gang, by the placement rules with its selector,
-    /// spread and NUMA policy; appended to ``Allocation.spares``. All or nothing.
+    /// spread and NUMA policy, each asking (and holding) what a pod asks besides GPUs;
+    /// appended to ``Allocation.spares``. All or nothing.
     ///
     /// Raises:
     ///     Unschedulable: Not all of them fit; nothing changes.
     ///     UnknownReservation: No such id, or another owner's.
     ///     ReservationError: A reservation, or an ended allocation.
     ///     LimitExceeded: Its owner would exceed ``max_held_gpus_per_owner``.
-    ///     InvalidRequest: ``count`` below 1 or past the gang limit, or an allocation not placed
-    ///         from a ``GangRequest``.
+    ///     InvalidRequest: ``count`` below 1 or past the gang limit, an allocation not placed
+    ///         from a ``GangRequest``, or one whose pods hold no GPU.
     #[pyo3(signature = (allocation, count, *, owner = None))]
     fn reserve_spares(
         &self,

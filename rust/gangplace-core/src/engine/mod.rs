@@ -183,7 +183,11 @@ impl Engine {
                 let (states, ledger) = (&mut self.states, &mut self.ledger);
                 match reserved {
                     true => ledger.end(states, &mut changes, holder, Ending::Revoked),
-                    false => ledger.drop_spares(states, &mut changes, holder, (id, node), bit),
+                    false => {
+                        let dropped =
+                            ledger.drop_spares(states, &mut changes, holder, (id, node), bit);
+                        self.spares_dropped(&mut changes, holder, &dropped);
+                    }
                 }
             }
         }
@@ -215,7 +219,9 @@ impl Engine {
                 }
                 Some(HoldState::Committed) => {
                     ledger.detach_node(states, &mut changes, holder, id);
-                    ledger.drop_spares(states, &mut changes, holder, (id, name), GpuSet::ALL);
+                    let dropped =
+                        ledger.drop_spares(states, &mut changes, holder, (id, name), GpuSet::ALL);
+                    self.spares_dropped(&mut changes, holder, &dropped);
                 }
                 None => {}
             }

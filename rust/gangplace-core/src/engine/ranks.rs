@@ -76,7 +76,7 @@ pub(crate) fn slice_index(hold: &Hold, rank: u64) -> Option<usize> {
 }
 
 /// `(rank, spare)` for every lost rank a spare takes, in rank order: a spare of the lost
-/// pod's GPU count on a node carrying the rank's selector.
+/// pod's GPU count asking what it asks, on a node carrying the rank's selector.
 pub(crate) fn spare_matches(
     topology: &Topology,
     states: &NodeStates,
@@ -103,9 +103,11 @@ pub(crate) fn spare_matches(
             .and_then(|r| hold.placement.pods.get(r));
         let size = pod.map_or(0, |pod| pod.gpus.count());
         let selector = selector_of(hold, rank);
+        let asks = asks_of(hold, usize::try_from(rank).unwrap_or(usize::MAX));
         let found = (0..spares.len()).find(|&index| {
             !taken[index]
                 && spares[index].gpus.count() == size
+                && asks_of(hold, hold.placement.pods.len() + index) == asks
                 && usable[index].as_ref().is_some_and(|(node, path)| {
                     within.len() <= path.len()
                         && within.iter().zip(path).all(|(a, b)| a == b)
@@ -136,4 +138,15 @@ pub(crate) fn selector_of(hold: &Hold, rank: u64) -> &[(String, String)] {
         }
     }
     &[]
+}
+
+/// What pod slot `slot` of `hold` asks besides GPUs (README "Node resources"): ranks first,
+/// then the spares in order; nothing for a hold whose pods ask nothing.
+pub(crate) fn asks_of(hold: &Hold, slot: usize) -> &crate::resources::Amounts {
+    static NONE: crate::resources::Amounts = crate::resources::Amounts::none();
+    match &*hold.pod_resources {
+        [] => &NONE,
+        [uniform] => uniform,
+        per_slot => per_slot.get(slot).unwrap_or(&NONE),
+    }
 }

@@ -152,6 +152,16 @@ impl Engine {
             AnyRequest::Roles(request) => self.roles_resources(request, placement),
         };
         let asked = self.resources_by_node(placement, &per_pod, &[], &|_| true);
+        self.check_asked_resources(asked, victims)
+    }
+
+    /// Refuses `asked` (per node) unless each node's free resources, once the `victims` end,
+    /// hold it (`Conflict`: the plan is stale), nodes checked in name order.
+    pub(crate) fn check_asked_resources(
+        &self,
+        asked: Vec<(NodeId, Amounts)>,
+        victims: &[HoldId],
+    ) -> CoreResult<()> {
         if asked.is_empty() {
             return Ok(());
         }
@@ -185,6 +195,47 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// Sets live hold `id`'s asks to `asks` and its use per node to what its live pods and
+    /// spares ask now (after its placement changed: spares dropped or added, a repair
+    /// merged), counting pods on the nodes it holds something on and on `also`.
+    pub(crate) fn resync_resources(
+        &mut self,
+        changes: &mut crate::state::Changes,
+        id: HoldId,
+        asks: Arc<[Amounts]>,
+        also: &[NodeId],
+    ) {
+        let Some(hold) = self.ledger.live(id) else {
+            return;
+        };
+        if asks.is_empty() && hold.resources_by_node.is_empty() {
+            return;
+        }
+        let member = |node: NodeId| holds_on(hold, node) || also.contains(&node);
+        let by_node = self.resources_by_node(&hold.placement, &asks, &hold.ended, &member);
+        (self.ledger).set_resources(&mut self.states, changes, id, asks, by_node);
+    }
+
+    /// After the spares at `dropped` (positions among its spares before) left allocation
+    /// `id` (README "Spares", S3): its asks lose their slots and its use per node what they
+    /// asked.
+    pub(crate) fn spares_dropped(
+        &mut self,
+        changes: &mut crate::state::Changes,
+        id: HoldId,
+        dropped: &[usize],
+    ) {
+        let Some(hold) = self.ledger.live(id).filter(|_| !dropped.is_empty()) else {
+            return;
+        };
+        if hold.pod_resources.is_empty() {
+            return;
+        }
+        let pods = hold.placement.pods.len();
+        let asks = asks_without_spares(pods, &hold.pod_resources, dropped);
+        self.resync_resources(changes, id, asks, &[]);
     }
 
     /// Whether every hold's use per node is what its pods ask and every node's use is the
@@ -367,4 +418,21 @@ impl Engine {
 pub(crate) fn holds_on(hold: &Hold, node: NodeId) -> bool {
     (hold.gpus_by_node.iter()).any(|&(on, _)| on == node)
         || (hold.resources_by_node.iter()).any(|&(on, _)| on == node)
+}
+
+/// `hold`'s asks without the slots of its spares at `dropped` (positions in its spares
+/// before they were dropped): per-slot asks keep their ranks' and the other spares'.
+pub(crate) fn asks_without_spares(
+    hold_pods: usize,
+    asks: &[Amounts],
+    dropped: &[usize],
+) -> Arc<[Amounts]> {
+    if asks.len() <= 1 {
+        return Arc::from(asks);
+    }
+    let kept = asks
+        .iter()
+        .enumerate()
+        .filter(|&(slot, _)| slot < hold_pods || !dropped.contains(&(slot - hold_pods)));
+    kept.map(|(_, amounts)| amounts.clone()).collect()
 }

@@ -14,7 +14,8 @@ impl Ledger {
     /// Merges repair reservation `id` into its allocation (README "Repair after failures",
     /// R5): its GPUs become the allocation's, `released` (the lost pods' GPUs still held)
     /// go back to the pool, the allocation's placement becomes `placement`, and the
-    /// reservation ends as merged. The caller has checked everything.
+    /// reservation ends as merged (its resources leave the nodes' use: the engine then
+    /// recounts the allocation's, README "Node resources"). The caller has checked everything.
     pub fn merge_repair(
         &mut self,
         states: &mut NodeStates,
@@ -41,6 +42,9 @@ impl Ledger {
             });
             self.remove_holder(node, id);
             self.failpoint(step);
+        }
+        for (node, amounts) in &repair.resources_by_node {
+            states.use_resources(*node, amounts, false, changes);
         }
         for &(node, gpus) in released {
             states.update(node, changes, |state| state.allocated &= !gpus);
@@ -82,7 +86,8 @@ impl Ledger {
 
     /// An allocation's spares on node `node` (named `name`) that hold a GPU of `gpus` stop
     /// being spares (README "Spares"): they leave its placement and the GPUs it still holds
-    /// for them go back to the pool (unhealthy ones stay out of it).
+    /// for them go back to the pool (unhealthy ones stay out of it). Returns their positions
+    /// among its spares before (the engine recounts the resources they asked).
     pub fn drop_spares(
         &mut self,
         states: &mut NodeStates,
@@ -90,14 +95,18 @@ impl Ledger {
         id: HoldId,
         (node, name): (NodeId, &str),
         gpus: GpuSet,
-    ) {
+    ) -> Vec<usize> {
         let Some(hold) = self.live.get_mut(&id) else {
-            return;
+            return Vec::new();
         };
         let hit =
             |pod: &crate::model::PodPlacement| &*pod.node == name && pod.gpus.intersects(gpus);
-        if !hold.placement.spares.iter().any(hit) {
-            return;
+        let positions: Vec<usize> = (hold.placement.spares.iter().enumerate())
+            .filter(|(_, pod)| hit(pod))
+            .map(|(at, _)| at)
+            .collect();
+        if positions.is_empty() {
+            return positions;
         }
         let mut placement = (*hold.placement).clone();
         let dropped = placement.spares.iter().filter(|pod| hit(pod));
@@ -106,7 +115,7 @@ impl Ledger {
         hold.placement = Arc::new(placement);
         let Ok(at) = hold.gpus_by_node.binary_search_by_key(&node, |&(on, _)| on) else {
             self.recheck(id);
-            return; // the node's GPUs are already gone (`remove_node`)
+            return positions; // the node's GPUs are already gone (`remove_node`)
         };
         let freed = hold.gpus_by_node[at].1 & dropped;
         hold.gpus_by_node[at].1 &= !freed;
@@ -122,6 +131,7 @@ impl Ledger {
         }
         self.count_held(&owner, 0, u64::from(freed.count()));
         self.recheck(id);
+        positions
     }
 
     /// Adds `pods` (each with its node) to allocation `id` as new spares, after its others

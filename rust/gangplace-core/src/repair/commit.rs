@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::engine::Engine;
-use crate::engine::ranks::{lost_ranks, slice_of};
+use crate::engine::ranks::{asks_of, lost_ranks, slice_of};
+use crate::engine::resources::asks_without_spares;
 use crate::engine::transactions::{
     Owner, allocation_of, check_owner, check_ttl, gpus_by_node, held_gpus, reservation_of,
 };
@@ -19,13 +20,15 @@ use crate::error::{CoreError, CoreResult, internal, invalid, texts};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, Hold, HoldState, RepairLink};
 use crate::model::{Allocation, Placement, PodPlacement, RepairPlan, Reservation};
+use crate::resources::Amounts;
 use crate::state::Changes;
 
 impl Engine {
     /// Reserves the replacement GPUs of `plan` until `now + ttl` as a repair reservation of
-    /// its allocation, after checking that the allocation is live, its lost ranks are the
-    /// plan's, and every target GPU is still free and healthy inside its domain; otherwise
-    /// an error and nothing changes (README "Repair after failures", R4).
+    /// its allocation (with what the replacements ask besides GPUs), after checking that the
+    /// allocation is live, its lost ranks are the plan's, every target GPU is still free and
+    /// healthy inside its domain and every target node's free resources hold what its new
+    /// pods ask; otherwise an error and nothing changes (README "Repair after failures", R4).
     pub fn repair(
         &mut self,
         plan: &RepairPlan,
@@ -51,6 +54,7 @@ impl Engine {
         let victims = self.repair_victims(plan, target)?;
         let mut pods: Vec<(NodeId, GpuSet)> = Vec::with_capacity(plan.replacements.len());
         let (mut new_pods, mut ranks, mut spares) = (Vec::new(), Vec::new(), Vec::new());
+        let mut asks: Vec<Amounts> = Vec::new();
         for (rank, pod) in &plan.replacements {
             let domain = slice_of(target, *rank).unwrap_or(&plan.domain);
             let node = self.node_inside(domain, &pod.node)?;
@@ -60,12 +64,16 @@ impl Engine {
                 continue;
             }
             match victims.get(&node) {
+                // A pod without GPUs (its rank's lost pod had none: `check_plan_shape`) holds
+                // only its resources, checked below.
+                _ if pod.gpus.is_empty() => {}
                 Some(&freed) => self.check_pod_gpus_freed(node, pod.gpus, freed)?,
                 None => self.check_pod_gpus(node, pod.gpus)?,
             }
             pods.push((node, pod.gpus));
             new_pods.push(pod.clone());
             ranks.push(*rank);
+            asks.push(asks_of(target, usize::try_from(*rank).unwrap_or(usize::MAX)).clone());
         }
         let held =
             gpus_by_node(pods.into_iter()).ok_or_else(|| texts::one_gpu_two_pods("the plan"))?;
@@ -79,6 +87,15 @@ impl Engine {
             groups: Vec::new(),
             spares: Vec::new(),
         };
+        let asks: Arc<[Amounts]> = match asks.first() {
+            Some(first) if asks.iter().all(|ask| ask == first) => match first.is_empty() {
+                true => Arc::from(Vec::new()),
+                false => Arc::from(vec![first.clone()]),
+            },
+            _ => asks.into(),
+        };
+        let resources_by_node = self.resources_by_node(&placement, &asks, &[], &|_| true);
+        self.check_asked_resources(resources_by_node.clone(), &plan.victims)?;
         let hold = Hold {
             state: HoldState::Reserved,
             expires_at: now + ttl,
@@ -95,8 +112,8 @@ impl Engine {
                 spares,
             })),
             ended: Vec::new(),
-            pod_resources: Arc::from(Vec::new()),
-            resources_by_node: Vec::new(),
+            pod_resources: asks,
+            resources_by_node,
             resources_detached: false,
         };
         let id = self.ledger.new_id()?;
@@ -200,9 +217,20 @@ impl Engine {
             self.check_cap_after(owner.as_deref(), repair.gpu_count(), freed)?;
         }
         let placement = Arc::new(self.repaired_placement(target, &link, &repair.placement.pods));
+        // The spares used now hold their ranks: their slots leave the asks.
+        let used: Vec<usize> = (target.placement.spares.iter().enumerate())
+            .filter(|(_, spare)| link.spares.iter().any(|(_, used)| used == *spare))
+            .map(|(at, _)| at)
+            .collect();
+        let pods = target.placement.pods.len();
+        let asks = asks_without_spares(pods, &target.pod_resources, &used);
+        let new_nodes: Vec<NodeId> = (repair.placement.pods.iter())
+            .filter_map(|pod| self.topology.node_id(&pod.node))
+            .collect();
         let mut changes = Changes::new();
         let (states, ledger) = (&mut self.states, &mut self.ledger);
         ledger.merge_repair(states, &mut changes, id, &released, placement);
+        self.resync_resources(&mut changes, link.allocation, asks, &new_nodes);
         self.apply(&changes);
         let merged = self.ledger.live(link.allocation);
         let merged = merged.ok_or_else(|| internal("a repaired allocation vanished"))?;

@@ -9,10 +9,11 @@
 //! are grouped into classes that are placed one after another, each seeing the GPUs the
 //! earlier ones took: for a slice gang, the lost ranks of each innermost slice, inside that
 //! slice's domain (slices in rank order); otherwise the lost ranks of one pod size (and one
-//! group's selector for multi-role gangs), largest pods first, inside the placement's domain,
-//! or with `widen` the smallest enclosing domain up to the request's coarsest level where
-//! every class fits. Inside a target the pods follow rules 4-6; the new pods go to the lost
-//! ranks in rank order.
+//! group's selector for multi-role gangs, and one ask besides GPUs), largest pods first, inside
+//! the placement's domain, or with `widen` the smallest enclosing domain up to the request's
+//! coarsest level where every class fits. Inside a target the pods follow rules 4-6, counted
+//! by the nodes' free resources too (README "Node resources") less what earlier classes
+//! took; the new pods go to the lost ranks in rank order.
 
 mod commit;
 mod preempt;
@@ -21,26 +22,37 @@ mod spares;
 
 use std::collections::BTreeMap;
 
-use crate::capacity::{CapacityView, Overlay};
+use crate::capacity::{CapacityView, Overlay, ResourceFit};
 use crate::engine::Engine;
-use crate::engine::ranks::{lost_ranks, slice_index, spare_matches};
+use crate::engine::ranks::{asks_of, lost_ranks, slice_index, spare_matches};
 use crate::engine::transactions::Owner;
 use crate::error::{CoreError, CoreResult, invalid};
 use crate::ids::{DomainId, GpuSet, HoldId, NodeId, ROOT};
 use crate::ledger::{Hold, HoldState};
 use crate::model::{PodPlacement, RepairPlan};
+use crate::resources::Amounts;
 use crate::search::{Item, Plan, Search};
 use crate::shapes::{Layers, Numa, Spread};
 use crate::topology::Topology;
 
-/// Lost ranks placed together: one pod size, one selector, one target (a slice's domain, or
-/// `None`: the placement's domain or the widened one).
+/// Lost ranks placed together: one pod size, one selector, one ask besides GPUs, one target
+/// (a slice's domain, or `None`: the placement's domain or the widened one).
 #[derive(Debug, Clone)]
 pub(super) struct RepairClass {
     pub gpus_per_pod: u32,
     pub selector: Vec<(String, String)>,
     pub ranks: Vec<u64>,
     pub slice: Option<Vec<String>>,
+    /// What each of its pods asks besides GPUs (empty: nothing).
+    pub need: Amounts,
+}
+
+/// What a what-if preemption's victims give back, counted free besides the free GPUs and
+/// resources: healthy GPUs per node, and resources per node sorted by node.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Freed {
+    pub gpus: BTreeMap<NodeId, GpuSet>,
+    pub resources: Vec<(NodeId, Amounts)>,
 }
 
 /// What the pods of a repair follow besides the rules: the request's spread and NUMA policy.
@@ -94,7 +106,7 @@ impl Engine {
                 victims: Vec::new(),
             }
         };
-        let no_freed = BTreeMap::new();
+        let no_freed = Freed::default();
         if classes.is_empty() {
             return Ok(Some(plan(
                 &placement.level,
@@ -225,12 +237,6 @@ impl Engine {
             (None, ending) => return Err(Self::repair_ended(id, ending)),
         }
         let hold = self.ledger.live(id).ok_or_else(|| unknown(id))?;
-        if !hold.pod_resources.is_empty() {
-            return Err(invalid(format!(
-                "repair and spares do not count resources besides GPUs yet; allocation {id}'s \
-                 pods ask some (README \"Node resources\")"
-            )));
-        }
         hold.placement.refuse_fraction("repair")?;
         Ok(hold)
     }
@@ -340,17 +346,18 @@ impl Engine {
         (path.len(), Item::Domain(domain), true)
     }
 
-    /// Every class placed in turn (its slice's domain, or `target`), each seeing the GPUs the
-    /// earlier ones took; `(rank, pod)` in rank order, or `None` if one does not fit.
-    /// `freed`: GPUs counted free besides the free ones (a what-if preemption's victims').
+    /// Every class placed in turn (its slice's domain, or `target`), each seeing the GPUs and
+    /// resources the earlier ones took; `(rank, pod)` in rank order, or `None` if one does
+    /// not fit. `freed`: what a what-if preemption's victims give back.
     pub(super) fn place_classes(
         &self,
         classes: &[RepairClass],
         target: (usize, Item),
         knobs: Knobs,
-        freed: &BTreeMap<NodeId, GpuSet>,
+        freed: &Freed,
     ) -> CoreResult<Option<Vec<(u64, PodPlacement)>>> {
         let mut taken: BTreeMap<NodeId, GpuSet> = BTreeMap::new();
+        let mut taken_resources: BTreeMap<NodeId, Amounts> = BTreeMap::new();
         let mut replacements = Vec::new();
         for class in classes {
             let target = match &class.slice {
@@ -360,11 +367,18 @@ impl Engine {
                     _ => return Ok(None),
                 },
             };
-            let Some(plan) = self.place_class(class, target, knobs, (&taken, freed))? else {
+            let used: Vec<(NodeId, Amounts)> = (taken_resources.iter())
+                .map(|(&node, amounts)| (node, amounts.clone()))
+                .collect();
+            let Some(plan) = self.place_class(class, target, knobs, (&taken, &used), freed)? else {
                 return Ok(None);
             };
             for pod in &plan.pods {
                 *taken.entry(pod.node).or_default() |= pod.gpus;
+                if !class.need.is_empty() {
+                    let sum = taken_resources.entry(pod.node).or_default();
+                    *sum = sum.plus(&class.need);
+                }
             }
             let pods = self.planned_pods(&plan);
             replacements.extend(class.ranks.iter().copied().zip(pods));
@@ -374,29 +388,34 @@ impl Engine {
     }
 
     /// One class inside `target` by rules 4-6, on its selector's view plus `freed` less
-    /// `taken`.
+    /// `taken` (GPUs, and resources when the class asks some).
     fn place_class(
         &self,
         class: &RepairClass,
         (depth, item): (usize, Item),
         knobs: Knobs,
-        (taken, freed): (&BTreeMap<NodeId, GpuSet>, &BTreeMap<NodeId, GpuSet>),
+        (taken, taken_resources): (&BTreeMap<NodeId, GpuSet>, &[(NodeId, Amounts)]),
+        freed: &Freed,
     ) -> CoreResult<Option<Plan>> {
         let view = self.capacity.view_for(&self.states, &class.selector);
         let view = view.ok_or_else(|| crate::error::internal("a selector lost its pool"))?;
         let pods = class.ranks.len() as u64;
         let size = class.gpus_per_pod;
         let mut overlay = Overlay::new(&self.topology, &view, size);
-        for &node in taken.keys().chain(freed.keys()) {
+        for &node in taken.keys().chain(freed.gpus.keys()) {
             if let Some(free) = view.node_free(node) {
-                let more = freed.get(&node).copied().unwrap_or_default();
+                let more = freed.gpus.get(&node).copied().unwrap_or_default();
                 let less = taken.get(&node).copied().unwrap_or_default();
                 overlay.set_node(node, Some((free | more) & !less));
             }
         }
+        let fit = self
+            .class_fit(class)
+            .map(|fit| fit.with_taken(taken_resources).with_freed(&freed.resources));
         let search = Search::new(&self.topology, &overlay, size)
             .with_shape(Layers::NONE, knobs.spread)
-            .with_numa(knobs.numa);
+            .with_numa(knobs.numa)
+            .with_resources(fit);
         if !search.holds(item, pods) {
             return Ok(None);
         }
@@ -410,8 +429,20 @@ impl Engine {
         };
         let search = Search::new(&self.topology, &view, class.gpus_per_pod)
             .with_shape(Layers::NONE, knobs.spread)
-            .with_numa(knobs.numa);
+            .with_numa(knobs.numa)
+            .with_resources(self.class_fit(class));
         search.pods_up_to(item, class.ranks.len() as u64)
+    }
+
+    /// How the class's pods count by the nodes' free resources (`None`: it asks none).
+    fn class_fit<'a>(&'a self, class: &'a RepairClass) -> Option<ResourceFit<'a>> {
+        (!class.need.is_empty()).then(|| {
+            ResourceFit::new(
+                &class.need,
+                self.topology.resources().capacities(),
+                self.states.resource_use(),
+            )
+        })
     }
 }
 
@@ -420,7 +451,8 @@ fn unknown(id: HoldId) -> CoreError {
 }
 
 /// The classes of `lost`: per innermost slice for a slice gang; otherwise per (pod size,
-/// group), largest pods first, then group order.
+/// group, slice), largest pods first, then group order, then slice order; each split by
+/// what its ranks ask besides GPUs (in the order of each ask's lowest rank).
 fn repair_classes(topology: &Topology, hold: &Hold, lost: &[u64]) -> CoreResult<Vec<RepairClass>> {
     let pods = &hold.placement.pods;
     let index = |rank: u64| usize::try_from(rank).unwrap_or(usize::MAX);
@@ -432,13 +464,17 @@ fn repair_classes(topology: &Topology, hold: &Hold, lost: &[u64]) -> CoreResult<
         for &rank in lost {
             let slice = hold.placement.slices.get(index(rank / inner)).cloned();
             let slice = slice.ok_or_else(|| invalid("a slice gang's placement lost its slices"))?;
+            let need = asks_of(hold, index(rank));
             match classes.last_mut() {
-                Some(class) if class.slice.as_ref() == Some(&slice) => class.ranks.push(rank),
+                Some(class) if class.slice.as_ref() == Some(&slice) && class.need == *need => {
+                    class.ranks.push(rank);
+                }
                 _ => classes.push(RepairClass {
                     gpus_per_pod: size_of(rank),
                     selector: request.selector.clone(),
                     ranks: vec![rank],
                     slice: Some(slice),
+                    need: need.clone(),
                 }),
             }
         }
@@ -461,7 +497,7 @@ fn repair_classes(topology: &Topology, hold: &Hold, lost: &[u64]) -> CoreResult<
     };
     // Largest pods first, then group order, then (sliced groups) slice order.
     type Key = (std::cmp::Reverse<u32>, usize, usize);
-    let mut by_key: BTreeMap<Key, RepairClass> = BTreeMap::new();
+    let mut by_key: BTreeMap<Key, Vec<RepairClass>> = BTreeMap::new();
     for &rank in lost {
         let group = group_of.get(index(rank)).copied().unwrap_or(0);
         let slice = slice_index(hold, rank);
@@ -476,13 +512,18 @@ fn repair_classes(topology: &Topology, hold: &Hold, lost: &[u64]) -> CoreResult<
             None => None,
         };
         let key = (std::cmp::Reverse(size_of(rank)), group, slice.unwrap_or(0));
-        let class = by_key.entry(key).or_insert_with(|| RepairClass {
-            gpus_per_pod: size_of(rank),
-            selector: selector_of(rank),
-            ranks: Vec::new(),
-            slice: path,
-        });
-        class.ranks.push(rank);
+        let need = asks_of(hold, index(rank));
+        let split = by_key.entry(key).or_default();
+        match split.iter_mut().find(|class| class.need == *need) {
+            Some(class) => class.ranks.push(rank),
+            None => split.push(RepairClass {
+                gpus_per_pod: size_of(rank),
+                selector: selector_of(rank),
+                ranks: vec![rank],
+                slice: path,
+                need: need.clone(),
+            }),
+        }
     }
-    Ok(by_key.into_values().collect())
+    Ok(by_key.into_values().flatten().collect())
 }

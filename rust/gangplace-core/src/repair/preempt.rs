@@ -2,14 +2,15 @@
 //! a repair may reach, `plan_repair(preempt=True)` frees room inside the placement's own
 //! domain by the preemption rules, at the allocation's priority. Candidates are the
 //! allocations `plan_preemption` would consider (preemptible, strictly lower priority) with
-//! healthy GPUs inside the domain; they are removed on a what-if in P4's order (priority
+//! healthy GPUs inside the domain (or, when the lost pods ask resources besides GPUs, some
+//! of those resources: README "Node resources"); they are removed on a what-if in P4's order (priority
 //! ascending, GPUs freed inside the domain per GPU held descending, newest first, id) until
 //! every class fits, then restored in reverse order while the repair still fits, pass after
 //! pass until one restores nothing: the set is 1-minimal.
 
 use std::collections::BTreeMap;
 
-use super::{Knobs, RepairClass};
+use super::{Freed, Knobs, RepairClass};
 use crate::engine::Engine;
 use crate::engine::removal::Purpose;
 use crate::error::{CoreResult, internal};
@@ -35,7 +36,10 @@ impl Engine {
             return Ok(None);
         }
         let limits = RemovalLimits::default();
-        let candidates = self.candidates(hold.terms.priority, &limits, Purpose::Preemption, now);
+        let resources = classes.iter().any(|class| !class.need.is_empty());
+        let priority = hold.terms.priority;
+        let candidates =
+            self.counted_candidates(priority, &limits, Purpose::Preemption, now, resources);
         let inside = |node: NodeId| {
             let path = self.topology.node_path(node);
             let domain = &hold.placement.domain;
@@ -48,7 +52,9 @@ impl Engine {
                     .iter()
                     .filter(|&&(node, _)| inside(node));
                 let freed: u64 = freed.map(|&(_, gpus)| u64::from(gpus.count())).sum();
-                (freed > 0).then_some((index, freed))
+                let gives_back =
+                    || (candidates.freed_resources(index).iter()).any(|&(node, _)| inside(node));
+                (freed > 0 || gives_back()).then_some((index, freed))
             })
             .collect();
         let fits = |members: &[usize]| {
@@ -88,13 +94,16 @@ impl Engine {
     }
 }
 
-/// The healthy GPUs `members` would free, per node.
-fn freed_by(candidates: &Candidates, members: &[usize]) -> BTreeMap<NodeId, GpuSet> {
-    let mut freed: BTreeMap<NodeId, GpuSet> = BTreeMap::new();
+/// The healthy GPUs and the resources `members` would free, per node.
+fn freed_by(candidates: &Candidates, members: &[usize]) -> Freed {
+    let mut gpus: BTreeMap<NodeId, GpuSet> = BTreeMap::new();
     for &member in members {
-        for &(node, gpus) in candidates.freed(member) {
-            *freed.entry(node).or_default() |= gpus;
+        for &(node, freed) in candidates.freed(member) {
+            *gpus.entry(node).or_default() |= freed;
         }
     }
-    freed
+    Freed {
+        gpus,
+        resources: candidates.freed_amounts(members),
+    }
 }

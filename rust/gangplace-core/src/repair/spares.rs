@@ -17,7 +17,8 @@ use crate::state::Changes;
 impl Engine {
     /// Holds `count` new spares for allocation `id` (README "Spares", S5): `count` pods of its
     /// pod size inside its placement's domain, or `count` in every innermost slice domain of a
-    /// slice gang, by rules 4-6 with its selector, spread and NUMA policy; all of them or
+    /// slice gang, by rules 4-6 with its selector, spread and NUMA policy, each asking what
+    /// a pod asks besides GPUs (README "Node resources"); all of them or
     /// [`CoreError::Unschedulable`] and nothing changes.
     pub fn reserve_spares(
         &mut self,
@@ -42,7 +43,13 @@ impl Engine {
                 "reserve_spares takes allocations placed from a GangRequest (their pod size)",
             ));
         };
-        let classes = spare_classes(hold, &request, count)?;
+        if request.gpus_per_pod == 0 {
+            return Err(invalid(
+                "pods without GPUs (gpus_per_pod=0) take neither numa='single' nor spares",
+            ));
+        }
+        let need = (self.topology.resources().names()).resolve(&request.resources)?;
+        let classes = spare_classes(hold, (&request, need.clone()), count)?;
         let knobs = Knobs {
             spread: request.spread,
             numa: request.numa,
@@ -77,9 +84,16 @@ impl Engine {
                 pod,
             ));
         }
+        let mut asks = hold.pod_resources.to_vec();
+        if asks.len() > 1 {
+            asks.extend(std::iter::repeat_n(need.clone(), pods.len()));
+        } else if asks.is_empty() && !need.is_empty() {
+            asks.push(need);
+        }
         let mut changes = Changes::new();
         let (states, ledger) = (&mut self.states, &mut self.ledger);
         ledger.add_spares(states, &mut changes, id, &pods);
+        self.resync_resources(&mut changes, id, asks.into(), &[]);
         self.apply(&changes);
         let hold = self
             .ledger
@@ -94,7 +108,7 @@ impl Engine {
 /// classes in that order.
 fn spare_classes(
     hold: &Hold,
-    request: &crate::model::GangRequest,
+    (request, need): (&crate::model::GangRequest, crate::resources::Amounts),
     count: u64,
 ) -> CoreResult<Vec<RepairClass>> {
     let slices: Vec<Option<Vec<String>>> = match request.slices.is_empty() {
@@ -112,6 +126,7 @@ fn spare_classes(
             selector: request.selector.clone(),
             ranks: (index * count..(index + 1) * count).collect(),
             slice,
+            need: need.clone(),
         })
         .collect())
 }
