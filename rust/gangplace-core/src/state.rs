@@ -156,6 +156,9 @@ pub struct NodeStates {
     resources: ResourceUse,
     /// The used thousandths of every shared GPU.
     shares: GpuShares,
+    /// Nodes whose resources in use changed since the last
+    /// [`NodeStates::take_resources_touched`] (repeats allowed).
+    resources_touched: Vec<NodeId>,
 }
 
 impl NodeStates {
@@ -207,6 +210,9 @@ impl NodeStates {
             true => self.resources.take(id, &named),
             false => self.resources.give(id, &named),
         }
+        if !named.is_empty() {
+            self.resources_touched.push(id);
+        }
         if shares.is_empty() || id as usize >= self.nodes.len() {
             return;
         }
@@ -215,6 +221,11 @@ impl NodeStates {
         }
         let shared = self.shares.shared(id) & self.nodes[id as usize].gpus;
         self.update(id, changes, |state| state.shared = shared);
+    }
+
+    /// The nodes whose resources in use changed since the last call (repeats allowed).
+    pub fn take_resources_touched(&mut self) -> Vec<NodeId> {
+        std::mem::take(&mut self.resources_touched)
     }
 
     /// The GPU counts over every node.

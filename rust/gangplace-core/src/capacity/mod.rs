@@ -15,6 +15,7 @@ mod overlay;
 mod pools;
 mod propagate;
 mod resource_fit;
+mod shapes;
 mod shares;
 mod ties;
 
@@ -23,6 +24,7 @@ pub use index::FreeIndex;
 pub use overlay::Overlay;
 pub use pools::SelectorPool;
 pub use resource_fit::ResourceFit;
+pub use shapes::{ShapeCount, ShapeKey};
 pub use shares::ShareFit;
 
 use crate::ids::{DomainId, GpuSet, NodeId};
@@ -31,6 +33,7 @@ use crate::topology::Topology;
 use numa::NumaAggregates;
 use pools::Pools;
 use propagate::propagate;
+use shapes::ShapeCounts;
 
 /// The derived views of one cluster.
 #[derive(Debug, Clone)]
@@ -45,6 +48,8 @@ pub struct Capacity {
     largest: Vec<u64>,
     /// NUMA groups by free GPUs per domain, once some node has GPU groups (module `numa`).
     numa: Option<NumaAggregates>,
+    /// The kept pod counts of resource shapes (module `shapes`).
+    shapes: ShapeCounts,
 }
 
 impl Default for Capacity {
@@ -56,6 +61,7 @@ impl Default for Capacity {
             touched: Vec::new(),
             largest: Vec::new(),
             numa: None,
+            shapes: ShapeCounts::default(),
         }
     }
 }
@@ -70,6 +76,7 @@ impl Capacity {
             .resize(topology.domain_slots(), Aggregate::default());
         self.index.invalidate();
         self.pools.clear();
+        self.shapes.clear();
         for domain in topology.ancestors(topology.node(id).domain) {
             self.aggregates[domain as usize].change(None, free.map(GpuSet::count));
         }
@@ -96,6 +103,7 @@ impl Capacity {
         let free = states.get(id).feasible_set();
         self.index.invalidate();
         self.pools.clear();
+        self.shapes.clear();
         for domain in topology.ancestors(topology.node(id).domain) {
             self.aggregates[domain as usize].change(free.map(GpuSet::count), None);
         }
@@ -131,6 +139,28 @@ impl Capacity {
         if let Some(numa) = &mut self.numa {
             numa.apply(topology, changes);
         }
+        self.shapes.note(changes.iter().map(|change| change.node));
+    }
+
+    /// Notes nodes whose resources in use changed (their shape counts are then stale).
+    pub fn resources_changed(&mut self, nodes: impl Iterator<Item = NodeId>) {
+        self.shapes.note(nodes);
+    }
+
+    /// Drops the kept shape counts: a capacity changed, or this is a what-if copy whose
+    /// resource changes are not noted.
+    pub fn drop_shapes(&mut self) {
+        self.shapes.clear();
+    }
+
+    /// Brings the kept shape counts up to date and keeps `key`'s.
+    pub fn ensure_shape(&mut self, topology: &Topology, states: &NodeStates, key: ShapeKey) {
+        self.shapes.ensure(topology, states, key);
+    }
+
+    /// `key`'s kept counts, if current.
+    pub fn shape(&self, key: &ShapeKey) -> Option<&ShapeCount> {
+        self.shapes.fresh(key)
     }
 
     /// Rebuilds the index if nodes were added or removed. The topology must be settled.
@@ -216,6 +246,7 @@ impl Capacity {
 
     /// Rebuilds everything from the nodes and compares; the first mismatch is returned.
     pub fn check(&self, topology: &Topology, states: &NodeStates) -> Result<(), String> {
+        self.shapes.check(topology, states)?;
         let mut expected = vec![Aggregate::default(); topology.domain_slots()];
         for (id, node) in topology.nodes() {
             let free = states.get(id).feasible_free();

@@ -107,6 +107,8 @@ impl Engine {
     /// Hands a mutation's change records to the capacity views.
     pub(crate) fn apply(&mut self, changes: &Changes) {
         self.capacity.apply(&self.topology, changes);
+        let touched = self.states.take_resources_touched();
+        self.capacity.resources_changed(touched.into_iter());
     }
 
     pub(crate) fn reclaim(&mut self, now: f64) {
@@ -379,7 +381,12 @@ impl Engine {
         Scratch {
             topology: &self.topology,
             states: self.states.clone(),
-            capacity: self.capacity.clone(),
+            capacity: {
+                // Its resource changes are not noted: it must count node by node.
+                let mut capacity = self.capacity.clone();
+                capacity.drop_shapes();
+                capacity
+            },
         }
     }
 
@@ -392,6 +399,7 @@ impl Engine {
         let (topology, states) = (&self.topology, &self.states);
         self.capacity
             .ensure_pool(topology, states, &request.selector);
+        self.keep_shape(request)?;
         Ok(demand)
     }
 

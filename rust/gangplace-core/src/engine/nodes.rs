@@ -74,6 +74,7 @@ impl Engine {
             // Capacities may drop below what running pods use: the node is then full for
             // those resources until they end (Kubernetes keeps such pods running too).
             self.topology.set_resources(id, &resources);
+            self.capacity.drop_shapes(); // counted with the old capacities
             let names = self.topology.resources().names().len();
             let in_use = self.states.resource_use_mut();
             in_use.sync_names(names);

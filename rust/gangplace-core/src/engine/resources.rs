@@ -138,6 +138,28 @@ impl Engine {
         holders
     }
 
+    /// Keeps the pod counts of `request`'s shape current when its resources bind on the
+    /// cluster's own view (no selector, no fraction), so that its search reads them
+    /// (`capacity::shapes`).
+    pub(crate) fn keep_shape(&mut self, request: &GangRequest) -> CoreResult<()> {
+        if !request.selector.is_empty() || request.gpu_milli.is_some() {
+            return Ok(());
+        }
+        let need = self
+            .topology
+            .resources()
+            .names()
+            .resolve(&request.resources)?;
+        let state = (&self.topology, &self.states, &self.capacity);
+        if !super::search_ops::resources_bind(state, request, &need) {
+            return Ok(());
+        }
+        let key = super::search_ops::shape_key(request, need);
+        self.capacity
+            .ensure_shape(&self.topology, &self.states, key);
+        Ok(())
+    }
+
     /// Refuses a preemption plan whose pods' resources no longer fit: on each node, what the
     /// gang's pods there ask must be within what is free once the `victims` end (`Conflict`:
     /// the plan is stale; README "Node resources").

@@ -4,11 +4,12 @@
 
 use crate::capacity::ResourceFit;
 use crate::capacity::ShareFit;
-use crate::capacity::{Capacity, CapacityView};
+use crate::capacity::{Capacity, CapacityView, ShapeKey};
 use crate::config::Policy;
 use crate::error::{CoreResult, internal};
 use crate::limits::MAX_GPUS_PER_NODE;
 use crate::model::GangRequest;
+use crate::resources::Amounts;
 use crate::search::removal::{Candidates, Choice, Found, World};
 use crate::search::{Demand, Item, LevelBest, Plan, Search};
 use crate::shapes::Layers;
@@ -28,21 +29,9 @@ pub(super) fn search_over<R>(
     // The names were checked by `Engine::demand`, which every search of a request follows.
     let layers = Layers::resolve(topology, &request.slices, 0)?;
     let need = topology.resources().names().resolve(&request.resources)?;
-    // No node's resources bind when even the least free one holds as many pods as the most
-    // free GPUs of any usable node do: then counting GPUs alone gives the same answers.
-    // Pods without GPUs (size 0) are counted by their resources alone.
-    let binds = || {
-        let most_free = (capacity.cluster_view(states).index())
-            .map_or(u64::from(MAX_GPUS_PER_NODE), |index| {
-                index.level(topology.node_depth()).most_free()
-            });
-        size == 0
-            || removal
-            || !states
-                .resource_use()
-                .never_binds(&need, most_free / u64::from(size))
-    };
-    let fit = (!need.is_empty() && binds()).then(|| {
+    let binds = !need.is_empty()
+        && (removal || resources_bind((topology, states, capacity), request, &need));
+    let fit = binds.then(|| {
         ResourceFit::new(
             &need,
             topology.resources().capacities(),
@@ -52,12 +41,18 @@ pub(super) fn search_over<R>(
     let share = ShareFit::of(request.gpu_milli, states);
     if request.selector.is_empty() {
         let view = capacity.cluster_view(states);
+        // The kept counts hold for the cluster's own view, nothing taken or freed.
+        let counts = match (&fit, &share, removal) {
+            (Some(_), None, false) => capacity.shape(&shape_key(request, need.clone())),
+            _ => None,
+        };
         return Ok(search(
             &Search::new(topology, &view, size)
                 .with_shape(layers, request.spread)
                 .with_numa(request.numa)
                 .with_resources(fit)
-                .with_shares(share),
+                .with_shares(share)
+                .with_counts(counts),
         ));
     }
     let view = capacity
@@ -70,6 +65,38 @@ pub(super) fn search_over<R>(
             .with_resources(fit)
             .with_shares(share),
     ))
+}
+
+/// Whether `request`'s resources besides GPUs (`need`) may bound its pod counts on this
+/// state. They do not when none is asked, or when even the least free node holds as many
+/// pods as the most free GPUs of any usable node do: then counting GPUs alone gives the
+/// same answers. Pods without GPUs are counted by their resources alone.
+pub(super) fn resources_bind(
+    (topology, states, capacity): (&Topology, &NodeStates, &Capacity),
+    request: &GangRequest,
+    need: &Amounts,
+) -> bool {
+    if need.is_empty() {
+        return false;
+    }
+    let size = request.whole_gpus();
+    let most_free = (capacity.cluster_view(states).index())
+        .map_or(u64::from(MAX_GPUS_PER_NODE), |index| {
+            index.level(topology.node_depth()).most_free()
+        });
+    size == 0
+        || !states
+            .resource_use()
+            .never_binds(need, most_free / u64::from(size))
+}
+
+/// The kept-counts key of `request`'s shape asking `need`.
+pub(super) fn shape_key(request: &GangRequest, need: Amounts) -> ShapeKey {
+    ShapeKey {
+        gpus_per_pod: request.whole_gpus(),
+        numa: request.numa,
+        need,
+    }
 }
 
 /// The operations the engine needs of a search, whatever its view.

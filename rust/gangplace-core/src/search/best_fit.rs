@@ -84,7 +84,14 @@ impl<V: CapacityView> Search<'_, V> {
                 }
             }
             let item = Item::Domain(id);
-            if self.ancestry_order(item, best) == Ordering::Less && self.holds(item, pods) {
+            // With kept counts `holds` is one read, cheaper than the ancestry: asked first.
+            let wins = match self.counts.is_some() {
+                true => self.holds(item, pods) && self.ancestry_order(item, best) == Ordering::Less,
+                false => {
+                    self.ancestry_order(item, best) == Ordering::Less && self.holds(item, pods)
+                }
+            };
+            if wins {
                 best = item;
             }
         }

@@ -13,7 +13,7 @@
 
 use crate::capacity::CapacityView;
 use crate::capacity::ResourceFit;
-use crate::capacity::ShareFit;
+use crate::capacity::{ShapeCount, ShareFit};
 use crate::config::Policy;
 use crate::error::{CoreResult, internal};
 use crate::ids::{DomainId, GpuSet, NodeId, ROOT};
@@ -25,6 +25,7 @@ mod balanced;
 mod best_fit;
 mod candidates;
 mod fill;
+mod pods;
 pub(crate) mod removal;
 mod slices;
 
@@ -114,6 +115,9 @@ pub struct Search<'a, V> {
     /// A fractional request (README "Fractions of a GPU"): searched as pods without whole
     /// GPUs, each node holding what its free and shared GPUs' room allows.
     share: Option<ShareFit<'a>>,
+    /// The kept pod counts of this search's shape on the cluster's view (README "Node
+    /// resources"): every count read from them, none made node by node.
+    counts: Option<&'a ShapeCount>,
 }
 
 impl<'a, V: CapacityView> Search<'a, V> {
@@ -128,7 +132,14 @@ impl<'a, V: CapacityView> Search<'a, V> {
             numa: Numa::None,
             fit: None,
             share: None,
+            counts: None,
         }
+    }
+
+    /// The same search reading its pod counts from `counts` (`None`: counting them). They
+    /// must be the current counts of its shape on its view.
+    pub fn with_counts(self, counts: Option<&'a ShapeCount>) -> Self {
+        Self { counts, ..self }
     }
 
     /// The same search counting each node's pods also by its free resources (`None`: GPUs
@@ -170,13 +181,6 @@ impl<'a, V: CapacityView> Search<'a, V> {
         best.map(Item::Node)
     }
 
-    /// Whether capacities are counted node by node (NUMA groups, resources or fractions),
-    /// the aggregates' counts being only bounds.
-    #[inline(always)]
-    fn counted(&self) -> bool {
-        self.numa == Numa::Single || self.fit.is_some() || self.share.is_some()
-    }
-
     /// The same search counting pods per NUMA group (README "Inside a node"): read from the
     /// NUMA aggregates where the view keeps them, else by walking the nodes below the item.
     pub fn with_numa(self, numa: Numa) -> Self {
@@ -190,112 +194,6 @@ impl<'a, V: CapacityView> Search<'a, V> {
             split,
             ..self
         }
-    }
-
-    /// Pods of this search's size that fit in `item` (rule 1).
-    #[inline(always)]
-    pub fn capacity(&self, item: Item) -> u64 {
-        match self.counted() {
-            true => self.numa_count(item, u64::MAX),
-            false => self.plain_capacity(item),
-        }
-    }
-
-    /// Pods that fit in `item` counted node by node, up to `cap`: a node's from its NUMA
-    /// groups (with `numa="single"`) and its free resources (with resources), a domain's from
-    /// the NUMA aggregates when the view has them and no resource is asked (one read;
-    /// inlined, as rule 4 reads every child's), else by visiting its children.
-    #[inline(always)]
-    fn numa_count(&self, item: Item, cap: u64) -> u64 {
-        match item {
-            Item::Node(id) => self.view.node_free(id).map_or(0, |free| {
-                let groups = self.topology.node(id).gpu_topology.as_deref();
-                let pods = match (groups, self.numa) {
-                    (Some(groups), Numa::Single) => {
-                        u64::from(groups.numa_capacity(free, self.gpus_per_pod))
-                    }
-                    _ => self.gpu_pods(free),
-                };
-                let pods = match &self.share {
-                    Some(share) => share.pods(id, free).min(cap),
-                    None => pods.min(cap),
-                };
-                match &self.fit {
-                    Some(fit) if pods > 0 => pods.min(fit.pods(id)),
-                    _ => pods,
-                }
-            }),
-            Item::Domain(id) => {
-                let aggregate = match (&self.fit, &self.share) {
-                    (None, None) => self.view.domain_numa_capacity(id, self.gpus_per_pod),
-                    _ => None,
-                };
-                match aggregate {
-                    Some(pods) => pods.min(cap),
-                    None => self.numa_count_children(item, cap),
-                }
-            }
-        }
-    }
-
-    /// [`Self::numa_count`] of a domain by visiting its children while `cap` is not reached,
-    /// only those whose plain capacity (the aggregates', an upper bound) is not zero.
-    #[inline(never)]
-    fn numa_count_children(&self, item: Item, cap: u64) -> u64 {
-        let mut total = 0;
-        for child in self.children(item) {
-            if self.plain_capacity(child) == 0 {
-                continue;
-            }
-            total += self.numa_count(child, cap - total);
-            if total >= cap {
-                return cap;
-            }
-        }
-        total
-    }
-
-    /// Pods of this size in `item` without the NUMA rule: the aggregates' count (no bound
-    /// for pods without GPUs, which their resources count).
-    fn plain_capacity(&self, item: Item) -> u64 {
-        match item {
-            Item::Domain(_) if self.gpus_per_pod == 0 => u64::MAX,
-            Item::Domain(id) => self.view.domain_capacity(id, self.gpus_per_pod),
-            Item::Node(id) => self.view.node_free(id).map_or(0, |free| match &self.share {
-                Some(share) => share.pods(id, free),
-                None => self.gpu_pods(free),
-            }),
-        }
-    }
-
-    /// Pods of this size that `free` GPUs hold (unbounded for pods without GPUs).
-    #[inline(always)]
-    fn gpu_pods(&self, free: GpuSet) -> u64 {
-        match self.gpus_per_pod {
-            0 => u64::MAX,
-            size => u64::from(free.count() / size),
-        }
-    }
-
-    /// Whether `item` holds `pods` pods by capacity (`numa="single"`: counting per NUMA
-    /// group, stopping once enough are found, after the plain count as a quick bound).
-    fn holds_pods(&self, item: Item, pods: u64) -> bool {
-        match self.counted() {
-            false => self.capacity(item) >= pods,
-            true => self.plain_capacity(item) >= pods && self.numa_count(item, pods) >= pods,
-        }
-    }
-
-    /// Whether some domain of `depth` may hold `pods`: with `numa="single"`, `false` when
-    /// the NUMA aggregates' largest capacity at that depth is smaller (a domain depth only).
-    fn level_may_hold(&self, depth: usize, pods: u64) -> bool {
-        if self.numa != Numa::Single || depth >= self.topology.node_depth() {
-            return true;
-        }
-        let largest = self
-            .view
-            .largest_numa_capacity(self.topology, depth, self.gpus_per_pod);
-        largest.is_none_or(|largest| largest >= pods)
     }
 
     /// Free healthy GPUs over the feasible nodes of `item` (rule 3's best-fit key).
