@@ -166,6 +166,11 @@ impl FreeIndex {
         &self.ties
     }
 
+    /// A domain's position in path order at its depth. Only valid when not stale.
+    pub fn domain_rank(&self, id: DomainId) -> u32 {
+        self.domain_rank[id as usize]
+    }
+
     /// A node's position in path order (for ranking pods). Only valid when not stale.
     pub fn node_rank(&self, id: NodeId) -> u32 {
         self.node_rank[id as usize]

@@ -153,9 +153,16 @@ impl Capacity {
         self.shapes.clear();
     }
 
-    /// Brings the kept shape counts up to date and keeps `key`'s.
-    pub fn ensure_shape(&mut self, topology: &Topology, states: &NodeStates, key: ShapeKey) {
-        self.shapes.ensure(topology, states, key);
+    /// Brings the kept shape counts up to date and keeps `key`'s, with the domains holding
+    /// each of `sizes` pods.
+    pub fn ensure_shape(
+        &mut self,
+        topology: &Topology,
+        states: &NodeStates,
+        key: ShapeKey,
+        sizes: &[u64],
+    ) {
+        self.shapes.ensure(topology, states, key, sizes);
     }
 
     /// `key`'s kept counts, if current.

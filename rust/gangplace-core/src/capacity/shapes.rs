@@ -10,11 +10,18 @@
 //! their resources: [`NodeStates::take_resources_touched`]), O(levels) each. A search over
 //! the cluster's own view then reads a domain's count at once.
 //!
+//! For the gang sizes placed with a shape (at most [`MAX_THRESHOLDS`] a shape), the domains
+//! holding at least that many pods are also kept, per depth: best-fit then picks among
+//! them instead of reading every domain with enough free GPUs in free-GPU order (most of
+//! which, where resources bind, hold too few pods).
+//!
 //! Only a search with nothing pending reads them ([`ShapeCounts::fresh`]): any change not
 //! yet brought in makes it count node by node, as without them. At most [`MAX_SHAPES`] are
 //! kept (the least recently used dropped for a new one); a node added or removed, a
 //! capacity changed, a what-if copy, or more pending nodes than a quarter of the cluster
 //! drop them all (rebuilt on next use).
+
+use std::collections::BTreeSet;
 
 use super::ResourceFit;
 use crate::ids::{DomainId, NodeId};
@@ -25,6 +32,9 @@ use crate::topology::Topology;
 
 /// Shapes kept at once.
 pub const MAX_SHAPES: usize = 8;
+
+/// Gang sizes whose holding domains are kept, per shape.
+pub const MAX_THRESHOLDS: usize = 4;
 
 /// What a node's pod count depends on besides the state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +55,8 @@ pub struct ShapeCount {
     nodes: Vec<u64>,
     /// Per domain slot: the sum over its nodes (u128: a node may hold 2^50 tiny pods).
     domains: Vec<u128>,
+    /// Per gang size kept: per depth, the domains holding at least that many pods.
+    holding: Vec<(u64, Vec<BTreeSet<DomainId>>)>,
 }
 
 impl ShapeCount {
@@ -61,11 +73,40 @@ impl ShapeCount {
         u64::try_from(sum).unwrap_or(u64::MAX).min(cap)
     }
 
+    /// The domains of `depth` holding at least `pods` pods, when kept for that size.
+    pub fn holding(&self, depth: usize, pods: u64) -> Option<&BTreeSet<DomainId>> {
+        let (_, by_depth) = self.holding.iter().find(|(size, _)| *size == pods)?;
+        by_depth.get(depth)
+    }
+
+    /// Keeps the domains holding at least `pods` pods (one pass over the domains), the
+    /// oldest size dropped past [`MAX_THRESHOLDS`].
+    fn keep_size(&mut self, topology: &Topology, pods: u64) {
+        if pods == 0 || self.holding.iter().any(|(size, _)| *size == pods) {
+            return;
+        }
+        if self.holding.len() >= MAX_THRESHOLDS {
+            self.holding.remove(0);
+        }
+        let mut by_depth = vec![BTreeSet::new(); topology.node_depth()];
+        // Every slot: a domain left without nodes sums to nothing.
+        for (slot, &sum) in self.domains.iter().enumerate() {
+            let Ok(id) = DomainId::try_from(slot) else {
+                break;
+            };
+            if sum >= u128::from(pods) {
+                by_depth[topology.domain(id).depth].insert(id);
+            }
+        }
+        self.holding.push((pods, by_depth));
+    }
+
     fn build(topology: &Topology, states: &NodeStates, key: ShapeKey) -> Self {
         let mut count = Self {
             key,
             nodes: vec![0; topology.node_slots()],
             domains: vec![0; topology.domain_slots()],
+            holding: Vec::new(),
         };
         for (id, node) in topology.nodes() {
             let pods = node_pods(topology, states, &count.key, id);
@@ -88,7 +129,18 @@ impl ShapeCount {
         *slot = after;
         for domain in topology.ancestors(topology.node(id).domain) {
             let sum = &mut self.domains[domain as usize];
+            let was = *sum;
             *sum = *sum - u128::from(before) + u128::from(after);
+            let now = *sum;
+            let depth = topology.domain(domain).depth;
+            for (size, by_depth) in &mut self.holding {
+                let size = u128::from(*size);
+                match (was >= size, now >= size) {
+                    (false, true) => by_depth[depth].insert(domain),
+                    (true, false) => by_depth[depth].remove(&domain),
+                    _ => continue,
+                };
+            }
         }
     }
 }
@@ -164,24 +216,38 @@ impl ShapeCounts {
         }
     }
 
-    /// Brings every kept shape up to date, then keeps `key`'s (built if missing).
-    pub fn ensure(&mut self, topology: &Topology, states: &NodeStates, key: ShapeKey) {
+    /// Brings every kept shape up to date, then keeps `key`'s (built if missing) with the
+    /// domains holding each of `sizes` pods.
+    pub fn ensure(
+        &mut self,
+        topology: &Topology,
+        states: &NodeStates,
+        key: ShapeKey,
+        sizes: &[u64],
+    ) {
         self.bring_up_to_date(topology, states);
         self.slots = topology.node_slots();
         self.uses += 1;
         let uses = self.uses;
-        if let Some((used, _)) = self.kept.iter_mut().find(|(_, count)| count.key == key) {
-            *used = uses;
-            return;
-        }
-        if self.kept.len() >= MAX_SHAPES {
-            let oldest = (0..self.kept.len()).min_by_key(|&at| self.kept[at].0);
-            if let Some(oldest) = oldest {
-                self.kept.swap_remove(oldest);
+        let at = match self.kept.iter().position(|(_, count)| count.key == key) {
+            Some(at) => at,
+            None => {
+                if self.kept.len() >= MAX_SHAPES {
+                    let oldest = (0..self.kept.len()).min_by_key(|&at| self.kept[at].0);
+                    if let Some(oldest) = oldest {
+                        self.kept.swap_remove(oldest);
+                    }
+                }
+                self.kept
+                    .push((uses, ShapeCount::build(topology, states, key)));
+                self.kept.len() - 1
             }
+        };
+        let (used, count) = &mut self.kept[at];
+        *used = uses;
+        for &pods in sizes {
+            count.keep_size(topology, pods);
         }
-        self.kept
-            .push((uses, ShapeCount::build(topology, states, key)));
     }
 
     /// `key`'s counts, if kept and nothing is pending.
@@ -200,8 +266,14 @@ impl ShapeCounts {
         let mut current = self.clone();
         current.bring_up_to_date(topology, states);
         for (_, count) in &current.kept {
-            let recounted = ShapeCount::build(topology, states, count.key.clone());
-            if recounted.nodes != count.nodes || recounted.domains != count.domains {
+            let mut recounted = ShapeCount::build(topology, states, count.key.clone());
+            for &(pods, _) in &count.holding {
+                recounted.keep_size(topology, pods);
+            }
+            let same = recounted.nodes == count.nodes
+                && recounted.domains == count.domains
+                && recounted.holding == count.holding;
+            if !same {
                 return Err("a resource shape's kept pod counts are stale".into());
             }
         }

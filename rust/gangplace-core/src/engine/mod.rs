@@ -399,7 +399,7 @@ impl Engine {
         let (topology, states) = (&self.topology, &self.states);
         self.capacity
             .ensure_pool(topology, states, &request.selector);
-        self.keep_shape(request)?;
+        self.keep_shape(request, &[demand.pods, demand.min_pods])?;
         Ok(demand)
     }
 

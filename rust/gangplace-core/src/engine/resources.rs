@@ -139,9 +139,9 @@ impl Engine {
     }
 
     /// Keeps the pod counts of `request`'s shape current when its resources bind on the
-    /// cluster's own view (no selector, no fraction), so that its search reads them
-    /// (`capacity::shapes`).
-    pub(crate) fn keep_shape(&mut self, request: &GangRequest) -> CoreResult<()> {
+    /// cluster's own view (no selector, no fraction), with the domains holding each of
+    /// `sizes` pods, so that its search reads them (`capacity::shapes`).
+    pub(crate) fn keep_shape(&mut self, request: &GangRequest, sizes: &[u64]) -> CoreResult<()> {
         if !request.selector.is_empty() || request.gpu_milli.is_some() {
             return Ok(());
         }
@@ -156,7 +156,7 @@ impl Engine {
         }
         let key = super::search_ops::shape_key(request, need);
         self.capacity
-            .ensure_shape(&self.topology, &self.states, key);
+            .ensure_shape(&self.topology, &self.states, key, sizes);
         Ok(())
     }
 

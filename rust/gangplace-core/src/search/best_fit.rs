@@ -12,6 +12,7 @@
 //! winner's first such node in name order is taken.
 
 use std::cmp::Ordering;
+use std::collections::BTreeSet;
 
 use super::{Item, Search};
 use crate::capacity::{CapacityView, FreeIndex};
@@ -25,6 +26,10 @@ const RUN_BUDGET: usize = 64;
 /// ([`Search::tied_domain`]). Test builds ask at once, so that every differential test runs
 /// the remembered path.
 const DOMAIN_RUN_BUDGET: usize = if cfg!(feature = "testing") { 1 } else { 64 };
+
+/// The most domains a search compares when a shape's kept counts list those holding the
+/// gang (`capacity::shapes`); more, and it reads the free-GPU index instead.
+const HOLDING_BUDGET: usize = 64;
 
 impl<V: CapacityView> Search<'_, V> {
     /// Best-fit through the index: per level, finest first, the least free entry that holds
@@ -67,6 +72,9 @@ impl<V: CapacityView> Search<'_, V> {
         need: u64,
         pods: u64,
     ) -> Option<Item> {
+        if let Some(holding) = self.kept_holding(depth, pods) {
+            return self.best_of_holding(index, holding);
+        }
         let mut entries = index.level(depth).at_least(need);
         let (least, first) = entries.find(|&(_, id)| self.holds(Item::Domain(id), pods))?;
         let mut best = Item::Domain(first);
@@ -96,6 +104,28 @@ impl<V: CapacityView> Search<'_, V> {
             }
         }
         Some(best)
+    }
+
+    /// The domains of `depth` holding `pods`, when the kept counts list them (no slices:
+    /// holding then needs more than pods) and they are few enough to compare them all.
+    fn kept_holding(&self, depth: usize, pods: u64) -> Option<&BTreeSet<DomainId>> {
+        if !self.layers.is_empty() {
+            return None;
+        }
+        let holding = self.counts?.holding(depth, pods)?;
+        (holding.len() <= HOLDING_BUDGET).then_some(holding)
+    }
+
+    /// Rule 3's pick among `holding`, every one of which holds the gang: the fewest free
+    /// GPUs, then the ancestors' (as the index scan compares a run of equally free domains),
+    /// then path order.
+    fn best_of_holding(&self, index: &FreeIndex, holding: &BTreeSet<DomainId>) -> Option<Item> {
+        let key = |&&a: &&DomainId, &&b: &&DomainId| {
+            (self.view.domain_free(a).cmp(&self.view.domain_free(b)))
+                .then_with(|| self.ancestry_order(Item::Domain(a), Item::Domain(b)))
+                .then_with(|| index.domain_rank(a).cmp(&index.domain_rank(b)))
+        };
+        holding.iter().min_by(key).copied().map(Item::Domain)
     }
 
     /// Among the domains of `depth` under `domain` with exactly `free` free GPUs, rule 3's
