@@ -229,3 +229,20 @@ def test_only_adopted_allocations_grow(kind: Any) -> None:
     cluster.release(mine, owner="team")
     with pytest.raises(ReservationError):
         cluster.adopt([("n2", 1)], into=mine, owner="team")
+
+
+@pytest.mark.parametrize("kind", [Cluster, reference.Cluster])
+def test_the_first_node_short_of_resources_is_named_by_name(kind: Any) -> None:
+    """Two adopted pods on two nodes short of CPUs: the error names the first by name, also
+    when that node was added again after the other (a divergence the state machine found:
+    the engine named the node added first)."""
+    cluster = kind(("rack",), clock=lambda: 100.0)
+    for name in ("n0", "n1"):
+        cluster.add_node(name, gpus=1, topology={"rack": "r"}, resources={"cpu": 1_000})
+    cluster.remove_node("n0")
+    cluster.add_node("x0", gpus=1, topology={"rack": "r"})  # takes n0's old slot
+    cluster.add_node("n0", gpus=1, topology={"rack": "r"}, resources={"cpu": 1_000})
+    before = cluster.snapshot()
+    with pytest.raises(Conflict, match=r'^node "n0" has \{cpu=1000\} free besides GPUs'):
+        cluster.adopt([("n1", 0), ("n0", 0)], resources={"cpu": 2_000})
+    assert cluster.snapshot() == before

@@ -329,6 +329,15 @@ impl Engine {
             *sum = sum.plus(&ask);
             amounts.push(ask);
         }
+        // The first short node by name, as the reference reports it (node ids follow the
+        // order nodes were added in, not their names).
+        let mut per_node: Vec<(NodeId, Amounts)> = per_node.into_iter().collect();
+        per_node.sort_by(|a, b| {
+            self.topology
+                .node(a.0)
+                .name
+                .cmp(&self.topology.node(b.0).name)
+        });
         for (node, asked) in per_node {
             let capacity = self.topology.resources().capacity(node);
             let free = capacity.minus(self.states.resource_use().used(node));
