@@ -265,3 +265,15 @@ def outcome_of(call: Any, *args: Any) -> Any:
         return tuple((p.node, tuple(p.gpus)) for p in call(*args).spares)
     except gangplace.GangplaceError as error:
         return type(error).__name__
+
+
+@pytest.mark.parametrize("kind", BOTH)
+def test_pods_without_gpus_take_no_spares_and_the_refusal_changes_nothing(kind: Any) -> None:
+    """``reserve_spares`` of an allocation whose pods hold no GPU raises ``InvalidRequest``
+    (as ``GangRequest(n, 0, spares=1)`` does) and leaves the snapshot byte-identical."""
+    cluster = rack(kind)
+    job = cluster.commit(cluster.reserve(GangRequest(2, 0, resources_per_pod={"cpu": 4_000})))
+    before = cluster.snapshot()
+    with pytest.raises(gangplace.InvalidRequest, match="spares"):
+        cluster.reserve_spares(job, 1)
+    assert cluster.snapshot() == before
