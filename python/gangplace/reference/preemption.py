@@ -27,6 +27,7 @@ __all__ = [
     "find",
     "find_roles",
     "freed_inside",
+    "freed_totals",
     "place_after_removal",
 ]
 
@@ -72,15 +73,7 @@ def with_removed(nodes: Sequence[NodeView], removed: Sequence[Candidate]) -> lis
     too, each first paying back what a node's use passes its capacity by; a gang's pods
     recounted (``NodeView.asks``; a multi-role unit's groups count them from ``resources``).
     """
-    freed: dict[str, set[int]] = {}
-    given: dict[str, dict[str, int]] = {}
-    for candidate in removed:
-        for node, gpus in candidate.freed.items():
-            freed.setdefault(node, set()).update(gpus)
-        for node, amounts in candidate.freed_resources.items():
-            on_node = given.setdefault(node, {})
-            for name, quantity in amounts.items():
-                on_node[name] = on_node.get(name, 0) + quantity
+    freed, given = freed_totals(removed)
     views = []
     for before in nodes:
         view = replace(before, free=tuple(sorted({*before.free, *freed.get(before.name, ())})))
@@ -96,6 +89,22 @@ def with_removed(nodes: Sequence[NodeView], removed: Sequence[Candidate]) -> lis
                 view = replace(view, resource_pods=pods, bound_by=bound)
         views.append(view)
     return views
+
+
+def freed_totals(
+    removed: Sequence[Candidate],
+) -> tuple[dict[str, set[int]], dict[str, dict[str, int]]]:
+    """The healthy GPUs and the resources ``removed`` give back, per node."""
+    freed: dict[str, set[int]] = {}
+    given: dict[str, dict[str, int]] = {}
+    for candidate in removed:
+        for node, gpus in candidate.freed.items():
+            freed.setdefault(node, set()).update(gpus)
+        for node, amounts in candidate.freed_resources.items():
+            on_node = given.setdefault(node, {})
+            for name, quantity in amounts.items():
+                on_node[name] = on_node.get(name, 0) + quantity
+    return freed, given
 
 
 def _touches(candidate: Candidate, members: Sequence[NodeView]) -> bool:

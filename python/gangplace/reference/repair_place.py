@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from gangplace.reference import rules
+from gangplace.reference import preemption, rules
 from gangplace.reference.ranks import Ranks, asks_of
 from gangplace.reference.resources import pods_fitting
 from gangplace.reference.values import Path, PodPlacement
@@ -220,11 +220,4 @@ class RepairPlacing(Ranks):
 
 def freed_by(removed: Sequence[Any]) -> Freed:
     """The healthy GPUs and the resources ``removed`` would free, per node."""
-    gpus: dict[str, set[int]] = {}
-    resources: dict[str, dict[str, int]] = {}
-    for candidate in removed:
-        for node, freed in candidate.freed.items():
-            gpus.setdefault(node, set()).update(freed)
-        for node, amounts in candidate.freed_resources.items():
-            _added(resources, node, amounts)
-    return Freed(gpus, resources)
+    return Freed(*preemption.freed_totals(removed))
