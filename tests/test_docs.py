@@ -12,6 +12,7 @@ import pytest
 import gangplace
 import gangplace._quick
 import gangplace.k8s
+import gangplace.k8s.build
 import gangplace.reference
 import gangplace.scheduler.core
 import gangplace.slurm
@@ -98,7 +99,7 @@ def test_readme_python_blocks_run(capsys: pytest.CaptureFixture[str]) -> None:
     [
         gangplace,
         gangplace._quick,
-        gangplace.k8s,
+        gangplace.k8s.build,
         gangplace.reference,
         gangplace.scheduler.core,
         gangplace.slurm,

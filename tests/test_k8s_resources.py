@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from gangplace import GangRequest
-from gangplace._k8s_fields import BadField
-from gangplace._k8s_quantity import quantity
 from gangplace.k8s import ClusterSync, cluster_from_nodes
+from gangplace.k8s.fields import BadField
+from gangplace.k8s.quantity import quantity
 
 LEVELS = {"rack": "example.com/rack"}
 GIB = 2**30

@@ -12,18 +12,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gangplace import _k8s_fields as fields
-from gangplace import _k8s_quantity as quantities
 from gangplace._gangplace import PodPlacement
-from gangplace._k8s_binding import (
+from gangplace.errors import GangplaceError, InvalidRequest
+from gangplace.k8s import fields
+from gangplace.k8s import quantity as quantities
+from gangplace.k8s.binding import (
     ALLOCATION_ANNOTATION,
     GPU_MILLI_ANNOTATION,
     GPUS_ANNOTATION,
     RANK_ANNOTATION,
 )
-from gangplace._k8s_fields import BadField
-from gangplace._k8s_gangs import gang_key, pod_priority
-from gangplace.errors import GangplaceError, InvalidRequest
+from gangplace.k8s.fields import BadField
+from gangplace.k8s.gangs import gang_key, pod_priority
 
 __all__ = [
     "DEFAULT_TOLERATIONS",
@@ -317,6 +317,7 @@ def pod_gpus(pod: Mapping[str, Any], gpu_resource: str) -> int:
 
 
 def pod_name(raw: Any, index: int) -> str:
+    """A pod's ``namespace/name`` for warnings, or ``#index`` when its metadata is unreadable."""
     try:
         metadata = plain(raw, kind="V1Pod").get("metadata")
     except TypeError:

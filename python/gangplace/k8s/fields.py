@@ -21,6 +21,7 @@ class BadField(Exception):
 
 
 def kind(value: Any) -> str:
+    """The JSON kind of a value, as warnings name it (``"null"`` for ``None``)."""
     return "null" if value is None else type(value).__name__
 
 

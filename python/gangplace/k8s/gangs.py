@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gangplace import _k8s_fields as fields
-from gangplace._k8s_binding import ALLOCATION_ANNOTATION
-from gangplace._k8s_fields import BadField
+from gangplace.k8s import fields
+from gangplace.k8s.binding import ALLOCATION_ANNOTATION
+from gangplace.k8s.fields import BadField
 
 __all__ = ["SYSTEM_PRIORITY", "gang_key", "pod_priority"]
 

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any
 
-from gangplace import _k8s_fields as fields
-from gangplace._k8s_fields import BadField
+from gangplace.k8s import fields
+from gangplace.k8s.fields import BadField
 
 __all__ = ["node_resources", "pod_requests", "quantity"]
 

@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gangplace import _k8s_read as read
 from gangplace._gangplace import Allocation, Cluster, PodPlacement
-from gangplace._k8s_fields import BadField
-from gangplace._k8s_read import DEFAULT_TOLERATIONS, NodeView, PodView
 from gangplace.errors import Conflict, GangplaceError, InvalidRequest, ReservationError
+from gangplace.k8s import read as read
+from gangplace.k8s.fields import BadField
+from gangplace.k8s.read import DEFAULT_TOLERATIONS, NodeView, PodView
 
 __all__ = ["DEFAULT_TOLERATIONS", "ClusterSync", "SyncResult"]
 
