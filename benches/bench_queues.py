@@ -31,6 +31,8 @@ import pytest
 from benches.bench_scheduler import _timed_cycles
 from gangplace import Cluster, Cohort, GangRequest, Queue, Scheduler, Unschedulable, synth
 from gangplace.reference.scheduler import ReferenceScheduler
+from gangplace.scheduler.reclaim import _choose as choose_victims
+from gangplace.scheduler.reclaim import reclaim
 
 SMALL = synth.Shape("small", ("block", "rack"), (2, 2, 4), 8, "smoke-test size")
 MID = synth.Shape("mid", ("hall", "rack"), (2, 8, 8), 8, "1,024 GPUs for the reference")
@@ -179,7 +181,7 @@ def bench_reclaim(benchmark: Any, request: pytest.FixtureRequest) -> None:
 
     def choose() -> Any:
         others, _ = tenancy.candidates(job)
-        return tenancy._choose(scheduler, job, gang, others, 1.0)
+        return choose_victims(scheduler._parts, tenancy, job, gang, others, 1.0)
 
     chosen = benchmark.pedantic(choose, rounds=20, iterations=1, warmup_rounds=1)
     assert chosen is not None, "the borrowers give the rack back"
@@ -191,7 +193,7 @@ def bench_reclaim(benchmark: Any, request: pytest.FixtureRequest) -> None:
         domain="/".join(plan.placement.domain),
     )
     began = time.perf_counter()  # then the reclaim itself, chosen and applied, once
-    done = tenancy.reclaim(scheduler, job, gang, 1.0)
+    done = reclaim(scheduler._parts, job, gang, 1.0)
     benchmark.extra_info["applied_ms"] = (time.perf_counter() - began) * 1000
     assert done is not None and done[0].job_id == "reclaimer" and done[1], "it preempted"
 

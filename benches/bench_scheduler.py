@@ -52,7 +52,7 @@ def _timed_cycles(benchmark: Any, scheduler: Scheduler, *, forget: bool = False)
             scheduler.requeue(job_id, 0.0)
         started.clear()
         if forget:
-            scheduler._book.kept.clear()
+            scheduler._parts.book.kept.clear()
 
     def cycle() -> Any:
         decisions = scheduler.cycle(0.0)

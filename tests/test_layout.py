@@ -13,6 +13,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 CORE = Path(__file__).resolve().parent.parent / "rust/gangplace-core/src"
 
 
@@ -129,3 +131,39 @@ def test_every_file_of_the_core_binding_and_reference_is_short() -> None:
     }
     assert sum(1 for folder, pattern in LENGTH_CHECKED for _ in (ROOT / folder).rglob(pattern)) > 80
     assert long == {}
+
+
+PACKAGE = ROOT / "python" / "gangplace"
+
+
+def _python_imports(folder: Path) -> dict[str, set[str]]:
+    """Module -> the modules of the same folder it imports (``TYPE_CHECKING`` ones too)."""
+    package = "gangplace." + ".".join(folder.relative_to(PACKAGE).parts)
+    names = {path.stem for path in folder.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in sorted(folder.glob("*.py")):
+        source = path.read_text()
+        found = set(re.findall(rf"from {re.escape(package)}\.(\w+) import", source))
+        found |= set(re.findall(rf"^\s*import {re.escape(package)}\.(\w+)", source, re.M))
+        found |= {
+            name
+            for group in re.findall(rf"from {re.escape(package)} import \(?([\w, \n]+)\)?", source)
+            for name in re.split(r"[,\s]+", group)
+            if name in names
+        }
+        graph[path.stem] = {name for name in found if name in names and name != path.stem}
+    return graph
+
+
+def test_no_scheduler_helper_imports_the_scheduler() -> None:
+    """Issue 43: helpers receive the parts they use, never ``gangplace.scheduler.core``."""
+    graph = _python_imports(PACKAGE / "scheduler")
+    assert len(graph) > 15 and "cycle" in graph
+    assert sorted(name for name, edges in graph.items() if "core" in edges) == ["__init__"]
+
+
+@pytest.mark.parametrize("folder", ["scheduler", "k8s", "slurm"])
+def test_no_import_cycle_in_the_python_adapters_and_scheduler(folder: str) -> None:
+    graph = _python_imports(PACKAGE / folder)
+    assert graph, folder
+    assert _cycles(graph) == []

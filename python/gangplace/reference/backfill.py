@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gangplace._gangplace import Cluster, GangRequest, PodPlacement
-from gangplace.scheduler.reservations import Shadow, whole_gpus
+from gangplace.scheduler.requests import whole_gpus
+from gangplace.scheduler.values import Shadow
 
 __all__ = ["ReferenceReservation", "fresh_reservation", "kept_time"]
 

@@ -31,8 +31,7 @@ from gangplace.reference.values import MAX_NAME_BYTES
 from gangplace.scheduler.history import HistorySummary, JobHistory
 from gangplace.scheduler.quota import Cohort, Queue
 from gangplace.scheduler.reasons import HEAD, NOFIT, QUEUE_QUOTA, QUOTA, LastWalk
-from gangplace.scheduler.reservations import Shadow
-from gangplace.scheduler.values import Decisions, Moved, Started
+from gangplace.scheduler.values import Decisions, Moved, Shadow, Started
 
 __all__ = ["ReferenceScheduler"]
 

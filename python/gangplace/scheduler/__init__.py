@@ -1,7 +1,7 @@
 """A gang scheduler around the engine: queue, backfill, priorities, timeouts, metrics.
 
 :class:`Scheduler` is what an embedder puts around a :class:`~gangplace.Cluster` and what
-``gangplace simulate`` drives. The rules are the README's "Scheduler" section (S1-S10);
+``gangplace simulate`` drives. The rules are docs/scheduler.md (S1-S14) and docs/queues.md;
 :mod:`gangplace.reference.scheduler` is a naive implementation of the same rules that the
 tests compare it with.
 """
@@ -9,7 +9,6 @@ tests compare it with.
 from gangplace.scheduler.core import Scheduler
 from gangplace.scheduler.history import HistorySummary, JobEvent, JobHistory
 from gangplace.scheduler.quota import Cohort, Queue
-from gangplace.scheduler.reservations import Shadow
 from gangplace.scheduler.values import (
     Decisions,
     Moved,
@@ -17,6 +16,7 @@ from gangplace.scheduler.values import (
     PendingReasons,
     Repaired,
     RunningJob,
+    Shadow,
     Started,
 )
 

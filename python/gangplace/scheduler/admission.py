@@ -8,35 +8,11 @@ of the cluster, rebuilt when the node count or the total GPU count changes.
 
 from __future__ import annotations
 
-from gangplace._gangplace import LIMITS, Cluster, GangRequest
-from gangplace.errors import InvalidRequest
+from gangplace._gangplace import Cluster, GangRequest
 from gangplace.gpu_topology import NodeTopology
-from gangplace.scheduler.reservations import copied
+from gangplace.scheduler.requests import copied
 
-__all__ = ["EmptyTwin", "checked_name", "relaxed"]
-
-MAX_NAME_BYTES = int(LIMITS["max_name_bytes"])
-
-
-def checked_name(what: str, value: object) -> str:
-    """A job id or owner as the engine takes names: a str of 1 to 253 bytes of UTF-8.
-
-    Checked at ``submit`` so that no argument is refused only later, by every cycle.
-
-    Raises:
-        TypeError: Not a str.
-        InvalidRequest: Empty, too long, or not encodable as UTF-8.
-
-    """
-    if not isinstance(value, str):
-        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidRequest(f"{what} must be valid UTF-8 (it has a lone surrogate)") from None
-    if not 1 <= size <= MAX_NAME_BYTES:
-        raise InvalidRequest(f"{what} must be 1 to {MAX_NAME_BYTES} bytes long, got {size} bytes")
-    return value
+__all__ = ["EmptyTwin", "every_form", "relaxed"]
 
 
 def relaxed(

@@ -13,7 +13,34 @@ from gangplace.errors import InvalidRequest
 
 MAX_NAME_BYTES = int(LIMITS["max_name_bytes"])
 
-__all__ = ["checked_choice", "checked_ladder", "checked_quotas", "checked_seconds"]
+__all__ = [
+    "checked_choice",
+    "checked_ladder",
+    "checked_name",
+    "checked_quotas",
+    "checked_seconds",
+]
+
+
+def checked_name(what: str, value: object) -> str:
+    """A job id or owner as the engine takes names: a str of 1 to 253 bytes of UTF-8.
+
+    Checked at ``submit`` so that no argument is refused only later, by every cycle.
+
+    Raises:
+        TypeError: Not a str.
+        InvalidRequest: Empty, too long, or not encodable as UTF-8.
+
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidRequest(f"{what} must be valid UTF-8 (it has a lone surrogate)") from None
+    if not 1 <= size <= MAX_NAME_BYTES:
+        raise InvalidRequest(f"{what} must be 1 to {MAX_NAME_BYTES} bytes long, got {size} bytes")
+    return value
 
 
 def checked_seconds(what: str, value: float | None, *, positive: bool) -> float | None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from gangplace._gangplace import Cluster, DefragPlan, GangRequest, PreemptionPlan
 from gangplace.errors import InvalidRequest
-from gangplace.scheduler.admission import checked_name
+from gangplace.scheduler.arguments import checked_name
 
 __all__ = ["DEFRAG_MOVES", "HOUR", "Brakes", "disrupted"]
 

@@ -1,30 +1,27 @@
 """The Scheduler: a gang queue and its cycle around a :class:`~gangplace.Cluster`.
 
-The contract is the README's "Scheduler" section (rules S1-S10); this module implements it,
-and :mod:`gangplace.reference.scheduler` implements it again, naively, for the tests.
+The contract is docs/scheduler.md (rules S1-S14) and, for queues, docs/queues.md (Q1-Q10);
+this module builds the scheduler's parts (:mod:`gangplace.scheduler.parts`) and answers its
+calls, and :mod:`gangplace.reference.scheduler` implements the rules again, naively, for the
+tests.
 """
 
 from __future__ import annotations
 
-import heapq
+import dataclasses
 import math
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from gangplace._gangplace import Allocation, Cluster, GangRequest, Placement
-from gangplace.errors import (
-    DuplicateJob,
-    InvalidRequest,
-    LimitExceeded,
-    UnknownJob,
-    Unschedulable,
-)
-from gangplace.scheduler.admission import EmptyTwin, checked_name, every_form, relaxed
+from gangplace._gangplace import Cluster, GangRequest
+from gangplace.errors import DuplicateJob, InvalidRequest, UnknownJob, Unschedulable
+from gangplace.scheduler.admission import EmptyTwin, every_form, relaxed
 from gangplace.scheduler.arguments import (
     checked_choice,
     checked_ladder,
+    checked_name,
     checked_quotas,
     checked_seconds,
 )
@@ -33,30 +30,31 @@ from gangplace.scheduler.cycle import run_cycle
 from gangplace.scheduler.failures import ON_FAILURE, handle_failures
 from gangplace.scheduler.history import Histories
 from gangplace.scheduler.metrics import SchedulerMetrics
-from gangplace.scheduler.queue import PendingQueue, QueuedJob
+from gangplace.scheduler.owners import OwnerQuotas
+from gangplace.scheduler.parts import Parts, Settings
+from gangplace.scheduler.queue import QueuedJob
 from gangplace.scheduler.quota import Cohort, Queue
 from gangplace.scheduler.reasons import LastWalk
 from gangplace.scheduler.reservations import ShadowBook
-from gangplace.scheduler.running import EndOrder, RunningJobs
+from gangplace.scheduler.running import RunningJobs
 from gangplace.scheduler.tenancy import Tenancy
-from gangplace.scheduler.values import Decisions, PendingReasons, Started
+from gangplace.scheduler.values import Decisions, PendingReasons
 from gangplace.scheduler.views import SchedulerViews
+from gangplace.scheduler.waiting import Waiting
 
 __all__ = ["Scheduler"]
 
 ORDERS = ("fifo", "priority")
 BACKFILLS = ("easy", "conservative", "none", "any")
-# Reservations are committed in the same call; the ttl only has to outlive that call.
-HOLD_TTL = 60.0
 
 
-class Scheduler(RunningJobs, SchedulerViews):
+class Scheduler(SchedulerViews):
     """A gang queue with backfill, priorities, timeouts and metrics around one cluster.
 
     The scheduler owns the holds it makes: a started job's GPUs are reserved and committed
     at once (the caller binds its pods), and released by :meth:`finish` or :meth:`cancel`.
-    The simulator (``gangplace simulate``) drives this same class. See the README's
-    "Scheduler" section for the rules (S1-S10).
+    The simulator (``gangplace simulate``) drives this same class. The rules are
+    docs/scheduler.md (S1-S14).
 
     Args:
         cluster: The cluster to place on.
@@ -89,7 +87,7 @@ class Scheduler(RunningJobs, SchedulerViews):
         budgets: Owner -> the most of its GPUs evicted over any hour (a disruption budget).
         history_limit: Ended jobs whose histories are kept (the oldest ended are forgotten
             first; rule S14).
-        queues: The teams' :class:`~gangplace.Queue` values (README "Queues and quotas"):
+        queues: The teams' :class:`~gangplace.Queue` values (docs/queues.md):
             with them, every job names its queue at ``submit``, starts only within what its
             queue may take, and may preempt as its queue's policies allow. ``None``: no
             queues.
@@ -100,7 +98,7 @@ class Scheduler(RunningJobs, SchedulerViews):
     Raises:
         InvalidRequest: Unknown ``order`` or ``backfill``, a negative quota, limit or
             budget, or a ``min_runtime`` that is not finite and >= 0; bad queues or
-            cohorts (README Q1: names, parents, cycles, quantities), or ``preemption=True``
+            cohorts (docs/queues.md, Q1: names, parents, cycles, quantities), or ``preemption=True``
             with queues (their policies say who preempts whom).
         TypeError: ``cluster`` is not a ``Cluster``.
 
@@ -162,8 +160,8 @@ class Scheduler(RunningJobs, SchedulerViews):
             raise InvalidRequest(f"reservation_depth must be >= 1, got {reservation_depth}")
         self.reservation_depth = reservation_depth
         self.repair_widen = bool(repair_widen)
-        self._histories = Histories(Histories.checked_limit(history_limit))
-        self._brakes = Brakes.checked(
+        histories = Histories(Histories.checked_limit(history_limit))
+        brakes = Brakes.checked(
             min_runtime,
             preemption_cooldown,
             max_victims_per_cycle,
@@ -178,18 +176,31 @@ class Scheduler(RunningJobs, SchedulerViews):
         self.clock = clock or time.monotonic
         self.metrics = SchedulerMetrics(metrics) if metrics is not None else None
         if self.metrics is not None:
-            self._brakes.refused = self.metrics.brake_refused
-        self._queue = PendingQueue()
-        self._class_numbers: dict[tuple[object, ...], int] = {}  # class tuple -> its number
-        self._running: dict[str, QueuedJob] = {}
-        self._by_hold: dict[str, str] = {}
-        self._ends = EndOrder()  # (predicted end, GPUs, job id) of every running job
-        self._allocations: dict[str, Allocation] = {}
-        self._book = ShadowBook()
-        self._walk_now = 0.0
-        self._usage: dict[str | None, int] = {}
-        self._stages: list[tuple[float, tuple[int, int], str, int]] = []
-        self._sequence = 0
+            brakes.refused = self.metrics.brake_refused
+        self._waiting = waiting = Waiting(order)
+        self._queue = waiting.queue
+        owners = OwnerQuotas(self.quotas, self._tenancy)
+        book = ShadowBook()
+        self._running = RunningJobs(
+            cluster, waiting, owners, self._tenancy, book, histories, self.metrics
+        )
+        settings = Settings(
+            backfill, reservation_depth, self.preemption, self.defrag, self.repair_widen
+        )
+        self._parts = Parts(
+            cluster,
+            settings,
+            waiting,
+            self._running,
+            owners,
+            self._tenancy,
+            brakes,
+            book,
+            histories,
+            self.metrics,
+        )
+        self._owners = owners
+        self._histories = histories
         self._twin = EmptyTwin()
         self._last_cycle = -math.inf
         self._last_walk: LastWalk | None = None
@@ -209,7 +220,7 @@ class Scheduler(RunningJobs, SchedulerViews):
         on_failure: str = "requeue",
         queue: str | None = None,
     ) -> None:
-        """Queues a job (README, rules S1-S3).
+        """Queues a job (docs/scheduler.md, rules S1-S3).
 
         Args:
             job_id: Unique among pending and running jobs.
@@ -224,8 +235,8 @@ class Scheduler(RunningJobs, SchedulerViews):
                 ``"requeue"`` (release it and queue it again at its position), ``"repair"``
                 (replace the lost ranks in place if a repair fits, else requeue) or
                 ``"fail"`` (release it; it ends).
-            queue: Its queue, required when the scheduler has queues (README "Queues and
-                quotas"); its GPUs count against that queue's quota.
+            queue: Its queue, required when the scheduler has queues (docs/queues.md); its
+                GPUs count against that queue's quota.
 
         Raises:
             Unschedulable: It cannot fit even the empty, all-healthy cluster (or its
@@ -245,16 +256,16 @@ class Scheduler(RunningJobs, SchedulerViews):
         if request.gpus_per_pod == 0:
             raise InvalidRequest(
                 "the Scheduler queues gangs with GPUs; place pods without GPUs with "
-                'Cluster.reserve (README "Node resources")'
+                "Cluster.reserve (docs/resources.md)"
             )
         if request.gpu_milli is not None and (self.quotas or self._tenancy is not None):
             raise InvalidRequest(
                 "quotas and queues count whole GPUs: a Scheduler with them does not queue "
-                'fractions of a GPU (README "Fractions of a GPU")'
+                'fractions of a GPU (docs/resources.md, "Fractions of a GPU")'
             )
         if owner is not None:
             checked_name("owner", owner)
-        if job_id in self._queue.by_id or job_id in self._running:
+        if job_id in self._queue.by_id or job_id in self._running.jobs:
             raise DuplicateJob(f"job {job_id!r} is already pending or running")
         walltime = checked_seconds("walltime", walltime, positive=True)
         timeout = checked_seconds("timeout", timeout, positive=False)
@@ -266,16 +277,13 @@ class Scheduler(RunningJobs, SchedulerViews):
             raise InvalidRequest(f"queue {queue!r}: this scheduler has no queues")
         self._admit(job_id, request, owner, steps, queue)
         self._freeze_reasons()
-        self._sequence += 1
-        priority = request.priority if self.order == "priority" else 0
-        job = QueuedJob(
-            job_id, request, owner, walltime, timeout, steps, (-priority, self._sequence), 0.0
-        )
+        order = self._waiting.next_order(request.priority)
+        job = QueuedJob(job_id, request, owner, walltime, timeout, steps, order, 0.0)
         job.on_failure = on_failure
         job.queue = queue
         now = self.clock()
         self._histories.submitted(job_id, owner, now)
-        self._enqueue(job, now)
+        self._waiting.enqueue(job, now)
 
     def _admit(
         self,
@@ -305,47 +313,6 @@ class Scheduler(RunningJobs, SchedulerViews):
                 self.metrics.rejections.inc()
             raise Unschedulable(f"job {job_id!r} can never start on this cluster: {reason}")
 
-    def _enqueue(self, job: QueuedJob, now: float) -> None:
-        job.wait_began = now
-        job.generation += 1
-        job.timed_out = False
-        job.set_form(*job.form_at(now))
-        job.class_key = self._class_key(job)
-        self._queue.add(job)
-        for due in job.due_times():
-            heapq.heappush(self._stages, (due, job.order, job.job_id, job.generation))
-
-    def _class_key(self, job: QueuedJob) -> int:
-        """The number of the job's class (README S8): what makes jobs alike to the engine.
-
-        The tuple is interned once per distinct class, so that the walk's lookups hash an
-        int rather than a tuple of a dozen fields.
-        """
-        key = self._class_tuple(job)
-        number = self._class_numbers.get(key)
-        if number is None:
-            number = self._class_numbers[key] = len(self._class_numbers)
-        return number
-
-    def _class_tuple(self, job: QueuedJob) -> tuple[object, ...]:
-        request = job.request
-        return (
-            request.pods,
-            request.gpus_per_pod,
-            request.min_pods if job.elastic else None,
-            job.level,
-            tuple(sorted(request.selector.items())),
-            request.slices,
-            request.spread,
-            request.numa,
-            request.spares,
-            job.owner,
-            job.queue,
-            request.preemptible if job.queue is not None else None,
-            tuple(sorted(request.resources_per_pod.items())),  # README "Node resources"
-            request.gpu_milli,  # README "Fractions of a GPU"
-        )
-
     def cancel(self, job_id: str) -> bool:
         """Removes a pending job, or ends a running one and frees its GPUs.
 
@@ -362,8 +329,8 @@ class Scheduler(RunningJobs, SchedulerViews):
             self._histories.ended(job_id, self.clock(), "cancelled")
             self._set_pending_gauge()
             return False
-        if job_id in self._running:
-            self._end_running(job_id, release=True)
+        if job_id in self._running.jobs:
+            self._running.end(job_id, release=True)
             self._histories.ended(job_id, self.clock(), "cancelled")
             return True
         raise UnknownJob(f"job {job_id!r} is neither pending nor running", job_id)
@@ -375,10 +342,10 @@ class Scheduler(RunningJobs, SchedulerViews):
             UnknownJob: Not running.
 
         """
-        if job_id not in self._running:
+        if job_id not in self._running.jobs:
             raise UnknownJob(f"job {job_id!r} is not running", job_id)
         self._freeze_reasons()
-        self._end_running(job_id, release=True)
+        self._running.end(job_id, release=True)
         self._histories.ended(job_id, self.clock(), "finished")
 
     def requeue(self, job_id: str, now: float | None = None) -> None:
@@ -390,19 +357,19 @@ class Scheduler(RunningJobs, SchedulerViews):
             UnknownJob: Not running.
 
         """
-        if job_id not in self._running:
+        if job_id not in self._running.jobs:
             raise UnknownJob(f"job {job_id!r} is not running", job_id)
         when = self._now(now)
         self._freeze_reasons()
-        job = self._end_running(job_id, release=True)
+        job = self._running.end(job_id, release=True)
         self._histories.stopped(job_id, when, "requeued", "requeue()")
-        self._enqueue(job, when)
+        self._waiting.enqueue(job, when)
         if self.metrics is not None:
             self.metrics.job_requeued(job.owner, preempted=False)
         self._set_pending_gauge()
 
     def cycle(self, now: float | None = None) -> Decisions:
-        """One scheduling pass (README, rules S4-S9): starts what the rules allow.
+        """One scheduling pass (docs/scheduler.md, rules S4-S13): starts what the rules allow.
 
         Args:
             now: The cycle's time; default ``clock()``.
@@ -422,15 +389,20 @@ class Scheduler(RunningJobs, SchedulerViews):
                 f"cycle at {now} s is before the previous cycle ({self._last_cycle} s)"
             )
         self._last_cycle = now
-        self._walk_now = now
+        self._running.walk_now = now
         self._freeze_reasons()
-        self._brakes.victims_this_cycle = 0
+        self._parts.brakes.victims_this_cycle = 0
         if self._tenancy is not None:
             self._tenancy.failed_reclaims.clear()
             self._tenancy.started_now.clear()
-        repaired, requeued, failed, evicted = handle_failures(self, now)
-        timed_out, degraded = self._apply_stages(now)
-        started, preempted, moved, head = run_cycle(self, now)
+        settings = Settings(  # the attributes as they are now (a caller may have set them)
+            self.backfill, self.reservation_depth, self.preemption, self.defrag, self.repair_widen
+        )
+        if settings != self._parts.settings:
+            self._parts = dataclasses.replace(self._parts, settings=settings)
+        repaired, requeued, failed, evicted = handle_failures(self._parts, now)
+        timed_out, degraded = self._waiting.apply_stages(now)
+        started, preempted, moved, head, self._last_walk = run_cycle(self._parts, now)
         reasons = PendingReasons(lambda: {job.job_id: job.reason for job in self.pending()})
         self._reasons = weakref.ref(reasons)
         decisions = Decisions(
@@ -465,35 +437,6 @@ class Scheduler(RunningJobs, SchedulerViews):
             view.freeze()
         self._reasons = None
 
-    # ------------------------------------------------------------------ the cycle
-
-    def _apply_stages(self, now: float) -> tuple[list[str], list[tuple[str, str | None]]]:
-        timed_out: list[str] = []
-        degraded: list[tuple[str, str | None]] = []
-        changed: dict[str, QueuedJob] = {}
-        while self._stages and self._stages[0][0] <= now:
-            _, _, job_id, generation = heapq.heappop(self._stages)
-            job = self._queue.by_id.get(job_id)
-            if job is not None and job.generation == generation:
-                changed[job_id] = job
-        for job in sorted(changed.values(), key=lambda job: job.order):
-            level, elastic = job.form_at(now)
-            if (
-                not job.timed_out
-                and job.timeout  # a timeout of 0 never passes: elastic from the start
-                and job.wait_began + job.timeout <= now
-            ):
-                job.timed_out = True
-                timed_out.append(job.job_id)
-            if level != job.level:
-                degraded.append((job.job_id, level))
-            if level != job.level or elastic != job.elastic:
-                self._queue.remove(job)
-                job.set_form(level, elastic)
-                job.class_key = self._class_key(job)
-                self._queue.add(job)
-        return timed_out, degraded
-
     # ------------------------------------------------------------------ for the cycle
 
     def _now(self, now: float | None) -> float:
@@ -501,60 +444,6 @@ class Scheduler(RunningJobs, SchedulerViews):
         if not isinstance(value, (int, float)) or not math.isfinite(value):
             raise InvalidRequest(f"now must be a finite number of seconds, got {value!r}")
         return float(value)
-
-    def _room_in_quota(self, job: QueuedJob) -> int | None:
-        """GPUs the job's owner may still take (``None``: no quota)."""
-        quota = self.quotas.get(job.owner) if job.owner is not None else None
-        return None if quota is None else quota - self._usage.get(job.owner, 0)
-
-    def _quota_reason(self, job: QueuedJob) -> str | None:
-        """Why the owner's quota keeps the job waiting, or ``None`` when it does not."""
-        room = self._room_in_quota(job)
-        if room is None or job.fewest_gpus <= room:
-            return None
-        return f"owner {job.owner!r} has {room} of its {self.quotas[job.owner]} GPUs of quota left"
-
-    def _within_quota(
-        self, job: QueuedJob, *, queue: bool = True, queue_room: int | None = None
-    ) -> GangRequest:
-        """The job's current request, its pods capped by the owner's remaining quota (S4).
-
-        And by its queue's room (Q4; ``queue_room`` when the caller has it), unless
-        ``queue`` is false (a reclaim makes room).
-        """
-        room = self._room_in_quota(job)
-        if queue and self._tenancy is not None and job.queue is not None:
-            if queue_room is None:
-                queue_room = self._tenancy.room(job)
-            room = queue_room if room is None else min(room, queue_room)
-        if room is None or room >= job.request.total_gpus:
-            return job.current()  # made once per form
-        return job.effective(room // job.request.gpus_per_pod)
-
-    def _try_start(
-        self,
-        job: QueuedJob,
-        now: float,
-        backfilled: bool,
-        avoid: list[Placement] | None = None,
-        queue_room: int | None = None,
-    ) -> Started | str:
-        """Reserves and commits ``job`` now, never on the GPUs of ``avoid``.
-
-        The walk has checked its quota (``queue_room``: its queue's, as the walk found it)
-        and the free GPUs. Returns the ``Started``, or ``"nofit"``, or ``"quota"`` when the
-        cluster's owner cap refuses it.
-        """
-        try:
-            request = self._within_quota(job, queue_room=queue_room)
-            allocation = self.cluster._allocate(  # reserve and commit, in one call
-                request, ttl=HOLD_TTL, owner=job.owner, avoid=avoid or ()
-            )
-        except Unschedulable:
-            return "nofit"
-        except LimitExceeded:
-            return "quota"
-        return self._started(job, allocation, now, backfilled)
 
     def _set_pending_gauge(self) -> None:
         if self.metrics is not None:

@@ -23,52 +23,63 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import TYPE_CHECKING
 
+from gangplace._gangplace import Placement
+from gangplace.errors import LimitExceeded, Unschedulable
 from gangplace.scheduler.brakes import disrupted
+from gangplace.scheduler.parts import Parts
 from gangplace.scheduler.queue import ClassKey, OrderKey, QueuedJob
 from gangplace.scheduler.quota import share_of
 from gangplace.scheduler.reasons import LastWalk
+from gangplace.scheduler.reclaim import reclaim
 from gangplace.scheduler.reservations import BLIND_BOUND, WalkReservations
 from gangplace.scheduler.values import Moved, Started
 
-if TYPE_CHECKING:
-    from gangplace.scheduler.core import Scheduler
+__all__ = ["HOLD_TTL", "run_cycle"]
 
-__all__ = ["run_cycle"]
+# Reservations are committed in the same call; the ttl only has to outlive that call.
+HOLD_TTL = 60.0
 
 # (share, -priority or 0, sequence, class, its queue's starts when the share was computed)
 Entry = tuple[float, int, int, ClassKey, int]
 
 
 def run_cycle(
-    scheduler: Scheduler, now: float
-) -> tuple[list[Started], list[str], list[Moved], str | None]:
-    """Runs one cycle at ``now``: started jobs, evicted ids, moved jobs, the blocked head."""
+    parts: Parts, now: float
+) -> tuple[list[Started], list[str], list[Moved], str | None, LastWalk]:
+    """Runs one cycle at ``now``.
+
+    Returns:
+        The started jobs, the evicted job (or hold) ids, the moved jobs, the blocked head,
+        and what the last walk saw (for the reasons of S10).
+
+    """
     started: list[Started] = []
     preempted: list[str] = []
     moved: list[Moved] = []
     head: list[str | None] = [None]
-    while _Walk(scheduler, now).run(started, preempted, moved, head):
-        pass
-    return started, preempted, moved, head[0]
+    walk = _Walk(parts, now)
+    while walk.run(started, preempted, moved, head):
+        walk = _Walk(parts, now)
+    return started, preempted, moved, head[0], walk.record
 
 
 class _Walk:
     """One walk over the queue."""
 
-    def __init__(self, scheduler: Scheduler, now: float) -> None:
-        self.scheduler = scheduler
+    def __init__(self, parts: Parts, now: float) -> None:
+        self.parts = parts
         self.now = now
-        backfill = scheduler.backfill
-        depth = {"easy": 1, "conservative": scheduler.reservation_depth}.get(backfill, 0)
+        self.backfill = backfill = parts.settings.backfill
+        depth = {"easy": 1, "conservative": parts.settings.reservation_depth}.get(backfill, 0)
         self.reservations = WalkReservations(depth)
-        self.record = LastWalk(backfill, scheduler._queue.added)
-        scheduler._last_walk = self.record
+        self.queue = parts.waiting.queue
+        self.record = LastWalk(backfill, self.queue.added)
         self.bounds: dict[ClassKey, float] = {}  # class -> skip its jobs ending after this
         self.head: QueuedJob | None = None
-        self.free = scheduler.cluster.stats().free  # healthy GPUs nothing holds, now
-        self.tenancy = scheduler._tenancy
+        self.free = parts.cluster.stats().free  # healthy GPUs nothing holds, now
+        self.quotas = parts.owners.quotas
+        self.tenancy = parts.tenancy
         self.fair = self.tenancy is not None and self.tenancy.fair_sharing
         self.stopped: set[str] = set()  # Q9: fifo queues whose first blocked job was met
         self.reclaimers: set[str] = set()  # Q5: queues whose first blocked job was met
@@ -90,7 +101,7 @@ class _Walk:
             refused is not None
             and job.fewest_gpus >= refused
             and job.queue not in self.stopped
-            and job.owner not in self.scheduler.quotas
+            and job.owner not in self.quotas
         )
 
     def _entry(self, job: QueuedJob, key: ClassKey) -> Entry:
@@ -115,7 +126,7 @@ class _Walk:
         blocked: list[str | None],
     ) -> bool:
         """The walk; ``True`` when room was made and the walk must start over."""
-        scheduler, queue = self.scheduler, self.scheduler._queue
+        parts, queue = self.parts, self.queue
         blocked[0] = None
         heap = [
             self._entry(group.jobs[group.blocks[0][0]], key)
@@ -169,7 +180,7 @@ class _Walk:
             if outcome == "fifo":
                 continue
             if self.head is None:
-                room = _make_room(scheduler, job, self.now)
+                room = _make_room(parts, job, self.now)
                 if room is not None:
                     started.append(room[0])
                     preempted.extend(room[1])
@@ -178,17 +189,21 @@ class _Walk:
                 self.head = job
                 blocked[0] = job.job_id
                 self.record.blocked_by(job.job_id, key)
-                if scheduler.backfill == "none":
+                if self.backfill == "none":
                     break
             if not self.reservations.full:
-                shadow = scheduler._book.reserve(
-                    scheduler, job.job_id, scheduler._within_quota(job), self.reservations
+                shadow = parts.book.reserve(
+                    parts.cluster,
+                    parts.running,
+                    job.job_id,
+                    parts.owners.request_for(job),
+                    self.reservations,
                 )
-                quota = job.owner is not None and job.owner in scheduler.quotas
+                quota = job.owner is not None and job.owner in self.quotas
                 self.reservations.add(shadow, job.owner, quota=quota)
                 self.record.reserved[job.job_id] = shadow
             self._push_next(heap, key, order)
-        scheduler._book.keep_only(self.record.reserved)
+        parts.book.keep_only(self.record.reserved)
         return False
 
     def _queue_blocked(self, job: QueuedJob, outcome: str) -> bool:
@@ -212,8 +227,8 @@ class _Walk:
         request = job.request
         if request.slices or request.numa != "none" or request.spares:
             return None  # plans count pods (as for S7)
-        scheduler = self.scheduler
-        return tenancy.reclaim(scheduler, job, scheduler._within_quota(job, queue=False), self.now)
+        parts = self.parts
+        return reclaim(parts, job, parts.owners.request_for(job, queue=False), self.now)
 
     def _attempt(self, job: QueuedJob, key: ClassKey) -> Started | str:
         """Tries ``job`` now: ``Started``, or why not (the class's bound set).
@@ -222,8 +237,8 @@ class _Walk:
         ``"nofit"``. The cheap refusals are recorded for every job; the engine is asked only
         for a job its class's bound does not already refuse.
         """
-        scheduler, now = self.scheduler, self.now
-        if job.owner in scheduler.quotas and scheduler._quota_reason(job) is not None:
+        parts, now = self.parts, self.now
+        if job.owner in self.quotas and parts.owners.reason(job) is not None:
             return "quota"
         if job.queue is not None and self.tenancy is not None:
             if job.queue in self.stopped:
@@ -238,7 +253,7 @@ class _Walk:
             self._fail(key, -math.inf, "nofit")  # too few free GPUs for every job of its class
             return "nofit"
         end = now + job.walltime if job.walltime is not None else math.inf
-        plain = self.head is None or scheduler.backfill == "any"
+        plain = self.head is None or self.backfill == "any"
         if not plain and math.isinf(end) and self.reservations.blind():
             self._fail(key, BLIND_BOUND, "untimed")  # README S5: it never passes a blind one
             return "nofit"
@@ -249,12 +264,12 @@ class _Walk:
         if end > self.bounds.get(key, math.inf):
             return "nofit"  # known: an earlier job of its class failed under less
         if plain:
-            outcome = scheduler._try_start(job, now, self.head is not None, None, room)
+            outcome = _try_start(parts, job, now, self.head is not None, None, room)
             if outcome == "nofit":
                 self._fail(key, -math.inf, "nofit")
             return self._counted(job, outcome)
         avoid, bound = self.reservations.to_avoid(end)
-        outcome = scheduler._try_start(job, now, True, avoid, room)
+        outcome = _try_start(parts, job, now, True, avoid, room)
         if outcome == "nofit":
             self._fail(key, bound, "nofit" if bound == -math.inf else "beside")
         return self._counted(job, outcome)
@@ -285,8 +300,8 @@ class _Walk:
         While reservations are still handed out, that is its next job (a job known to fail
         still gets one); after, its next job ending by the class's bound.
         """
-        group = self.scheduler._queue.classes.get(key)
-        if group is None or (self.head is not None and self.scheduler.backfill == "none"):
+        group = self.queue.classes.get(key)
+        if group is None or (self.head is not None and self.backfill == "none"):
             return
         bound = self.bounds.get(key, math.inf)
         if not self.reservations.full and self.head is not None:
@@ -309,35 +324,59 @@ class _Walk:
         heapq.heappush(heap, self._entry(candidate, key))
 
 
+def _try_start(
+    parts: Parts,
+    job: QueuedJob,
+    now: float,
+    backfilled: bool,
+    avoid: list[Placement] | None = None,
+    queue_room: int | None = None,
+) -> Started | str:
+    """Reserves and commits ``job`` now, never on the GPUs of ``avoid``.
+
+    The walk has checked its quota (``queue_room``: its queue's, as the walk found it)
+    and the free GPUs. Returns the ``Started``, or ``"nofit"``, or ``"quota"`` when the
+    cluster's owner cap refuses it.
+    """
+    try:
+        request = parts.owners.request_for(job, queue_room=queue_room)
+        allocation = parts.cluster._allocate(  # reserve and commit, in one call
+            request, ttl=HOLD_TTL, owner=job.owner, avoid=avoid or ()
+        )
+    except Unschedulable:
+        return "nofit"
+    except LimitExceeded:
+        return "quota"
+    return parts.running.started(job, allocation, now, backfilled)
+
+
 def _make_room(
-    scheduler: Scheduler, head: QueuedJob, now: float
+    parts: Parts, head: QueuedJob, now: float
 ) -> tuple[Started, list[str], list[Moved]] | None:
     """Preemption, then defragmentation, for the blocked head; ``None`` if neither helps."""
     request = head.request
     shaped = bool(request.slices or request.numa != "none" or request.spares)
     shaped = shaped or request.gpu_milli is not None  # plans count whole GPUs, not shares
-    if not (scheduler.preemption or scheduler.defrag) or shaped:
+    settings = parts.settings
+    if not (settings.preemption or settings.defrag) or shaped:
         return None  # slice, numa='single', spared and fractional gangs never do
-    may_defrag = scheduler.defrag  # both count resources besides GPUs (README "Node resources")
-    cluster = scheduler.cluster
-    request = scheduler._within_quota(head)
-    if scheduler.preemption:
-        brakes = scheduler._brakes
-        plan = brakes.plan(cluster, request, now, scheduler._victim_of, scheduler._allocation_of)
+    cluster, running, brakes = parts.cluster, parts.running, parts.brakes
+    request = parts.owners.request_for(head)
+    if settings.preemption:
+        plan = brakes.plan(cluster, request, now, running.victim_of, running.allocation_of)
         if plan is not None and plan.victims:
-            brakes.record(plan.victims, now, scheduler._victim_of, scheduler.job_of)
+            brakes.record(plan.victims, now, running.victim_of, running.job_of)
             reservation = cluster.preempt(plan, owner=head.owner)
-            evicted = scheduler._evicted(plan.victims, now, for_job=head.job_id)
+            evicted = running.evicted(plan.victims, now, for_job=head.job_id)
             allocation = cluster.commit(reservation, owner=head.owner)
-            return scheduler._started(head, allocation, now, False, tuple(evicted)), evicted, []
-    if may_defrag:
-        brakes = scheduler._brakes
-        defrag = brakes.plan_defrag(cluster, request, now, scheduler._victim_of)
+            return running.started(head, allocation, now, False, tuple(evicted)), evicted, []
+    if settings.defrag:  # both count resources besides GPUs (docs/resources.md)
+        defrag = brakes.plan_defrag(cluster, request, now, running.victim_of)
         if defrag is not None and (defrag.moves or defrag.evictions):
-            brakes.record(disrupted(defrag), now, scheduler._victim_of, scheduler.job_of)
+            brakes.record(disrupted(defrag), now, running.victim_of, running.job_of)
             reservation, moves = cluster.apply_defrag(defrag, owner=head.owner)
-            moved = scheduler._moved(moves, defrag.moves, now)
-            evicted = scheduler._evicted(defrag.evictions, now, for_job=head.job_id)
+            moved = running.moved(moves, defrag.moves, now)
+            evicted = running.evicted(defrag.evictions, now, for_job=head.job_id)
             allocation = cluster.commit(reservation, owner=head.owner)
-            return scheduler._started(head, allocation, now, False, tuple(evicted)), evicted, moved
+            return running.started(head, allocation, now, False, tuple(evicted)), evicted, moved
     return None

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 
 from gangplace._gangplace import GangRequest
-from gangplace.scheduler.reservations import copied
+from gangplace.scheduler.requests import copied
 
 __all__ = ["ClassKey", "JobClass", "OrderKey", "PendingQueue", "QueuedJob"]
 

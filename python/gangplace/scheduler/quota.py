@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from gangplace.errors import InvalidRequest
-from gangplace.scheduler.admission import checked_name
+from gangplace.scheduler.arguments import checked_name
 
 __all__ = ["MAX_QUANTITY", "RESOURCES", "Cohort", "Queue", "QuotaTree"]
 

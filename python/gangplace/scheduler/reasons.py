@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gangplace.scheduler.queue import ClassKey, QueuedJob
-from gangplace.scheduler.reservations import Shadow
+from gangplace.scheduler.values import Shadow
 
 __all__ = ["LastWalk", "pending_reason"]
 

@@ -24,36 +24,46 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
-from gangplace._gangplace import Allocation, GangRequest, Placement, PodPlacement
+from gangplace._gangplace import Allocation, Cluster, GangRequest, Placement, PodPlacement
 from gangplace.errors import UnknownNode
+from gangplace.scheduler.requests import whole_gpus
+from gangplace.scheduler.values import Shadow
 
-if TYPE_CHECKING:
-    from gangplace.scheduler.core import Scheduler
+__all__ = ["BLIND_BOUND", "End", "RunningView", "ShadowBook", "WalkReservations"]
 
-__all__ = ["BLIND_BOUND", "Shadow", "ShadowBook", "WalkReservations"]
+End = tuple[float, int, str]  # (predicted end, GPUs, job id) of a running job
+
+
+class RunningView(Protocol):
+    """What reservations read of the running jobs (``RunningJobs`` provides it)."""
+
+    walk_now: float
+
+    def ends(self) -> list[End]:
+        """Every running job's ``(predicted end, GPUs, job id)``, in order."""
+        ...
+
+    def finite_ends(self) -> int:
+        """How many running jobs have a walltime."""
+        ...
+
+    def allocation(self, job_id: str) -> Allocation:
+        """A running job's allocation."""
+        ...
+
+    def job_of(self, hold_id: str) -> str | None:
+        """The running job holding an allocation, or ``None``."""
+        ...
+
+    def end_of(self, job_id: str) -> float:
+        """A running job's predicted end, at least the walk's now."""
+        ...
+
 
 # A class whose job was refused by a blind reservation skips only jobs without a walltime.
 BLIND_BOUND = sys.float_info.max
-
-
-@dataclass(frozen=True)
-class Shadow:
-    """A blocked job's reservation (README "Scheduler", S5).
-
-    Attributes:
-        job_id: The job.
-        time: When its placement's GPUs are all predicted free (by the running jobs'
-            walltimes); ``inf`` for a blind reservation.
-        placement: Where it will start then (``None`` for a blind reservation: it does not
-            fit even once every running job with a walltime has ended).
-
-    """
-
-    job_id: str
-    time: float
-    placement: Placement | None
 
 
 @dataclass
@@ -132,17 +142,22 @@ class ShadowBook:
         self.kept: dict[str, _Kept] = {}
 
     def reserve(
-        self, scheduler: Scheduler, job_id: str, request: GangRequest, walk: WalkReservations
+        self,
+        cluster: Cluster,
+        running: RunningView,
+        job_id: str,
+        request: GangRequest,
+        walk: WalkReservations,
     ) -> Shadow:
         """The job's reservation for this walk: the kept one if still valid, else a new one."""
         kept = self.kept.get(job_id)
         if kept is not None and kept.request == request:
-            time = _still_valid(scheduler, kept.shadow, walk)
+            time = _still_valid(cluster, running, kept.shadow, walk)
             if time is not None:
                 shadow = Shadow(job_id, time, kept.shadow.placement)
                 self.kept[job_id] = _Kept(request, shadow)
                 return shadow
-        shadow = _fresh(scheduler, job_id, request, walk)
+        shadow = _fresh(cluster, running, job_id, request, walk)
         self.kept[job_id] = _Kept(request, shadow)
         return shadow
 
@@ -161,7 +176,11 @@ EXTRA_GROUPS = 16
 
 
 def _fresh(
-    scheduler: Scheduler, job_id: str, request: GangRequest, walk: WalkReservations
+    cluster: Cluster,
+    running: RunningView,
+    job_id: str,
+    request: GangRequest,
+    walk: WalkReservations,
 ) -> Shadow:
     """A new reservation by ``place_after`` over the running jobs grouped by predicted end.
 
@@ -170,58 +189,24 @@ def _fresh(
     them. The answer is the same: the first prefix that fits is inside the shorter list
     whenever the shorter list holds one.
     """
-    now = scheduler._walk_now
+    now = running.walk_now
     need = (request.min_pods or request.pods) * request.gpus_per_pod
-    free = scheduler.cluster.stats().free
-    times, groups = _groups(scheduler, now, need - free)
+    free = cluster.stats().free
+    times, groups = _groups(running, now, need - free)
     avoid = walk.every_pod()
     request = whole_gpus(request)
-    found = scheduler.cluster.place_after(request, groups, avoid=avoid)
-    if found is None and sum(len(group) for group in groups) < scheduler._finite_ends():
-        times, groups = _groups(scheduler, now, None)
-        found = scheduler.cluster.place_after(request, groups, avoid=avoid)
+    found = cluster.place_after(request, groups, avoid=avoid)
+    if found is None and sum(len(group) for group in groups) < running.finite_ends():
+        times, groups = _groups(running, now, None)
+        found = cluster.place_after(request, groups, avoid=avoid)
     if found is None:
         return Shadow(job_id, math.inf, None)
     k, placement = found
     return Shadow(job_id, times[k - 1] if k else now, placement)
 
 
-def copied(request: GangRequest, **changes: Any) -> GangRequest:
-    """``request`` with the fields in ``changes`` replaced (a request is immutable)."""
-    fields: dict[str, Any] = {
-        "min_pods": request.min_pods,
-        "required_level": request.required_level,
-        "selector": request.selector,
-        "name": request.name,
-        "priority": request.priority,
-        "preemptible": request.preemptible,
-        "movable": request.movable,
-        "slices": request.slices,
-        "spread": request.spread,
-        "numa": request.numa,
-        "spares": request.spares,
-        "resources_per_pod": request.resources_per_pod or None,
-        "gpu_milli": request.gpu_milli,
-    }
-    fields.update(changes)
-    pods = fields.pop("pods", request.pods)
-    return GangRequest(pods, request.gpus_per_pod, **fields)
-
-
-def whole_gpus(request: GangRequest) -> GangRequest:
-    """``request`` with whole GPUs for fractions.
-
-    ``place_after`` counts resources besides GPUs (README "Node resources") but not shares of
-    a GPU, so a fractional pod's reservation is a whole GPU (README "Fractions of a GPU": a
-    reservation that holds more than the pod uses, never less).
-    """
-    if request.gpu_milli is None:
-        return request
-    return copied(request, gpu_milli=None)
-
-
 def _groups(
-    scheduler: Scheduler, now: float, short: int | None
+    running: RunningView, now: float, short: int | None
 ) -> tuple[list[float], list[list[Allocation | str]]]:
     """The running jobs with a walltime grouped by predicted end, and the groups' times.
 
@@ -231,7 +216,7 @@ def _groups(
     times: list[float] = []
     groups: list[list[Allocation | str]] = []
     freed, enough_at = 0, None
-    for end, gpus, running_id in scheduler._ends.ordered():
+    for end, gpus, running_id in running.ends():
         if math.isinf(end):
             break
         when = max(end, now)
@@ -240,19 +225,21 @@ def _groups(
                 break
             times.append(when)
             groups.append([])
-        groups[-1].append(scheduler._allocations[running_id])
+        groups[-1].append(running.allocation(running_id))
         freed += gpus
         if short is not None and enough_at is None and freed >= short:
             enough_at = len(times)
     return times, groups
 
 
-def _still_valid(scheduler: Scheduler, shadow: Shadow, walk: WalkReservations) -> float | None:
+def _still_valid(
+    cluster: Cluster, running: RunningView, shadow: Shadow, walk: WalkReservations
+) -> float | None:
     """The kept reservation's time now if it is still valid, else ``None``."""
     placement = shadow.placement
     if placement is None:
         return None  # a blind reservation is made again: something may have ended
-    now, cluster, taken = scheduler._walk_now, scheduler.cluster, walk.taken
+    now, taken = running.walk_now, walk.taken
     wanted: dict[str, set[int]] = {}
     for pod in placement.pods:
         wanted.setdefault(pod.node, set()).update(pod.gpus)
@@ -272,10 +259,10 @@ def _still_valid(scheduler: Scheduler, shadow: Shadow, walk: WalkReservations) -
         for hold_id, gpus_held in cluster.holds_on(node_name):
             if held.isdisjoint(gpus_held):
                 continue
-            job_id = scheduler._by_hold.get(hold_id)
+            job_id = running.job_of(hold_id)
             if job_id is None:
                 return None  # held by something that is not a running job of this scheduler
-            end = scheduler._end_of(job_id)
+            end = running.end_of(job_id)
             if math.isinf(end):
                 return None
             latest = max(latest, end)

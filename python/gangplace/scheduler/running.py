@@ -1,9 +1,9 @@
-"""The Scheduler's record of its running jobs (README "Scheduler", S4-S7, S11, S13).
+"""The Scheduler's record of its running jobs (docs/scheduler.md, S4-S7, S11, S13).
 
-A mixin of :class:`~gangplace.scheduler.core.Scheduler`: starting a job, ending it, and
-keeping every view of the running jobs consistent (by hold, by predicted end, GPUs per
-owner) when defragmentation moves one, preemption evicts one or a repair replaces its
-lost ranks.
+:class:`RunningJobs` starts a job, ends it, and keeps every view of the running jobs
+consistent (by hold, by predicted end, GPUs per owner and per queue) when defragmentation
+moves one, preemption evicts one (it goes back to the queue) or a repair replaces its lost
+ranks.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from typing import Any
 from gangplace._gangplace import Allocation, Cluster
 from gangplace.scheduler.history import Histories
 from gangplace.scheduler.metrics import SchedulerMetrics
-from gangplace.scheduler.queue import PendingQueue, QueuedJob
-from gangplace.scheduler.reservations import ShadowBook
+from gangplace.scheduler.owners import OwnerQuotas
+from gangplace.scheduler.queue import QueuedJob
+from gangplace.scheduler.reservations import End, ShadowBook
 from gangplace.scheduler.tenancy import Tenancy
 from gangplace.scheduler.values import Moved, Started
+from gangplace.scheduler.waiting import Waiting
 
 __all__ = ["EndOrder", "RunningJobs"]
-
-End = tuple[float, int, str]  # (predicted end, GPUs, job id)
 
 
 class EndOrder:
@@ -72,57 +72,90 @@ class EndOrder:
 
 
 class RunningJobs:
-    """Starting, ending, moving and repairing running jobs (see the Scheduler)."""
+    """The running jobs: by id, by hold, by predicted end (mutable: the scheduler's own).
 
-    cluster: Cluster
-    metrics: SchedulerMetrics | None
-    _queue: PendingQueue
-    _running: dict[str, QueuedJob]
-    _by_hold: dict[str, str]
-    _ends: EndOrder
-    _allocations: dict[str, Allocation]
-    _usage: dict[str | None, int]
-    _histories: Histories
-    _book: ShadowBook
-    _walk_now: float
-    _tenancy: Tenancy | None
+    Args:
+        cluster: The scheduler's cluster (releases and commits go to it).
+        waiting: Where evicted jobs are queued again.
+        owners: GPUs per owner, kept as jobs start and end.
+        tenancy: The queues' usage, kept likewise (``None``: no queues).
+        book: The backfill reservations, forgotten for a job that starts.
+        histories: Where starts, evictions and moves are recorded (S14).
+        metrics: The scheduler's metrics, or ``None``.
 
-    def _enqueue(self, job: QueuedJob, now: float) -> None:
-        raise NotImplementedError
+    """
 
-    def _set_allocation(self, job_id: str, allocation: Allocation | None) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        waiting: Waiting,
+        owners: OwnerQuotas,
+        tenancy: Tenancy | None,
+        book: ShadowBook,
+        histories: Histories,
+        metrics: SchedulerMetrics | None,
+    ) -> None:
+        self.cluster = cluster
+        self.waiting = waiting
+        self.owners = owners
+        self.tenancy = tenancy
+        self.book = book
+        self.histories = histories
+        self.metrics = metrics
+        self.jobs: dict[str, QueuedJob] = {}
+        self.by_hold: dict[str, str] = {}
+        self.allocations: dict[str, Allocation] = {}
+        self._ends = EndOrder()  # (predicted end, GPUs, job id) of every running job
+        self.walk_now = 0.0  # the time of the cycle under way (ends before it count as it)
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self.jobs
+
+    def set_allocation(self, job_id: str, allocation: Allocation | None) -> None:
         """The job's allocation is now ``allocation`` (``None``: it ended)."""
         if allocation is None:
-            del self._allocations[job_id]
+            del self.allocations[job_id]
         else:
-            self._allocations[job_id] = allocation
+            self.allocations[job_id] = allocation
 
-    def _finite_ends(self) -> int:
-        """How many running jobs have a walltime (``_ends`` sorts the others last)."""
+    def allocation(self, job_id: str) -> Allocation:
+        """A running job's allocation as the scheduler last saw it."""
+        return self.allocations[job_id]
+
+    def ends(self) -> list[End]:
+        """``(predicted end, GPUs, job id)`` of every running job, in order (do not change)."""
+        return self._ends.ordered()
+
+    def finite_ends(self) -> int:
+        """How many running jobs have a walltime (the others sort last)."""
         return self._ends.finite()
 
-    def _end_of(self, job_id: str) -> float:
+    def end_of(self, job_id: str) -> float:
         """A running job's predicted end (``inf`` without a walltime; at least the walk's now)."""
-        return max(_predicted_end(self._running[job_id]), self._walk_now)
+        return max(_predicted_end(self.jobs[job_id]), self.walk_now)
 
-    def _end_running(self, job_id: str, *, release: bool) -> QueuedJob:
-        job = self._running.pop(job_id)
+    def end(self, job_id: str, *, release: bool) -> QueuedJob:
+        """Ends a running job (its GPUs released if ``release``); returns its record."""
+        job = self.jobs.pop(job_id)
         allocation_id = job.allocation_id
         assert allocation_id is not None
         if release:
             self.cluster.release(allocation_id, owner=job.owner)
-        del self._by_hold[allocation_id]
-        gpus = self._allocations[job_id].placement.total_gpus
-        self._set_allocation(job_id, None)
-        self._usage[job.owner] = self._usage.get(job.owner, 0) - gpus
-        if self._tenancy is not None:
-            self._tenancy.ended(job)
+        del self.by_hold[allocation_id]
+        gpus = self.allocations[job_id].placement.total_gpus
+        self.set_allocation(job_id, None)
+        self.owners.took(job.owner, -gpus)
+        if self.tenancy is not None:
+            self.tenancy.ended(job)
         end = _predicted_end(job)
         self._ends.remove((end, gpus, job_id))
         job.allocation_id = job.started_at = None
         return job
 
-    def _started(
+    def started(
         self,
         job: QueuedJob,
         allocation: Allocation,
@@ -130,81 +163,86 @@ class RunningJobs:
         backfilled: bool,
         preempted: tuple[str, ...] = (),
     ) -> Started:
+        """Records ``job`` as started on ``allocation`` (taken out of the queue)."""
         job_id, allocation_id = job.job_id, allocation.id
-        self._queue.remove(job)
-        self._book.forget(job_id)
+        self.waiting.queue.remove(job)
+        self.book.forget(job_id)
         job.allocation_id = allocation_id
         job.started_at = now
-        self._running[job_id] = job
-        self._by_hold[allocation_id] = job_id
-        self._allocations[job_id] = allocation
+        self.jobs[job_id] = job
+        self.by_hold[allocation_id] = job_id
+        self.allocations[job_id] = allocation
         gpus = allocation.placement.total_gpus  # each read of ``placement`` builds it anew
         spares = allocation.spares
         job.held_gpus = gpus + (sum(len(pod.gpus) for pod in spares) if spares else 0)
-        self._usage[job.owner] = self._usage.get(job.owner, 0) + gpus
-        if self._tenancy is not None:
-            self._tenancy.started(job, gpus)
+        self.owners.took(job.owner, gpus)
+        if self.tenancy is not None:
+            self.tenancy.started(job, gpus)
         self._ends.add((_predicted_end(job), gpus, job_id))
         waited = now - job.wait_began
         detail = allocation_id + " (backfilled)" if backfilled else allocation_id
-        self._histories.started(job_id, now, detail)
+        self.histories.started(job_id, now, detail)
         if self.metrics is not None:
             self.metrics.job_started(job.owner, waited, backfilled)
         return Started._made(job_id, allocation, waited, backfilled, preempted)
 
-    def _allocation_of(self, job_id: str) -> str | None:
-        job = self._running.get(job_id)
+    def job_of(self, hold_id: str) -> str | None:
+        """The running job holding allocation ``hold_id``, or ``None``."""
+        return self.by_hold.get(hold_id)
+
+    def allocation_of(self, job_id: str) -> str | None:
+        """The allocation id of a running job, or ``None`` when it is not running."""
+        job = self.jobs.get(job_id)
         return None if job is None else job.allocation_id
 
-    def _since_of(self, hold_id: str) -> float:
+    def since_of(self, hold_id: str) -> float:
         """When allocation ``hold_id`` was committed (the scheduler's, else the cluster's)."""
-        job_id = self._by_hold.get(hold_id)
+        job_id = self.by_hold.get(hold_id)
         if job_id is not None:
-            return self._allocations[job_id].since
+            return self.allocations[job_id].since
         return next(a for a in self.cluster.allocations() if a.id == hold_id).since
 
-    def _victim_of(self, hold_id: str) -> tuple[str | None, int]:
+    def victim_of(self, hold_id: str) -> tuple[str | None, int]:
         """A victim's owner and GPUs (S11): the scheduler's job's, else the cluster's hold's."""
-        job_id = self._by_hold.get(hold_id)
+        job_id = self.by_hold.get(hold_id)
         if job_id is not None:
-            return self._running[job_id].owner, self._allocations[job_id].placement.total_gpus
+            return self.jobs[job_id].owner, self.allocations[job_id].placement.total_gpus
         held = next(a for a in self.cluster.allocations() if a.id == hold_id)
         return held.owner, held.placement.total_gpus
 
-    def _evicted(self, hold_ids: Iterable[str], now: float, *, for_job: str) -> list[str]:
+    def evicted(self, hold_ids: Iterable[str], now: float, *, for_job: str) -> list[str]:
         """Requeues the scheduler's jobs among evicted holds; returns job or hold ids."""
         names = []
         for hold_id in hold_ids:
-            job_id = self._by_hold.get(hold_id)
+            job_id = self.by_hold.get(hold_id)
             if job_id is None:
                 names.append(hold_id)
                 continue
-            job = self._end_running(job_id, release=False)
-            self._histories.stopped(job_id, now, "preempted", f"for {for_job}")
-            self._enqueue(job, now)
+            job = self.end(job_id, release=False)
+            self.histories.stopped(job_id, now, "preempted", f"for {for_job}")
+            self.waiting.enqueue(job, now)
             names.append(job_id)
             if self.metrics is not None:
                 self.metrics.job_requeued(job.owner, preempted=True)
         return names
 
-    def _moved(
-        self, moves: Mapping[str, Any], plan_moves: Iterable[Any], now: float
-    ) -> list[Moved]:
+    def moved(self, moves: Mapping[str, Any], plan_moves: Iterable[Any], now: float) -> list[Moved]:
+        """Commits the moved allocations' new reservations; the scheduler's jobs follow."""
         moved = []
         for move in plan_moves:
-            job_id = self._by_hold.get(move.allocation)
+            job_id = self.by_hold.get(move.allocation)
             reservation = moves[move.allocation]
             owner = reservation.owner
             allocation = self.cluster.commit(reservation, owner=owner)
             if job_id is None:
                 continue
-            job = self._running[job_id]
-            del self._by_hold[move.allocation]
+            job = self.jobs[job_id]
+            del self.by_hold[move.allocation]
             job.allocation_id = allocation.id
-            self._by_hold[allocation.id] = job_id
-            self._set_allocation(job_id, allocation)
+            self.by_hold[allocation.id] = job_id
+            self.set_allocation(job_id, allocation)
             moved.append(Moved(job_id, move, allocation))
-            self._histories.note(job_id, now, "moved", allocation.id)
+            self.histories.note(job_id, now, "moved", allocation.id)
             if self.metrics is not None:
                 self.metrics.moves.inc()
         return moved

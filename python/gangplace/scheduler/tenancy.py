@@ -1,25 +1,20 @@
-"""Queues in the Scheduler: quota checks, fair order and reclaim (README "Queues and quotas").
+"""Queues in the Scheduler: usage, quota checks and fair order (docs/queues.md).
 
 :class:`Tenancy` is the Scheduler's record of its queues: the :class:`QuotaTree` with every
 queue's usage, the running jobs of each queue, and the counters its metrics show. It answers
 the walk's questions: how many GPUs a job's queue lets it take now (Q3-Q4), its queue's
-weighted share (Q8, the order of the walk with fair sharing), and which running jobs a
-blocked job may preempt, and whether that makes room (Q5-Q7, :meth:`Tenancy.reclaim`).
+weighted share (Q8, the order of the walk with fair sharing), which running jobs a blocked
+job may preempt (Q6) in which order (Q7), and whether the job's quota would let it start
+once given victims ended. :mod:`gangplace.scheduler.reclaim` makes the reclaim (Q5-Q7).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-from gangplace._gangplace import GangRequest, PreemptionPlan
 from gangplace.errors import InvalidRequest
 from gangplace.scheduler.queue import QueuedJob
 from gangplace.scheduler.quota import Cohort, Queue, QuotaTree, available_of
-from gangplace.scheduler.values import Started
-
-if TYPE_CHECKING:
-    from gangplace.scheduler.core import Scheduler
 
 __all__ = ["Tenancy"]
 
@@ -199,115 +194,3 @@ class Tenancy:
             for victim in victims:
                 assert victim.queue is not None
                 self.tree.add(victim.queue, self.gpus[victim.job_id])
-
-    def reclaim(
-        self, scheduler: Scheduler, job: QueuedJob, request: GangRequest, now: float
-    ) -> tuple[Started, list[str]] | None:
-        """README Q5-Q7: preempts what ``job`` may preempt to start it, or ``None``.
-
-        Tried once per queue per walk (the queue's first blocked job), only for a queue in
-        ``may_preempt`` and not in ``failed_reclaims`` (the walk checks both before it makes
-        the request); a failure is recorded there for the rest of the cycle. Other queues'
-        jobs are tried first, then with the queue's own.
-        """
-        assert job.queue is not None
-        if request.resources_per_pod:  # reclaims count GPUs only (README "Node resources")
-            return None
-        others, own = self.candidates(job)
-        # Q7: borrowers first, each part in Q7's order (the extra victims are taken so).
-        others, own = self.ordered(others), self.ordered(own)
-        tried: list[list[QueuedJob]] = []
-        for group in (others, others + own):
-            if not group or group in tried:
-                continue
-            tried.append(group)
-            chosen = self._choose(scheduler, job, request, group, now)
-            if chosen is not None:
-                return self._apply(scheduler, job, *chosen, now)
-        self.failed_reclaims.add(job.queue)
-        return None
-
-    def _choose(
-        self,
-        scheduler: Scheduler,
-        job: QueuedJob,
-        request: GangRequest,
-        group: list[QueuedJob],
-        now: float,
-    ) -> tuple[PreemptionPlan, list[QueuedJob]] | None:
-        """The plan and the extra victims (ended for quota alone) that start ``job``."""
-        plan = _braked_plan(scheduler, request, now, [v.allocation_id or "" for v in group])
-        if plan is None:
-            return None
-        running, by_hold = scheduler._running, scheduler._by_hold
-        victims = [running[by_hold[hold]] for hold in plan.victims]
-        gpus = plan.placement.total_gpus
-        if self.quota_after(job, gpus, victims):
-            return plan, []
-        # Q7: more victims for the quota alone, in candidate order, then each one that is
-        # not needed (for the quota or the fit) restored, last taken first.
-        chosen = list(victims)
-        for victim in group:  # in Q7's order: borrowers, then the job's own queue
-            if victim not in chosen:
-                chosen.append(victim)
-                if self.quota_after(job, gpus, chosen):
-                    break
-        else:
-            return None
-        for victim in reversed(list(chosen)):
-            rest = [other for other in chosen if other is not victim]
-            if self.quota_after(job, gpus, rest) and _fits_after(scheduler, request, rest):
-                chosen = rest
-        plan = _braked_plan(scheduler, request, now, [v.allocation_id or "" for v in chosen])
-        if plan is None or not self.quota_after(job, plan.placement.total_gpus, chosen):
-            return None
-        extras = [victim for victim in chosen if victim.allocation_id not in plan.victims]
-        holds = tuple(victim.allocation_id or "" for victim in chosen)
-        if not scheduler._brakes.allow(
-            holds, now, scheduler._victim_of, scheduler._since_of, scheduler.job_of
-        ):
-            return None
-        return plan, extras
-
-    def _apply(
-        self,
-        scheduler: Scheduler,
-        job: QueuedJob,
-        plan: PreemptionPlan,
-        extras: list[QueuedJob],
-        now: float,
-    ) -> tuple[Started, list[str]]:
-        """Ends the extra victims, then applies the plan (one atomic preemption)."""
-        cluster = scheduler.cluster
-        holds = [victim.allocation_id or "" for victim in extras] + list(plan.victims)
-        scheduler._brakes.record(holds, now, scheduler._victim_of, scheduler.job_of)
-        for victim in extras:
-            cluster.release(victim.allocation_id or "", owner=victim.owner)
-        for hold in holds:
-            victim = scheduler._running[scheduler._by_hold[hold]]
-            assert victim.queue is not None
-            self.reclaimed[victim.queue] += 1
-        reservation = cluster.preempt(plan, owner=job.owner)
-        evicted = scheduler._evicted(holds, now, for_job=job.job_id)
-        allocation = cluster.commit(reservation, owner=job.owner)
-        return scheduler._started(job, allocation, now, False, tuple(evicted)), evicted
-
-
-def _braked_plan(
-    scheduler: Scheduler, request: GangRequest, now: float, candidates: list[str]
-) -> PreemptionPlan | None:
-    """The engine's plan with victims among ``candidates`` that the brakes allow (S11)."""
-    return scheduler._brakes.plan(
-        scheduler.cluster,
-        request,
-        now,
-        scheduler._victim_of,
-        scheduler._allocation_of,
-        candidates=candidates,
-    )
-
-
-def _fits_after(scheduler: Scheduler, request: GangRequest, victims: list[QueuedJob]) -> bool:
-    """Whether the gang fits once ``victims`` have ended (a pure query)."""
-    holds = [victim.allocation_id or "" for victim in victims]
-    return scheduler.cluster.place_after(request, [holds] if holds else []) is not None

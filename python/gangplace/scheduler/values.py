@@ -5,10 +5,27 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from gangplace._gangplace import Allocation, GangRequest, Move, RepairPlan
-from gangplace.scheduler.reservations import Shadow
+from gangplace._gangplace import Allocation, GangRequest, Move, Placement, RepairPlan
 
-__all__ = ["Decisions", "Moved", "PendingJob", "Repaired", "RunningJob", "Started"]
+__all__ = ["Decisions", "Moved", "PendingJob", "Repaired", "RunningJob", "Shadow", "Started"]
+
+
+@dataclass(frozen=True)
+class Shadow:
+    """A blocked job's reservation (README "Scheduler", S5).
+
+    Attributes:
+        job_id: The job.
+        time: When its placement's GPUs are all predicted free (by the running jobs'
+            walltimes); ``inf`` for a blind reservation.
+        placement: Where it will start then (``None`` for a blind reservation: it does not
+            fit even once every running job with a walltime has ended).
+
+    """
+
+    job_id: str
+    time: float
+    placement: Placement | None
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,26 @@
-"""The Scheduler's read-only views: queues, running jobs, histories (README rules S10, S14).
+"""The Scheduler's read-only views: queues, running jobs, histories (docs/scheduler.md, S10, S14).
 
-A mixin of :class:`~gangplace.scheduler.core.Scheduler`, kept apart so that the module that
-changes state stays readable; every method here only reads.
+The queries of :class:`~gangplace.scheduler.Scheduler`, kept apart so that the module that
+changes state stays readable: a base class whose methods read the scheduler's parts (the
+waiting jobs, the running jobs, the owners' quotas, the histories, the last walk) and never
+change them.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
 from typing import Literal
 
-from gangplace._gangplace import Allocation, Cluster, Explanation
+from gangplace._gangplace import Cluster, Explanation
 from gangplace.errors import UnknownJob
 from gangplace.scheduler.history import Histories, HistorySummary, JobHistory
-from gangplace.scheduler.queue import PendingQueue, QueuedJob
+from gangplace.scheduler.owners import OwnerQuotas
+from gangplace.scheduler.queue import PendingQueue
 from gangplace.scheduler.reasons import LastWalk, pending_reason
+from gangplace.scheduler.running import RunningJobs
 from gangplace.scheduler.tenancy import Tenancy
 from gangplace.scheduler.values import PendingJob, RunningJob
+from gangplace.scheduler.waiting import Waiting
 
 __all__ = ["SchedulerViews"]
 
@@ -27,28 +31,15 @@ class SchedulerViews:
     cluster: Cluster
     clock: Callable[[], float]
     quotas: dict[str | None, int]
-    _queue: PendingQueue
-    _running: dict[str, QueuedJob]
-    _by_hold: dict[str, str]
-    _allocations: dict[str, Allocation]
-    _stages: list[tuple[float, tuple[int, int], str, int]]
-    _last_walk: LastWalk | None
-    _histories: Histories
     order: str
     backfill: str
+    _waiting: Waiting
+    _queue: PendingQueue  # the waiting jobs' queue
+    _running: RunningJobs
+    _owners: OwnerQuotas
     _tenancy: Tenancy | None
-
-    def _quota_reason(self, job: QueuedJob) -> str | None:
-        raise NotImplementedError
-
-    def _live_reason(self, job: QueuedJob) -> str | None:
-        """The owner's quota (S10), then the queue's (Q4), as they stand now."""
-        if job.owner in self.quotas:
-            reason = self._quota_reason(job)
-            if reason is not None:
-                return reason
-        tenancy = self._tenancy
-        return None if tenancy is None or job.queue is None else tenancy.reason(job)
+    _histories: Histories
+    _last_walk: LastWalk | None
 
     def pending(self) -> list[PendingJob]:
         """The queued jobs in queue order, each with the reason it is not running (S10).
@@ -61,14 +52,14 @@ class SchedulerViews:
         live = self._tenancy is not None or bool(self.quotas)
         reserved = walk.reserved if walk is not None else {}
         seen = walk.queued if walk is not None else 0
-        made = PendingJob._made
+        made, live_reason = PendingJob._made, self._owners.live_reason
         return [
             made(
                 job.job_id,
                 job.current(),
                 job.owner,
                 now - job.wait_began,
-                (live and self._live_reason(job)) or pending_reason(walk, job),
+                (live and live_reason(job)) or pending_reason(walk, job),
                 reserved.get(job.job_id) if reserved and job.queued_index < seen else None,
                 job.queue,
             )
@@ -88,12 +79,13 @@ class SchedulerViews:
         The allocations are read from the cluster, so a repair committed, a GPU lost or a
         node removed since shows (``allocation.lost``, ``allocation.placement``).
         """
-        jobs = sorted(self._running.values(), key=lambda job: (job.started_at or 0.0, job.order))
+        running = self._running
+        jobs = sorted(running.jobs.values(), key=lambda job: (job.started_at or 0.0, job.order))
         current = {a.id: a for a in self.cluster.allocations()} if jobs else {}
         return [
             RunningJob(
                 job.job_id,
-                current.get(job.allocation_id or "", self._allocations[job.job_id]),
+                current.get(job.allocation_id or "", running.allocation(job.job_id)),
                 job.owner,
                 job.started_at or 0.0,
                 job.walltime,
@@ -111,7 +103,7 @@ class SchedulerViews:
         """
         if job_id in self._queue.by_id:
             return "pending"
-        if job_id in self._running:
+        if job_id in self._running.jobs:
             return "running"
         raise UnknownJob(f"job {job_id!r} is neither pending nor running", job_id)
 
@@ -120,13 +112,7 @@ class SchedulerViews:
 
         An event loop cycles then even when nothing else happens; ``None`` if no change is due.
         """
-        while self._stages:
-            due, _, job_id, generation = self._stages[0]
-            job = self._queue.by_id.get(job_id)
-            if job is not None and job.generation == generation:
-                return due
-            heapq.heappop(self._stages)
-        return None
+        return self._waiting.next_wakeup()
 
     def pending_ids(self) -> list[str]:
         """The pending jobs' ids in queue order."""
@@ -134,7 +120,7 @@ class SchedulerViews:
 
     def job_of(self, hold_id: str) -> str | None:
         """The running job holding allocation ``hold_id``, or ``None``."""
-        return self._by_hold.get(hold_id)
+        return self._running.job_of(hold_id)
 
     @property
     def queue_length(self) -> int:
@@ -143,12 +129,12 @@ class SchedulerViews:
 
     def __len__(self) -> int:
         """Pending plus running jobs."""
-        return len(self._queue) + len(self._running)
+        return len(self._queue) + len(self._running.jobs)
 
     def __repr__(self) -> str:
         return (
             f"Scheduler(order={self.order!r}, backfill={self.backfill!r}, "
-            f"pending={len(self._queue)}, running={len(self._running)})"
+            f"pending={len(self._queue)}, running={len(self._running.jobs)})"
         )
 
     def history(self, job_id: str) -> JobHistory:
