@@ -1,11 +1,11 @@
-"""``Cluster.adopt`` benchmarks (README, "Adopting running work"; figures in
+"""``Cluster.adopt`` benchmarks (docs/transactions.md "Adopting running work"; figures in
 docs/performance.md).
 
 ``colossus100k@80``: the 102,400-GPU shape filled to 80% by ``synth.fill``. Adopted: a job of
 64 pods, one per node, each naming the free GPUs of one of the 64 first nodes with any
 (``PodPlacement``), the same job given as ``(node, count)`` pairs, and 64 pods of 500
-thousandths of one GPU (``gpu_milli``, README "Fractions of a GPU") on the same nodes, each
-GPU chosen by rule F2 (``(node, 1)`` pairs). Each round's setup
+thousandths of one GPU (``gpu_milli``, docs/resources.md "Fractions of a GPU") on the same nodes,
+each GPU chosen by rule F2 (``(node, 1)`` pairs). Each round's setup
 releases the previous round's allocation. The reference (``gangplace.reference``) adopts the
 same pods on a twin with the same nodes and holds (one round).
 """

@@ -1,4 +1,5 @@
-"""Placement of fractional pods (README "Fractions of a GPU") against whole-GPU placement.
+"""Placement of fractional pods (docs/resources.md "Fractions of a GPU") against whole-GPU
+placement.
 
 The benchmark cluster (``colossus100k@80`` with ``--quick``: 102,400 GPUs, 80% allocated by
 ``synth.build``) copied through a snapshot, then 2,000 one-pod gangs of 250, 460 or 700

@@ -1,4 +1,4 @@
-"""``ClusterSync.apply`` benchmarks (README, "Staying current: watch events"; figures in
+"""``ClusterSync.apply`` benchmarks (docs/kubernetes.md "Staying current: watch events"; figures in
 docs/performance.md).
 
 A cluster of the ``colossus100k`` size built from node events (12,800 nodes of 8 GPUs, 32

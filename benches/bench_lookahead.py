@@ -1,4 +1,4 @@
-"""Looking ahead (README "Looking ahead", L1-L3; figures in docs/performance.md).
+"""Looking ahead (docs/preemption.md "Looking ahead", L1-L3; figures in docs/performance.md).
 
 ``colossus100k`` at 90% fill (a seeded ``synth`` build: guessed gang mix, not a trace). Its
 5,682 allocations, sorted by their pods' GPUs (ids are random), are split into 64
@@ -109,8 +109,8 @@ def ahead_with_cpus(ahead: dict[str, Any]) -> Cluster:
 def bench_place_after_with_cpus(
     benchmark: Any, ahead: dict[str, Any], ahead_with_cpus: Cluster
 ) -> None:
-    """``bench_place_after``'s gang asking 24 cores per pod (README "Node resources": counted
-    node by node on every prefix tried)."""
+    """``bench_place_after``'s gang asking 24 cores per pod (docs/resources.md "Node resources":
+    counted node by node on every prefix tried)."""
     gang: GangRequest = ahead["gang"]
     asking = GangRequest(
         gang.pods,

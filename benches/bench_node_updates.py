@@ -1,5 +1,5 @@
-"""``Cluster.update_node`` and ``Cluster.holds_on`` benchmarks (README, "Node updates" and
-"Transactions"; figures in docs/performance.md).
+"""``Cluster.update_node`` and ``Cluster.holds_on`` benchmarks (docs/transactions.md "Node updates"
+and "Transactions"; figures in docs/performance.md).
 
 ``colossus100k@80``: the 102,400-GPU shape filled to 80% by ``synth.fill``. Labels: one
 node's labels toggled between two values (the node holds GPUs). Structure: an empty node

@@ -1,4 +1,4 @@
-"""GPU groups inside nodes (README "Inside a node") against the same cluster without them.
+"""GPU groups inside nodes (docs/shapes.md "Inside a node") against the same cluster without them.
 
 1,024 nodes (128 racks x 8) of 8 GPUs, half of every node's GPUs taken at seeded random; with
 groups, every node is the PCIe board of ``tests/fixtures/nvidia-smi-topo-pcie.txt`` (two

@@ -1,4 +1,4 @@
-"""Preemption and defragmentation benchmarks (README, "Priorities, preemption and
+"""Preemption and defragmentation benchmarks (docs/preemption.md "Priorities, preemption and
 defragmentation"; figures in docs/performance.md).
 
 Clusters, built once per session (seeded):
@@ -132,7 +132,7 @@ def bench_plan_preemption_full_with_cpus(
     benchmark: Any, full_with_cpus: Cluster, asks: str
 ) -> None:
     """``bench_plan_preemption_full``'s gang on the copy with CPUs, asking none or 3 cores
-    per GPU (README "Node resources": a removal set counts resources node by node)."""
+    per GPU (docs/resources.md "Node resources": a removal set counts resources node by node)."""
     cluster = full_with_cpus
     gang = _preempting_gang(cluster)
     cpu = {"cpu": 3_000 * gang.gpus_per_pod} if asks == "cpu" else None
@@ -251,7 +251,7 @@ def _unit(cluster: Cluster) -> MultiGangRequest:
 
 
 def bench_plan_preemption_roles_2k(benchmark: Any, clusters: dict[str, Cluster]) -> None:
-    """The 128 x 8 GPUs of ``bench_plan_preemption_2k`` as leader + workers (README
+    """The 128 x 8 GPUs of ``bench_plan_preemption_2k`` as leader + workers (docs/roles.md
     "Multi-role gangs", 7): every fit is a placement of the unit on a what-if copy."""
     cluster = clusters["2k"]
     request = _unit(cluster)
@@ -264,7 +264,7 @@ def bench_plan_preemption_roles_2k(benchmark: Any, clusters: dict[str, Cluster])
 
 def bench_plan_preemption_roles_2k_with_cpus(benchmark: Any, clusters: dict[str, Cluster]) -> None:
     """The same unit with a launcher of 8 cores and no GPU and workers asking 24 cores each,
-    on a copy whose every node has 96 cores (README "Multi-role gangs", rule 9)."""
+    on a copy whose every node has 96 cores (docs/roles.md, rule 9)."""
     cluster = Cluster.restore(clusters["2k"].snapshot())
     for name in cluster.nodes():
         cluster.update_node(name, resources={"cpu": 96_000})
@@ -361,7 +361,7 @@ def _rack_unit(cluster: Cluster) -> MultiGangRequest:
 
 
 def bench_plan_defrag_roles_moves(benchmark: Any, clusters: dict[str, Cluster]) -> None:
-    """The whole-rack unit on the fragmented cluster (README "Multi-role gangs", 7)."""
+    """The whole-rack unit on the fragmented cluster (docs/roles.md, 7)."""
     cluster = clusters["fragmented"]
     request = _rack_unit(cluster)
     assert cluster.place_gang(request) is None

@@ -1,4 +1,4 @@
-"""Queue benchmarks (README "Queues and quotas"; figures in docs/performance.md).
+"""Queue benchmarks (docs/queues.md; figures in docs/performance.md).
 
 ``colossus100k`` (102,400 GPUs) shared by 100 queues under 10 cohorts (10 queues each, every
 queue's nominal quota 1% of the cluster), filled to about 90% by the scheduler's own jobs

@@ -1,4 +1,4 @@
-"""``Cluster.release_pods`` benchmarks (README, "Ending some pods"; figures in
+"""``Cluster.release_pods`` benchmarks (docs/transactions.md "Ending some pods"; figures in
 docs/performance.md).
 
 ``colossus100k@80``: the 102,400-GPU shape filled to 80% by ``synth.fill``. A 16 x 8 gang is

@@ -1,4 +1,4 @@
-"""Repair planning (README "Repair after failures"; figures in docs/performance.md).
+"""Repair planning (docs/repair.md "Repair after failures"; figures in docs/performance.md).
 
 Issue 14's goal: ``plan_repair`` of 8 lost ranks of a 512-GPU gang (64 pods x 8 GPUs) on
 ``colossus100k`` at 90% fill in at most 100 us (median), and at least 100x the reference.
@@ -223,7 +223,7 @@ def bench_plan_repair_preempt_reference(benchmark: Any, contested: dict[str, Any
 
 @pytest.mark.parametrize("lost", [True, False], ids=["lost-only", "all"])
 def bench_lost_allocations(benchmark: Any, broken: dict[str, Any], lost: bool) -> None:
-    """``allocations(lost=True)`` (what a scheduler asks every cycle, README "Repair after
+    """``allocations(lost=True)`` (what a scheduler asks every cycle, docs/repair.md "Repair after
     failures") against listing every allocation, at 90% fill with the one broken gang."""
     cluster: Cluster = broken["cluster"]
     found = benchmark(cluster.allocations, lost=lost)
@@ -280,7 +280,7 @@ def resourced(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 @pytest.mark.parametrize("widen", [False, True], ids=["domain", "widened"])
 def bench_plan_repair_resources(benchmark: Any, resourced: dict[str, Any], widen: bool) -> None:
-    """The same 8 lost ranks when every pod asks 64 cores and 512 GiB (README "Node
+    """The same 8 lost ranks when every pod asks 64 cores and 512 GiB (docs/resources.md "Node
     resources"): each replacement counted by its node's free CPUs and memory too."""
     cluster: Cluster = resourced["cluster"]
     plan = benchmark(cluster.plan_repair, resourced["allocation"], widen=widen)

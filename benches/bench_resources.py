@@ -1,4 +1,5 @@
-"""Placement with CPU and memory requests (README "Node resources") against GPU-only placement.
+"""Placement with CPU and memory requests (docs/resources.md "Node resources") against GPU-only
+placement.
 
 The benchmark cluster (``colossus100k@80`` with ``--quick``: 102,400 GPUs, 80% allocated by
 ``synth.build``) copied through a snapshot, then every node given CPUs and memory: 96 or 192
@@ -7,7 +8,7 @@ resources are its capacity. Requests: GPU-only; ``loose`` (3 cores and 64 GiB pe
 binds); ``tight`` (16 cores per GPU: an 8-GPU pod needs 128 cores, so the 96-core nodes hold
 none, and smaller pods fewer). The issue's goal: a gang with CPU and memory requests within
 1.5x of the GPU-only placement. The reference places one gang with resources on a twin with
-the same nodes, resources and allocated GPUs (one round). Multi-role units (README
+the same nodes, resources and allocated GPUs (one round). Multi-role units (docs/roles.md
 "Multi-role gangs", rule 9): an MPIJob, its launcher colocated with 16 workers of 8 GPUs in
 the rack of worker rank 0, GPU-only (a 1-GPU launcher) against a launcher of 8 cores and no
 GPU beside workers asking the loose amounts. Figures in docs/performance.md.
@@ -134,8 +135,8 @@ def bench_reference_place_roles_with_resources(
 @pytest.mark.parametrize("asks", ["gpu-only", "tight"])
 def bench_reserve_rollback_with_resources(benchmark: Any, resourced: Cluster, asks: str) -> None:
     """The 8 x 8 rack gang reserved and rolled back, round after round: with resources, each
-    reservation's changed nodes are recounted in the kept counts (README "Node resources")
-    before the next search, so this is what keeping them costs under churn."""
+    reservation's changed nodes are recounted in the kept counts (docs/resources.md "Node
+    resources") before the next search, so this is what keeping them costs under churn."""
     label = "8x8-rack"
     if resourced.place_gang(request_for(label, asks, resourced.levels)) is None:
         label = "1x8"  # the smoke run's tiny cluster

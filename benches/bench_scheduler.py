@@ -1,4 +1,4 @@
-"""Scheduler benchmarks (README, "Scheduler"; figures in docs/performance.md).
+"""Scheduler benchmarks (docs/scheduler.md; figures in docs/performance.md).
 
 ``colossus100k@90``: the 102,400-GPU shape filled to 90% by ``synth.fill``, then 10,000
 gangs of the benchmark mix submitted (seeded, walltimes 1 s to 1 day). One cycle is timed
@@ -154,7 +154,7 @@ def _scheduled_state(smoke: bool) -> tuple[Scheduler, list[tuple[str, GangReques
 def bench_cycle_10k_reservations(
     benchmark: Any, request: pytest.FixtureRequest, backfill: Any, kept: bool
 ) -> None:
-    """One cycle over 10,000 pending gangs with reservations (README S5; issue 25's goal:
+    """One cycle over 10,000 pending gangs with reservations (docs/scheduler.md S5; issue 25's goal:
     <= 20 ms median), the cluster filled by the scheduler's own jobs. ``kept``: the
     reservations of the previous round are still valid (the usual cycle); ``fresh``: they
     are forgotten before each round, so each is made again by ``place_after``."""

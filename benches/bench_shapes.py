@@ -1,9 +1,9 @@
-"""Slice gangs (README "Slices") against plain gangs of the same pods, engine and reference.
+"""Slice gangs (docs/shapes.md "Slices") against plain gangs of the same pods, engine and reference.
 
 The slice size is half a rack, rounded down to a power of two (4 pods on ``colossus100k``,
 8 on ``nvl72``, 2 on ``tiny``); pods take whole nodes. ``sliced-4`` is 4 slices, ``sliced-16``
 16, ``nested-16`` 16 rack slices grouped 4 per spine-level domain (two layers), ``balanced-16``
-the plain gang of 16 slices' pods with ``spread="balanced"``. Multi-role gangs (README
+the plain gang of 16 slices' pods with ``spread="balanced"``. Multi-role gangs (docs/roles.md
 "Multi-role gangs"): ``roles-16`` is the plain 16 slices' pods as two groups of half each
 (the same GPUs), ``leader-16`` one whole-node ``leader`` pod and the other pods as
 ``workers``, the leader colocated in the workers' rank-0 domain of the level above the rack

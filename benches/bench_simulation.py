@@ -93,7 +93,8 @@ def bench_replay_200k_1024(
     benchmark: Any, tmp_path: Path, request: pytest.FixtureRequest, backfill: str
 ) -> None:
     """Issue 25's replay: 200,000 jobs at 1.2x offered load on 1,024 GPUs (``tree:2,8,8,8``),
-    best-fit, with EASY or conservative backfill (reservations, README S5). Goal: <= 60 s."""
+    best-fit, with EASY or conservative backfill (reservations, docs/scheduler.md S5). Goal: <= 60
+    s."""
     smoke = _smoke(request)
     jobs, cluster, gpus = (500, "tiny", 256) if smoke else (200_000, "tree:2,8,8,8", 1024)
     trace = write_workload(tmp_path / "w.csv", jobs, gpus, load=1.2)

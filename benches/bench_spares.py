@@ -1,4 +1,4 @@
-"""Placing gangs with spares (README "Spares"; figures in docs/performance.md).
+"""Placing gangs with spares (docs/repair.md "Spares"; figures in docs/performance.md).
 
 A gang with spares is searched as the gang it folds into, then split; the cost over the same
 search without spares is the fold and the split. Cases, on seeded ``synth`` builds (guessed

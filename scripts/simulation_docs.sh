@@ -21,7 +21,7 @@ run philly-b436b2-64gpus-nobackfill --trace $philly/b436b2.trace --cluster tree:
 run philly-6c71a0-64gpus --trace $philly/6c71a0.trace --cluster tree:2,2,2,8 --seeds 0-9
 run philly-3vcs-128gpus --trace $philly/6c71a0.trace,$philly/b436b2.trace,$philly/11cb48.trace \
     --cluster tree:2,2,4,8 --seeds 0-4 --policies best-fit,pod-by-pod,blind
-for queues in isolated borrowing fair; do  # README "Queues and quotas": three VCs as teams
+for queues in isolated borrowing fair; do  # docs/queues.md: three VCs as teams
     run philly-3vcs-queues-$queues --trace $philly/6c71a0.trace,$philly/b436b2.trace,$philly/11cb48.trace \
         --cluster tree:2,2,4,8 --seeds 0-9 --policies best-fit --queues examples/queues/philly-3vcs-$queues.json
 done

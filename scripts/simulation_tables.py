@@ -115,7 +115,7 @@ def jobtypes(run: str) -> str:
 def queues(runs: str) -> str:
     """Each owner's mean wait per run, and its difference from the first run's, per seed.
 
-    The runs differ only in their queues file, on the same seeds (README "Queues and
+    The runs differ only in their queues file, on the same seeds (docs/queues.md "Queues and
     quotas"); the differences are paired seed by seed.
     """
     names = runs.split(",")

@@ -1,4 +1,5 @@
-"""Cluster.adopt: running work recorded as one allocation (README, "Adopting running work")."""
+"""Cluster.adopt: running work recorded as one allocation (docs/transactions.md "Adopting running
+work")."""
 
 from __future__ import annotations
 

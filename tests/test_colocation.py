@@ -1,4 +1,4 @@
-"""Colocated groups get room (README "Multi-role gangs", rule 3; issue 29).
+"""Colocated groups get room (docs/roles.md, rule 3; issue 29).
 
 A leader colocated with its workers at a level finer than the unit's domain must share that
 level's domain with worker rank 0. When the workers fill that domain, the candidate is tried
@@ -71,8 +71,8 @@ UNITS = [
 ]
 
 # Cases of the family where a colocated placement exists but the rule finds none: the rule
-# never backtracks beyond its one retry (README). Of the 4,396 cases with such a placement,
-# the rule gives up on 159 (91 colocated at node level, 68 at rack level): each needs the
+# never backtracks beyond its one retry (docs/roles.md, rule 3). Of the 4,396 cases with such a
+# placement, the rule gives up on 159 (91 colocated at node level, 68 at rack level): each needs the
 # follower in another domain than the anchor's first rank-0 domain (for example a
 # smaller-path rack with less room). Without the retry it gave up on 948.
 GIVE_UPS = 159
@@ -99,7 +99,7 @@ def test_brute_force_colocation_is_found_whenever_it_exists_but_the_counted_case
                 impossible += 1
     assert placed > 1000 and impossible > 1000  # the family exercises both outcomes
     assert len(gave_up) <= GIVE_UPS, gave_up[:5]
-    assert len(gave_up) == GIVE_UPS, "fewer give-ups: lower GIVE_UPS and the README's count"
+    assert len(gave_up) == GIVE_UPS, "fewer give-ups: lower GIVE_UPS and the count in docs/roles.md"
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])

@@ -12,7 +12,7 @@ import pytest
 import gangplace
 from gangplace import LIMITS, Cluster, GangRequest, PodPlacement, Unschedulable, reference
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ERRORS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
 CLUSTERS: list[Any] = [Cluster, reference.Cluster]
 
 
@@ -77,9 +77,9 @@ def test_reprs_are_pythons_own() -> None:
 
 
 def limits_table() -> dict[str, str]:
-    """The README's limits table: first column -> second column."""
-    text = README.read_text()
-    section = text.split("### Limits", 1)[1].split("###", 1)[0]
+    """The limits table of docs/errors.md: first column -> second column."""
+    text = ERRORS_PAGE.read_text()
+    section = text.split("## Limits", 1)[1].split("## ", 1)[0]
     rows = [line.split("|")[1:3] for line in section.splitlines() if line.startswith("| ")]
     return {what.strip(): limit.strip() for what, limit in rows[1:]}
 
@@ -88,7 +88,7 @@ def number(text: str) -> float:
     return float(re.sub(r"[ ,]", "", text).replace("2^28=", ""))
 
 
-def test_the_readme_limits_table_states_the_exported_limits() -> None:
+def test_the_docs_limits_table_states_the_exported_limits() -> None:
     table = limits_table()
     assert table["GPUs per node"] == f"1..{LIMITS['max_gpus_per_node']} (GPU sets are 64-bit masks)"
     assert number(table["nodes per cluster"]) == LIMITS["max_nodes"]

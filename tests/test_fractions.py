@@ -1,4 +1,4 @@
-"""Fractions of a GPU (README "Fractions of a GPU", issue 28 item 3).
+"""Fractions of a GPU (docs/resources.md "Fractions of a GPU", issue 28 item 3).
 
 A fractional pod takes ``gpu_milli`` thousandths of one GPU; a shared GPU is never free for a
 whole-GPU pod and is free again when its last share ends (F1); each pod takes the usable GPU
@@ -139,8 +139,8 @@ def test_reserve_of_a_stale_fractional_placement_is_a_conflict() -> None:
 
 @pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
 def test_adopt_records_running_shares(kind: Any) -> None:
-    """README "Fractions of a GPU", adopt: ``(node, 1)`` entries take their GPU by rule F2
-    (earlier pods of the call counted), a ``PodPlacement`` exactly its GPU."""
+    """docs/resources.md "Fractions of a GPU", adopt: ``(node, 1)`` entries take their GPU by rule
+    F2 (earlier pods of the call counted), a ``PodPlacement`` exactly its GPU."""
     cluster = cluster_of(kind)
     cluster.commit(cluster.reserve(GangRequest(1, 1, gpu_milli=700, required_level="node")))
     adopted = cluster.adopt(
@@ -227,8 +227,8 @@ def test_removal_sets_never_take_fractional_holds() -> None:
 
 
 def test_the_scheduler_queues_fractions_but_not_under_quotas() -> None:
-    """README "Fractions of a GPU": the Scheduler starts fractional gangs like any other; one
-    with quotas refuses them (its quotas count whole GPUs) and queues nothing."""
+    """docs/resources.md "Fractions of a GPU": the Scheduler starts fractional gangs like any other;
+    one with quotas refuses them (its quotas count whole GPUs) and queues nothing."""
     from gangplace import Scheduler
 
     cluster = cluster_of(gpus=(1,))

@@ -1,4 +1,5 @@
-"""GPU groups inside a node (README "Inside a node"): nvidia-smi, the GPU choice, the reference.
+"""GPU groups inside a node (docs/shapes.md "Inside a node"): nvidia-smi, the GPU choice, the
+reference.
 
 The two ``nvidia-smi topo -m`` fixtures are written to match the format the tool prints: an
 HGX H100 board (NV18 between every pair of GPUs, two NUMA nodes, four NICs) and a PCIe board
@@ -164,7 +165,7 @@ def test_numa_single_never_places_a_pod_across_sockets() -> None:
 
 
 def test_numa_single_level_bound_follows_every_change() -> None:
-    # The largest per-NUMA capacity of a level is remembered between changes (README "Inside
+    # The largest per-NUMA capacity of a level is remembered between changes (docs/shapes.md "Inside
     # a node"): after each change the search must see the new state, here moving the
     # 2 x 4-GPU gang between the one rack that holds it and the cluster level.
     sockets = NodeTopology(("numa",), tuple((gpu // 4,) for gpu in range(8)))

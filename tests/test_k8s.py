@@ -267,7 +267,7 @@ def _gang_pod(name: str, node: str, *, group: dict[str, Any], **spec: Any) -> di
 
 
 def test_gangs_are_adopted_whole_at_their_highest_priority() -> None:
-    """README "Kubernetes nodes": one allocation per gang, spec.priority kept, system pods safe."""
+    """docs/kubernetes.md: one allocation per gang, spec.priority kept, system pods safe."""
     nodes = [_gke_node(f"gke-a3-{i}", "8", rack=f"r{i // 2}") for i in range(4)]
     coscheduled = {"labels": {"scheduling.x-k8s.io/pod-group": "train"}}
     volcano = {"annotations": {"scheduling.k8s.io/group-name": "train"}}  # another gang

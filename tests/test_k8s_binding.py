@@ -1,5 +1,5 @@
 """Binding through the pinned ``kubernetes`` client against a stand-in API server (issue 24,
-part 3; README "Binding pods").
+part 3; docs/kubernetes.md "Binding pods").
 
 The server listens on 127.0.0.1 on a free port, records every request (method, path, content
 type, JSON body) and answers as the API server does: ``200`` with the pod for a patch,

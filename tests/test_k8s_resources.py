@@ -1,5 +1,5 @@
-"""Kubernetes nodes and pods with CPU, memory and extended resources (README "Node resources",
-"Kubernetes nodes"; issue 28 item 2, part).
+"""Kubernetes nodes and pods with CPU, memory and extended resources (docs/resources.md "Node
+resources", "Kubernetes nodes"; issue 28 item 2, part).
 
 Node allocatable becomes the node's resources (``pods`` and the GPU resource excepted); a
 pod's requests are counted as the scheduler counts them (the larger of the largest init
@@ -150,7 +150,7 @@ def test_watch_events_follow_allocatable_changes() -> None:
 
 
 def test_pods_without_gpus_are_adopted_with_their_resources() -> None:
-    """README "Node resources": every bound, unfinished pod that asks something the nodes
+    """docs/resources.md "Node resources": every bound, unfinished pod that asks something the nodes
     count is adopted, GPU or not; it ends as GPU pods do; a gang may mix both."""
     launcher = pod("launcher", 0, main={"requests": {"cpu": "4", "memory": "8Gi"}})
     launcher["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "job"}

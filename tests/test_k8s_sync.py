@@ -1,4 +1,5 @@
-"""README "Staying current": ClusterSync applies node and pod watch events to a cluster."""
+"""docs/kubernetes.md "Staying current: watch events": ClusterSync applies node and pod watch events
+to a cluster."""
 
 from __future__ import annotations
 
@@ -272,7 +273,7 @@ def shared_node(name: str) -> dict[str, Any]:
 
 
 def test_gangs_of_shared_pods_and_pods_gangplace_bound_as_shares() -> None:
-    """README "Kubernetes nodes": pods of one gang using the same share are one allocation;
+    """docs/kubernetes.md: pods of one gang using the same share are one allocation;
     a gang mixing shares and whole GPUs becomes one allocation per share, with a warning; a
     later pod of a fractional gang is adopted on its own; a pod gangplace bound with a
     share (its gpu-milli annotation) is adopted as that share after a restart."""

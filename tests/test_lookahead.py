@@ -1,6 +1,6 @@
-"""README "Looking ahead" (L1-L3): ``place_after`` and ``reserve(avoid=...)`` against the
-reference, the minimal prefix by brute force on restored copies, and bad inputs. Every node
-has CPUs and some gangs ask them: a released allocation gives its CPUs back too (README
+"""docs/preemption.md "Looking ahead" (L1-L3): ``place_after`` and ``reserve(avoid=...)`` against
+the reference, the minimal prefix by brute force on restored copies, and bad inputs. Every node
+has CPUs and some gangs ask them: a released allocation gives its CPUs back too (docs/resources.md
 "Node resources")."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ gangs = st.builds(
         required_level=level,
         min_pods=max(1, pods // 2) if elastic else None,
         selector={"zone": "b"} if zone else None,
-        resources_per_pod={"cpu": cpu} if cpu else None,  # README "Node resources"
+        resources_per_pod={"cpu": cpu} if cpu else None,  # docs/resources.md "Node resources"
     ),
     st.integers(1, 6),
     st.sampled_from([1, 2, 4]),
@@ -222,8 +222,8 @@ def test_avoid_with_a_multi_role_gang_or_a_placement_is_refused() -> None:
 
 
 def test_a_placement_in_avoid_stands_for_its_pods() -> None:
-    """README L3: ``avoid=[placement]`` keeps the gang off every pod of the placement, as
-    ``avoid=placement.pods`` does, on the engine and the reference alike."""
+    """docs/preemption.md L3: ``avoid=[placement]`` keeps the gang off every pod of the placement,
+    as ``avoid=placement.pods`` does, on the engine and the reference alike."""
     specs = [NodeSpec(f"a{n}", 8, ("r0" if n < 2 else "r1",)) for n in range(4)]
     engine, oracle = twins(("rack",), specs, "best-fit")
     for cluster in (engine, oracle):
@@ -242,8 +242,8 @@ def test_a_placement_in_avoid_stands_for_its_pods() -> None:
 
 @pytest.mark.parametrize("kind", [Cluster, gangplace.reference.Cluster])
 def test_a_release_gives_its_cpus_back_too(kind: Any) -> None:
-    """README "Node resources": the node's GPUs are free now but its CPUs are held by a job
-    without GPUs; the gang fits once that job ends (prefix 1), and nothing changed."""
+    """docs/resources.md "Node resources": the node's GPUs are free now but its CPUs are held by a
+    job without GPUs; the gang fits once that job ends (prefix 1), and nothing changed."""
     cluster = kind(("rack",), clock=FakeClock())
     cluster.add_node("a", gpus=4, topology={"rack": "r0"}, resources={"cpu": 8})
     service = cluster.commit(cluster.reserve(GangRequest(1, 0, resources_per_pod={"cpu": 6})))

@@ -1,4 +1,4 @@
-"""max_level: fabrics that never join (README, "Placement rules", rule 2)."""
+"""max_level: fabrics that never join (docs/placement.md, rule 2)."""
 
 from __future__ import annotations
 

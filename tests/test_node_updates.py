@@ -1,4 +1,5 @@
-"""README "Node updates" (N1-N3): labels any time, structure only while a node holds nothing."""
+"""docs/transactions.md "Node updates" (N1-N3): labels any time, structure only while a node holds
+nothing."""
 
 from __future__ import annotations
 

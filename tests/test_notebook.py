@@ -48,7 +48,7 @@ def test_the_tour_notebook_runs_and_its_stored_outputs_are_current() -> None:
     assert shown[0].startswith("<") and "<svg" in shown[0]  # the cluster's rack map
     assert "<svg" in shown[1]  # the placement, highlighted
     assert shown[2] == "([('big', False), ('short', True)], 'blocked')"
-    assert "blocked 3600.0 ('a', 'b')" in printed  # the head's reservation (README S5)
+    assert "blocked 3600.0 ('a', 'b')" in printed  # the head's reservation (docs/scheduler.md S5)
     assert "('short',) [] 1" in printed  # a GPU under it failed: requeued (S13)
     stale = [
         i for i, (a, b) in enumerate(zip(notebook["cells"], fresh["cells"], strict=True)) if a != b

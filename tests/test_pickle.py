@@ -1,5 +1,5 @@
-"""pickle and copy (README, "Pickling and copying"): clusters through their snapshots, value
-types through their parts."""
+"""pickle and copy (docs/transactions.md "Pickling, copying and repeatable ids"): clusters through
+their snapshots, value types through their parts."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def test_every_value_type_pickles_and_copies() -> None:
     assert again == allocation and again.placement == allocation.placement
     assert again.request == allocation.request and again.since == allocation.since
     assert str(pickle.loads(pickle.dumps(explanation))) == str(explanation)
-    fragmented = Cluster(("rack",), clock=lambda: 10.0)  # the README's defragmentation example
+    fragmented = Cluster(("rack",), clock=lambda: 10.0)  # docs/preemption.md's example
     for rack in ("r0", "r1", "r2"):
         for n in range(2):
             name = f"{rack}-n{n}"

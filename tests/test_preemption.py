@@ -1,4 +1,4 @@
-"""Priorities, preemption and defragmentation (README, rules P1-P6 and D1-D4).
+"""Priorities, preemption and defragmentation (docs/preemption.md, rules P1-P6 and D1-D4).
 
 - Scenarios with hand-computed answers.
 - A differential property: random small clusters filled with allocations of random
@@ -272,7 +272,7 @@ def test_plans_agree_with_the_reference_and_apply_identically(
 def test_chosen_candidates_agree_with_the_reference_and_apply(
     specs: list[tuple[Any, ...]], gang_spec: tuple[Any, ...], chosen: list[bool]
 ) -> None:
-    """README P7: victims only among ``candidates``, whatever their priority."""
+    """docs/preemption.md P7: victims only among ``candidates``, whatever their priority."""
     engine, oracle, gang = contended(specs, gang_spec)
     ids = sorted(a.id for a in engine.allocations())
     picked = [hold for hold, keep in zip(ids, chosen, strict=False) if keep]
@@ -294,7 +294,7 @@ def test_chosen_candidates_agree_with_the_reference_and_apply(
 def test_brute_force_chosen_candidates_are_1_minimal(
     specs: list[tuple[Any, ...]], gang_spec: tuple[Any, ...], chosen: list[bool]
 ) -> None:
-    """README P7: the victims are 1-minimal among the candidates, of any priority."""
+    """docs/preemption.md P7: the victims are 1-minimal among the candidates, of any priority."""
     engine, _, gang = contended(specs, gang_spec)
     pods, size, _, level = gang_spec
     by_id = {a.id: a for a in engine.allocations()}

@@ -1,4 +1,4 @@
-"""Preemption and defragmentation count resources besides GPUs (README "Node resources",
+"""Preemption and defragmentation count resources besides GPUs (docs/resources.md "Node resources",
 rules P1-P6, D1-D4; issue 28 item 1).
 
 A gang asking CPUs preempts so that every pod's node has the GPUs *and* the CPUs: victims
@@ -130,7 +130,7 @@ def test_defragmentation_moves_gpus_to_the_node_with_the_cpus(kind: Any) -> None
 
 
 def test_the_scheduler_preempts_for_a_gang_asking_cpus() -> None:
-    """README "Node resources": the Scheduler's preemption (S8) counts resources."""
+    """docs/resources.md "Node resources": the Scheduler's preemption (S8) counts resources."""
     clock = FakeClock()
     cluster = Cluster(LEVELS, clock=clock)
     cluster.add_node("a", gpus=4, topology={"rack": "r0"}, resources={"cpu": 8})

@@ -1,4 +1,4 @@
-"""Queues and quotas (README "Queues and quotas", Q1-Q10): scenarios for every policy value,
+"""Queues and quotas (docs/queues.md, Q1-Q10): scenarios for every policy value,
 bad inputs, and the quota arithmetic against the naive reference."""
 
 from __future__ import annotations
@@ -548,7 +548,7 @@ class QueueMachine(scheduler_machine.SchedulerMachine):
         self.scheduler.submit = to_queue  # type: ignore[method-assign]
 
     def _check_reservations_hold(self) -> None:
-        """A reclaim may take GPUs a reservation counted on (README Q10): not checked."""
+        """A reclaim may take GPUs a reservation counted on (docs/queues.md Q10): not checked."""
 
     def _check_reasons(self, decisions: Any) -> None:
         """S10 with queues: the blocked head says so, unless its queue's quota (Q4), as it

@@ -1,4 +1,4 @@
-"""Queues against the naive reference (README "Queues and quotas"), and brute force.
+"""Queues against the naive reference (docs/queues.md), and brute force.
 
 The differential test drives random queue trees, jobs and events through
 :class:`gangplace.Scheduler` and :class:`gangplace.reference.scheduler.ReferenceScheduler` on

@@ -1,5 +1,5 @@
-"""README "Ending some pods" (E1-E4): ``release_pods`` against the reference, bad input, and
-what an ended rank is not (lost, repaired, moved)."""
+"""docs/transactions.md "Ending some pods" (E1-E4): ``release_pods`` against the reference, bad
+input, and what an ended rank is not (lost, repaired, moved)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Repair after failures (README "Repair after failures"): lost ranks and repair plans.
+"""Repair after failures (docs/repair.md "Repair after failures"): lost ranks and repair plans.
 
 A rank is lost when its pod's node was removed or one of its GPUs is unhealthy; healthy again
 un-loses it; a node that comes back under the same name does not bring the rank back (the

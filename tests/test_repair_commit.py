@@ -1,4 +1,4 @@
-"""Holding and applying repairs (README "Repair after failures", rules R4-R5).
+"""Holding and applying repairs (docs/repair.md "Repair after failures", rules R4-R5).
 
 ``repair(plan)`` re-validates a plan and reserves its replacement GPUs as a repair
 reservation tied to the allocation; ``commit_repair`` merges it: the allocation keeps its id,

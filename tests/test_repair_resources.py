@@ -1,5 +1,5 @@
-"""Repair and spares of allocations whose pods ask resources besides GPUs (README "Repair after
-failures", "Spares", "Node resources"; issue 28 item 1).
+"""Repair and spares of allocations whose pods ask resources besides GPUs (docs/repair.md "Repair
+after failures", "Spares", "Node resources"; issue 28 item 1).
 
 A replacement pod is counted on each node by its free GPUs *and* its free resources, less what
 the repair's earlier classes took there; a repair reservation holds what its pods ask;

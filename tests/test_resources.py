@@ -1,4 +1,4 @@
-"""Node resources beside GPUs (README "Node resources", issue 28 item 1).
+"""Node resources beside GPUs (docs/resources.md "Node resources", issue 28 item 1).
 
 A node holds ``min(free GPUs // g, free r // r per pod for every r)`` pods; holds keep what
 their pods ask until they end; the engine agrees with ``gangplace.reference`` on random
@@ -325,8 +325,8 @@ def test_pod_counts_match_a_brute_force(
 
 @pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
 def test_pods_without_gpus_hold_only_resources_and_are_lost_with_their_node(kind: Any) -> None:
-    """README "Node resources": ``(node, 0)`` adopts a pod without GPUs that asks resources;
-    it ranks as GPU 0 of its node, is lost when the node goes, and survives snapshots."""
+    """docs/resources.md "Node resources": ``(node, 0)`` adopts a pod without GPUs that asks
+    resources; it ranks as GPU 0 of its node, is lost when the node goes, and survives snapshots."""
     cluster = small_cluster(kind)
     with pytest.raises(InvalidRequest, match="takes no GPUs and asks no resources"):
         cluster.adopt([("r1-b", 0)])
@@ -357,8 +357,8 @@ def test_pods_without_gpus_hold_only_resources_and_are_lost_with_their_node(kind
 
 @pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
 def test_pods_without_gpus_are_placed_by_their_resources(kind: Any) -> None:
-    """README "Node resources": ``gpus_per_pod=0`` places pods by their resources alone (a
-    MIG profile, a launcher's CPUs); it needs resources and takes no spares nor NUMA rule."""
+    """docs/resources.md "Node resources": ``gpus_per_pod=0`` places pods by their resources alone
+    (a MIG profile, a launcher's CPUs); it needs resources and takes no spares nor NUMA rule."""
     mig = "nvidia.com/mig-1g.10gb"
     cluster = kind(LEVELS, clock=FakeClock())
     cluster.add_node("a", gpus=8, topology={"rack": "r1"}, resources={mig: 7, "cpu": 8_000})
@@ -389,7 +389,7 @@ def test_gpu_less_requests_need_resources_and_no_spares_or_numa() -> None:
 
 
 def test_the_scheduler_keeps_a_jobs_resources_in_every_form() -> None:
-    """README "Node resources": a queued gang keeps ``resources_per_pod`` (the Scheduler
+    """docs/resources.md "Node resources": a queued gang keeps ``resources_per_pod`` (the Scheduler
     used to rebuild its forms without them); its backfill reservation counts GPUs only, and
     it never makes room by preemption; pods without GPUs are refused at submit."""
     from gangplace import Scheduler
@@ -430,8 +430,8 @@ def test_a_job_short_of_cpus_does_not_block_one_asking_fewer() -> None:
 
 @pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
 def test_a_node_of_mig_slices_only_has_zero_gpus(kind: Any) -> None:
-    """README "Node resources", MIG: a node whose every GPU is partitioned is added with 0
-    GPUs and its profiles as resources; MIG pods go there, whole-GPU pods never; 0 GPUs
+    """docs/resources.md "Node resources", MIG: a node whose every GPU is partitioned is added with
+    0 GPUs and its profiles as resources; MIG pods go there, whole-GPU pods never; 0 GPUs
     without resources is still refused (a node offering nothing is a mistake)."""
     mig = "nvidia.com/mig-1g.10gb"
     cluster = kind(LEVELS, clock=FakeClock())

@@ -1,4 +1,4 @@
-"""Multi-role gangs (README "Multi-role gangs"): scenarios, the reference, invariants, bad input.
+"""Multi-role gangs (docs/roles.md): scenarios, the reference, invariants, bad input.
 
 Every placement a test makes is checked against the rule itself: all groups inside the
 placement's domain, each group's pods in rank order, every colocation held, every slice layer

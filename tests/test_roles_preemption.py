@@ -1,4 +1,4 @@
-"""Preemption for multi-role gangs (README "Priorities, preemption and defragmentation" and
+"""Preemption for multi-role gangs (docs/preemption.md and
 "Multi-role gangs", 7): rules P1-P6 over the whole unit.
 
 Scenarios, the differential test against ``gangplace.reference`` (plans, then ``preempt`` on

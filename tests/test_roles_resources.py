@@ -1,4 +1,4 @@
-"""Multi-role gangs whose groups ask resources besides GPUs (README "Multi-role gangs", "Node
+"""Multi-role gangs whose groups ask resources besides GPUs (docs/roles.md, "Node
 resources"; issue 28 item 1).
 
 A group's pods are counted on each node by its free GPUs and its free resources less what the
@@ -125,7 +125,7 @@ def test_snapshots_and_pickles_keep_the_groups_asks() -> None:
 
 @pytest.mark.parametrize("kind", BOTH)
 def test_a_unit_preempts_the_job_holding_the_cpus_its_launcher_needs(kind: Any) -> None:
-    """README "Multi-role gangs" 7 with resources: fat has the GPUs but a low-priority job
+    """docs/roles.md 7 with resources: fat has the GPUs but a low-priority job
     without GPUs holds 60 of its 96 CPUs; the MPIJob (80 CPUs of workers, 8 for the
     launcher) preempts it, not a GPU job, and the plan applies."""
     cluster = kind(LEVELS, clock=FakeClock())

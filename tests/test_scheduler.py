@@ -1,4 +1,4 @@
-"""gangplace.Scheduler: the README's rules S1-S9 on hand-made cases, bad inputs, metrics."""
+"""gangplace.Scheduler: docs/scheduler.md's rules S1-S9 on hand-made cases, bad inputs, metrics."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_fifo_blocks_behind_the_head_without_backfill() -> None:
 
 
 def test_easy_backfill_starts_a_long_job_beside_the_heads_shadow_placement() -> None:
-    """README S5: the head's reservation is r0 from t=100 (when "big" ends); "long" runs
+    """docs/scheduler.md S5: the head's reservation is r0 from t=100 (when "big" ends); "long" runs
     past it but fits on the fourth node, off the reserved GPUs; "short" would end in time
     but nothing is free any more."""
     scheduler = Scheduler(_cluster(), clock=lambda: 0.0)

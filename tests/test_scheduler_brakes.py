@@ -1,4 +1,4 @@
-"""README Scheduler rule S11: preemption's brakes (minimum run time, victims per cycle, GPUs
+"""docs/scheduler.md rule S11: preemption's brakes (minimum run time, victims per cycle, GPUs
 evicted per hour, per-owner disruption budgets)."""
 
 from __future__ import annotations
@@ -161,8 +161,8 @@ def test_each_brake_that_holds_is_counted() -> None:
 def test_victims_are_eligible_and_one_minimal_by_brute_force(
     jobs: list[tuple[int, int, int, str, float]], head: tuple[int, int], brakes: dict[str, Any]
 ) -> None:
-    """README S11 on tiny clusters: every victim a cycle takes passes every brake, and the
-    set is 1-minimal among the eligible ones: with any one victim restored, on a copy of the
+    """docs/scheduler.md S11 on tiny clusters: every victim a cycle takes passes every brake, and
+    the set is 1-minimal among the eligible ones: with any one victim restored, on a copy of the
     cluster as it was, the head does not fit in the domain it got."""
     now = [0.0]
     cluster = Cluster(("rack",), clock=lambda: now[0])
@@ -242,7 +242,7 @@ def _domain_selector(placement: Any) -> dict[str, str] | None:
     ],
 )
 def test_defragmentation_is_braked_like_preemption(brakes: dict[str, Any], moved: bool) -> None:
-    """README S11: a moved job counts as a victim for every brake. "m" (4 GPUs, owner t)
+    """docs/scheduler.md S11: a moved job counts as a victim for every brake. "m" (4 GPUs, owner t)
     must move from r0n0 to r1n1 for the 8-GPU head to fit."""
     now = [0.0]
     cluster = Cluster(("rack",), clock=lambda: now[0])

@@ -1,4 +1,4 @@
-"""gangplace.Scheduler against the naive reference of the README's rules S1-S14.
+"""gangplace.Scheduler against the naive reference of docs/scheduler.md's rules S1-S14.
 
 Both run on identical clusters (sequential hold ids, so that preemption's tie-breaks by id
 agree) through the same random operations; every cycle's decisions must be equal.
@@ -52,7 +52,7 @@ requests = st.builds(
     st.integers(0, 2),
     st.booleans(),
     st.sampled_from([False, False, True]),
-    st.sampled_from([0, 0, 0, 1]),  # README "Spares": held with the gang
+    st.sampled_from([0, 0, 0, 1]),  # docs/repair.md "Spares": held with the gang
 ) | st.builds(
     lambda count, gpus, elastic, level, priority: GangRequest(
         2 * count,

@@ -1,5 +1,5 @@
 """Rule S13 (running jobs that lose hardware), S12 (why a job did not start) and S14 (job
-histories) of the README's Scheduler section, scenario by scenario."""
+histories) of docs/scheduler.md, scenario by scenario."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The pending queue's classes (README rule S5): blocks with their shortest walltime give the
-same answers as reading every job in order."""
+"""The pending queue's classes (docs/scheduler.md rule S5): blocks with their shortest walltime give
+the same answers as reading every job in order."""
 
 from __future__ import annotations
 

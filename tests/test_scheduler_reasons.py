@@ -1,4 +1,4 @@
-"""README Scheduler rule S10: why each pending job waits, from the last cycle."""
+"""docs/scheduler.md rule S10: why each pending job waits, from the last cycle."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def _reasons(scheduler: Scheduler) -> dict[str, str]:
     [
         ("none", "behind the blocked head 'big' (no backfill)"),
         ("easy", "does not fit now (a job like it was tried behind the blocked head)"),
-        # big and twin hold the reservations of all 4 nodes: long gets a blind one (README S5)
+        # big and twin hold the reservations of all 4 nodes: long gets a blind one
+        # (docs/scheduler.md S5)
         ("conservative", "does not fit now, nor once every running job with a walltime"),
         ("any", "does not fit now (a job like it was tried behind the blocked head)"),
     ],
@@ -70,7 +71,7 @@ def test_explain_asks_the_engine_about_one_pending_job() -> None:
 
 
 def test_a_job_that_fits_only_on_reserved_gpus_says_so() -> None:
-    """README S5: "long-2" would fit the free node, but it is the head's from t=100."""
+    """docs/scheduler.md S5: "long-2" would fit the free node, but it is the head's from t=100."""
     cluster = Cluster(("rack",), clock=lambda: 0.0)
     for n in range(4):
         cluster.add_node(f"b{n}", gpus=8, topology={"rack": "r0"})

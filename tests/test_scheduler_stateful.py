@@ -1,8 +1,8 @@
 """A state machine over gangplace.Scheduler: invariants after every step, and the backfill's
 promise checked by brute force on a copy of the cluster.
 
-The promise (README, rule S5), for EASY and conservative backfill alike: no job that started
-delays a reservation past its time, as the running jobs' walltimes predict. After every
+The promise (docs/scheduler.md, rule S5), for EASY and conservative backfill alike: no job that
+started delays a reservation past its time, as the running jobs' walltimes predict. After every
 cycle the test releases, on a restored copy of the cluster, every running job predicted to
 end by a reservation's time: every GPU of the reservation must then be free, and its owner's
 quota must have room for it.
@@ -64,7 +64,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         backfill=st.sampled_from(["easy", "conservative"]), depth=st.sampled_from([1, 2, 16])
     )
     def choose_backfill(self, backfill: str, depth: int) -> None:
-        """EASY, or conservative backfill with a reservation depth (README S5)."""
+        """EASY, or conservative backfill with a reservation depth (docs/scheduler.md S5)."""
         self.backfill = backfill
         self.scheduler = Scheduler(
             self.cluster,
@@ -172,7 +172,8 @@ class SchedulerMachine(RuleBasedStateMachine):
         for repaired in decisions.repaired:
             kinds = [e.kind for e in self.scheduler.history(repaired.job_id).events]
             after = kinds[len(kinds) - 1 - kinds[::-1].index("repaired") + 1 :]
-            if repaired.job_id in decisions.preempted:  # the walk may reclaim it (README Q5)
+            # the walk may reclaim it (docs/queues.md Q5)
+            if repaired.job_id in decisions.preempted:
                 assert after[0] == "preempted", kinds
                 event("job repaired, then preempted by the same cycle")
                 continue
@@ -203,8 +204,8 @@ class SchedulerMachine(RuleBasedStateMachine):
                 assert job.reason.startswith("the blocked head"), job
 
     def _check_reservations_hold(self) -> None:
-        """README S5, by brute force: every reservation of the last cycle can start at its
-        time. On a copy of the cluster, every running job predicted to end by then is
+        """docs/scheduler.md S5, by brute force: every reservation of the last cycle can start at
+        its time. On a copy of the cluster, every running job predicted to end by then is
         released: the reservation's GPUs must all be free and healthy, and its owner's
         quota must have room for it."""
         running = self.scheduler.running()

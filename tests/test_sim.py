@@ -266,7 +266,7 @@ def test_failures_requeue_jobs_and_cost_goodput() -> None:
 
 
 def test_failures_repaired_in_place_or_from_spares_instead_of_requeued() -> None:
-    """The failure scenario's three answers (README "Simulation"): requeue the job, repair
+    """The failure scenario's three answers (docs/command-line.md): requeue the job, repair
     it in place, or hold spares and repair from them; all seeded, all jobs finish."""
     jobs = [job(f"J{i}", i * 100.0, 2000, 2, 4) for i in range(20)]
     spec = "tree:1,2,3,4"  # room left for repairs
@@ -655,6 +655,7 @@ def test_pod_by_pod_admits_what_the_gang_policies_admit_and_honours_quotas() -> 
 def test_a_job_starts_beside_the_heads_reservation(backfill: str) -> None:
     """Issue 25's trace: on 32 GPUs, 16 GPUs for 100 s, then 24 (blocked until t=100), then
     8 for 1,000 s. The 8-GPU job runs past the head's start but fits on the node the head's
-    reservation leaves out, so it starts at 2 s (it waited until 100 s before README S5)."""
+    reservation leaves out, so it starts at 2 s (it waited until 100 s before docs/scheduler.md
+    S5)."""
     jobs = [job("A", 0, 100, 2, 8), job("B", 1, 100, 3, 8), job("C", 2, 1000, 1, 8)]
     assert starts("best-fit", jobs, "tree:1,1,4,8", backfill=backfill) == [0, 100, 2]

@@ -1,4 +1,4 @@
-"""``gangplace simulate --queues FILE`` (README "Queues and quotas", Q10 and "Simulation"):
+"""``gangplace simulate --queues FILE`` (docs/queues.md, Q10 and "Simulation"):
 the file's checks, the replay with queues, and the per-queue figures."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The placement-speed model (issue 26, item 4): README "Placement and speed"."""
+"""The placement-speed model (issue 26, item 4): docs/command-line.md "Placement and speed"."""
 
 from __future__ import annotations
 

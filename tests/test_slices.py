@@ -1,4 +1,5 @@
-"""Slices (README "Slices"): the rule on every placement, the reference, brute force, bad input.
+"""Slices (docs/shapes.md "Slices"): the rule on every placement, the reference, brute force, bad
+input.
 
 Every placement a test makes is checked against the rule itself: ranks ``j*k`` to
 ``(j+1)*k - 1`` of every layer lie in one domain of the layer's level. The differential test
@@ -328,11 +329,11 @@ def test_a_slice_gang_is_placeable_exactly_when_brute_force_says_so(
 
 @pytest.mark.parametrize("version", [3, 4, 5, 6, 7, 8, 9])
 def test_older_snapshots_still_restore(version: int) -> None:
-    """Version 10 appends each multi-role group's resources (README "Multi-role gangs") to
-    version 9's bytes, which append every hold's fraction of a GPU (README "Fractions of a
-    GPU") to version 8's; version 8 appends the resource names, node resources and hold asks
-    (README "Node resources") to version 7's bytes, which append the ended ranks (one entry
-    per hold) to version 6's, which append the repair links to version 5's, which append the
+    """Version 10 appends each multi-role group's resources (docs/roles.md) to
+    version 9's bytes, which append every hold's fraction of a GPU (docs/resources.md "Fractions of
+    a GPU") to version 8's; version 8 appends the resource names, node resources and hold asks
+    (docs/resources.md "Node resources") to version 7's bytes, which append the ended ranks (one
+    entry per hold) to version 6's, which append the repair links to version 5's, which append the
     roles to version 4's, which append the shapes to version 3's: without them, and with the
     header's version, length and CRC-32 rewritten, the bytes are what an older build wrote,
     and they must restore to the same cluster."""

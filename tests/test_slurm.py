@@ -302,7 +302,7 @@ def test_scontrol_d_output_is_adopted_and_cordons_unusable_nodes() -> None:
 
 
 def test_scontrol_cpus_and_memory_become_node_resources() -> None:
-    """README "Node resources": CPUTot and RealMemory (MiB) are the node's resources; the
+    """docs/resources.md "Node resources": CPUTot and RealMemory (MiB) are the node's resources; the
     CPUAlloc and AllocMem of its Slurm jobs are held by the node's adoption (as a pod without
     GPUs where no GPU is used); sbatch_args passes a request's CPUs and memory."""
     mib = 2**20

@@ -1,4 +1,4 @@
-"""Spares (README "Spares"): extra pods held next to a gang, and repairs that use them.
+"""Spares (docs/repair.md "Spares"): extra pods held next to a gang, and repairs that use them.
 
 A gang with ``spares`` is placed as one of ``pods + spares`` pods (with slices, every
 innermost slice domain holds its slice plus ``spares``); the last pods are the spares. They

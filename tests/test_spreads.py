@@ -1,4 +1,5 @@
-"""Balanced spread (README "Balanced spread"): scenarios, the reference, the evenness rule."""
+"""Balanced spread (docs/shapes.md "Balanced spread"): scenarios, the reference, the evenness
+rule."""
 
 from __future__ import annotations
 

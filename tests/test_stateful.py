@@ -4,8 +4,8 @@ Rules: add and remove nodes, flip GPU health (also between reserve and commit), 
 the clock by small and huge steps, reserve by request (with random priorities and flags) and by
 a possibly stale placement, reserve multi-role gangs (a leader colocated with its workers),
 adopt running work (explicit GPUs or counts, some asking CPUs), give nodes CPUs and memory
-(README "Node resources": gangs then ask CPUs per pod a third of the time), reserve gangs of
-fractions of a GPU (README "Fractions of a GPU"), commit, roll back
+(docs/resources.md "Node resources": gangs then ask CPUs per pod a third of the time), reserve gangs
+of fractions of a GPU (docs/resources.md "Fractions of a GPU"), commit, roll back
 and release (twice, out of order, as the wrong owner), change priorities, ask hold statuses,
 plan and apply preemptions and defragmentations, plan, hold and commit repairs, and
 snapshot-and-restore in the middle of a run, continuing on the restored copies. Both sides
@@ -14,10 +14,10 @@ hand out sequential ids (a test-build switch), so that tie-breaks by id agree.
 After every step: no GPU is held twice, none shared past 1000 thousandths or both shared and
 held whole, and every node's shares are the reference's; every node's free resources are the
 reference's and lie between 0 and its capacity (``check_invariants`` recounts every hold's
-use); every allocation's lost ranks (README "Repair") are those of the reference, and a slice gang's
-ranks (repaired or not) lie in their slices; repair reservations name the same allocations
-and ranks; on every node free + reserved + allocated + unhealthy-and-unheld == gpus;
-``check_invariants()`` passes; and the engine agrees with ``gangplace.reference`` on every
+use); every allocation's lost ranks (docs/repair.md "Repair after failures") are those of the
+reference, and a slice gang's ranks (repaired or not) lie in their slices; repair reservations name
+the same allocations and ranks; on every node free + reserved + allocated + unhealthy-and-unheld ==
+gpus; ``check_invariants()`` passes; and the engine agrees with ``gangplace.reference`` on every
 node, the totals and the live holds.
 
 Examples come from the loaded hypothesis profile (500 by default, 20,000 with
@@ -146,9 +146,9 @@ class EngineVersusReference(RuleBasedStateMachine):
         cpu: int = 0,
         milli: int | None = None,
     ) -> str:
-        """A gang, a third of the time asking CPUs per pod (README "Node resources"); some
-        of those are pods without GPUs (a 1-GPU draw asking CPUs becomes 0 GPUs per pod);
-        a 1-GPU draw without spares asks a fraction of a GPU half the time (README
+        """A gang, a third of the time asking CPUs per pod (docs/resources.md "Node resources");
+        some of those are pods without GPUs (a 1-GPU draw asking CPUs becomes 0 GPUs per pod);
+        a 1-GPU draw without spares asks a fraction of a GPU half the time (docs/resources.md
         "Fractions of a GPU")."""
         if cpu and gpus_per_pod == 1 and spares == 0 and pods % 2:
             gpus_per_pod = 0
@@ -196,8 +196,9 @@ class EngineVersusReference(RuleBasedStateMachine):
         spread: str,
         spares: int,
     ) -> str:
-        """Slice gangs (README "Slices"), packed or balanced, some with a spare per innermost
-        slice (README "Spares"): both sides agree."""
+        """Slice gangs (docs/shapes.md "Slices"), packed or balanced, some with a spare per
+        innermost
+        slice (docs/repair.md "Spares"): both sides agree."""
         outer = layers[0][1]
         request = GangRequest(
             outer * count,
@@ -236,9 +237,9 @@ class EngineVersusReference(RuleBasedStateMachine):
         spares: int,
         cpu: int | None,
     ) -> str:
-        """Multi-role gangs (README "Multi-role gangs"): a leader next to its workers, who
-        sometimes hold a spare (README "Spares"); sometimes the leader is a launcher asking
-        CPUs and no GPU, and each worker asks CPUs too (README "Node resources")."""
+        """Multi-role gangs (docs/roles.md): a leader next to its workers, who
+        sometimes hold a spare (docs/repair.md "Spares"); sometimes the leader is a launcher asking
+        CPUs and no GPU, and each worker asks CPUs too (docs/resources.md "Node resources")."""
         asks = {"cpu": cpu} if cpu else None
         request = MultiGangRequest(
             (
@@ -286,7 +287,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         groups: list[list[str]],
         owner: str | None,
     ) -> str:
-        """README "Looking ahead": ``place_after`` over groups of earlier holds (live,
+        """docs/preemption.md "Looking ahead": ``place_after`` over groups of earlier holds (live,
         ended or unknown) agrees with the reference and changes nothing; then a
         reservation that avoids the answer's GPUs (or the drawn ones) agrees too."""
         request = GangRequest(pods, gpus_per_pod)
@@ -335,7 +336,8 @@ class EngineVersusReference(RuleBasedStateMachine):
     ) -> str:
         """Records running work: explicit GPUs (maybe held, twice, out of range) or counts,
         sometimes asking CPUs (more than a node has free: ``Conflict``), sometimes a share
-        of one GPU per pod (README "Fractions of a GPU": counts become 1, lists one GPU)."""
+        of one GPU per pod (docs/resources.md "Fractions of a GPU": counts become 1, lists one
+        GPU)."""
         if milli is not None:
             entries = [
                 (name, gpus[:1] if isinstance(gpus, list) else 1 if gpus else gpus)
@@ -478,7 +480,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         cpu: int | None,
     ) -> str:
         """Priority preemption; sometimes the gang asks CPUs, which victims give back too
-        (README "Node resources")."""
+        (docs/resources.md "Node resources")."""
         pods, size, priority, level = gang
         request = GangRequest(
             pods,
@@ -490,7 +492,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         )
         if chosen is None:
             got, expected = self._both("plan_preemption", request, max_victims=max_victims)
-        else:  # README P7: the candidates as a bit mask over the engine's allocations
+        else:  # docs/preemption.md P7: the candidates as a bit mask over the engine's allocations
             ids = sorted(a.id for a in self.engine.allocations() if a.id in self.ids)
             mine = [hold for bit, hold in enumerate(ids) if chosen >> (bit % 8) & 1]
             theirs = [self.ids[hold] for hold in mine]
@@ -530,7 +532,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         owner: str | None,
         cpu: int | None,
     ) -> str:
-        """Preemption for a whole multi-role unit (README "Multi-role gangs", 7); sometimes
+        """Preemption for a whole multi-role unit (docs/roles.md, 7); sometimes
         a launcher of CPUs and no GPU, its workers asking CPUs too (rule 9)."""
         asks = {"cpu": cpu} if cpu else None
         request = MultiGangRequest(
@@ -577,7 +579,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         cpu: int | None,
     ) -> None:
         """Defragmentation for a gang, or (``unit``) a leader colocated with its workers;
-        sometimes the gang asks CPUs (README "Node resources")."""
+        sometimes the gang asks CPUs (docs/resources.md "Node resources")."""
         pods, size, priority, level = gang
         asks = {"cpu": cpu} if cpu else None
         request: GangRequest | MultiGangRequest = GangRequest(
@@ -626,7 +628,7 @@ class EngineVersusReference(RuleBasedStateMachine):
     def plan_repair(
         self, hold: str, widen: bool, owner: str | None, fail: bool, preempt: bool
     ) -> None:
-        """Repair plans (README "Repair after failures") agree, and change nothing; with
+        """Repair plans (docs/repair.md "Repair after failures") agree, and change nothing; with
         ``fail``, the allocation's first GPU fails first."""
         live = [a for a in self.engine.allocations() if a.id == hold]
         if fail and live:
@@ -668,7 +670,8 @@ class EngineVersusReference(RuleBasedStateMachine):
         self, hold: str, widen: bool, owner: str | None, fail: int, merge: bool, preempt: bool
     ) -> str:
         """Fails a GPU of the allocation's pod ``fail`` (modulo its pods), then plans a repair
-        on both sides and holds it (README "Repair after failures", R4); with ``merge``, commits
+        on both sides and holds it (docs/repair.md "Repair after failures", R4); with ``merge``,
+        commits
         it at once (the ``commit_repair`` rule also commits it later, or another hold)."""
         live = [a for a in self.engine.allocations() if a.id == hold]
         if live:
@@ -708,7 +711,7 @@ class EngineVersusReference(RuleBasedStateMachine):
 
     @rule(hold=holds, count=st.integers(-1, 3), owner=st.sampled_from(OWNERS))
     def reserve_spares(self, hold: str, count: int, owner: str | None) -> None:
-        """Refills spares (README "Spares", S5): the same spares, or the same error."""
+        """Refills spares (docs/repair.md "Spares", S5): the same spares, or the same error."""
         got, expected = self._both_ids("reserve_spares", hold, count=count, owner=owner)
         if got[0] == expected[0] == "ok":
             assert [(p.node, tuple(p.gpus)) for p in got[1].spares] == [
@@ -750,7 +753,8 @@ class EngineVersusReference(RuleBasedStateMachine):
         gpus=st.none() | st.sampled_from((1, 4, 8, 0)),
     )
     def update_node(self, node: str, pool: str | None, rack: str | None, gpus: int | None) -> None:
-        """README "Node updates": labels any time; structure only while the node holds nothing.
+        """docs/transactions.md "Node updates": labels any time; structure only while the node holds
+        nothing.
 
         A label key "" and a rack of an unknown level or 0 GPUs are the bad inputs; after a
         label change both place a one-GPU gang selecting the pool (the pools must follow).
@@ -769,7 +773,8 @@ class EngineVersusReference(RuleBasedStateMachine):
 
     @rule(node=st.sampled_from(NAMES), cpu=st.sampled_from((0, 4_000, 16_000)))
     def set_resources(self, node: str, cpu: int) -> None:
-        """README "Node resources": CPUs (and memory) at any time, also below what runs."""
+        """docs/resources.md "Node resources": CPUs (and memory) at any time, also below what
+        runs."""
         self._both("update_node", node, resources={"cpu": cpu, "memory": 2**30})
 
     @rule(node=st.sampled_from(NAMES))
@@ -809,7 +814,7 @@ class EngineVersusReference(RuleBasedStateMachine):
             unhealthy, shared = set(node.unhealthy), set(node.shared)
             assert not (free & reserved or free & allocated or reserved & allocated)
             assert not (reserved & unhealthy or free & unhealthy)
-            assert not (shared & (free | reserved | allocated))  # README "Fractions of a GPU"
+            assert not (shared & (free | reserved | allocated))  # docs/resources.md
             assert all(0 < used <= 1000 for used in node.shared.values())
             idle_unhealthy = unhealthy - allocated
             healthy_shared = shared - unhealthy
@@ -946,8 +951,8 @@ def test_commit_repair_after_another_loss_as_steps(monkeypatch: pytest.MonkeyPat
 
 @pytest.mark.parametrize("step", ["snapshot_and_restore", "remove_node"])
 def test_a_reservation_without_gpus_as_steps(step: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Found by the machine (this session): a reservation of a pod without GPUs (README "Node
-    resources") lost its node in the reference's snapshot (which then counted its CPUs
+    """Found by the machine (this session): a reservation of a pod without GPUs (docs/resources.md
+    "Node resources") lost its node in the reference's snapshot (which then counted its CPUs
     free), and removing its node did not revoke it there; both sides must agree after
     either step."""
     monkeypatch.setattr(f"{__name__}.event", lambda *_: None)

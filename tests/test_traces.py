@@ -227,8 +227,8 @@ def test_alibaba_fractions_and_unmodelled_requests_are_counted_not_hidden(
 
 def test_alibaba_cpu_and_memory_are_placed_on_a_node_list_that_has_them(tmp_path: Path) -> None:
     """Issue 28, item 5 (in part): a node list with ``cpu_milli`` and ``memory_mib`` gives
-    the replay's nodes CPUs and memory, and each pod asks its own (README "Node resources"):
-    two 1-GPU pods asking 3 CPUs cannot share a 4-CPU node, whatever its GPUs."""
+    the replay's nodes CPUs and memory, and each pod asks its own (docs/resources.md "Node
+    resources"): two 1-GPU pods asking 3 CPUs cannot share a 4-CPU node, whatever its GPUs."""
     from gangplace.sim.clusters import parse_cluster
     from gangplace.sim.report import table
     from gangplace.sim.run import simulate

@@ -31,7 +31,7 @@ __all__ = [
 ]
 __version__: str
 LIMITS: MappingProxyType[str, int | float]
-"""The hard limits and defaults of the core, as the README's "Limits" table states them.
+"""The hard limits and defaults of the core, as the docs/errors.md "Limits" table states them.
 
 Keys: ``max_gpus_per_node``, ``max_nodes``, ``max_levels``, ``max_name_bytes``,
 ``max_gang_gpus``, ``max_slice_layers``, ``max_groups``, ``max_ttl_seconds``,
@@ -65,29 +65,29 @@ class GangRequest:
         movable: ``True``: its allocations can be checkpointed and restarted elsewhere
             (candidates of ``Cluster.plan_defrag``).
         slices: ``((level, pods_per_slice), ...)``, outermost first, at most 3 layers: ranks
-            ``j*k`` to ``(j+1)*k - 1`` of every layer lie in one domain of its level (README
+            ``j*k`` to ``(j+1)*k - 1`` of every layer lie in one domain of its level (docs/shapes.md
             "Slices"). Each size divides ``pods`` and the outer size; levels strictly nested
             and none coarser than ``required_level``; ``min_pods`` a multiple of the
             outermost size.
         spread: ``"pack"`` (rule 4: as few children as possible, the largest filled first) or
             ``"balanced"`` (as many children as pack uses, the largest, split as evenly as
-            their capacities allow; README "Balanced spread").
+            their capacities allow; docs/shapes.md "Balanced spread").
         numa: ``"none"`` or ``"single"``: every pod's GPUs in one NUMA group of its node (the
             level named ``numa`` of its ``NodeTopology``, else the outermost; a node without
-            one is one group), and capacities count pods per group (README "Inside a node").
+            one is one group), and capacities count pods per group (docs/shapes.md "Inside a node").
         spares: Extra pods of the gang's pod size held next to it, part of the all-or-nothing
-            placement (README "Spares"): the last ``spares`` pods of the gang of
+            placement (docs/repair.md "Spares"): the last ``spares`` pods of the gang of
             ``pods + spares``, or with slices ``spares`` more in every innermost slice domain.
         resources_per_pod: Resources besides GPUs each pod asks, name -> integer quantity in
             base units: ``"cpu"`` in millicores, ``"memory"`` in bytes, any other name in
-            units (README "Node resources"). A node then holds ``min(free GPUs // g, free r //
-            r per pod for every r)`` pods. Quantities 0..2**50, names unique, at most 32; a
+            units (docs/resources.md "Node resources"). A node then holds ``min(free GPUs // g, free
+            r // r per pod for every r)`` pods. Quantities 0..2**50, names unique, at most 32; a
             name no node of the cluster offers raises ``InvalidRequest`` when placed.
             Preemption, defragmentation, repair, spares swaps and ``place_after`` refuse such
             requests for now.
         gpu_milli: Thousandths of one GPU each pod asks, 1..999, with ``gpus_per_pod=1``
-            (README "Fractions of a GPU"): each pod takes a share of one GPU, chosen best fit
-            among the node's partly used GPUs, and a shared GPU never goes to a whole-GPU
+            (docs/resources.md "Fractions of a GPU"): each pod takes a share of one GPU, chosen best
+            fit among the node's partly used GPUs, and a shared GPU never goes to a whole-GPU
             pod. No spares or ``numa="single"``; preemption, defragmentation, repair and
             ``place_after`` refuse such requests. ``None``: whole GPUs.
 
@@ -141,19 +141,19 @@ class GangRequest:
         """Free text shown in reasons and reprs."""
     @property
     def slices(self) -> tuple[tuple[str, int], ...]:
-        """Slice layers, outermost first: ``(level, pods_per_slice)`` pairs (README "Slices")."""
+        """Slice layers, outermost first: ``(level, pods_per_slice)`` pairs (docs/shapes.md)."""
     @property
     def spread(self) -> Literal["pack", "balanced"]:
-        """``"pack"`` (rule 4) or ``"balanced"`` (README "Balanced spread")."""
+        """``"pack"`` (rule 4) or ``"balanced"`` (docs/shapes.md "Balanced spread")."""
     @property
     def numa(self) -> Literal["none", "single"]:
-        """``"none"`` or ``"single"`` (README "Inside a node")."""
+        """``"none"`` or ``"single"`` (docs/shapes.md "Inside a node")."""
     @property
     def resources_per_pod(self) -> dict[str, int]:
         """Resources besides GPUs each pod asks: a fresh dict, sorted by name."""
     @property
     def gpu_milli(self) -> int | None:
-        """Thousandths of one GPU each pod asks (README "Fractions of a GPU"); ``None``: whole."""
+        """Thousandths of one GPU each pod asks (docs/resources.md); ``None``: whole."""
     @property
     def total_gpus(self) -> int:
         """Whole GPUs of the gang and its spares (with slices, ``spares`` per innermost slice).
@@ -177,7 +177,7 @@ class GangRequest:
 class PodGroup:
     """One role of a multi-role gang: ``pods`` pods of ``gpus_per_pod`` GPUs.
 
-    README "Multi-role gangs". Validated when built like a ``GangRequest`` (sizes,
+    docs/roles.md. Validated when built like a ``GangRequest`` (sizes,
     ``min_pods``, selector, slice sizes); ``name`` must be 1 to 253 bytes. Its level rules
     come from the ``MultiGangRequest``.
 
@@ -190,9 +190,10 @@ class PodGroup:
         selector: Labels every node of this group must carry.
         slices: ``((level, pods_per_slice), ...)`` as on ``GangRequest``, for this group.
         spares: Spare pods of this group's pod size held with the unit, as on
-            ``GangRequest`` (README "Spares"); listed in ``Placement.spares`` group by group.
+            ``GangRequest`` (docs/repair.md "Spares"); listed in ``Placement.spares`` group by
+            group.
         resources_per_pod: Resources besides GPUs each pod of the group asks, as on
-            ``GangRequest`` (README "Node resources"): every count of the group's pods is
+            ``GangRequest`` (docs/resources.md "Node resources"): every count of the group's pods is
             bounded by the nodes' free resources less what the earlier groups took; with
             them ``gpus_per_pod`` may be 0 (a launcher, a MIG slice).
 
@@ -239,7 +240,7 @@ class PodGroup:
         """Spare pods of this group held with the unit."""
     @property
     def resources_per_pod(self) -> dict[str, int]:
-        """Resources besides GPUs each pod asks (README "Node resources"); sorted by name."""
+        """Resources besides GPUs each pod asks (docs/resources.md); sorted by name."""
     @property
     def total_gpus(self) -> int:
         """GPUs of the group and its spares."""
@@ -251,7 +252,7 @@ class PodGroup:
 class MultiGangRequest:
     """Several pod groups placed as one all-or-nothing unit in one domain.
 
-    README "Multi-role gangs": a leader and its workers, workers of different sizes.
+    docs/roles.md: a leader and its workers, workers of different sizes.
     Validated when built: 1 to 16 groups with unique names, at most 2**28 GPUs in total,
     colocations naming two different groups. Level names (``required_level``, colocation
     levels, slice levels) are checked when placed. ``place_gang``, ``reserve``, ``explain``,
@@ -340,8 +341,8 @@ class PodPlacement:
         """The finest intra-node level holding all its GPUs, or ``"node"``.
 
         Set by the engine for the pods it places, adopts or restores on nodes with a
-        ``NodeTopology`` (README "Inside a node"); a pod you build says ``"node"``. Not part of
-        equality.
+        ``NodeTopology`` (docs/shapes.md "Inside a node"); a pod you build says ``"node"``. Not part
+        of equality.
         """
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
@@ -376,7 +377,7 @@ class Placement:
         """Slice gangs: the domain path of every innermost slice, in rank order."""
     @property
     def spares(self) -> tuple[PodPlacement, ...]:
-        """Spare pods held next to the gang (README "Spares"), in the order they were placed.
+        """Spare pods held next to the gang (docs/repair.md), in the order they were placed.
 
         Not ranks of the gang.
         """
@@ -391,7 +392,7 @@ class Placement:
         """Whole GPUs of all pods (0 for fractional pods, which hold shares: ``gpu_milli``)."""
     @property
     def gpu_milli(self) -> int | None:
-        """Thousandths of its GPU each pod uses (README "Fractions of a GPU"); ``None``: whole."""
+        """Thousandths of its GPU each pod uses (docs/resources.md); ``None``: whole."""
     def __len__(self) -> int: ...
     def _repr_html_(self) -> str:
         """Notebooks show the pods and their GPUs."""
@@ -471,7 +472,7 @@ class Allocation:
         """The request it was placed for; ``None`` for ``reserve(placement)`` and ``adopt``."""
     @property
     def lost(self) -> tuple[int, ...]:
-        """Ranks that lost hardware, sorted (README "Repair").
+        """Ranks that lost hardware, sorted (docs/repair.md "Repair after failures").
 
         A rank is lost when its pod's node was removed (even if a node of that name came
         back) or one of its GPUs is unhealthy; a GPU marked healthy again un-loses it. As of
@@ -479,7 +480,7 @@ class Allocation:
         """
     @property
     def ended(self) -> tuple[int, ...]:
-        """Ranks whose pods ``release_pods`` ended, sorted (README "Ending some pods").
+        """Ranks whose pods ``release_pods`` ended, sorted (docs/transactions.md).
 
         They stay listed in ``placement.pods`` (every other rank keeps its number), hold no
         GPU, and are never lost nor repaired.
@@ -530,7 +531,7 @@ class PreemptionPlan:
         """The highest victim priority; ``None`` without victims."""
     @property
     def chosen_victims(self) -> bool:
-        """Whether the victims came from ``plan_preemption(candidates=...)`` (README P7)."""
+        """Whether the victims came from ``plan_preemption(candidates=...)`` (P7)."""
     def __eq__(self, value: object, /) -> bool: ...
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
@@ -641,13 +642,13 @@ class NodeInfo:
         """GPU indices that are never placed on (held or not)."""
     @property
     def resources(self) -> dict[str, int]:
-        """Its resources besides GPUs (README "Node resources"): a fresh dict, sorted by name."""
+        """Its resources besides GPUs (docs/resources.md): a fresh dict, sorted by name."""
     @property
     def free_resources(self) -> dict[str, int]:
         """What of them no live hold uses (every resource of ``resources``, zeros kept)."""
     @property
     def shared(self) -> dict[int, int]:
-        """Shared GPUs (README "Fractions of a GPU"): GPU index -> used thousandths.
+        """Shared GPUs (docs/resources.md "Fractions of a GPU"): GPU index -> used thousandths.
 
         A fresh dict by index. A shared GPU is in none of ``free``, ``reserved``, ``allocated``.
         """
@@ -683,13 +684,13 @@ class ClusterStats:
         """Unhealthy GPUs, held or not."""
     @property
     def resources(self) -> dict[str, int]:
-        """Resources besides GPUs over every node (README "Node resources"): a fresh dict."""
+        """Resources besides GPUs over every node (docs/resources.md): a fresh dict."""
     @property
     def free_resources(self) -> dict[str, int]:
         """What of them no hold uses, summed over the nodes: a fresh dict."""
     @property
     def shared(self) -> int:
-        """GPUs fractional pods share (README "Fractions of a GPU"): neither free nor held whole."""
+        """GPUs fractional pods share (docs/resources.md): neither free nor held whole."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
@@ -774,7 +775,7 @@ class Explanation:
         that level had no domain with the unit's GPUs free, the first group (placing order)
         that no domain of that level holds even alone, with ``why`` reading ``cannot fit even
         alone: the cluster holds 2 of its 3 pods``; ``None`` when the unit fits or every group
-        fits alone (README, "Multi-role gangs", rule 6).
+        fits alone (docs/roles.md, rule 6).
         """
     @property
     def levels(self) -> tuple[LevelExplanation, ...]:
@@ -854,11 +855,12 @@ class Cluster:
             clock: As for ``Cluster``.
             max_held_gpus_per_owner: As for ``Cluster``.
             max_level: As for ``Cluster``.
-            gpu_topology: GPU groups (README "Inside a node"): one ``NodeTopology`` for every
+            gpu_topology: GPU groups (docs/shapes.md "Inside a node"): one ``NodeTopology`` for
+            every
                 node, or ``(codes, table)`` with one code per node into a table of
                 topologies (-1: the node has none).
             resources: Resource name -> one integer quantity per node (0: the node lacks
-                it), as ``add_node``'s ``resources`` (README "Node resources").
+                it), as ``add_node``'s ``resources`` (docs/resources.md "Node resources").
 
         Raises:
             InvalidRequest: Columns of different lengths, codes outside their table, or any
@@ -921,10 +923,10 @@ class Cluster:
             unhealthy: GPU indices that must never be placed on.
             gpu_topology: Its GPU groups (a ``gangplace.NodeTopology``: NUMA sockets, PCIe
                 switches); pods then take the GPUs of the tightest finest group that holds
-                them (README "Inside a node").
+                them (docs/shapes.md "Inside a node").
             resources: Resources besides GPUs, name -> integer quantity in base units
                 (``"cpu"`` in millicores, ``"memory"`` in bytes, any other name in units;
-                README "Node resources"): 0..2**50 each, at most 32 names, not
+                docs/resources.md "Node resources"): 0..2**50 each, at most 32 names, not
                 ``"nvidia.com/gpu"`` (GPUs are ``gpus``).
 
         Raises:
@@ -944,7 +946,7 @@ class Cluster:
         gpu_topology: NodeTopology | None = None,
         resources: Mapping[str, int] | None = None,
     ) -> None:
-        """Updates a node in place (README "Node updates", N1-N3).
+        """Updates a node in place (docs/transactions.md "Node updates", N1-N3).
 
         ``labels`` replace every label of the node, at any time (selector pools follow).
         ``topology``, ``gpus`` and ``gpu_topology`` change only while no reservation or
@@ -1005,8 +1007,8 @@ class Cluster:
     ) -> PreemptionPlan | None:
         """Which allocations to end so that the gang fits, and where it then goes.
 
-        A pure query (README, rules P1-P6): a gang that fits as it is gets a plan without
-        victims. Victims are whole live allocations, preemptible, of a strictly lower
+        A pure query (docs/preemption.md, rules P1-P6): a gang that fits as it is gets a plan
+        without victims. Victims are whole live allocations, preemptible, of a strictly lower
         priority, committed at least ``min_runtime`` seconds ago, of owners not in
         ``exempt_owners``, not in ``exempt_allocations`` (allocations or ids; ids of no live
         allocation are ignored); the plan is 1-minimal among those, and the finest level that
@@ -1014,9 +1016,9 @@ class Cluster:
         allocations, whatever their priority (the caller's policy chose them, as the
         Scheduler's queues do); the other filters still apply, and ``preempt`` accepts them.
         A ``MultiGangRequest`` is planned for as one unit: it fits a domain when every group
-        and colocation succeeds there (README "Multi-role gangs"). A request asking
+        and colocation succeeds there (docs/roles.md). A request asking
         resources besides GPUs counts them: victims give back their resources with their
-        GPUs, and a job holding only resources can be one (README "Node resources").
+        GPUs, and a job holding only resources can be one (docs/resources.md "Node resources").
 
         Returns:
             The plan, or ``None`` when no set within ``max_victims`` makes room.
@@ -1037,7 +1039,7 @@ class Cluster:
     ) -> RepairPlan | None:
         """Where the lost ranks of an allocation go: all of them, or ``None``.
 
-        A pure query (README "Repair after failures", rules R1-R3, R6). Lost ranks take the
+        A pure query (docs/repair.md "Repair after failures", rules R1-R3, R6). Lost ranks take the
         allocation's spares first; then a slice gang's (or a sliced group's) go to free
         healthy GPUs in their own innermost slice's domain; other gangs' to the placement's
         domain, or with ``widen`` to the smallest enclosing domain, up to the request's
@@ -1045,8 +1047,8 @@ class Cluster:
         ``preempt``, when nothing else fits, the fewest lower-priority preemptible allocations
         inside the placement's domain become ``victims`` (ended by ``repair``). Pods follow
         the placement rules and are counted by the nodes' free resources too when they ask
-        some (README "Node resources"; victims give theirs back); ranks keep their numbers.
-        Without lost ranks, a plan with no replacements.
+        some (docs/resources.md "Node resources"; victims give theirs back); ranks keep their
+        numbers. Without lost ranks, a plan with no replacements.
 
         Raises:
             UnknownReservation: No such id, or another owner's.
@@ -1058,7 +1060,7 @@ class Cluster:
     ) -> dict[str, int]:
         """For each tier of rule R2, how many of the allocation's lost ranks would fit there.
 
-        Keys ``"spares"``, ``"slice"``, ``"domain"``, ``"widened"`` (README "Repair after
+        Keys ``"spares"``, ``"slice"``, ``"domain"``, ``"widened"`` (docs/repair.md "Repair after
         failures"): each group of lost ranks counted alone by capacity, so the numbers say
         where room is, not that a plan exists.
 
@@ -1072,7 +1074,7 @@ class Cluster:
     ) -> Reservation:
         """Reserves a repair plan's replacement GPUs, tied to its allocation.
 
-        Re-validates (README "Repair after failures", R4): the allocation is live, its lost
+        Re-validates (docs/repair.md "Repair after failures", R4): the allocation is live, its lost
         ranks are the plan's, every target GPU is still free, healthy and inside its domain
         (its slice's for a slice gang), and every target node's free resources still hold
         what its new pods ask. The reservation's pods are the replacements in rank order,
@@ -1096,7 +1098,7 @@ class Cluster:
     def reserve_spares(
         self, allocation: Allocation | str, count: int, *, owner: str | None = None
     ) -> Allocation:
-        """Holds more spares for an allocation (README "Spares", S5).
+        """Holds more spares for an allocation (docs/repair.md "Spares", S5).
 
         ``count`` pods of its pod size inside its placement's domain, or ``count`` in every
         innermost slice domain of a slice gang, by the placement rules with its selector,
@@ -1117,7 +1119,7 @@ class Cluster:
     ) -> Allocation:
         """Merges a repair reservation into its allocation, which keeps its id.
 
-        README "Repair after failures", R5: the lost ranks point at the new pods, the lost
+        docs/repair.md "Repair after failures", R5: the lost ranks point at the new pods, the lost
         pods' healthy GPUs and their resources go back to the pool, ``lost`` becomes empty,
         and the domain widens only if a replacement lies outside it.
 
@@ -1158,7 +1160,7 @@ class Cluster:
         min_runtime: float = 0.0,
         exempt_owners: Iterable[str] = (),
     ) -> DefragPlan | None:
-        """Which movable jobs to move where so that the gang fits (README, rules D1-D4).
+        """Which movable jobs to move where so that the gang fits (docs/preemption.md, rules D1-D4).
 
         A pure query. Candidates are movable allocations of a priority at most the
         request's; a set is chosen per domain as for preemption and accepted only if every
@@ -1166,7 +1168,7 @@ class Cluster:
         first, best-fit sends them to the fullest domains), never at a coarser level than it
         has unless ``allow_downgrade``. With ``evict_unplaceable`` a member that cannot move
         is preempted instead, if it is a preemption candidate. A ``MultiGangRequest`` is
-        planned for as one unit (README "Multi-role gangs").
+        planned for as one unit (docs/roles.md).
 
         Returns:
             The plan (no moves when the gang fits), or ``None``.
@@ -1209,7 +1211,7 @@ class Cluster:
         preemption), at the finest level whose one domain holds all of its nodes; priority,
         preemptible and movable default to 0, True and False.
 
-        With ``into`` (README "Adopting running work"), the pods join that live
+        With ``into`` (docs/transactions.md "Adopting running work"), the pods join that live
         allocation instead, as new ranks after its others (ranked among themselves by rule
         6; every earlier rank keeps its number), for a pod of a running gang that shows up
         later. Only an allocation placed without a request (``adopt``,
@@ -1217,12 +1219,12 @@ class Cluster:
         the allocation keeps its owner; a priority or flag given replaces the allocation's,
         one left ``None`` keeps it.
 
-        ``resources`` (README "Node resources"): what the pods use besides GPUs, one mapping
-        for every pod or one per pod in the order given; each node must have them free. A
+        ``resources`` (docs/resources.md "Node resources"): what the pods use besides GPUs, one
+        mapping for every pod or one per pod in the order given; each node must have them free. A
         ``(node, 0)`` entry is a pod without GPUs, adopted when it asks resources.
 
-        ``gpu_milli`` (README "Fractions of a GPU"): each pod uses that many thousandths of
-        one GPU (1 to 999), for pods sharing GPUs (time-slicing, MPS, Alibaba's
+        ``gpu_milli`` (docs/resources.md "Fractions of a GPU"): each pod uses that many thousandths
+        of one GPU (1 to 999), for pods sharing GPUs (time-slicing, MPS, Alibaba's
         ``gpu_milli``). Each entry is then a ``(node, 1)`` pair, whose GPU rule F2 chooses
         (the least room that holds the share, ties to the lowest index), or a
         ``PodPlacement`` of exactly one GPU, which must be healthy, held by no whole pod and
@@ -1310,7 +1312,7 @@ class Cluster:
            level holds at least ``min_pods``, the largest such number of pods is placed by
            the same rules.
 
-        A ``MultiGangRequest`` is placed as one unit by README "Multi-role gangs".
+        A ``MultiGangRequest`` is placed as one unit by docs/roles.md.
 
         Raises:
             InvalidRequest: Unknown ``required_level``.
@@ -1338,8 +1340,8 @@ class Cluster:
             owner: Who holds it. Only calls with the same ``owner`` can commit, roll back or
                 release it; to anyone else its id looks unknown.
             avoid: Pods whose GPUs the gang must not take, or placements standing for all
-                their pods (a ``GangRequest`` only; README "Looking ahead", L2, L3): it is
-                placed as if they were held, and they stay as they were.
+                their pods (a ``GangRequest`` only; docs/preemption.md "Looking ahead", L2, L3): it
+                is placed as if they were held, and they stay as they were.
 
         Raises:
             Unschedulable: No placement; ``.reason`` tells what each level could hold.
@@ -1359,7 +1361,7 @@ class Cluster:
     ) -> tuple[int, Placement] | None:
         """Where a gang would go once some allocations have ended: the first moment it fits.
 
-        A pure query (README "Looking ahead", L1-L3). ``releases`` lists groups of
+        A pure query (docs/preemption.md "Looking ahead", L1-L3). ``releases`` lists groups of
         allocations (or ids) in the order they are expected to end; the answer is the
         smallest ``k`` such that the gang fits once the allocations of ``releases[:k]`` have
         ended (their healthy GPUs free, and the resources besides GPUs their pods use), with
@@ -1418,7 +1420,7 @@ class Cluster:
         *,
         owner: str | None = None,
     ) -> Allocation | None:
-        """Ends some pods of an allocation (README "Ending some pods", E1-E4).
+        """Ends some pods of an allocation (docs/transactions.md "Ending some pods", E1-E4).
 
         For a worker that completed or a pod that was deleted while the rest of the gang runs.
         The GPUs the ended pods still hold go back to the pool (unhealthy ones stay out of it);
@@ -1444,7 +1446,7 @@ class Cluster:
 
         """
     def holds_on(self, name: str) -> list[tuple[str, tuple[int, ...]]]:
-        """The live holds with GPUs on a node (README "Transactions").
+        """The live holds with GPUs on a node (docs/transactions.md "Transactions").
 
         Reservations and allocations, spares included, each once and sorted by id, with the
         GPU indices it holds on the node, ascending (an allocation keeps the GPUs that failed
@@ -1458,7 +1460,7 @@ class Cluster:
     def allocations(self, owner: str | None = None, *, lost: bool = False) -> list[Allocation]:
         """Live allocations, sorted by id; only ``owner``'s when given, else all.
 
-        With ``lost=True``, only those with lost ranks (README "Repair after failures"):
+        With ``lost=True``, only those with lost ranks (docs/repair.md "Repair after failures"):
         the others are skipped inside the engine, so a scheduler finds its damaged jobs
         each cycle without reading every allocation.
         """
@@ -1497,8 +1499,8 @@ class Cluster:
         """Reserves and commits a ``GangRequest`` in one call under one lock.
 
         ``commit(reserve(request, ttl=ttl, owner=owner, avoid=avoid), owner=owner)``: the same
-        rules, errors and ids as the two calls (README "Transactions", "Looking ahead" L2),
-        without the reservation in between. Private: the Scheduler's start of a job (one
+        rules, errors and ids as the two calls (docs/transactions.md "Transactions", "Looking ahead"
+        L2), without the reservation in between. Private: the Scheduler's start of a job (one
         crossing instead of two per start).
 
         Raises:
@@ -1537,10 +1539,10 @@ class Cluster:
         Keys: ``node`` (names), ``gpus``, ``free``, ``reserved``, ``allocated``,
         ``unhealthy`` (uint8 counts), ``cordoned`` (bool), ``free_mask``, ``reserved_mask``,
         ``allocated_mask``, ``unhealthy_mask``, ``shared_mask`` (uint64, bit i: GPU i; a
-        shared GPU, README "Fractions of a GPU", is in none of the other masks), ``domains``: a
-        dict of level name -> the domain name of every node at that level, and
+        shared GPU, docs/resources.md "Fractions of a GPU", is in none of the other masks),
+        ``domains``: a dict of level name -> the domain name of every node at that level, and
         ``resources`` / ``free_resources``: dicts of resource name -> every node's capacity /
-        unused amount (uint64; 0 where a node lacks it; README "Node resources").
+        unused amount (uint64; 0 where a node lacks it; docs/resources.md "Node resources").
         """
     def check_invariants(self) -> None:
         """Recomputes every aggregate and cross-checks holds.

@@ -81,7 +81,7 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         "--backfill",
         choices=BACKFILLS,
         default="easy",
-        help="gang policies' backfill: easy (default), conservative, none or any (README S5)",
+        help="gang policies' backfill: easy (default), conservative, none or any (S5)",
     )
     parser.add_argument(
         "--walltime-factor",
@@ -122,7 +122,7 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         "--queues",
         metavar="FILE",
         help="teams' queues and cohorts (JSON, or YAML with PyYAML): the gang policies run "
-        "the Scheduler with them; trace owners map to queues (README 'Queues and quotas')",
+        "the Scheduler with them; trace owners map to queues (docs/queues.md 'Queues and quotas')",
     )
     parser.add_argument(
         "--failures",

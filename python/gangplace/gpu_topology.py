@@ -1,10 +1,10 @@
-"""Inside a node: which GPUs share a NUMA socket or a PCIe switch (README "Inside a node").
+"""Inside a node: which GPUs share a NUMA socket or a PCIe switch (docs/shapes.md "Inside a node").
 
 :class:`NodeTopology` names intra-node levels, outermost first (``("numa", "pcie")``), and
 gives each GPU index its group at every level (GPU 5 -> ``(1, 2)``: NUMA group 1, PCIe group
 2). Groups are identified by their whole path, as domains are: ``(0, 1)`` and ``(1, 1)`` are
 two PCIe groups. Pass one to ``Cluster.add_node(..., gpu_topology=...)``; the engine then
-gives each pod the GPUs of the finest group that holds it (README rule 5).
+gives each pod the GPUs of the finest group that holds it (docs/placement.md, rule 5).
 
 :meth:`NodeTopology.from_nvidia_smi` reads the matrix ``nvidia-smi topo -m`` prints.
 

@@ -4,7 +4,7 @@ Up to :data:`SUMMARY_NODES` nodes, and while it fits in :data:`MAX_WIDTH` pixels
 the detailed map: one block per top-level domain (the whole cluster when there are no
 levels), the deepest domains (racks) as columns inside it, nodes as rows of GPU cells.
 Colours: free (green), reserved (amber), allocated (blue), unhealthy (red), shared by
-fractional pods (teal; README "Fractions of a GPU"). A failed GPU is
+fractional pods (teal; docs/resources.md "Fractions of a GPU"). A failed GPU is
 red whatever holds it; a failed GPU still held by a job carries a blue centre. Cordoned nodes
 are hatched. ``highlight`` (a placement) outlines the GPUs it takes. A legend (every mark the
 map uses, each entry whole) and totals sit on top; the totals count each GPU once (free,
@@ -34,7 +34,7 @@ COLOURS = {
     "reserved": "#f28e2b",
     "allocated": "#4e79a7",
     "unhealthy": "#e15759",
-    "shared": "#76b7b2",  # README "Fractions of a GPU": held in part by fractional pods
+    "shared": "#76b7b2",  # docs/resources.md "Fractions of a GPU": held in part by fractional pods
 }
 CELL = 9
 GAP = 2

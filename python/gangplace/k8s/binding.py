@@ -1,6 +1,6 @@
-"""Binding a placement's pods through the Kubernetes API (README "Binding pods").
+"""Binding a placement's pods through the Kubernetes API (docs/kubernetes.md "Binding pods").
 
-Re-exported by :mod:`gangplace.k8s`; the rules are the README's:
+Re-exported by :mod:`gangplace.k8s`; the rules are docs/kubernetes.md "Binding pods":
 
 - Pods are given in rank order as ``V1Pod`` objects, dicts in the API's JSON shape, or names
   (then in ``namespace``). Their namespace and name come from ``metadata``.
@@ -25,7 +25,7 @@ from gangplace.errors import InvalidRequest
 RANK_ANNOTATION = "gangplace.io/rank"
 GPUS_ANNOTATION = "gangplace.io/gpus"
 ALLOCATION_ANNOTATION = "gangplace.io/allocation"
-GPU_MILLI_ANNOTATION = "gangplace.io/gpu-milli"  # README "Fractions of a GPU": a pod's share
+GPU_MILLI_ANNOTATION = "gangplace.io/gpu-milli"  # docs/resources.md: a pod's share
 MERGE_PATCH = "application/merge-patch+json"
 
 
@@ -205,7 +205,7 @@ def bind(
     bound). A ``409`` for a pod already bound to its placed node counts as bound (a retry);
     bound elsewhere, it fails. At the first failure the rest are not tried: the caller then
     deletes the pods in ``bound`` (a bound pod cannot be moved; its controller recreates it)
-    and rolls back or releases the hold (README "Binding").
+    and rolls back or releases the hold (docs/kubernetes.md "Binding").
 
     Args:
         core_v1: The API client.

@@ -1,4 +1,4 @@
-"""Which running pods are one gang, and at what priority (README "Kubernetes nodes").
+"""Which running pods are one gang, and at what priority (docs/kubernetes.md).
 
 A pod's gang key is read, in this order, from the labels and annotations the gang schedulers
 set; the first one present wins, and pods of one namespace with the same key are one gang:

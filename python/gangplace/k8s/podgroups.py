@@ -18,7 +18,7 @@ Readers of the objects cluster operators already write, as dicts (``kubectl get 
   ``podset-preferred-topology`` (nothing to translate: gangplace always prefers the finest
   domain that holds the gang, rule 2), and the slice annotations
   ``kueue.x-k8s.io/podset-slice-required-topology`` with ``podset-slice-size`` (one slice
-  layer: ``slices=((level, size),)``, README "Slices"). Kueue's multi-layer proposal
+  layer: ``slices=((level, size),)``, docs/shapes.md "Slices"). Kueue's multi-layer proposal
   (kubernetes-sigs/kueue#9046) has no settled annotations yet and is not read.
 
 Every malformed object raises :class:`PodGroupError` naming the object and the field.

@@ -1,6 +1,6 @@
 """Kubernetes resource quantities (``"500m"``, ``"2Gi"``, ``"1e3"``) in gangplace's base units.
 
-README "Node resources": ``cpu`` in millicores, every other resource in its own base unit
+docs/resources.md "Node resources": ``cpu`` in millicores, every other resource in its own base unit
 (bytes for ``memory``, ``ephemeral-storage`` and ``hugepages-*``; units for extended
 resources). Fractions round up, as the API server rounds quantities it stores. Node
 allocatable and pod requests are read here (requests as the scheduler computes them: the
@@ -41,7 +41,7 @@ _SUFFIXES = {
 _QUANTITY = re.compile(
     r"^([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?)$"
 )
-_LARGEST = 2**50  # the engine's limit per resource (README "Limits")
+_LARGEST = 2**50  # the engine's limit per resource (docs/errors.md "Limits")
 # Node allocatable entries that are not resources a pod asks: "pods" counts pods per node.
 _NOT_RESOURCES = {"pods"}
 

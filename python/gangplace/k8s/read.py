@@ -1,4 +1,4 @@
-"""Reading Kubernetes objects from outside (README "Kubernetes nodes").
+"""Reading Kubernetes objects from outside (docs/kubernetes.md).
 
 Nodes become node descriptions, pods running work. Every field may be missing, null,
 mistyped or absurd: each reader returns what it read or raises :class:`BadField` naming the
@@ -174,7 +174,7 @@ class NodeView:
     unhealthy: tuple[int, ...]
     cordon_reason: str
     replicas: int = 1  # time-slicing or MPS: each physical GPU is advertised this many times
-    # README "Node resources": allocatable CPU (millicores), memory, storage and extended
+    # docs/resources.md "Node resources": allocatable CPU (millicores), memory, storage and extended
     # resources (MIG profiles of the mixed strategy among them), in base units.
     resources: Mapping[str, int] = field(default_factory=dict)
 
@@ -348,9 +348,9 @@ class PodView:
     preemptible: bool
     allocation: str | None
     rank: int | None
-    # README "Node resources": what it asks besides GPUs, as the scheduler counts it.
+    # docs/resources.md "Node resources": what it asks besides GPUs, as the scheduler counts it.
     requests: Mapping[str, int] = field(default_factory=dict)
-    # README "Fractions of a GPU": the thousandths of one GPU it uses, if it shares one.
+    # docs/resources.md "Fractions of a GPU": the thousandths of one GPU it uses, if it shares one.
     milli: int | None = None
 
     @property
@@ -438,7 +438,7 @@ def _pod_milli(
 
 
 def physical(view: PodView, node: NodeView | None) -> PodView:
-    """The pod counted in physical GPUs (README "Kubernetes nodes").
+    """The pod counted in physical GPUs (docs/kubernetes.md).
 
     On a node that shares each GPU as ``replicas`` (time-slicing or MPS), a pod asking k
     replicas with ``k < replicas`` uses ``floor(1000 * k / replicas)`` thousandths of one GPU
@@ -456,7 +456,7 @@ def physical(view: PodView, node: NodeView | None) -> PodView:
 
 
 def counted(view: PodView, node: NodeView | None, warnings: list[str]) -> dict[str, int]:
-    """What a pod asks besides GPUs that its node advertises (README "Node resources").
+    """What a pod asks besides GPUs that its node advertises (docs/resources.md "Node resources").
 
     A request for a resource the node does not list is not counted, with a warning.
     """

@@ -1,4 +1,4 @@
-"""Keeping a cluster current from Kubernetes watch events (README "Staying current").
+"""Keeping a cluster current from Kubernetes watch events (docs/kubernetes.md).
 
 :class:`ClusterSync` owns a :class:`gangplace.Cluster` and applies node and pod events to it,
 as ``kubernetes.watch.Watch().stream`` yields them (``ADDED``, ``MODIFIED``, ``DELETED``),
@@ -444,7 +444,7 @@ class ClusterSync:
         differs), the GPU pods are adopted without them and pods without GPUs not at all,
         with a warning.
         """
-        if views[0].milli is not None:  # README "Fractions of a GPU"
+        if views[0].milli is not None:  # docs/resources.md "Fractions of a GPU"
             kwargs["gpu_milli"] = views[0].milli
         if not any(asks):
             return self.cluster.adopt([view.entry for view in views], **kwargs), views

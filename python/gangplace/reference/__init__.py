@@ -1,6 +1,6 @@
 """A readable pure-Python implementation of gangplace's contract.
 
-Two parts: :mod:`gangplace.reference.rules`, the placement rules of the README as pure
+Two parts: :mod:`gangplace.reference.rules`, the placement rules of docs/placement.md as pure
 functions (the spec, readable top to bottom), and :mod:`gangplace.reference.oracle`, a
 stateful cluster with the extension's API built on them (the oracle of the differential tests
 and the baseline of the benchmarks).

@@ -1,6 +1,6 @@
 """The oracle's ``adopt``: work that is already running, as one allocation.
 
-README, "Adopting running work": a mixin of :class:`gangplace.reference.Cluster`. No
+docs/transactions.md "Adopting running work": a mixin of :class:`gangplace.reference.Cluster`. No
 placement rule applies; every GPU must exist, be free and healthy, and be named once.
 """
 
@@ -42,9 +42,9 @@ class Adoption:
     ) -> Allocation:
         """Records ``pods`` as one allocation, or adds them to allocation ``into``.
 
-        Each entry is a ``PodPlacement`` or a ``(node, count)`` pair (README "Adopting running
-        work"); with ``gpu_milli``, each pod uses that share of one GPU (README "Fractions of
-        a GPU").
+        Each entry is a ``PodPlacement`` or a ``(node, count)`` pair (docs/transactions.md "Adopting
+        running work"); with ``gpu_milli``, each pod uses that share of one GPU (docs/resources.md
+        "Fractions of a GPU").
         """
         from gangplace.reference.oracle import _Hold
         from gangplace.reference.removals import check_priority
@@ -63,7 +63,7 @@ class Adoption:
         if gpu_milli is not None:
             if into is not None:
                 raise InvalidRequest(
-                    'adopt(into=...) does not take fractions of a GPU (README "Fractions of a GPU")'
+                    "adopt(into=...) does not take fractions of a GPU (docs/resources.md)"
                 )
             if not 1 <= gpu_milli <= 999:
                 raise InvalidRequest(
@@ -193,7 +193,7 @@ class Adoption:
         milli: int,
         taken: list[tuple[str, tuple[int, ...]]],
     ) -> tuple[int, ...]:
-        """The one GPU of an adopted fractional pod (README "Fractions of a GPU").
+        """The one GPU of an adopted fractional pod (docs/resources.md "Fractions of a GPU").
 
         A ``(node, 1)`` entry takes the GPU rule F2 would: among the healthy GPUs held by no
         whole pod, the one with the least room that still holds ``milli`` (earlier pods of

@@ -1,4 +1,4 @@
-"""Backfill reservations (README "Scheduler", S5), restated naively for the tests.
+"""Backfill reservations (docs/scheduler.md, S5), restated naively for the tests.
 
 Nothing here calls ``Cluster.place_after`` or ``reserve(avoid=...)``'s search shortcuts'
 counterparts in the scheduler: a new reservation is found by restoring a copy of the cluster
@@ -110,7 +110,7 @@ def kept_time(
 def _holds(allocation: Any, node: str, gpu: int) -> bool:
     """Whether ``allocation`` holds ``gpu`` of ``node``, by a live rank or a spare.
 
-    README "Spares": a spare's GPUs are held by its allocation until it ends.
+    docs/repair.md "Spares": a spare's GPUs are held by its allocation until it ends.
     """
     placement = allocation.placement
     live = (pod for rank, pod in enumerate(placement.pods) if rank not in allocation.ended)

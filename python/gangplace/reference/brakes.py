@@ -1,4 +1,4 @@
-"""The brakes of the reference scheduler (README "Scheduler", S11), restated naively.
+"""The brakes of the reference scheduler (docs/scheduler.md, S11), restated naively.
 
 A mixin of :class:`gangplace.reference.scheduler.ReferenceScheduler`: every count is redone
 from the list of evictions each time it is needed.

@@ -1,4 +1,4 @@
-"""Running jobs that lose hardware, in the reference scheduler (README "Scheduler", S13).
+"""Running jobs that lose hardware, in the reference scheduler (docs/scheduler.md, S13).
 
 A mixin of :class:`gangplace.reference.scheduler.ReferenceScheduler`: every cycle looks at
 every running job's allocation, in queue order.

@@ -1,4 +1,4 @@
-"""Fractions of a GPU for the reference cluster (README "Fractions of a GPU").
+"""Fractions of a GPU for the reference cluster (docs/resources.md "Fractions of a GPU").
 
 A fractional pod (``GangRequest(n, 1, gpu_milli=m)``) uses ``m`` thousandths of one GPU. A
 GPU with any share is *shared*: it is not free for a whole-GPU pod, and it is free again when

@@ -1,4 +1,4 @@
-"""The GPUs a pod takes on a node with GPU groups (README rule 5 and "Inside a node").
+"""The GPUs a pod takes on a node with GPU groups (docs/placement.md rule 5, docs/shapes.md).
 
 Groups are identified by their path prefix: ``paths[gpu][:level + 1]``. At the finest level
 where some group's free GPUs hold the pod, the group with the fewest free GPUs (then the

@@ -1,4 +1,4 @@
-"""Job histories (README "Scheduler", rule S14), restated naively for the tests.
+"""Job histories (docs/scheduler.md, rule S14), restated naively for the tests.
 
 The reference scheduler only appends events; every figure is recomputed from a job's whole
 list of events each time it is asked, by walking them from the start.

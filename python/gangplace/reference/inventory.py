@@ -1,4 +1,4 @@
-"""The oracle's node updates: README "Node updates" (N1-N3), as plainly as they read.
+"""The oracle's node updates: docs/transactions.md "Node updates" (N1-N3), as plainly as they read.
 
 A mixin of :class:`gangplace.reference.Cluster`. A node's labels change at any time; its
 topology, GPU count and GPU groups only while no hold sits on it, checked by adding the
@@ -76,7 +76,7 @@ class Inventory:
         )
         checked = scratch._nodes[name]
         node.labels = checked.labels
-        node.resources = checked.resources  # README "Node resources": at any time
+        node.resources = checked.resources  # docs/resources.md "Node resources": at any time
         self._resource_names.update(scratch._resource_names)
         if structural:
             node.gpus, node.path = checked.gpus, checked.path

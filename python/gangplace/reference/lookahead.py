@@ -1,4 +1,4 @@
-"""The oracle's ``place_after`` and ``reserve(avoid=...)``: README "Looking ahead" (L1-L3).
+"""The oracle's ``place_after`` and ``reserve(avoid=...)``: docs/preemption.md (L1-L3).
 
 A mixin of :class:`gangplace.reference.Cluster`. ``place_after`` tries every prefix of the
 release groups in turn, shortest first: it frees the prefix's allocations, marks the avoided
@@ -90,7 +90,8 @@ class Lookahead:
         """The allocations ``ended`` freed and the avoided free GPUs held, for the block.
 
         An ended allocation is also set aside from the holds, so that the resources besides
-        GPUs its pods use count as free (README "Node resources"); its shares of GPUs stay.
+        GPUs its pods use count as free (docs/resources.md "Node resources"); its shares of GPUs
+        stay.
         """
         freed: list[tuple[_Node, set[int]]] = []
         aside: dict[str, _Hold] = {}

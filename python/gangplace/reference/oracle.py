@@ -75,8 +75,8 @@ class _Node:
     allocated: set[int] = field(default_factory=set)
     gpu_levels: tuple[str, ...] = ()
     gpu_paths: tuple[tuple[int, ...], ...] | None = None
-    resources: dict[str, int] = field(default_factory=dict)  # README "Node resources"
-    shares: dict[int, int] = field(default_factory=dict)  # README "Fractions of a GPU"
+    resources: dict[str, int] = field(default_factory=dict)  # docs/resources.md "Node resources"
+    shares: dict[int, int] = field(default_factory=dict)  # docs/resources.md "Fractions of a GPU"
 
     def free(self) -> list[int]:
         held = self.unhealthy | self.reserved | self.allocated | self.shares.keys()
@@ -99,7 +99,7 @@ class _Hold:
     repairs: str | None = None  # a repair reservation: the allocation it repairs
     repaired_ranks: tuple[int, ...] = ()  # and the ranks its pods replace, in pod order
     repair_spares: tuple[tuple[int, PodPlacement], ...] = ()  # and the spares it takes
-    ended: tuple[int, ...] = ()  # README "Ending some pods": ranks ``release_pods`` ended
+    ended: tuple[int, ...] = ()  # docs/transactions.md: ranks ``release_pods`` ended
     asks: tuple[Mapping[str, int], ...] = ()  # what pods ask besides GPUs: all, or per rank
     res_nodes: set[str] = field(default_factory=set)  # nodes it uses resources on, not removed
 
@@ -138,7 +138,7 @@ class _Hold:
         )
 
     def lost(self, nodes: Mapping[str, _Node]) -> tuple[int, ...]:
-        """README "Repair": ranks whose node was removed or that have an unhealthy GPU.
+        """docs/repair.md: ranks whose node was removed or that have an unhealthy GPU.
 
         A removed node's GPUs are no longer in the hold, even if a node of its name returns.
         An ended rank is never lost.
@@ -310,7 +310,7 @@ class Cluster(
         return touched
 
     def _drop_spares(self, hid: str, node: str, gpus: set[int]) -> None:
-        """README "Spares": an allocation's spares on ``node`` with a GPU in ``gpus`` end.
+        """docs/repair.md "Spares": an allocation's spares on ``node`` with a GPU in ``gpus`` end.
 
         They stop being spares; the GPUs it still holds for them go back to the pool.
         """
@@ -402,7 +402,7 @@ class Cluster(
         """Holds a new placement of a request, or exactly an earlier placement's GPUs."""
         now = self._check_call(ttl, owner)
         is_request = hasattr(request, "gpus_per_pod") or is_roles(request)
-        milli = getattr(request, "gpu_milli", None)  # README "Fractions of a GPU"
+        milli = getattr(request, "gpu_milli", None)  # docs/resources.md "Fractions of a GPU"
         if is_request:
             placement = self._reserve_plan(request, owner)  # type: ignore[arg-type]
         elif milli is not None:

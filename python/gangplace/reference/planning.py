@@ -1,7 +1,7 @@
 """The oracle's bridge to the placement rules.
 
 Its nodes as the rules see them, requests as the rules read them, and a node's GPU groups
-checked as the core checks them. A mixin of :class:`gangplace.reference.Cluster` (README,
+checked as the core checks them. A mixin of :class:`gangplace.reference.Cluster` (docs/placement.md
 "Placement rules", "Slices", "Inside a node").
 """
 
@@ -192,7 +192,7 @@ def is_roles(request: object) -> TypeIs[RolesRequest]:
 def gpu_groups(
     name: str, topology: Any, gpus: int
 ) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]:
-    """A node's GPU groups, checked as the core checks them (README "Inside a node")."""
+    """A node's GPU groups, checked as the core checks them (docs/shapes.md "Inside a node")."""
     levels = tuple(topology.levels)
     paths = tuple(tuple(path) for path in topology.paths)
     reserved = {"node", "cluster"}

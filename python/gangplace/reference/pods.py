@@ -1,7 +1,7 @@
-"""The oracle's ``release_pods`` (README "Ending some pods", E1-E4) and ``holds_on``.
+"""The oracle's ``release_pods`` (docs/transactions.md "Ending some pods", E1-E4) and ``holds_on``.
 
-``holds_on`` (README "Transactions") looks at every live hold's GPUs on the node, one by one.
-A mixin of :class:`gangplace.reference.Cluster`. The ended ranks are recorded on the hold;
+``holds_on`` (docs/transactions.md "Transactions") looks at every live hold's GPUs on the node, one
+by one. A mixin of :class:`gangplace.reference.Cluster`. The ended ranks are recorded on the hold;
 their pods' GPUs that the hold still holds go back to the pool, except a GPU that a remaining
 rank or a spare on a node of that name names (a removed node's old pods never free the GPUs
 of a node that came back under the same name).
@@ -93,12 +93,12 @@ class PodEndings:
                 del hold.gpus[pod.node]
             self._nodes[pod.node].allocated -= gone
         hold.ended = tuple(sorted({*hold.ended, *chosen}))
-        self._sync_shares()  # README "Fractions of a GPU": ended pods' shares go back
+        self._sync_shares()  # docs/resources.md "Fractions of a GPU": ended pods' shares go back
         return hold.allocation(hid, self._nodes)
 
 
 def _checked(hid: str, hold: _Hold, ranks: list[int]) -> list[int]:
-    """README E2: at least one rank; each a rank of the placement, not ended, named once."""
+    """E2 (docs/transactions.md): at least one rank, each of the placement, not ended, once."""
     if not ranks:
         raise InvalidRequest("ranks is empty: name at least one rank to end")
     count = len(hold.placement.pods)

@@ -1,8 +1,8 @@
 """Who must make room for a gang: the rules of preemption and defragmentation.
 
-The README's rules P1-P6 (preemption) and D1-D3 (defragmentation), as pure functions over a
-picture of the nodes. Readable rather than fast: every capacity is recomputed from the nodes. A
-:class:`Candidate` is an allocation that may be removed, with the healthy GPUs its removal
+The rules P1-P6 (preemption) and D1-D3 (defragmentation) of docs/preemption.md, as pure functions
+over a picture of the nodes. Readable rather than fast: every capacity is recomputed from the nodes.
+A :class:`Candidate` is an allocation that may be removed, with the healthy GPUs its removal
 would return per node. The oracle (:mod:`gangplace.reference.oracle`) builds the candidates
 from its holds and calls :func:`find` and :func:`defrag_choices`.
 """
@@ -51,7 +51,7 @@ class Candidate:
     since: float
     held: int
     freed: Mapping[str, tuple[int, ...]]
-    # README "Node resources": node name -> what its removal gives back of the node's
+    # docs/resources.md "Node resources": node name -> what its removal gives back of the node's
     # resources (filled for a request asking some; empty otherwise).
     freed_resources: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
@@ -451,7 +451,8 @@ def _moves(
     earlier ones took.
     """
     inside = {node.name for node in nodes if node.full_path[: len(choice.path)] == choice.path}
-    # Movers ask no resources (README "Node resources"): the gang's counts do not bound them.
+    # Movers ask no resources (docs/resources.md "Node resources"): the gang's counts do not bound
+    # them.
     world = [
         replace(
             node,

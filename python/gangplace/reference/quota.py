@@ -1,4 +1,4 @@
-"""Queues and quotas (README "Queues and quotas", Q1-Q10), restated naively for the tests.
+"""Queues and quotas (docs/queues.md, Q1-Q10), restated naively for the tests.
 
 Every quantity is computed again from the queue and cohort values and the list of running
 jobs each time it is asked for: nothing is kept up to date. :class:`ReferenceTenancy` is the
@@ -74,7 +74,7 @@ class ReferenceQuotas:
         )
 
     def available(self, name: str, running: dict[str, int]) -> int:
-        """Q3, as the README states it (may be < 0 when over)."""
+        """Q3, as docs/queues.md states it (may be < 0 when over)."""
         usage, guaranteed = self.usage(name, running), self.guaranteed(name)
         parent = self._parent(name)
         if parent is None:

@@ -1,6 +1,6 @@
 """Where an allocation's ranks stand: its innermost slices and the spares for lost ranks.
 
-README "Repair after failures" and "Spares". A mixin of :class:`gangplace.reference.Cluster`
+docs/repair.md "Repair after failures" and "Spares". A mixin of :class:`gangplace.reference.Cluster`
 restating the core's ``engine/ranks.rs``; :mod:`gangplace.reference.repair` builds on it.
 """
 

@@ -1,6 +1,6 @@
 """The oracle's priority, preemption and defragmentation operations.
 
-README, "Priorities, preemption and defragmentation": a mixin of
+docs/preemption.md: a mixin of
 :class:`gangplace.reference.Cluster`, built on the pure rules of
 :mod:`gangplace.reference.preemption`.
 """
@@ -148,7 +148,7 @@ class Removals:
             elif kind == "preempt":
                 eligible = hold.preemptible and hold.priority < request.priority
             else:
-                # README E4: a hold with ended ranks no longer matches its request.
+                # docs/transactions.md E4: a hold with ended ranks no longer matches its request.
                 eligible = hold.movable and hold.priority <= request.priority and not hold.ended
                 eligible = eligible and not hold.asks  # moves re-place GPUs only
             # Fractional holds free shares, which removal sets do not count: never candidates.
@@ -161,7 +161,8 @@ class Removals:
                 name: tuple(sorted(gpus - self._nodes[name].unhealthy))
                 for name, gpus in hold.gpus.items()
             }
-            # README "Node resources": a request asking resources counts what victims free.
+            # docs/resources.md "Node resources": a request asking resources counts what victims
+            # free.
             counted = kind == "preempt" and _asks_resources(request)
             given = self._freed_resources(hold) if counted else {}
             found.append(
@@ -334,7 +335,7 @@ class Removals:
         )
         asks = self._asks(single) if single is not None else {}
         per_pod = (asks,) if asks else self._roles_asks(unit, placement)
-        if per_pod:  # README "Node resources": the new hold uses what its pods ask
+        if per_pod:  # docs/resources.md "Node resources": the new hold uses what its pods ask
             every_pod = (*placement.pods, *placement.spares)
             hold.asks, hold.res_nodes = per_pod, {pod.node for pod in every_pod}
         self._holds[hid] = hold
@@ -381,7 +382,7 @@ class Removals:
         while (placement := rules.place(views, self.levels, gang, self.policy)) is not None:
             if gang.gpu_milli is None:
                 views = preemption.taking(views, placement)
-            else:  # README "Fractions of a GPU": the copies use shares
+            else:  # docs/resources.md "Fractions of a GPU": the copies use shares
                 views = fractions.taking_shares(views, placement, gang.gpu_milli)
             for pod in placement.pods:
                 taken[pod.node] = taken.get(pod.node, 0) + 1
@@ -416,7 +417,7 @@ class Removals:
         for candidate in candidates:
             hold = self._holds[candidate.id]
             asked = hold.request
-            movable = asked is not None and not getattr(asked, "spares", 0)  # README "Spares"
+            movable = asked is not None and not getattr(asked, "spares", 0)  # docs/repair.md
             gang = self._gang(asked) if movable else None  # type: ignore[arg-type]
             evictable = hold.preemptible and hold.priority < request.priority
             movers[candidate.id] = preemption.Mover(
@@ -509,12 +510,12 @@ def _refuse_unsupported_roles(request: RolesRequest, call: str) -> None:
 def _refuse_unsupported_shapes(request: AnyRequest, call: str) -> None:
     """Preemption and defragmentation plan for single gangs of pods (no slices, no NUMA).
 
-    Both count resources besides GPUs (README "Node resources").
+    Both count resources besides GPUs (docs/resources.md "Node resources").
     """
     if is_roles(request):
         raise InvalidRequest(
             f"{call} plans for single gangs; a MultiGangRequest is placed by place_gang, "
-            'reserve, the batches and plan_preemption (README "Multi-role gangs")'
+            "reserve, the batches and plan_preemption (docs/roles.md)"
         )
     if getattr(request, "gpu_milli", None) is not None:
         raise InvalidRequest(f"{call} does not plan fractions of a GPU")

@@ -1,4 +1,4 @@
-"""Repair after failures, as readable rules: README "Repair after failures", rules R1-R5.
+"""Repair after failures, as readable rules: docs/repair.md "Repair after failures", rules R1-R5.
 
 ``plan_repair`` finds where all the lost ranks of an allocation go, or says they do not fit;
 ``explain_repair`` counts, tier by tier, how many would fit; ``repair`` holds a plan's
@@ -276,7 +276,7 @@ class Repairs(RepairPlacing):
             repaired_ranks=tuple(rank for rank, _ in fresh),
             repair_spares=tuple(taken),
         )
-        if any(asks):  # README "Node resources": the replacements hold what they ask
+        if any(asks):  # docs/resources.md "Node resources": the replacements hold what they ask
             new.gpus = {name: held for name, held in gpus.items() if held}
             new.asks = (asks[0],) if all(a == asks[0] for a in asks) else tuple(asks)
             new.res_nodes = {pod.node for _, pod in fresh}
@@ -354,7 +354,7 @@ class Repairs(RepairPlacing):
     def reserve_spares(
         self, allocation: Allocation | str, count: int, *, owner: str | None = None
     ) -> Allocation:
-        """README "Spares", S5: ``count`` more spares, all or nothing.
+        """docs/repair.md "Spares", S5: ``count`` more spares, all or nothing.
 
         In the placement's domain, or ``count`` in every innermost slice domain.
         """

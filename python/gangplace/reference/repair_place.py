@@ -1,11 +1,11 @@
-"""Where a repair's lost ranks go, as readable rules: README "Repair after failures", R2.
+"""Where a repair's lost ranks go, as readable rules: docs/repair.md "Repair after failures", R2.
 
 Lost ranks are grouped into classes placed one after another, each seeing the GPUs and the
 resources the earlier ones took: for a slice gang the lost ranks of each innermost slice,
 inside that slice's domain (slices in rank order); otherwise the lost ranks of one pod size
 and group, largest pods first, then group order, then slice order. Each class is split by
-what its ranks ask besides GPUs (README "Node resources"), in the order of each ask's lowest
-rank, and its pods count by the nodes' free resources as well as their free GPUs.
+what its ranks ask besides GPUs (docs/resources.md "Node resources"), in the order of each ask's
+lowest rank, and its pods count by the nodes' free resources as well as their free GPUs.
 :mod:`gangplace.reference.repair` builds ``plan_repair``, ``repair`` and ``reserve_spares``
 on it; the Rust core (``repair/mod.rs``) must give the same answers.
 """

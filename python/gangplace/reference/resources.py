@@ -1,4 +1,4 @@
-"""The oracle's node resources beside GPUs: README "Node resources", as plainly as it reads.
+"""The oracle's node resources beside GPUs: docs/resources.md, as plainly as it reads.
 
 A mixin of :class:`gangplace.reference.Cluster`. Nodes carry integer quantities by name; a
 hold's pods ask quantities (one mapping for all, or one per rank); what a node has in use is
@@ -92,8 +92,8 @@ class Resources:
     def _roles_asks(self, request: Any, placement: Placement) -> tuple[Mapping[str, int], ...]:
         """What each pod, then each spare, of a multi-role placement asks besides GPUs.
 
-        Its group's ``resources_per_pod`` (README "Node resources"); spares group by group
-        after the pods, as ``spares.split_groups`` lists them; ``()`` when no group asks any
+        Its group's ``resources_per_pod`` (docs/resources.md "Node resources"); spares group by
+        group after the pods, as ``spares.split_groups`` lists them; ``()`` when no group asks any
         or ``request`` is ``None``.
         """
         asks = [self._asks(group) for group in request.groups] if request is not None else []
@@ -216,7 +216,7 @@ class Resources:
     def _freed_resources(self, hold: _Hold) -> dict[str, dict[str, int]]:
         """What ``hold``'s live pods use of each node's resources, by node.
 
-        What its end gives back (README "Node resources").
+        What its end gives back (docs/resources.md "Node resources").
         """
         freed: dict[str, dict[str, int]] = {}
         for node, asks in self._pod_asks(hold):

@@ -1,4 +1,4 @@
-"""Multi-role gangs, as pure functions: the README's "Multi-role gangs" section.
+"""Multi-role gangs, as pure functions: the docs/roles.md.
 
 Several pod groups go into one domain as one all-or-nothing unit. Levels are tried finest
 first; at each, the candidate domains are those with the unit's GPUs free (over every
@@ -42,7 +42,8 @@ class MultiGang:
     required_level: str | None = None
     colocate: tuple[tuple[str, str, str], ...] = ()
     name: str = ""
-    # README "Node resources": what each group's pods ask besides GPUs (empty: none asked).
+    # docs/resources.md "Node resources": what each group's pods ask besides GPUs (empty: none
+    # asked).
     asks: tuple[Mapping[str, int], ...] = ()
 
     @property
@@ -127,7 +128,7 @@ class Planner:
         """The group's feasible nodes, without the GPUs and resources earlier groups took.
 
         A group asking resources counts each node's pods by its free resources less the
-        earlier groups' pods' asks there (README "Node resources").
+        earlier groups' pods' asks there (docs/resources.md "Node resources").
         """
         gang = self.request.groups[group]
         gpus: dict[str, set[int]] = {}
@@ -358,7 +359,7 @@ def place_roles(
 def taking_resources(
     views: Sequence[rules.NodeView], request: MultiGang, placement: Placement
 ) -> list[rules.NodeView]:
-    """The views once a unit's pods use what their groups ask (README "Node resources")."""
+    """The views once a unit's pods use what their groups ask (docs/resources.md)."""
     if not request.asks:
         return list(views)
     used: dict[str, dict[str, int]] = {}

@@ -1,6 +1,6 @@
 """The placement rules, as pure functions over a picture of the nodes.
 
-This is a transcription of the README's "Placement rules" section (the one canonical text),
+This is a transcription of the docs/placement.md (the one canonical text),
 rule by rule and in the same order, written for reading rather than speed: every function
 recomputes what it needs from the nodes it is given. ``gangplace.reference.Cluster`` (the
 oracle of the differential tests) calls :func:`place` and :func:`unschedulable_reason` on
@@ -50,16 +50,16 @@ class NodeView:
     gpu_paths: tuple[tuple[int, ...], ...] | None = None  # its GPU groups, if any
     gpu_levels: tuple[str, ...] = ()
     numa_single: bool = False  # the request counts pods per NUMA group
-    # README "Node resources": the pods of the request its free resources hold (None: the
+    # docs/resources.md "Node resources": the pods of the request its free resources hold (None: the
     # request asks none), and the resource that bounds them (fewest pods, then first name).
     resource_pods: int | None = None
     bound_by: str | None = None
-    # README "Fractions of a GPU": the thousandths each pod of the request asks (None: whole
-    # GPUs), and ``(gpu, room)`` of every GPU a share may use (free, or shared and healthy).
+    # docs/resources.md "Fractions of a GPU": the thousandths each pod of the request asks (None:
+    # whole GPUs), and ``(gpu, room)`` of every GPU a share may use (free, or shared and healthy).
     milli: int | None = None
     room: tuple[tuple[int, int], ...] = ()
-    # README "Node resources", for a request asking some: the node's free resources by name,
-    # what its use passes its capacity by (a capacity that shrank under running pods: freed
+    # docs/resources.md "Node resources", for a request asking some: the node's free resources by
+    # name, what its use passes its capacity by (a capacity that shrank under running pods: freed
     # amounts pay that back first), and what each pod of the request asks. Multi-role
     # groups read ``resources`` less what the earlier groups took; preemption adds back what
     # its victims free (empty: not asked).
@@ -81,7 +81,7 @@ class NodeView:
         """The pods its free GPUs hold (per NUMA group with ``numa="single"``).
 
         No bound for pods without GPUs: their resources count them. Fractional pods: the
-        shares the GPUs' room holds (README "Fractions of a GPU").
+        shares the GPUs' room holds (docs/resources.md "Fractions of a GPU").
         """
         if self.milli is not None:
             return fractions.share_pods(self.room, self.milli)
@@ -115,7 +115,7 @@ class Gang:
     slices: tuple[tuple[str, int], ...] = ()
     spread: str = "pack"
     numa: str = "none"
-    gpu_milli: int | None = None  # README "Fractions of a GPU" (then ``gpus_per_pod`` is 0)
+    gpu_milli: int | None = None  # docs/resources.md (then ``gpus_per_pod`` is 0)
 
 
 # Rule 1: feasible nodes, and capacity in whole pods.
@@ -254,7 +254,7 @@ def balanced(
     units: int,
     place: Callable[[Path, int], list[PodPlacement]],
 ) -> list[PodPlacement]:
-    """The balanced spread (README "Balanced spread").
+    """The balanced spread (docs/shapes.md "Balanced spread").
 
     As many children as :func:`fill` would use (the fewest whose largest capacities reach
     ``units``), chosen by (capacity descending, path); each gets ``min(capacity, L)`` for the
@@ -316,8 +316,8 @@ def take_gpus(node: NodeView, pods: int, gpus_per_pod: int) -> list[PodPlacement
     """Rule 5: each pod takes the lowest-indexed free healthy GPUs of the node.
 
     On a node with GPU groups, the GPUs :func:`gangplace.reference.gpus.choose` picks. Pods
-    without GPUs (README "Node resources") take none; fractional pods take a share of one GPU
-    each by rule F2 (README "Fractions of a GPU").
+    without GPUs (docs/resources.md "Node resources") take none; fractional pods take a share of one
+    GPU each by rule F2 (docs/resources.md "Fractions of a GPU").
     """
     if node.milli is not None:
         chosen = fractions.take_shares(node.room, node.milli, pods)
@@ -358,7 +358,7 @@ def place(
     Rule 7: when no allowed domain holds ``gang.pods`` and ``min_pods`` is smaller, the
     largest capacity of a single domain at the coarsest allowed level is taken if it reaches
     ``min_pods``, and that many pods are placed by rules 2-6. With slices, capacities are
-    pods in whole outermost slices and pods go by :func:`spread_slices` (README "Slices").
+    pods in whole outermost slices and pods go by :func:`spread_slices` (docs/shapes.md "Slices").
 
     Raises:
         ValueError: An unknown level, or slice levels that do not nest.
@@ -397,7 +397,7 @@ def place(
     return Placement(pods_in_order, level_name(levels, depth), path, sliced)
 
 
-# Slices (README "Slices").
+# Slices (docs/shapes.md "Slices").
 
 SliceCounter = Callable[[Path, int], int]
 """Slices of a layer that a path holds: ``count(path, layer)``."""
@@ -542,7 +542,7 @@ def unschedulable_reason(nodes: Sequence[NodeView], levels: Sequence[str], gang:
 
 
 def limited_by(nodes: Sequence[NodeView], gpus_per_pod: int) -> str | None:
-    """README "Node resources": the resource that bounds the most of ``nodes``.
+    """docs/resources.md "Node resources": the resource that bounds the most of ``nodes``.
 
     Bounds: keeps below the pods their free GPUs hold. Ties go to the first name; ``None``
     when none does.

@@ -1,4 +1,4 @@
-"""The Scheduler rules of the README (S1-S14), implemented naively, for the tests.
+"""The Scheduler rules of docs/scheduler.md (S1-S14), implemented naively, for the tests.
 
 Every cycle sorts the whole queue and walks it job by job; every form change is found by
 looking at every job. Nothing here is grouped, cached or indexed: it is the readable

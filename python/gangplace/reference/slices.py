@@ -1,4 +1,4 @@
-"""Slices, as pure functions: the README's "Slices" section in readable Python.
+"""Slices, as pure functions: the docs/shapes.md "Slices" in readable Python.
 
 A slice layer ``(level, k)`` asks that ranks ``j*k`` to ``(j+1)*k - 1`` lie in one domain of
 ``level``; layers nest, outermost first. Here a layer is resolved to ``(depth, k)``. The

@@ -99,7 +99,7 @@ class GroupRecord:
 
 @dataclass(frozen=True)
 class RolesRecord:
-    """A multi-role request as a snapshot keeps it (README "Multi-role gangs")."""
+    """A multi-role request as a snapshot keeps it (docs/roles.md)."""
 
     groups: tuple[GroupRecord, ...]
     required_level: str | None

@@ -1,4 +1,4 @@
-"""Spares, as readable rules: README "Spares".
+"""Spares, as readable rules: docs/repair.md "Spares".
 
 A request with ``spares`` is placed as the gang it folds into: without slices ``pods + spares``
 pods (at least ``min_pods + spares``); with slices, every innermost slice of ``k`` pods grows

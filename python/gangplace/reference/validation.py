@@ -1,7 +1,7 @@
 """The oracle's checks of a placement or plan against the current state.
 
-README, "Transactions": a pod's node must exist, be uncordoned and lie in the placement's
-domain, and every GPU must exist, be named once, and be free and healthy; otherwise
+docs/transactions.md "Transactions": a pod's node must exist, be uncordoned and lie in the
+placement's domain, and every GPU must exist, be named once, and be free and healthy; otherwise
 ``Conflict`` (texts from :mod:`gangplace.reference.texts`). A mixin of
 :class:`gangplace.reference.Cluster`, used by ``reserve``, preemption and repair.
 """

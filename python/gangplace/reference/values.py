@@ -181,8 +181,8 @@ class Placement:
     domain: Path
     slices: tuple[Path, ...] = ()
     groups_counts: tuple[tuple[str, int], ...] = ()  # multi-role gangs: (group, pods)
-    spares: tuple[PodPlacement, ...] = ()  # README "Spares": held, not ranks
-    gpu_milli: int | None = None  # README "Fractions of a GPU": each pod's share of its GPU
+    spares: tuple[PodPlacement, ...] = ()  # docs/repair.md "Spares": held, not ranks
+    gpu_milli: int | None = None  # docs/resources.md: each pod's share of its GPU
 
     @property
     def groups(self) -> dict[str, tuple[PodPlacement, ...]]:
@@ -244,12 +244,12 @@ class Reservation:
     movable: bool = False
     since: float = 0.0
     request: AnyRequest | None = None
-    repairs: str | None = None  # README "Repair": a repair reservation's allocation
+    repairs: str | None = None  # docs/repair.md: a repair reservation's allocation
     repaired_ranks: tuple[int, ...] = ()  # the ranks its pods replace, in pod order
 
     @property
     def spares(self) -> tuple[PodPlacement, ...]:
-        """Its spare pods (README "Spares")."""
+        """Its spare pods (docs/repair.md "Spares")."""
         return self.placement.spares
 
 
@@ -265,12 +265,12 @@ class Allocation:
     movable: bool = False
     since: float = 0.0
     request: AnyRequest | None = None
-    lost: tuple[int, ...] = ()  # README "Repair": ranks with a removed node or unhealthy GPU
-    ended: tuple[int, ...] = ()  # README "Ending some pods": ranks ``release_pods`` ended
+    lost: tuple[int, ...] = ()  # docs/repair.md: ranks with a removed node or unhealthy GPU
+    ended: tuple[int, ...] = ()  # docs/transactions.md: ranks ``release_pods`` ended
 
     @property
     def spares(self) -> tuple[PodPlacement, ...]:
-        """Its spare pods (README "Spares")."""
+        """Its spare pods (docs/repair.md "Spares")."""
         return self.placement.spares
 
 
@@ -283,7 +283,7 @@ class PreemptionPlan:
     victims: tuple[str, ...]
     victim_gpus: int
     max_victim_priority: int | None
-    chosen_victims: bool = False  # README P7
+    chosen_victims: bool = False  # docs/preemption.md P7
 
 
 @dataclass(frozen=True)
@@ -321,7 +321,7 @@ class NodeInfo:
     unhealthy: tuple[int, ...]
     resources: dict[str, int] = field(default_factory=dict)
     free_resources: dict[str, int] = field(default_factory=dict)
-    shared: dict[int, int] = field(default_factory=dict)  # README "Fractions of a GPU"
+    shared: dict[int, int] = field(default_factory=dict)  # docs/resources.md "Fractions of a GPU"
 
 
 @dataclass(frozen=True)

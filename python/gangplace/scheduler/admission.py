@@ -1,4 +1,4 @@
-"""Admission: whether a job could ever start (README, Scheduler rule S2).
+"""Admission: whether a job could ever start (docs/scheduler.md, Scheduler rule S2).
 
 A job is refused at ``submit`` when its most relaxed form (``min_pods`` if elastic, the
 coarsest level its ladder reaches) cannot be placed on the cluster *as built*: every node

@@ -1,4 +1,4 @@
-"""The checks of the Scheduler's arguments (README "Scheduler", S2, S6, S7).
+"""The checks of the Scheduler's arguments (docs/scheduler.md, S2, S6, S7).
 
 Each raises a typed error before anything is queued or changed.
 """

@@ -1,4 +1,4 @@
-"""Preemption's brakes (README "Scheduler", rule S11).
+"""Preemption's brakes (docs/scheduler.md, rule S11).
 
 A blocked head may evict lower-priority jobs (S7) only within limits: victims committed at
 least ``min_runtime`` seconds ago and not preempted less than ``cooldown`` seconds ago (the
@@ -112,7 +112,7 @@ class Brakes:
         ``victim_of(allocation_id)`` gives a victim's owner and GPUs; ``allocation_of(job_id)``
         a running job's allocation (``None`` when it is not running); ``candidates`` the
         only allocations that may be victims, whatever their priority (a queue's reclaim,
-        README P7 and Q6).
+        docs/preemption.md P7 and Q6).
         """
         left = self._victims_left()
         if left == 0:

@@ -1,4 +1,4 @@
-"""One scheduling cycle over the class-grouped queue (README, rules S4-S8).
+"""One scheduling cycle over the class-grouped queue (docs/scheduler.md, rules S4-S8).
 
 The walk visits jobs in queue order, but through their classes (see
 :mod:`gangplace.scheduler.queue`): a heap holds one candidate per class. Until the first job
@@ -12,7 +12,7 @@ reservations only grow, so a job that failed while kept off the reservations up 
 keeps that *bound* and offers only jobs ending by it. When preemption or defragmentation
 makes room for the head, the walk starts over.
 
-With queues (README "Queues and quotas"), a job also waits when its queue's quota does not
+With queues (docs/queues.md), a job also waits when its queue's quota does not
 let it start (Q4), a ``queueing="fifo"`` queue's first blocked job stops the rest of that
 queue (Q9), and each queue's first blocked job may reclaim (Q5-Q7), after which the walk
 starts over. With fair sharing the heap is keyed by each class's queue share first (Q8):
@@ -255,7 +255,8 @@ class _Walk:
         end = now + job.walltime if job.walltime is not None else math.inf
         plain = self.head is None or self.backfill == "any"
         if not plain and math.isinf(end) and self.reservations.blind():
-            self._fail(key, BLIND_BOUND, "untimed")  # README S5: it never passes a blind one
+            # S5: a job without a walltime never passes a blind reservation
+            self._fail(key, BLIND_BOUND, "untimed")
             return "nofit"
         quota_bound = math.inf if plain else self.reservations.quota_bound(job.owner)
         if end > quota_bound:

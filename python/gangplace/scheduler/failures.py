@@ -1,4 +1,4 @@
-"""Running jobs that lost hardware (README "Scheduler", rule S13).
+"""Running jobs that lost hardware (docs/scheduler.md, rule S13).
 
 Each cycle begins here: the engine lists the allocations with lost ranks
 (``Cluster.allocations(lost=True)``), and every one the scheduler started is handled by its

@@ -1,4 +1,4 @@
-"""Every job's history: its waits, runs and stops (README "Scheduler", rule S14).
+"""Every job's history: its waits, runs and stops (docs/scheduler.md, rule S14).
 
 The scheduler records, per job, what happened to it and when: submitted, each start, each
 stop (preempted, requeued, failed), moves and repairs, and how it ended (finished,

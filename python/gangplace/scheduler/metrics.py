@@ -19,7 +19,7 @@ Names follow Volcano's and the scheduler-plugins' (``podgroup_pending_duration_s
   ``gangplace_requeues_total`` (running jobs queued again: preempted, ``requeue``, or lost
   ranks), ``gangplace_repairs_total`` and ``gangplace_failed_jobs_total`` (running jobs with
   lost ranks repaired in place, or ended: rule S13).
-- Per queue (label ``queue``; README "Queues and quotas", Q10), after every cycle:
+- Per queue (label ``queue``; docs/queues.md, Q10), after every cycle:
   ``gangplace_queue_usage_gpus``, ``gangplace_queue_nominal_gpus``,
   ``gangplace_queue_borrowed_gpus``, ``gangplace_queue_lent_gpus``,
   ``gangplace_queue_pending_jobs``, ``gangplace_queue_weighted_share`` (gauges),
@@ -174,7 +174,7 @@ class SchedulerMetrics:
         self._owners_seen |= set(counts)
 
     def queues_done(self, tenancy: Any, pending: dict[str, int]) -> None:
-        """After a cycle: every queue's gauges and counters (README Q10)."""
+        """After a cycle: every queue's gauges and counters (docs/queues.md Q10)."""
         from prometheus_client import Counter, Gauge
 
         if not hasattr(self, "queue_gauges"):

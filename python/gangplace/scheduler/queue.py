@@ -5,7 +5,7 @@ pod, effective ``min_pods`` and required level, selector, and owner (caps and qu
 owner). Inside a cycle the free GPUs only shrink (until room is made by preemption, which
 restarts the walk), so once one job of a class fails to fit, every later one fails too: a
 cycle tries classes, not jobs, and its cost grows with the number of classes and of starts,
-not with the length of the queue (README, Scheduler rule S5).
+not with the length of the queue (docs/scheduler.md, Scheduler rule S5).
 """
 
 from __future__ import annotations
@@ -44,15 +44,15 @@ class QueuedJob:
     # ``effective()`` for the form it was made for: (level, elastic, request)
     _current: tuple[str | None, bool, GangRequest] | None = field(default=None, repr=False)
     fewest_gpus: int = 0  # the fewest GPUs it can start with in its current form
-    on_failure: str = "requeue"  # README rule S13
-    queue: str | None = None  # README "Queues and quotas"
+    on_failure: str = "requeue"  # docs/scheduler.md rule S13
+    queue: str | None = None  # docs/queues.md
     # running state
     allocation_id: str | None = None
     started_at: float | None = None
     held_gpus: int = 0  # GPUs its allocation holds, spares included (set when it starts)
 
     def form_at(self, now: float) -> tuple[str | None, bool]:
-        """``(required_level, elastic)`` at ``now`` (README, rule S3).
+        """``(required_level, elastic)`` at ``now`` (docs/scheduler.md, rule S3).
 
         A step of ``s`` seconds applies once ``wait_began + s <= now``: the same sum as the
         due time of the step, so that a due step always changes the form.
@@ -95,7 +95,7 @@ class QueuedJob:
         return cached[2]
 
     def set_form(self, level: str | None, elastic: bool) -> None:
-        """Its current form (README S3), and the fewest GPUs it can start with in it."""
+        """Its current form (docs/scheduler.md S3), and the fewest GPUs it can start with in it."""
         self.level, self.elastic = level, elastic
         self.fewest_gpus = self._count_fewest()
 
@@ -103,11 +103,12 @@ class QueuedJob:
         """The fewest GPUs it can start with in its current form."""
         request = self.request
         pods = (request.min_pods or request.pods) if self.elastic else request.pods
-        if request.spares:  # README "Spares": they are placed with the gang
+        if request.spares:  # docs/repair.md "Spares": they are placed with the gang
             inner = request.slices[-1][1] if request.slices else None
             spares = request.spares
             pods = pods + spares if inner is None else pods // inner * (inner + spares)
-        # A fraction holds no whole GPU (README "Fractions of a GPU"): free GPUs bound nothing.
+        # A fraction holds no whole GPU (docs/resources.md "Fractions of a GPU"): free GPUs bound
+        # nothing.
         return 0 if request.gpu_milli is not None else pods * request.gpus_per_pod
 
 
@@ -122,7 +123,7 @@ class JobClass:
     block with its last order and its shortest walltime (``inf`` when none of its jobs has
     one), so that EASY backfill's question, the first job after a given one that ends by the
     shadow time, skips whole blocks of longer jobs instead of reading them one by one
-    (README, rule S5; issue 25, item 6).
+    (docs/scheduler.md, rule S5; issue 25, item 6).
     """
 
     blocks: list[list[OrderKey]] = field(default_factory=list)

@@ -1,4 +1,4 @@
-"""Queues and cohorts: the quota model of the Scheduler (README "Queues and quotas", Q1-Q4).
+"""Queues and cohorts: the quota model of the Scheduler (docs/queues.md, Q1-Q4).
 
 :class:`Queue` and :class:`Cohort` are frozen values, checked when built; :class:`QuotaTree`
 checks how they hang together (names, parents, cycles) when the Scheduler is built, and
@@ -127,7 +127,7 @@ def _shown(value: object) -> str:
 
 
 class Cohort(_Frozen):
-    """A pool that queues (and child cohorts) lend to and borrow from (README Q1).
+    """A pool that queues (and child cohorts) lend to and borrow from (docs/queues.md Q1).
 
     Args:
         name: Unique among queues and cohorts (1 to 253 bytes).
@@ -176,7 +176,7 @@ class Cohort(_Frozen):
 
 
 class Queue(_Frozen):
-    """A team's queue: its guaranteed GPUs, what it may borrow and lend (README Q1-Q9).
+    """A team's queue: its guaranteed GPUs, what it may borrow and lend (docs/queues.md Q1-Q9).
 
     Args:
         name: Unique among queues and cohorts (1 to 253 bytes); ``Scheduler.submit(queue=...)``
@@ -313,7 +313,7 @@ class _Node:
 
 
 class QuotaTree:
-    """Every queue and cohort, their quotas (README Q2) and their current usage.
+    """Every queue and cohort, their quotas (docs/queues.md Q2) and their current usage.
 
     Raises:
         InvalidRequest: Two queues or two cohorts of one name, a name used by a queue and a
@@ -368,7 +368,7 @@ class QuotaTree:
             node = node.parent
 
     def _set_quotas(self, node: _Node, root: _Node) -> None:
-        """README Q2, bottom up: ``subtree`` and ``guaranteed`` of every node under ``node``."""
+        """Q2 (docs/queues.md), bottom up: ``subtree`` and ``guaranteed`` under ``node``."""
         node.root = root
         node.subtree = node.nominal
         for child in node.children:
@@ -396,7 +396,7 @@ class QuotaTree:
         return self.nodes[name].usage
 
     def available(self, queue: str) -> int:
-        """README Q3: the most GPUs a new job of ``queue`` may take now (>= 0)."""
+        """docs/queues.md Q3: the most GPUs a new job of ``queue`` may take now (>= 0)."""
         return max(0, available_of(self.nodes[queue]))
 
     def reachable(self, queue: str) -> int:
@@ -409,7 +409,7 @@ class QuotaTree:
         return max(0, node.usage - node.nominal)
 
     def share(self, queue: str, extra: int = 0) -> float:
-        """README Q8: the queue's weighted share, with ``extra`` GPUs more in use.
+        """docs/queues.md Q8: the queue's weighted share, with ``extra`` GPUs more in use.
 
         What it borrows over the GPUs its root cohort's tree holds, divided by its weight:
         0 while within its nominal quota; ``inf`` for a weight of 0 that borrows.
@@ -420,7 +420,7 @@ class QuotaTree:
         """GPUs of ``queue``'s unused lendable quota that borrowers of its tree use.
 
         The tree's borrowed GPUs are counted against its queues' unused lendable quota in
-        proportion to it (a metric; README Q9).
+        proportion to it (a metric; docs/queues.md Q9).
         """
         node = self.nodes[queue]
         if node.parent is None:
@@ -438,7 +438,7 @@ class QuotaTree:
 
 
 def share_of(node: _Node, extra: int = 0) -> float:
-    """README Q8 for a node of the tree (see :meth:`QuotaTree.share`)."""
+    """docs/queues.md Q8 for a node of the tree (see :meth:`QuotaTree.share`)."""
     borrowed = node.usage + extra - node.nominal
     if borrowed <= 0:
         return 0.0
@@ -448,9 +448,9 @@ def share_of(node: _Node, extra: int = 0) -> float:
 
 
 def available_of(node: _Node, *, empty: bool = False) -> int:
-    """README Q3: what the node may take now (may be < 0 when over).
+    """docs/queues.md Q3: what the node may take now (may be < 0 when over).
 
-    With ``empty``: what it could take with nothing running anywhere. The README's
+    With ``empty``: what it could take with nothing running anywhere. docs/queues.md's
     recursion is evaluated from the root down: for each node below the root, what its
     parent may take, capped by its borrowing limit, plus its unused guarantee.
     """

@@ -1,12 +1,12 @@
-"""Why a pending job is not running (README, Scheduler rule S10), from the last cycle's walk.
+"""Why a pending job is not running (docs/scheduler.md, S10), from the last cycle's walk.
 
 A cycle records, per class of jobs it tried, why the class stopped (``"nofit"``: its next
 job did not fit; ``"beside"``: it did not fit off the reserved GPUs; ``"untimed"``: no
 walltime behind a head whose start cannot be predicted; ``"quota-reserved"``: a reserved
 job of its owner needs the quota; ``"quota"``: its owner's quota; ``"queue-quota"``: its
 queue's quota; ``"fifo"``: behind its fifo queue's blocked job), which job was the
-blocked head, and the reservations made (README S5). :func:`pending_reason` turns that into
-one sentence per job in constant time, so that ``Scheduler.pending()`` costs O(jobs) (plus
+blocked head, and the reservations made (docs/scheduler.md S5). :func:`pending_reason` turns that
+into one sentence per job in constant time, so that ``Scheduler.pending()`` costs O(jobs) (plus
 the sort into queue order) however large the cluster: it never asks the engine.
 ``Scheduler.explain`` asks it about one job.
 """

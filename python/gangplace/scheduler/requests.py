@@ -34,9 +34,9 @@ def copied(request: GangRequest, **changes: Any) -> GangRequest:
 def whole_gpus(request: GangRequest) -> GangRequest:
     """``request`` with whole GPUs for fractions.
 
-    ``place_after`` counts resources besides GPUs (README "Node resources") but not shares of
-    a GPU, so a fractional pod's reservation is a whole GPU (README "Fractions of a GPU": a
-    reservation that holds more than the pod uses, never less).
+    ``place_after`` counts resources besides GPUs (docs/resources.md "Node resources") but not
+    shares of a GPU, so a fractional pod's reservation is a whole GPU (docs/resources.md "Fractions
+    of a GPU": a reservation that holds more than the pod uses, never less).
     """
     if request.gpu_milli is None:
         return request

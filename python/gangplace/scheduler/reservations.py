@@ -1,4 +1,4 @@
-"""Backfill reservations: where and when blocked jobs will start (README "Scheduler", S5).
+"""Backfill reservations: where and when blocked jobs will start (docs/scheduler.md, S5).
 
 With ``backfill="easy"`` the blocked head, with ``"conservative"`` the first
 ``reservation_depth`` jobs that do not fit, each get a **shadow placement**: the placement
@@ -93,8 +93,8 @@ class WalkReservations:
         """The placements a job ending at ``end`` must keep out of, and its failure bound.
 
         They are those of every reservation whose time comes before ``end`` (passed whole to
-        ``reserve(avoid=...)``: README L3); the bound is the latest such time (``-inf`` when
-        there is none): if the job does not fit, no job of its class ending after the bound
+        ``reserve(avoid=...)``: docs/preemption.md L3); the bound is the latest such time (``-inf``
+        when there is none): if the job does not fit, no job of its class ending after the bound
         fits either.
         """
         placements: list[Placement] = []

@@ -88,7 +88,7 @@ class Tenancy:
         del self.jobs[job.queue][job.job_id]
 
     def room(self, job: QueuedJob) -> int:
-        """README Q4: GPUs the job's queue lets it take now.
+        """docs/queues.md Q4: GPUs the job's queue lets it take now.
 
         A job that cannot be preempted never borrows: at most its queue's unused nominal.
         """
@@ -121,7 +121,7 @@ class Tenancy:
     # ------------------------------------------------------------------ reclaim
 
     def candidates(self, job: QueuedJob) -> tuple[list[QueuedJob], list[QueuedJob]]:
-        """README Q6: the running jobs ``job`` may preempt: other queues', then its own.
+        """docs/queues.md Q6: the running jobs ``job`` may preempt: other queues', then its own.
 
         In no particular order (the engine sorts its candidates by id itself); ``ordered``
         sorts them as Q7 takes extra victims.

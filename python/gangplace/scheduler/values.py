@@ -12,7 +12,7 @@ __all__ = ["Decisions", "Moved", "PendingJob", "Repaired", "RunningJob", "Shadow
 
 @dataclass(frozen=True)
 class Shadow:
-    """A blocked job's reservation (README "Scheduler", S5).
+    """A blocked job's reservation (docs/scheduler.md, S5).
 
     Attributes:
         job_id: The job.
@@ -95,7 +95,7 @@ class Repaired:
 
 
 class PendingReasons(Mapping[str, str]):
-    """Job id -> why it did not start in one cycle (README rule S12), read-only.
+    """Job id -> why it did not start in one cycle (docs/scheduler.md rule S12), read-only.
 
     Made when first read, from that cycle's walk; the scheduler freezes it before it next
     changes (a submit, finish, cancel, requeue or cycle), so it always tells that cycle's
@@ -147,7 +147,7 @@ class Decisions:
         head: The blocked head of the last walk (the first job that did not fit, not for
             quota), or ``None`` when no job was blocked.
         repaired: Running jobs with lost ranks repaired in place (``on_failure="repair"``,
-            README rule S13), before the walk.
+            docs/scheduler.md rule S13), before the walk.
         requeued: Running jobs with lost ranks released and queued again at their position
             (``on_failure="requeue"``, or a repair that did not fit).
         failed: Running jobs with lost ranks ended for good (``on_failure="fail"``).
@@ -182,8 +182,8 @@ class PendingJob:
         reason: Why it is not running: the engine's explanation, or the owner's or its
             queue's quota.
         shadow: Its backfill reservation from the last cycle (where and when it is predicted
-            to start), if it got one (README rule S5).
-        queue: Its queue (README "Queues and quotas"), or ``None`` without queues.
+            to start), if it got one (docs/scheduler.md rule S5).
+        queue: Its queue (docs/queues.md), or ``None`` without queues.
 
     """
 

@@ -48,7 +48,7 @@ class ClusterSpec:
         unhealthy: Per node, a bitmask of unhealthy GPUs.
         numa_split: Every node of an even GPU count has two NUMA halves (the NUMA-split
             scenario: GPUs ``0..g/2`` on socket 0, the rest on socket 1).
-        resources: Resources besides GPUs (README "Node resources"): name -> one quantity
+        resources: Resources besides GPUs (docs/resources.md "Node resources"): name -> one quantity
             per node, in base units (a node list's ``cpu_milli`` as ``cpu`` and
             ``memory_mib`` as ``memory`` in bytes); empty when the spec gives none.
 

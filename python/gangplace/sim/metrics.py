@@ -1,4 +1,4 @@
-"""Metrics of a replay: the figures of ``report.json`` (README, "Simulation").
+"""Metrics of a replay: the figures of ``report.json`` (docs/command-line.md).
 
 Definitions (times in seconds of the trace):
 

@@ -1,4 +1,4 @@
-"""Paired comparisons of policies, seed by seed (README "Paired comparisons").
+"""Paired comparisons of policies, seed by seed (docs/command-line.md "Paired comparisons").
 
 Every policy replays the same job stream per seed, so the fair comparison of two policies is
 over the per-seed differences of a figure, with their own 95% interval.

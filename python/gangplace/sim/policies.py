@@ -13,7 +13,7 @@
   is repaired in place (``plan_repair(widen=True)``, ``repair``, ``commit_repair``: the job
   resumes from its last checkpoint on the repaired placement, keeping its other pods)
   instead of requeueing the job; ``+spares`` also holds ``SimSettings.spares`` spare pods
-  next to every gang, so that repairs take spares first (README "Repair after failures",
+  next to every gang, so that repairs take spares first (docs/repair.md "Repair after failures",
   "Spares"). A job is requeued only when no repair fits.
 - ``best-fit+preempt``, ``best-fit+defrag``: the same with preemption, or defragmentation, for
   the blocked head (jobs of the trace carry their priorities; every job is preemptible and,
@@ -268,7 +268,7 @@ class GangPolicy:
         """A GPU failed under these holds: the cycle at ``now`` handles their jobs.
 
         The scheduler repairs in place (``+repair``, ``+spares``: ``on_failure="repair"``)
-        or requeues them (README "Scheduler", rule S13); ``schedule`` reports it to the
+        or requeues them (docs/scheduler.md, rule S13); ``schedule`` reports it to the
         replay. Here only a failed spare (no rank lost: the job runs on) is counted.
         """
         assert self.scheduler is not None
@@ -354,7 +354,7 @@ class PodByPodPolicy:
 
     @staticmethod
     def gpu_milli(job: Job) -> int | None:
-        """The job's fraction of a GPU (README "Fractions of a GPU"); ``None``: whole."""
+        """The job's fraction of a GPU (docs/resources.md "Fractions of a GPU"); ``None``: whole."""
         return job.gpu_milli
 
     def __init__(self) -> None:

@@ -1,4 +1,4 @@
-"""Queues in the simulator: ``gangplace simulate --queues FILE`` (README "Queues and quotas").
+"""Queues in the simulator: ``gangplace simulate --queues FILE`` (docs/queues.md).
 
 The file (JSON, or YAML when PyYAML is installed) lists the cohorts and queues, whether fair
 sharing is on, and which queue each trace owner submits to::

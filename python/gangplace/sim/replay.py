@@ -66,8 +66,8 @@ class JobRecord:
     spread_gpu_s: float = 0.0  # GPU-seconds its placements cost beyond its reference span
     numa_split: bool = False  # a pod of its current placement spans two NUMA halves
     generation: int = 0  # bumps when a start is undone (stale finish events are ignored)
-    spare_gpus: int = 0  # GPUs its allocation holds as spares now (README "Spares")
-    busy_milli: int = 0  # thousandths of GPUs it uses while it runs (a fraction: README
+    spare_gpus: int = 0  # GPUs its allocation holds as spares now (docs/repair.md "Spares")
+    busy_milli: int = 0  # thousandths of GPUs it uses while it runs (a fraction: docs/resources.md
     # "Fractions of a GPU"; else its GPUs x 1000)
     spare_since_s: float = 0.0
     # pod-by-pod

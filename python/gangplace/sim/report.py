@@ -196,7 +196,7 @@ def group_lines(report: dict[str, Any], scale: float, unit: str) -> list[str]:
 
 
 def queue_lines(report: dict[str, Any], scale: float, unit: str) -> list[str]:
-    """With ``--queues``: one line per policy and queue (README "Queues and quotas")."""
+    """With ``--queues``: one line per policy and queue (docs/queues.md)."""
     lines = []
     for name, entry in report["policies"].items():
         for queue, figures in (entry.get("queues") or {}).items():
@@ -234,7 +234,7 @@ def _trace_lines(report: dict[str, Any]) -> list[str]:
         count = report["jobs"]["count"]
         lines.append(
             f"fractions: {fractions:,} of the {count:,} GPU pods ask part of a GPU (gpu_milli < "
-            '1000), placed as shares of one GPU (README "Fractions of a GPU"; policies with '
+            "1000), placed as shares of one GPU (docs/resources.md; policies with "
             "quotas or queues give them whole GPUs); busy GPUs and arrived load count each "
             "pod's share"
         )
@@ -242,7 +242,7 @@ def _trace_lines(report: dict[str, Any]) -> list[str]:
     if modelled:
         lines.append(
             "modelled besides GPUs: each pod's " + ", ".join(modelled) + " against its "
-            'node\'s (README "Node resources")'
+            'node\'s (docs/resources.md "Node resources")'
         )
     unmodelled = report["jobs"].get("unmodelled_requests")
     if unmodelled:

@@ -1,4 +1,4 @@
-"""Scenarios layered on a trace (README, "Simulation"; each one runs in the tests).
+"""Scenarios layered on a trace (docs/command-line.md; each one runs in the tests).
 
 - **Priorities** (``high_priority_share``): each job of priority 0 becomes priority 1 with
   this probability, seeded by the workload seed (a GUESSED mix: the public traces carry no

@@ -24,7 +24,7 @@ LLAMA3_FAILURES_PER_GPU_HOUR = 419 / (54 * 24 * 16_384)
 
 @dataclass(frozen=True)
 class SimSettings:
-    """How the policies run (see the README's "Simulation" section for each one).
+    """How the policies run (see the docs/command-line.md for each one).
 
     Attributes:
         order: Queue order of the gang policies: ``"fifo"`` or ``"priority"``.
@@ -44,7 +44,7 @@ class SimSettings:
             from the workload seed).
         quotas: Owner -> GPU quota for every gang policy.
         queues: The queues file's content (:mod:`gangplace.sim.queues`): the gang policies
-            run the Scheduler with those queues and cohorts (README "Queues and quotas").
+            run the Scheduler with those queues and cohorts (docs/queues.md).
         failures_per_gpu_hour: Rate of injected GPU failures (0: none).
         repair_s: How long a failed GPU stays unhealthy.
         checkpoint_s: A stopped job (failure, preemption) resumes from its last checkpoint,

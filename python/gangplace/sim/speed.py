@@ -1,7 +1,7 @@
 """What placement does to a job's speed: run-time factors by the widest level its pods span.
 
-The contract is the README's "Placement and speed" paragraph of the "Simulation" section;
-docs/simulation.md shows the cited table and where every value comes from.
+The contract is the docs/command-line.md "Placement and speed" paragraph of the "Simulation"
+section; docs/simulation.md shows the cited table and where every value comes from.
 
 A model gives, per job type, the relative run time ``T(span)`` of a job whose pods span one
 ``node``, several nodes of one ``rack``, one ``spine`` (the level above the rack) or ``wider``,

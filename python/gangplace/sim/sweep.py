@@ -249,7 +249,7 @@ def _loopback_only() -> None:
 
 
 def local_ray_options(workers: int | None, temp: Path) -> dict[str, Any]:
-    """``ray.init`` options of a local Ray that stays on this machine (README "Sweeps").
+    """``ray.init`` options of a local Ray that stays on this machine (docs/command-line.md).
 
     With :data:`LOCAL_ONLY` in force (the sweep sets it before importing Ray), every Ray
     process binds to 127.0.0.1; there is no dashboard; temporary files go to ``temp``, which

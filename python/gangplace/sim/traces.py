@@ -76,10 +76,10 @@ class Job:
             ``"ResNet-50 (batch size 64)"``): keys the placement model
             (:mod:`gangplace.sim.speed`).
         resources_per_pod: What each pod asks besides GPUs, ``(name, quantity)`` in base
-            units (README "Node resources"; Alibaba ``cpu_milli`` as ``cpu``, ``memory_mib``
-            as ``memory`` in bytes); empty when the trace gives none.
+            units (docs/resources.md "Node resources"; Alibaba ``cpu_milli`` as ``cpu``,
+            ``memory_mib`` as ``memory`` in bytes); empty when the trace gives none.
         gpu_milli: The thousandths of one GPU each pod asks (Alibaba ``gpu_milli`` < 1000 on a
-            one-GPU pod; README "Fractions of a GPU"); ``None``: whole GPUs.
+            one-GPU pod; docs/resources.md "Fractions of a GPU"); ``None``: whole GPUs.
 
     """
 
@@ -204,7 +204,7 @@ def read_alibaba(path: str | Path, *, gpus_per_node: int = 8) -> list[Job]:
     """An Alibaba GPU trace v2023 pod list (``openb_pod_list_*.csv``).
 
     Pods without GPUs are skipped; a one-GPU pod asking a fraction of it (``gpu_milli <
-    1000``) keeps it (``Job.gpu_milli``: README "Fractions of a GPU"). With times, a pod
+    1000``) keeps it (``Job.gpu_milli``: docs/resources.md "Fractions of a GPU"). With times, a pod
     arrives at its ``creation_time`` and runs from its ``scheduled_time`` to its
     ``deletion_time`` (so its queue time in the real cluster is not counted as run time);
     ``real_wait_s`` keeps that real queue time. A pod without a ``scheduled_time`` never ran:
@@ -303,7 +303,7 @@ def _pod_resources(row: dict[str, str], pods: int, where: str) -> tuple[tuple[st
 def with_cluster_resources(trace: Trace, offered: set[str]) -> Trace:
     """``trace`` with each pod asking only the resources the cluster's nodes offer.
 
-    The columns of the others are named as not modelled (README "Node resources").
+    The columns of the others are named as not modelled (docs/resources.md "Node resources").
     """
     asked = {name for job in trace.jobs for name, _ in job.resources_per_pod}
     dropped = sorted(asked - offered)

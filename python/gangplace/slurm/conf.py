@@ -1,4 +1,4 @@
-"""GPUs per node from ``slurm.conf`` and ``gres.conf`` (README "Slurm")."""
+"""GPUs per node from ``slurm.conf`` and ``gres.conf`` (docs/slurm.md)."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def _read(text: str, filename: str, base: Path | None, depth: int) -> list[tuple
 def gpus_from_conf(
     text: str, *, filename: str = "slurm.conf", base_dir: str | Path | None = None
 ) -> dict[str, int]:
-    """GPUs per node from ``slurm.conf`` or ``gres.conf`` text (README "Slurm").
+    """GPUs per node from ``slurm.conf`` or ``gres.conf`` text (docs/slurm.md).
 
     - ``NodeName=... Gres=gpu:8`` (``slurm.conf``): typed GRES (``gpu:h100:8``), several
       GRES per line (their GPUs add up), socket bindings (``gpu:4(S:0-1)``), ``gpu`` alone

@@ -9,7 +9,7 @@ MIB = 2**20
 
 
 def sbatch_args(placement: Placement, request: GangRequest | None = None) -> list[str]:
-    """``sbatch``/``srun`` arguments that pin a job to ``placement`` (README "Slurm").
+    """``sbatch``/``srun`` arguments that pin a job to ``placement`` (docs/slurm.md).
 
     When every node holds the same number of the job's pods and GPUs: ``--nodelist`` (a
     compressed hostlist), ``--nodes``, ``--ntasks`` (one task per pod),
@@ -22,7 +22,7 @@ def sbatch_args(placement: Placement, request: GangRequest | None = None) -> lis
     Slurm chooses the GPU indices on each node itself (``CUDA_VISIBLE_DEVICES``); the
     placement's indices are not passed.
 
-    With ``request`` (README "Node resources"), its ``resources_per_pod`` add
+    With ``request`` (docs/resources.md "Node resources"), its ``resources_per_pod`` add
     ``--cpus-per-task`` (``cpu`` millicores rounded up to whole CPUs) and ``--mem`` (per
     node: ``memory`` per pod times the pods there, in MiB rounded up) to every component.
     """

@@ -199,7 +199,7 @@ def _number(fields: dict[str, str], key: str, name: str, result: SlurmNodeState)
 def _resources(
     cluster: Cluster, name: str, fields: dict[str, str], result: SlurmNodeState
 ) -> dict[str, int]:
-    """README "Node resources": the node's CPUs and memory as its resources.
+    """docs/resources.md "Node resources": the node's CPUs and memory as its resources.
 
     ``CPUTot`` and ``RealMemory`` (MiB) become its resources; what Slurm's jobs use there
     (``CPUAlloc``, ``AllocMem``) is returned for the node's adoption to hold (with its used

@@ -8,7 +8,7 @@ use crate::error::{CoreError, CoreResult, invalid};
 use crate::ids::{CLUSTER_LEVEL, NODE_LEVEL};
 use crate::limits::{MAX_LEVELS, MAX_NAME_BYTES};
 
-/// How to choose among the fitting domains of a level (README, placement rule 3).
+/// How to choose among the fitting domains of a level (docs/placement.md, rule 3).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum Policy {
     /// Fewest free healthy GPUs, then the fullest parent, grandparent, ..., then smallest
@@ -23,7 +23,7 @@ pub enum Policy {
 }
 
 impl Policy {
-    /// Every policy, in the order the README lists them.
+    /// Every policy, in the order docs/placement.md lists them.
     pub const ALL: [Policy; 3] = [Policy::BestFit, Policy::FirstFit, Policy::BestFitPath];
 
     /// The policy's name in the API: `"best-fit"`, `"first-fit"` or `"best-fit-path"`.

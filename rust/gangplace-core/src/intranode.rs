@@ -1,5 +1,5 @@
-//! Inside a node: GPU groups (NUMA sockets, PCIe switches) and the GPUs a pod takes (README
-//! rule 5 and "Inside a node").
+//! Inside a node: GPU groups (NUMA sockets, PCIe switches) and the GPUs a pod takes
+//! (docs/placement.md rule 5, docs/shapes.md "Inside a node").
 //!
 //! A [`GpuTopology`] names intra-node levels, outermost first, and gives every GPU its group
 //! id at each level; a group is identified by its whole path (ids of it and its outer groups),

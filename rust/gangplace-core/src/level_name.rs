@@ -1,4 +1,4 @@
-//! The name of an intra-node level as a placed pod carries it (its affinity, README "Inside a
+//! The name of an intra-node level as a placed pod carries it (its affinity, docs/shapes.md "Inside a
 //! node").
 //!
 //! Every pod placed on a node with GPU groups carries one. A shared `Arc<str>` cost every

@@ -3,7 +3,7 @@
 //! A gang (N pods of G GPUs each) is placed whole or not at all, in the smallest topology
 //! domain that holds it, counting only healthy GPUs, deterministically; reservations are
 //! held with a lifetime and committed, rolled back or released as a unit. The contract is
-//! the README's (placement rules, transactions, limits); this crate implements it.
+//! docs/ (placement rules, transactions, limits: one page per concept); this crate implements it.
 //!
 //! Modules, all private behind the re-exports below, in dependency order (no cycles):
 //!

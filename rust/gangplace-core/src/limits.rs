@@ -1,4 +1,4 @@
-//! Hard limits, checked before anything is allocated, and the defaults of the API. The README's
+//! Hard limits, checked before anything is allocated, and the defaults of the API. docs/errors.md's
 //! "Limits" table states them; the extension exports them (`gangplace._gangplace.LIMITS`) and
 //! a test ties that table to these values.
 
@@ -20,7 +20,7 @@ pub const MAX_SLICE_LAYERS: usize = 3;
 pub const MAX_TTL_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
 /// Lifetime of a reservation when the caller gives none, in seconds.
 pub const DEFAULT_TTL_SECONDS: f64 = 30.0;
-/// Lifetime of a repair reservation when `repair` is not given one (README "Repair after
+/// Lifetime of a repair reservation when `repair` is not given one (docs/repair.md "Repair after
 /// failures", R4).
 pub const DEFAULT_REPAIR_TTL_SECONDS: f64 = 60.0;
 /// Ended reservations remembered (so that a second `rollback`/`release` answers `False`

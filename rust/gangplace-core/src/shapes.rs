@@ -1,4 +1,4 @@
-//! Gang shapes: slices (README "Slices") and spreads (README "Balanced spread"). A slice
+//! Gang shapes: slices (docs/shapes.md "Slices") and spreads (docs/shapes.md "Balanced spread"). A slice
 //! layer asks that every block of `pods_per_slice` consecutive ranks lie in one domain of its
 //! level; up to three layers nest, outermost first. A spread says how the pods are split among
 //! the children a gang uses.
@@ -45,7 +45,7 @@ impl Spread {
     }
 }
 
-/// Whether each pod's GPUs must share a NUMA group (README "Inside a node").
+/// Whether each pod's GPUs must share a NUMA group (docs/shapes.md "Inside a node").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Numa {
     /// GPUs anywhere on the node (the default).

@@ -1,4 +1,4 @@
-//! Spares (README "Spares", issue 14): extra pods of a gang's pod size held next to it.
+//! Spares (docs/repair.md "Spares", issue 14): extra pods of a gang's pod size held next to it.
 //!
 //! A request with spares is placed as the request it *folds* into: without slices, a gang of
 //! `pods + spares` pods (and `min_pods + spares` at the least); with slices, every innermost
@@ -74,7 +74,7 @@ impl GangRequest {
 
     /// Splits the placement of [`GangRequest::placed`] into the gang's ranks and its spares.
     pub fn split_spares(&self, mut placement: Placement) -> Placement {
-        placement.gpu_milli = self.gpu_milli; // README "Fractions of a GPU"
+        placement.gpu_milli = self.gpu_milli; // docs/resources.md "Fractions of a GPU"
         if self.spares == 0 {
             return placement;
         }
@@ -101,7 +101,7 @@ impl crate::model::MultiGangRequest {
         self.groups.iter().any(|group| group.spares > 0)
     }
 
-    /// The request the search places: every group folded with its spares (README "Spares").
+    /// The request the search places: every group folded with its spares (docs/repair.md "Spares").
     pub fn placed(&self) -> Cow<'_, crate::model::MultiGangRequest> {
         if !self.has_spares() {
             return Cow::Borrowed(self);

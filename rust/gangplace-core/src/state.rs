@@ -24,7 +24,7 @@ pub struct NodeState {
     pub reserved: GpuSet,
     /// GPUs held by allocations.
     pub allocated: GpuSet,
-    /// GPUs fractional pods share (README "Fractions of a GPU"): never free for a whole
+    /// GPUs fractional pods share (docs/resources.md "Fractions of a GPU"): never free for a whole
     /// pod; their thousandths are in [`NodeStates::shares`].
     pub shared: GpuSet,
 }

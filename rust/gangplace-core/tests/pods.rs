@@ -1,4 +1,4 @@
-//! Ending some pods of an allocation (README "Ending some pods", E1-E4).
+//! Ending some pods of an allocation (docs/transactions.md "Ending some pods", E1-E4).
 #![allow(clippy::unwrap_used)] // test helpers: a failed setup should panic loudly
 
 use gangplace_core::{CoreError, Engine};

@@ -1,4 +1,4 @@
-//! Repair scenarios through the public facade (README "Repair after failures"; a default
+//! Repair scenarios through the public facade (docs/repair.md "Repair after failures"; a default
 //! build: no test machinery).
 #![allow(clippy::unwrap_used)] // test helpers: a failed setup should panic loudly
 

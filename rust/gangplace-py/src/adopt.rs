@@ -1,4 +1,4 @@
-//! `Cluster.adopt`: work that is already running, as one allocation (README, "Adopting
+//! `Cluster.adopt`: work that is already running, as one allocation (docs/transactions.md "Adopting
 //! running work"). Converts the entries, calls the core, maps its errors.
 
 use gangplace_core::{AdoptedPod, AdoptedPods, CoreError, MAX_GPUS_PER_NODE, Terms, TermsChange};
@@ -27,7 +27,7 @@ impl Cluster {
     /// preemption), at the finest level whose one domain holds all of its nodes; priority,
     /// preemptible and movable default to 0, True and False.
     ///
-    /// With ``into`` (README "Adopting running work"), the pods join that live
+    /// With ``into`` (docs/transactions.md "Adopting running work"), the pods join that live
     /// allocation instead, as new ranks after its others (ranked among themselves by rule
     /// 6; every earlier rank keeps its number), for a pod of a running gang that shows up
     /// later. Only an allocation placed without a request (``adopt``,
@@ -35,12 +35,12 @@ impl Cluster {
     /// the allocation keeps its owner; a priority or flag given replaces the allocation's,
     /// one left ``None`` keeps it.
     ///
-    /// ``resources`` (README "Node resources"): what the pods use besides GPUs, one mapping
-    /// for every pod or one per pod in the order given; each node must have them free. A
+    /// ``resources`` (docs/resources.md "Node resources"): what the pods use besides GPUs, one
+    /// mapping for every pod or one per pod in the order given; each node must have them free. A
     /// ``(node, 0)`` entry is a pod without GPUs, adopted when it asks resources.
     ///
-    /// ``gpu_milli`` (README "Fractions of a GPU"): each pod uses that many thousandths of
-    /// one GPU (1 to 999), for pods sharing GPUs (time-slicing, MPS, Alibaba's
+    /// ``gpu_milli`` (docs/resources.md "Fractions of a GPU"): each pod uses that many thousandths
+    /// of one GPU (1 to 999), for pods sharing GPUs (time-slicing, MPS, Alibaba's
     /// ``gpu_milli``). Each entry is then a ``(node, 1)`` pair, whose GPU rule F2 chooses
     /// (the least room that holds the share, ties to the lowest index), or a
     /// ``PodPlacement`` of exactly one GPU, which must be healthy, held by no whole pod and

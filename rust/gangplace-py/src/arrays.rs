@@ -324,11 +324,12 @@ impl Cluster {
     ///     clock: As for ``Cluster``.
     ///     max_held_gpus_per_owner: As for ``Cluster``.
     ///     max_level: As for ``Cluster``.
-    ///     gpu_topology: GPU groups (README "Inside a node"): one ``NodeTopology`` for every
+    ///     gpu_topology: GPU groups (docs/shapes.md "Inside a node"): one ``NodeTopology`` for
+    ///     every
     ///         node, or ``(codes, table)`` with one code per node into a table of
     ///         topologies (-1: the node has none).
     ///     resources: Resource name -> one integer quantity per node (0: the node lacks
-    ///         it), as ``add_node``'s ``resources`` (README "Node resources").
+    ///         it), as ``add_node``'s ``resources`` (docs/resources.md "Node resources").
     ///
     /// Raises:
     ///     InvalidRequest: Columns of different lengths, codes outside their table, or any

@@ -128,10 +128,10 @@ impl Cluster {
     /// Keys: ``node`` (names), ``gpus``, ``free``, ``reserved``, ``allocated``,
     /// ``unhealthy`` (uint8 counts), ``cordoned`` (bool), ``free_mask``, ``reserved_mask``,
     /// ``allocated_mask``, ``unhealthy_mask``, ``shared_mask`` (uint64, bit i: GPU i; a
-    /// shared GPU, README "Fractions of a GPU", is in none of the other masks), ``domains``: a
-    /// dict of level name -> the domain name of every node at that level, and
+    /// shared GPU, docs/resources.md "Fractions of a GPU", is in none of the other masks),
+    /// ``domains``: a dict of level name -> the domain name of every node at that level, and
     /// ``resources`` / ``free_resources``: dicts of resource name -> every node's capacity /
-    /// unused amount (uint64; 0 where a node lacks it; README "Node resources").
+    /// unused amount (uint64; 0 where a node lacks it; docs/resources.md "Node resources").
     fn gpu_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let now = self.now(py)?;
         let state = self.run_detached(py, |engine| Ok(engine.gpu_state(now)))?;
@@ -217,10 +217,10 @@ impl Cluster {
     ///     unhealthy: GPU indices that must never be placed on.
     ///     gpu_topology: Its GPU groups (a ``gangplace.NodeTopology``: NUMA sockets, PCIe
     ///         switches); pods then take the GPUs of the tightest finest group that holds
-    ///         them (README "Inside a node").
+    ///         them (docs/shapes.md "Inside a node").
     ///     resources: Resources besides GPUs, name -> integer quantity in base units
     ///         (``"cpu"`` in millicores, ``"memory"`` in bytes, any other name in units;
-    ///         README "Node resources"): 0..2**50 each, at most 32 names, not
+    ///         docs/resources.md "Node resources"): 0..2**50 each, at most 32 names, not
     ///         ``"nvidia.com/gpu"`` (GPUs are ``gpus``).
     ///
     /// Raises:
@@ -396,7 +396,7 @@ impl Cluster {
 
     /// Live allocations, sorted by id; only ``owner``'s when given, else all.
     ///
-    /// With ``lost=True``, only those with lost ranks (README "Repair after failures"):
+    /// With ``lost=True``, only those with lost ranks (docs/repair.md "Repair after failures"):
     /// the others are skipped inside the engine, so a scheduler finds its damaged jobs
     /// each cycle without reading every allocation.
     #[pyo3(signature = (owner = None, *, lost = false))]
@@ -433,7 +433,7 @@ impl Cluster {
         Ok(ids(holders))
     }
 
-    /// Updates a node in place (README "Node updates", N1-N3).
+    /// Updates a node in place (docs/transactions.md "Node updates", N1-N3).
     ///
     /// ``labels`` replace every label of the node, at any time (selector pools follow).
     /// ``topology``, ``gpus`` and ``gpu_topology`` change only while no reservation or

@@ -146,7 +146,7 @@ pub fn str_mapping(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<(String
     Ok(pairs)
 }
 
-/// A `Mapping[str, int]` of resources (README "Node resources"), as `(name, quantity)`
+/// A `Mapping[str, int]` of resources (docs/resources.md "Node resources"), as `(name, quantity)`
 /// pairs; at most [`gangplace_core::MAX_RESOURCES_PER_NODE`] are read (the core refuses
 /// more).
 pub fn resource_mapping(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<(String, i64)>> {

@@ -200,7 +200,7 @@ impl Explanation {
     /// that level had no domain with the unit's GPUs free, the first group (placing order)
     /// that no domain of that level holds even alone, with ``why`` reading ``cannot fit even
     /// alone: the cluster holds 2 of its 3 pods``; ``None`` when the unit fits or every group
-    /// fits alone (README, "Multi-role gangs", rule 6).
+    /// fits alone (docs/roles.md, rule 6).
     #[getter]
     fn failed_group(&self) -> Option<(String, String)> {
         self.inner.failed_group.clone()

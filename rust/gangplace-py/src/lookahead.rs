@@ -1,4 +1,4 @@
-//! `Cluster.place_after` and the pods of `avoid` (README "Looking ahead", L1-L3).
+//! `Cluster.place_after` and the pods of `avoid` (docs/preemption.md "Looking ahead", L1-L3).
 
 use std::sync::Arc;
 
@@ -24,7 +24,7 @@ pub fn gang_request(request: &Bound<'_, PyAny>) -> PyResult<Arc<gangplace_core::
 }
 
 /// The pods of `avoid` (an iterable of `PodPlacement` or `Placement`, a placement standing
-/// for all of its pods; `None`: none). README L3.
+/// for all of its pods; `None`: none). docs/preemption.md L3.
 pub fn avoided_pods(
     avoid: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Vec<gangplace_core::PodPlacement>> {
@@ -91,7 +91,7 @@ fn release_groups(releases: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<Vec<HoldI
 impl Cluster {
     /// Where a gang would go once some allocations have ended: the first moment it fits.
     ///
-    /// A pure query (README "Looking ahead", L1-L3). ``releases`` lists groups of
+    /// A pure query (docs/preemption.md "Looking ahead", L1-L3). ``releases`` lists groups of
     /// allocations (or ids) in the order they are expected to end; the answer is the
     /// smallest ``k`` such that the gang fits once the allocations of ``releases[:k]`` have
     /// ended (their healthy GPUs free, and the resources besides GPUs their pods use), with

@@ -90,7 +90,7 @@ impl NodeInfo {
         PyTuple::new(py, &self.inner.unhealthy)
     }
 
-    /// Its resources besides GPUs (README "Node resources"): a fresh dict, sorted by name.
+    /// Its resources besides GPUs (docs/resources.md): a fresh dict, sorted by name.
     #[getter]
     fn resources<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         dict(py, &self.inner.resources)
@@ -102,7 +102,7 @@ impl NodeInfo {
         dict(py, &self.inner.free_resources)
     }
 
-    /// Shared GPUs (README "Fractions of a GPU"): GPU index -> used thousandths.
+    /// Shared GPUs (docs/resources.md "Fractions of a GPU"): GPU index -> used thousandths.
     ///
     /// A fresh dict by index. A shared GPU is in none of ``free``, ``reserved``, ``allocated``.
     #[getter]
@@ -187,7 +187,7 @@ impl ClusterStats {
         self.inner.unhealthy
     }
 
-    /// Resources besides GPUs over every node (README "Node resources"): a fresh dict.
+    /// Resources besides GPUs over every node (docs/resources.md): a fresh dict.
     #[getter]
     fn resources<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         dict(py, &self.inner.resources)
@@ -199,7 +199,7 @@ impl ClusterStats {
         dict(py, &self.inner.free_resources)
     }
 
-    /// GPUs fractional pods share (README "Fractions of a GPU"): neither free nor held whole.
+    /// GPUs fractional pods share (docs/resources.md): neither free nor held whole.
     #[getter]
     fn shared(&self) -> u64 {
         self.inner.shared

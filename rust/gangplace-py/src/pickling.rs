@@ -1,4 +1,4 @@
-//! `pickle` and `copy` support (README, "Pickling and copying").
+//! `pickle` and `copy` support (docs/transactions.md "Pickling, copying and repeatable ids").
 //!
 //! A `Cluster` travels as its snapshot (`Cluster.restore(snapshot)`; a copy keeps its clock,
 //! an unpickled one gets `time.monotonic`); `GangRequest` and `PodPlacement` as their

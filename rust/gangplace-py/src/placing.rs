@@ -44,7 +44,7 @@ impl Cluster {
     ///    level holds at least ``min_pods``, the largest such number of pods is placed by
     ///    the same rules.
     ///
-    /// A ``MultiGangRequest`` is placed as one unit by README "Multi-role gangs".
+    /// A ``MultiGangRequest`` is placed as one unit by docs/roles.md.
     ///
     /// Raises:
     ///     InvalidRequest: Unknown ``required_level``.
@@ -104,8 +104,8 @@ impl Cluster {
     ///     owner: Who holds it. Only calls with the same ``owner`` can commit, roll back or
     ///         release it; to anyone else its id looks unknown.
     ///     avoid: Pods whose GPUs the gang must not take, or placements standing for all
-    ///         their pods (a ``GangRequest`` only; README "Looking ahead", L2, L3): it is
-    ///         placed as if they were held, and they stay as they were.
+    ///         their pods (a ``GangRequest`` only; docs/preemption.md "Looking ahead", L2, L3): it
+    ///         is placed as if they were held, and they stay as they were.
     ///
     /// Raises:
     ///     Unschedulable: No placement; ``.reason`` tells what each level could hold.
@@ -162,7 +162,7 @@ impl Cluster {
     /// Reserves and commits a ``GangRequest`` in one call under one lock.
     ///
     /// ``commit(reserve(request, ttl=ttl, owner=owner, avoid=avoid), owner=owner)``: the same
-    /// rules, errors and ids as the two calls (README "Transactions", "Looking ahead" L2),
+    /// rules, errors and ids as the two calls (docs/transactions.md "Transactions", "Looking ahead" L2),
     /// without the reservation in between. Private: the Scheduler's start of a job (one
     /// crossing instead of two per start).
     ///

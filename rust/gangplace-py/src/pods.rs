@@ -1,5 +1,5 @@
-//! `Cluster.release_pods`: ending some pods of an allocation (README "Ending some pods");
-//! `Cluster.holds_on`: which holds sit on a node (README "Transactions").
+//! `Cluster.release_pods`: ending some pods of an allocation (docs/transactions.md "Ending some pods");
+//! `Cluster.holds_on`: which holds sit on a node (docs/transactions.md "Transactions").
 //! Converts the arguments, calls the core, maps its errors.
 
 use pyo3::prelude::*;
@@ -12,7 +12,7 @@ use crate::types::Allocation;
 
 #[pymethods]
 impl Cluster {
-    /// Ends some pods of an allocation (README "Ending some pods", E1-E4).
+    /// Ends some pods of an allocation (docs/transactions.md "Ending some pods", E1-E4).
     ///
     /// For a worker that completed or a pod that was deleted while the rest of the gang runs.
     /// The GPUs the ended pods still hold go back to the pool (unhealthy ones stay out of it);
@@ -52,7 +52,7 @@ impl Cluster {
         Ok(after.map(|inner| Allocation { inner }))
     }
 
-    /// The live holds with GPUs on a node (README "Transactions").
+    /// The live holds with GPUs on a node (docs/transactions.md "Transactions").
     ///
     /// Reservations and allocations, spares included, each once and sorted by id, with the
     /// GPU indices it holds on the node, ascending (an allocation keeps the GPUs that failed

@@ -65,7 +65,7 @@ impl PreemptionPlan {
         self.inner.max_victim_priority
     }
 
-    /// Whether the victims came from ``plan_preemption(candidates=...)`` (README P7).
+    /// Whether the victims came from ``plan_preemption(candidates=...)`` (P7).
     #[getter]
     fn chosen_victims(&self) -> bool {
         self.inner.chosen_victims
@@ -237,8 +237,8 @@ pub fn held(py: Python<'_>, held: Held) -> PyResult<Py<PyAny>> {
 impl Cluster {
     /// Which allocations to end so that the gang fits, and where it then goes.
     ///
-    /// A pure query (README, rules P1-P6): a gang that fits as it is gets a plan without
-    /// victims. Victims are whole live allocations, preemptible, of a strictly lower
+    /// A pure query (docs/preemption.md, rules P1-P6): a gang that fits as it is gets a plan
+    /// without victims. Victims are whole live allocations, preemptible, of a strictly lower
     /// priority, committed at least ``min_runtime`` seconds ago, of owners not in
     /// ``exempt_owners``, not in ``exempt_allocations`` (allocations or ids; ids of no live
     /// allocation are ignored); the plan is 1-minimal among those, and the finest level that
@@ -246,9 +246,9 @@ impl Cluster {
     /// allocations, whatever their priority (the caller's policy chose them, as the
     /// Scheduler's queues do); the other filters still apply, and ``preempt`` accepts them.
     /// A ``MultiGangRequest`` is planned for as one unit: it fits a domain when every group
-    /// and colocation succeeds there (README "Multi-role gangs"). A request asking
+    /// and colocation succeeds there (docs/roles.md). A request asking
     /// resources besides GPUs counts them: victims give back their resources with their
-    /// GPUs, and a job holding only resources can be one (README "Node resources").
+    /// GPUs, and a job holding only resources can be one (docs/resources.md "Node resources").
     ///
     /// Returns:
     ///     The plan, or ``None`` when no set within ``max_victims`` makes room.
@@ -373,7 +373,7 @@ impl Cluster {
         Ok(PyString::intern(py, status).unbind())
     }
 
-    /// Which movable jobs to move where so that the gang fits (README, rules D1-D4).
+    /// Which movable jobs to move where so that the gang fits (docs/preemption.md, rules D1-D4).
     ///
     /// A pure query. Candidates are movable allocations of a priority at most the
     /// request's; a set is chosen per domain as for preemption and accepted only if every
@@ -381,7 +381,7 @@ impl Cluster {
     /// first, best-fit sends them to the fullest domains), never at a coarser level than it
     /// has unless ``allow_downgrade``. With ``evict_unplaceable`` a member that cannot move
     /// is preempted instead, if it is a preemption candidate. A ``MultiGangRequest`` is
-    /// planned for as one unit (README "Multi-role gangs").
+    /// planned for as one unit (docs/roles.md).
     ///
     /// Returns:
     ///     The plan (no moves when the gang fits), or ``None``.

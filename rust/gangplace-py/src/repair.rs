@@ -1,5 +1,5 @@
 //! Repair after failures in Python: `RepairPlan` and the `Cluster` methods `plan_repair`,
-//! `explain_repair`, `repair` and `commit_repair` (README "Repair after failures").
+//! `explain_repair`, `repair` and `commit_repair` (docs/repair.md "Repair after failures").
 
 use gangplace_core::RepairPlan as CorePlan;
 use pyo3::exceptions::PyTypeError;
@@ -44,7 +44,7 @@ impl RepairPlan {
 
     /// Ranks the allocation's own spares take (their replacements are those spares).
     #[getter]
-    #[allow(clippy::wrong_self_convention)] // the attribute's name in the README's contract
+    #[allow(clippy::wrong_self_convention)] // the attribute's name in docs/repair.md's contract
     fn from_spares<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, &self.inner.from_spares)
     }
@@ -82,7 +82,7 @@ impl RepairPlan {
 impl Cluster {
     /// Where the lost ranks of an allocation go: all of them, or ``None``.
     ///
-    /// A pure query (README "Repair after failures", rules R1-R3, R6). Lost ranks take the
+    /// A pure query (docs/repair.md "Repair after failures", rules R1-R3, R6). Lost ranks take the
     /// allocation's spares first; then a slice gang's (or a sliced group's) go to free
     /// healthy GPUs in their own innermost slice's domain; other gangs' to the placement's
     /// domain, or with ``widen`` to the smallest enclosing domain, up to the request's
@@ -90,8 +90,8 @@ impl Cluster {
     /// ``preempt``, when nothing else fits, the fewest lower-priority preemptible allocations
     /// inside the placement's domain become ``victims`` (ended by ``repair``). Pods follow
     /// the placement rules and are counted by the nodes' free resources too when they ask
-    /// some (README "Node resources"; victims give theirs back); ranks keep their numbers.
-    /// Without lost ranks, a plan with no replacements.
+    /// some (docs/resources.md "Node resources"; victims give theirs back); ranks keep their
+    /// numbers. Without lost ranks, a plan with no replacements.
     ///
     /// Raises:
     ///     UnknownReservation: No such id, or another owner's.
@@ -119,7 +119,7 @@ impl Cluster {
 
     /// For each tier of rule R2, how many of the allocation's lost ranks would fit there.
     ///
-    /// Keys ``"spares"``, ``"slice"``, ``"domain"``, ``"widened"`` (README "Repair after
+    /// Keys ``"spares"``, ``"slice"``, ``"domain"``, ``"widened"`` (docs/repair.md "Repair after
     /// failures"): each group of lost ranks counted alone by capacity, so the numbers say
     /// where room is, not that a plan exists.
     ///
@@ -148,7 +148,7 @@ impl Cluster {
 
     /// Reserves a repair plan's replacement GPUs, tied to its allocation.
     ///
-    /// Re-validates (README "Repair after failures", R4): the allocation is live, its lost
+    /// Re-validates (docs/repair.md "Repair after failures", R4): the allocation is live, its lost
     /// ranks are the plan's, every target GPU is still free, healthy and inside its domain
     /// (its slice's for a slice gang), and every target node's free resources still hold
     /// what its new pods ask. The reservation's pods are the replacements in rank order,
@@ -198,7 +198,7 @@ impl Cluster {
 
     /// Merges a repair reservation into its allocation, which keeps its id.
     ///
-    /// README "Repair after failures", R5: the lost ranks point at the new pods, the lost
+    /// docs/repair.md "Repair after failures", R5: the lost ranks point at the new pods, the lost
     /// pods' healthy GPUs and their resources go back to the pool, ``lost`` becomes empty,
     /// and the domain widens only if a replacement lies outside it.
     ///
@@ -225,7 +225,7 @@ impl Cluster {
         Ok(Allocation { inner })
     }
 
-    /// Holds more spares for an allocation (README "Spares", S5).
+    /// Holds more spares for an allocation (docs/repair.md "Spares", S5).
     ///
     /// ``count`` pods of its pod size inside its placement's domain, or ``count`` in every
     /// innermost slice domain of a slice gang, by the placement rules with its selector,

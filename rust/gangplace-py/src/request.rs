@@ -35,29 +35,29 @@ use crate::types::{call_repr, dict, py_repr, terms_parts};
 ///     movable: ``True``: its allocations can be checkpointed and restarted elsewhere
 ///         (candidates of ``Cluster.plan_defrag``).
 ///     slices: ``((level, pods_per_slice), ...)``, outermost first, at most 3 layers: ranks
-///         ``j*k`` to ``(j+1)*k - 1`` of every layer lie in one domain of its level (README
+///         ``j*k`` to ``(j+1)*k - 1`` of every layer lie in one domain of its level (docs/shapes.md
 ///         "Slices"). Each size divides ``pods`` and the outer size; levels strictly nested
 ///         and none coarser than ``required_level``; ``min_pods`` a multiple of the
 ///         outermost size.
 ///     spread: ``"pack"`` (rule 4: as few children as possible, the largest filled first) or
 ///         ``"balanced"`` (as many children as pack uses, the largest, split as evenly as
-///         their capacities allow; README "Balanced spread").
+///         their capacities allow; docs/shapes.md "Balanced spread").
 ///     numa: ``"none"`` or ``"single"``: every pod's GPUs in one NUMA group of its node (the
 ///         level named ``numa`` of its ``NodeTopology``, else the outermost; a node without
-///         one is one group), and capacities count pods per group (README "Inside a node").
+///         one is one group), and capacities count pods per group (docs/shapes.md "Inside a node").
 ///     spares: Extra pods of the gang's pod size held next to it, part of the all-or-nothing
-///         placement (README "Spares"): the last ``spares`` pods of the gang of
+///         placement (docs/repair.md "Spares"): the last ``spares`` pods of the gang of
 ///         ``pods + spares``, or with slices ``spares`` more in every innermost slice domain.
 ///     resources_per_pod: Resources besides GPUs each pod asks, name -> integer quantity in
 ///         base units: ``"cpu"`` in millicores, ``"memory"`` in bytes, any other name in
-///         units (README "Node resources"). A node then holds ``min(free GPUs // g, free r //
-///         r per pod for every r)`` pods. Quantities 0..2**50, names unique, at most 32; a
+///         units (docs/resources.md "Node resources"). A node then holds ``min(free GPUs // g, free
+///         r // r per pod for every r)`` pods. Quantities 0..2**50, names unique, at most 32; a
 ///         name no node of the cluster offers raises ``InvalidRequest`` when placed.
 ///         Preemption, defragmentation, repair, spares swaps and ``place_after`` refuse such
 ///         requests for now.
 ///     gpu_milli: Thousandths of one GPU each pod asks, 1..999, with ``gpus_per_pod=1``
-///         (README "Fractions of a GPU"): each pod takes a share of one GPU, chosen best fit
-///         among the node's partly used GPUs, and a shared GPU never goes to a whole-GPU
+///         (docs/resources.md "Fractions of a GPU"): each pod takes a share of one GPU, chosen best
+///         fit among the node's partly used GPUs, and a shared GPU never goes to a whole-GPU
 ///         pod. No spares or ``numa="single"``; preemption, defragmentation, repair and
 ///         ``place_after`` refuse such requests. ``None``: whole GPUs.
 ///
@@ -208,19 +208,19 @@ impl GangRequest {
         self.inner.terms.movable
     }
 
-    /// Slice layers, outermost first: ``(level, pods_per_slice)`` pairs (README "Slices").
+    /// Slice layers, outermost first: ``(level, pods_per_slice)`` pairs (docs/shapes.md).
     #[getter]
     fn slices<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         slices_tuple(py, &self.inner)
     }
 
-    /// ``"pack"`` (rule 4) or ``"balanced"`` (README "Balanced spread").
+    /// ``"pack"`` (rule 4) or ``"balanced"`` (docs/shapes.md "Balanced spread").
     #[getter]
     fn spread(&self) -> &'static str {
         self.inner.spread.as_str()
     }
 
-    /// ``"none"`` or ``"single"`` (README "Inside a node").
+    /// ``"none"`` or ``"single"`` (docs/shapes.md "Inside a node").
     #[getter]
     fn numa(&self) -> &'static str {
         self.inner.numa.as_str()
@@ -232,7 +232,7 @@ impl GangRequest {
         dict(py, &self.inner.resources)
     }
 
-    /// Thousandths of one GPU each pod asks (README "Fractions of a GPU"); ``None``: whole.
+    /// Thousandths of one GPU each pod asks (docs/resources.md); ``None``: whole.
     #[getter]
     fn gpu_milli(&self) -> Option<u16> {
         self.inner.gpu_milli

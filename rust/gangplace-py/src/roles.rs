@@ -15,7 +15,7 @@ use crate::types::{call_repr, dict, py_repr, terms_parts};
 
 /// One role of a multi-role gang: ``pods`` pods of ``gpus_per_pod`` GPUs.
 ///
-/// README "Multi-role gangs". Validated when built like a ``GangRequest`` (sizes,
+/// docs/roles.md. Validated when built like a ``GangRequest`` (sizes,
 /// ``min_pods``, selector, slice sizes); ``name`` must be 1 to 253 bytes. Its level rules
 /// come from the ``MultiGangRequest``.
 ///
@@ -28,9 +28,10 @@ use crate::types::{call_repr, dict, py_repr, terms_parts};
 ///     selector: Labels every node of this group must carry.
 ///     slices: ``((level, pods_per_slice), ...)`` as on ``GangRequest``, for this group.
 ///     spares: Spare pods of this group's pod size held with the unit, as on
-///         ``GangRequest`` (README "Spares"); listed in ``Placement.spares`` group by group.
+///         ``GangRequest`` (docs/repair.md "Spares"); listed in ``Placement.spares`` group by
+///         group.
 ///     resources_per_pod: Resources besides GPUs each pod of the group asks, as on
-///         ``GangRequest`` (README "Node resources"): every count of the group's pods is
+///         ``GangRequest`` (docs/resources.md "Node resources"): every count of the group's pods is
 ///         bounded by the nodes' free resources less what the earlier groups took; with
 ///         them ``gpus_per_pod`` may be 0 (a launcher, a MIG slice).
 ///
@@ -132,7 +133,7 @@ impl PodGroup {
         self.inner.spares
     }
 
-    /// Resources besides GPUs each pod asks (README "Node resources"); sorted by name.
+    /// Resources besides GPUs each pod asks (docs/resources.md); sorted by name.
     #[getter]
     fn resources_per_pod<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         dict(py, &self.inner.resources)
@@ -196,7 +197,7 @@ impl PodGroup {
 
 /// Several pod groups placed as one all-or-nothing unit in one domain.
 ///
-/// README "Multi-role gangs": a leader and its workers, workers of different sizes.
+/// docs/roles.md: a leader and its workers, workers of different sizes.
 /// Validated when built: 1 to 16 groups with unique names, at most 2**28 GPUs in total,
 /// colocations naming two different groups. Level names (``required_level``, colocation
 /// levels, slice levels) are checked when placed. ``place_gang``, ``reserve``, ``explain``,

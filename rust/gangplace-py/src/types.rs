@@ -84,8 +84,8 @@ impl PodPlacement {
     /// The finest intra-node level holding all its GPUs, or ``"node"``.
     ///
     /// Set by the engine for the pods it places, adopts or restores on nodes with a
-    /// ``NodeTopology`` (README "Inside a node"); a pod you build says ``"node"``. Not part of
-    /// equality.
+    /// ``NodeTopology`` (docs/shapes.md "Inside a node"); a pod you build says ``"node"``. Not part
+    /// of equality.
     #[getter]
     fn affinity(&self) -> &str {
         self.inner.affinity.as_deref().unwrap_or("node")
@@ -152,7 +152,7 @@ impl Placement {
         PyTuple::new(py, paths?)
     }
 
-    /// Spare pods held next to the gang (README "Spares"), in the order they were placed.
+    /// Spare pods held next to the gang (docs/repair.md), in the order they were placed.
     ///
     /// Not ranks of the gang.
     #[getter]
@@ -192,7 +192,7 @@ impl Placement {
             .sum()
     }
 
-    /// Thousandths of its GPU each pod uses (README "Fractions of a GPU"); ``None``: whole.
+    /// Thousandths of its GPU each pod uses (docs/resources.md); ``None``: whole.
     #[getter]
     fn gpu_milli(&self) -> Option<u16> {
         self.inner.gpu_milli
@@ -436,7 +436,7 @@ impl Allocation {
         request_object(py, &self.inner.request, &self.inner.roles)
     }
 
-    /// Ranks that lost hardware, sorted (README "Repair").
+    /// Ranks that lost hardware, sorted (docs/repair.md "Repair after failures").
     ///
     /// A rank is lost when its pod's node was removed (even if a node of that name came
     /// back) or one of its GPUs is unhealthy; a GPU marked healthy again un-loses it. As of
@@ -446,7 +446,7 @@ impl Allocation {
         PyTuple::new(py, &self.inner.lost)
     }
 
-    /// Ranks whose pods ``release_pods`` ended, sorted (README "Ending some pods").
+    /// Ranks whose pods ``release_pods`` ended, sorted (docs/transactions.md).
     ///
     /// They stay listed in ``placement.pods`` (every other rank keeps its number), hold no
     /// GPU, and are never lost nor repaired.

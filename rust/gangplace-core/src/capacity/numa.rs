@@ -1,4 +1,4 @@
-//! NUMA aggregates (README "Inside a node"): per domain, a histogram of the NUMA groups of its
+//! NUMA aggregates (docs/shapes.md "Inside a node"): per domain, a histogram of the NUMA groups of its
 //! feasible nodes by their free healthy GPUs (a node without GPU groups is one group), so
 //! that `numa="single"` capacities, `sum over groups of floor(free in group / g)`, are read
 //! like any other capacity instead of visiting nodes.

@@ -1,4 +1,4 @@
-//! How many pods asking resources besides GPUs a node holds (README "Node resources"): a
+//! How many pods asking resources besides GPUs a node holds (docs/resources.md "Node resources"): a
 //! count over the nodes' capacities and what the holds use, plus what a search has taken
 //! on top of them (the earlier groups of a multi-role gang) or would free (the members of
 //! a removal set).

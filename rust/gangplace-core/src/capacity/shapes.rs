@@ -1,4 +1,4 @@
-//! Kept pod counts of the resource shapes searched lately (README "Node resources").
+//! Kept pod counts of the resource shapes searched lately (docs/resources.md "Node resources").
 //!
 //! A request asking resources besides GPUs has its pods counted node by node: a node holds
 //! `min(its GPU pods, its resource pods)`, which no GPU aggregate knows, so a gang whose

@@ -1,4 +1,4 @@
-//! How many pods of a fractional request each node holds, and the GPU each takes (README
+//! How many pods of a fractional request each node holds, and the GPU each takes (docs/resources.md
 //! "Fractions of a GPU"): a count over the node states and their GPU shares.
 
 use crate::ids::{GpuSet, NodeId};
@@ -42,7 +42,7 @@ impl<'a> ShareFit<'a> {
 
     /// The GPU of each of `pods` pods on node `id` (feasible free GPUs `free`), pod by pod:
     /// the usable GPU with the least room that still holds one (best fit), ties to the lowest
-    /// index (README "Fractions of a GPU", rule F2). `None` when they do not all fit.
+    /// index (docs/resources.md "Fractions of a GPU", rule F2). `None` when they do not all fit.
     pub fn choose(&self, id: NodeId, free: GpuSet, pods: u64) -> Option<Vec<u32>> {
         let mut room: Vec<(u32, u64)> = (self.usable(id, free).iter())
             .map(|gpu| (gpu, self.room(id, gpu)))

@@ -1,4 +1,4 @@
-//! Adoption: recording work that is already running (README, "Adopting running work").
+//! Adoption: recording work that is already running (docs/transactions.md "Adopting running work").
 //!
 //! A scheduler that starts up finds pods already bound to nodes; a Slurm controller finds
 //! `GresUsed`. [`Engine::adopt`] turns them into one ordinary allocation: no placement rule
@@ -26,10 +26,10 @@ use super::transactions::{NewHold, Owner, allocation_of, check_owner, gpus_by_no
 pub struct AdoptedPods<'a> {
     /// The pods, in the order given.
     pub pods: &'a [AdoptedPod],
-    /// What they ask besides GPUs: empty, or one `(name, quantity)` list per pod (README
+    /// What they ask besides GPUs: empty, or one `(name, quantity)` list per pod (docs/resources.md
     /// "Node resources").
     pub asks: &'a [Vec<(String, i64)>],
-    /// Thousandths of one GPU each pod uses (README "Fractions of a GPU"); `None`: whole
+    /// Thousandths of one GPU each pod uses (docs/resources.md "Fractions of a GPU"); `None`: whole
     /// GPUs.
     pub gpu_milli: Option<i64>,
 }
@@ -52,7 +52,7 @@ impl Engine {
         let milli = given.gpu_milli.map(checked_milli).transpose()?;
         self.reclaim(now);
         let (taken, held) = match milli {
-            // Fractional pods hold shares, not GPUs (README "Fractions of a GPU").
+            // Fractional pods hold shares, not GPUs (docs/resources.md "Fractions of a GPU").
             Some(milli) => (self.adopted_shares(given.pods, milli)?, Vec::new()),
             None => self.adopted_pods(given.pods)?,
         };
@@ -83,7 +83,7 @@ impl Engine {
     }
 
     /// Adds `pods` (already running) to allocation `id` as new ranks after its others
-    /// (README "Adopting running work", `into`): the same checks as [`Engine::adopt`], and
+    /// (docs/transactions.md "Adopting running work", `into`): the same checks as [`Engine::adopt`], and
     /// only for an allocation placed without a request (adopted, or `reserve(placement)`);
     /// `change` replaces the terms it names. Nothing changes on any error.
     pub fn adopt_into(
@@ -97,7 +97,7 @@ impl Engine {
         check_owner(caller)?;
         if given.gpu_milli.is_some() {
             return Err(invalid(
-                "adopt(into=...) does not take fractions of a GPU (README \"Fractions of a GPU\")",
+                "adopt(into=...) does not take fractions of a GPU (docs/resources.md \"Fractions of a GPU\")",
             ));
         }
         self.reclaim(now);
@@ -292,7 +292,7 @@ impl Engine {
 
     /// What adopted pods ask besides GPUs (empty: nothing; else one list per pod, names
     /// known), refused with `Conflict` when a node's free resources do not hold them; a pod
-    /// without GPUs must ask some (README "Node resources").
+    /// without GPUs must ask some (docs/resources.md "Node resources").
     fn adopted_asks(
         &self,
         asks: &[Vec<(String, i64)>],

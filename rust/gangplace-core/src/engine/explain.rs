@@ -78,7 +78,7 @@ pub struct Explanation {
 impl Engine {
     /// Explains `request` against the current state (after reclaiming expired holds).
     pub fn explain(&mut self, asked: &GangRequest, now: f64) -> CoreResult<Explanation> {
-        let request = &*asked.placed(); // spares count as pods (README "Spares")
+        let request = &*asked.placed(); // spares count as pods (docs/repair.md "Spares")
         let (demand, plan) = self.plan(request, now)?;
         let placement = plan.map(|plan| asked.split_spares(self.placement(&plan)));
         let bests = self.level_bests(request, &demand)?;

@@ -171,7 +171,7 @@ impl Engine {
             .map(|(holder, _)| holder)
             .collect();
         if self.states.get(id).shared.contains(index) {
-            // Fractional holds share it (README "Fractions of a GPU"): the same rules.
+            // Fractional holds share it (docs/resources.md "Fractions of a GPU"): the same rules.
             holders.extend(self.holds_sharing(id, index));
             holders.sort_unstable();
         }

@@ -1,4 +1,4 @@
-//! Updating a node in place (README "Node updates"): its labels at any time; its topology,
+//! Updating a node in place (docs/transactions.md "Node updates"): its labels at any time; its topology,
 //! GPU count and GPU groups only while no hold sits on it, by adding it again as changed.
 
 use super::Engine;
@@ -19,12 +19,12 @@ pub struct NodeUpdate {
     pub gpus: Option<i64>,
     /// Intra-node levels and each GPU's group ids.
     pub gpu_topology: Option<(Vec<String>, Vec<Vec<u32>>)>,
-    /// Every resource besides GPUs, replacing the old ones (README "Node resources").
+    /// Every resource besides GPUs, replacing the old ones (docs/resources.md "Node resources").
     pub resources: Option<Vec<(String, i64)>>,
 }
 
 impl Engine {
-    /// The live holds with GPUs on node `name` (README "Transactions", `holds_on`): each
+    /// The live holds with GPUs on node `name` (docs/transactions.md "Transactions", `holds_on`): each
     /// once, by id, with the GPUs it holds there (spares included). Expired reservations are
     /// reclaimed first.
     pub fn holds_on(&mut self, name: &str, now: f64) -> CoreResult<Vec<(HoldId, GpuSet)>> {
@@ -40,7 +40,7 @@ impl Engine {
         Ok(merged)
     }
 
-    /// Updates a node (README "Node updates", N1-N3). On any error nothing changes.
+    /// Updates a node (docs/transactions.md "Node updates", N1-N3). On any error nothing changes.
     pub fn update_node(&mut self, name: &str, update: NodeUpdate, now: f64) -> CoreResult<()> {
         self.reclaim(now);
         let id = self.topology.known_node(name)?;

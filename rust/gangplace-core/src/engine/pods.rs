@@ -1,4 +1,4 @@
-//! Ending some pods of an allocation (README "Ending some pods", E1-E4): a worker that
+//! Ending some pods of an allocation (docs/transactions.md "Ending some pods", E1-E4): a worker that
 //! completed, a pod that was deleted. The other ranks keep their numbers; the last rank
 //! ending ends the allocation as released.
 
@@ -13,7 +13,7 @@ use crate::model::Allocation;
 use crate::state::Changes;
 
 impl Engine {
-    /// Ends the pods of `ranks` of allocation `id` (README "Ending some pods"). Returns the
+    /// Ends the pods of `ranks` of allocation `id` (docs/transactions.md "Ending some pods"). Returns the
     /// allocation as it is now, or `None` when no rank is left (it ended as released). On
     /// any error nothing changes.
     pub fn release_pods(

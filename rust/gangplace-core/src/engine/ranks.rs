@@ -1,6 +1,6 @@
 //! Where a hold's ranks stand, derived from the state: the ranks that lost a GPU or their
-//! node (README "Repair after failures"), the innermost slice of a rank, and the spares that
-//! can take lost ranks (README "Spares"). Pure functions of the topology, the node states and
+//! node (docs/repair.md "Repair after failures"), the innermost slice of a rank, and the spares that
+//! can take lost ranks (docs/repair.md "Spares"). Pure functions of the topology, the node states and
 //! the hold; every engine module that reads them (transactions, repair, spares) imports them
 //! from here, so none of those import each other in a circle.
 
@@ -19,8 +19,8 @@ pub(crate) fn lost_ranks(topology: &Topology, states: &NodeStates, hold: &Hold) 
         }
         let held = topology.node_id(&pod.node).and_then(|node| {
             if pod.gpus.is_empty() || hold.placement.gpu_milli.is_some() {
-                // A pod without GPUs (README "Node resources") runs where its resources are,
-                // a fractional one where its share is (README "Fractions of a GPU").
+                // A pod without GPUs (docs/resources.md "Node resources") runs where its resources are,
+                // a fractional one where its share is (docs/resources.md "Fractions of a GPU").
                 let there = hold.resources_by_node.iter().any(|&(on, _)| on == node);
                 return there.then_some(node);
             }
@@ -140,7 +140,7 @@ pub(crate) fn selector_of(hold: &Hold, rank: u64) -> &[(String, String)] {
     &[]
 }
 
-/// What pod slot `slot` of `hold` asks besides GPUs (README "Node resources"): ranks first,
+/// What pod slot `slot` of `hold` asks besides GPUs (docs/resources.md "Node resources"): ranks first,
 /// then the spares in order; nothing for a hold whose pods ask nothing.
 pub(crate) fn asks_of(hold: &Hold, slot: usize) -> &crate::resources::Amounts {
     static NONE: crate::resources::Amounts = crate::resources::Amounts::none();

@@ -34,7 +34,7 @@ impl Engine {
     }
 
     /// [`Engine::candidates`], with what each frees of the nodes' resources besides GPUs
-    /// when `resources` (a request asking some, README "Node resources"): an entry for every
+    /// when `resources` (a request asking some, docs/resources.md "Node resources"): an entry for every
     /// node where it holds GPUs or resources.
     pub(crate) fn counted_candidates(
         &self,
@@ -50,7 +50,7 @@ impl Engine {
             .as_deref()
             .filter(|_| purpose == Purpose::Preemption);
         let holds: Box<dyn Iterator<Item = (HoldId, &Hold)>> = match only {
-            // README P7: the caller's candidates, whatever their priority.
+            // docs/preemption.md P7: the caller's candidates, whatever their priority.
             Some(ids) => Box::new(
                 ids.iter()
                     .filter_map(|&id| Some((id, self.ledger.live(id)?))),
@@ -60,14 +60,14 @@ impl Engine {
         };
         for (id, hold) in holds {
             let eligible = match purpose {
-                // Fractional holds free shares, which removal sets do not count (README
+                // Fractional holds free shares, which removal sets do not count (docs/resources.md
                 // "Fractions of a GPU"): never victims, never moved.
                 Purpose::Preemption => {
                     hold.terms.preemptible
                         && (only.is_some() || hold.terms.priority < priority)
                         && hold.placement.gpu_milli.is_none()
                 }
-                // A hold with ended ranks no longer matches its request (README E4).
+                // A hold with ended ranks no longer matches its request (docs/transactions.md E4).
                 Purpose::Defragmentation => {
                     // Moves re-place GPUs only: holds whose pods ask resources stay put.
                     hold.terms.movable

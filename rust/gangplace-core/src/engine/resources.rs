@@ -1,4 +1,4 @@
-//! What the engine adds to holds for node resources (README "Node resources"): the amounts a
+//! What the engine adds to holds for node resources (docs/resources.md "Node resources"): the amounts a
 //! hold's pods ask, what it uses per node, the invariant check, and the re-check of a plan's
 //! resources.
 
@@ -27,7 +27,7 @@ impl Engine {
     }
 
     /// What each pod, then each spare, of a multi-role placement asks besides GPUs: its
-    /// group's resources (README "Node resources"; spares group by group after the pods, as
+    /// group's resources (docs/resources.md "Node resources"; spares group by group after the pods, as
     /// `split_spares` lists them); empty when no group asks any. Names were checked when it
     /// was placed.
     pub(crate) fn roles_resources(
@@ -62,7 +62,7 @@ impl Engine {
     /// What the live pods (ranks not in `ended`) and spares of `placement` use per node, by
     /// node id, each pod asking `per_pod` (one entry: all alike; else by rank, then the
     /// spares in order after the pods) and, for a fractional placement, its share of its GPU
-    /// (README "Fractions of a GPU"). Only pods on nodes the hold still has (`member`)
+    /// (docs/resources.md "Fractions of a GPU"). Only pods on nodes the hold still has (`member`)
     /// count: a node removed under an allocation takes its pods' use with it.
     pub(crate) fn resources_by_node(
         &self,
@@ -127,7 +127,7 @@ impl Engine {
     }
 
     /// The live holds with GPUs or resources on node `id`, by id (pods without GPUs hold
-    /// only resources there: README "Node resources").
+    /// only resources there: docs/resources.md "Node resources").
     pub(crate) fn holds_touching(&self, id: NodeId) -> Vec<HoldId> {
         let mut holders = self.ledger.hold_ids_on(id);
         let with_resources = (self.ledger.live_holds())
@@ -162,7 +162,7 @@ impl Engine {
 
     /// Refuses a preemption plan whose pods' resources no longer fit: on each node, what the
     /// gang's pods there ask must be within what is free once the `victims` end (`Conflict`:
-    /// the plan is stale; README "Node resources").
+    /// the plan is stale; docs/resources.md "Node resources").
     pub(crate) fn check_target_resources(
         &self,
         request: &AnyRequest,
@@ -241,7 +241,7 @@ impl Engine {
     }
 
     /// After the spares at `dropped` (positions among its spares before) left allocation
-    /// `id` (README "Spares", S3): its asks lose their slots and its use per node what they
+    /// `id` (docs/repair.md "Spares", S3): its asks lose their slots and its use per node what they
     /// asked.
     pub(crate) fn spares_dropped(
         &mut self,

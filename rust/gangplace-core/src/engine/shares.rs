@@ -1,4 +1,4 @@
-//! What the engine adds for fractions of a GPU (README "Fractions of a GPU"): checking a
+//! What the engine adds for fractions of a GPU (docs/resources.md "Fractions of a GPU"): checking a
 //! fractional placement against the GPUs' room, the holds sharing a GPU, and the invariant
 //! check of the shares.
 
@@ -118,7 +118,7 @@ impl Engine {
     /// The node and GPU of each adopted fractional pod, in order: a `(node, 1)` entry takes
     /// the GPU rule F2 would (least room that holds its share, ties to the lowest index;
     /// earlier pods of the call counted), a `PodPlacement` exactly its one GPU, which must
-    /// be healthy, held by no whole pod and have room (README "Fractions of a GPU").
+    /// be healthy, held by no whole pod and have room (docs/resources.md "Fractions of a GPU").
     pub(crate) fn adopted_shares(
         &self,
         pods: &[AdoptedPod],
@@ -180,7 +180,7 @@ fn one_gpu(node: &str, gpus: u32) -> CoreError {
 
 impl super::Scratch<'_> {
     /// Gives back (`free`) or takes again the resources besides GPUs `given` names, per node
-    /// (a what-if removal's: README "Node resources").
+    /// (a what-if removal's: docs/resources.md "Node resources").
     pub fn give_resources(&mut self, given: &[(NodeId, &Amounts)], free: bool) {
         let mut changes = crate::state::Changes::new();
         for &(node, amounts) in given {

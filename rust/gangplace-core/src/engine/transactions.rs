@@ -220,7 +220,7 @@ impl Engine {
         check_ttl(ttl)?;
         check_owner(owner)?;
         self.reclaim(now);
-        let placed = &*request.placed(); // spares count as pods (README "Spares")
+        let placed = &*request.placed(); // spares count as pods (docs/repair.md "Spares")
         self.demand(placed)?; // an unknown level is an invalid request, whatever the cap
         self.check_cap(owner, request.min_gpus())?;
         let (demand, plan) = self.plan(placed, now)?;
@@ -229,7 +229,7 @@ impl Engine {
                 self.unschedulable_reason(placed, &demand)?,
             ));
         };
-        // Fractional pods hold shares, not whole GPUs (README "Fractions of a GPU").
+        // Fractional pods hold shares, not whole GPUs (docs/resources.md "Fractions of a GPU").
         let whole = plan.pods.iter().filter(|_| request.gpu_milli.is_none());
         let pods = whole.map(|pod| (pod.node, pod.gpus));
         let held = gpus_by_node(pods).ok_or_else(|| internal("a plan took one GPU twice"))?;
@@ -267,7 +267,7 @@ impl Engine {
             return Err(invalid("the placement has no pods"));
         }
         let held = match placement.gpu_milli {
-            // Fractional pods hold shares, not GPUs (README "Fractions of a GPU").
+            // Fractional pods hold shares, not GPUs (docs/resources.md "Fractions of a GPU").
             Some(milli) => {
                 self.check_placement_shares(placement, milli)?;
                 Vec::new()
@@ -496,7 +496,7 @@ impl Engine {
     }
 
     /// Live allocations (`owner` given: only that owner's), sorted by id; with `lost_only`,
-    /// only those with lost ranks (README "Repair after failures"), found without making
+    /// only those with lost ranks (docs/repair.md "Repair after failures"), found without making
     /// the others.
     pub fn allocations(&mut self, owner: Owner<'_>, lost_only: bool, now: f64) -> Vec<Allocation> {
         self.reclaim(now);

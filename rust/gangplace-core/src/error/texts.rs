@@ -78,7 +78,7 @@ pub(crate) fn placement_gpu_busy(gpu: u32, node: &str, unhealthy: bool) -> CoreE
     ))
 }
 
-/// `Conflict`: a fractional placement's GPU no longer has room for its pods' shares (README
+/// `Conflict`: a fractional placement's GPU no longer has room for its pods' shares (docs/resources.md
 /// "Fractions of a GPU").
 pub(crate) fn share_room(gpu: u32, node: &str, free: u64, asked: u64) -> CoreError {
     CoreError::Conflict(format!(

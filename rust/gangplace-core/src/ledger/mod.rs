@@ -88,10 +88,10 @@ pub struct Hold {
     pub roles: Option<Arc<MultiGangRequest>>,
     /// A repair reservation: the allocation it repairs and the ranks its pods replace.
     pub repair: Option<Arc<RepairLink>>,
-    /// Ranks whose pods `release_pods` ended, sorted (README "Ending some pods"): they keep
+    /// Ranks whose pods `release_pods` ended, sorted (docs/transactions.md "Ending some pods"): they keep
     /// their places in the placement and hold no GPUs.
     pub ended: Vec<u64>,
-    /// What each pod asks besides GPUs (README "Node resources"): empty for nothing, one
+    /// What each pod asks besides GPUs (docs/resources.md "Node resources"): empty for nothing, one
     /// entry for every pod and spare alike (a request's), else one per pod in rank order.
     pub pod_resources: Arc<[Amounts]>,
     /// What it uses besides GPUs per node, by node id: its live pods' and spares' sums (set
@@ -102,7 +102,7 @@ pub struct Hold {
     pub resources_detached: bool,
 }
 
-/// What ties a repair reservation to its allocation (README "Repair after failures", R4).
+/// What ties a repair reservation to its allocation (docs/repair.md "Repair after failures", R4).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RepairLink {
     /// The allocation repaired.
@@ -137,7 +137,7 @@ impl Hold {
     /// removed under it takes its GPUs out of `gpus_by_node`.
     pub fn held_differs(&self) -> bool {
         if self.placement.gpu_milli.is_some() {
-            // Shares, not GPUs (README "Fractions of a GPU"): what they lost is read from
+            // Shares, not GPUs (docs/resources.md "Fractions of a GPU"): what they lost is read from
             // the pods, their nodes and their GPUs' health each time.
             return true;
         }

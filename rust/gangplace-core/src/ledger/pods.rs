@@ -1,4 +1,4 @@
-//! The ledger's operation for ending some pods of an allocation (README "Ending some pods",
+//! The ledger's operation for ending some pods of an allocation (docs/transactions.md "Ending some pods",
 //! E1-E4): the ranks are recorded as ended and the GPUs their pods still hold go back to the
 //! pool. The engine has computed and checked everything; nothing here can fail.
 
@@ -81,7 +81,7 @@ impl Ledger {
 }
 
 impl Ledger {
-    /// Adds pods to allocation `id` (README "Adopting running work", `adopt(into=...)`):
+    /// Adds pods to allocation `id` (docs/transactions.md "Adopting running work", `adopt(into=...)`):
     /// its placement becomes `placement` (the old pods, then the new ones), `added` (per
     /// node) becomes allocated to it, and its terms become `terms`.
     pub fn add_pods(

@@ -1,4 +1,4 @@
-//! The ledger's operations for repairs and spares (README "Repair after failures", "Spares"):
+//! The ledger's operations for repairs and spares (docs/repair.md "Repair after failures", "Spares"):
 //! merging a repair reservation into its allocation, dropping spares that lost hardware,
 //! adding spares, and the check of the repair links.
 
@@ -11,11 +11,11 @@ use crate::model::Placement;
 use crate::state::{Changes, NodeStates};
 
 impl Ledger {
-    /// Merges repair reservation `id` into its allocation (README "Repair after failures",
+    /// Merges repair reservation `id` into its allocation (docs/repair.md "Repair after failures",
     /// R5): its GPUs become the allocation's, `released` (the lost pods' GPUs still held)
     /// go back to the pool, the allocation's placement becomes `placement`, and the
     /// reservation ends as merged (its resources leave the nodes' use: the engine then
-    /// recounts the allocation's, README "Node resources"). The caller has checked everything.
+    /// recounts the allocation's, docs/resources.md "Node resources"). The caller has checked everything.
     pub fn merge_repair(
         &mut self,
         states: &mut NodeStates,
@@ -85,7 +85,7 @@ impl Ledger {
     }
 
     /// An allocation's spares on node `node` (named `name`) that hold a GPU of `gpus` stop
-    /// being spares (README "Spares"): they leave its placement and the GPUs it still holds
+    /// being spares (docs/repair.md "Spares"): they leave its placement and the GPUs it still holds
     /// for them go back to the pool (unhealthy ones stay out of it). Returns their positions
     /// among its spares before (the engine recounts the resources they asked).
     pub fn drop_spares(
@@ -135,7 +135,7 @@ impl Ledger {
     }
 
     /// Adds `pods` (each with its node) to allocation `id` as new spares, after its others
-    /// (README "Spares", `reserve_spares`): their GPUs become allocated to it.
+    /// (docs/repair.md "Spares", `reserve_spares`): their GPUs become allocated to it.
     pub fn add_spares(
         &mut self,
         states: &mut NodeStates,

@@ -1,4 +1,4 @@
-//! Looking ahead (README "Looking ahead", rules L1-L3): where a gang would go once some
+//! Looking ahead (docs/preemption.md "Looking ahead", rules L1-L3): where a gang would go once some
 //! allocations have ended, with some GPUs kept out of its way, and a reservation that keeps
 //! out of given GPUs. A scheduler's backfill builds on both: the blocked head's *shadow
 //! placement* is `place_after` over the running jobs grouped by predicted end, and a job that
@@ -6,7 +6,7 @@
 //!
 //! Both work on the engine's own state under a temporary overlay: released allocations'
 //! GPUs are cleared from `allocated` (and the resources besides GPUs their pods use given
-//! back, README "Node resources"), avoided free GPUs are marked `reserved`, and every bit set
+//! back, docs/resources.md "Node resources"), avoided free GPUs are marked `reserved`, and every bit set
 //! or cleared is undone before the call returns (also on errors), so nothing outside the
 //! call ever sees it. The views are updated through the same change lists as any mutation,
 //! so each step costs the nodes it touches, not the cluster.
@@ -161,7 +161,7 @@ impl Overlay {
 impl Engine {
     /// The first `k` (0 ..= `releases.len()`) such that the gang fits once the allocations
     /// of `releases[..k]` have ended, with the GPUs of `avoid` kept out of its way, and where
-    /// it goes then (README "Looking ahead", L1). A pure query; `None` when it does not fit
+    /// it goes then (docs/preemption.md "Looking ahead", L1). A pure query; `None` when it does not fit
     /// even with every group released. Ids of no live allocation are ignored.
     pub fn place_after(
         &mut self,
@@ -188,7 +188,7 @@ impl Engine {
     }
 
     /// Places and holds the gang as `reserve` does, with the GPUs of `avoid` kept out of its
-    /// way (README "Looking ahead", L2); they stay as they were.
+    /// way (docs/preemption.md "Looking ahead", L2); they stay as they were.
     pub fn reserve_avoiding(
         &mut self,
         request: &Arc<GangRequest>,

@@ -15,7 +15,7 @@ use crate::shapes::{Numa, SliceLayer, Spread, check_sizes};
 pub use removal::RemovalLimits;
 pub use roles::{AnyRequest, Colocation, MAX_GROUPS, MultiGangRequest};
 
-/// What a hold's owner agreed to: how it may be disturbed for others (README, "Priorities,
+/// What a hold's owner agreed to: how it may be disturbed for others (docs/preemption.md "Priorities,
 /// preemption and defragmentation").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Terms {
@@ -79,17 +79,17 @@ pub struct GangRequest {
     /// Slice layers, outermost first (empty: no slices). Sizes checked by
     /// [`GangRequest::with_slices`]; level names when placed.
     pub slices: Vec<SliceLayer>,
-    /// How pods are split among the children used (README "Balanced spread").
+    /// How pods are split among the children used (docs/shapes.md "Balanced spread").
     pub spread: Spread,
-    /// Whether each pod's GPUs share a NUMA group (README "Inside a node").
+    /// Whether each pod's GPUs share a NUMA group (docs/shapes.md "Inside a node").
     pub numa: Numa,
-    /// Spare pods held next to the gang (README "Spares"); set by
+    /// Spare pods held next to the gang (docs/repair.md "Spares"); set by
     /// [`GangRequest::with_spares`].
     pub spares: u64,
-    /// Resources besides GPUs each pod asks, by name, sorted, no zeros (README "Node
+    /// Resources besides GPUs each pod asks, by name, sorted, no zeros (docs/resources.md "Node
     /// resources"); set by [`GangRequest::with_resources`].
     pub resources: Vec<(String, u64)>,
-    /// Thousandths of one GPU each pod asks (README "Fractions of a GPU"), `1..=999` with
+    /// Thousandths of one GPU each pod asks (docs/resources.md "Fractions of a GPU"), `1..=999` with
     /// one GPU per pod; `None`: whole GPUs. Set by [`GangRequest::with_gpu_milli`].
     pub gpu_milli: Option<u16>,
 }
@@ -109,7 +109,7 @@ impl GangRequest {
             .ok()
             .filter(|pods| (1..=MAX_PODS).contains(pods))
             .ok_or_else(|| invalid(format!("pods must be between 1 and {MAX_PODS}, got {pods}")))?;
-        // 0: pods without GPUs (README "Node resources"), valid only with resources per pod
+        // 0: pods without GPUs (docs/resources.md "Node resources"), valid only with resources per pod
         // (checked when placed, after `with_resources`).
         let gpus_per_pod = u32::try_from(gpus_per_pod)
             .ok()
@@ -191,7 +191,7 @@ impl GangRequest {
     }
 
     /// A request for pods without GPUs must ask resources and cannot ask one NUMA group or
-    /// spares (README "Node resources").
+    /// spares (docs/resources.md "Node resources").
     pub fn check_gpu_less(&self) -> CoreResult<()> {
         if self.gpus_per_pod > 0 {
             return Ok(());
@@ -221,7 +221,7 @@ impl GangRequest {
     }
 
     /// The same request with these slice layers (outermost first), their sizes checked
-    /// against `pods` and `min_pods` (README "Slices").
+    /// against `pods` and `min_pods` (docs/shapes.md "Slices").
     pub fn with_slices(self, slices: &[(String, i64)]) -> CoreResult<Self> {
         let slices = check_sizes(slices, self.pods, self.min_pods)?;
         Ok(Self { slices, ..self })
@@ -310,7 +310,7 @@ pub struct Placement {
     pub level: String,
     /// Path of the chosen domain (plus the node name at level `node`; empty for `cluster`).
     pub domain: Vec<String>,
-    /// Thousandths of its GPU each pod uses (README "Fractions of a GPU"); `None`: pods hold
+    /// Thousandths of its GPU each pod uses (docs/resources.md "Fractions of a GPU"); `None`: pods hold
     /// their GPUs whole.
     pub gpu_milli: Option<u16>,
     /// Slice requests: the domain path of every innermost slice, in rank order (empty
@@ -320,7 +320,7 @@ pub struct Placement {
     /// Multi-role gangs: each group's name and pod count, in request order (its pods are
     /// consecutive in `pods`, groups in this order); empty for a single gang.
     pub groups: Vec<(String, u64)>,
-    /// Spare pods held next to the gang (README "Spares"), in the order they were placed;
+    /// Spare pods held next to the gang (docs/repair.md "Spares"), in the order they were placed;
     /// not ranks of the gang.
     pub spares: Vec<PodPlacement>,
 }
@@ -372,9 +372,9 @@ pub struct Allocation {
     /// The id of the reservation it came from.
     pub id: HoldId,
     /// Ranks (sorted) whose pod has a GPU on a removed node or an unhealthy GPU, as of when
-    /// this value was made (README "Repair").
+    /// this value was made (docs/repair.md "Repair after failures").
     pub lost: Vec<u64>,
-    /// Ranks (sorted) whose pods `release_pods` ended (README "Ending some pods").
+    /// Ranks (sorted) whose pods `release_pods` ended (docs/transactions.md "Ending some pods").
     pub ended: Vec<u64>,
     /// What is allocated (shared with the ledger's hold).
     pub placement: Arc<Placement>,
@@ -422,11 +422,11 @@ pub struct NodeInfo {
     pub unhealthy: Vec<u32>,
     /// Its GPU groups, if given: level names and each GPU's group ids.
     pub gpu_topology: Option<(Vec<String>, Vec<Vec<u32>>)>,
-    /// Its resources besides GPUs, by name (README "Node resources").
+    /// Its resources besides GPUs, by name (docs/resources.md "Node resources").
     pub resources: Vec<(String, u64)>,
     /// What of them no live hold uses, by name (every resource of `resources`, zeros kept).
     pub free_resources: Vec<(String, u64)>,
-    /// Shared GPUs and their used thousandths (README "Fractions of a GPU").
+    /// Shared GPUs and their used thousandths (docs/resources.md "Fractions of a GPU").
     pub shared: Vec<(u32, u64)>,
 }
 
@@ -445,7 +445,7 @@ pub struct ClusterStats {
     pub allocated: u64,
     /// Unhealthy, held or not.
     pub unhealthy: u64,
-    /// Resources besides GPUs over every node, by name (README "Node resources").
+    /// Resources besides GPUs over every node, by name (docs/resources.md "Node resources").
     pub resources: Vec<(String, u64)>,
     /// What of them no hold uses (a node's use above its capacity counts as 0 free).
     pub free_resources: Vec<(String, u64)>,
@@ -481,9 +481,9 @@ pub struct GpuState {
     pub allocated_mask: Vec<u64>,
     /// See `free_mask`.
     pub unhealthy_mask: Vec<u64>,
-    /// Per node, the GPUs fractional pods share (README "Fractions of a GPU").
+    /// Per node, the GPUs fractional pods share (docs/resources.md "Fractions of a GPU").
     pub shared_mask: Vec<u64>,
-    /// Resources besides GPUs (README "Node resources"): per name, sorted, every node's
+    /// Resources besides GPUs (docs/resources.md "Node resources"): per name, sorted, every node's
     /// capacity and what no hold uses (0 where the node lacks it).
     pub resources: Vec<(String, Vec<u64>, Vec<u64>)>,
 }
@@ -501,13 +501,13 @@ pub struct PreemptionPlan {
     pub victim_gpus: u64,
     /// The highest victim priority; `None` without victims.
     pub max_victim_priority: Option<i32>,
-    /// Whether the victims came from a caller's list of candidates (README P7): `preempt`
+    /// Whether the victims came from a caller's list of candidates (docs/preemption.md P7): `preempt`
     /// then does not require them to rank below the request.
     #[serde(default)]
     pub chosen_victims: bool,
 }
 
-/// What `plan_repair` proposes (README "Repair after failures"): where each lost rank of an
+/// What `plan_repair` proposes (docs/repair.md "Repair after failures"): where each lost rank of an
 /// allocation goes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RepairPlan {

@@ -1,4 +1,4 @@
-//! The filters of `plan_preemption` and `plan_defrag` (README P2, P7, D1).
+//! The filters of `plan_preemption` and `plan_defrag` (docs/preemption.md P2, P7, D1).
 
 use crate::error::{CoreResult, invalid};
 use crate::ids::HoldId;
@@ -16,7 +16,7 @@ pub struct RemovalLimits {
     /// Never these allocations, sorted (a scheduler's cool-down after a preemption).
     pub exempt_holds: Vec<HoldId>,
     /// Preemption only: when set, the only candidates, sorted, whatever their priority (the
-    /// caller's policy chose them, as a scheduler's queues do; README P7).
+    /// caller's policy chose them, as a scheduler's queues do; docs/preemption.md P7).
     pub only_holds: Option<Vec<HoldId>>,
 }
 
@@ -67,7 +67,7 @@ impl RemovalLimits {
     }
 
     /// The same limits, victims only among `holds` (sorted here, each once), whatever their
-    /// priority; `None` keeps the priority rule (README P7).
+    /// priority; `None` keeps the priority rule (docs/preemption.md P7).
     #[must_use]
     pub fn with_only_holds(mut self, holds: Option<Vec<HoldId>>) -> Self {
         self.only_holds = holds.map(|mut holds| {

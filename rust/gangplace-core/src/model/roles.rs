@@ -1,4 +1,4 @@
-//! Multi-role gangs (README "Multi-role gangs"): several pod groups (a leader and its
+//! Multi-role gangs (docs/roles.md): several pod groups (a leader and its
 //! workers, workers of different sizes) placed as one all-or-nothing unit inside one domain,
 //! with optional colocations ("every pod of `leader` in the rack of rank 0 of `workers`").
 //!
@@ -91,11 +91,11 @@ impl MultiGangRequest {
             if group.gpu_milli.is_some() {
                 return Err(invalid(format!(
                     "group {:?}: multi-role groups take whole GPUs, not fractions of one \
-                     (README \"Fractions of a GPU\")",
+                     (docs/resources.md \"Fractions of a GPU\")",
                     group.name
                 )));
             }
-            group.check_gpu_less()?; // no GPUs: resources needed (README "Node resources")
+            group.check_gpu_less()?; // no GPUs: resources needed (docs/resources.md "Node resources")
             if groups[..index].iter().any(|other| other.name == group.name) {
                 return Err(invalid(format!(
                     "group name {:?} is used twice",

@@ -1,6 +1,6 @@
 //! Defragmentation as operations: `plan_defrag` (a pure query: which movable jobs to move to
 //! the edge, and where, so that a gang fits) and `apply_defrag` (one re-validated mutation).
-//! README, "Priorities, preemption and defragmentation", rules D1-D4.
+//! docs/preemption.md, rules D1-D4.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,7 +28,7 @@ struct Accepted {
 }
 
 impl Engine {
-    /// Which movable jobs to move where so that `request` fits (README, D1-D4). Changes
+    /// Which movable jobs to move where so that `request` fits (docs/preemption.md, D1-D4). Changes
     /// nothing but expired reservations (and selector pools, which are caches).
     pub fn plan_defrag(
         &mut self,
@@ -257,7 +257,7 @@ impl Engine {
         };
         let Some(request) = hold.request.clone().filter(|request| request.spares == 0) else {
             // Held from a placement (no request to place it by again), or with spares (a move
-            // does not carry them yet: README "Spares").
+            // does not carry them yet: docs/repair.md "Spares").
             return Ok(None);
         };
         let pods = hold.placement.pods.len() as u64;
@@ -276,7 +276,7 @@ impl Engine {
         })?
     }
 
-    /// Moves and evicts atomically after re-validating everything (README, D4); on any change
+    /// Moves and evicts atomically after re-validating everything (docs/preemption.md, D4); on any change
     /// since the plan, [`CoreError::Conflict`] and nothing changes. Returns the gang's
     /// reservation and, per moved allocation id, its new reservation.
     pub fn apply_defrag(
@@ -317,7 +317,7 @@ impl Engine {
             *returned.entry(who).or_default() += gpus;
         }
         let gang = self.check_target(&plan.placement, &freed)?;
-        // Movers ask no resources: the gang's must be free now (README "Node resources").
+        // Movers ask no resources: the gang's must be free now (docs/resources.md "Node resources").
         self.check_target_resources(&plan.request, &plan.placement, &plan.evictions)?;
         let mut taken: HashMap<NodeId, GpuSet> = HashMap::new();
         let mut targets = Vec::with_capacity(plan.moves.len());

@@ -38,7 +38,7 @@ impl Engine {
         }
     }
 
-    /// Which allocations to end, and where the gang then goes (README, rules P1-P6). Changes
+    /// Which allocations to end, and where the gang then goes (docs/preemption.md, rules P1-P6). Changes
     /// nothing but expired reservations.
     pub fn plan_preemption(
         &mut self,
@@ -53,7 +53,7 @@ impl Engine {
         }
         let priority = request.terms.priority;
         // A request asking resources besides GPUs counts what the victims give back of them
-        // too (README "Node resources").
+        // too (docs/resources.md "Node resources").
         let resources = !request.resources.is_empty();
         let candidates =
             self.counted_candidates(priority, limits, Purpose::Preemption, now, resources);
@@ -187,7 +187,7 @@ impl Engine {
             };
             let pods: Vec<(NodeId, GpuSet)> = plan.pods.iter().map(|p| (p.node, p.gpus)).collect();
             if request.gpu_milli.is_none() {
-                // Fractions hold shares of their GPUs instead (README "Fractions of a GPU").
+                // Fractions hold shares of their GPUs instead (docs/resources.md "Fractions of a GPU").
                 what_if.take(pods.iter().copied());
             }
             let milli = request.gpu_milli.map(u64::from);
@@ -201,9 +201,9 @@ impl Engine {
 }
 
 /// Preemption and defragmentation count pods, not slices or pods per NUMA group: a slice or
-/// `numa="single"` gang, or one with spares, is refused with `InvalidRequest` (README
+/// `numa="single"` gang, or one with spares, is refused with `InvalidRequest` (docs/shapes.md
 /// "Slices", "Inside a node", "Spares") rather than given a plan that breaks its shape; so is
-/// a fraction of a GPU. Resources besides GPUs are counted (README "Node resources").
+/// a fraction of a GPU. Resources besides GPUs are counted (docs/resources.md "Node resources").
 pub(crate) fn refuse_unsupported_shapes(request: &GangRequest, call: &str) -> CoreResult<()> {
     request.refuse_fraction(call)?;
     if !request.slices.is_empty() {

@@ -1,4 +1,4 @@
-//! Holding and applying a repair (README "Repair after failures", rules R4-R5, issue 14).
+//! Holding and applying a repair (docs/repair.md "Repair after failures", rules R4-R5, issue 14).
 //!
 //! `repair` re-validates a [`RepairPlan`] against the current state and reserves its
 //! replacement GPUs as a repair reservation tied to the allocation; `commit_repair` merges
@@ -28,7 +28,7 @@ impl Engine {
     /// its allocation (with what the replacements ask besides GPUs), after checking that the
     /// allocation is live, its lost ranks are the plan's, every target GPU is still free and
     /// healthy inside its domain and every target node's free resources hold what its new
-    /// pods ask; otherwise an error and nothing changes (README "Repair after failures", R4).
+    /// pods ask; otherwise an error and nothing changes (docs/repair.md "Repair after failures", R4).
     pub fn repair(
         &mut self,
         plan: &RepairPlan,
@@ -162,7 +162,7 @@ impl Engine {
     }
 
     /// Merges repair reservation `id` into its allocation and returns the allocation as it is
-    /// now (README "Repair after failures", R5). If the allocation's lost ranks are no longer
+    /// now (docs/repair.md "Repair after failures", R5). If the allocation's lost ranks are no longer
     /// those the reservation replaces, raises [`CoreError::Conflict`] and rolls the
     /// reservation back; any other error changes nothing.
     pub fn commit_repair(

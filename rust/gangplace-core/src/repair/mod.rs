@@ -1,4 +1,4 @@
-//! Repair after hardware failures (README "Repair after failures", issue 14).
+//! Repair after hardware failures (docs/repair.md "Repair after failures", issue 14).
 //!
 //! Which ranks of an allocation have lost hardware: a rank is lost when its pod's node was
 //! removed (the allocation no longer holds GPUs there, even if a node of the same name came
@@ -12,7 +12,7 @@
 //! group's selector for multi-role gangs, and one ask besides GPUs), largest pods first, inside
 //! the placement's domain, or with `widen` the smallest enclosing domain up to the request's
 //! coarsest level where every class fits. Inside a target the pods follow rules 4-6, counted
-//! by the nodes' free resources too (README "Node resources") less what earlier classes
+//! by the nodes' free resources too (docs/resources.md "Node resources") less what earlier classes
 //! took; the new pods go to the lost ranks in rank order.
 
 mod commit;
@@ -75,7 +75,7 @@ struct Setup {
 pub type RepairTiers = [(&'static str, u64); 4];
 
 impl Engine {
-    /// Where the lost ranks of allocation `id` go (README "Repair after failures"), or
+    /// Where the lost ranks of allocation `id` go (docs/repair.md "Repair after failures"), or
     /// `None` when they do not all fit. Changes nothing but expired reservations (and
     /// selector pools, which are caches).
     pub fn plan_repair(

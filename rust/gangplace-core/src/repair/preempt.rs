@@ -1,9 +1,9 @@
-//! Repairs that preempt (README "Repair after failures", R6): when the lost ranks fit nowhere
+//! Repairs that preempt (docs/repair.md "Repair after failures", R6): when the lost ranks fit nowhere
 //! a repair may reach, `plan_repair(preempt=True)` frees room inside the placement's own
 //! domain by the preemption rules, at the allocation's priority. Candidates are the
 //! allocations `plan_preemption` would consider (preemptible, strictly lower priority) with
 //! healthy GPUs inside the domain (or, when the lost pods ask resources besides GPUs, some
-//! of those resources: README "Node resources"); they are removed on a what-if in P4's order (priority
+//! of those resources: docs/resources.md "Node resources"); they are removed on a what-if in P4's order (priority
 //! ascending, GPUs freed inside the domain per GPU held descending, newest first, id) until
 //! every class fits, then restored in reverse order while the repair still fits, pass after
 //! pass until one restores nothing: the set is 1-minimal.

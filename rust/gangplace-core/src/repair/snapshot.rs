@@ -1,7 +1,7 @@
 //! What snapshot format version 6 adds after the roles (module `roles_snapshot`): per hold,
 //! in the body's order, its request's spare count, its placement's spares, and for a repair
 //! reservation the allocation it repairs, the ranks its pods replace and the spares it takes
-//! (README "Repair after failures", "Spares"). `check_invariants` checks the links on
+//! (docs/repair.md "Repair after failures", "Spares"). `check_invariants` checks the links on
 //! restore.
 
 use std::sync::Arc;

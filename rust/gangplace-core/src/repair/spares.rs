@@ -1,4 +1,4 @@
-//! Spares in repairs (README "Repair after failures", R2; "Spares"): the first tier, lost
+//! Spares in repairs (docs/repair.md "Repair after failures", R2; "Spares"): the first tier, lost
 //! ranks taken by the allocation's own spares (lost ranks in rank order each take the first
 //! spare not taken yet that is on an uncordoned node and, for a slice gang, inside the rank's
 //! innermost slice domain, spares in the order the allocation lists them); and
@@ -15,10 +15,10 @@ use crate::model::Allocation;
 use crate::state::Changes;
 
 impl Engine {
-    /// Holds `count` new spares for allocation `id` (README "Spares", S5): `count` pods of its
+    /// Holds `count` new spares for allocation `id` (docs/repair.md "Spares", S5): `count` pods of its
     /// pod size inside its placement's domain, or `count` in every innermost slice domain of a
     /// slice gang, by rules 4-6 with its selector, spread and NUMA policy, each asking what
-    /// a pod asks besides GPUs (README "Node resources"); all of them or
+    /// a pod asks besides GPUs (docs/resources.md "Node resources"); all of them or
     /// [`CoreError::Unschedulable`] and nothing changes.
     pub fn reserve_spares(
         &mut self,

@@ -1,4 +1,4 @@
-//! Node resources beside GPUs (README "Node resources"): CPU in millicores, memory in bytes
+//! Node resources beside GPUs (docs/resources.md "Node resources"): CPU in millicores, memory in bytes
 //! and any other named quantity a node offers and a pod asks (`rdma/ib`, hugepages, ...).
 //!
 //! Names are interned once, in the order nodes first declare them ([`ResourceNames`], part of
@@ -17,7 +17,7 @@ use crate::limits::{MAX_NAME_BYTES, MAX_RESOURCE_AMOUNT, MAX_RESOURCES_PER_NODE}
 pub type ResourceId = u16;
 
 /// The first id above every name's: ids from here up hold shares of GPUs, GPU `i`'s being
-/// this plus `i` (module `shares`, README "Fractions of a GPU").
+/// this plus `i` (module `shares`, docs/resources.md "Fractions of a GPU").
 pub const FIRST_SHARE_ID: ResourceId = 0xFF00;
 
 /// Quantities by resource id: sorted by id, ids unique, no zero quantity.
@@ -189,7 +189,7 @@ impl ResourceNames {
             .iter()
             .filter(|(name, _)| !self.ids.contains_key(name.as_str()))
             .count();
-        // Ids from `FIRST_SHARE_ID` up are GPU shares (README "Fractions of a GPU").
+        // Ids from `FIRST_SHARE_ID` up are GPU shares (docs/resources.md "Fractions of a GPU").
         if self.names.len() + new >= usize::from(FIRST_SHARE_ID) {
             return Err(invalid("a cluster knows at most 65,279 resource names"));
         }

@@ -1,4 +1,4 @@
-//! Defragmentation for multi-role gangs (README "Priorities, preemption and
+//! Defragmentation for multi-role gangs (docs/preemption.md "Priorities, preemption and
 //! defragmentation", rules D1-D4, and "Multi-role gangs", 7): the sets of P3-P4 over the whole
 //! unit (module `roles_preemption`), each accepted by D2 as for a single gang (its movers
 //! placed again outside the unit's domain, on the state where the unit's GPUs are held), and

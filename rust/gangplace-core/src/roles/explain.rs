@@ -16,7 +16,7 @@ impl Engine {
     /// that failed there (as [`LevelExplanation::capacity`] and `needed`: that group's pods
     /// with room and wanted); `excluded` counts nodes for the group placed first.
     pub fn explain_roles(&mut self, asked: &MultiGangRequest, now: f64) -> CoreResult<Explanation> {
-        let request = &*asked.placed(); // spares count as pods (README "Spares")
+        let request = &*asked.placed(); // spares count as pods (docs/repair.md "Spares")
         let resolved = self.prepare_roles(request, now)?;
         let outcome = self.plan_roles(request, &resolved)?;
         let placement = outcome

@@ -1,4 +1,4 @@
-//! Placing multi-role gangs (README "Multi-role gangs"): the unit goes into one domain, the
+//! Placing multi-role gangs (docs/roles.md): the unit goes into one domain, the
 //! finest level that holds it, trying that level's candidates in rule 3's order (over every
 //! usable node; a candidate needs the unit's GPUs free). Inside a candidate the groups are
 //! placed in order (total GPUs descending, name), each by the single-gang rules with its own
@@ -226,7 +226,7 @@ impl Engine {
         asked: &MultiGangRequest,
         now: f64,
     ) -> CoreResult<Option<Placement>> {
-        let request = &*asked.placed(); // spares count as pods (README "Spares")
+        let request = &*asked.placed(); // spares count as pods (docs/repair.md "Spares")
         let resolved = self.prepare_roles(request, now)?;
         let outcome = self.plan_roles(request, &resolved)?;
         Ok(outcome
@@ -246,7 +246,7 @@ impl Engine {
         check_owner(owner)?;
         self.reclaim(now);
         let asked = request;
-        let request = &*asked.placed(); // spares count as pods (README "Spares")
+        let request = &*asked.placed(); // spares count as pods (docs/repair.md "Spares")
         self.resolve_roles(request)?;
         self.check_cap(owner, request.min_gpus())?;
         let resolved = self.prepare_roles(request, now)?;
@@ -278,7 +278,7 @@ impl Engine {
 }
 
 /// Refuses `call` (preemption, defragmentation) for a unit with spares: its removal sets do
-/// not count them yet (README "Spares"). Resources besides GPUs are counted.
+/// not count them yet (docs/repair.md "Spares"). Resources besides GPUs are counted.
 pub(crate) fn refuse_unsupported_roles(request: &MultiGangRequest, call: &str) -> CoreResult<()> {
     match request.has_spares() {
         true => Err(invalid(format!(

@@ -1,4 +1,4 @@
-//! Priority preemption for multi-role gangs (README "Priorities, preemption and
+//! Priority preemption for multi-role gangs (docs/preemption.md "Priorities, preemption and
 //! defragmentation", rules P1-P6, and "Multi-role gangs", 7): the same rules over the whole
 //! unit. Where a single gang fits a domain by a capacity count, a unit fits a domain when
 //! every group and every colocation succeeds there by the placement rules (`plan_roles_in`),
@@ -293,7 +293,7 @@ impl<'e> UnitSearch<'e> {
     }
 
     /// Removes (`free`) or puts back candidates on the copy: their GPUs, and their resources
-    /// when the unit asks some (README "Node resources").
+    /// when the unit asks some (docs/resources.md "Node resources").
     fn remove(&mut self, members: &[usize], free: bool) {
         for &member in members {
             self.what_if

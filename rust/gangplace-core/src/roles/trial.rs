@@ -1,4 +1,4 @@
-//! One attempt at placing every group of a multi-role gang inside candidates (README
+//! One attempt at placing every group of a multi-role gang inside candidates (docs/roles.md
 //! "Multi-role gangs", rule 3): the groups in placing order, each by the single-gang rules on
 //! a what-if overlay of the earlier groups' GPUs, a colocated group inside its anchor's rank-0
 //! domain; and room for a follower, the candidate tried once more with a follower that did
@@ -19,7 +19,7 @@ use crate::topology::Topology;
 use super::{GroupFailure, Resolved, RolesPlan};
 
 /// A follower placed in its anchor's rank-0 domain just before the anchor (the second try of
-/// a candidate, README "Multi-role gangs", rule 3).
+/// a candidate, docs/roles.md, rule 3).
 #[derive(Debug, Clone, Copy)]
 struct Pin {
     group: usize,
@@ -34,7 +34,7 @@ type Taken = (NodeId, GpuSet, usize);
 /// One attempt at placing every group of a request, candidate after candidate.
 pub(super) struct Trial<'e, 'v> {
     topology: &'e Topology,
-    /// The nodes' states: what the holds use of their resources (README "Node resources").
+    /// The nodes' states: what the holds use of their resources (docs/resources.md "Node resources").
     states: &'e NodeStates,
     request: &'e MultiGangRequest,
     resolved: &'e Resolved,
@@ -173,7 +173,7 @@ impl<'e, 'v> Trial<'e, 'v> {
         }
         match self.place_all(depth, item, None)? {
             Ok(plans) => Ok(Ok(plans)),
-            // Room for a follower (README "Multi-role gangs", rule 3): once more with the
+            // Room for a follower (docs/roles.md, rule 3): once more with the
             // follower placed in its anchor's rank-0 domain just before the anchor; if that
             // fails too, the first try's failure is the candidate's.
             Err((failure, Some(pin))) => {

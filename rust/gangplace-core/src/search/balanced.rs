@@ -1,4 +1,4 @@
-//! The balanced spread (README "Balanced spread"): as many children as pack would use, the
+//! The balanced spread (docs/shapes.md "Balanced spread"): as many children as pack would use, the
 //! largest by capacity (then path), the units split among them by water-filling.
 //!
 //! Water-filling gives every chosen child `min(capacity, L)` units for the largest `L` whose

@@ -248,7 +248,7 @@ impl<V: CapacityView> Search<'_, V> {
         let worth = |domain: DomainId| self.holds_pods(Item::Domain(domain), pods);
         let mut visit = |node: Item| self.holds_pods(node, pods).then_some(node);
         if self.has_shares() && need == 0 {
-            // Fractions (README "Fractions of a GPU"): of the nodes without a free GPU only
+            // Fractions (docs/resources.md "Fractions of a GPU"): of the nodes without a free GPU only
             // the shared ones can hold a pod; they come from the shares, not from a walk over
             // every full node. The nodes with a free GPU follow in the index's order.
             if let Some(found) = self.best_shared_full_node(pods) {

@@ -1,6 +1,6 @@
 //! Candidate domains of one level, one after another in rule 3's order (best-fit: fewest free
 //! healthy GPUs, then the parent's, and so on up to the root, then path; first-fit: path
-//! order). Multi-role gangs (README "Multi-role gangs") try them until one holds every group;
+//! order). Multi-role gangs (docs/roles.md) try them until one holds every group;
 //! a single gang only ever needs the first, which `best_fit` finds without listing.
 //!
 //! With an index, a level's entries are read fewest free first and each run of equal free

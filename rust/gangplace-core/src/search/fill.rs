@@ -1,4 +1,4 @@
-//! Rule 4's fill (README "Placement rules"): the children a spread uses and each one's share.
+//! Rule 4's fill (docs/placement.md): the children a spread uses and each one's share.
 //!
 //! A child that holds all remaining units takes them (the tightest such, then path order);
 //! otherwise the largest (then path order) is filled and the rest continues. The children
@@ -204,7 +204,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// Rule 4 as the README says it, one step at a time: `(position, share)` in path order.
+    /// Rule 4 as docs/placement.md says it, one step at a time: `(position, share)` in path order.
     fn rule_four(capacities: &[u32], units: u64) -> Option<Vec<(u32, u64)>> {
         let mut unused: Vec<(u32, u64)> = (0u32..)
             .zip(capacities.iter().map(|&c| u64::from(c)))

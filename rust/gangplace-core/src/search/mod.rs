@@ -1,6 +1,6 @@
 //! The placement search: which domain, then which nodes and GPUs.
 //!
-//! The rules are those of the README's "Placement rules" section (the one canonical text;
+//! The rules are those of the docs/placement.md (the one canonical text;
 //! `gangplace.reference.rules` is their readable transcription). Each function below names
 //! the rule it implements. How this code finds the answer fast:
 //!
@@ -109,13 +109,13 @@ pub struct Search<'a, V> {
     /// the cluster's view; other views walk the nodes).
     numa: Numa,
     /// A request with resources besides GPUs: each node holds no more pods than its free
-    /// resources allow (README "Node resources"), counted node by node, the aggregates'
+    /// resources allow (docs/resources.md "Node resources"), counted node by node, the aggregates'
     /// GPU-only counts serving as bounds.
     fit: Option<ResourceFit<'a>>,
-    /// A fractional request (README "Fractions of a GPU"): searched as pods without whole
+    /// A fractional request (docs/resources.md "Fractions of a GPU"): searched as pods without whole
     /// GPUs, each node holding what its free and shared GPUs' room allows.
     share: Option<ShareFit<'a>>,
-    /// The kept pod counts of this search's shape on the cluster's view (README "Node
+    /// The kept pod counts of this search's shape on the cluster's view (docs/resources.md "Node
     /// resources"): every count read from them, none made node by node.
     counts: Option<&'a ShapeCount>,
 }
@@ -181,7 +181,7 @@ impl<'a, V: CapacityView> Search<'a, V> {
         best.map(Item::Node)
     }
 
-    /// The same search counting pods per NUMA group (README "Inside a node"): read from the
+    /// The same search counting pods per NUMA group (docs/shapes.md "Inside a node"): read from the
     /// NUMA aggregates where the view keeps them, else by walking the nodes below the item.
     pub fn with_numa(self, numa: Numa) -> Self {
         Self { numa, ..self }
@@ -409,7 +409,7 @@ impl<'a, V: CapacityView> Search<'a, V> {
     }
 
     /// Units (pods or slices) over children with their capacities: rule 4's fill, or the
-    /// balanced split (README "Balanced spread").
+    /// balanced split (docs/shapes.md "Balanced spread").
     fn distribute(
         &self,
         children: Vec<Child>,
@@ -432,7 +432,7 @@ impl<'a, V: CapacityView> Search<'a, V> {
     /// ([`crate::intranode`]).
     fn take_gpus(&self, node: NodeId, pods: u64, out: &mut Vec<PlannedPod>) -> CoreResult<()> {
         if let Some(share) = &self.share {
-            // Fractional pods (README "Fractions of a GPU"): a GPU each, best fit (F2).
+            // Fractional pods (docs/resources.md "Fractions of a GPU"): a GPU each, best fit (F2).
             let free = self.view.node_free(node).unwrap_or_default();
             let gpus = (share.choose(node, free, pods))
                 .ok_or_else(|| internal("a node held fewer fractions than counted"))?;
@@ -443,7 +443,7 @@ impl<'a, V: CapacityView> Search<'a, V> {
             return Ok(());
         }
         if self.gpus_per_pod == 0 {
-            // Pods without GPUs (README "Node resources") take none.
+            // Pods without GPUs (docs/resources.md "Node resources") take none.
             let pods = (0..pods).map(|_| PlannedPod {
                 node,
                 gpus: GpuSet::EMPTY,

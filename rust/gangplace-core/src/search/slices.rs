@@ -1,4 +1,4 @@
-//! Slices (README "Slices"): how many slices a domain holds, and how a slice gang is spread.
+//! Slices (docs/shapes.md "Slices"): how many slices a domain holds, and how a slice gang is spread.
 //!
 //! Layer `i` of a request has a depth `d_i` and a size `k_i` (pods per slice), outermost
 //! first, each inner size dividing the outer one. The slices of layer `i` a domain `D` holds:

@@ -1,4 +1,4 @@
-//! Fractions of a GPU (README "Fractions of a GPU"): each GPU's used thousandths, and what a
+//! Fractions of a GPU (docs/resources.md "Fractions of a GPU"): each GPU's used thousandths, and what a
 //! fractional request is (module `request`); how many such pods a node holds and the GPU each
 //! takes are derived views ([`crate::capacity::ShareFit`]).
 //!

@@ -1,4 +1,4 @@
-//! What a fractional request is (README "Fractions of a GPU", rule F1): its checks, the
+//! What a fractional request is (docs/resources.md "Fractions of a GPU", rule F1): its checks, the
 //! whole GPUs it counts, and the refusals of the operations that do not plan fractions.
 
 use crate::error::{CoreResult, invalid};
@@ -59,13 +59,13 @@ impl GangRequest {
     }
 
     /// Refuses `doing` for a fractional request: that operation does not plan shares of
-    /// GPUs (README "Fractions of a GPU", what counts them).
+    /// GPUs (docs/resources.md "Fractions of a GPU", what counts them).
     pub fn refuse_fraction(&self, doing: &str) -> CoreResult<()> {
         match self.gpu_milli {
             None => Ok(()),
             Some(milli) => Err(invalid(format!(
                 "{doing} does not plan fractions of a GPU; this request asks gpu_milli={milli} \
-                 (README \"Fractions of a GPU\")"
+                 (docs/resources.md \"Fractions of a GPU\")"
             ))),
         }
     }
@@ -79,7 +79,7 @@ impl Placement {
             None => Ok(()),
             Some(milli) => Err(invalid(format!(
                 "{doing} does not take fractions of a GPU; this placement's pods use \
-                 gpu_milli={milli} (README \"Fractions of a GPU\")"
+                 gpu_milli={milli} (docs/resources.md \"Fractions of a GPU\")"
             ))),
         }
     }

@@ -64,11 +64,11 @@ pub const MAGIC: &[u8; 8] = b"GANGPLCE";
 /// and its placement's slices); version 5 adds the roles of every hold after that (module
 /// `roles_snapshot`: multi-role groups and requests); version 6 adds the spares and repair
 /// links of every hold after that (module `repair_snapshot`); version 7 adds the ended ranks
-/// of every hold after that ([`Endings`], README "Ending some pods"); version 8 adds node
-/// resources and what every hold's pods ask after that (module `resources`, README "Node
+/// of every hold after that ([`Endings`], docs/transactions.md "Ending some pods"); version 8 adds node
+/// resources and what every hold's pods ask after that (module `resources`, docs/resources.md "Node
 /// resources"); version 9 adds the fraction of a GPU every hold's pods use after that
-/// (module `shares`, README "Fractions of a GPU"); version 10 adds each multi-role group's
-/// resources after that (module `resources`, README "Multi-role gangs"). Versions 2 to 10
+/// (module `shares`, docs/resources.md "Fractions of a GPU"); version 10 adds each multi-role group's
+/// resources after that (module `resources`, docs/roles.md). Versions 2 to 10
 /// are read; version 1 snapshots are refused.
 pub const FORMAT_VERSION: u16 = 10;
 const OLDEST_READ: u16 = 2;

@@ -1,5 +1,5 @@
 //! What snapshot version 8 adds after version 7's ended ranks: node resources and what each
-//! hold's pods ask (README "Node resources"). Names, not ids, so equal states give equal
+//! hold's pods ask (docs/resources.md "Node resources"). Names, not ids, so equal states give equal
 //! bytes whatever order the names were first declared in.
 
 use serde::{Deserialize, Serialize};
@@ -39,7 +39,7 @@ pub(crate) struct HoldResources {
 pub(crate) type GroupAsks = Vec<Vec<(String, u64)>>;
 
 /// From version 10: per live hold (body order), each multi-role group's `resources_per_pod`
-/// (README "Multi-role gangs").
+/// (docs/roles.md).
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub(crate) struct GroupResourceRecords {
     pub holds: Vec<GroupAsks>,

@@ -1,4 +1,4 @@
-//! The version 9 part of a snapshot (README "Fractions of a GPU"): the thousandths of a GPU
+//! The version 9 part of a snapshot (docs/resources.md "Fractions of a GPU"): the thousandths of a GPU
 //! every live hold's pods use, and the check that a restored fractional hold fits its GPUs.
 
 use serde::{Deserialize, Serialize};

@@ -371,7 +371,7 @@ impl Run {
                 // The top bit of `ttl` adds a label selector: exercises the selector pools.
                 let label = (ttl & 0x80 != 0).then(|| ("pool".to_owned(), format!("p{}", ttl & 1)));
                 let request = request(pods, gpus_per_pod, min_pods, level, label)?;
-                // One-GPU pods with an odd `min_pods` ask a fraction of a GPU (README
+                // One-GPU pods with an odd `min_pods` ask a fraction of a GPU (docs/resources.md
                 // "Fractions of a GPU"): 250, 500 or 750 thousandths by owner.
                 let milli =
                     (gpus_per_pod == 1 && min_pods % 2 == 1).then(|| 250 * (1 + i64::from(owner)));
@@ -529,7 +529,7 @@ impl Run {
                 .unhealthy
                 .iter()
                 .filter(|gpu| !info.allocated.contains(gpu));
-            // A shared GPU (README "Fractions of a GPU") is in none of the lists but unhealthy;
+            // A shared GPU (docs/resources.md "Fractions of a GPU") is in none of the lists but unhealthy;
             // one shared past a whole GPU is not counted, so the check fails.
             let healthy_shared = (info.shared.iter())
                 .filter(|(gpu, used)| *used <= 1000 && !info.unhealthy.contains(gpu));

@@ -24,7 +24,7 @@ pub(crate) fn validate_labels(labels: &[(String, String)]) -> CoreResult<()> {
 }
 
 impl Topology {
-    /// Resource names and node capacities (README "Node resources").
+    /// Resource names and node capacities (docs/resources.md "Node resources").
     pub fn resources(&self) -> &NodeResources {
         &self.resources
     }
@@ -82,7 +82,7 @@ impl Topology {
 }
 
 /// A new node's GPU count: `1..=MAX_GPUS_PER_NODE`, or 0 for a node offering resources
-/// besides GPUs (README "Node resources": a node whose GPUs are all MIG slices).
+/// besides GPUs (docs/resources.md "Node resources": a node whose GPUs are all MIG slices).
 pub(crate) fn checked_gpus(spec: &NodeSpec) -> CoreResult<u32> {
     let fewest = u32::from(!spec.resources.iter().any(|&(_, quantity)| quantity > 0));
     u32::try_from(spec.gpus)

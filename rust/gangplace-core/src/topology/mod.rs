@@ -113,7 +113,7 @@ pub struct NodeSpec {
     pub unhealthy: Vec<i64>,
     /// Intra-node levels (outermost first) and each GPU's group ids, if known.
     pub gpu_topology: Option<(Vec<String>, Vec<Vec<u32>>)>,
-    /// Resources besides GPUs, name -> quantity in base units (README "Node resources").
+    /// Resources besides GPUs, name -> quantity in base units (docs/resources.md "Node resources").
     pub resources: Vec<(String, i64)>,
 }
 
@@ -145,7 +145,7 @@ pub struct Topology {
     /// Every distinct GPU topology given, by (levels, paths, GPUs): equal ones are shared,
     /// with their memo of GPU choices (`intranode`). Kept after their nodes are removed.
     gpu_topologies: GpuTopologies,
-    /// Resource names and each node's capacity (README "Node resources").
+    /// Resource names and each node's capacity (docs/resources.md "Node resources").
     resources: NodeResources,
 }
 

@@ -1,5 +1,5 @@
 //! Who must make room for a gang: the removal sets of priority preemption and of
-//! defragmentation, as pure computations over a capacity view (README, "Priorities,
+//! defragmentation, as pure computations over a capacity view (docs/preemption.md "Priorities,
 //! preemption and defragmentation", rules P1-P6). Nothing here changes the cluster: the engine
 //! turns a choice into a plan, and applying a plan is one re-validated mutation.
 //!
@@ -45,7 +45,7 @@ pub struct Candidate {
 
 /// The candidates of one plan, sorted by id, and their freed GPUs in one buffer (one
 /// allocation for all of them, not one each); for a request asking resources besides GPUs,
-/// also what each entry frees of them (README "Node resources"), entry by entry.
+/// also what each entry frees of them (docs/resources.md "Node resources"), entry by entry.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Candidates {
     list: Vec<Candidate>,
@@ -317,7 +317,7 @@ pub fn place_after_removal<V: CapacityView>(
         }
     }
     let gpus_per_pod = search.gpus_per_pod();
-    // Their resources too, for a request that asks some (README "Node resources").
+    // Their resources too, for a request that asks some (docs/resources.md "Node resources").
     let freed = candidates.freed_amounts(members);
     let fit = search.fit().map(|fit| fit.with_freed(&freed));
     Search::new(search.topology(), &overlay, gpus_per_pod)

@@ -5,7 +5,7 @@
 //! depth come in path order. Choosing in one domain reuses one set of buffers ([`Scratch`]),
 //! so trying every touched domain of a level allocates nothing per domain. For a request
 //! asking resources besides GPUs, a node's pods also count what the removals give back of
-//! them (README "Node resources"), through the search's [`ResourceFit`].
+//! them (docs/resources.md "Node resources"), through the search's [`ResourceFit`].
 
 use std::cmp::Ordering;
 
