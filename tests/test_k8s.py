@@ -130,7 +130,12 @@ def _pod(name: str, node: str | None, gpus: int, **extra: Any) -> dict[str, Any]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": "ml", **extra.pop("metadata", {})},
+        "metadata": {
+            "name": name,
+            "namespace": "ml",
+            "uid": f"uid-{name}",
+            **extra.pop("metadata", {}),
+        },
         "spec": {
             "nodeName": node,
             "containers": [
@@ -251,8 +256,8 @@ def test_running_pods_are_adopted() -> None:
     assert cluster.node("gke-a3-1").allocated == (0, 1, 2, 3)  # max(1, init 4)
     assert len(cluster.allocations(owner="kube")) == 3
     assert warnings == [
-        "pod ml/lost not adopted: its node gke-gone is not in the cluster",
         'pod ml/too-big not adopted: node "gke-a3-1" has 4 free healthy GPUs for a pod of 6',
+        "1 running pod(s) wait for nodes not in the cluster: ml/lost (gke-gone)",
     ]
     api = client.ApiClient()
     objects = [api._ApiClient__deserialize(p, "V1Pod") for p in pods["items"]]  # type: ignore[attr-defined]
@@ -342,7 +347,7 @@ def _gpu_node(name: str = "n1", **fields: Any) -> dict[str, Any]:
 
 def _bound_pod(**spec: Any) -> dict[str, Any]:
     return {
-        "metadata": {"name": "p", "namespace": "ml"},
+        "metadata": {"name": "p", "namespace": "ml", "uid": "uid-p"},
         "spec": {"nodeName": "n2", **spec},
         "status": {"phase": "Running"},
     }
@@ -400,7 +405,7 @@ BAD_PODS = [
 @pytest.mark.parametrize(("pod", "warning"), BAD_PODS)
 def test_one_bad_pod_is_not_adopted_with_a_warning_naming_its_field(pod: Any, warning: str) -> None:
     good = _bound_pod(containers=[{"resources": {"limits": {"nvidia.com/gpu": "2"}}}])
-    good["metadata"] = {"name": "good", "namespace": "ml"}
+    good["metadata"] = {"name": "good", "namespace": "ml", "uid": "uid-good"}
     cluster, warnings = cluster_from_nodes(
         [_gpu_node("n2")], levels={"rack": "rack"}, pods=[pod, good]
     )

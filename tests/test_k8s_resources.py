@@ -35,7 +35,7 @@ def pod(name: str, gpus: int, node_name: str = "n1", **spec: Any) -> dict[str, A
     resources.update(spec.pop("main", {}))
     main = {"name": "main", "resources": resources}
     return {
-        "metadata": {"name": name, "namespace": "ml"},
+        "metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}"},
         "spec": {"nodeName": node_name, "containers": [main, *spec.pop("sidecars", [])], **spec},
         "status": {"phase": "Running"},
     }

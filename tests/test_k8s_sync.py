@@ -33,7 +33,12 @@ def pod(name: str, where: str | None, gpus: int = 4, **extra: Any) -> dict[str, 
     """A pod with ``gpus`` GPUs bound to ``where`` (``None``: pending)."""
     return {
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": "ml", **extra.pop("metadata", {})},
+        "metadata": {
+            "name": name,
+            "namespace": "ml",
+            "uid": f"uid-{name}",
+            **extra.pop("metadata", {}),
+        },
         "spec": {
             "nodeName": where,
             "containers": [
@@ -238,9 +243,10 @@ def test_changes_behind_the_syncs_back_do_not_break_it() -> None:
     assert sync.apply("DELETED", pods[0]).action == "pod ended"
     assert sync.apply("DELETED", pods[1]).action == "pod ended"  # the gang goes on
     sync.cluster.remove_node("n2")
-    assert sync.apply("DELETED", node("n2")).action == "node removed"
-    assert sync.apply("DELETED", pods[2]).action == "allocation ended"
-    assert sync.cluster.allocations() == []
+    removed = sync.apply("DELETED", node("n2"))
+    assert removed.action == "node removed" and sync.cluster.allocations() == []  # K2: its pod
+    assert removed.warnings == ("node n2 removed: 1 pod(s) there wait for it",)  # waits for it
+    assert sync.apply("DELETED", pods[2]).action == "ignored"  # it was waiting
 
 
 def test_watch_events_on_a_time_sliced_node_count_physical_gpus() -> None:

@@ -34,6 +34,7 @@ from gangplace._gangplace import LIMITS, GangRequest
 from gangplace.errors import GangplaceError, InvalidRequest
 from gangplace.k8s import fields
 from gangplace.k8s.fields import BadField
+from gangplace.k8s.objects import plain
 
 __all__ = [
     "HOSTNAME_LABEL",
@@ -81,9 +82,7 @@ class GangSpec:
     priority_class: str | None
 
 
-def _plain(obj: Any, what: str) -> dict[str, Any]:
-    from gangplace.k8s.read import plain
-
+def _plain(obj: Any, what: str) -> Mapping[str, Any]:
     return plain(obj, kind=what)
 
 

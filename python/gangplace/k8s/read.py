@@ -7,7 +7,6 @@ field, which the callers turn into a warning naming the object.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -24,6 +23,7 @@ from gangplace.k8s.binding import (
 )
 from gangplace.k8s.fields import BadField
 from gangplace.k8s.gangs import gang_key, pod_priority
+from gangplace.k8s.objects import plain
 
 __all__ = [
     "DEFAULT_TOLERATIONS",
@@ -36,6 +36,7 @@ __all__ = [
     "node_view",
     "plain",
     "pod_gpus",
+    "pod_key",
     "pod_name",
     "pod_view",
 ]
@@ -49,29 +50,6 @@ MAX_REPLICAS = 1024
 DEFAULT_TOLERATIONS: tuple[Mapping[str, Any], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists"},
 )
-
-
-def plain(obj: Any, kind: str = "V1Node") -> dict[str, Any]:
-    """A dict view: dicts as they are, client model objects through the API's own names.
-
-    Model objects are serialized by the client (``sanitize_for_serialization``), which uses
-    the API's camelCase keys (``nodeName``, ``initContainers``), as ``kubectl -o json``.
-    """
-    if isinstance(obj, Mapping):
-        return dict(obj)
-    if hasattr(obj, "to_dict") and hasattr(obj, "openapi_types"):
-        result = _api_client().sanitize_for_serialization(obj)
-        if isinstance(result, dict):
-            return result
-    raise TypeError(f"expected a {kind} or a dict, not {type(obj).__name__}")
-
-
-@functools.cache
-def _api_client() -> Any:
-    """One client for serializing model objects (building one per object costs a pool)."""
-    from kubernetes.client import ApiClient
-
-    return ApiClient()
 
 
 def _count(value: Any) -> int | None:
@@ -177,6 +155,8 @@ class NodeView:
     # docs/resources.md "Node resources": allocatable CPU (millicores), memory, storage and extended
     # resources (MIG profiles of the mixed strategy among them), in base units.
     resources: Mapping[str, int] = field(default_factory=dict)
+    uid: str = ""  # metadata.uid: a node deleted and registered again under its name has another
+    taints: tuple[tuple[str, str, str], ...] = ()  # (key, value, effect) of NoSchedule/NoExecute
 
 
 def node_view(
@@ -240,6 +220,7 @@ def node_view(
         _cordon_reason(node, tolerations),
         replicas,
         quantities.node_resources(status, gpu_resource, name, warnings),
+        fields.text(metadata.get("uid"), "metadata.uid") or "",
     )
 
 
@@ -332,12 +313,14 @@ def pod_name(raw: Any, index: int) -> str:
 class PodView:
     """A pod as read: who it is, where it runs, what it holds and which gang it is of.
 
-    ``node`` is ``None`` for a pod not bound yet; ``finished`` for phase ``Succeeded`` or
-    ``Failed``; ``gpus`` 0 for a pod without GPUs. ``allocation`` and ``rank`` are gangplace's
-    own annotations (the pod was bound by gangplace), else ``None``.
+    ``key`` is the pod's identity: its ``metadata.uid`` (a pod deleted and made again under
+    the same name is another pod), or ``namespace/name`` when it has no uid (with a
+    warning). ``node`` is ``None`` for a pod not bound yet; ``finished`` for phase
+    ``Succeeded`` or ``Failed``; ``gpus`` 0 for a pod without GPUs. ``allocation`` and
+    ``rank`` are gangplace's own annotations (the pod was bound by gangplace), else ``None``.
     """
 
-    key: tuple[str, str]
+    key: str
     name: str
     node: str | None
     finished: bool
@@ -348,10 +331,12 @@ class PodView:
     preemptible: bool
     allocation: str | None
     rank: int | None
-    # docs/resources.md "Node resources": what it asks besides GPUs, as the scheduler counts it.
+    # docs/resources.md: what it asks besides GPUs, as the scheduler counts it.
     requests: Mapping[str, int] = field(default_factory=dict)
-    # docs/resources.md "Fractions of a GPU": the thousandths of one GPU it uses, if it shares one.
+    # docs/resources.md, "Fractions of a GPU": the thousandths of one GPU it uses, if shared.
     milli: int | None = None
+    ns_name: tuple[str, str] = ("", "")  # (namespace, name)
+    version: int | None = None  # metadata.resourceVersion
 
     @property
     def runs(self) -> bool:
@@ -360,13 +345,30 @@ class PodView:
             self.node is not None and not self.finished and (self.gpus > 0 or bool(self.requests))
         )
 
+    @property
+    def holding(self) -> tuple[Any, ...]:
+        """What it holds, as adopted: a tracked pod whose holding changes is adopted again."""
+        return (self.node, self.entry, self.gpus, tuple(self.requests.items()), self.milli)
 
-def pod_view(pod: Mapping[str, Any], index: int, gpu_resource: str, warnings: list[str]) -> PodView:
+
+def pod_key(uid: str, namespace: str, name: str) -> str:
+    """A pod's identity: its uid, or ``namespace/name`` without one (uids have no ``/``)."""
+    return uid or f"{namespace}/{name}"
+
+
+def pod_view(
+    pod: Mapping[str, Any],
+    index: int,
+    gpu_resource: str,
+    warnings: list[str],
+    version: int | None = None,
+) -> PodView:
     """The pod as gangplace sees it.
 
     Raises:
         BadField: A field that is not what the API defines (a bad GPU annotation is a
-            warning instead: the pod then takes the node's lowest free GPUs).
+            warning instead: the pod then takes the node's lowest free GPUs; a missing uid
+            too: the pod is then known by namespace and name).
 
     """
     metadata = fields.obj(pod.get("metadata"), "metadata")
@@ -374,10 +376,15 @@ def pod_view(pod: Mapping[str, Any], index: int, gpu_resource: str, warnings: li
     name = pod_name(pod, index)
     namespace = fields.text(metadata.get("namespace"), "metadata.namespace") or "default"
     short = fields.text(metadata.get("name"), "metadata.name") or ""
+    uid = fields.text(metadata.get("uid"), "metadata.uid") or ""
     node = fields.text(spec.get("nodeName") or spec.get("node_name"), "spec.nodeName") or None
     phase = fields.obj(pod.get("status"), "status").get("phase")
     finished = phase in ("Succeeded", "Failed")
-    idle = PodView((namespace, short), name, node, finished, 0, None, None, 0, True, None, None)
+    key = pod_key(uid, namespace, short)
+    ns_name = (namespace, short)
+    idle = PodView(
+        key, name, node, finished, 0, None, None, 0, True, None, None, {}, None, ns_name, version
+    )
     if node is None or finished:
         return idle  # nothing more is read of a pod that holds nothing
     gpus = pod_gpus(pod, gpu_resource)
@@ -386,6 +393,8 @@ def pod_view(pod: Mapping[str, Any], index: int, gpu_resource: str, warnings: li
         return idle  # it holds nothing gangplace counts
     if not short:
         raise BadField("metadata.name", "is missing")
+    if not uid:
+        warnings.append(f"pod {name}: metadata.uid is missing: known by namespace and name")
     annotations = fields.obj(metadata.get("annotations"), "metadata.annotations")
     named = str(annotations.get(GPUS_ANNOTATION) or "").strip()
     entry: Any = (node, gpus)
@@ -400,7 +409,7 @@ def pod_view(pod: Mapping[str, Any], index: int, gpu_resource: str, warnings: li
     rank_text = annotations.get(RANK_ANNOTATION)
     rank = int(rank_text) if isinstance(rank_text, str) and rank_text.isdigit() else None
     return PodView(
-        key=(namespace, short),
+        key=key,
         name=name,
         node=node,
         finished=finished,
@@ -413,6 +422,8 @@ def pod_view(pod: Mapping[str, Any], index: int, gpu_resource: str, warnings: li
         rank=rank,
         requests=requests,
         milli=milli,
+        ns_name=ns_name,
+        version=version,
     )
 
 
