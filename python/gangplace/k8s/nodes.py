@@ -27,6 +27,7 @@ class NodeBook:
         self.book = book
         self.views: dict[str, NodeView] = {}  # the GPU nodes in the cluster, as last read
         self.others: set[str] = set()  # nodes seen that are not GPU nodes (their pods wait)
+        self.deferred: set[str] = set()  # nodes whose rack or GPU count waits for them to empty
 
     def not_a_gpu_node(self, name: str, warnings: list[str]) -> SyncResult:
         """K2: a node that does not read as a GPU node: cordoned at once if it was one."""
@@ -87,6 +88,7 @@ class NodeBook:
         name, cluster = view.name, self.cluster
         structural = (view.gpus, view.topology) != (old.gpus, old.topology)
         moved: list[PodView] = []
+        self.deferred.discard(name)
         if structural and relist:  # K4: one pass; the sync's own pods there are adopted again
             moved = self._release_own(name)
         try:
@@ -98,6 +100,7 @@ class NodeBook:
                     gpus=view.gpus if structural else None,
                 )
         except Conflict as busy:
+            self.deferred.add(name)
             warnings.append(f"node {name}: {busy}; the change waits until it holds nothing")
             unhealthy = tuple(gpu for gpu in view.unhealthy if gpu < old.gpus)
             view = replace(view, gpus=old.gpus, topology=old.topology, unhealthy=unhealthy)
@@ -134,6 +137,7 @@ class NodeBook:
         if name not in self.views:
             return SyncResult("ignored", name, warnings=tuple(warnings))
         del self.views[name]
+        self.deferred.discard(name)
         waiting = self.book.off_node(name)
         if waiting:
             warnings.append(f"node {name} removed: {len(waiting)} pod(s) there wait for it")

@@ -222,7 +222,8 @@ class ClusterSync:
         if known is not None and known.holding == view.holding:
             return SyncResult("ignored", view.name, warnings=tuple(warnings))
         if known is not None:  # K5: its node or requests changed: it is adopted again
-            warnings.append(f"pod {view.name}: what it holds changed: adopted again")
+            if view.key in self._book.tracked:
+                warnings.append(f"pod {view.name}: what it holds changed: adopted again")
             self._book.end(view.key, view.name, [])
         if not view.runs:
             self._idle.add(view.key)
@@ -305,12 +306,12 @@ class ClusterSync:
             and ident.version is not None
             and self._versions.get(("node", name)) == (ident.version)
         ):
-            if name in self._nodes.views:  # unchanged since it was applied: not read again
-                listing.gpu[name] = None
+            if name in self._nodes.others:  # unchanged since it was applied: not read again
+                listing.others.add(name)
                 listing.versions[("node", name)] = ident.version
                 return
-            if name in self._nodes.others:
-                listing.others.add(name)
+            if name in self._nodes.views and name not in self._nodes.deferred:
+                listing.gpu[name] = None
                 listing.versions[("node", name)] = ident.version
                 return
         warnings: list[str] = []
