@@ -53,9 +53,7 @@ def pod(
         },
         "spec": {
             "nodeName": where,
-            "containers": [
-                {"name": "main", "resources": {"limits": limits, "requests": requests}}
-            ],
+            "containers": [{"name": "main", "resources": {"limits": limits, "requests": requests}}],
         },
         "status": {"phase": phase},
     }
@@ -88,7 +86,8 @@ def test_a_pod_made_again_under_its_name_elsewhere_is_a_new_pod() -> None:
     assert result.action == "pod adopted"
     assert any("replaces uid u1" in w for w in result.warnings)
     assert used(sync) == {"a": 0, "b": 8}  # the old incarnation's GPUs are free
-    assert sync.cluster.place_gang(GangRequest(1, 8)).nodes == ("a",)  # never b
+    placement = sync.cluster.place_gang(GangRequest(1, 8))
+    assert placement is not None and placement.nodes == ("a",)  # never b
     assert sync.apply("MODIFIED", pod("web-0", "a", 8, uid="u1", version=3)).action == "ignored"
     assert used(sync) == {"a": 0, "b": 8}  # a late event of the old one changes nothing
 
@@ -213,7 +212,7 @@ def test_two_watch_threads_never_split_a_gang() -> None:
         pods = [pod(f"w{i}", f"n{i}", 8, gang="job") for i in range(4)]
         barrier = threading.Barrier(2)
 
-        def feed(objects: list[Any], sync: ClusterSync = sync) -> None:
+        def feed(objects: list[Any], sync: ClusterSync = sync, barrier: Any = barrier) -> None:
             barrier.wait()
             for obj in objects:
                 sync.apply("ADDED", obj)
