@@ -180,6 +180,14 @@ def test_a_failure_part_way_says_what_was_bound_and_what_was_not(
     assert not result.ok
     # Nothing was sent for the pod not tried.
     assert not any("job-2" in p for _, p, *_ in server.requests)
+    # K9: a pod annotated but not bound loses its annotations (a null removes a key).
+    patches = [b for m, p, _, b in server.requests if m == "PATCH" and p.endswith("/job-1")]
+    if method == "POST":
+        assert patches[-1] == {
+            "metadata": {"annotations": dict.fromkeys(patches[0]["metadata"]["annotations"])}
+        }
+    else:
+        assert len(patches) == 1  # the annotation itself failed: nothing to remove
 
 
 @pytest.mark.parametrize(("bound_to", "ok"), [("n1", True), ("n3", False)])

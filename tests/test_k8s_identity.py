@@ -257,3 +257,22 @@ def _state(sync: ClusterSync) -> Any:
             tuple(sorted(info.free_resources.items())),
         )
     return nodes
+
+
+def test_a_bind_seen_before_its_commit_is_matched_silently() -> None:
+    """K9: the scheduler reserved, bound the pods, and commits after their events came."""
+    from gangplace.k8s import binding_patches, binding_plan
+
+    sync = synced("a", "b")
+    held = sync.cluster.reserve(GangRequest(2, 8), owner="sched")
+    patches = binding_patches(binding_plan(held.placement, ["t-0", "t-1"]), allocation=held.id)
+    for rank, where in enumerate(held.placement.nodes):
+        bound = pod(f"t-{rank}", where, 8)
+        bound["metadata"]["annotations"] = patches[f"t-{rank}"]["metadata"]["annotations"]
+        result = sync.apply("ADDED", bound)
+        assert (result.action, result.rank, result.warnings) == ("pod matched", rank, ())
+    allocation = sync.cluster.commit(held, owner="sched")
+    ended = sync.apply("DELETED", pod("t-0", held.placement.nodes[0], 8, version=9))
+    assert ended.action == "pod ended"
+    (after,) = sync.cluster.allocations()
+    assert after.id == allocation.id and after.ended == (0,)

@@ -254,11 +254,23 @@ def _bind_one(core_v1: Any, body: Any, patch: dict[str, Any]) -> str | None:
     except Exception as error:
         if getattr(error, "status", None) == 409 and _bound_to(core_v1, space, name) == node:
             return None
-        return f"binding to {node}: {_reason(error)}"
+        return _unannotated(core_v1, space, name, patch, f"binding to {node}: {_reason(error)}")
     status = getattr(reply, "status", 201)
     if status not in (200, 201):
-        return f"binding to {node}: HTTP {status}"
+        return _unannotated(core_v1, space, name, patch, f"binding to {node}: HTTP {status}")
     return None
+
+
+def _unannotated(core_v1: Any, space: str, name: str, patch: dict[str, Any], failure: str) -> str:
+    """A pod that did not bind loses the annotations just written (K9), so that if another
+    scheduler binds it later, nothing reads them as gangplace's; the failure, as reported."""
+    keys = patch.get("metadata", {}).get("annotations", {})
+    removal = {"metadata": {"annotations": dict.fromkeys(keys)}}  # null deletes a key
+    try:
+        core_v1.patch_namespaced_pod(name, space, removal, _content_type=MERGE_PATCH)
+    except Exception as error:
+        return f"{failure} (its annotations could not be removed: {_reason(error)})"
+    return failure
 
 
 def _bound_to(core_v1: Any, space: str, name: str) -> str | None:
