@@ -170,7 +170,8 @@ class SyncMachine(RuleBasedStateMachine):
             return
         del self.nodes[name]
         for uid in [u for u, p in self.pods.items() if p["node"] == name]:
-            del self.pods[uid]  # the pod garbage collector deletes them (events missed: dirty)
+            del self.pods[uid]  # the pod garbage collector deletes them; their events missed
+            self.dirty.add(name)
 
     @precondition(lambda self: bool(self.nodes))
     @rule(data=st.data(), change=st.sampled_from(["rack", "notready", "broken"]),
@@ -279,7 +280,7 @@ def _state(sync: ClusterSync) -> Any:
         state[name] = (
             info.gpus,
             tuple(sorted(info.topology.items())),
-            info.unhealthy,
+            len(info.unhealthy),  # counted from allocatable: which GPUs is not known
             info.cordoned,
             len(info.free),
             tuple(sorted(info.free_resources.items())),

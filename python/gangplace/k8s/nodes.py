@@ -108,9 +108,10 @@ class NodeBook:
         if view.resources != old.resources:
             cluster.update_node(name, resources=dict(view.resources))  # checked on add
         current = set(cluster.node(name).unhealthy)
-        for gpu in sorted(set(view.unhealthy) - current):
+        wanted = _unhealthy(cluster, name, view, current)
+        for gpu in sorted(wanted - current):
             cluster.set_gpu_health(name, gpu, False)
-        for gpu in sorted(current - set(view.unhealthy)):
+        for gpu in sorted(current - wanted):
             cluster.set_gpu_health(name, gpu, True)
         if view.cordon_reason and view.cordon_reason != old.cordon_reason:
             cluster.cordon(name)
@@ -159,3 +160,23 @@ class NodeBook:
                 warnings.extend(result.warnings)
                 results.append(result)
         return results
+
+
+def _unhealthy(cluster: Cluster, name: str, view: NodeView, current: set[int]) -> set[int]:
+    """The GPUs to mark unhealthy (K2).
+
+    Named by the annotation: exactly those. Counted from allocatable (their indices are
+    unknown): the node's unhealthy GPUs kept while the count allows, more taken from its
+    free GPUs first, highest index first, and only then from held ones, so that GPUs
+    running pods use (adopted by count, at the lowest indices) are never counted twice.
+    """
+    if not view.counted:
+        return set(view.unhealthy)
+    count = len(view.unhealthy)
+    keep = sorted(gpu for gpu in current if gpu < view.gpus)[:count]
+    if len(keep) == count:
+        return set(keep)
+    info = cluster.node(name)
+    free = sorted(set(info.free) - set(keep), reverse=True)
+    held = sorted(set(range(view.gpus)) - set(keep) - set(free), reverse=True)
+    return set(keep) | set((free + held)[: count - len(keep)])

@@ -10,6 +10,7 @@ overhead; a container's request defaults to its limit).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
@@ -18,7 +19,7 @@ from typing import Any
 from gangplace.k8s import fields
 from gangplace.k8s.fields import BadField
 
-__all__ = ["node_resources", "pod_requests", "quantity"]
+__all__ = ["node_resources", "pod_asks", "pod_requests", "quantity"]
 
 _SUFFIXES = {
     "n": Decimal("1e-9"),
@@ -53,24 +54,31 @@ def quantity(value: Any, resource: str, field: str) -> int:
         BadField: Not a quantity, negative, or beyond 2**50 base units.
 
     """
-    text = (
-        str(value).strip()
-        if isinstance(value, (str, int)) and not isinstance(value, bool)
-        else None
-    )
-    match = _QUANTITY.match(text) if text is not None else None
-    if match is None:
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise BadField(field, f"{value!r:.40} is not a Kubernetes quantity")
+    amount = _parsed(value if isinstance(value, str) else str(value), resource == "cpu")
+    if isinstance(amount, str):
+        raise BadField(field, f"{value!r:.40} {amount}")
+    return amount
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str, cpu: bool) -> int | str:
+    """A quantity's text in base units, or what is wrong with it (the same few texts recur
+    across a cluster's pods: each is parsed once)."""
+    match = _QUANTITY.match(text.strip())
+    if match is None:
+        return "is not a Kubernetes quantity"
     try:
         amount = Decimal(match.group(1)) * _SUFFIXES[match.group(2)]
     except InvalidOperation:
-        raise BadField(field, f"{value!r:.40} is not a Kubernetes quantity") from None
-    if resource == "cpu":
+        return "is not a Kubernetes quantity"
+    if cpu:
         amount *= 1000
     if amount < 0:
-        raise BadField(field, f"{value!r:.40} is negative")
+        return "is negative"
     if amount > _LARGEST:
-        raise BadField(field, f"{value!r:.40} is beyond 2**50 base units")
+        return "is beyond 2**50 base units"
     return int(amount.to_integral_value(rounding=ROUND_CEILING))
 
 
@@ -91,37 +99,84 @@ def node_resources(
 
 
 def pod_requests(pod: Mapping[str, Any], gpu_resource: str) -> dict[str, int]:
-    """What a pod asks besides GPUs, as the scheduler counts it.
+    """What a pod asks besides GPUs, as the scheduler counts it (see :func:`pod_asks`)."""
+    return pod_asks(pod, gpu_resource)[1]
+
+
+def pod_asks(pod: Mapping[str, Any], gpu_resource: str) -> tuple[int, dict[str, int]]:
+    """A pod's GPUs and what it asks besides, as Kubernetes counts them, in one pass.
+
+    GPUs: a container's ``limits`` (else ``requests``) of ``gpu_resource``, the larger of
+    the sum over containers and the largest init container. The rest: a container's
+    ``requests`` (a resource it only limits asks its limit), the larger of the sum over
+    containers and the largest init container, plus the pod's ``overhead``.
 
     Raises:
-        BadField: A container list or a quantity that is not what the API defines.
+        BadField: A container list, a GPU count or a quantity that is not what the API
+            defines.
 
     """
     spec = fields.obj(pod.get("spec"), "spec")
-
-    def asked(container: Mapping[str, Any], field: str) -> dict[str, int]:
-        resources = fields.obj(container.get("resources"), f"{field}.resources")
-        limits = fields.obj(resources.get("limits"), f"{field}.resources.limits")
-        requests = fields.obj(resources.get("requests"), f"{field}.resources.requests")
-        out: dict[str, int] = {}
-        for kind, given in (("limits", limits), ("requests", requests)):  # requests win
-            for name, value in given.items():
-                if isinstance(name, str) and name != gpu_resource:
-                    out[name] = quantity(value, name, f"{field}.resources.{kind}[{name}]")
-        return out
-
-    containers = fields.objects(spec.get("containers"), "spec.containers")
-    inits = fields.objects(spec.get("initContainers"), "spec.initContainers")
-    running: dict[str, int] = {}
-    for index, container in enumerate(containers):
-        for name, amount in asked(container, f"spec.containers[{index}]").items():
+    if spec.get("containers") is None and "containers" in spec:
+        raise BadField("spec.containers", "is null")
+    gpus, running = 0, dict[str, int]()
+    for index, container in enumerate(fields.objects(spec.get("containers"), "spec.containers")):
+        count, asked = _container(container, f"spec.containers[{index}]", gpu_resource)
+        gpus += count
+        for name, amount in asked.items():
             running[name] = running.get(name, 0) + amount
-    total = dict(running)
+    total = running
+    inits = fields.objects(spec.get("initContainers"), "spec.initContainers")
     for index, container in enumerate(inits):
-        for name, amount in asked(container, f"spec.initContainers[{index}]").items():
+        count, asked = _container(container, f"spec.initContainers[{index}]", gpu_resource)
+        gpus = max(gpus, count)
+        for name, amount in asked.items():
             total[name] = max(total.get(name, 0), amount)
     overhead = fields.obj(spec.get("overhead"), "spec.overhead")
     for name, value in overhead.items():
         if isinstance(name, str) and name != gpu_resource:
             total[name] = total.get(name, 0) + quantity(value, name, f"spec.overhead[{name}]")
-    return {name: amount for name, amount in sorted(total.items()) if amount > 0}
+    return gpus, {name: amount for name, amount in sorted(total.items()) if amount > 0}
+
+
+def _container(
+    container: Mapping[str, Any], field: str, gpu_resource: str
+) -> tuple[int, dict[str, int]]:
+    """One container's GPUs (limits, else requests) and other asks (requests win).
+
+    The common shapes (dicts of strings) are read without building a field's name; any
+    other shape goes through the checked accessors, which name the field.
+    """
+    resources = container.get("resources")
+    if type(resources) is not dict:
+        resources = fields.obj(resources, f"{field}.resources")
+    limits, requests = resources.get("limits"), resources.get("requests")
+    if type(limits) is not dict:
+        limits = fields.obj(limits, f"{field}.resources.limits")
+    if type(requests) is not dict:
+        requests = fields.obj(requests, f"{field}.resources.requests")
+    gpus = 0
+    for kind, given in (("requests", requests), ("limits", limits)):  # limits win for GPUs
+        value = given.get(gpu_resource)
+        if value is not None:
+            gpus = _gpu_count(value, f"{field}.resources.{kind}[{gpu_resource}]")
+    out: dict[str, int] = {}
+    for kind, given in (("limits", limits), ("requests", requests)):  # requests win
+        for name, value in given.items():
+            if name == gpu_resource or not isinstance(name, str):
+                continue
+            amount = _parsed(value, name == "cpu") if type(value) is str else None
+            if type(amount) is not int:  # not a cached valid quantity: checked, and named
+                amount = quantity(value, name, f"{field}.resources.{kind}[{name}]")
+            out[name] = amount
+    return gpus, out
+
+
+def _gpu_count(value: Any, field: str) -> int:
+    try:
+        count = int(str(value))
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise BadField(field, f"{value!r} is not a GPU count")
+    return count

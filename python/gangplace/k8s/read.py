@@ -110,6 +110,11 @@ def _unhealthy(metadata: Mapping[str, Any], gpus: int, allocatable: int) -> list
     return list(range(max(allocatable, 0), gpus))
 
 
+def _named_unhealthy(metadata: Mapping[str, Any]) -> bool:
+    annotations = metadata.get("annotations")
+    return isinstance(annotations, Mapping) and bool(annotations.get(UNHEALTHY_ANNOTATION))
+
+
 def items(objects: Any, what: str) -> list[Any]:
     """The items of a list argument: a list, a ``*List`` dict or model, or any iterable."""
     if isinstance(objects, Mapping):
@@ -156,6 +161,9 @@ class NodeView:
     # resources (MIG profiles of the mixed strategy among them), in base units.
     resources: Mapping[str, int] = field(default_factory=dict)
     uid: str = ""  # metadata.uid: a node deleted and registered again under its name has another
+    # True when ``unhealthy`` only counts the GPUs allocatable leaves out (their indices are
+    # unknown); False when the annotation names them.
+    counted: bool = True
     taints: tuple[tuple[str, str, str], ...] = ()  # (key, value, effect) of NoSchedule/NoExecute
 
 
@@ -221,6 +229,7 @@ def node_view(
         replicas,
         quantities.node_resources(status, gpu_resource, name, warnings),
         fields.text(metadata.get("uid"), "metadata.uid") or "",
+        counted=not _named_unhealthy(metadata),
     )
 
 
@@ -273,28 +282,7 @@ def pod_gpus(pod: Mapping[str, Any], gpu_resource: str) -> int:
         BadField: A container list or a GPU quantity that is not what the API defines.
 
     """
-    spec = fields.obj(pod.get("spec"), "spec")
-
-    def wanted(container: Mapping[str, Any], field: str) -> int:
-        resources = fields.obj(container.get("resources"), f"{field}.resources")
-        for kind in ("limits", "requests"):
-            value = fields.obj(resources.get(kind), f"{field}.resources.{kind}").get(gpu_resource)
-            if value is not None:
-                count = _count(value)
-                if count is None or count < 0:
-                    raise BadField(
-                        f"{field}.resources.{kind}[{gpu_resource}]", f"{value!r} is not a GPU count"
-                    )
-                return count
-        return 0
-
-    if spec.get("containers") is None and "containers" in spec:
-        raise BadField("spec.containers", "is null")
-    containers = fields.objects(spec.get("containers"), "spec.containers")
-    inits = fields.objects(spec.get("initContainers"), "spec.initContainers")
-    running = sum(wanted(c, f"spec.containers[{i}]") for i, c in enumerate(containers))
-    init = max((wanted(c, f"spec.initContainers[{i}]") for i, c in enumerate(inits)), default=0)
-    return max(running, init)
+    return quantities.pod_asks(pod, gpu_resource)[0]
 
 
 def pod_name(raw: Any, index: int) -> str:
@@ -309,7 +297,7 @@ def pod_name(raw: Any, index: int) -> str:
     return f"{space}/{name}" if isinstance(name, str) and isinstance(space, str) else f"#{index}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PodView:
     """A pod as read: who it is, where it runs, what it holds and which gang it is of.
 
@@ -351,6 +339,20 @@ class PodView:
         return (self.node, self.entry, self.gpus, tuple(self.requests.items()), self.milli)
 
 
+def _idle(
+    key: str,
+    name: str,
+    node: str | None,
+    finished: bool,
+    ns_name: tuple[str, str],
+    version: int | None,
+) -> PodView:
+    """A pod that holds nothing: pending, finished, or asking nothing gangplace counts."""
+    return PodView(
+        key, name, node, finished, 0, None, None, 0, True, None, None, {}, None, ns_name, version
+    )
+
+
 def pod_key(uid: str, namespace: str, name: str) -> str:
     """A pod's identity: its uid, or ``namespace/name`` without one (uids have no ``/``)."""
     return uid or f"{namespace}/{name}"
@@ -373,24 +375,20 @@ def pod_view(
     """
     metadata = fields.obj(pod.get("metadata"), "metadata")
     spec = fields.obj(pod.get("spec"), "spec")
-    name = pod_name(pod, index)
     namespace = fields.text(metadata.get("namespace"), "metadata.namespace") or "default"
     short = fields.text(metadata.get("name"), "metadata.name") or ""
+    name = f"{namespace}/{short}" if short else f"#{index}"
     uid = fields.text(metadata.get("uid"), "metadata.uid") or ""
     node = fields.text(spec.get("nodeName") or spec.get("node_name"), "spec.nodeName") or None
     phase = fields.obj(pod.get("status"), "status").get("phase")
     finished = phase in ("Succeeded", "Failed")
     key = pod_key(uid, namespace, short)
     ns_name = (namespace, short)
-    idle = PodView(
-        key, name, node, finished, 0, None, None, 0, True, None, None, {}, None, ns_name, version
-    )
-    if node is None or finished:
-        return idle  # nothing more is read of a pod that holds nothing
-    gpus = pod_gpus(pod, gpu_resource)
-    requests = quantities.pod_requests(pod, gpu_resource)
-    if gpus <= 0 and not requests:
-        return idle  # it holds nothing gangplace counts
+    if node is None or finished:  # nothing more is read of a pod that holds nothing
+        return _idle(key, name, node, finished, ns_name, version)
+    gpus, requests = quantities.pod_asks(pod, gpu_resource)
+    if gpus <= 0 and not requests:  # it holds nothing gangplace counts
+        return _idle(key, name, node, finished, ns_name, version)
     if not short:
         raise BadField("metadata.name", "is missing")
     if not uid:

@@ -45,7 +45,7 @@ class SyncResult:
     warnings: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Tracked:
     """A running pod's place: its view, its allocation and rank, and who may end it.
 
