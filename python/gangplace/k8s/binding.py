@@ -262,8 +262,11 @@ def _bind_one(core_v1: Any, body: Any, patch: dict[str, Any]) -> str | None:
 
 
 def _unannotated(core_v1: Any, space: str, name: str, patch: dict[str, Any], failure: str) -> str:
-    """A pod that did not bind loses the annotations just written (K9), so that if another
-    scheduler binds it later, nothing reads them as gangplace's; the failure, as reported."""
+    """Removes the annotations just written from a pod that did not bind (K9).
+
+    So that if another scheduler binds it later, nothing reads them as gangplace's. Returns
+    the failure as reported, with a note when the removal failed too.
+    """
     keys = patch.get("metadata", {}).get("annotations", {})
     removal = {"metadata": {"annotations": dict.fromkeys(keys)}}  # null deletes a key
     try:

@@ -64,8 +64,10 @@ def quantity(value: Any, resource: str, field: str) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def _parsed(text: str, cpu: bool) -> int | str:
-    """A quantity's text in base units, or what is wrong with it (the same few texts recur
-    across a cluster's pods: each is parsed once)."""
+    """A quantity's text in base units, or what is wrong with it.
+
+    The same few texts recur across a cluster's pods: each is parsed once.
+    """
     match = _QUANTITY.match(text.strip())
     if match is None:
         return "is not a Kubernetes quantity"
