@@ -313,6 +313,7 @@ def test_explain_counts_exclusions_and_gpus_to_free() -> None:
     assert explanation.excluded == {
         "cordoned": 1,
         "selector_mismatch": 0,
+        "untolerated_taints": 0,
         "unhealthy": 1,  # n0: 7 healthy GPUs cannot hold an 8-GPU pod
         "too_few_free": 0,
         "numa_split": 0,

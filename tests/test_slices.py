@@ -327,23 +327,24 @@ def test_a_slice_gang_is_placeable_exactly_when_brute_force_says_so(
     assert bigger.place_gang(rigid) is not None
 
 
-@pytest.mark.parametrize("version", [3, 4, 5, 6, 7, 8, 9])
+@pytest.mark.parametrize("version", [3, 4, 5, 6, 7, 8, 9, 10])
 def test_older_snapshots_still_restore(version: int) -> None:
-    """Version 10 appends each multi-role group's resources (docs/roles.md) to
-    version 9's bytes, which append every hold's fraction of a GPU (docs/resources.md "Fractions of
-    a GPU") to version 8's; version 8 appends the resource names, node resources and hold asks
-    (docs/resources.md "Node resources") to version 7's bytes, which append the ended ranks (one
-    entry per hold) to version 6's, which append the repair links to version 5's, which append the
-    roles to version 4's, which append the shapes to version 3's: without them, and with the
-    header's version, length and CRC-32 rewritten, the bytes are what an older build wrote,
-    and they must restore to the same cluster."""
+    """Each version appends a section to the one before: 11 every node's taints and every
+    hold's affinity and tolerations (docs/placement.md, rule 1); 10 each multi-role group's
+    resources (docs/roles.md); 9 every hold's fraction of a GPU (docs/resources.md "Fractions
+    of a GPU"); 8 the resource names, node resources and hold asks (docs/resources.md "Node
+    resources"); 7 the ended ranks (one entry per hold); 6 the repair links; 5 the roles; 4
+    the shapes. Without the newer sections, and with the header's version, length and CRC-32
+    rewritten, the bytes are what an older build wrote, and they must restore to the same
+    cluster."""
     import struct
     import zlib
 
     cluster = nvl72(2)
     cluster.commit(cluster.reserve(GangRequest(4, 4)))
     current = cluster.snapshot()
-    assert struct.unpack_from("<H", current, 8) == (10,)
+    assert struct.unpack_from("<H", current, 8) == (11,)
+    filters = b"\x00\x01\x00\x00\x00"  # no tainted node; a hold: no affinity, tolerations, groups
     groups = b"\x01\x00"  # a hold: no groups' resources
     shares = b"\x01\x00"  # a hold: whole GPUs
     resources = b"\x00\x00\x01\x00\x00\x00"  # no names, no node resources; a hold asking none
@@ -351,8 +352,11 @@ def test_older_snapshots_still_restore(version: int) -> None:
     repairs = b"\x01\x00\x00\x00\x00"  # a hold: no spares, no repair link, no group spares
     roles = b"\x01\x00\x00"  # a hold: no groups, no multi-role request
     shapes = b"\x01\x00\x00\x04pack\x04none\x00"  # a hold: no slices, pack, no NUMA; no groups
-    assert current.endswith(shapes + roles + repairs + endings + resources + shares + groups)
+    assert current.endswith(
+        shapes + roles + repairs + endings + resources + shares + groups + filters
+    )
     sections = [
+        (10, filters),
         (9, groups),
         (8, shares),
         (7, resources),

@@ -8,6 +8,11 @@ import numpy.typing as npt
 
 from gangplace.gpu_topology import NodeTopology
 
+# docs/placement.md, rule 1: ``(key, operator, values)``, or ``(key, operator)`` for
+# ``Exists``/``DoesNotExist``; ``(key, operator, value, effect)``.
+_AffinityRequirement = tuple[str, str, Sequence[str]] | tuple[str, str]
+_TolerationSpec = tuple[str, str, str, str | None]
+
 __all__ = [
     "LIMITS",
     "Allocation",
@@ -58,6 +63,14 @@ class GangRequest:
         required_level: The coarsest level the gang may span: ``"node"``, a level name, or
             ``"cluster"`` (the same as ``None``).
         selector: Labels every chosen node must carry (all of them).
+        affinity: Required node affinity, Kubernetes' ``nodeSelectorTerms``: a sequence of
+            terms, each a sequence of ``(key, operator, values)`` requirements; a node must
+            meet every requirement of at least one term. Operators ``"In"``, ``"NotIn"``,
+            ``"Exists"``, ``"DoesNotExist"``, ``"Gt"``, ``"Lt"`` (docs/placement.md, rule 1).
+        tolerations: The node taints it tolerates: ``(key, operator, value, effect)`` with
+            operator ``"Equal"`` or ``"Exists"`` and effect ``None`` (any), ``"NoSchedule"``,
+            ``"PreferNoSchedule"`` or ``"NoExecute"``. A node with a ``NoSchedule`` or
+            ``NoExecute`` taint the request does not tolerate is never used.
         name: Free text shown in reasons and reprs.
         priority: In -2**31..2**31-1 (a Kubernetes PriorityClass value fits). Higher
             preempts lower; equal priorities never preempt each other.
@@ -117,6 +130,8 @@ class GangRequest:
         spares: int = 0,
         resources_per_pod: Mapping[str, int] | None = None,
         gpu_milli: int | None = None,
+        affinity: Sequence[Sequence[_AffinityRequirement]] = (),
+        tolerations: Sequence[_TolerationSpec] = (),
     ) -> GangRequest: ...
     @property
     def pods(self) -> int:
@@ -136,6 +151,12 @@ class GangRequest:
     @property
     def selector(self) -> dict[str, str]:
         """A fresh dict, sorted by key."""
+    @property
+    def affinity(self) -> tuple[tuple[tuple[str, str, tuple[str, ...]], ...], ...]:
+        """Required node affinity: ``((key, operator, values), ...)`` terms, sorted."""
+    @property
+    def tolerations(self) -> tuple[tuple[str, str, str, str | None], ...]:
+        """The taints it tolerates: ``(key, operator, value, effect)``, sorted."""
     @property
     def name(self) -> str:
         """Free text shown in reasons and reprs."""
@@ -188,6 +209,8 @@ class PodGroup:
         min_pods: Elastic groups: when the full unit fits nowhere, the unit is tried again
             with this group at ``min_pods``.
         selector: Labels every node of this group must carry.
+        affinity: The group's required node affinity, as ``GangRequest``'s.
+        tolerations: The node taints the group tolerates, as ``GangRequest``'s.
         slices: ``((level, pods_per_slice), ...)`` as on ``GangRequest``, for this group.
         spares: Spare pods of this group's pod size held with the unit, as on
             ``GangRequest`` (docs/repair.md "Spares"); listed in ``Placement.spares`` group by
@@ -216,6 +239,8 @@ class PodGroup:
         slices: Iterable[tuple[str, int]] = (),
         spares: int = 0,
         resources_per_pod: Mapping[str, int] | None = None,
+        affinity: Sequence[Sequence[_AffinityRequirement]] = (),
+        tolerations: Sequence[_TolerationSpec] = (),
     ) -> PodGroup: ...
     @property
     def name(self) -> str:
@@ -232,6 +257,12 @@ class PodGroup:
     @property
     def selector(self) -> dict[str, str]:
         """A fresh dict, sorted by key."""
+    @property
+    def affinity(self) -> tuple[tuple[tuple[str, str, tuple[str, ...]], ...], ...]:
+        """The group's required node affinity, as ``GangRequest.affinity``."""
+    @property
+    def tolerations(self) -> tuple[tuple[str, str, str, str | None], ...]:
+        """The node taints the group tolerates, as ``GangRequest.tolerations``."""
     @property
     def slices(self) -> tuple[tuple[str, int], ...]:
         """Slice layers, outermost first."""
@@ -623,6 +654,9 @@ class NodeInfo:
     def topology(self) -> dict[str, str]:
         """Level -> domain name, outermost first."""
     @property
+    def taints(self) -> tuple[tuple[str, str, str], ...]:
+        """Its taints: ``(key, value, effect)`` tuples, sorted (docs/placement.md, rule 1)."""
+    @property
     def labels(self) -> dict[str, str]:
         """Its labels (a fresh dict)."""
     @property
@@ -784,7 +818,8 @@ class Explanation:
     def excluded(self) -> dict[str, int]:
         """Nodes that cannot take one pod, by the first reason that applies.
 
-        Keys: ``cordoned``, ``selector_mismatch``, ``unhealthy`` (too few healthy GPUs even if
+        Keys: ``cordoned``, ``selector_mismatch`` (a selector label missing, or outside the
+        required affinity), ``untolerated_taints``, ``unhealthy`` (too few healthy GPUs even if
         all were free), ``too_few_free``, ``numa_split`` (``numa="single"``: free GPUs enough,
         but no NUMA group holds a pod), ``resources`` (free GPUs enough, too few free
         resources besides GPUs for one pod).
@@ -911,6 +946,7 @@ class Cluster:
         unhealthy: Iterable[int] | None = None,
         gpu_topology: NodeTopology | None = None,
         resources: Mapping[str, int] | None = None,
+        taints: Iterable[tuple[str, str, str]] | None = None,
     ) -> None:
         """Adds a node with ``gpus`` GPUs (1..64) under the domains ``topology`` names.
 
@@ -928,6 +964,10 @@ class Cluster:
                 (``"cpu"`` in millicores, ``"memory"`` in bytes, any other name in units;
                 docs/resources.md "Node resources"): 0..2**50 each, at most 32 names, not
                 ``"nvidia.com/gpu"`` (GPUs are ``gpus``).
+            taints: ``(key, value, effect)`` tuples, effect ``"NoSchedule"``,
+                ``"PreferNoSchedule"`` or ``"NoExecute"`` (at most 32): a request that does
+                not tolerate a ``NoSchedule`` or ``NoExecute`` taint never uses the node
+                (docs/placement.md, rule 1).
 
         Raises:
             InvalidRequest: Duplicate or empty names, missing or extra levels, out-of-range
@@ -945,10 +985,12 @@ class Cluster:
         gpus: int | None = None,
         gpu_topology: NodeTopology | None = None,
         resources: Mapping[str, int] | None = None,
+        taints: Iterable[tuple[str, str, str]] | None = None,
     ) -> None:
         """Updates a node in place (docs/transactions.md "Node updates", N1-N3).
 
-        ``labels`` replace every label of the node, at any time (selector pools follow).
+        ``labels`` and ``taints`` replace every label or taint of the node, at any time
+        (selector pools follow; holds already on the node stay).
         ``topology``, ``gpus`` and ``gpu_topology`` change only while no reservation or
         allocation holds a GPU of the node; a value equal to the current one is no change.
         The node keeps its cordon and its unhealthy GPUs (those past a smaller count are
@@ -964,6 +1006,8 @@ class Cluster:
             resources: Every resource besides GPUs, replacing the old ones, at any time
                 (pods already holding more than a smaller capacity keep it; the node is full
                 for that resource until they end); ``None``: unchanged.
+            taints: Every taint, replacing the old ones (as ``add_node``); ``None``:
+                unchanged.
 
         Raises:
             UnknownNode: No such node.

@@ -45,6 +45,7 @@ class Inventory:
         gpus: int | None = None,
         gpu_topology: Any = None,
         resources: Mapping[str, int] | None = None,
+        taints: Any = None,
     ) -> None:
         """Updates a node in place; see ``gangplace.Cluster.update_node``."""
         self._reclaim()
@@ -73,9 +74,11 @@ class Inventory:
             unhealthy=[gpu for gpu in node.unhealthy if gpu < new_gpus],
             gpu_topology=gpu_topology if gpu_topology is not None else _as_topology(groups),
             resources=node.resources if resources is None else resources,
+            taints=node.taints if taints is None else taints,
         )
         checked = scratch._nodes[name]
         node.labels = checked.labels
+        node.taints = checked.taints  # docs/placement.md, rule 1: at any time, like labels
         node.resources = checked.resources  # docs/resources.md "Node resources": at any time
         self._resource_names.update(scratch._resource_names)
         if structural:
@@ -92,6 +95,7 @@ class Inventory:
             gpus=node.gpus,
             topology=dict(zip(self.levels, node.path, strict=True)),
             labels=dict(sorted(node.labels.items())),
+            taints=node.taints,
             cordoned=node.cordoned,
             free=tuple(node.free()),
             reserved=tuple(sorted(node.reserved)),

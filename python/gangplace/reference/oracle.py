@@ -28,6 +28,7 @@ from gangplace.errors import (
 )
 from gangplace.reference import snapshots, spares, texts
 from gangplace.reference.adoption import Adoption
+from gangplace.reference.filters import checked_taints
 from gangplace.reference.fractions import Fractions
 from gangplace.reference.inventory import Inventory
 from gangplace.reference.lookahead import Lookahead
@@ -77,6 +78,7 @@ class _Node:
     gpu_paths: tuple[tuple[int, ...], ...] | None = None
     resources: dict[str, int] = field(default_factory=dict)  # docs/resources.md "Node resources"
     shares: dict[int, int] = field(default_factory=dict)  # docs/resources.md "Fractions of a GPU"
+    taints: tuple[tuple[str, str, str], ...] = ()  # docs/placement.md, rule 1
 
     def free(self) -> list[int]:
         held = self.unhealthy | self.reserved | self.allocated | self.shares.keys()
@@ -225,6 +227,7 @@ class Cluster(
         unhealthy: Iterable[int] | None = None,
         gpu_topology: Any = None,
         resources: Mapping[str, int] | None = None,
+        taints: Iterable[tuple[str, str, str]] | None = None,
     ) -> None:
         """Adds a node; see ``gangplace.Cluster.add_node``."""
         check_name("a node name", name)
@@ -255,8 +258,10 @@ class Cluster(
         groups = None if gpu_topology is None else gpu_groups(name, gpu_topology, gpus)
         path = tuple(topology[level] for level in self.levels)
         amounts = checked_resources(f"node {name!r}", resources)
+        tainted = checked_taints(taints or (), MAX_NAME_BYTES)
         self._declare(resources or {})  # a name given at 0 is known too
         self._nodes[name] = _Node(name, gpus, path, labels, unhealthy=bad, resources=amounts)
+        self._nodes[name].taints = tainted
         if groups is not None:
             self._nodes[name].gpu_levels, self._nodes[name].gpu_paths = groups
 

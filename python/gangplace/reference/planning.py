@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from gangplace.errors import InvalidRequest
 from gangplace.reference import roles, rules, spares
 from gangplace.reference import slices as slicing
+from gangplace.reference.filters import filter_of
 from gangplace.reference.values import AnyRequest, Placement, Request, RolesRequest
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ class Planning:
                 node.labels,
                 node.gpu_paths,
                 node.gpu_levels,
+                taints=node.taints,
             )
             for node in self._nodes.values()
         ]
@@ -88,7 +90,7 @@ class Planning:
             gpu_milli=milli,
             min_pods=min_pods,
             required_level=level,
-            selector=dict(request.selector),
+            selector=filter_of(request),
             name=request.name,
             slices=layers,
             spread=request.spread,
@@ -117,7 +119,7 @@ class Planning:
                 pods=pods,
                 gpus_per_pod=group.gpus_per_pod,
                 min_pods=min_pods,
-                selector=dict(group.selector),
+                selector=filter_of(group),
                 name=group.name,
                 slices=layers,
                 spread=request.spread,

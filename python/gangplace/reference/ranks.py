@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from gangplace.reference.filters import Filter, filter_of
 from gangplace.reference.values import Path, PodPlacement
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ class Ranks:
                     continue
                 if asks_of(hold, len(hold.placement.pods) + index) != asks:
                     continue
-                if any(node.labels.get(key) != value for key, value in selector.items()):
+                if not selector.admits(node.labels, node.taints):
                     continue
                 if (*node.path, node.name)[: len(within)] == within:
                     taken[index] = True
@@ -75,10 +76,13 @@ class Ranks:
         return tuple(found)
 
     @staticmethod
-    def _selector_of(hold: _Hold, rank: int) -> Mapping[str, str]:
-        """The selector ``rank``'s pods follow: the request's, or its group's."""
+    def _selector_of(hold: _Hold, rank: int) -> Filter:
+        """The filter ``rank``'s pods follow: the request's, or its group's.
+
+        docs/placement.md, rule 1; a hold placed without a request: the plain filter.
+        """
         if hold.request is not None:
-            return dict(hold.request.selector)
+            return filter_of(hold.request)
         if hold.roles is not None:
             end = 0
             for group, (_, count) in zip(
@@ -86,8 +90,8 @@ class Ranks:
             ):
                 end += count
                 if rank < end:
-                    return dict(group.selector)
-        return {}
+                    return filter_of(group)
+        return Filter()
 
     def _slice_of(self, hold: _Hold, rank: int) -> Path | None:
         """The innermost slice domain of ``rank`` (slice gang or sliced group), else ``None``."""

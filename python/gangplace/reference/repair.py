@@ -23,6 +23,7 @@ from gangplace.errors import (
     UnknownReservation,
 )
 from gangplace.reference import preemption, rules, texts
+from gangplace.reference.filters import filter_of
 from gangplace.reference.ranks import asks_without_spares
 from gangplace.reference.repair_place import RepairClass, RepairPlacing, asks_of, freed_by
 from gangplace.reference.values import (
@@ -375,7 +376,7 @@ class Repairs(RepairPlacing):
         classes = [
             RepairClass(
                 request.gpus_per_pod,
-                dict(request.selector),
+                filter_of(request),
                 tuple(range(i * count, (i + 1) * count)),
                 where,
                 asks,

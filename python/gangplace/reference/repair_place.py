@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gangplace.reference import preemption, rules
+from gangplace.reference.filters import Filter, filter_of
 from gangplace.reference.ranks import Ranks, asks_of
 from gangplace.reference.resources import pods_fitting
 from gangplace.reference.values import Path, PodPlacement
@@ -32,7 +33,7 @@ class RepairClass:
     """Lost ranks placed together: one pod size, selector, ask and target slice (or none)."""
 
     gpus_per_pod: int
-    selector: Mapping[str, str]
+    selector: Filter  # docs/placement.md, rule 1
     ranks: tuple[int, ...]
     slice: Path | None
     asks: Mapping[str, int] = field(default_factory=dict)
@@ -105,7 +106,7 @@ class RepairPlacing(Ranks):
                     classes[-1] = replace(last, ranks=(*last.ranks, rank))
                 else:
                     size = len(pods[rank].gpus)
-                    classes.append(RepairClass(size, dict(request.selector), (rank,), where, asks))
+                    classes.append(RepairClass(size, filter_of(request), (rank,), where, asks))
             return classes
         roles = hold.roles
         counts = hold.placement.groups_counts
@@ -126,11 +127,11 @@ class RepairPlacing(Ranks):
                 same.append(rank)
         found = []
         for (size, group, _), split in sorted(by_key.items(), key=lambda item: item[0]):
-            selector: Mapping[str, str] = {}
+            selector = Filter()
             if request is not None:
-                selector = dict(request.selector)
+                selector = filter_of(request)
             elif roles is not None:
-                selector = dict(roles.groups[group].selector)
+                selector = filter_of(roles.groups[group])
             for asks, ranks in split:
                 inside = self._slice_of(hold, ranks[0])
                 found.append(RepairClass(-size, selector, tuple(ranks), inside, asks))

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 from gangplace.reference import rules
 from gangplace.reference import slices as slicing
+from gangplace.reference.filters import Filter, order_filter
 from gangplace.reference.resources import pods_fitting
 from gangplace.reference.values import Path, Placement, PodPlacement
 
@@ -310,9 +311,18 @@ class Planner:
                 return Failure(member, why, inside, len(pods)), None
         return [plans[group] for group in range(len(self.request.groups))]
 
+    def _filters(self) -> list[Filter]:
+        return [
+            g.selector if isinstance(g.selector, Filter) else Filter(dict(g.selector))
+            for g in self.request.groups
+        ]
+
     def candidates(self, depth: int, need: int, policy: str) -> list[Path]:
-        """Domains of ``depth`` with ``need`` free GPUs (uncordoned nodes), in rule 3's order."""
-        usable = rules.feasible(self.nodes, {})
+        """Domains of ``depth`` with ``need`` free GPUs, in rule 3's order.
+
+        Over the uncordoned nodes some group's tolerations admit (docs/roles.md, rule 2).
+        """
+        usable = rules.feasible(self.nodes, order_filter(self._filters()))
         free = rules.free_gpus_by_path(usable)
         paths = [p for p in rules.domains_at(usable, depth) if free[p] >= need]
         if policy == "best-fit":

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from gangplace.reference import fractions
 from gangplace.reference import gpus as gpus_module
 from gangplace.reference import slices as slicing
+from gangplace.reference.filters import Filter
 from gangplace.reference.values import CLUSTER, NODE, Path, Placement, PodPlacement
 
 __all__ = ["Gang", "NodeView", "capacity", "place", "unschedulable_reason"]
@@ -58,6 +59,7 @@ class NodeView:
     # whole GPUs), and ``(gpu, room)`` of every GPU a share may use (free, or shared and healthy).
     milli: int | None = None
     room: tuple[tuple[int, int], ...] = ()
+    taints: tuple[tuple[str, str, str], ...] = ()  # docs/placement.md, rule 1
     # docs/resources.md "Node resources", for a request asking some: the node's free resources by
     # name, what its use passes its capacity by (a capacity that shrank under running pods: freed
     # amounts pay that back first), and what each pod of the request asks. Multi-role
@@ -110,7 +112,7 @@ class Gang:
     gpus_per_pod: int = 1
     min_pods: int | None = None
     required_level: str | None = None
-    selector: Mapping[str, str] = field(default_factory=dict)
+    selector: Mapping[str, str] | Filter = field(default_factory=dict)  # labels, or a Filter
     name: str = ""
     slices: tuple[tuple[str, int], ...] = ()
     spread: str = "pack"
@@ -122,17 +124,14 @@ class Gang:
 
 
 def feasible(
-    nodes: Sequence[NodeView], selector: Mapping[str, str], numa: str = "none"
+    nodes: Sequence[NodeView], selector: Mapping[str, str] | Filter, numa: str = "none"
 ) -> list[NodeView]:
-    """Rule 1: the uncordoned nodes carrying every ``selector`` label.
+    """Rule 1: the uncordoned nodes the filter admits (labels alone: a filter of them).
 
     With ``numa="single"`` they are marked to count pods per NUMA group.
     """
-    usable = [
-        node
-        for node in nodes
-        if not node.cordoned and all(node.labels.get(k) == v for k, v in selector.items())
-    ]
+    flt = selector if isinstance(selector, Filter) else Filter(dict(selector))
+    usable = [node for node in nodes if not node.cordoned and flt.admits(node.labels, node.taints)]
     if numa == "single":
         usable = [replace(node, numa_single=True) for node in usable]
     return usable

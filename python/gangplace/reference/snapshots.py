@@ -45,6 +45,17 @@ class RequestRecord:
     spares: int = 0
     resources_per_pod: dict[str, int] = field(default_factory=dict)
     gpu_milli: int | None = None
+    affinity: tuple[Any, ...] = ()  # docs/placement.md, rule 1
+    tolerations: tuple[Any, ...] = ()
+
+
+def _filter_fields(request: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """A request's affinity terms and tolerations, as tuples all the way down."""
+    affinity = tuple(
+        tuple((key, operator, tuple(values)) for key, operator, values in term)
+        for term in getattr(request, "affinity", ())
+    )
+    return affinity, tuple(tuple(t) for t in getattr(request, "tolerations", ()))
 
 
 def record(request: Request) -> dict[str, Any]:
@@ -66,6 +77,7 @@ def record(request: Request) -> dict[str, Any]:
             getattr(request, "spares", 0),
             dict(getattr(request, "resources_per_pod", None) or {}),
             getattr(request, "gpu_milli", None),
+            *_filter_fields(request),
         )
     )
 
@@ -74,13 +86,31 @@ def request_from(fields: dict[str, Any]) -> RequestRecord | RolesRecord:
     """A snapshot's request record (JSON lists back to tuples)."""
     if "groups" in fields:
         groups = tuple(
-            GroupRecord(**{**group, "slices": tuple(tuple(s) for s in group["slices"])})
+            GroupRecord(
+                **{
+                    **group,
+                    "slices": tuple(tuple(s) for s in group["slices"]),
+                    **_filters_back(group),
+                }
+            )
             for group in fields.pop("groups")
         )
         colocate = tuple(tuple(entry) for entry in fields.pop("colocate"))
         return RolesRecord(groups=groups, colocate=colocate, **fields)
     layers = tuple((str(level), int(size)) for level, size in fields.pop("slices", ()))
-    return RequestRecord(**fields, slices=layers)
+    return RequestRecord(**{**fields, **_filters_back(fields)}, slices=layers)
+
+
+def _filters_back(fields: dict[str, Any]) -> dict[str, Any]:
+    """JSON lists of a record's affinity and tolerations back to tuples."""
+    affinity = tuple(
+        tuple((key, operator, tuple(values)) for key, operator, values in term)
+        for term in fields.get("affinity", ())
+    )
+    return {
+        "affinity": affinity,
+        "tolerations": tuple(tuple(t) for t in fields.get("tolerations", ())),
+    }
 
 
 @dataclass(frozen=True)
@@ -95,6 +125,8 @@ class GroupRecord:
     slices: tuple[tuple[str, int], ...]
     spares: int = 0
     resources_per_pod: dict[str, int] = field(default_factory=dict)
+    affinity: tuple[Any, ...] = ()  # docs/placement.md, rule 1
+    tolerations: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -125,6 +157,7 @@ def roles_record(request: Any) -> dict[str, Any]:
                     tuple((str(level), int(size)) for level, size in g.slices),
                     getattr(g, "spares", 0),
                     dict(getattr(g, "resources_per_pod", None) or {}),
+                    *_filter_fields(g),
                 )
                 for g in request.groups
             ),
@@ -169,6 +202,9 @@ def dump(cluster: Cluster) -> bytes:
             for n in sorted(cluster._nodes.values(), key=lambda n: n.name)
         ],
         "resources": {n.name: n.resources for n in cluster._nodes.values() if n.resources},
+        "taints": {
+            n.name: [list(t) for t in n.taints] for n in cluster._nodes.values() if n.taints
+        },
         "resource_names": sorted(cluster._resource_names),
         "gpu_topologies": {
             n.name: [list(n.gpu_levels), [list(path) for path in n.gpu_paths]]
@@ -223,6 +259,7 @@ def load(cls: type[C], data: bytes, clock: Callable[[], float] | None) -> C:
         offset = cluster._now() - state["taken_at"]
         groups = state.get("gpu_topologies", {})
         resources = state.get("resources", {})
+        taints = state.get("taints", {})
         cluster._declare(state.get("resource_names", ()))
         for name, gpus, path, labels, cordoned, unhealthy in state["nodes"]:
             given = groups.get(name)
@@ -234,6 +271,7 @@ def load(cls: type[C], data: bytes, clock: Callable[[], float] | None) -> C:
                 unhealthy=unhealthy,
                 gpu_topology=None if given is None else _Groups(*given),
                 resources=resources.get(name),
+                taints=[tuple(t) for t in taints.get(name, ())],
             )
             cluster._nodes[name].cordoned = cordoned
         for entry in state["holds"]:

@@ -322,6 +322,7 @@ class NodeInfo:
     resources: dict[str, int] = field(default_factory=dict)
     free_resources: dict[str, int] = field(default_factory=dict)
     shared: dict[int, int] = field(default_factory=dict)  # docs/resources.md "Fractions of a GPU"
+    taints: tuple[tuple[str, str, str], ...] = ()  # docs/placement.md, rule 1
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@
 //! - `limits`: hard limits and API defaults; `error`: [`CoreError`], one variant per Python
 //!   exception class; `ids`: [`HoldId`], [`GpuSet`], domain and node ids.
 //! - `config`: [`EngineConfig`] and [`Policy`], validated once.
+//! - `filter`: which nodes a request may use ([`NodeFilter`]: labels, required affinity,
+//!   tolerated taints; docs/placement.md rule 1).
 //! - `model`: requests and results as plain owned values ([`GangRequest`], [`Placement`],
 //!   [`Reservation`], ...).
 //! - `resources`: node resources beside GPUs (names, amounts, what holds use, pods that fit).
@@ -38,6 +40,7 @@ mod capacity;
 mod config;
 mod engine;
 mod error;
+mod filter;
 mod ids;
 mod intranode;
 mod ledger;
@@ -78,6 +81,7 @@ pub use model::{
     Reservation, Terms,
 };
 pub use model::{AnyRequest, Colocation, MAX_GROUPS, MultiGangRequest};
+pub use model::{Effect, NodeFilter, Operator, Requirement, Taint, Toleration, checked_taints};
 pub use shapes::{Numa, SliceLayer, Spread};
 pub use snapshot::{FORMAT_VERSION as SNAPSHOT_FORMAT_VERSION, MAGIC as SNAPSHOT_MAGIC};
 pub use topology::NodeSpec;

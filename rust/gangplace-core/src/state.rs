@@ -18,6 +18,9 @@ pub struct NodeState {
     pub gpus: GpuSet,
     /// A cordoned node takes no new placements.
     pub cordoned: bool,
+    /// A node with a taint that excludes (docs/placement.md, rule 1): out of the cluster's own
+    /// view; only the views of requests that tolerate its taints hold it.
+    pub tainted: bool,
     /// GPUs that must never be placed on (they may still be held by an allocation).
     pub unhealthy: GpuSet,
     /// GPUs held by live reservations (never unhealthy: health loss revokes).
@@ -35,6 +38,7 @@ impl NodeState {
         Self {
             gpus: GpuSet::first(gpus),
             cordoned: false,
+            tainted: false,
             unhealthy,
             reserved: GpuSet::EMPTY,
             allocated: GpuSet::EMPTY,
@@ -45,6 +49,7 @@ impl NodeState {
     const VACANT: Self = Self {
         gpus: GpuSet::EMPTY,
         cordoned: true,
+        tainted: false,
         unhealthy: GpuSet::EMPTY,
         reserved: GpuSet::EMPTY,
         allocated: GpuSet::EMPTY,
@@ -66,13 +71,19 @@ impl NodeState {
         (self.gpus & !self.unhealthy).count()
     }
 
-    /// Free GPUs as the placement rules count them: `None` when cordoned (not feasible).
+    /// Free GPUs as the cluster's own view counts them: `None` when cordoned or tainted.
     pub fn feasible_free(&self) -> Option<u32> {
-        (!self.cordoned).then(|| self.free_count())
+        (!self.cordoned && !self.tainted).then(|| self.free_count())
     }
 
     /// The free GPUs themselves when feasible (what NUMA counts read).
     pub fn feasible_set(&self) -> Option<GpuSet> {
+        (!self.cordoned && !self.tainted).then(|| self.free())
+    }
+
+    /// The free GPUs as a selector pool counts them: `None` when cordoned (a pool holds a
+    /// tainted node only when its filter tolerates the taints).
+    pub fn open_set(&self) -> Option<GpuSet> {
         (!self.cordoned).then(|| self.free())
     }
 }
@@ -90,6 +101,9 @@ pub struct NodeChange {
     pub before_set: Option<GpuSet>,
     /// The free GPUs after.
     pub after_set: Option<GpuSet>,
+    /// Before and after as a selector pool counts them (taints aside: see
+    /// [`NodeState::open_set`]).
+    pub open: (Option<u32>, Option<u32>),
 }
 
 /// The change records of one mutation, in the order the nodes changed.
@@ -278,13 +292,13 @@ impl NodeStates {
         change: impl FnOnce(&mut NodeState),
     ) {
         let state = &mut self.nodes[id as usize];
-        let before_set = state.feasible_set();
+        let (before_set, open_before) = (state.feasible_set(), state.open_set());
         self.totals.remove(Totals::of(state));
         change(state);
         self.totals.add(Totals::of(state));
         self.unhealthy[id as usize] = state.unhealthy;
-        let after_set = state.feasible_set();
-        if before_set != after_set {
+        let (after_set, open_after) = (state.feasible_set(), state.open_set());
+        if before_set != after_set || open_before != open_after {
             let count = |set: Option<GpuSet>| set.map(GpuSet::count);
             changes.push(NodeChange {
                 node: id,
@@ -292,6 +306,7 @@ impl NodeStates {
                 after: count(after_set),
                 before_set,
                 after_set,
+                open: (count(open_before), count(open_after)),
             });
         }
     }

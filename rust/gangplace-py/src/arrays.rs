@@ -137,6 +137,7 @@ pub fn node_specs(
                 .map(|(name, column)| (name.clone(), column[index]))
                 .filter(|&(_, quantity)| quantity != 0)
                 .collect(),
+            taints: Vec::new(), // taints come with update_node (docs/placement.md, rule 1)
         });
     }
     Ok(specs)

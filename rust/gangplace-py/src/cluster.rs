@@ -222,13 +222,17 @@ impl Cluster {
     ///         (``"cpu"`` in millicores, ``"memory"`` in bytes, any other name in units;
     ///         docs/resources.md "Node resources"): 0..2**50 each, at most 32 names, not
     ///         ``"nvidia.com/gpu"`` (GPUs are ``gpus``).
+    ///     taints: ``(key, value, effect)`` tuples, effect ``"NoSchedule"``,
+    ///         ``"PreferNoSchedule"`` or ``"NoExecute"`` (at most 32): a request that does
+    ///         not tolerate a ``NoSchedule`` or ``NoExecute`` taint never uses the node
+    ///         (docs/placement.md, rule 1).
     ///
     /// Raises:
     ///     InvalidRequest: Duplicate or empty names, missing or extra levels, out-of-range
     ///         counts, indices or quantities, a GPU topology of another GPU count. The
     ///         cluster is left exactly as it was.
     ///     LimitExceeded: The cluster already has 4,194,304 nodes.
-    #[pyo3(signature = (name, *, gpus, topology, labels = None, unhealthy = None, gpu_topology = None, resources = None))]
+    #[pyo3(signature = (name, *, gpus, topology, labels = None, unhealthy = None, gpu_topology = None, resources = None, taints = None))]
     #[allow(clippy::too_many_arguments)] // the Python signature: keyword arguments
     fn add_node(
         &self,
@@ -239,6 +243,7 @@ impl Cluster {
         unhealthy: Option<&Bound<'_, PyAny>>,
         gpu_topology: Option<&Bound<'_, PyAny>>,
         resources: Option<&Bound<'_, PyAny>>,
+        taints: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let spec = NodeSpec {
             name: convert::string(name, "name")?,
@@ -249,6 +254,10 @@ impl Cluster {
                 .map_or(Ok(Vec::new()), |u| convert::int_sequence(u, "unhealthy"))?,
             gpu_topology: gpu_topology.map(convert::gpu_topology).transpose()?,
             resources: (resources.map(|r| convert::resource_mapping(r, "resources")))
+                .transpose()?
+                .unwrap_or_default(),
+            taints: taints
+                .map(crate::filters::taints)
                 .transpose()?
                 .unwrap_or_default(),
         };
@@ -435,7 +444,8 @@ impl Cluster {
 
     /// Updates a node in place (docs/transactions.md "Node updates", N1-N3).
     ///
-    /// ``labels`` replace every label of the node, at any time (selector pools follow).
+    /// ``labels`` and ``taints`` replace every label or taint of the node, at any time
+    /// (selector pools follow; holds already on the node stay).
     /// ``topology``, ``gpus`` and ``gpu_topology`` change only while no reservation or
     /// allocation holds a GPU of the node; a value equal to the current one is no change.
     /// The node keeps its cordon and its unhealthy GPUs (those past a smaller count are
@@ -451,6 +461,8 @@ impl Cluster {
     ///     resources: Every resource besides GPUs, replacing the old ones, at any time
     ///         (pods already holding more than a smaller capacity keep it; the node is full
     ///         for that resource until they end); ``None``: unchanged.
+    ///     taints: Every taint, replacing the old ones (as ``add_node``); ``None``:
+    ///         unchanged.
     ///
     /// Raises:
     ///     UnknownNode: No such node.
@@ -458,7 +470,7 @@ impl Cluster {
     ///     InvalidRequest: Bad names, levels, counts or groups (as ``add_node``).
     ///
     /// On any error the cluster is left exactly as it was.
-    #[pyo3(signature = (name, *, labels = None, topology = None, gpus = None, gpu_topology = None, resources = None))]
+    #[pyo3(signature = (name, *, labels = None, topology = None, gpus = None, gpu_topology = None, resources = None, taints = None))]
     #[allow(clippy::too_many_arguments)] // the Python signature: keyword arguments
     fn update_node(
         &self,
@@ -469,6 +481,7 @@ impl Cluster {
         gpus: Option<&Bound<'_, PyAny>>,
         gpu_topology: Option<&Bound<'_, PyAny>>,
         resources: Option<&Bound<'_, PyAny>>,
+        taints: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let name = convert::string(name, "name")?;
         let update = NodeUpdate {
@@ -482,6 +495,7 @@ impl Cluster {
             gpu_topology: gpu_topology.map(convert::gpu_topology).transpose()?,
             resources: (resources.map(|r| convert::resource_mapping(r, "resources")))
                 .transpose()?,
+            taints: taints.map(crate::filters::taints).transpose()?,
         };
         let now = self.now(py)?;
         Ok(self.run(|engine| Ok(engine.update_node(&name, update, now)?))?)

@@ -217,7 +217,8 @@ impl Explanation {
 
     /// Nodes that cannot take one pod, by the first reason that applies.
     ///
-    /// Keys: ``cordoned``, ``selector_mismatch``, ``unhealthy`` (too few healthy GPUs even if
+    /// Keys: ``cordoned``, ``selector_mismatch`` (a selector label missing, or outside the
+    /// required affinity), ``untolerated_taints``, ``unhealthy`` (too few healthy GPUs even if
     /// all were free), ``too_few_free``, ``numa_split`` (``numa="single"``: free GPUs enough,
     /// but no NUMA group holds a pod), ``resources`` (free GPUs enough, too few free
     /// resources besides GPUs for one pod).
@@ -227,6 +228,7 @@ impl Explanation {
         let dict = PyDict::new(py);
         dict.set_item("cordoned", excluded.cordoned)?;
         dict.set_item("selector_mismatch", excluded.selector_mismatch)?;
+        dict.set_item("untolerated_taints", excluded.untolerated_taints)?;
         dict.set_item("unhealthy", excluded.unhealthy)?;
         dict.set_item("too_few_free", excluded.too_few_free)?;
         dict.set_item("numa_split", excluded.numa_split)?;
@@ -248,6 +250,13 @@ impl Explanation {
             excluded.too_few_free,
             excluded.numa_split
         ));
+        if excluded.untolerated_taints > 0 {
+            let last = lines.len() - 1;
+            lines[last] += &format!(
+                ", {} with taints it does not tolerate",
+                excluded.untolerated_taints
+            );
+        }
         if excluded.resources > 0 {
             let last = lines.len() - 1;
             lines[last] += &format!(

@@ -9,6 +9,7 @@ mod convert;
 mod determinism;
 mod errors;
 mod explain;
+mod filters;
 mod lookahead;
 mod nodes;
 mod pickling;

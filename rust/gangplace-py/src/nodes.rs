@@ -54,6 +54,12 @@ impl NodeInfo {
         dict(py, &self.inner.topology)
     }
 
+    /// Its taints: ``(key, value, effect)`` tuples, sorted (docs/placement.md, rule 1).
+    #[getter]
+    fn taints<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        crate::filters::taints_tuple(py, &self.inner.taints)
+    }
+
     /// Its labels (a fresh dict).
     #[getter]
     fn labels<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

@@ -35,10 +35,11 @@ impl GangRequest {
         kwargs.set_item("min_pods", inner.min_pods)?;
         kwargs.set_item("required_level", inner.required_level.as_deref())?;
         let selector = PyDict::new(py);
-        for (key, value) in &inner.selector {
+        for (key, value) in &inner.filter.labels {
             selector.set_item(key, value)?;
         }
         kwargs.set_item("selector", selector)?;
+        crate::filters::pickle_into(py, &kwargs, &inner.filter)?;
         kwargs.set_item("name", &inner.name)?;
         kwargs.set_item("priority", inner.terms.priority)?;
         kwargs.set_item("preemptible", inner.terms.preemptible)?;

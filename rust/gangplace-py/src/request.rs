@@ -28,6 +28,14 @@ use crate::types::{call_repr, dict, py_repr, terms_parts};
 ///     required_level: The coarsest level the gang may span: ``"node"``, a level name, or
 ///         ``"cluster"`` (the same as ``None``).
 ///     selector: Labels every chosen node must carry (all of them).
+///     affinity: Required node affinity, Kubernetes' ``nodeSelectorTerms``: a sequence of
+///         terms, each a sequence of ``(key, operator, values)`` requirements; a node must
+///         meet every requirement of at least one term. Operators ``"In"``, ``"NotIn"``,
+///         ``"Exists"``, ``"DoesNotExist"``, ``"Gt"``, ``"Lt"`` (docs/placement.md, rule 1).
+///     tolerations: The node taints it tolerates: ``(key, operator, value, effect)`` with
+///         operator ``"Equal"`` or ``"Exists"`` and effect ``None`` (any), ``"NoSchedule"``,
+///         ``"PreferNoSchedule"`` or ``"NoExecute"``. A node with a ``NoSchedule`` or
+///         ``NoExecute`` taint the request does not tolerate is never used.
 ///     name: Free text shown in reasons and reprs.
 ///     priority: In -2**31..2**31-1 (a Kubernetes PriorityClass value fits). Higher
 ///         preempts lower; equal priorities never preempt each other.
@@ -77,9 +85,9 @@ pub struct GangRequest {
 impl GangRequest {
     #[new]
     #[pyo3(
-        text_signature = "(pods, gpus_per_pod=1, *, min_pods=None, required_level=None, selector=None, name='', priority=0, preemptible=True, movable=False, slices=(), spread='pack', numa='none', spares=0, resources_per_pod=None, gpu_milli=None)"
+        text_signature = "(pods, gpus_per_pod=1, *, min_pods=None, required_level=None, selector=None, name='', priority=0, preemptible=True, movable=False, slices=(), spread='pack', numa='none', spares=0, resources_per_pod=None, gpu_milli=None, affinity=(), tolerations=())"
     )]
-    #[pyo3(signature = (pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, required_level = None, selector = None, name = String::new(), priority = Priority(0), preemptible = Preemptible(true), movable = Movable(false), slices = None, spread = None, numa = None, spares = None, resources_per_pod = None, gpu_milli = None))]
+    #[pyo3(signature = (pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, required_level = None, selector = None, name = String::new(), priority = Priority(0), preemptible = Preemptible(true), movable = Movable(false), slices = None, spread = None, numa = None, spares = None, resources_per_pod = None, gpu_milli = None, affinity = None, tolerations = None))]
     #[allow(clippy::too_many_arguments)] // the documented signature of GangRequest
     fn new(
         pods: &Bound<'_, PyAny>,
@@ -97,7 +105,11 @@ impl GangRequest {
         spares: Option<&Bound<'_, PyAny>>,
         resources_per_pod: Option<&Bound<'_, PyAny>>,
         gpu_milli: Option<&Bound<'_, PyAny>>,
+        affinity: Option<&Bound<'_, PyAny>>,
+        tolerations: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let affinity = affinity.map(crate::filters::affinity).transpose()?;
+        let tolerations = tolerations.map(crate::filters::tolerations).transpose()?;
         let terms = model::Terms::new(priority.0, preemptible.0, movable.0).map_err(core_to_py)?;
         let pods = convert::int(pods, "pods")?;
         let GpusPerPod(gpus_per_pod) = gpus_per_pod;
@@ -134,7 +146,15 @@ impl GangRequest {
                 .with_spread(spread)
                 .with_numa(numa);
         inner.check_gpu_less().map_err(core_to_py)?; // after the NUMA policy is set
-        let inner = inner.with_gpu_milli(gpu_milli).map_err(core_to_py)?;
+        let inner = inner
+            .with_gpu_milli(gpu_milli)
+            .and_then(|request| {
+                request.with_affinity(
+                    affinity.unwrap_or_default(),
+                    tolerations.unwrap_or_default(),
+                )
+            })
+            .map_err(core_to_py)?;
         Ok(Self {
             inner: Arc::new(inner.with_terms(terms)),
         })
@@ -173,7 +193,19 @@ impl GangRequest {
     /// A fresh dict, sorted by key.
     #[getter]
     fn selector<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        dict(py, &self.inner.selector)
+        dict(py, &self.inner.filter.labels)
+    }
+
+    /// Required node affinity: ``((key, operator, values), ...)`` terms, sorted.
+    #[getter]
+    fn affinity<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        crate::filters::affinity_tuple(py, &self.inner.filter.affinity)
+    }
+
+    /// The taints it tolerates: ``(key, operator, value, effect)``, sorted.
+    #[getter]
+    fn tolerations<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        crate::filters::tolerations_tuple(py, &self.inner.filter.tolerations)
     }
 
     /// Free text shown in reasons and reprs.
@@ -247,10 +279,11 @@ impl GangRequest {
         if let Some(level) = &request.required_level {
             parts.push(format!("required_level={}", py_repr(py, level)?));
         }
-        if !request.selector.is_empty() {
-            let selector = dict(py, &request.selector)?;
+        if !request.filter.labels.is_empty() {
+            let selector = dict(py, &request.filter.labels)?;
             parts.push(format!("selector={}", py_repr(py, selector)?));
         }
+        parts.extend(crate::filters::repr_parts(py, &request.filter)?);
         if !request.name.is_empty() {
             parts.push(format!("name={}", py_repr(py, &request.name)?));
         }

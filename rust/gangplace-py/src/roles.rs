@@ -26,6 +26,8 @@ use crate::types::{call_repr, dict, py_repr, terms_parts};
 ///     min_pods: Elastic groups: when the full unit fits nowhere, the unit is tried again
 ///         with this group at ``min_pods``.
 ///     selector: Labels every node of this group must carry.
+///     affinity: The group's required node affinity, as ``GangRequest``'s.
+///     tolerations: The node taints the group tolerates, as ``GangRequest``'s.
 ///     slices: ``((level, pods_per_slice), ...)`` as on ``GangRequest``, for this group.
 ///     spares: Spare pods of this group's pod size held with the unit, as on
 ///         ``GangRequest`` (docs/repair.md "Spares"); listed in ``Placement.spares`` group by
@@ -51,8 +53,8 @@ pub struct PodGroup {
 impl PodGroup {
     #[new]
     #[pyo3(
-        signature = (name, pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, selector = None, slices = None, spares = None, resources_per_pod = None),
-        text_signature = "(name, pods, gpus_per_pod=1, *, min_pods=None, selector=None, slices=(), spares=0, resources_per_pod=None)"
+        signature = (name, pods, gpus_per_pod = GpusPerPod(1), *, min_pods = None, selector = None, slices = None, spares = None, resources_per_pod = None, affinity = None, tolerations = None),
+        text_signature = "(name, pods, gpus_per_pod=1, *, min_pods=None, selector=None, slices=(), spares=0, resources_per_pod=None, affinity=(), tolerations=())"
     )]
     #[allow(clippy::too_many_arguments)] // the Python signature: keyword arguments
     fn new(
@@ -64,8 +66,12 @@ impl PodGroup {
         slices: Option<&Bound<'_, PyAny>>,
         spares: Option<&Bound<'_, PyAny>>,
         resources_per_pod: Option<&Bound<'_, PyAny>>,
+        affinity: Option<&Bound<'_, PyAny>>,
+        tolerations: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let name = convert::string(name, "name")?;
+        let affinity = affinity.map(crate::filters::affinity).transpose()?;
+        let tolerations = tolerations.map(crate::filters::tolerations).transpose()?;
         if name.is_empty() || name.len() > model::MAX_NAME_BYTES {
             return Err(core_to_py(model::CoreError::InvalidRequest(format!(
                 "a group name must be 1 to {} bytes long, got {} bytes",
@@ -87,6 +93,12 @@ impl PodGroup {
             .and_then(|request| request.with_spares(spares))
             .and_then(|request| request.with_resources(resources))
             .and_then(|request| request.check_gpu_less().map(|()| request))
+            .and_then(|request| {
+                request.with_affinity(
+                    affinity.unwrap_or_default(),
+                    tolerations.unwrap_or_default(),
+                )
+            })
             .map_err(core_to_py)?;
         Ok(Self { inner })
     }
@@ -118,7 +130,19 @@ impl PodGroup {
     /// A fresh dict, sorted by key.
     #[getter]
     fn selector<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        dict(py, &self.inner.selector)
+        dict(py, &self.inner.filter.labels)
+    }
+
+    /// The group's required node affinity, as ``GangRequest.affinity``.
+    #[getter]
+    fn affinity<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        crate::filters::affinity_tuple(py, &self.inner.filter.affinity)
+    }
+
+    /// The node taints the group tolerates, as ``GangRequest.tolerations``.
+    #[getter]
+    fn tolerations<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        crate::filters::tolerations_tuple(py, &self.inner.filter.tolerations)
     }
 
     /// Slice layers, outermost first.
@@ -158,7 +182,8 @@ impl PodGroup {
             .into_pyobject(py)?;
         let kwargs = PyDict::new(py);
         kwargs.set_item("min_pods", inner.min_pods)?;
-        kwargs.set_item("selector", dict(py, &inner.selector)?)?;
+        kwargs.set_item("selector", dict(py, &inner.filter.labels)?)?;
+        crate::filters::pickle_into(py, &kwargs, &inner.filter)?;
         kwargs.set_item("slices", slices_tuple(py, inner)?)?;
         kwargs.set_item("spares", inner.spares)?;
         kwargs.set_item("resources_per_pod", dict(py, &inner.resources)?)?;
@@ -175,12 +200,13 @@ impl PodGroup {
         if let Some(min) = group.min_pods {
             parts.push(format!("min_pods={min}"));
         }
-        if !group.selector.is_empty() {
+        if !group.filter.labels.is_empty() {
             parts.push(format!(
                 "selector={}",
-                py_repr(py, dict(py, &group.selector)?)?
+                py_repr(py, dict(py, &group.filter.labels)?)?
             ));
         }
+        parts.extend(crate::filters::repr_parts(py, &group.filter)?);
         if !group.slices.is_empty() {
             parts.push(format!("slices={}", py_repr(py, slices_tuple(py, group)?)?));
         }

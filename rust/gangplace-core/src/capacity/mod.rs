@@ -28,6 +28,7 @@ pub use shapes::{ShapeCount, ShapeKey};
 pub use shares::ShareFit;
 
 use crate::ids::{DomainId, GpuSet, NodeId};
+use crate::model::NodeFilter;
 use crate::state::{NodeChange, NodeStates};
 use crate::topology::Topology;
 use numa::NumaAggregates;
@@ -92,8 +93,8 @@ impl Capacity {
         }
     }
 
-    /// A node's labels changed: the selector pools are rebuilt on next use (membership is
-    /// per node and per pool; rebuilding is one pass over a selector's nodes).
+    /// A node's labels or taints changed: the selector pools are rebuilt on next use
+    /// (membership is per node and per pool; rebuilding is one pass over a filter's nodes).
     pub fn labels_changed(&mut self) {
         self.pools.clear();
     }
@@ -131,9 +132,9 @@ impl Capacity {
             topology,
             changes,
             |_| true,
-            store,
-            &mut self.index,
+            (store, &mut self.index),
             &mut self.touched,
+            false,
         );
         self.pools.apply(topology, changes);
         if let Some(numa) = &mut self.numa {
@@ -193,20 +194,15 @@ impl Capacity {
 
     /// Makes sure `selector` has a pool (an empty selector needs none: it reads the
     /// cluster's own views). The topology must be settled.
-    pub fn ensure_pool(
-        &mut self,
-        topology: &Topology,
-        states: &NodeStates,
-        selector: &[(String, String)],
-    ) {
-        if selector.is_empty() {
+    pub fn ensure_pool(&mut self, topology: &Topology, states: &NodeStates, selector: &NodeFilter) {
+        if selector.is_plain() {
             return;
         }
         self.pools.ensure(topology, states, selector);
     }
 
     /// The selectors whose pools are kept (invariant checks).
-    pub fn pool_selectors(&self) -> impl Iterator<Item = &[(String, String)]> {
+    pub fn pool_selectors(&self) -> impl Iterator<Item = &NodeFilter> {
         self.pools.selectors()
     }
 
@@ -228,7 +224,7 @@ impl Capacity {
     pub fn selector_view<'a>(
         &'a self,
         states: &'a NodeStates,
-        selector: &[(String, String)],
+        selector: &NodeFilter,
     ) -> Option<SelectorView<'a>> {
         let pool = self.pools.get(selector)?;
         Some(SelectorView {
@@ -243,9 +239,9 @@ impl Capacity {
     pub fn view_for<'a>(
         &'a self,
         states: &'a NodeStates,
-        selector: &[(String, String)],
+        selector: &NodeFilter,
     ) -> Option<AnyView<'a>> {
-        if selector.is_empty() {
+        if selector.is_plain() {
             return Some(AnyView::Cluster(self.cluster_view(states)));
         }
         self.selector_view(states, selector).map(AnyView::Selector)
@@ -345,7 +341,7 @@ pub trait CapacityView {
     }
 }
 
-/// Every uncordoned node.
+/// Every uncordoned, untainted node.
 #[derive(Debug)]
 pub struct ClusterView<'a> {
     capacity: &'a Capacity,
@@ -362,8 +358,7 @@ impl CapacityView for ClusterView<'_> {
     }
 
     fn node_free(&self, node: NodeId) -> Option<GpuSet> {
-        let state = self.states.get(node);
-        (!state.cordoned).then(|| state.free())
+        self.states.get(node).feasible_set()
     }
 
     fn index(&self) -> Option<&FreeIndex> {
@@ -400,7 +395,7 @@ impl CapacityView for ClusterView<'_> {
     }
 }
 
-/// Uncordoned nodes carrying every `(key, value)` of a selector.
+/// Uncordoned nodes admitting one request's filter (labels, affinity, tolerated taints).
 #[derive(Debug)]
 pub struct SelectorView<'a> {
     pools: &'a Pools,
@@ -439,7 +434,7 @@ impl CapacityView for SelectorView<'_> {
 /// Either view, for searches that hold several (one per group of a multi-role gang).
 #[derive(Debug)]
 pub enum AnyView<'a> {
-    /// Every uncordoned node.
+    /// Every uncordoned, untainted node.
     Cluster(ClusterView<'a>),
     /// The nodes of one selector.
     Selector(SelectorView<'a>),

@@ -1,12 +1,14 @@
-//! Selector pools: aggregates and a free-GPU index for the nodes of one label selector, kept
-//! up to date incrementally, so that a request with a selector costs about what a request
-//! without one costs.
+//! Selector pools: aggregates and a free-GPU index for the nodes one request's filter admits
+//! (its labels, its affinity, the taints it tolerates), kept up to date incrementally, so that
+//! a request with a filter costs about what a request without one costs.
 //!
-//! A pool is built the first time a selector is seen (one pass over its matching nodes, found
-//! through the label index) and then maintained from the change records of every mutation,
-//! O(levels) per changed member. Membership is a bit per pool on each node. At most
-//! [`MAX_POOLS`] selectors are kept; the least recently used one is dropped for a new one.
-//! Adding or removing nodes drops every pool (they are rebuilt on next use).
+//! A pool is built the first time a filter is seen (one pass over its matching nodes, found
+//! through the label index when it selects labels, else over every node) and then maintained
+//! from the change records of every mutation, O(levels) per changed member. Membership is a
+//! bit per pool on each node. A member is counted whether tainted or not (the filter admits
+//! it, so it tolerates its taints): the records' `open` counts. At most [`MAX_POOLS`] filters
+//! are kept; the least recently used one is dropped for a new one. Adding or removing nodes,
+//! or changing labels or taints, drops every pool (they are rebuilt on next use).
 
 use rustc_hash::FxHashMap;
 
@@ -14,6 +16,7 @@ use super::aggregate::Aggregate;
 use super::index::FreeIndex;
 use super::propagate::propagate;
 use crate::ids::{DomainId, NodeId};
+use crate::model::NodeFilter;
 use crate::state::{NodeChange, NodeStates};
 use crate::topology::Topology;
 
@@ -23,8 +26,8 @@ pub const MAX_POOLS: usize = 32;
 /// The aggregates and index of one selector's nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SelectorPool {
-    /// The selector, sorted by key.
-    pub selector: Vec<(String, String)>,
+    /// The filter its members admit.
+    pub selector: NodeFilter,
     /// Aggregates over the pool's uncordoned nodes, for every domain holding a member.
     /// (Fx-hashed: looked up on every step of a search; never iterated by a decision.)
     pub aggregates: FxHashMap<DomainId, Aggregate>,
@@ -58,16 +61,16 @@ impl Pools {
     }
 
     /// The pool of `selector`, if kept.
-    pub fn get(&self, selector: &[(String, String)]) -> Option<&SelectorPool> {
+    pub fn get(&self, selector: &NodeFilter) -> Option<&SelectorPool> {
         self.pools
             .iter()
             .map(|(_, pool)| pool)
-            .find(|pool| pool.selector == selector)
+            .find(|pool| pool.selector == *selector)
     }
 
     /// The selectors of the pools kept, in the order they were made (invariant checks).
-    pub fn selectors(&self) -> impl Iterator<Item = &[(String, String)]> {
-        self.pools.iter().map(|(_, pool)| pool.selector.as_slice())
+    pub fn selectors(&self) -> impl Iterator<Item = &NodeFilter> {
+        self.pools.iter().map(|(_, pool)| &pool.selector)
     }
 
     /// Whether `node` belongs to `pool`.
@@ -77,15 +80,10 @@ impl Pools {
 
     /// Makes sure `selector` has a pool (building it from the label index if needed) and
     /// marks it used. The topology must be settled.
-    pub fn ensure(
-        &mut self,
-        topology: &Topology,
-        states: &NodeStates,
-        selector: &[(String, String)],
-    ) {
+    pub fn ensure(&mut self, topology: &Topology, states: &NodeStates, selector: &NodeFilter) {
         self.uses += 1;
         let uses = self.uses;
-        if let Some((used, _)) = self.pools.iter_mut().find(|(_, p)| p.selector == selector) {
+        if let Some((used, _)) = self.pools.iter_mut().find(|(_, p)| p.selector == *selector) {
             *used = uses;
             return;
         }
@@ -131,9 +129,9 @@ impl Pools {
                 topology,
                 changes,
                 member,
-                &mut pool.aggregates,
-                &mut pool.index,
+                (&mut pool.aggregates, &mut pool.index),
                 touched,
+                true,
             );
         }
     }
@@ -159,15 +157,15 @@ impl Pools {
 fn built_pool(
     topology: &Topology,
     states: &NodeStates,
-    selector: &[(String, String)],
+    selector: &NodeFilter,
     bit: u32,
 ) -> (SelectorPool, Vec<NodeId>) {
-    let members: Vec<NodeId> = topology.nodes_matching(selector).collect();
+    let members: Vec<NodeId> = topology.nodes_admitting(selector).collect();
     let mut member = vec![false; topology.node_slots()];
     let mut aggregates: FxHashMap<DomainId, Aggregate> = FxHashMap::default();
     for &id in &members {
         member[id as usize] = true;
-        let free = states.get(id).feasible_free();
+        let free = states.get(id).open_set().map(crate::ids::GpuSet::count);
         // Every domain holding a member has an aggregate (empty while all are cordoned), as
         // the incremental updates keep it.
         for domain in topology.ancestors(topology.node(id).domain) {
@@ -178,12 +176,12 @@ fn built_pool(
         topology,
         |id| aggregates.get(&id).map(Aggregate::free_gpus),
         |id| {
-            let free = states.get(id).feasible_free();
+            let free = states.get(id).open_set().map(crate::ids::GpuSet::count);
             free.filter(|_| member[id as usize]).map(u64::from)
         },
     );
     let pool = SelectorPool {
-        selector: selector.to_vec(),
+        selector: selector.clone(),
         aggregates,
         index,
         bit,

@@ -31,29 +31,33 @@ impl<S: std::hash::BuildHasher> AggregateStore for HashMap<DomainId, Aggregate, 
 }
 
 /// Applies the records of the nodes `member` accepts to `store` and `index`. `touched` is
-/// scratch space (cleared first) so that a mutation allocates nothing here.
+/// scratch space (cleared first) so that a mutation allocates nothing here. `open`: read the
+/// counts a selector pool keeps (taints aside), else the cluster's own view's.
 pub fn propagate(
     topology: &Topology,
     changes: &[NodeChange],
     member: impl Fn(NodeId) -> bool,
-    store: &mut impl AggregateStore,
-    index: &mut FreeIndex,
+    (store, index): (&mut impl AggregateStore, &mut FreeIndex),
     touched: &mut Vec<(DomainId, u64)>,
+    open: bool,
 ) {
     touched.clear();
     let node_depth = topology.node_depth();
     let as_free = |free: Option<u32>| free.map(u64::from);
     for change in changes.iter().filter(|change| member(change.node)) {
-        index.node_moved(
-            node_depth,
-            change.node,
-            as_free(change.before),
-            as_free(change.after),
-        );
+        let (before, after) = if open {
+            change.open
+        } else {
+            (change.before, change.after)
+        };
+        if before == after {
+            continue;
+        }
+        index.node_moved(node_depth, change.node, as_free(before), as_free(after));
         for domain in topology.ancestors(topology.node(change.node).domain) {
             let aggregate = store.aggregate_mut(domain);
             touched.push((domain, aggregate.free_gpus()));
-            aggregate.change(change.before, change.after);
+            aggregate.change(before, after);
         }
     }
     if index.is_stale() {

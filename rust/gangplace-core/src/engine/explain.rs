@@ -46,8 +46,10 @@ pub struct LevelExplanation {
 pub struct Exclusions {
     /// Cordoned.
     pub cordoned: u64,
-    /// Lacking a selector label.
+    /// Lacking a selector label, or outside the request's required affinity.
     pub selector_mismatch: u64,
+    /// With a taint the request does not tolerate.
+    pub untolerated_taints: u64,
     /// Too few healthy GPUs for one pod, even if all were free.
     pub unhealthy: u64,
     /// Enough healthy GPUs, too few of them free.
@@ -231,8 +233,13 @@ impl Engine {
             let state = self.states.get(id);
             if state.cordoned {
                 excluded.cordoned += 1;
-            } else if !node.matches(&request.selector) {
+            } else if request
+                .filter
+                .labels_exclude(|key| node.labels.get(key).map(|v| &**v))
+            {
                 excluded.selector_mismatch += 1;
+            } else if !request.filter.tolerates(&node.taints) {
+                excluded.untolerated_taints += 1;
             } else if state.healthy_count() < size {
                 excluded.unhealthy += 1;
             } else if state.free_count() < size
@@ -309,7 +316,7 @@ impl Engine {
                 }
             };
             let state = self.states.get(id);
-            if state.cordoned || !self.topology.node(id).matches(&request.selector) {
+            if state.cordoned || !self.topology.node(id).admits(&request.filter) {
                 continue;
             }
             let free = u64::from(state.free_count());

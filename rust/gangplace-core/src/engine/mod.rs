@@ -134,7 +134,8 @@ impl Engine {
     /// Adds a node; on error nothing changes.
     pub fn add_node(&mut self, spec: NodeSpec) -> CoreResult<()> {
         let added = self.topology.add_node(spec)?;
-        let state = NodeState::new(added.gpus, added.unhealthy);
+        let mut state = NodeState::new(added.gpus, added.unhealthy);
+        state.tainted = self.topology.node(added.id).tainted();
         self.states.insert(added.id, state);
         let resources = self.topology.resources();
         let in_use = self.states.resource_use_mut();
@@ -259,6 +260,7 @@ impl Engine {
             gpus: node.gpus,
             topology: levels.zip(path.into_iter().map(String::from)).collect(),
             labels: node.label_pairs(),
+            taints: node.taints.clone(),
             cordoned: state.cordoned,
             free: state.free().indices(),
             reserved: state.reserved.indices(),
@@ -397,8 +399,7 @@ impl Engine {
         self.settle();
         let demand = self.demand(request)?;
         let (topology, states) = (&self.topology, &self.states);
-        self.capacity
-            .ensure_pool(topology, states, &request.selector);
+        self.capacity.ensure_pool(topology, states, &request.filter);
         self.keep_shape(request, &[demand.pods, demand.min_pods])?;
         Ok(demand)
     }
@@ -494,6 +495,14 @@ impl Engine {
         }
         if !self.states.unhealthy_mirrored() {
             return Err(internal("the packed unhealthy GPUs drifted from the nodes"));
+        }
+        if let Some((_, node)) = (self.topology.nodes())
+            .find(|&(id, node)| self.states.get(id).tainted != node.tainted())
+        {
+            return Err(internal(format!(
+                "node {:?}'s taint flag drifted",
+                node.name
+            )));
         }
         let slots = self.topology.node_slots();
         let mut reserved = vec![GpuSet::EMPTY; slots];

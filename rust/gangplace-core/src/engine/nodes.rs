@@ -4,6 +4,8 @@
 use super::Engine;
 use crate::error::{CoreResult, texts};
 use crate::ids::{GpuSet, HoldId, NodeId};
+use crate::model::Taint;
+use crate::model::checked_taints;
 use crate::state::{Changes, NodeState};
 use crate::topology::NodeSpec;
 use crate::topology::edit::validate_labels;
@@ -21,6 +23,8 @@ pub struct NodeUpdate {
     pub gpu_topology: Option<(Vec<String>, Vec<Vec<u32>>)>,
     /// Every resource besides GPUs, replacing the old ones (docs/resources.md "Node resources").
     pub resources: Option<Vec<(String, i64)>>,
+    /// Every taint of the node, replacing the old ones (any time, like labels: N1).
+    pub taints: Option<Vec<Taint>>,
 }
 
 impl Engine {
@@ -70,6 +74,7 @@ impl Engine {
         }
         validate_labels(&changed.labels)?;
         crate::topology::edit::checked_gpus(&changed)?; // 0 GPUs keep some resource
+        let taints = checked_taints(changed.taints.clone())?;
         if let Some(resources) = resources {
             // Capacities may drop below what running pods use: the node is then full for
             // those resources until they end (Kubernetes keeps such pods running too).
@@ -81,6 +86,14 @@ impl Engine {
             in_use.capacity_changed(id, self.topology.resources().capacity(id));
         }
         self.topology.set_labels(id, changed.labels);
+        if taints != self.topology.node(id).taints {
+            self.topology.set_taints(id, taints);
+            let tainted = self.topology.node(id).tainted();
+            let mut changes = Changes::new();
+            self.states
+                .update(id, &mut changes, |state| state.tainted = tainted);
+            self.apply(&changes);
+        }
         self.capacity.labels_changed();
         Ok(())
     }
@@ -131,6 +144,9 @@ fn changed_spec(current: &NodeSpec, update: NodeUpdate) -> NodeSpec {
     }
     if let Some(resources) = update.resources {
         changed.resources = resources;
+    }
+    if let Some(taints) = update.taints {
+        changed.taints = taints;
     }
     changed
 }

@@ -6,7 +6,7 @@
 
 use crate::ids::NodeId;
 use crate::ledger::Hold;
-use crate::model::PodPlacement;
+use crate::model::{NodeFilter, PodPlacement};
 use crate::state::NodeStates;
 use crate::topology::Topology;
 
@@ -111,7 +111,7 @@ pub(crate) fn spare_matches(
                 && usable[index].as_ref().is_some_and(|(node, path)| {
                     within.len() <= path.len()
                         && within.iter().zip(path).all(|(a, b)| a == b)
-                        && topology.node(*node).matches(selector)
+                        && topology.node(*node).admits(selector)
                 })
         });
         if let Some(index) = found {
@@ -122,22 +122,24 @@ pub(crate) fn spare_matches(
     matches
 }
 
-/// The selector `rank`'s pods follow: the request's, or its group's for a multi-role gang.
-pub(crate) fn selector_of(hold: &Hold, rank: u64) -> &[(String, String)] {
+/// The filter `rank`'s pods follow: the request's, or its group's for a multi-role gang (a
+/// hold placed without a request: the plain filter).
+pub(crate) fn selector_of(hold: &Hold, rank: u64) -> &NodeFilter {
+    static PLAIN: std::sync::LazyLock<NodeFilter> = std::sync::LazyLock::new(NodeFilter::default);
     if let Some(request) = hold.request.as_deref() {
-        return &request.selector;
+        return &request.filter;
     }
     let Some(roles) = hold.roles.as_deref() else {
-        return &[];
+        return &PLAIN;
     };
     let mut end = 0u64;
     for (group, (_, count)) in roles.groups.iter().zip(&hold.placement.groups) {
         end += count;
         if rank < end {
-            return &group.selector;
+            return &group.filter;
         }
     }
-    &[]
+    &PLAIN
 }
 
 /// What pod slot `slot` of `hold` asks besides GPUs (docs/resources.md "Node resources"): ranks first,

@@ -56,7 +56,7 @@ pub(crate) fn request_record(request: &GangRequest) -> RequestRecord {
         gpus_per_pod: i64::from(request.gpus_per_pod),
         min_pods: request.min_pods.map(count),
         required_level: request.required_level.clone(),
-        selector: request.selector.clone(),
+        selector: request.filter.labels.clone(),
         name: request.name.clone(),
         terms: terms_record(request.terms),
     }

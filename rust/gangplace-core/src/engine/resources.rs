@@ -142,7 +142,7 @@ impl Engine {
     /// cluster's own view (no selector, no fraction), with the domains holding each of
     /// `sizes` pods, so that its search reads them (`capacity::shapes`).
     pub(crate) fn keep_shape(&mut self, request: &GangRequest, sizes: &[u64]) -> CoreResult<()> {
-        if !request.selector.is_empty() || request.gpu_milli.is_some() {
+        if !request.filter.is_plain() || request.gpu_milli.is_some() {
             return Ok(());
         }
         let need = self
@@ -388,7 +388,7 @@ impl Engine {
         let mut bound: BTreeMap<String, u64> = BTreeMap::new();
         for node in self.nodes_under(item) {
             let state = self.states.get(node);
-            if state.cordoned || !self.topology.node(node).matches(&request.selector) {
+            if state.cordoned || !self.topology.node(node).admits(&request.filter) {
                 continue;
             }
             let shares = crate::capacity::ShareFit::of(request.gpu_milli, &self.states);

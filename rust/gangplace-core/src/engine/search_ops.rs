@@ -39,7 +39,7 @@ pub(super) fn search_over<R>(
         )
     });
     let share = ShareFit::of(request.gpu_milli, states);
-    if request.selector.is_empty() {
+    if request.filter.is_plain() {
         let view = capacity.cluster_view(states);
         // The kept counts hold for the cluster's own view, nothing taken or freed.
         let counts = match (&fit, &share, removal) {
@@ -56,7 +56,7 @@ pub(super) fn search_over<R>(
         ));
     }
     let view = capacity
-        .selector_view(states, &request.selector)
+        .selector_view(states, &request.filter)
         .ok_or_else(|| internal("a selector lost its pool"))?;
     Ok(search(
         &Search::new(topology, &view, size)
@@ -80,10 +80,15 @@ pub(super) fn resources_bind(
         return false;
     }
     let size = request.whole_gpus();
-    let most_free = (capacity.cluster_view(states).index())
-        .map_or(u64::from(MAX_GPUS_PER_NODE), |index| {
-            index.level(topology.node_depth()).most_free()
-        });
+    // A request that tolerates taints may use tainted nodes, which the cluster's own view
+    // leaves out: its most free node is not known there, so the bound is the largest node.
+    let view = capacity.cluster_view(states);
+    let index = view
+        .index()
+        .filter(|_| request.filter.tolerations.is_empty());
+    let most_free = index.map_or(u64::from(MAX_GPUS_PER_NODE), |index| {
+        index.level(topology.node_depth()).most_free()
+    });
     size == 0
         || !states
             .resource_use()

@@ -8,10 +8,15 @@ use crate::error::{CoreResult, invalid};
 use crate::ids::{GpuIndexError, GpuSet, HoldId};
 use crate::level_name::LevelName;
 use crate::limits::{MAX_GANG_GPUS, MAX_GPUS_PER_NODE, MAX_NAME_BYTES, MAX_PODS};
+mod nodes;
 mod removal;
 mod roles;
 
+pub use crate::filter::{
+    Effect, NodeFilter, Operator, Requirement, Taint, Toleration, checked_taints,
+};
 use crate::shapes::{Numa, SliceLayer, Spread, check_sizes};
+pub use nodes::{ClusterStats, GpuState, NodeInfo};
 pub use removal::RemovalLimits;
 pub use roles::{AnyRequest, Colocation, MAX_GROUPS, MultiGangRequest};
 
@@ -70,8 +75,9 @@ pub struct GangRequest {
     pub min_pods: Option<u64>,
     /// Coarsest level the gang may span (`"node"`, a level name or `"cluster"`).
     pub required_level: Option<String>,
-    /// Labels every chosen node must carry, sorted by key, keys unique.
-    pub selector: Vec<(String, String)>,
+    /// Which nodes it may use: the labels it selects, its required node affinity and the
+    /// taints it tolerates (docs/placement.md, rule 1).
+    pub filter: NodeFilter,
     /// Free text shown in reasons and reprs.
     pub name: String,
     /// Priority and flags its holds carry.
@@ -102,7 +108,7 @@ impl GangRequest {
         gpus_per_pod: i64,
         min_pods: Option<i64>,
         required_level: Option<String>,
-        mut selector: Vec<(String, String)>,
+        selector: Vec<(String, String)>,
         name: String,
     ) -> CoreResult<Self> {
         let pods = u64::try_from(pods)
@@ -147,17 +153,7 @@ impl GangRequest {
                 "required_level {level:?} is not a level name"
             )));
         }
-        selector.sort();
-        if selector.windows(2).any(|pair| pair[0].0 == pair[1].0) {
-            return Err(invalid("selector names a label twice"));
-        }
-        if let Some((key, _)) = selector.iter().find(|(key, value)| {
-            key.is_empty() || key.len() > MAX_NAME_BYTES || value.len() > MAX_NAME_BYTES
-        }) {
-            return Err(invalid(format!(
-                "selector label {key:?} is empty or too long"
-            )));
-        }
+        let filter = NodeFilter::of_labels(selector)?;
         if name.len() > MAX_NAME_BYTES {
             return Err(invalid(format!(
                 "name is longer than {MAX_NAME_BYTES} bytes"
@@ -168,7 +164,7 @@ impl GangRequest {
             gpus_per_pod,
             min_pods,
             required_level,
-            selector,
+            filter,
             name,
             terms: Terms::default(),
             slices: Vec::new(),
@@ -208,6 +204,21 @@ impl GangRequest {
             ));
         }
         Ok(())
+    }
+
+    /// The same request with this required node affinity and these tolerations (its
+    /// selected labels kept).
+    pub fn with_affinity(
+        self,
+        affinity: Vec<Vec<Requirement>>,
+        tolerations: Vec<Toleration>,
+    ) -> CoreResult<Self> {
+        let filter = self
+            .filter
+            .clone()
+            .with_affinity(affinity)?
+            .with_tolerations(tolerations)?;
+        Ok(Self { filter, ..self })
     }
 
     /// The same request with this NUMA policy.
@@ -397,95 +408,6 @@ pub enum Held {
     Reservation(Reservation),
     /// Committed.
     Allocation(Allocation),
-}
-
-/// One node, as `Cluster.node` reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct NodeInfo {
-    /// Node name.
-    pub name: String,
-    /// Number of GPUs.
-    pub gpus: u32,
-    /// Level -> domain name, outermost first.
-    pub topology: Vec<(String, String)>,
-    /// Labels sorted by key.
-    pub labels: Vec<(String, String)>,
-    /// Whether it takes no new placements.
-    pub cordoned: bool,
-    /// Healthy and unheld.
-    pub free: Vec<u32>,
-    /// Held by reservations.
-    pub reserved: Vec<u32>,
-    /// Held by allocations (possibly unhealthy since).
-    pub allocated: Vec<u32>,
-    /// Unhealthy, held or not.
-    pub unhealthy: Vec<u32>,
-    /// Its GPU groups, if given: level names and each GPU's group ids.
-    pub gpu_topology: Option<(Vec<String>, Vec<Vec<u32>>)>,
-    /// Its resources besides GPUs, by name (docs/resources.md "Node resources").
-    pub resources: Vec<(String, u64)>,
-    /// What of them no live hold uses, by name (every resource of `resources`, zeros kept).
-    pub free_resources: Vec<(String, u64)>,
-    /// Shared GPUs and their used thousandths (docs/resources.md "Fractions of a GPU").
-    pub shared: Vec<(u32, u64)>,
-}
-
-/// GPU counts over the whole cluster, and its resources besides GPUs.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct ClusterStats {
-    /// All GPUs.
-    pub total: u64,
-    /// `total - unhealthy`.
-    pub healthy: u64,
-    /// Healthy and unheld (cordoned nodes included).
-    pub free: u64,
-    /// Held by reservations.
-    pub reserved: u64,
-    /// Held by allocations.
-    pub allocated: u64,
-    /// Unhealthy, held or not.
-    pub unhealthy: u64,
-    /// Resources besides GPUs over every node, by name (docs/resources.md "Node resources").
-    pub resources: Vec<(String, u64)>,
-    /// What of them no hold uses (a node's use above its capacity counts as 0 free).
-    pub free_resources: Vec<(String, u64)>,
-    /// GPUs fractional pods share (neither free nor held whole).
-    pub shared: u64,
-}
-
-/// Per node, in name order: GPU counts and sets by state, and the node's place in the tree
-/// (see `Engine::gpu_state`). Everything a picture or an analysis needs, in one read.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GpuState {
-    /// Node names, sorted.
-    pub names: Vec<String>,
-    /// Each node's domain path, outermost first (one name per level).
-    pub paths: Vec<Vec<String>>,
-    /// GPUs per node.
-    pub gpus: Vec<u8>,
-    /// Free healthy GPUs.
-    pub free: Vec<u8>,
-    /// GPUs held by reservations.
-    pub reserved: Vec<u8>,
-    /// GPUs held by allocations.
-    pub allocated: Vec<u8>,
-    /// Unhealthy GPUs (held or not).
-    pub unhealthy: Vec<u8>,
-    /// Whether the node is cordoned.
-    pub cordoned: Vec<bool>,
-    /// The sets behind the counts, as masks (bit i: GPU i).
-    pub free_mask: Vec<u64>,
-    /// See `free_mask`.
-    pub reserved_mask: Vec<u64>,
-    /// See `free_mask`.
-    pub allocated_mask: Vec<u64>,
-    /// See `free_mask`.
-    pub unhealthy_mask: Vec<u64>,
-    /// Per node, the GPUs fractional pods share (docs/resources.md "Fractions of a GPU").
-    pub shared_mask: Vec<u64>,
-    /// Resources besides GPUs (docs/resources.md "Node resources"): per name, sorted, every node's
-    /// capacity and what no hold uses (0 where the node lacks it).
-    pub resources: Vec<(String, Vec<u64>, Vec<u64>)>,
 }
 
 /// What `plan_preemption` proposes: a placement and the allocations to end for it.

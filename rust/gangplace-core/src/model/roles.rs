@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::error::{CoreResult, invalid};
 use crate::limits::{MAX_GANG_GPUS, MAX_NAME_BYTES, MAX_PODS};
-use crate::model::{GangRequest, Terms};
+use crate::model::{GangRequest, NodeFilter, Terms};
 use crate::shapes::Spread;
 
 /// Either kind of request, for the calls that take both (the batches, preemption plans).
@@ -68,6 +68,19 @@ pub struct MultiGangRequest {
 }
 
 impl MultiGangRequest {
+    /// The filter of the view candidate domains are ordered over (docs/roles.md, rule 2):
+    /// the plain one (the cluster's own view) unless a group tolerates taints; then every
+    /// node the tolerations of some group admit (labels and affinity stay each group's).
+    pub fn order_filter(&self) -> NodeFilter {
+        let tolerations: Vec<_> = self
+            .groups
+            .iter()
+            .flat_map(|group| group.filter.tolerations.iter().cloned())
+            .collect();
+        let order = NodeFilter::default().with_tolerations(tolerations);
+        order.unwrap_or_default() // more than the limit: the plain view (never reached)
+    }
+
     /// Validates the groups (count, names, total size) and the colocations (known, distinct
     /// groups; a level name of 1 to 253 bytes). Each group's own fields were validated when
     /// it was built.

@@ -54,7 +54,7 @@ impl Engine {
             let mut best: Option<(DefragKey, Accepted)> = None;
             for choice in choices {
                 self.capacity
-                    .ensure_pool(&self.topology, &self.states, &request.selector);
+                    .ensure_pool(&self.topology, &self.states, &request.filter);
                 let Some(accepted) =
                     self.accept(request, &demand, &candidates, depth, choice, options)?
                 else {
@@ -269,7 +269,7 @@ impl Engine {
             demand.coarsest_depth = demand.coarsest_depth.max(level_now);
         }
         self.capacity
-            .ensure_pool(&self.topology, &self.states, &request.selector);
+            .ensure_pool(&self.topology, &self.states, &request.filter);
         let policy = self.policy();
         self.with_search(&request, |search| {
             search.plan_in_world(world, &demand, policy)

@@ -29,6 +29,7 @@ use crate::engine::transactions::Owner;
 use crate::error::{CoreError, CoreResult, invalid};
 use crate::ids::{DomainId, GpuSet, HoldId, NodeId, ROOT};
 use crate::ledger::{Hold, HoldState};
+use crate::model::NodeFilter;
 use crate::model::{PodPlacement, RepairPlan};
 use crate::resources::Amounts;
 use crate::search::{Item, Plan, Search};
@@ -40,7 +41,7 @@ use crate::topology::Topology;
 #[derive(Debug, Clone)]
 pub(super) struct RepairClass {
     pub gpus_per_pod: u32,
-    pub selector: Vec<(String, String)>,
+    pub selector: NodeFilter,
     pub ranks: Vec<u64>,
     pub slice: Option<Vec<String>>,
     /// What each of its pods asks besides GPUs (empty: nothing).
@@ -471,7 +472,7 @@ fn repair_classes(topology: &Topology, hold: &Hold, lost: &[u64]) -> CoreResult<
                 }
                 _ => classes.push(RepairClass {
                     gpus_per_pod: size_of(rank),
-                    selector: request.selector.clone(),
+                    selector: request.filter.clone(),
                     ranks: vec![rank],
                     slice: Some(slice),
                     need: need.clone(),
@@ -485,14 +486,14 @@ fn repair_classes(topology: &Topology, hold: &Hold, lost: &[u64]) -> CoreResult<
     for (group, (_, count)) in hold.placement.groups.iter().enumerate() {
         group_of.extend(std::iter::repeat_n(group, index(*count)));
     }
-    let selector_of = |rank: u64| -> Vec<(String, String)> {
+    let selector_of = |rank: u64| -> NodeFilter {
         match (&hold.request, &hold.roles) {
-            (Some(request), _) => request.selector.clone(),
+            (Some(request), _) => request.filter.clone(),
             (None, Some(roles)) => group_of
                 .get(index(rank))
-                .map(|&group| roles.groups[group].selector.clone())
+                .map(|&group| roles.groups[group].filter.clone())
                 .unwrap_or_default(),
-            (None, None) => Vec::new(),
+            (None, None) => NodeFilter::default(),
         }
     };
     // Largest pods first, then group order, then (sliced groups) slice order.

@@ -55,8 +55,7 @@ impl Engine {
             numa: request.numa,
         };
         let (topology, states) = (&self.topology, &self.states);
-        self.capacity
-            .ensure_pool(topology, states, &request.selector);
+        self.capacity.ensure_pool(topology, states, &request.filter);
         let hold = self
             .ledger
             .live(id)
@@ -123,7 +122,7 @@ fn spare_classes(
         .zip(slices)
         .map(|(index, slice)| RepairClass {
             gpus_per_pod: request.gpus_per_pod,
-            selector: request.selector.clone(),
+            selector: request.filter.clone(),
             ranks: (index * count..(index + 1) * count).collect(),
             slice,
             need: need.clone(),

@@ -129,7 +129,7 @@ impl Engine {
     ) -> Option<(usize, u64, u64)> {
         resolved.order.iter().find_map(|&index| {
             let group = &request.groups[index];
-            let view = self.capacity.view_for(&self.states, &group.selector)?;
+            let view = self.capacity.view_for(&self.states, &group.filter)?;
             let need = &resolved.needs[index];
             let fit = (!need.is_empty()).then(|| {
                 let capacities = self.topology.resources().capacities();

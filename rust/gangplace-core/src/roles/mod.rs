@@ -146,8 +146,11 @@ impl Engine {
         let resolved = self.resolve_roles(request)?;
         for group in &request.groups {
             let (topology, states) = (&self.topology, &self.states);
-            self.capacity.ensure_pool(topology, states, &group.selector);
+            self.capacity.ensure_pool(topology, states, &group.filter);
         }
+        let order = request.order_filter();
+        self.capacity
+            .ensure_pool(&self.topology, &self.states, &order);
         Ok(resolved)
     }
 
@@ -296,7 +299,7 @@ fn plan_roles_on(
     resolved: &Resolved,
 ) -> CoreResult<RolesOutcome> {
     let views = group_views(capacity, states, request)?;
-    let cluster = capacity.cluster_view(states);
+    let cluster = order_view(capacity, states, request)?;
     let order = Search::new(topology, &cluster, 1);
     let mut trials = Vec::new();
     for depth in (resolved.coarsest_depth..=topology.node_depth()).rev() {
@@ -319,6 +322,16 @@ fn plan_roles_on(
     Ok(RolesOutcome { plan, trials })
 }
 
+/// The view candidate domains are ordered over (see `MultiGangRequest::order_filter`).
+pub(crate) fn order_view<'c>(
+    capacity: &'c Capacity,
+    states: &'c NodeStates,
+    request: &MultiGangRequest,
+) -> CoreResult<AnyView<'c>> {
+    let view = capacity.view_for(states, &request.order_filter());
+    view.ok_or_else(|| internal("the order's pool was dropped"))
+}
+
 /// Each group's view of one state (its selector's pool must exist).
 pub(crate) fn group_views<'c>(
     capacity: &'c Capacity,
@@ -329,7 +342,7 @@ pub(crate) fn group_views<'c>(
         .groups
         .iter()
         .map(|group| {
-            let view = capacity.view_for(states, &group.selector);
+            let view = capacity.view_for(states, &group.filter);
             view.ok_or_else(|| internal("a selector lost its pool"))
         })
         .collect()

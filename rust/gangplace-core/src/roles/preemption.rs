@@ -10,7 +10,8 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{Resolved, RolesPlan, group_views, plan_roles_in};
+use super::{Resolved, RolesPlan, group_views, order_view, plan_roles_in};
+use crate::capacity::AnyView;
 use crate::capacity::CapacityView;
 use crate::engine::removal::Purpose;
 use crate::engine::{Engine, Scratch};
@@ -186,7 +187,10 @@ impl<'e> UnitSearch<'e> {
     /// with those candidates by index and what each frees there; items in id order (the
     /// choice never depends on it: P5's key ends with the path).
     fn touched(&self, depth: usize) -> Vec<(Item, Vec<Touching>)> {
-        let view = self.what_if.capacity.cluster_view(&self.what_if.states);
+        let view = order_view(&self.what_if.capacity, &self.what_if.states, self.request)
+            .unwrap_or_else(|_| {
+                AnyView::Cluster(self.what_if.capacity.cluster_view(&self.what_if.states))
+            });
         let search = Search::new(self.what_if.topology, &view, 1);
         let mut touched: BTreeMap<Item, BTreeMap<usize, u64>> = BTreeMap::new();
         for candidate in 0..self.candidates.len() {

@@ -118,13 +118,13 @@ impl<'e, 'v> Trial<'e, 'v> {
         for (index, group) in groups.iter().enumerate() {
             if seen
                 .iter()
-                .any(|&other| groups[other].selector == group.selector)
+                .any(|&other| groups[other].filter == group.filter)
             {
                 continue;
             }
             seen.push(index);
             let sharing: Vec<usize> = (index..groups.len())
-                .filter(|&other| groups[other].selector == group.selector)
+                .filter(|&other| groups[other].filter == group.filter)
                 .collect();
             let search = Search::new(self.topology, &self.views[index], 1);
             let gpus: u64 = sharing

@@ -2,7 +2,7 @@
 //! version has, in order.
 
 use super::body::{Body, Endings, Extension, Shapes};
-use super::{FORMAT_VERSION, HEADER_BYTES, MAGIC, OLDEST_READ, resources, shares};
+use super::{FORMAT_VERSION, HEADER_BYTES, MAGIC, OLDEST_READ, filters, resources, shares};
 use crate::engine::records::bad;
 use crate::error::CoreResult;
 use crate::repair::snapshot::Repairs;
@@ -18,7 +18,7 @@ type Decoded = (
     Endings,
     resources::ResourceRecords,
     shares::ShareRecords,
-    resources::GroupResourceRecords,
+    (resources::GroupResourceRecords, filters::FilterRecords),
 );
 
 pub(super) fn decode(bytes: &[u8]) -> CoreResult<Decoded> {
@@ -106,10 +106,24 @@ pub(super) fn decode(bytes: &[u8]) -> CoreResult<Decoded> {
     } else {
         (resources::GroupResourceRecords::default(), rest)
     };
+    let (filters, rest) = if version >= 11 {
+        postcard::take_from_bytes::<filters::FilterRecords>(rest)
+            .map_err(|error| bad(format!("malformed taints and affinity: {error}")))?
+    } else {
+        (filters::FilterRecords::default(), rest)
+    };
     if !rest.is_empty() {
         return Err(bad("trailing bytes after the body"));
     }
     Ok((
-        decoded, extension, shapes, roles, repairs, endings, resources, shares, groups,
+        decoded,
+        extension,
+        shapes,
+        roles,
+        repairs,
+        endings,
+        resources,
+        shares,
+        (groups, filters),
     ))
 }

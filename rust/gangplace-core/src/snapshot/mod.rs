@@ -24,6 +24,7 @@
 
 mod body;
 mod decode;
+mod filters;
 mod resources;
 mod shares;
 
@@ -41,7 +42,7 @@ use crate::error::CoreResult;
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{EndedHold, Hold, HoldState};
 use crate::limits::REMEMBERED_ENDED_HOLDS;
-use crate::model::Placement;
+use crate::model::{Placement, Taint};
 use crate::repair::snapshot::{HoldRepairs, Repairs, hold_repairs, link_from, spares_from};
 use crate::roles::snapshot::{HoldRoles, Roles, hold_roles, roles_from};
 use crate::shapes::{Numa, Spread};
@@ -68,9 +69,11 @@ pub const MAGIC: &[u8; 8] = b"GANGPLCE";
 /// resources and what every hold's pods ask after that (module `resources`, docs/resources.md "Node
 /// resources"); version 9 adds the fraction of a GPU every hold's pods use after that
 /// (module `shares`, docs/resources.md "Fractions of a GPU"); version 10 adds each multi-role group's
-/// resources after that (module `resources`, docs/roles.md). Versions 2 to 10
-/// are read; version 1 snapshots are refused.
-pub const FORMAT_VERSION: u16 = 10;
+/// resources after that (module `resources`, docs/roles.md); version 11 adds every node's
+/// taints and the affinity and tolerations of every hold's requests after that (module
+/// `filters`, docs/placement.md rule 1). Versions 2 to 11 are read; version 1 snapshots are
+/// refused.
+pub const FORMAT_VERSION: u16 = 11;
 const OLDEST_READ: u16 = 2;
 const HEADER_BYTES: usize = 24;
 
@@ -151,6 +154,7 @@ impl Engine {
         bytes.extend(postcard::to_stdvec(&self.resource_records()).map_err(encoding)?);
         bytes.extend(postcard::to_stdvec(&self.share_records()).map_err(encoding)?);
         bytes.extend(postcard::to_stdvec(&self.group_resource_records()).map_err(encoding)?);
+        bytes.extend(postcard::to_stdvec(&self.filter_records()).map_err(encoding)?);
         Ok(frame(&bytes))
     }
 
@@ -242,8 +246,10 @@ impl Engine {
 
     /// Rebuilds an engine from snapshot bytes; `now` is the restoring clock's reading.
     pub fn restore(bytes: &[u8], now: f64) -> CoreResult<Engine> {
-        let (body, extension, shapes, roles, repairs, endings, resources, shares, group_asks) =
+        let (body, extension, shapes, roles, repairs, endings, resources, shares, parts) =
             decode(bytes)?;
+        let (group_asks, filters) = parts;
+        let mut taints = filters::taints_by_node(&filters)?;
         let offset = now - body.taken_at;
         if !offset.is_finite() {
             return Err(bad("the snapshot's clock reading is not finite"));
@@ -267,9 +273,10 @@ impl Engine {
         for node in body.nodes {
             let gpu_topology = groups.remove(&node.name);
             let named = node_resources.remove(&node.name).unwrap_or_default();
-            engine.restore_node(&levels, node, (gpu_topology, named))?;
+            let tainted = taints.remove(&node.name).unwrap_or_default();
+            engine.restore_node(&levels, node, (gpu_topology, named, tainted))?;
         }
-        if !groups.is_empty() || !node_resources.is_empty() {
+        if !groups.is_empty() || !node_resources.is_empty() || !taints.is_empty() {
             return Err(bad(
                 "GPU groups or resources name a node the snapshot does not have",
             ));
@@ -282,6 +289,7 @@ impl Engine {
         let mut repairs = per_hold(repairs.holds, count, "repair links")?;
         let mut endings = per_hold(endings.holds, count, "ended ranks")?;
         let mut shares = per_hold(shares.holds, count, "fractions")?;
+        let mut filters = per_hold(filters.holds, count, "filters")?;
         for hold in body.holds {
             let shape = shapes.next().unwrap_or_default();
             let roles = (roles.next().unwrap_or_default(), group_resources.next());
@@ -291,7 +299,8 @@ impl Engine {
                 hold_resources.next().unwrap_or_default(),
                 shares.next().flatten(),
             );
-            engine.restore_hold(hold, (shape, roles, repair), (ended, uses), offset)?;
+            let filter = filters.next().unwrap_or_default();
+            engine.restore_hold(hold, (shape, roles, repair), (ended, uses, filter), offset)?;
         }
         if body.ended.len() > REMEMBERED_ENDED_HOLDS {
             return Err(bad("more ended holds than are ever remembered"));
@@ -316,7 +325,7 @@ impl Engine {
         &mut self,
         levels: &[String],
         node: NodeRecord,
-        (gpu_topology, resources): (GpuGroups, Vec<(String, u64)>),
+        (gpu_topology, resources, taints): (GpuGroups, Vec<(String, u64)>, Vec<Taint>),
     ) -> CoreResult<()> {
         let resources = as_signed(&resources);
         if node.path.len() != levels.len() {
@@ -345,6 +354,7 @@ impl Engine {
                 .collect(),
             gpu_topology,
             resources,
+            taints,
         };
         self.add_node(spec).map_err(as_snapshot_error)?;
         if node.cordoned {
@@ -362,7 +372,11 @@ impl Engine {
             (HoldRoles, MaybeGroupAsks),
             HoldRepairs,
         ),
-        (ended, (asks, gpu_milli)): (Vec<u64>, (resources::HoldResources, Option<u16>)),
+        (ended, (asks, gpu_milli), filter): (
+            Vec<u64>,
+            (resources::HoldResources, Option<u16>),
+            filters::HoldFilters,
+        ),
         offset: f64,
     ) -> CoreResult<()> {
         let id = HoldId::from_bits(record.id);
@@ -479,6 +493,7 @@ impl Engine {
             }
             (request, _) => request,
         };
+        let (request, roles) = filters::with_filters(request, roles, &filter)?;
         let counts = (placement.pods.len(), placement.spares.len());
         let pod_resources = self.restored_pod_resources(&asks, counts)?;
         let hold = Hold {

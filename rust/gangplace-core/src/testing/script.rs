@@ -18,7 +18,10 @@ use crate::config::{EngineConfig, Policy};
 use crate::engine::Engine;
 use crate::error::CoreError;
 use crate::ids::HoldId;
-use crate::model::{DefragOptions, GangRequest, RemovalLimits, Terms};
+use crate::model::{
+    DefragOptions, Effect, GangRequest, Operator, RemovalLimits, Requirement, Taint, Terms,
+    Toleration,
+};
 use crate::topology::NodeSpec;
 
 /// One decoded operation; the small integers are reduced modulo the script's ranges.
@@ -353,6 +356,12 @@ impl Run {
                     (vec!["numa".to_owned()], halves)
                 }),
                 resources: Vec::new(),
+                // Every fourth slot is tainted: only requests that tolerate it use it.
+                taints: (slot % 4 == 3)
+                    .then(|| Taint::new("dedicated".into(), "x".into(), Effect::NoSchedule))
+                    .transpose()?
+                    .into_iter()
+                    .collect(),
             }),
             Op::RemoveNode { slot } => engine.remove_node(&node_name(slot), now).map(drop),
             Op::Health { slot, gpu, healthy } => engine
@@ -376,6 +385,20 @@ impl Run {
                 let milli =
                     (gpus_per_pod == 1 && min_pods % 2 == 1).then(|| 250 * (1 + i64::from(owner)));
                 let request = request.with_gpu_milli(milli)?;
+                // Bit 6 of `ttl` tolerates the tainted slots; bit 5 asks them by affinity.
+                let tolerate = Toleration::new("dedicated".into(), "Exists", String::new(), None)?;
+                let tolerations = if ttl & 0x40 != 0 {
+                    vec![tolerate]
+                } else {
+                    Vec::new()
+                };
+                let affinity = if ttl & 0x20 != 0 {
+                    let pool = Requirement::new("pool".into(), Operator::NotIn, vec!["p0".into()])?;
+                    vec![vec![pool]]
+                } else {
+                    Vec::new()
+                };
+                let request = request.with_affinity(affinity, tolerations)?;
                 // Odd levels' jobs are movable: defragmentation has candidates.
                 let terms = Terms::new(i64::from(priority), true, level % 2 == 1)?;
                 let request = Arc::new(request.with_terms(terms));

@@ -77,6 +77,7 @@ impl Topology {
                 .into_iter()
                 .map(|(name, quantity)| (name, i64::try_from(quantity).unwrap_or(i64::MAX)))
                 .collect(),
+            taints: node.taints.clone(),
         }
     }
 }

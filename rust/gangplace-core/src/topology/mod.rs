@@ -11,6 +11,7 @@
 //! adding many nodes stays linear.
 
 pub(crate) mod edit;
+mod filter;
 mod labels;
 
 use std::collections::{BTreeMap, HashMap};
@@ -18,6 +19,7 @@ use std::sync::Arc;
 
 use crate::config::check_name;
 use crate::error::{CoreError, CoreResult, invalid, texts};
+use crate::filter::Taint;
 use crate::ids::{CLUSTER_LEVEL, DomainId, GpuIndexError, GpuSet, NODE_LEVEL, NodeId, ROOT};
 use crate::intranode::GpuTopology;
 use crate::limits::MAX_NODES;
@@ -64,6 +66,8 @@ pub struct Node {
     pub labels: BTreeMap<Box<str>, Box<str>>,
     /// Its GPU groups (NUMA, PCIe), if given: the GPUs a pod takes follow them.
     pub gpu_topology: Option<Arc<GpuTopology>>,
+    /// Its taints, sorted (docs/placement.md, rule 1).
+    pub taints: Vec<Taint>,
 }
 
 impl Node {
@@ -78,15 +82,6 @@ impl Node {
         pairs.map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
-    /// Whether the node carries every `(key, value)` of `selector`.
-    pub fn matches(&self, selector: &[(String, String)]) -> bool {
-        selector.iter().all(|(key, value)| {
-            self.labels
-                .get(key.as_str())
-                .is_some_and(|v| **v == **value)
-        })
-    }
-
     fn vacant() -> Self {
         Self {
             name: Arc::from(""),
@@ -94,6 +89,7 @@ impl Node {
             domain: ROOT,
             labels: BTreeMap::new(),
             gpu_topology: None,
+            taints: Vec::new(),
         }
     }
 }
@@ -115,6 +111,8 @@ pub struct NodeSpec {
     pub gpu_topology: Option<(Vec<String>, Vec<Vec<u32>>)>,
     /// Resources besides GPUs, name -> quantity in base units (docs/resources.md "Node resources").
     pub resources: Vec<(String, i64)>,
+    /// Taints (checked by [`crate::filter::checked_taints`]).
+    pub taints: Vec<Taint>,
 }
 
 /// A node just added: where it went, and the GPU state its spec gave.
@@ -276,25 +274,6 @@ impl Topology {
         path
     }
 
-    /// Nodes carrying every `(key, value)` of `selector`, found through the label index.
-    pub fn nodes_matching<'a>(
-        &'a self,
-        selector: &'a [(String, String)],
-    ) -> impl Iterator<Item = NodeId> + 'a {
-        // A label no node carries leaves no candidate (`collect` into `Option` stops there).
-        let sets: Option<Vec<_>> = selector
-            .iter()
-            .map(|(key, value)| self.labels.nodes_with(key, value))
-            .collect();
-        let smallest = sets.and_then(|sets| sets.into_iter().min_by_key(|set| set.len()));
-        let candidates = if selector.is_empty() { None } else { smallest };
-        candidates
-            .into_iter()
-            .flatten()
-            .copied()
-            .filter(move |&id| self.node(id).matches(selector))
-    }
-
     /// Whether a node was added or a domain created since the last [`Topology::settle`].
     pub fn is_settled(&self) -> bool {
         self.unsorted.is_empty()
@@ -329,6 +308,7 @@ impl Topology {
         let gpus = edit::checked_gpus(spec)?;
         self.validate_topology(spec)?;
         edit::validate_labels(&spec.labels)?;
+        crate::filter::checked_taints(spec.taints.clone())?;
         // Repeating an unhealthy index is harmless: the list is read as a set.
         let mut indices = spec.unhealthy.clone();
         indices.sort_unstable();
@@ -417,6 +397,7 @@ impl Topology {
                 .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
                 .collect(),
             gpu_topology,
+            taints: crate::filter::checked_taints(spec.taints).unwrap_or_default(),
         };
         self.labels.insert(id, &node.labels);
         self.node_by_name.insert(node.name.clone(), id);
