@@ -295,3 +295,31 @@ def test_requests_and_groups_keep_their_filters_through_pickle_and_repr() -> Non
     assert eval(repr(request), vars(gangplace)) == request
     group = PodGroup("g", 1, 1, tolerations=[("", "Exists", "", None)])
     assert pickle.loads(pickle.dumps(group)) == group and group.tolerations
+
+
+@pytest.mark.parametrize("kind", ["engine", "reference"])
+def test_the_scheduler_keeps_a_jobs_filter_and_admits_by_taints(kind: str) -> None:
+    """docs/scheduler.md S2: taints are structure; a job no node admits is refused at submit,
+    a job tolerating the dedicated pool starts there, and its copies keep the filter."""
+    from gangplace.reference.scheduler import ReferenceScheduler
+    from gangplace.scheduler import Scheduler
+
+    cluster = Cluster(LEVELS, clock=lambda: 0.0)  # the reference Scheduler drives one too
+    for index in range(3):
+        taints = [("dedicated", "llm", "NoSchedule")] if index < 2 else []
+        rack = "r0" if index < 2 else "r1"
+        cluster.add_node(f"n{index}", gpus=8, topology={"rack": rack}, taints=taints)
+    scheduler: Any = (
+        Scheduler(cluster, clock=lambda: 0.0) if kind == "engine" else ReferenceScheduler(cluster)
+    )
+    at: dict[str, Any] = {} if kind == "engine" else {"now": 0.0}
+    with pytest.raises(gangplace.Unschedulable):
+        scheduler.submit("plain", GangRequest(2, 8), walltime=100, **at)
+    tolerate = [("dedicated", "Equal", "llm", "NoSchedule")]
+    llm = GangRequest(2, 8, tolerations=tolerate, min_pods=1)
+    scheduler.submit("llm", llm, walltime=100, **at)
+    scheduler.submit("small", GangRequest(1, 8), walltime=100, **at)
+    started = {s.job_id: s.allocation for s in scheduler.cycle(0.0).started}
+    assert started["llm"].placement.nodes == ("n0", "n1")
+    assert started["llm"].request.tolerations == tuple(tolerate)
+    assert started["small"].placement.nodes == ("n2",)

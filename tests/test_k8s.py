@@ -31,7 +31,6 @@ def test_node_list_json() -> None:
     assert cluster.levels == ("zone", "spine", "rack")
     assert len(cluster) == 16  # the CPU-only node is left out silently
     assert warnings == [
-        "node 1a-spine-1-r1-n2 cordoned: taint maintenance:NoExecute",
         "node 1a-spine-1-r2-n1 cordoned: Ready=False",
         "node 1a-spine-2-r1-n2 cordoned: spec.unschedulable",
         "node unlabelled-gpu-1 left out: no label topology.kubernetes.io/zone, "
@@ -40,7 +39,8 @@ def test_node_list_json() -> None:
     first = cluster.node("1a-spine-1-r1-n1")
     assert first.topology == {"zone": "us-east-1a", "spine": "1a-spine-1", "rack": "1a-spine-1-r1"}
     assert not first.cordoned  # its nvidia.com/gpu NoSchedule taint is tolerated
-    assert cluster.node("1a-spine-1-r1-n2").cordoned  # NoExecute maintenance taint
+    maintenance = cluster.node("1a-spine-1-r1-n2")  # K10: kept for the gangs tolerating it
+    assert not maintenance.cordoned and maintenance.taints == (("maintenance", "", "NoExecute"),)
     assert cluster.node("1a-spine-1-r2-n1").cordoned  # Ready=False
     assert cluster.node("1a-spine-1-r2-n2").unhealthy == (6, 7)  # allocatable 6 of 8
     assert cluster.node("1a-spine-2-r1-n1").unhealthy == (1, 3)  # named by the annotation
@@ -48,12 +48,20 @@ def test_node_list_json() -> None:
     assert cluster.stats().unhealthy == 4
 
 
-def test_the_gpu_taint_is_tolerated_by_default_and_cordons_without_it() -> None:
+def test_the_gpu_taint_is_tolerated_by_default_and_kept_for_gangs_without_it() -> None:
+    """K10: a taint every gang tolerates is dropped; any other stays on the node, where only
+    gangs tolerating it are placed."""
     cluster, _ = cluster_from_nodes(node_list(), levels=LEVELS)  # GKE's taint: tolerated
-    assert not cluster.node("1a-spine-1-r1-n1").cordoned
+    assert cluster.node("1a-spine-1-r1-n1").taints == ()
     strict, warnings = cluster_from_nodes(node_list(), levels=LEVELS, tolerations=())
-    assert strict.node("1a-spine-1-r1-n1").cordoned
-    assert "node 1a-spine-1-r1-n1 cordoned: taint nvidia.com/gpu=present:NoSchedule" in warnings
+    node = strict.node("1a-spine-1-r1-n1")
+    assert not node.cordoned and node.taints == (("nvidia.com/gpu", "present", "NoSchedule"),)
+    assert not any("nvidia.com/gpu" in warning for warning in warnings)
+    pinned = {"kubernetes.io/hostname": "1a-spine-1-r1-n1"}
+    assert strict.place_gang(GangRequest(1, 8, selector=pinned)) is None
+    gpu = [("nvidia.com/gpu", "Exists", "", None)]
+    placed = strict.place_gang(GangRequest(1, 8, selector=pinned, tolerations=gpu))
+    assert placed is not None and placed.nodes == ("1a-spine-1-r1-n1",)
 
 
 def test_real_client_objects() -> None:
@@ -65,7 +73,7 @@ def test_real_client_objects() -> None:
     assert isinstance(items[0], client.V1Node)
     from_objects, warnings = cluster_from_nodes(items, levels=LEVELS, tolerations=[GPU_TOLERATION])
     from_dicts, _ = cluster_from_nodes(node_list(), levels=LEVELS, tolerations=[GPU_TOLERATION])
-    assert len(warnings) == 4
+    assert len(warnings) == 3
     assert [from_objects.node(n) for n in from_objects.nodes()] == [
         from_dicts.node(n) for n in from_dicts.nodes()
     ]

@@ -92,6 +92,19 @@ def test_a_pod_made_again_under_its_name_elsewhere_is_a_new_pod() -> None:
     assert used(sync) == {"a": 0, "b": 8}  # a late event of the old one changes nothing
 
 
+def test_a_late_event_of_an_older_incarnation_never_seen_is_ignored() -> None:
+    """K5, K6: the first incarnation's ADDED arrives after the second's (found by the relist
+    machine): older than what is applied under the name, it ends nothing."""
+    sync = synced("a", "b")
+    sync.apply("ADDED", pod("web-0", "b", 1, uid="u2", version=9))
+    late = sync.apply("ADDED", pod("web-0", "a", 0, uid="u1", version=5, cpu="1"))
+    assert late.action == "ignored"
+    assert any("older than 9 of uid u2" in w for w in late.warnings)
+    assert used(sync) == {"a": 0, "b": 1}
+    assert sync.apply("MODIFIED", pod("web-0", "a", 2, uid="u1", version=6)).action == "ignored"
+    assert used(sync) == {"a": 0, "b": 1}
+
+
 def test_a_relist_after_a_watch_gap_holds_the_new_incarnation() -> None:
     sync = synced("a", "b")
     sync.apply("ADDED", pod("web-0", "a", 8, uid="u1"))

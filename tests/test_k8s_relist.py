@@ -36,6 +36,7 @@ def _node(name: str, spec: dict[str, Any], version: int) -> dict[str, Any]:
     if spec["gpus"]:
         allocatable["nvidia.com/gpu"] = str(spec["gpus"] - spec["broken"])
     ready = "False" if spec["notready"] else "True"
+    taints = [{"key": "dedicated", "value": "llm", "effect": "NoSchedule"}]
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -50,6 +51,7 @@ def _node(name: str, spec: dict[str, Any], version: int) -> dict[str, Any]:
             "allocatable": allocatable,
             "conditions": [{"type": "Ready", "status": ready}],
         },
+        "spec": {"taints": taints if spec.get("tainted") else []},  # K10
     }
 
 
@@ -174,7 +176,7 @@ class SyncMachine(RuleBasedStateMachine):
             self.dirty.add(name)
 
     @precondition(lambda self: bool(self.nodes))
-    @rule(data=st.data(), change=st.sampled_from(["rack", "notready", "broken"]),
+    @rule(data=st.data(), change=st.sampled_from(["rack", "notready", "broken", "taint"]),
           delivery=deliveries)  # fmt: skip
     def change_node(self, data: st.DataObject, change: str, delivery: str) -> None:
         name = data.draw(st.sampled_from(sorted(self.nodes)))
@@ -183,6 +185,8 @@ class SyncMachine(RuleBasedStateMachine):
             spec["rack"] = "r1" if spec["rack"] == "r0" else "r0"
         elif change == "notready":
             spec["notready"] = not spec["notready"]
+        elif change == "taint":
+            spec["tainted"] = not spec.get("tainted")
         elif spec["gpus"] and self._free(name)[0] > 0:
             spec["broken"] += 1  # a free GPU withdrawn by the device plugin
         elif spec["broken"]:
@@ -282,6 +286,7 @@ def _state(sync: ClusterSync) -> Any:
             tuple(sorted(info.topology.items())),
             len(info.unhealthy),  # counted from allocatable: which GPUs is not known
             info.cordoned,
+            info.taints,  # K10
             len(info.free),
             tuple(sorted(info.free_resources.items())),
         )

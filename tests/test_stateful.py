@@ -49,6 +49,18 @@ UNKNOWN = "gp-" + "0" * 32
 SAME_TEXT = {"Unschedulable", "Conflict", "LimitExceeded"}
 # A running pod to adopt: a node and a GPU count (0: a pod without GPUs, which must ask CPUs),
 # or explicit GPUs (maybe held, twice, absent).
+# docs/placement.md rule 1: the taints a node may carry (one bad: an unknown effect) and the
+# tolerations a gang may bring.
+TAINTS = (
+    (),
+    (("dedicated", "train", "NoSchedule"),),
+    (("maint", "", "NoExecute"),),
+    (("soft", "x", "PreferNoSchedule"),),
+    (("dedicated", "train", "Sometimes"),),
+)
+TOLERATIONS = st.sampled_from(
+    ((), (), (("dedicated", "Equal", "train", None),), (("", "Exists", "", None),))
+)
 ADOPTED_POD = st.tuples(
     st.sampled_from(NAMES),
     st.integers(0, 4) | st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True),
@@ -132,6 +144,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         spares=st.sampled_from((0, 0, 1, 2)),
         cpu=st.sampled_from((0, 0, 1_000, 3_000)),
         milli=st.sampled_from((None, None, None, 250, 500, 700)),
+        tolerations=TOLERATIONS,
     )
     def reserve(
         self,
@@ -145,6 +158,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         spares: int,
         cpu: int = 0,
         milli: int | None = None,
+        tolerations: Any = (),
     ) -> str:
         """A gang, a third of the time asking CPUs per pod (docs/resources.md "Node resources");
         some of those are pods without GPUs (a 1-GPU draw asking CPUs becomes 0 GPUs per pod);
@@ -165,6 +179,7 @@ class EngineVersusReference(RuleBasedStateMachine):
             spares=spares,
             resources_per_pod={"cpu": cpu} if cpu else None,
             gpu_milli=milli,
+            tolerations=tolerations,
         )
         return self._held(*self._both("reserve", request, ttl=ttl, owner=owner))
 
@@ -469,6 +484,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         balanced=st.booleans(),
         chosen=st.none() | st.integers(0, 255),
         cpu=st.sampled_from((None, None, 1_000, 2_000)),
+        tolerations=TOLERATIONS,
     )
     def preempt(
         self,
@@ -478,6 +494,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         balanced: bool,
         chosen: int | None,
         cpu: int | None,
+        tolerations: Any = (),
     ) -> str:
         """Priority preemption; sometimes the gang asks CPUs, which victims give back too
         (docs/resources.md "Node resources")."""
@@ -489,6 +506,7 @@ class EngineVersusReference(RuleBasedStateMachine):
             priority=priority,
             spread="balanced" if balanced else "pack",
             resources_per_pod={"cpu": cpu} if cpu else None,
+            tolerations=tolerations,
         )
         if chosen is None:
             got, expected = self._both("plan_preemption", request, max_victims=max_victims)
@@ -770,6 +788,15 @@ class EngineVersusReference(RuleBasedStateMachine):
             assert (got is None) == (expected is None)
             if got is not None and expected is not None:
                 assert as_tuple(got) == as_tuple(expected)
+
+    @rule(node=st.sampled_from(NAMES), taints=st.sampled_from(TAINTS))
+    def taint(self, node: str, taints: Any) -> None:
+        """docs/placement.md rule 1: taints any time, holds stay; an unknown effect is the bad
+        input (a typed error, nothing changes)."""
+        before = self.engine.snapshot()
+        got, _ = self._both("update_node", node, taints=taints)
+        if got[0] == "error":
+            assert self.engine.snapshot() == before
 
     @rule(node=st.sampled_from(NAMES), cpu=st.sampled_from((0, 4_000, 16_000)))
     def set_resources(self, node: str, cpu: int) -> None:

@@ -44,7 +44,8 @@ def cluster_from_nodes(
         levels: Level name -> node label key, outermost first.
         gpu_resource: The extended resource that counts GPUs.
         tolerations: Tolerations (dicts with ``key``, ``operator``, ``value``, ``effect``)
-            of the gangs to place: a taint they tolerate does not cordon the node.
+            every gang has: the taints they tolerate are dropped; every other taint is kept
+            on the node for the gangs that tolerate it (K10).
             Default: :data:`DEFAULT_TOLERATIONS`.
         pods: ``V1Pod`` objects, pod dicts or a ``PodList``: running work to adopt.
         pod_owner: Owner of the adopted pods' allocations.

@@ -71,6 +71,7 @@ class NodeBook:
                 labels=view.labels,
                 unhealthy=list(view.unhealthy),
                 resources=dict(view.resources),
+                taints=list(view.taints),
             )
         except GangplaceError as error:
             warnings.append(f"node {view.name} left out: {error}")
@@ -86,6 +87,8 @@ class NodeBook:
         self, view: NodeView, old: NodeView, warnings: list[str], *, relist: bool
     ) -> SyncResult:
         name, cluster = view.name, self.cluster
+        if view.taints != old.taints:  # K10; first: a refused taint changes nothing
+            cluster.update_node(name, taints=list(view.taints))
         structural = (view.gpus, view.topology) != (old.gpus, old.topology)
         moved: list[PodView] = []
         self.deferred.discard(name)

@@ -108,10 +108,12 @@ def pod_requests(pod: Mapping[str, Any], gpu_resource: str) -> dict[str, int]:
 def pod_asks(pod: Mapping[str, Any], gpu_resource: str) -> tuple[int, dict[str, int]]:
     """A pod's GPUs and what it asks besides, as Kubernetes counts them, in one pass.
 
-    GPUs: a container's ``limits`` (else ``requests``) of ``gpu_resource``, the larger of
-    the sum over containers and the largest init container. The rest: a container's
-    ``requests`` (a resource it only limits asks its limit), the larger of the sum over
-    containers and the largest init container, plus the pod's ``overhead``.
+    GPUs: a container's ``limits`` (else ``requests``) of ``gpu_resource``. The rest: a
+    container's ``requests`` (a resource it only limits asks its limit). Per resource, as the
+    scheduler counts a pod's effective request: the sum over containers plus every sidecar
+    (an init container with ``restartPolicy: Always``, which keeps running), or, if larger,
+    any ordinary init container plus the sidecars started before it; then the pod's
+    ``overhead``.
 
     Raises:
         BadField: A container list, a GPU count or a quantity that is not what the API
@@ -121,24 +123,44 @@ def pod_asks(pod: Mapping[str, Any], gpu_resource: str) -> tuple[int, dict[str, 
     spec = fields.obj(pod.get("spec"), "spec")
     if spec.get("containers") is None and "containers" in spec:
         raise BadField("spec.containers", "is null")
-    gpus, running = 0, dict[str, int]()
+    running: dict[str, int] = {}
     for index, container in enumerate(fields.objects(spec.get("containers"), "spec.containers")):
-        count, asked = _container(container, f"spec.containers[{index}]", gpu_resource)
-        gpus += count
-        for name, amount in asked.items():
-            running[name] = running.get(name, 0) + amount
-    total = running
+        _add(running, _container(container, f"spec.containers[{index}]", gpu_resource))
+    sidecars: dict[str, int] = {}
+    peak: dict[str, int] = {}  # the largest ordinary init container with its sidecars
     inits = fields.objects(spec.get("initContainers"), "spec.initContainers")
     for index, container in enumerate(inits):
-        count, asked = _container(container, f"spec.initContainers[{index}]", gpu_resource)
-        gpus = max(gpus, count)
-        for name, amount in asked.items():
-            total[name] = max(total.get(name, 0), amount)
+        where = f"spec.initContainers[{index}]"
+        asked = _container(container, where, gpu_resource)
+        if fields.text(container.get("restartPolicy"), f"{where}.restartPolicy") == "Always":
+            _add(sidecars, asked)
+        else:
+            during = dict(sidecars)
+            _add(during, asked)
+            for name, amount in during.items():
+                peak[name] = max(peak.get(name, 0), amount)
+    total = dict(running)
+    for name, amount in sidecars.items():
+        total[name] = total.get(name, 0) + amount
+    for name, amount in peak.items():
+        total[name] = max(total.get(name, 0), amount)
     overhead = fields.obj(spec.get("overhead"), "spec.overhead")
     for name, value in overhead.items():
         if isinstance(name, str) and name != gpu_resource:
             total[name] = total.get(name, 0) + quantity(value, name, f"spec.overhead[{name}]")
+    gpus = total.pop(_GPUS, 0)
     return gpus, {name: amount for name, amount in sorted(total.items()) if amount > 0}
+
+
+_GPUS = ""  # the GPUs' entry while counting (no resource is named "")
+
+
+def _add(into: dict[str, int], asked: tuple[int, dict[str, int]]) -> None:
+    gpus, others = asked
+    if gpus:
+        into[_GPUS] = into.get(_GPUS, 0) + gpus
+    for name, amount in others.items():
+        into[name] = into.get(name, 0) + amount
 
 
 def _container(

@@ -74,27 +74,51 @@ def _tolerated(taint: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]
     return False
 
 
-def _cordon_reason(node: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> str:
-    """Why the node takes no new pods (empty when it does).
+EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _cordon_reason(node: Mapping[str, Any]) -> str:
+    """Why the node takes no new pods at all (empty when it does): K2's cordons.
 
     Raises:
-        BadField: ``spec.taints`` or ``status.conditions`` is not a list of objects.
+        BadField: ``status.conditions`` is not a list of objects.
 
     """
     spec = fields.obj(node.get("spec"), "spec")
     if spec.get("unschedulable"):
         return "spec.unschedulable"
-    for taint in fields.objects(spec.get("taints"), "spec.taints"):
-        blocking = taint.get("effect") in ("NoSchedule", "NoExecute")
-        if blocking and not _tolerated(taint, tolerations):
-            value = f"={taint['value']}" if taint.get("value") else ""
-            return f"taint {taint.get('key')}{value}:{taint.get('effect')}"
     status = fields.obj(node.get("status"), "status")
     conditions = fields.objects(status.get("conditions"), "status.conditions")
     ready = [c for c in conditions if c.get("type") == "Ready"]
     if ready and ready[0].get("status") != "True":
         return f"Ready={ready[0].get('status')}"
     return ""
+
+
+def node_taints(
+    node: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]]
+) -> tuple[tuple[str, str, str], ...]:
+    """K10: the node's taints as the engine keeps them, less those every gang tolerates.
+
+    Raises:
+        BadField: ``spec.taints`` is not a list of objects, or a taint's ``key`` is missing
+            or its ``effect`` is not one of Kubernetes' three (who tolerates it is unknown).
+
+    """
+    spec = fields.obj(node.get("spec"), "spec")
+    taints = []
+    for index, taint in enumerate(fields.objects(spec.get("taints"), "spec.taints")):
+        where = f"spec.taints[{index}]"
+        key = fields.text(taint.get("key"), f"{where}.key")
+        value = fields.text(taint.get("value"), f"{where}.value") or ""
+        effect = fields.text(taint.get("effect"), f"{where}.effect")
+        if not key:
+            raise BadField(f"{where}.key", "is missing")
+        if effect not in EFFECTS:
+            raise BadField(f"{where}.effect", f"{effect!r} is not one of {', '.join(EFFECTS)}")
+        if not _tolerated(taint, tolerations):
+            taints.append((key, value, effect))
+    return tuple(sorted(set(taints)))
 
 
 def _unhealthy(metadata: Mapping[str, Any], gpus: int, allocatable: int) -> list[int]:
@@ -164,7 +188,8 @@ class NodeView:
     # True when ``unhealthy`` only counts the GPUs allocatable leaves out (their indices are
     # unknown); False when the annotation names them.
     counted: bool = True
-    taints: tuple[tuple[str, str, str], ...] = ()  # (key, value, effect) of NoSchedule/NoExecute
+    # K10: (key, value, effect) of the taints not every gang tolerates, for the engine.
+    taints: tuple[tuple[str, str, str], ...] = ()
 
 
 def node_view(
@@ -225,11 +250,12 @@ def node_view(
         {level: labels[key] for level, key in levels.items()},
         {str(k): str(v) for k, v in labels.items()},
         tuple(unhealthy),
-        _cordon_reason(node, tolerations),
+        _cordon_reason(node),
         replicas,
         quantities.node_resources(status, gpu_resource, name, warnings),
         fields.text(metadata.get("uid"), "metadata.uid") or "",
         counted=not _named_unhealthy(metadata),
+        taints=node_taints(node, tolerations),
     )
 
 

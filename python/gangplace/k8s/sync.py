@@ -37,8 +37,9 @@ class ClusterSync:
     Args:
         levels: Level name -> node label key, outermost first.
         gpu_resource: The extended resource that counts GPUs.
-        tolerations: Tolerations of the gangs to place (a taint they tolerate does not
-            cordon the node).
+        tolerations: Tolerations every gang has (the taints they tolerate are dropped);
+            every other taint is kept on the node, for the gangs whose own tolerations
+            tolerate it (K10).
         pod_owner: Owner of the allocations it adopts.
         **cluster_kw: Passed to :class:`gangplace.Cluster` (``policy``, ``clock``...).
 
@@ -217,7 +218,8 @@ class ClusterSync:
             return SyncResult("ignored", subject, warnings=(f"pod {subject} not adopted: {bad}",))
         if view.finished:
             return self._end(view.key, view.name, warnings, ident.version)
-        self._replaced(view, warnings)
+        if self._replaced(view, ident.version, warnings):
+            return SyncResult("ignored", view.name, warnings=tuple(warnings))
         known = self._book.known(view.key)
         if known is not None and known.holding == view.holding:
             return SyncResult("ignored", view.name, warnings=tuple(warnings))
@@ -239,14 +241,28 @@ class ClusterSync:
         result = self._book.adopt([view], self._nodes.views)[0]
         return replace(result, warnings=(*warnings, *result.warnings)) if warnings else result
 
-    def _replaced(self, view: PodView, warnings: list[str]) -> None:
-        """K5: a pod under a known name with another uid is a new pod; the old one ended."""
+    def _replaced(self, view: PodView, version: int | None, warnings: list[str]) -> bool:
+        """K5: a pod under a known name with another uid is a new pod; the old one ended.
+
+        Returns ``True`` when the event is the stale one: an older version than the pod now
+        known under the name, so of an incarnation that ended before it (K6).
+        """
         old = self._book.names.get(view.ns_name)
-        if old is not None and old != view.key:
+        if old is None or old == view.key:
+            return False
+        current = self._versions.get(("pod", old))
+        if version is not None and current is not None and version < current:
             warnings.append(
-                f"pod {view.name}: a new pod (uid {view.key}) under its name replaces uid {old}"
+                f"pod {view.name}: resourceVersion {version} of uid {view.key} is older than "
+                f"{current} of uid {old}, now under its name: ignored"
             )
-            self._end(old, view.name, [], None)
+            self._end(view.key, view.name, [], version)  # that incarnation never runs again
+            return True
+        warnings.append(
+            f"pod {view.name}: a new pod (uid {view.key}) under its name replaces uid {old}"
+        )
+        self._end(old, view.name, [], None)
+        return False
 
     def _end(self, key: str, subject: str, warnings: list[str], version: int | None) -> SyncResult:
         """The pod ended: its rank is released, and its uid remembered against stale events."""

@@ -157,6 +157,8 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
             request.gpus_per_pod,
             required_level=self._coarsest(levels),
             selector=request.selector,
+            affinity=request.affinity,
+            tolerations=request.tolerations,
             slices=request.slices,
             spread=request.spread,
             numa=request.numa,
@@ -212,6 +214,7 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
                 topology=info.topology,
                 labels=info.labels,
                 gpu_topology=info.gpu_topology,
+                taints=info.taints,
             )
         return copy
 
@@ -428,6 +431,8 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
             request.min_pods if elastic else None,
             level,
             tuple(sorted(request.selector.items())),
+            request.affinity,  # docs/placement.md, rule 1
+            request.tolerations,
             request.slices,
             request.spread,
             request.numa,
@@ -513,6 +518,8 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
             min_pods=min(request.min_pods or pods, pods) if elastic else None,
             required_level=level,
             selector=request.selector,
+            affinity=request.affinity,
+            tolerations=request.tolerations,
             name=request.name or job.job_id,
             priority=request.priority,
             preemptible=request.preemptible,

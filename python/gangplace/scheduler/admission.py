@@ -2,8 +2,9 @@
 
 A job is refused at ``submit`` when its most relaxed form (``min_pods`` if elastic, the
 coarsest level its ladder reaches) cannot be placed on the cluster *as built*: every node
-present, every GPU healthy, no node cordoned, nothing held. The check runs on an empty twin
-of the cluster, rebuilt when the node count or the total GPU count changes.
+present, every GPU healthy, no node cordoned, nothing held; labels and taints as they are.
+The check runs on an empty twin of the cluster, rebuilt when the node count or the total
+GPU count changes.
 """
 
 from __future__ import annotations
@@ -101,8 +102,11 @@ def _build_twin(cluster: Cluster) -> Cluster:
     labels: dict[str, list[str | None]] = {}
     table: list[NodeTopology] = []
     codes: list[int] = []
+    tainted: dict[str, tuple[tuple[str, str, str], ...]] = {}
     for index, name in enumerate(names):
         info = cluster.node(name)
+        if info.taints:  # taints are structure, like labels (docs/scheduler.md, S2)
+            tainted[name] = info.taints
         for key, value in info.labels.items():
             labels.setdefault(key, [None] * len(names))[index] = value
         groups = info.gpu_topology  # numa="single" gangs fit the twin only as they fit here
@@ -110,7 +114,7 @@ def _build_twin(cluster: Cluster) -> Cluster:
             table.append(groups)
         codes.append(-1 if groups is None else table.index(groups))
     levels = cluster.levels
-    return Cluster.from_arrays(
+    twin = Cluster.from_arrays(
         levels,
         names=names,
         domains=[[str(value) for value in state["domains"][level]] for level in levels],
@@ -121,3 +125,6 @@ def _build_twin(cluster: Cluster) -> Cluster:
         gpu_topology=(codes, table) if table else None,
         resources=dict(state["resources"]) or None,  # capacities: the twin holds nothing
     )
+    for name, taints in tainted.items():
+        twin.update_node(name, taints=taints)
+    return twin

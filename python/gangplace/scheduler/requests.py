@@ -15,6 +15,8 @@ def copied(request: GangRequest, **changes: Any) -> GangRequest:
         "min_pods": request.min_pods,
         "required_level": request.required_level,
         "selector": request.selector,
+        "affinity": request.affinity,
+        "tolerations": request.tolerations,
         "name": request.name,
         "priority": request.priority,
         "preemptible": request.preemptible,

@@ -104,6 +104,8 @@ def _class_tuple(job: QueuedJob) -> tuple[object, ...]:
         request.min_pods if job.elastic else None,
         job.level,
         tuple(sorted(request.selector.items())),
+        request.affinity,  # docs/placement.md, rule 1
+        request.tolerations,
         request.slices,
         request.spread,
         request.numa,

@@ -495,7 +495,15 @@ impl Cluster {
             gpu_topology: gpu_topology.map(convert::gpu_topology).transpose()?,
             resources: (resources.map(|r| convert::resource_mapping(r, "resources")))
                 .transpose()?,
-            taints: taints.map(crate::filters::taints).transpose()?,
+            taints: match taints.map(crate::filters::taints).transpose() {
+                Ok(taints) => taints,
+                // As for labels, an unknown node is named before a bad taint value.
+                Err(err) if !err.is_instance_of::<PyTypeError>(py) => {
+                    self.run(|engine| Ok(engine.known_node(&name)?))?;
+                    return Err(err);
+                }
+                Err(err) => return Err(err),
+            },
         };
         let now = self.now(py)?;
         Ok(self.run(|engine| Ok(engine.update_node(&name, update, now)?))?)

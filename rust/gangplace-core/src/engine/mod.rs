@@ -247,6 +247,11 @@ impl Engine {
         Ok(())
     }
 
+    /// `UnknownNode` unless the cluster has a node of this name.
+    pub fn known_node(&self, name: &str) -> CoreResult<()> {
+        self.topology.known_node(name).map(|_| ())
+    }
+
     /// The state of one node.
     pub fn node_info(&mut self, name: &str, now: f64) -> CoreResult<NodeInfo> {
         self.reclaim(now);
