@@ -5,8 +5,10 @@ The rules are docs/kubernetes.md. Modules: :mod:`~gangplace.k8s.build`
 events and relists), :mod:`~gangplace.k8s.read` (nodes and pods as read),
 :mod:`~gangplace.k8s.gangs` (the gang key and priority of a running pod),
 :mod:`~gangplace.k8s.quantity` (resource quantities), :mod:`~gangplace.k8s.fields` (checked
-field access), :mod:`~gangplace.k8s.binding` (:func:`bindings`, :func:`bind`) and
-:mod:`~gangplace.k8s.podgroups` (PodGroups and Kueue's annotations as requests).
+field access), :mod:`~gangplace.k8s.binding` (:func:`bindings`, :func:`bind`),
+:mod:`~gangplace.k8s.podgroups` (PodGroups and Kueue's annotations as requests),
+:mod:`~gangplace.k8s.pending` (:func:`request_from_pods`: pending pods with their own
+constraints, read by :mod:`~gangplace.k8s.constraints`).
 
 ``nodes`` and ``pods`` are ``kubernetes.client`` model objects or plain dicts as ``kubectl
 get -o json`` prints them; the ``kubernetes`` package is only needed for the model objects
@@ -24,6 +26,12 @@ from gangplace.k8s.binding import (
     bindings,
 )
 from gangplace.k8s.build import cluster_from_nodes
+from gangplace.k8s.pending import (
+    GANG_SIZE_ANNOTATION,
+    GangIncomplete,
+    PendingGang,
+    request_from_pods,
+)
 from gangplace.k8s.podgroups import (
     HOSTNAME_LABEL,
     PREFERRED_TOPOLOGY,
@@ -42,6 +50,7 @@ from gangplace.k8s.sync import ClusterSync, SyncResult
 __all__ = [
     "ALLOCATION_ANNOTATION",
     "DEFAULT_TOLERATIONS",
+    "GANG_SIZE_ANNOTATION",
     "GPUS_ANNOTATION",
     "HOSTNAME_LABEL",
     "PREFERRED_TOPOLOGY",
@@ -52,7 +61,9 @@ __all__ = [
     "UNHEALTHY_ANNOTATION",
     "BindResult",
     "ClusterSync",
+    "GangIncomplete",
     "GangSpec",
+    "PendingGang",
     "PodGroupError",
     "SyncResult",
     "bind",
@@ -63,4 +74,5 @@ __all__ = [
     "gang_from_podgroup",
     "levels_from_kueue_topology",
     "request_from_pod_template",
+    "request_from_pods",
 ]

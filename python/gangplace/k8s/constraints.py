@@ -91,7 +91,11 @@ def _node_affinity(node_affinity: Mapping[str, Any]) -> Any:
         expressions = fields.objects(term.get("matchExpressions"), f"{at}.matchExpressions")
         if not expressions:
             raise BadField(at, "has no matchExpressions (Kubernetes matches no node with it)")
-        terms.append(tuple(sorted(_requirement(e, f"{at}.matchExpressions") for e in expressions)))
+        requirements = (
+            _requirement(expression, f"{at}.matchExpressions[{number}]")
+            for number, expression in enumerate(expressions)
+        )
+        terms.append(tuple(sorted(requirements)))
     if required and not terms:
         raise BadField(where, "is empty (Kubernetes matches no node with it)")
     return tuple(sorted(set(terms)))
@@ -107,7 +111,17 @@ def _requirement(expression: Mapping[str, Any], where: str) -> tuple[str, str, t
     values = fields.seq(expression.get("values"), f"{where}.values")
     if not all(isinstance(value, str) for value in values):
         raise BadField(f"{where}.values", "expected strings")
+    if operator in ("In", "NotIn") and not values:
+        raise BadField(f"{where}.values", f"is empty ({operator} needs a value)")
+    if operator in ("Exists", "DoesNotExist") and values:
+        raise BadField(f"{where}.values", f"must be empty with {operator}")
+    if operator in ("Gt", "Lt") and (len(values) != 1 or not _integer(values[0])):
+        raise BadField(f"{where}.values", f"{operator} takes one integer, got {values!r:.60}")
     return key, operator, tuple(sorted(set(values)))
+
+
+def _integer(text: str) -> bool:
+    return text.removeprefix("-").isdigit()
 
 
 def _tolerations(raw: Any) -> tuple[tuple[str, str, str, str | None], ...]:

@@ -45,8 +45,10 @@ __all__ = [
     "GangSpec",
     "PodGroupError",
     "gang_from_podgroup",
+    "level_of",
     "levels_from_kueue_topology",
     "request_from_pod_template",
+    "slices_of",
 ]
 
 REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
@@ -240,8 +242,12 @@ def request_from_pod_template(
     levels: Mapping[str, str],
     gpu_resource: str = "nvidia.com/gpu",
     name: str = "",
+    warnings: list[str] | None = None,
 ) -> GangRequest:
     """The gang of a PodSet: ``pods`` pods of its template, at its Kueue required topology.
+
+    The template's ``nodeSelector``, required node affinity, tolerations and requests go
+    into the request (docs/kubernetes.md K11), as for :func:`gangplace.k8s.request_from_pods`.
 
     Args:
         template: A ``PodTemplateSpec`` (``metadata`` and ``spec``).
@@ -251,35 +257,49 @@ def request_from_pod_template(
         gpu_resource: The resource that counts GPUs (container ``limits``, else ``requests``;
             the larger of the containers' sum and the largest init container).
         name: The request's name.
+        warnings: Appended to: what the request leaves out (pod affinity, topology spread
+            constraints...), naming the field.
 
     Raises:
-        PodGroupError: No GPUs requested, or a required topology label that is not a level.
+        PodGroupError: Nothing requested, a field that is not what the API defines, a
+            required node affinity term that cannot be read, or a required topology label
+            that is not a level.
 
     """
-    from gangplace.k8s.read import pod_gpus as _pod_gpus
+    from gangplace.k8s.constraints import pod_shape
 
     obj = _plain(template, "PodTemplateSpec")
     metadata = _object(obj.get("metadata"), f"pod template {name or '(unnamed)'}: metadata")
     own = metadata.get("name")
     label = f"pod template {name or (own if isinstance(own, str) and own else '(unnamed)')}"
+    left_out: list[str] = []
     try:
-        gpus = _pod_gpus(obj, gpu_resource)
+        shape = pod_shape(obj, gpu_resource, left_out)
     except BadField as bad:
         raise PodGroupError(f"{label}: {bad}") from None
-    if gpus <= 0:
-        raise PodGroupError(f"{label}: its containers request no {gpu_resource}")
+    if warnings is not None:
+        warnings.extend(f"{label}: {warning}" for warning in left_out)
+    if shape.gpus <= 0 and not shape.resources:
+        raise PodGroupError(f"{label}: its containers request no {gpu_resource} and nothing else")
     annotations = _object(metadata.get("annotations"), f"{label}: metadata.annotations")
     by_label = {key: level_name for level_name, key in levels.items()} | {HOSTNAME_LABEL: "node"}
-    level = _level_of(annotations, REQUIRED_TOPOLOGY, by_label, label)
+    level = level_of(annotations, REQUIRED_TOPOLOGY, by_label, label)
     count = _integer(pods, f"{label}: pods")
-    slices = _slices_of(annotations, by_label, label, count)
+    slices = slices_of(annotations, by_label, label, count)
     try:
-        return GangRequest(count, gpus, required_level=level, name=name, slices=slices)
+        return GangRequest(
+            count,
+            shape.gpus,
+            required_level=level,
+            name=name,
+            slices=slices,
+            **shape.request_fields(),
+        )
     except InvalidRequest as error:
         raise PodGroupError(f"{label}: {error}") from None
 
 
-def _level_of(
+def level_of(
     annotations: Mapping[str, Any], key: str, by_label: Mapping[str, str], label: str
 ) -> str | None:
     """The level an annotation names by its node label (``None`` when absent)."""
@@ -292,11 +312,11 @@ def _level_of(
     return by_label[named]
 
 
-def _slices_of(
+def slices_of(
     annotations: Mapping[str, Any], by_label: Mapping[str, str], label: str, pods: int
 ) -> tuple[tuple[str, int], ...]:
     """Kueue's slice annotations as one slice layer (both or neither)."""
-    level = _level_of(annotations, SLICE_REQUIRED_TOPOLOGY, by_label, label)
+    level = level_of(annotations, SLICE_REQUIRED_TOPOLOGY, by_label, label)
     size = annotations.get(SLICE_SIZE)
     if level is None and size is None:
         return ()
