@@ -8,7 +8,9 @@ events and relists), :mod:`~gangplace.k8s.read` (nodes and pods as read),
 field access), :mod:`~gangplace.k8s.binding` (:func:`bindings`, :func:`bind`),
 :mod:`~gangplace.k8s.podgroups` (PodGroups and Kueue's annotations as requests),
 :mod:`~gangplace.k8s.pending` (:func:`request_from_pods`: pending pods with their own
-constraints, read by :mod:`~gangplace.k8s.constraints`).
+constraints, read by :mod:`~gangplace.k8s.constraints`) and
+:mod:`~gangplace.k8s.controller` (:class:`Controller`: list, watch, schedule and bind, with
+:mod:`~gangplace.k8s.watching` and :mod:`~gangplace.k8s.waiting`).
 
 ``nodes`` and ``pods`` are ``kubernetes.client`` model objects or plain dicts as ``kubectl
 get -o json`` prints them; the ``kubernetes`` package is only needed for the model objects
@@ -26,6 +28,7 @@ from gangplace.k8s.binding import (
     bindings,
 )
 from gangplace.k8s.build import cluster_from_nodes
+from gangplace.k8s.controller import Controller, GangOutcome
 from gangplace.k8s.pending import (
     GANG_SIZE_ANNOTATION,
     GangIncomplete,
@@ -61,7 +64,9 @@ __all__ = [
     "UNHEALTHY_ANNOTATION",
     "BindResult",
     "ClusterSync",
+    "Controller",
     "GangIncomplete",
+    "GangOutcome",
     "GangSpec",
     "PendingGang",
     "PodGroupError",
