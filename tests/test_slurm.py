@@ -17,6 +17,7 @@ from gangplace.slurm import (
     compress_hostlist,
     expand_hostlist,
     gpus_from_conf,
+    nodes_from_conf,
     sbatch_args,
     to_topology_conf,
 )
@@ -129,11 +130,6 @@ def test_round_trip_keeps_the_topology(conf: str) -> None:
             r"topology.conf:3: switch c is under both a and b",
         ),
         ("SwitchName=t Switches=a\nSwitchName=t Nodes=n1\n", "declared twice"),
-        (
-            "SwitchName=t Switches=a,b\nSwitchName=a Nodes=n1\nSwitchName=b Switches=c\n"
-            "SwitchName=c Nodes=n2\n",
-            "different depths",
-        ),
         ("Switch a\n", r"topology.conf:1: expected Key=Value"),
         ("SwitchName=a Nodes=n[1-\n", r"topology.conf:1: unbalanced"),
         ("BlockName=b1\n", "needs BlockName= and Nodes="),
@@ -147,18 +143,22 @@ def test_errors_name_file_and_line(text: str, message: str) -> None:
 def test_gpus_from_slurm_conf_lines() -> None:
     conf = "NodeName=gpu[01-02] Gres=gpu:a100:8 CPUs=64\nNodeName=cpu1 CPUs=8\n"
     gpus = gpus_from_conf(conf)
-    assert gpus == {"gpu01": 8, "gpu02": 8}
-    text = "SwitchName=s Nodes=gpu[01-02],cpu1\n"
-    with pytest.raises(SlurmError, match="no GPU count for node cpu1"):
+    assert gpus == {"gpu01": 8, "gpu02": 8, "cpu1": 0}  # issue 45: a CPU node has 0 GPUs
+    text = "SwitchName=s Nodes=gpu[01-02],cpu1,cpu2\n"
+    with pytest.raises(SlurmError, match="no GPU count for node cpu2"):
         cluster_from_topology_conf(text, gpus=gpus)
-    cluster = cluster_from_topology_conf(text, gpus={**gpus, "cpu1": 0})
-    assert cluster.nodes() == ["gpu01", "gpu02"]
+    cluster = cluster_from_topology_conf("SwitchName=s Nodes=gpu[01-02],cpu1\n", gpus=gpus)
+    assert cluster.nodes() == ["gpu01", "gpu02"]  # a bare 0: nothing could be placed there
+    nodes = nodes_from_conf(conf)
+    cluster = cluster_from_topology_conf("SwitchName=s Nodes=ALL\n", gpus=nodes)
+    assert cluster.nodes() == ["cpu1", "gpu01", "gpu02"]
+    assert (cluster.node("cpu1").gpus, cluster.node("cpu1").free_resources) == (0, {"cpu": 8000})
 
 
 def test_gpus_from_gres_conf() -> None:
     gres = "NodeName=g[1-2] Name=gpu Type=h100 Count=4\nNodeName=g1 Name=gpu Count=4\n"
     assert gpus_from_conf(gres, filename="gres.conf") == {"g1": 8, "g2": 4}
-    with pytest.raises(SlurmError, match=r"gres.conf:1: Count=x"):
+    with pytest.raises(SlurmError, match=r"gres.conf:1: Count=x is not a count"):
         gpus_from_conf("NodeName=g1 Name=gpu Count=x\n", filename="gres.conf")
 
 
@@ -209,8 +209,8 @@ def test_gpus_from_conf_follows_include_files(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("NodeName=a Gres=gpu:h100:x\n", r"slurm.conf:1: Gres item 'gpu:h100:x'"),
-        ("NodeName=a Name=gpu Count=-1\n", r"slurm.conf:1: Count=-1 is not a number"),
+        ("NodeName=a Gres=gpu:h100:x\n", r"slurm.conf:1: Gres: the count of 'gpu:h100:x'"),
+        ("NodeName=a Name=gpu Count=-1\n", r"slurm.conf:1: Count=-1 is not a count"),
         ("NodeName=a Gres=gpu:8 garbage\n", r"slurm.conf:1: expected Key=Value, got 'garbage'"),
         ('NodeName=a Reason="unclosed\n', r"slurm.conf:1: No closing quotation"),
         ("NodeName=a[1-x] Gres=gpu:8\n", r"slurm.conf:1:"),
@@ -323,8 +323,8 @@ def test_scontrol_cpus_and_memory_become_node_resources() -> None:
     state = apply_scontrol_nodes(cluster, cpu_only)
     assert cluster.node("gpu01").allocated == () and "gpu01" in state.adopted
     assert cluster.node("gpu01").free_resources == gpu01.free_resources  # CPU jobs still held
-    bad = apply_scontrol_nodes(cluster, text.replace("CPUTot=64", "CPUTot=lots", 1))
-    assert bad.warnings == ["gpu01: CPUTot=lots is not a count; its resources are unknown"]
+    bad = apply_scontrol_nodes(cluster, text.replace("CPUEfctv=64 CPUTot=64", "CPUTot=lots", 1))
+    assert bad.warnings == ["gpu01: CPUTot=lots is not a count; left out"]
     assert cluster.node("gpu01").resources == {"memory": 1_031_000 * mib}
 
 
@@ -395,9 +395,9 @@ def test_sbatch_args_group_nodes_of_one_kind_into_one_component() -> None:
     [
         ("Gres=gpu:8 State=IDLE\n", "expected NodeName="),
         ("NodeName= Gres=gpu:8\n", "without a name"),
-        ("NodeName=gpu01 GresUsed=gpu:h100:2(IDX:0-x) State=MIXED\n", "bad GPU index list"),
+        ("NodeName=gpu01 GresUsed=gpu:h100:2(IDX:0-x) State=MIXED\n", "GresUsed: bad index list"),
         ("NodeName=gpu01 GresUsed=gpu:h100:3(IDX:0-1) State=MIXED\n", "names 2 GPUs but counts 3"),
-        ("NodeName=gpu01 GresUsed=gpu:h100:x(IDX:0-1) State=MIXED\n", "bad GPU item"),
+        ("NodeName=gpu01 GresUsed=gpu:h100:x(IDX:0-1) State=MIXED\n", "GresUsed: the count of"),
     ],
 )
 def test_malformed_scontrol_output_names_the_line_and_changes_nothing(
@@ -413,7 +413,8 @@ def test_malformed_scontrol_output_names_the_line_and_changes_nothing(
 @pytest.mark.parametrize(
     ("text", "warning", "cordoned"),
     [
-        ("NodeName=gpu01 Gres=gpu:zz State=IDLE\n", "gpu01: Gres=gpu:zz has a GPU", False),
+        # A type without a count is one GPU of that type, as Slurm reads it.
+        ("NodeName=gpu01 Gres=gpu:zz State=IDLE\n", "gpu01: Slurm has 1 GPUs", False),
         ("NodeName=gpu01 Gres=gpu:8 State=FOO\n", "gpu01: State=FOO has unknown", True),
         ("NodeName=gpu01 Gres=gpu:8 State=\n", "gpu01: no State field", True),
     ],

@@ -29,7 +29,7 @@ Example:
 
 from __future__ import annotations
 
-from gangplace.slurm.conf import SlurmConfWarning, gpus_from_conf
+from gangplace.slurm.conf import NodeConf, SlurmConfWarning, gpus_from_conf, nodes_from_conf
 from gangplace.slurm.sbatch import sbatch_args
 from gangplace.slurm.scontrol import (
     UNUSABLE_STATES,
@@ -50,6 +50,7 @@ __all__ = [
     "TOP_SWITCH_LABEL",
     "UNUSABLE_STATES",
     "USABLE_STATES",
+    "NodeConf",
     "SlurmConfWarning",
     "SlurmError",
     "SlurmNodeState",
@@ -58,6 +59,7 @@ __all__ = [
     "compress_hostlist",
     "expand_hostlist",
     "gpus_from_conf",
+    "nodes_from_conf",
     "parse_topology_conf",
     "sbatch_args",
     "switch_names",

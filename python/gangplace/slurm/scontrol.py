@@ -1,15 +1,16 @@
-"""Node state from ``scontrol show node``."""
+"""Node state from ``scontrol show node``: GPUs in use, resources, states (docs/slurm.md)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from gangplace._gangplace import Allocation, Cluster, PodPlacement
-from gangplace.slurm.text import SlurmError, _split_top_level
+from gangplace.errors import Conflict, GangplaceError
+from gangplace.slurm.records import NodeRecord, node_records
+from gangplace.slurm.text import SlurmError
 
-# Base states and flags of `scontrol show node` that take a node out of scheduling.
+# Base states and flags that take a node out of scheduling.
 UNUSABLE_STATES = frozenset(
     {
         "DOWN",
@@ -22,17 +23,14 @@ UNUSABLE_STATES = frozenset(
         "FUTURE",
         "INVAL",
         "UNKNOWN",
-        "NOT_RESPONDING",
-        "POWER_DOWN",
-        "POWERED_DOWN",
-        "POWERING_DOWN",
-        "POWERING_UP",
         "REBOOT_ISSUED",
         "REBOOT_REQUESTED",
     }
 )
-
-
+# Power saving: a powered-down cloud node (``idle~``) is one Slurm schedules on (it boots it),
+# and one booting is not responding yet. Placeable by default; ``powered_down="cordon"``.
+POWER_STATES = frozenset({"POWER_DOWN", "POWERED_DOWN", "POWERING_DOWN", "POWERING_UP", "POWER_UP"})
+NOT_RESPONDING = "NOT_RESPONDING"
 # Base states and flags that leave a node schedulable (anything else is reported, not guessed).
 USABLE_STATES = frozenset(
     {
@@ -51,6 +49,18 @@ USABLE_STATES = frozenset(
         "BLOCKED",
     }
 )
+# The one-character suffixes of a base state, as the flags they stand for.
+_SUFFIXES = {
+    "*": NOT_RESPONDING,
+    "~": "POWERED_DOWN",
+    "#": "POWERING_UP",
+    "%": "POWERING_DOWN",
+    "!": "POWER_DOWN",
+    "@": "REBOOT_REQUESTED",
+    "^": "REBOOT_ISSUED",
+    "$": "MAINT",
+    "-": "PLANNED",
+}
 
 
 @dataclass(frozen=True)
@@ -58,8 +68,9 @@ class SlurmNodeState:
     """What :func:`apply_scontrol_nodes` did.
 
     Attributes:
-        adopted: Node -> the allocation recording its used GPUs (``GresUsed``).
-        cordoned: Nodes cordoned because of their state (``DRAIN``, ``DOWN``, ``*``...).
+        adopted: Node -> the allocation recording what Slurm's jobs use there.
+        cordoned: Nodes cordoned because of their state (``DRAIN``, ``DOWN``, ``*``...), or
+            because the GPUs their jobs use are not in the output (``missing_used="cordon"``).
         uncordoned: Nodes uncordoned because their state is usable again.
         unknown: Nodes of the output that the cluster does not have (skipped).
         warnings: Anything else worth knowing (GPU counts that disagree, missing fields).
@@ -73,169 +84,147 @@ class SlurmNodeState:
     warnings: list[str] = field(default_factory=list)
 
 
-def _node_records(text: str) -> list[tuple[int, str]]:
-    """Each node's text (one ``-o`` line, or the indented block of the default format)."""
-    records: list[tuple[int, str]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped:
-            continue
-        if stripped.startswith("NodeName="):
-            records.append((number, stripped))
-        elif records:
-            records[-1] = (records[-1][0], records[-1][1] + " " + stripped)
-        else:
-            raise SlurmError(f"scontrol:{number}: expected NodeName=..., got {stripped[:40]!r}")
-    return records
+def apply_scontrol_nodes(
+    cluster: Cluster,
+    text: str,
+    *,
+    owner: str = "slurm",
+    missing_used: Literal["error", "cordon"] = "error",
+    powered_down: Literal["use", "cordon"] = "use",
+) -> SlurmNodeState:
+    """Brings ``cluster`` to what ``scontrol show node`` says, all at once or not at all.
 
+    Reads every format (default or ``-o``, with or without ``-d``; docs/slurm.md). For every
+    node the cluster has: what Slurm's jobs use there is adopted as one allocation of
+    ``owner``: the GPUs of ``GresUsed`` (with their indices when Slurm prints them, else the
+    lowest free ones), MIG profiles and shards as named resources, ``CPUAlloc`` and
+    ``AllocMem``; the node's resources become ``CPUEfctv`` (else ``CPUTot``), ``RealMemory``
+    less ``MemSpecLimit``, its MIG profiles and shards. Its state cordons or uncordons it:
+    :data:`UNUSABLE_STATES`, or not responding outside power saving, cordon; power saving
+    (``idle~``, booting) is placeable unless ``powered_down="cordon"``. Allocations
+    ``owner`` held before are released first, so calling it again with fresh output brings the
+    cluster up to date. Nodes unknown to the cluster are listed and skipped.
 
-def _gpu_count(gres: str) -> int | None:
-    """GPUs of a ``Gres=`` value (``gpu:8``, ``gpu:h100:8(S:0-1)``, several).
-
-    ``None`` when a GPU item's count is not a number.
-    """
-    total = 0
-    for part in _split_top_level(gres):
-        item = part.strip()
-        if not re.match(r"gpu(:|$|\()", item):
-            continue
-        match = re.fullmatch(r"gpu(?::[^:(]+)?:(\d+)(\(.*\))?", item)
-        if match is None:
-            return None
-        total += int(match.group(1))
-    return total
-
-
-def _used_indices(used: str, where: str) -> tuple[int, list[int] | None]:
-    """``(count, indices)`` of ``GresUsed``; indices ``None`` when Slurm printed none."""
-    count, named = 0, True
-    indices: list[int] = []
-    for part in _split_top_level(used):
-        item = part.strip()
-        if not re.match(r"gpu(:|$|\()", item):
-            continue
-        match = re.fullmatch(r"gpu(?::[^:(]+)?:(\d+)(?:\(IDX:([^)]*)\))?", item)
-        if match is None:
-            raise SlurmError(f"{where}: bad GPU item {item!r} in GresUsed")
-        count += int(match.group(1))
-        spec = match.group(2)
-        if spec is None:
-            named = False
-        elif spec != "N/A":
-            for item in spec.split(","):
-                low, _, high = item.partition("-")
-                if not low.isdigit() or (high and not high.isdigit()):
-                    raise SlurmError(f"{where}: bad GPU index list {spec!r} in GresUsed")
-                indices.extend(range(int(low), int(high or low) + 1))
-    if named and len(indices) != count:
-        raise SlurmError(f"{where}: GresUsed names {len(indices)} GPUs but counts {count}")
-    return count, (indices if named else None)
-
-
-def apply_scontrol_nodes(cluster: Cluster, text: str, *, owner: str = "slurm") -> SlurmNodeState:
-    """Reads ``scontrol -d show node`` output (``-o`` one-line or the default form).
-
-    For every node the cluster has: the GPUs of ``GresUsed`` are adopted as one allocation of
-    ``owner`` (with ``-d`` Slurm prints their indices, ``gpu:h100:4(IDX:0-3)``; without it
-    only counts, and the lowest-indexed free GPUs are taken); a node whose ``State`` has a
-    base state or flag of :data:`UNUSABLE_STATES` (``DRAIN``, ``DOWN``, ``DOWN*``,
-    ``MIXED+DRAIN``...) or ends in ``*`` (not responding) is cordoned, any other node is
-    uncordoned. Allocations ``owner`` held before are released first, so calling it again
-    with fresh output brings the cluster up to date. Nodes unknown to the cluster are
-    listed and skipped.
+    A busy node whose GPUs in use the output does not say (``scontrol show node`` without
+    ``-d`` prints no ``GresUsed``) is never read as free: ``SlurmError`` (run ``scontrol -d
+    show node``), or with ``missing_used="cordon"`` the node is cordoned.
 
     Raises:
-        SlurmError: Malformed output (the message names the line); nothing changed.
-        Conflict: A used GPU is held by something else or unhealthy in the cluster; the
-            nodes before it were applied (the error names the node).
+        SlurmError: Malformed output (naming the line and field), or busy nodes whose GPUs
+            in use are unknown; nothing changed.
+        Conflict: What Slurm uses is held by something else or unhealthy in the cluster
+            (naming every such node); nothing changed.
 
     """
-    if not isinstance(text, str):
-        raise SlurmError(f"scontrol output must be text (str), got {type(text).__name__}")
-    parsed = []
-    for number, record in _node_records(text):
-        where = f"scontrol:{number}"
-        fields = dict(re.findall(r"(\w+)=(\S*)", record))
-        name = fields.get("NodeName", "")
-        if not name:
-            raise SlurmError(f"{where}: a node record without a name")
-        used = _used_indices(fields.get("GresUsed", ""), where)
-        parsed.append((name, fields, used))
+    records = node_records(text)
+    unknown_use = [r.name for r in records if r.used_gpus is None and r.busy and _has_gres(r)]
+    if unknown_use and missing_used == "error":
+        shown = ", ".join(unknown_use[:5]) + (" ..." if len(unknown_use) > 5 else "")
+        raise SlurmError(
+            f"scontrol: {len(unknown_use)} busy nodes ({shown}) without GresUsed: the GPUs "
+            "their jobs use are unknown; run `scontrol -d show node` (or pass "
+            "missing_used='cordon')"
+        )
+    options = (owner, set(unknown_use), powered_down)
+    trial = Cluster.restore(cluster.snapshot())
+    conflicts = _apply(trial, records, options, SlurmNodeState())
+    if conflicts:
+        raise Conflict("scontrol: " + "; ".join(conflicts) + " (nothing was applied)")
     result = SlurmNodeState()
-    for allocation in cluster.allocations(owner=owner):
-        cluster.release(allocation, owner=owner)
-    known = set(cluster.nodes())
-    for name, fields, (count, indices) in parsed:
-        if name not in known:
-            result.unknown.append(name)
-            continue
-        info = cluster.node(name)
-        configured = _gpu_count(fields.get("Gres", ""))
-        if configured is None:
-            result.warnings.append(
-                f"{name}: Gres={fields['Gres']} has a GPU count that is not a number"
-            )
-        elif "Gres" in fields and configured != info.gpus:
-            result.warnings.append(f"{name}: Slurm has {configured} GPUs, the cluster {info.gpus}")
-        _apply_state(cluster, name, fields.get("State", ""), info.cordoned, result)
-        held = _resources(cluster, name, fields, result)
-        if count or held:  # a node whose jobs use CPUs but no GPU: a pod without GPUs
-            pods: list[Any] = [PodPlacement(name, indices)] if indices else [(name, count)]
-            result.adopted[name] = cluster.adopt(pods, owner=owner, resources=held or None)
+    _apply(cluster, records, options, result)
     return result
 
 
-def _number(fields: dict[str, str], key: str, name: str, result: SlurmNodeState) -> int | None:
-    """A whole-number field of a node record (absent: ``None``; bad: a warning)."""
-    value = fields.get(key)
-    if value is None:
-        return None
-    if not value.isdigit() or len(value) > 15:
-        result.warnings.append(f"{name}: {key}={value} is not a count; its resources are unknown")
-        return None
-    return int(value)
+def _has_gres(record: NodeRecord) -> bool:
+    """Whether the node has GPUs or GPU slices whose use must be known."""
+    return bool(record.gpus) or any(
+        key.startswith("nvidia.com/mig-") or key == "shard" for key in record.resources
+    )
 
 
-def _resources(
-    cluster: Cluster, name: str, fields: dict[str, str], result: SlurmNodeState
-) -> dict[str, int]:
-    """docs/resources.md "Node resources": the node's CPUs and memory as its resources.
+def _apply(
+    cluster: Cluster, records: list[NodeRecord], options: Any, result: SlurmNodeState
+) -> list[str]:
+    """Applies the records; the conflicts met (each node's is skipped and named)."""
+    owner, unknown_use, powered_down = options
+    for allocation in cluster.allocations(owner=owner):
+        cluster.release(allocation, owner=owner)
+    known = set(cluster.nodes())
+    conflicts = []
+    for record in records:
+        if record.name not in known:
+            result.unknown.append(record.name)
+            continue
+        result.warnings.extend(record.warnings)
+        info = cluster.node(record.name)
+        if record.gpus is not None and record.gpus != info.gpus:
+            result.warnings.append(
+                f"{record.name}: Slurm has {record.gpus} GPUs, the cluster {info.gpus}"
+            )
+        unusable = _state(record, result, powered_down)
+        if record.name in unknown_use:
+            unusable = True
+            result.warnings.append(
+                f"{record.name}: busy, and the GPUs its jobs use are not in the output: cordoned"
+            )
+        _cordon(cluster, record.name, unusable, info.cordoned, result)
+        try:
+            _adopt(cluster, record, owner, result, record.name in unknown_use)
+        except GangplaceError as error:
+            conflicts.append(f"{record.name}: {error}")
+    return conflicts
 
-    ``CPUTot`` and ``RealMemory`` (MiB) become its resources; what Slurm's jobs use there
-    (``CPUAlloc``, ``AllocMem``) is returned for the node's adoption to hold (with its used
-    GPUs, or as a pod without GPUs).
-    """
-    totals = {
-        "cpu": _number(fields, "CPUTot", name, result),
-        "memory": _number(fields, "RealMemory", name, result),
-    }
-    used = {
-        "cpu": _number(fields, "CPUAlloc", name, result) or 0,
-        "memory": _number(fields, "AllocMem", name, result) or 0,
-    }
-    scale = {"cpu": 1000, "memory": 2**20}
-    resources = {key: value * scale[key] for key, value in totals.items() if value is not None}
-    held = {key: min(used[key] * scale[key], total) for key, total in resources.items()}
-    if not resources:
-        return {}
-    cluster.update_node(name, resources=resources)
-    return {key: amount for key, amount in held.items() if amount}
 
-
-def _apply_state(
-    cluster: Cluster, name: str, state: str, cordoned: bool, result: SlurmNodeState
+def _adopt(
+    cluster: Cluster, record: NodeRecord, owner: str, result: SlurmNodeState, unknown: bool
 ) -> None:
+    """The node's resources, then one allocation of what Slurm's jobs use there."""
+    name = record.name
+    resources = record.resources
+    if resources and resources != cluster.node(name).resources:
+        cluster.update_node(name, resources=resources)
+    count, indices = (0, None) if unknown or record.used_gpus is None else record.used_gpus
+    held = {}
+    for key, amount in record.used.items():
+        total = resources.get(key)
+        if amount and total is not None:
+            if amount > total:
+                result.warnings.append(f"{name}: Slurm uses {amount} {key}, the node has {total}")
+            held[key] = min(amount, total)
+    if count or held:  # a node whose jobs use CPUs but no GPU: a pod without GPUs
+        pods: list[Any] = [PodPlacement(name, list(indices))] if indices else [(name, count)]
+        result.adopted[name] = cluster.adopt(pods, owner=owner, resources=held or None)
+
+
+def _state(record: NodeRecord, result: SlurmNodeState, powered_down: str) -> bool | None:
+    """Whether the node's state takes it out of scheduling (``None``: unknown, left as is)."""
+    state = record.fields.get("State", "")
     if not state:
-        result.warnings.append(f"{name}: no State field; left as it was")
-        return
-    parts = {part.rstrip("*~#!%$@^-") for part in state.split("+")}
-    unknown = sorted(parts - UNUSABLE_STATES - USABLE_STATES)
+        result.warnings.append(f"{record.name}: no State field; left as it was")
+        return None
+    flags = set()
+    for part in state.split("+"):
+        base = part.rstrip("".join(_SUFFIXES))
+        flags.add(base)
+        flags.update(_SUFFIXES[char] for char in part[len(base) :])
+    known = UNUSABLE_STATES | POWER_STATES | USABLE_STATES | {NOT_RESPONDING}
+    unknown = sorted(flags - known)
     if unknown:
         result.warnings.append(
-            f"{name}: State={state} has unknown {', '.join(unknown)}; left as it was"
+            f"{record.name}: State={state} has unknown {', '.join(unknown)}; left as it was"
         )
+        return None
+    powered = bool(flags & POWER_STATES)
+    if powered and powered_down == "cordon":
+        return True
+    return bool(flags & UNUSABLE_STATES) or (NOT_RESPONDING in flags and not powered)
+
+
+def _cordon(
+    cluster: Cluster, name: str, unusable: bool | None, cordoned: bool, result: SlurmNodeState
+) -> None:
+    if unusable is None:
         return
-    unusable = state.endswith("*") or bool(parts & UNUSABLE_STATES)
     if unusable and not cordoned:
         cluster.cordon(name)
         result.cordoned.append(name)

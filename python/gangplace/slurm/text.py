@@ -92,24 +92,44 @@ def compress_hostlist(names: list[str]) -> str:
     return ",".join(parts)
 
 
+def logical_lines(text: str, filename: str) -> list[tuple[str, str]]:
+    """A Slurm file's lines as Slurm reads them, each with ``file:line`` of its first line.
+
+    ``#`` starts a comment anywhere on a line; a line ending in a backslash continues on
+    the next (the backslash and the line break are dropped); blank lines are skipped.
+    """
+    lines: list[tuple[str, str]] = []
+    pending: tuple[str, str] | None = None
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].rstrip()
+        if pending is not None:
+            where, line = pending[0], pending[1] + " " + line.strip()
+        else:
+            where = f"{filename}:{number}"
+        if line.endswith("\\"):
+            pending = (where, line[:-1].rstrip())
+            continue
+        pending = None
+        if line.strip():
+            lines.append((where, line.strip()))
+    if pending is not None and pending[1].strip():
+        lines.append((pending[0], pending[1].strip()))
+    return lines
+
+
 def _fields(line: str, where: str) -> dict[str, str]:
+    """``Key=Value`` tokens, keys lower-cased; an empty value (``Gres=``) is allowed."""
     fields = {}
     for token in line.split():
         key, equals, value = token.partition("=")
-        if not equals or not value:
+        if not equals or not key:
             raise SlurmError(f"{where}: expected Key=Value, got {token!r}")
         fields[key.lower()] = value
     return fields
 
 
 def _lines(text: str, filename: str) -> list[tuple[str, dict[str, str]]]:
-    parsed = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].strip()
-        if line:
-            where = f"{filename}:{number}"
-            parsed.append((where, _fields(line, where)))
-    return parsed
+    return [(where, _fields(line, where)) for where, line in logical_lines(text, filename)]
 
 
 def _hosts(expression: str, where: str) -> list[str]:

@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gangplace._gangplace import Cluster
+from gangplace.slurm.conf import NodeConf
 from gangplace.slurm.text import SlurmError, _hosts, _lines, compress_hostlist
 
 TOP_SWITCH_LABEL = "slurm.schedmd.com/top-switch"
 
 
 def parse_topology_conf(
-    text: str, *, filename: str = "topology.conf"
+    text: str, *, filename: str = "topology.conf", all_nodes: Sequence[str] | None = None
 ) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
-    """Levels and each node's path of a ``topology.conf`` (tree or block form)."""
+    """Levels and each node's path of a ``topology.conf`` (tree or block form).
+
+    ``Nodes=ALL`` stands for ``all_nodes`` (every node of ``slurm.conf``); without them it is
+    a :class:`SlurmError`. Leaf switches may be at different depths: a leaf above the deepest
+    level stands for itself at every level below it (docs/slurm.md).
+    """
     lines = _lines(text, filename)
+    for where, fields in lines:
+        if fields.get("nodes", "").upper() == "ALL":
+            if all_nodes is None:
+                raise SlurmError(f"{where}: Nodes=ALL: pass all_nodes (the nodes of slurm.conf)")
+            fields["nodes"] = ",".join(all_nodes)
     if any("blockname" in fields for _, fields in lines):
         return _blocks(lines)
     return _tree(lines, filename)
@@ -84,22 +95,33 @@ def _tree(
         return path[::-1]
 
     paths = {node: path_of(leaf) for node, leaf in node_leaf.items()}
-    depths = {len(path) for path in paths.values()}
-    if len(depths) > 1:
-        raise SlurmError(f"{filename}: leaf switches are at different depths {sorted(depths)}")
     for switch in declared:
         path_of(switch)  # cycles among switches without nodes are errors too
+    deepest = max((len(path) for path in paths.values()), default=0)
+    # A leaf above the deepest level stands for itself below: the same nodes, one domain.
+    paths = {node: path + [path[-1]] * (deepest - len(path)) for node, path in paths.items()}
     tops = {path[0] for path in paths.values()}
     drop_top = len(tops) == 1
     result = {node: tuple(path[1:] if drop_top else path) for node, path in paths.items()}
-    depth = next(iter(depths), 0) - (1 if drop_top else 0)
+    depth = deepest - (1 if drop_top else 0)
     return tuple(f"switch{index + 1}" for index in range(depth)), result
 
 
 def cluster_from_topology_conf(
-    text: str, *, gpus: int | Mapping[str, int], filename: str = "topology.conf", **cluster_kw: Any
+    text: str,
+    *,
+    gpus: int | Mapping[str, int] | Mapping[str, NodeConf],
+    filename: str = "topology.conf",
+    **cluster_kw: Any,
 ) -> Cluster:
     """A cluster from ``topology.conf`` text; ``gpus`` for every node, or per node.
+
+    ``gpus`` per node is a count, or a :class:`~gangplace.slurm.NodeConf` (from
+    :func:`~gangplace.slurm.nodes_from_conf`), which also gives the node's resources (CPUs,
+    memory, MIG profiles, shards). A node of 0 GPUs (a CPU node, a MIG-only node) is a node
+    of the cluster all the same when it has resources (from a ``NodeConf``); a bare 0 is
+    left out (nothing could be placed there). ``Nodes=ALL`` means every node of a ``gpus``
+    mapping.
 
     A single top switch is the whole cluster; its name is kept in every node's label
     :data:`TOP_SWITCH_LABEL`, so that :func:`to_topology_conf` writes it back. A tree with
@@ -111,20 +133,27 @@ def cluster_from_topology_conf(
         SlurmError: A malformed or inconsistent file, or a node without a GPU count.
 
     """
-    levels, paths = parse_topology_conf(text, filename=filename)
+    everyone = None if isinstance(gpus, int) else list(gpus)
+    levels, paths = parse_topology_conf(text, filename=filename, all_nodes=everyone)
     tops = _top_switches(text, filename) if levels[:1] == ("switch1",) else []
     if len(tops) > 1:
         cluster_kw.setdefault("max_level", "switch1")
     labels = {TOP_SWITCH_LABEL: tops[0]} if len(tops) == 1 else {}
     cluster = Cluster(levels, **cluster_kw)
     for node in sorted(paths):
-        count = gpus if isinstance(gpus, int) else gpus.get(node)
-        if count is None:
+        given = gpus if isinstance(gpus, int) else gpus.get(node)
+        if given is None:
             raise SlurmError(f"{filename}: no GPU count for node {node}")
-        if count == 0:
-            continue
+        if isinstance(given, NodeConf):
+            count, resources = given.gpus, given.resources
+        else:
+            count, resources = given, {}
+        if count == 0 and not resources:
+            continue  # nothing could be placed there
         topology = dict(zip(levels, paths[node], strict=True))
-        cluster.add_node(node, gpus=count, topology=topology, labels=labels)
+        cluster.add_node(
+            node, gpus=count, topology=topology, labels=labels, resources=resources or None
+        )
     return cluster
 
 
