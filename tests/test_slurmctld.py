@@ -33,7 +33,9 @@ from gangplace.slurm import (
 
 TOOLS = ("slurmctld", "munged", "sbatch", "scontrol", "unshare", "ip")
 TOPOLOGY = "SwitchName=r0 Nodes=gpu[01-02]\nSwitchName=r1 Nodes=gpu[03-04]\n"
-SLURM_CONF = """\
+# The daemon's part of slurm.conf, shared with tests/test_slurmctld_fidelity.py; the
+# resource selection, GRES types, nodes and partition follow it.
+DAEMON_CONF = """\
 ClusterName=gp
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort=16817
@@ -49,10 +51,8 @@ SlurmUser=root
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
 SchedulerParameters=bf_interval=1
-GresTypes=gpu
 TopologyPlugin=topology/tree
 SuspendProgram=/bin/true
 ResumeProgram=/bin/true
@@ -61,9 +61,16 @@ ResumeTimeout=600
 MpiDefault=none
 JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
+"""
+SLURM_CONF = (
+    DAEMON_CONF
+    + """\
+SelectTypeParameters=CR_Core
+GresTypes=gpu
 NodeName=gpu[01-04] CPUs=8 Gres=gpu:8 State=CLOUD
 PartitionName=p Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
+)
 SCRIPT = """\
 set -u
 cd {dir}

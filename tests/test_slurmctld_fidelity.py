@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_slurmctld import SCRIPT, _missing
+from test_slurmctld import DAEMON_CONF, SCRIPT, _missing
 
 from gangplace import Cluster, GangRequest
 from gangplace.slurm import (
@@ -30,38 +30,16 @@ from gangplace.slurm import (
     sbatch_args,
 )
 
-SLURM_CONF = """\
-ClusterName=gp
-SlurmctldHost=localhost(127.0.0.1)
-SlurmctldPort=16817
-SlurmdPort=16818
-AuthType=auth/munge
-AuthInfo=socket={dir}/munge.sock
-CredType=cred/munge
-StateSaveLocation={dir}/state
-SlurmdSpoolDir={dir}/spool
-SlurmctldPidFile={dir}/slurmctld.pid
-SlurmctldLogFile={dir}/slurmctld.log
-SlurmUser=root
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
+SLURM_CONF = (
+    DAEMON_CONF
+    + """\
 SelectTypeParameters=CR_Core_Memory  # memory is a consumable: --mem matters
-SchedulerType=sched/backfill
-SchedulerParameters=bf_interval=1
 GresTypes=gpu,shard
-TopologyPlugin=topology/tree
-SuspendProgram=/bin/true
-ResumeProgram=/bin/true
-SuspendTime=600
-ResumeTimeout=600
-MpiDefault=none
-JobCompType=jobcomp/none
-AccountingStorageType=accounting_storage/none
 PrivateData=cloud
 Include\t{dir}/nodes.%c.conf
 PartitionName=p Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
+)
 NODES_CONF = """\
 NodeName=DEFAULT CPUs=16 RealMemory=64000 \\
     State=CLOUD
