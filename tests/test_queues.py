@@ -302,7 +302,7 @@ def test_within_queue_takes_a_newer_equal_priority_job(within: str) -> None:
     scheduler.submit("early", GangRequest(2, 8, priority=1), queue="vision")
     scheduler.submit("late", GangRequest(1, 8, priority=1), queue="vision")
     assert started(scheduler, 1.0) == [("late", ())]  # backfilled past "early"
-    scheduler.finish("x")
+    scheduler.finish("x", now=1.0)
     expected = [("early", ("late",))] if within != "lower_priority" else []
     assert started(scheduler, 2.0) == expected
 

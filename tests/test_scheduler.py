@@ -158,7 +158,7 @@ def test_preemption_requeues_the_victim() -> None:
     assert _started(decisions) == ["high"]
     assert decisions.started[0].preempted == ("low",)
     assert scheduler.status("low") == "pending"
-    scheduler.finish("high")
+    scheduler.finish("high", now=1.0)  # rule S16: after the cycle at 1.0
     assert _started(scheduler.cycle(20.0)) == ["low"]
 
 
@@ -186,7 +186,7 @@ def test_cancel_finish_requeue_and_status() -> None:
     assert scheduler.status("run") == "pending"
     assert cluster.stats().allocated == 0
     scheduler.cycle(5.0)
-    assert scheduler.cancel("run") is True
+    assert scheduler.cancel("run", now=5.0) is True
     assert cluster.stats().free == 32
     with pytest.raises(UnknownJob):
         scheduler.status("run")

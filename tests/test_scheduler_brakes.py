@@ -41,7 +41,7 @@ def test_victims_per_cycle_stop_making_room() -> None:
     scheduler, _ = _setup(max_victims_per_cycle=1)
     scheduler.submit("wide", GangRequest(2, 8, priority=5))  # needs both victims
     assert scheduler.cycle(1.0).preempted == ()
-    scheduler.submit("one", GangRequest(1, 8, priority=6))  # the head now
+    scheduler.submit("one", GangRequest(1, 8, priority=6), now=1.0)  # the head now
     decisions = scheduler.cycle(2.0)
     assert [s.job_id for s in decisions.started] == ["one"] and len(decisions.preempted) == 1
     assert decisions.head == "wide"  # the walk went on: "wide" waits behind
@@ -49,9 +49,9 @@ def test_victims_per_cycle_stop_making_room() -> None:
 
 def test_evicted_gpus_per_hour_is_a_sliding_window() -> None:
     scheduler, now = _setup(max_evicted_gpus_per_hour=8)
-    scheduler.submit("first", GangRequest(1, 8, priority=5), walltime=10)
+    scheduler.submit("first", GangRequest(1, 8, priority=5), walltime=10_000)  # runs on
     assert len(scheduler.cycle(1.0).preempted) == 1
-    scheduler.submit("second", GangRequest(1, 8, priority=5), walltime=10)
+    scheduler.submit("second", GangRequest(1, 8, priority=5), walltime=10_000, now=1.0)
     assert scheduler.cycle(2.0).preempted == ()  # 8 more would be 16 in the hour
     now[0] = 3602.0
     assert len(scheduler.cycle(3602.0).preempted) == 1  # the first eviction left the window
@@ -62,7 +62,7 @@ def test_an_owner_out_of_budget_is_spared_and_another_victim_taken() -> None:
     scheduler.submit("urgent", GangRequest(1, 8, priority=5))
     decisions = scheduler.cycle(1.0)
     assert decisions.preempted == ("low-b",)  # a's job is spared: its budget is 0
-    scheduler.submit("more", GangRequest(1, 8, priority=5))
+    scheduler.submit("more", GangRequest(1, 8, priority=5), now=1.0)
     assert scheduler.cycle(2.0).preempted == ()  # only a's job is left, and a may lose none
 
 
@@ -70,9 +70,9 @@ def test_a_job_just_preempted_is_no_victim_during_its_cool_down() -> None:
     scheduler, now = _setup(preemption_cooldown=100.0)
     scheduler.submit("urgent", GangRequest(1, 8, priority=5), walltime=10)
     (victim,) = scheduler.cycle(1.0).preempted  # the first of the two low jobs
-    scheduler.finish("urgent")
+    scheduler.finish("urgent", now=1.0)
     assert victim in [s.job_id for s in scheduler.cycle(2.0).started]  # back on its GPUs
-    scheduler.submit("again", GangRequest(2, 8, priority=5))  # needs both nodes
+    scheduler.submit("again", GangRequest(2, 8, priority=5), now=2.0)  # needs both nodes
     now[0] = 50.0
     assert scheduler.cycle(50.0).preempted == ()  # the victim is cooling down
     now[0] = 101.0
@@ -127,10 +127,10 @@ def test_each_brake_that_holds_is_counted() -> None:
     scheduler.cycle(0.0)  # on n0, which P5's path order tries first
     scheduler.submit("low-b", GangRequest(1, 8), owner="b", walltime=9999)
     scheduler.cycle(1.0)
-    scheduler.submit("urgent", GangRequest(1, 8, priority=5))
+    scheduler.submit("urgent", GangRequest(1, 8, priority=5), now=1.0)
     assert scheduler.cycle(2.0).preempted == ("low-b",)  # 8 GPUs of a would pass its 4
     assert held("budget") == 1 and held("evicted_gpus_per_hour") == 0
-    scheduler.submit("more", GangRequest(1, 8, priority=6))  # 8 more GPUs in the hour: no
+    scheduler.submit("more", GangRequest(1, 8, priority=6), now=2.0)  # 8 more in the hour: no
     assert scheduler.cycle(3.0).preempted == ()
     assert held("evicted_gpus_per_hour") == 1
 

@@ -110,7 +110,13 @@ configs = st.fixed_dictionaries(
         "max_evicted_gpus_per_hour": st.none() | st.sampled_from([8, 24]),
         "budgets": st.sampled_from([{}, {}, {"a": 8}, {"a": 16, "b": 0}]),
     }
-)
+) | st.fixed_dictionaries(  # rule S15: runs past their walltime, every mode
+    {
+        "backfill": st.sampled_from(["easy", "conservative"]),
+        "overrun": st.sampled_from(["end", "report", "extend"]),
+        "preemption": st.booleans(),
+    }
+).map(lambda c: {**c, "overrun_grace": 10.0} if c["overrun"] == "end" else c)
 
 
 def _decisions(decisions: Any) -> tuple[Any, ...]:
@@ -130,6 +136,8 @@ def _decisions(decisions: Any) -> tuple[Any, ...]:
         decisions.requeued,
         decisions.failed,
         tuple(sorted(decisions.reasons.items())),  # rule S10's reasons, word for word
+        decisions.overran,  # rule S15
+        decisions.walltime_ended,
     )
 
 
@@ -230,6 +238,9 @@ def test_scheduler_matches_the_reference(
             if got[5]:
                 event("degraded")
             for kind, index in (("repaired", 8), ("requeued on failure", 9), ("failed", 10)):
+                if got[index]:
+                    event(kind)
+            for kind, index in (("overran", 12), ("ended at walltime", 13)):
                 if got[index]:
                     event(kind)
         fast_cluster.check_invariants()

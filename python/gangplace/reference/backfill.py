@@ -30,9 +30,8 @@ class ReferenceReservation:
 
 
 def _end(job: Any, now: float) -> float:
-    if job.walltime is None or job.started_at is None:
-        return math.inf
-    return max(float(job.started_at + job.walltime), now)
+    """A running job's predicted end (S15: its run's end, at least now)."""
+    return max(float(job.runs_until), now)
 
 
 def fresh_reservation(

@@ -14,7 +14,7 @@ from gangplace.scheduler.history import EventKind, HistorySummary, JobEvent, Job
 __all__ = ["ReferenceHistories"]
 
 OPENS_WAIT = ("submitted", "preempted", "requeued")
-ENDS = ("finished", "cancelled", "failed")
+ENDS = ("finished", "cancelled", "failed", "timed_out")
 
 
 class ReferenceHistories:
@@ -107,6 +107,7 @@ class ReferenceHistories:
             _mean(slowdowns),
             _percentile(slowdowns, 95),
             sum(h.starts - 1 for h in finished),
+            sum(1 for h in every if h.state == "timed_out"),
         )
 
 

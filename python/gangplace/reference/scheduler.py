@@ -1,4 +1,4 @@
-"""The Scheduler rules of docs/scheduler.md (S1-S14), implemented naively, for the tests.
+"""The Scheduler rules of docs/scheduler.md (S1-S16), implemented naively, for the tests.
 
 Every cycle sorts the whole queue and walks it job by job; every form change is found by
 looking at every job. Nothing here is grouped, cached or indexed: it is the readable
@@ -28,6 +28,7 @@ from gangplace.reference.failures import ReferenceFailures
 from gangplace.reference.history import ReferenceHistories
 from gangplace.reference.quota import ReferenceQuotas, ReferenceTenancy
 from gangplace.reference.values import MAX_NAME_BYTES
+from gangplace.reference.walltime import ReferenceWalltimes
 from gangplace.scheduler.history import HistorySummary, JobHistory
 from gangplace.scheduler.quota import Cohort, Queue
 from gangplace.scheduler.reasons import HEAD, NOFIT, QUEUE_QUOTA, QUOTA, LastWalk
@@ -52,9 +53,11 @@ class _Job:
     started_at: float | None = None
     on_failure: str = "requeue"
     queue: str | None = None
+    runs_until: float = math.inf  # S15: the predicted end of its run
+    overran: bool = False
 
 
-class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
+class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy, ReferenceWalltimes):
     """Same constructor, ``submit``, ``cancel``, ``finish``, ``requeue`` and ``cycle``."""
 
     def __init__(
@@ -77,8 +80,13 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
         queues: list[Queue] | None = None,
         cohorts: tuple[Cohort, ...] = (),
         fair_sharing: bool = False,
+        overrun: str = "end",
+        overrun_grace: float = 0.0,
     ) -> None:
         self.cluster = cluster
+        self.overrun = overrun
+        self.grace = overrun_grace if overrun == "end" else 0.0
+        self.last_event = -math.inf  # S16
         self.tenancy = None if queues is None else ReferenceQuotas(list(queues), list(cohorts))
         self.fair_sharing = fair_sharing
         self.failed_reclaims: set[str] = set()
@@ -138,6 +146,7 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
                 raise InvalidRequest(f"{what} must be 1 to {MAX_NAME_BYTES} bytes long")
         if any(job.job_id == job_id for job in self.pending + self.running):
             raise DuplicateJob(job_id)
+        self._in_order(now, record=False)
         levels = [request.required_level, *(level for _, level in ladder)]
         for level in levels if request.slices else ():  # slice layers must suit every form
             form = GangRequest(
@@ -177,6 +186,7 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
                 reach = min(reach, self.tenancy.queues[queue].nominal["gpu"])
             if loosest.total_gpus > reach:
                 raise Unschedulable(f"job {job_id!r} can never start in queue {queue!r}")
+        self._in_order(now)
         self.sequence += 1
         job = _Job(job_id, request, owner, walltime, timeout, tuple(ladder), self.sequence)
         job.on_failure = on_failure
@@ -231,6 +241,9 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
 
     def cancel(self, job_id: str, now: float) -> bool:
         """Drops a pending job or releases a running one."""
+        if not any(job.job_id == job_id for job in self.pending):
+            self._running(job_id)
+        self._in_order(now)
         for job in self.pending:
             if job.job_id == job_id:
                 self.pending.remove(job)
@@ -242,12 +255,15 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
 
     def finish(self, job_id: str, now: float) -> None:
         """Releases a running job."""
-        self._end(self._running(job_id), release=True)
+        job = self._running(job_id)
+        self._in_order(now)
+        self._end(job, release=True)
         self.histories.add(job_id, now, "finished")
 
     def requeue(self, job_id: str, now: float) -> None:
         """Releases a running job and queues it again at its old position."""
         job = self._running(job_id)
+        self._in_order(now)
         self._end(job, release=True)
         self.histories.add(job_id, now, "requeued", "requeue()")
         self.fresh.add(job_id)
@@ -273,6 +289,7 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
             self.cluster.release(job.allocation, owner=job.owner)
         self.running.remove(job)
         job.allocation = job.started_at = None
+        job.runs_until, job.overran = math.inf, False
 
     # ---------------------------------------------------------------- S4-S9: a cycle
 
@@ -281,9 +298,11 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
 
         Due form changes are applied, then the queue is walked until no walk makes room.
         """
+        self._in_order(now)
         self.victims_this_cycle = 0
         self.failed_reclaims = set()
         self.started_now = set()  # Q6: a cycle never undoes its own starts
+        overran, walltime_ended = self._overruns(now)
         repaired, requeued, failed, repair_evicted = self._failures(now)
         timed_out, degraded = [], []
         for job in sorted(self.pending, key=self._order):
@@ -314,6 +333,8 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
             tuple(requeued),
             tuple(failed),
             self.reasons(),
+            tuple(overran),
+            tuple(walltime_ended),
         )
 
     def _order(self, job: _Job) -> tuple[int, int]:
@@ -399,7 +420,7 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
             return "queue-quota"
         if self._fewest(job) > self.cluster.stats().free:
             return self._failed(job, -math.inf, "nofit")
-        end = math.inf if job.walltime is None else now + job.walltime
+        end = math.inf if job.walltime is None else now + self.grace + job.walltime
         if head is None or self.backfill == "any":
             outcome = self._try(job, now, head is not None)
             return self._failed(job, -math.inf, "nofit") if outcome == "nofit" else outcome
@@ -492,12 +513,17 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
         """S5: the job's reservation: the kept one while valid, else a new one."""
         request = self._request(job)
         kept = self.kept.get(job.job_id)
+        shadow: Shadow | None = None
         if kept is not None and kept[0] == request:
             time = kept_time(self.cluster, self.running, kept[1], walk, now)
             if time is not None:
-                self.kept[job.job_id] = (request, Shadow(job.job_id, time, kept[1].placement))
-                return self.kept[job.job_id][1]
-        shadow = fresh_reservation(self.cluster, self.running, job.job_id, request, walk, now)
+                shadow = Shadow(job.job_id, time, kept[1].placement)
+        if shadow is None:
+            shadow = fresh_reservation(self.cluster, self.running, job.job_id, request, walk, now)
+        if shadow.placement is not None:  # S15: the jobs past their walltime it waits for
+            late = self._overrunning(shadow.placement)
+            if late:
+                shadow = Shadow(job.job_id, shadow.time, shadow.placement, late)
         self.kept[job.job_id] = (request, shadow)
         return shadow
 
@@ -565,6 +591,8 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy):
         self.pending.remove(job)
         self.kept.pop(job.job_id, None)
         job.allocation, job.started_at = allocation, now
+        job.runs_until = math.inf if job.walltime is None else now + job.walltime + self.grace
+        job.overran = False
         self.running.append(job)
         self.started_now.add(job.job_id)
         detail = allocation.id + (" (backfilled)" if backfilled else "")

@@ -1,7 +1,7 @@
 """A gang scheduler around the engine: queue, backfill, priorities, timeouts, metrics.
 
 :class:`Scheduler` is what an embedder puts around a :class:`~gangplace.Cluster` and what
-``gangplace simulate`` drives. The rules are docs/scheduler.md (S1-S14) and docs/queues.md;
+``gangplace simulate`` drives. The rules are docs/scheduler.md (S1-S16) and docs/queues.md;
 :mod:`gangplace.reference.scheduler` is a naive implementation of the same rules that the
 tests compare it with.
 """

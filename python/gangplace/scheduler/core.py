@@ -1,6 +1,6 @@
 """The Scheduler: a gang queue and its cycle around a :class:`~gangplace.Cluster`.
 
-The contract is docs/scheduler.md (rules S1-S14) and, for queues, docs/queues.md (Q1-Q10);
+The contract is docs/scheduler.md (rules S1-S16) and, for queues, docs/queues.md (Q1-Q10);
 this module builds the scheduler's parts (:mod:`gangplace.scheduler.parts`) and answers its
 calls, and :mod:`gangplace.reference.scheduler` implements the rules again, naively, for the
 tests.
@@ -46,6 +46,7 @@ __all__ = ["Scheduler"]
 
 ORDERS = ("fifo", "priority")
 BACKFILLS = ("easy", "conservative", "none", "any")
+OVERRUNS = ("end", "report", "extend")
 
 
 class Scheduler(SchedulerViews):
@@ -54,7 +55,7 @@ class Scheduler(SchedulerViews):
     The scheduler owns the holds it makes: a started job's GPUs are reserved and committed
     at once (the caller binds its pods), and released by :meth:`finish` or :meth:`cancel`.
     The simulator (``gangplace simulate``) drives this same class. The rules are
-    docs/scheduler.md (S1-S14).
+    docs/scheduler.md (S1-S16).
 
     Args:
         cluster: The cluster to place on.
@@ -74,7 +75,16 @@ class Scheduler(SchedulerViews):
             (``Cluster.plan_preemption``); evicted jobs go back to the queue.
         defrag: Let the blocked head move movable jobs (``Cluster.plan_defrag``).
         clock: Zero-argument callable returning seconds (default ``time.monotonic``);
-            ``cycle(now=...)`` overrides it.
+            ``now=`` of ``submit``, ``cancel``, ``finish``, ``requeue`` and ``cycle``
+            overrides it. Events must come in time order (rule S16).
+        overrun: What a running job past its walltime gets (rule S15): ``"end"`` (default,
+            as Slurm does): ended once ``overrun_grace`` more seconds have passed, reported
+            in ``Decisions.walltime_ended`` and as ``timed_out`` in its history;
+            ``"report"``: left running, reported once in ``Decisions.overran``;
+            ``"extend"``: left running, its predicted end moved on by its walltime,
+            reported each time.
+        overrun_grace: Seconds a job may run past its walltime before ``"end"`` ends it
+            (Slurm's ``OverTimeLimit``); the backfill counts them in its predictions.
         metrics: A ``prometheus_client`` registry to publish metrics in (extra
             ``gangplace[metrics]``); ``None``: no metrics.
         quotas: Owner -> the most GPUs that owner's running jobs may hold at once. Owners
@@ -135,6 +145,8 @@ class Scheduler(SchedulerViews):
         queues: Iterable[Queue] | None = None,
         cohorts: Iterable[Cohort] = (),
         fair_sharing: bool = False,
+        overrun: Literal["end", "report", "extend"] = "end",
+        overrun_grace: float = 0.0,
     ) -> None:
         if not isinstance(cluster, Cluster):
             raise TypeError(f"cluster must be a gangplace.Cluster, not {type(cluster).__name__}")
@@ -184,6 +196,11 @@ class Scheduler(SchedulerViews):
         self._running = RunningJobs(
             cluster, waiting, owners, self._tenancy, book, histories, self.metrics
         )
+        self._running.overrun = checked_choice("overrun", overrun, OVERRUNS)
+        grace = checked_seconds("overrun_grace", overrun_grace, positive=False)
+        if grace and overrun != "end":
+            raise InvalidRequest('overrun_grace is the grace of overrun="end"')
+        self._running.grace = grace or 0.0
         settings = Settings(
             backfill, reservation_depth, self.preemption, self.defrag, self.repair_widen
         )
@@ -203,6 +220,7 @@ class Scheduler(SchedulerViews):
         self._histories = histories
         self._twin = EmptyTwin()
         self._last_cycle = -math.inf
+        self._last_event = -math.inf  # S16: the latest time any call was given
         self._last_walk: LastWalk | None = None
         self._reasons: weakref.ref[PendingReasons] | None = None
 
@@ -219,6 +237,7 @@ class Scheduler(SchedulerViews):
         ladder: Iterable[tuple[float, str | None]] | None = None,
         on_failure: str = "requeue",
         queue: str | None = None,
+        now: float | None = None,
     ) -> None:
         """Queues a job (docs/scheduler.md, rules S1-S3).
 
@@ -237,6 +256,7 @@ class Scheduler(SchedulerViews):
                 ``"fail"`` (release it; it ends).
             queue: Its queue, required when the scheduler has queues (docs/queues.md); its
                 GPUs count against that queue's quota.
+            now: When it is submitted; default ``clock()`` (rule S16).
 
         Raises:
             Unschedulable: It cannot fit even the empty, all-healthy cluster (or its
@@ -245,8 +265,9 @@ class Scheduler(SchedulerViews):
             InvalidRequest: A ``job_id`` or ``owner`` that is empty or over 253 bytes of
                 UTF-8 (the engine's limit for names), a bad walltime, timeout, ladder or
                 ``on_failure``, an unknown level, a missing, unknown or unexpected
-                ``queue``, pods without GPUs (``gpus_per_pod=0``), or fractions of a GPU
-                (``gpu_milli``) on a Scheduler with quotas or queues. Nothing is queued.
+                ``queue``, pods without GPUs (``gpus_per_pod=0``), fractions of a GPU
+                (``gpu_milli``) on a Scheduler with quotas or queues, or a ``now`` before an
+                earlier call's (S16). Nothing is queued.
             TypeError: Wrong argument types.
 
         """
@@ -275,15 +296,16 @@ class Scheduler(SchedulerViews):
             queue = self._tenancy.checked_queue(queue)
         elif queue is not None:
             raise InvalidRequest(f"queue {queue!r}: this scheduler has no queues")
+        when = self._checked_now(now)
         self._admit(job_id, request, owner, steps, queue)
         self._freeze_reasons()
+        self._last_event = when
         order = self._waiting.next_order(request.priority)
         job = QueuedJob(job_id, request, owner, walltime, timeout, steps, order, 0.0)
         job.on_failure = on_failure
         job.queue = queue
-        now = self.clock()
-        self._histories.submitted(job_id, owner, now)
-        self._waiting.enqueue(job, now)
+        self._histories.submitted(job_id, owner, when)
+        self._waiting.enqueue(job, when)
 
     def _admit(
         self,
@@ -313,40 +335,52 @@ class Scheduler(SchedulerViews):
                 self.metrics.rejections.inc()
             raise Unschedulable(f"job {job_id!r} can never start on this cluster: {reason}")
 
-    def cancel(self, job_id: str) -> bool:
+    def cancel(self, job_id: str, now: float | None = None) -> bool:
         """Removes a pending job, or ends a running one and frees its GPUs.
+
+        Args:
+            job_id: The job.
+            now: When; default ``clock()`` (rule S16).
 
         Returns:
             ``True`` if it was running (its GPUs were released), ``False`` if it was pending.
 
         Raises:
             UnknownJob: Neither pending nor running.
+            InvalidRequest: ``now`` is before an earlier call's (S16); nothing changed.
 
         """
+        if job_id not in self._queue.by_id and job_id not in self._running.jobs:
+            raise UnknownJob(f"job {job_id!r} is neither pending nor running", job_id)
+        when = self._at(now)
         self._freeze_reasons()
         if job_id in self._queue.by_id:
             self._queue.remove(self._queue.by_id[job_id])
-            self._histories.ended(job_id, self.clock(), "cancelled")
+            self._histories.ended(job_id, when, "cancelled")
             self._set_pending_gauge()
             return False
-        if job_id in self._running.jobs:
-            self._running.end(job_id, release=True)
-            self._histories.ended(job_id, self.clock(), "cancelled")
-            return True
-        raise UnknownJob(f"job {job_id!r} is neither pending nor running", job_id)
+        self._running.end(job_id, release=True)
+        self._histories.ended(job_id, when, "cancelled")
+        return True
 
-    def finish(self, job_id: str) -> None:
+    def finish(self, job_id: str, now: float | None = None) -> None:
         """A running job ended: frees its GPUs.
 
+        Args:
+            job_id: The job.
+            now: When it ended; default ``clock()`` (rule S16).
+
         Raises:
-            UnknownJob: Not running.
+            UnknownJob: Not running (also a job the scheduler ended at its walltime, S15).
+            InvalidRequest: ``now`` is before an earlier call's (S16); nothing changed.
 
         """
         if job_id not in self._running.jobs:
             raise UnknownJob(f"job {job_id!r} is not running", job_id)
+        when = self._at(now)
         self._freeze_reasons()
         self._running.end(job_id, release=True)
-        self._histories.ended(job_id, self.clock(), "finished")
+        self._histories.ended(job_id, when, "finished")
 
     def requeue(self, job_id: str, now: float | None = None) -> None:
         """Ends a running job and queues it again at its old position (a new wait begins).
@@ -355,11 +389,12 @@ class Scheduler(SchedulerViews):
 
         Raises:
             UnknownJob: Not running.
+            InvalidRequest: ``now`` is before an earlier call's (S16); nothing changed.
 
         """
         if job_id not in self._running.jobs:
             raise UnknownJob(f"job {job_id!r} is not running", job_id)
-        when = self._now(now)
+        when = self._at(now)
         self._freeze_reasons()
         job = self._running.end(job_id, release=True)
         self._histories.stopped(job_id, when, "requeued", "requeue()")
@@ -379,15 +414,11 @@ class Scheduler(SchedulerViews):
             stops the preempted ones and migrates the moved ones.
 
         Raises:
-            InvalidRequest: ``now`` is not finite, or before the previous cycle's.
+            InvalidRequest: ``now`` is not finite, or before an earlier call's (S16).
 
         """
         began = time.perf_counter()
-        now = self._now(now)
-        if now < self._last_cycle:
-            raise InvalidRequest(
-                f"cycle at {now} s is before the previous cycle ({self._last_cycle} s)"
-            )
+        now = self._at(now)
         self._last_cycle = now
         self._running.walk_now = now
         self._freeze_reasons()
@@ -400,6 +431,7 @@ class Scheduler(SchedulerViews):
         )
         if settings != self._parts.settings:
             self._parts = dataclasses.replace(self._parts, settings=settings)
+        overran, walltime_ended = self._overruns(now)
         repaired, requeued, failed, evicted = handle_failures(self._parts, now)
         timed_out, degraded = self._waiting.apply_stages(now)
         started, preempted, moved, head, self._last_walk = run_cycle(self._parts, now)
@@ -418,6 +450,8 @@ class Scheduler(SchedulerViews):
             tuple(requeued),
             tuple(failed),
             reasons,
+            tuple(overran),
+            tuple(walltime_ended),
         )
         if self.metrics is not None:
             seconds = time.perf_counter() - began
@@ -439,11 +473,40 @@ class Scheduler(SchedulerViews):
 
     # ------------------------------------------------------------------ for the cycle
 
-    def _now(self, now: float | None) -> float:
+    def _checked_now(self, now: float | None) -> float:
+        """S16: ``now`` (or ``clock()``), finite and not before an earlier call's."""
         value = self.clock() if now is None else now
-        if not isinstance(value, (int, float)) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InvalidRequest(f"now must be a finite number of seconds, got {value!r}")
+        if not math.isfinite(value):
+            raise InvalidRequest(f"now must be a finite number of seconds, got {value!r}")
+        if value < self._last_event:
+            raise InvalidRequest(
+                f"now = {value} s is before an earlier call's ({self._last_event} s): give "
+                "every call one clock, or now= on every call (docs/scheduler.md S16)"
+            )
         return float(value)
+
+    def _at(self, now: float | None) -> float:
+        """``_checked_now``, and the time recorded as the latest."""
+        value = self._checked_now(now)
+        self._last_event = value
+        return value
+
+    def _overruns(self, now: float) -> tuple[list[str], list[str]]:
+        """S15: reports the jobs past their walltime, and ends those ``"end"`` ends."""
+        running = self._running
+        overran, ending = running.overruns(now)
+        for job_id in overran:
+            job = running.jobs[job_id]
+            detail = f"walltime {job.walltime:g} s"
+            if running.overrun == "extend":
+                detail += f"; predicted to end at {job.runs_until:g} s"
+            self._histories.note(job_id, now, "overran", detail)
+        for job_id in ending:
+            job = running.end(job_id, release=True)
+            self._histories.ended(job_id, now, "timed_out", f"walltime {job.walltime:g} s")
+        return overran, ending
 
     def _set_pending_gauge(self) -> None:
         if self.metrics is not None:

@@ -70,6 +70,8 @@ class _Walk:
     def __init__(self, parts: Parts, now: float) -> None:
         self.parts = parts
         self.now = now
+        # S15: a job started now runs until its walltime plus the grace of overrun="end"
+        self.ends_from = now + parts.running.run_grace()
         self.backfill = backfill = parts.settings.backfill
         depth = {"easy": 1, "conservative": parts.settings.reservation_depth}.get(backfill, 0)
         self.reservations = WalkReservations(depth)
@@ -252,7 +254,7 @@ class _Walk:
         if job.fewest_gpus > self.free:
             self._fail(key, -math.inf, "nofit")  # too few free GPUs for every job of its class
             return "nofit"
-        end = now + job.walltime if job.walltime is not None else math.inf
+        end = self.ends_from + job.walltime if job.walltime is not None else math.inf
         plain = self.head is None or self.backfill == "any"
         if not plain and math.isinf(end) and self.reservations.blind():
             # S5: a job without a walltime never passes a blind reservation
@@ -312,7 +314,7 @@ class _Walk:
         if math.isinf(bound):
             candidate = group.next_after(after)
         else:
-            candidate = group.first_ending_by(self.now, bound, after)
+            candidate = group.first_ending_by(self.ends_from, bound, after)
         if candidate is None:
             return
         if (

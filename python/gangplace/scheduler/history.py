@@ -29,9 +29,11 @@ EventKind = Literal[
     "failed",
     "finished",
     "cancelled",
+    "overran",
+    "timed_out",
 ]
-JobState = Literal["pending", "running", "finished", "cancelled", "failed"]
-ENDED = ("finished", "cancelled", "failed")
+JobState = Literal["pending", "running", "finished", "cancelled", "failed", "timed_out"]
+ENDED = ("finished", "cancelled", "failed", "timed_out")
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,9 @@ class JobEvent:
         kind: ``"submitted"``, ``"started"``, ``"preempted"`` (evicted, queued again),
             ``"moved"`` (defragmentation), ``"repaired"`` (lost ranks replaced in place),
             ``"requeued"`` (stopped and queued again: ``requeue()`` or lost ranks),
-            ``"failed"``, ``"finished"`` or ``"cancelled"``.
+            ``"failed"``, ``"finished"``, ``"cancelled"``, ``"overran"`` (past its
+            walltime, left running: docs/scheduler.md S15) or ``"timed_out"`` (ended at
+            its walltime plus the grace).
         detail: The allocation id it started on or moved to, the job it was preempted
             for, the lost ranks, or ``""``.
 
@@ -118,6 +122,7 @@ class HistorySummary:
         slowdown_mean: Mean slowdown (over finished jobs that ran a positive time).
         slowdown_p95: 95th percentile of the slowdown.
         restarts: Starts beyond the first, over the finished jobs.
+        timed_out: Jobs kept that were ended at their walltime (S15).
 
     """
 
@@ -136,6 +141,7 @@ class HistorySummary:
     slowdown_mean: float | None
     slowdown_p95: float | None
     restarts: int
+    timed_out: int = 0
 
 
 class _Record:
@@ -270,6 +276,7 @@ class Histories:
             _mean(slowdowns),
             _rank(slowdowns, 95),
             sum(h.starts - 1 for h in finished),
+            states.count("timed_out"),
         )
 
 

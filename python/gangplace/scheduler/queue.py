@@ -50,6 +50,10 @@ class QueuedJob:
     allocation_id: str | None = None
     started_at: float | None = None
     held_gpus: int = 0  # GPUs its allocation holds, spares included (set when it starts)
+    # docs/scheduler.md S15: the predicted end of the current run (inf: no walltime), and
+    # whether it passed its walltime
+    runs_until: float = math.inf
+    overran: bool = False
 
     def form_at(self, now: float) -> tuple[str | None, bool]:
         """``(required_level, elastic)`` at ``now`` (docs/scheduler.md, rule S3).

@@ -40,6 +40,7 @@ class RunningView(Protocol):
     """What reservations read of the running jobs (``RunningJobs`` provides it)."""
 
     walk_now: float
+    overrunning: set[str]
 
     def ends(self) -> list[End]:
         """Every running job's ``(predicted end, GPUs, job id)``, in order."""
@@ -149,15 +150,22 @@ class ShadowBook:
         request: GangRequest,
         walk: WalkReservations,
     ) -> Shadow:
-        """The job's reservation for this walk: the kept one if still valid, else a new one."""
+        """The job's reservation for this walk: the kept one if still valid, else a new one.
+
+        It names the running jobs past their walltime whose GPUs it waits for (S15).
+        """
         kept = self.kept.get(job_id)
+        shadow: Shadow | None = None
         if kept is not None and kept.request == request:
             time = _still_valid(cluster, running, kept.shadow, walk)
             if time is not None:
                 shadow = Shadow(job_id, time, kept.shadow.placement)
-                self.kept[job_id] = _Kept(request, shadow)
-                return shadow
-        shadow = _fresh(cluster, running, job_id, request, walk)
+        if shadow is None:
+            shadow = _fresh(cluster, running, job_id, request, walk)
+        if running.overrunning and shadow.placement is not None:
+            late = _overrunning(cluster, running, shadow.placement)
+            if late:
+                shadow = Shadow(job_id, shadow.time, shadow.placement, late)
         self.kept[job_id] = _Kept(request, shadow)
         return shadow
 
@@ -168,6 +176,20 @@ class ShadowBook:
     def forget(self, job_id: str) -> None:
         """The job started, left the queue, or is no longer reserved for."""
         self.kept.pop(job_id, None)
+
+
+def _overrunning(cluster: Cluster, running: RunningView, placement: Placement) -> tuple[str, ...]:
+    """The running jobs past their walltime that hold GPUs of ``placement``, sorted."""
+    wanted: dict[str, set[int]] = {}
+    for pod in placement.pods:
+        wanted.setdefault(pod.node, set()).update(pod.gpus)
+    late = set()
+    for node, gpus in wanted.items():
+        for hold_id, held in cluster.holds_on(node):
+            job_id = running.job_of(hold_id)
+            if job_id in running.overrunning and not gpus.isdisjoint(held):
+                late.add(job_id)
+    return tuple(sorted(late))
 
 
 # Groups passed to ``place_after`` beyond the first one at which enough GPUs are free in

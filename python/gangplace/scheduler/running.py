@@ -107,6 +107,10 @@ class RunningJobs:
         self.allocations: dict[str, Allocation] = {}
         self._ends = EndOrder()  # (predicted end, GPUs, job id) of every running job
         self.walk_now = 0.0  # the time of the cycle under way (ends before it count as it)
+        # docs/scheduler.md S15: what a run past its walltime gets, and the grace of "end"
+        self.overrun = "end"
+        self.grace = 0.0
+        self.overrunning: set[str] = set()  # running jobs past their walltime
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -135,7 +139,47 @@ class RunningJobs:
 
     def end_of(self, job_id: str) -> float:
         """A running job's predicted end (``inf`` without a walltime; at least the walk's now)."""
-        return max(_predicted_end(self.jobs[job_id]), self.walk_now)
+        return max(self.jobs[job_id].runs_until, self.walk_now)
+
+    def run_grace(self) -> float:
+        """Seconds past its walltime a job may run (S15: the grace of ``"end"``, else 0)."""
+        return self.grace if self.overrun == "end" else 0.0
+
+    def overruns(self, now: float) -> tuple[list[str], list[str]]:
+        """S15: the jobs newly past their walltime at ``now``, and those to end.
+
+        ``"end"``: a job ends once ``now`` reaches its walltime plus the grace (returned
+        second, still running: the caller ends it), and is reported once it passes its
+        walltime within the grace. ``"report"``: reported once, left running (predicted to
+        end at any moment). ``"extend"``: its predicted end moves on by whole walltimes past
+        ``now``, reported each time.
+        """
+        grace = self.run_grace()
+        overran: list[str] = []
+        ending: list[str] = []
+        moves: list[tuple[End, float]] = []
+        for end, gpus, job_id in self._ends.ordered():  # the prefix past its walltime only
+            if end - grace > now:
+                break
+            job = self.jobs[job_id]
+            if self.overrun == "end" and end <= now:
+                ending.append(job_id)
+            elif self.overrun == "extend":
+                assert job.walltime is not None
+                later = end + job.walltime * (math.floor((now - end) / job.walltime) + 1)
+                moves.append(((end, gpus, job_id), later))
+                overran.append(job_id)
+            elif not job.overran:
+                overran.append(job_id)
+            else:
+                continue
+            job.overran = True
+            self.overrunning.add(job_id)
+        for (end, gpus, job_id), later in moves:  # after the walk over the order
+            self._ends.remove((end, gpus, job_id))
+            self.jobs[job_id].runs_until = later
+            self._ends.add((later, gpus, job_id))
+        return overran, ending
 
     def end(self, job_id: str, *, release: bool) -> QueuedJob:
         """Ends a running job (its GPUs released if ``release``); returns its record."""
@@ -150,9 +194,10 @@ class RunningJobs:
         self.owners.took(job.owner, -gpus)
         if self.tenancy is not None:
             self.tenancy.ended(job)
-        end = _predicted_end(job)
-        self._ends.remove((end, gpus, job_id))
+        self._ends.remove((job.runs_until, gpus, job_id))
+        self.overrunning.discard(job_id)
         job.allocation_id = job.started_at = None
+        job.runs_until, job.overran = math.inf, False
         return job
 
     def started(
@@ -178,7 +223,10 @@ class RunningJobs:
         self.owners.took(job.owner, gpus)
         if self.tenancy is not None:
             self.tenancy.started(job, gpus)
-        self._ends.add((_predicted_end(job), gpus, job_id))
+        grace = self.run_grace()
+        job.runs_until = math.inf if job.walltime is None else now + job.walltime + grace
+        job.overran = False
+        self._ends.add((job.runs_until, gpus, job_id))
         waited = now - job.wait_began
         detail = allocation_id + " (backfilled)" if backfilled else allocation_id
         self.histories.started(job_id, now, detail)
@@ -246,9 +294,3 @@ class RunningJobs:
             if self.metrics is not None:
                 self.metrics.moves.inc()
         return moved
-
-
-def _predicted_end(job: QueuedJob) -> float:
-    if job.walltime is None or job.started_at is None:
-        return math.inf
-    return job.started_at + job.walltime

@@ -20,12 +20,15 @@ class Shadow:
             walltimes); ``inf`` for a blind reservation.
         placement: Where it will start then (``None`` for a blind reservation: it does not
             fit even once every running job with a walltime has ended).
+        overrunning: Running jobs past their walltime whose GPUs it waits for (rule S15):
+            the promise slips while they run on.
 
     """
 
     job_id: str
     time: float
     placement: Placement | None
+    overrunning: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,11 @@ class Decisions:
         failed: Running jobs with lost ranks ended for good (``on_failure="fail"``).
         reasons: Job id -> why it did not start in this cycle, for every job still queued
             (rule S12; made when first read).
+        overran: Running jobs found past their walltime in this cycle and left running
+            (rule S15: ``overrun="report"`` once, ``"extend"`` at each extension, ``"end"``
+            within ``overrun_grace``).
+        walltime_ended: Jobs ended in this cycle at their walltime plus the grace
+            (``overrun="end"``; history ``timed_out``). The caller stops their pods.
 
     """
 
@@ -168,6 +176,8 @@ class Decisions:
     requeued: tuple[str, ...] = ()
     failed: tuple[str, ...] = ()
     reasons: Mapping[str, str] = field(default_factory=dict, compare=False)
+    overran: tuple[str, ...] = ()
+    walltime_ended: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

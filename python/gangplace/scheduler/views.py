@@ -41,14 +41,14 @@ class SchedulerViews:
     _histories: Histories
     _last_walk: LastWalk | None
 
-    def pending(self) -> list[PendingJob]:
+    def pending(self, now: float | None = None) -> list[PendingJob]:
         """The queued jobs in queue order, each with the reason it is not running (S10).
 
         The reason comes from the last cycle (the owner's quota, the blocked head, behind
         it, ...) in constant time per job: the engine is not asked. ``explain(job_id)``
-        asks it about one job.
+        asks it about one job. Waits are counted up to ``now`` (default ``clock()``).
         """
-        now, walk = self.clock(), self._last_walk
+        now, walk = self.clock() if now is None else now, self._last_walk
         live = self._tenancy is not None or bool(self.quotas)
         reserved = walk.reserved if walk is not None else {}
         seen = walk.queued if walk is not None else 0
@@ -137,17 +137,20 @@ class SchedulerViews:
             f"pending={len(self._queue)}, running={len(self._running.jobs)})"
         )
 
-    def history(self, job_id: str) -> JobHistory:
+    def history(self, job_id: str, now: float | None = None) -> JobHistory:
         """Everything that happened to a job, with its waits and runs summed (rule S14).
 
-        Its open wait or run is counted up to the clock's now.
+        Its open wait or run is counted up to ``now`` (default ``clock()``).
 
         Raises:
             UnknownJob: Never submitted, or an ended job forgotten past ``history_limit``.
 
         """
-        return self._histories.of(job_id, self.clock())
+        return self._histories.of(job_id, self.clock() if now is None else now)
 
-    def summary(self) -> HistorySummary:
-        """Waits, completion times and slowdowns over the finished jobs kept (rule S14)."""
-        return self._histories.summary(self.clock())
+    def summary(self, now: float | None = None) -> HistorySummary:
+        """Waits, completion times and slowdowns over the finished jobs kept (rule S14).
+
+        Open waits are counted up to ``now`` (default ``clock()``).
+        """
+        return self._histories.summary(self.clock() if now is None else now)

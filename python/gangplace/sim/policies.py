@@ -135,6 +135,10 @@ class GangPolicy:
             defrag=self.defrag,
             clock=clock,
             quotas=settings.quotas,
+            # The replay ends jobs itself when their run (slowed by a spread placement under
+            # the placement-speed model) is over: a run past its walltime is reported, and
+            # the backfill predicts it ends at any moment (docs/scheduler.md S15).
+            overrun="report",
             **tenancy,
         )
         return cluster
