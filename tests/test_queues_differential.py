@@ -126,6 +126,7 @@ configs = st.fixed_dictionaries(
         "defrag": st.booleans(),
         "min_runtime": st.sampled_from([0.0, 0.0, 10.0]),
         "max_victims_per_cycle": st.none() | st.integers(0, 2),
+        "evicted_may_preempt": st.sampled_from([False, False, True]),
     }
 )
 
@@ -150,6 +151,44 @@ def within_quotas(tree: ReferenceQuotas, fast: Scheduler) -> None:
         assert used.get(name, 0) <= max(0, tree.available(name, {})), name
 
 
+def reclaims_keep_nominals(
+    tree: ReferenceQuotas,
+    before: dict[str, tuple[str, int]],
+    queue_of: dict[str, str],
+    decisions: Any,
+    cascades: bool,
+) -> None:
+    """Q7 (issue 46): a reclaim never takes a job of another queue that was within its nominal.
+
+    ``before``: the running jobs at the cycle's start, job -> (queue, GPUs). Starts and
+    reclaims are replayed in their order; each queue that lost jobs to another queue must
+    have been borrowing before the last of them was taken, whatever their order:
+    usage - (its victims' GPUs - the largest victim's) > nominal. Without ``cascades`` no
+    job evicted in the cycle preempts in it.
+    """
+    usage: dict[str, int] = {}
+    for queue, gpus in before.values():
+        usage[queue] = usage.get(queue, 0) + gpus
+    evicted: set[str] = set()
+    for started in decisions.started:
+        mine = queue_of[started.job_id]
+        if started.preempted and not cascades:
+            assert started.job_id not in evicted, f"{started.job_id} was evicted, then preempted"
+        lost: dict[str, list[int]] = {}
+        for victim in started.preempted:
+            queue, gpus = before[victim]
+            if queue != mine:
+                lost.setdefault(queue, []).append(gpus)
+        for queue, sizes in lost.items():
+            nominal = tree.queues[queue].nominal["gpu"]
+            assert usage.get(queue, 0) - (sum(sizes) - max(sizes)) > nominal, (queue, sizes)
+        for victim in started.preempted:
+            queue, gpus = before[victim]
+            usage[queue] -= gpus
+            evicted.add(victim)
+        usage[mine] = usage.get(mine, 0) + started.allocation.placement.total_gpus
+
+
 @settings(max_examples=400)
 @given(queue_trees(), configs, operations)
 def test_queues_match_the_reference(tree: Any, config: dict[str, Any], ops: list[Any]) -> None:
@@ -160,6 +199,7 @@ def test_queues_match_the_reference(tree: Any, config: dict[str, Any], ops: list
     slow = ReferenceScheduler(slow_cluster, queues=queues, cohorts=tuple(cohorts), **config)
     naive = ReferenceQuotas(queues, cohorts)
     submitted = 0
+    queue_of: dict[str, str] = {}
     for op in ops:
         if op[0] == "submit":
             _, request, queue, preemptible, walltime = op
@@ -174,6 +214,7 @@ def test_queues_match_the_reference(tree: Any, config: dict[str, Any], ops: list
             )
             job_id = f"j{submitted}"
             submitted += 1
+            queue_of[job_id] = queue
             outcomes = []
             for scheduler in (fast, slow):
                 try:
@@ -207,8 +248,15 @@ def test_queues_match_the_reference(tree: Any, config: dict[str, Any], ops: list
             assert results[0] == results[1], (op, results)
         else:
             now[0] += op[1]
-            got = _decisions(fast.cycle(now[0]))
+            before = {
+                j.job_id: (j.queue or "", j.allocation.placement.total_gpus) for j in fast.running()
+            }
+            made = fast.cycle(now[0])
+            got = _decisions(made)
             assert got == _decisions(slow.cycle(now[0]))
+            cascades = bool(config["evicted_may_preempt"])
+            if not made.walltime_ended:  # the replay starts from the jobs running then
+                reclaims_keep_nominals(naive, before, queue_of, made, cascades)
             if any(started[4] for started in got[1]):
                 event("reclaimed")
             within_quotas(naive, fast)

@@ -29,6 +29,7 @@ class ReferenceBrakes:
     budgets: dict[str, int]
     evictions: list[tuple[float, str | None, int]]
     victims_this_cycle: int
+    evicted_now: set[str]
     preemption: bool
     defrag: bool
     histories: ReferenceHistories
@@ -204,6 +205,7 @@ class ReferenceBrakes:
                 names.append(hold_id)
                 continue
             self._end(match[0], release=False)
+            self.evicted_now.add(match[0].job_id)
             self.histories.add(match[0].job_id, now, "preempted", f"for {for_job}")
             self._queue(match[0], now)
             names.append(match[0].job_id)

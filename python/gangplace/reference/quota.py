@@ -235,18 +235,48 @@ class ReferenceTenancy:
         self.failed_reclaims.add(job.queue)
         return None
 
+    def _first_refused(self, job: Any, victims: list[Any]) -> Any:
+        """Q7's re-check: victims taken one by one, each the first in Q7's order then."""
+        assert self.tenancy is not None
+        tree, used = self.tenancy, self._used()
+        nominal = tree.queues[job.queue].nominal["gpu"]
+        borrows = used.get(job.queue, 0) + self._fewest(job) > nominal
+        left = list(victims)
+
+        def order(victim: Any) -> tuple[float, int, float, str]:
+            share = -tree.share(victim.queue, used) if self.fair_sharing else 0.0
+            return (share, victim.request.priority, -(victim.started_at or 0.0), victim.job_id)
+
+        while left:
+            victim = min(left, key=order)
+            if victim.queue != job.queue:
+                if used.get(victim.queue, 0) <= tree.queues[victim.queue].nominal["gpu"]:
+                    return victim
+                mine = tree.share(job.queue, used, self._fewest(job))
+                if self.fair_sharing and borrows and tree.share(victim.queue, used) <= mine:
+                    return victim
+            used[victim.queue] -= victim.allocation.placement.total_gpus
+            left.remove(victim)
+        return None
+
     def _choose_victims(self, job: Any, request: GangRequest, group: list[Any], now: float) -> Any:
-        holds = {v.allocation.id: v for v in group}
-        plan = self._braked_plan(request, now, list(holds))
-        if plan is None:
-            return None
-        victims = [holds[h] for h in plan.victims]
+        group = list(group)
+        while True:  # Q7: a plan the re-check refuses is made again without that victim
+            holds = {v.allocation.id: v for v in group}
+            plan = self._braked_plan(request, now, list(holds))
+            if plan is None:
+                return None
+            victims = [holds[h] for h in plan.victims]
+            refused = self._first_refused(job, victims)
+            if refused is None:
+                break
+            group.remove(refused)
         gpus = plan.placement.total_gpus
         if self._queue_room(job, victims) >= gpus:
             return plan, []
         chosen = list(victims)
         for victim in group:  # Q7: more for the quota alone, in order
-            if victim in chosen:
+            if victim in chosen or self._first_refused(job, [*chosen, victim]) is not None:
                 continue
             chosen.append(victim)
             if self._queue_room(job, chosen) >= gpus:
@@ -261,6 +291,8 @@ class ReferenceTenancy:
                 chosen = rest
         plan = self._braked_plan(request, now, [v.allocation.id for v in chosen])
         if plan is None or self._queue_room(job, chosen) < plan.placement.total_gpus:
+            return None
+        if self._first_refused(job, chosen) is not None:
             return None
         if not self._victims_allowed(tuple(v.allocation.id for v in chosen), now):
             return None

@@ -27,11 +27,11 @@ from gangplace.reference.brakes import ReferenceBrakes
 from gangplace.reference.failures import ReferenceFailures
 from gangplace.reference.history import ReferenceHistories
 from gangplace.reference.quota import ReferenceQuotas, ReferenceTenancy
+from gangplace.reference.reasons import ReferenceReasons
 from gangplace.reference.values import MAX_NAME_BYTES
 from gangplace.reference.walltime import ReferenceWalltimes
 from gangplace.scheduler.history import HistorySummary, JobHistory
 from gangplace.scheduler.quota import Cohort, Queue
-from gangplace.scheduler.reasons import HEAD, NOFIT, QUEUE_QUOTA, QUOTA, LastWalk
 from gangplace.scheduler.values import Decisions, Moved, Shadow, Started
 
 __all__ = ["ReferenceScheduler"]
@@ -57,7 +57,9 @@ class _Job:
     overran: bool = False
 
 
-class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy, ReferenceWalltimes):
+class ReferenceScheduler(
+    ReferenceFailures, ReferenceBrakes, ReferenceTenancy, ReferenceWalltimes, ReferenceReasons
+):
     """Same constructor, ``submit``, ``cancel``, ``finish``, ``requeue`` and ``cycle``."""
 
     def __init__(
@@ -82,8 +84,11 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy, R
         fair_sharing: bool = False,
         overrun: str = "end",
         overrun_grace: float = 0.0,
+        evicted_may_preempt: bool = False,
     ) -> None:
         self.cluster = cluster
+        self.evicted_may_preempt = evicted_may_preempt
+        self.evicted_now: set[str] = set()  # Q5, S7: evicted in the cycle under way
         self.overrun = overrun
         self.grace = overrun_grace if overrun == "end" else 0.0
         self.last_event = -math.inf  # S16
@@ -302,6 +307,7 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy, R
         self.victims_this_cycle = 0
         self.failed_reclaims = set()
         self.started_now = set()  # Q6: a cycle never undoes its own starts
+        self.evicted_now = set()
         overran, walltime_ended = self._overruns(now)
         repaired, requeued, failed, repair_evicted = self._failures(now)
         timed_out, degraded = [], []
@@ -336,6 +342,10 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy, R
             tuple(overran),
             tuple(walltime_ended),
         )
+
+    def _no_cascade(self, job: _Job) -> bool:
+        """Q5, S7: a job evicted in this cycle does not preempt in it (unless allowed)."""
+        return not self.evicted_may_preempt and job.job_id in self.evicted_now
 
     def _order(self, job: _Job) -> tuple[int, int]:
         """S1: submission order, or priority first."""
@@ -373,7 +383,7 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy, R
             if job.queue is not None and outcome not in ("quota", "fifo"):
                 if self.tenancy and self.tenancy.queues[job.queue].queueing == "fifo":
                     self.stopped.add(job.queue)
-                if job.queue not in reclaimers:
+                if job.queue not in reclaimers and not self._no_cascade(job):
                     reclaimers.add(job.queue)
                     shaped = bool(job.request.slices or job.request.numa != "none")
                     shaped = shaped or bool(job.request.spares or job.request.resources_per_pod)
@@ -388,7 +398,7 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy, R
             if outcome == "fifo":
                 continue
             if head is None:
-                made = self._make_room(job, now)
+                made = None if self._no_cascade(job) else self._make_room(job, now)
                 if made is not None:
                     started.append(made[0])
                     evicted.extend(made[1])
@@ -462,52 +472,6 @@ class ReferenceScheduler(ReferenceFailures, ReferenceBrakes, ReferenceTenancy, R
             job.queue,
             request.preemptible if job.queue is not None else None,
         )
-
-    def reasons(self) -> dict[str, str]:
-        """S10: why each pending job is not running, from the last walk, naively."""
-        texts = LastWalk(self.backfill, 0)
-        if self.head is not None:
-            texts.blocked_by(self.head, -1)
-        reserved = {job_id: kept[1] for job_id, kept in self.kept.items()}
-        reasons = {}
-        for job in sorted(self.pending, key=self._order):
-            cap = self.quotas.get(job.owner) if job.owner is not None else None
-            room = None if cap is None else cap - self._usage(job.owner)
-            if cap is not None and room is not None and self._fewest(job) > room:
-                left = f"has {room} of its {cap} GPUs of quota left"
-                reasons[job.job_id] = f"owner {job.owner!r} {left}"
-            elif job.queue is not None and self._queue_reason(job) is not None:
-                reasons[job.job_id] = self._queue_reason(job) or ""
-            elif job.job_id in self.fresh:
-                reasons[job.job_id] = "not tried yet: queued after the last cycle"
-            elif job.job_id == self.head:
-                reasons[job.job_id] = HEAD
-            elif job.job_id in reserved:
-                shadow = reserved[job.job_id]
-                reasons[job.job_id] = (
-                    "does not fit now, nor once every running job with a walltime has ended"
-                    if shadow.placement is None
-                    else f"does not fit now; its GPUs are reserved from {shadow.time:g} s"
-                )
-            else:
-                reasons[job.job_id] = self._class_reason(job, texts)
-        return reasons
-
-    def _class_reason(self, job: _Job, texts: LastWalk) -> str:
-        why = self.outcomes.get(self._class(job), (0.0, ""))[1]
-        if why == "quota":
-            return QUOTA
-        if why == "queue-quota":
-            return QUEUE_QUOTA
-        if why == "fifo":
-            return f"behind the first blocked job of its queue {job.queue!r} (queueing='fifo')"
-        if why == "nofit":
-            return texts.texts["twin"] if self._class(job) == self.head_class else NOFIT
-        if why in ("beside", "untimed", "quota-reserved"):
-            return texts.texts[why]
-        if self.head is None:
-            return "not tried in the last cycle"
-        return texts.texts["none" if self.backfill == "none" else "behind"]
 
     def _reserve(self, job: _Job, walk: list[ReferenceReservation], now: float) -> Shadow:
         """S5: the job's reservation: the kept one while valid, else a new one."""

@@ -85,6 +85,9 @@ class Scheduler(SchedulerViews):
             reported each time.
         overrun_grace: Seconds a job may run past its walltime before ``"end"`` ends it
             (Slurm's ``OverTimeLimit``); the backfill counts them in its predictions.
+        evicted_may_preempt: Whether a job evicted in a cycle may preempt (S7) or reclaim
+            (docs/queues.md Q5) in that same cycle. ``False`` (default): no cascades; it may
+            still start on free GPUs.
         metrics: A ``prometheus_client`` registry to publish metrics in (extra
             ``gangplace[metrics]``); ``None``: no metrics.
         quotas: Owner -> the most GPUs that owner's running jobs may hold at once. Owners
@@ -147,6 +150,7 @@ class Scheduler(SchedulerViews):
         fair_sharing: bool = False,
         overrun: Literal["end", "report", "extend"] = "end",
         overrun_grace: float = 0.0,
+        evicted_may_preempt: bool = False,
     ) -> None:
         if not isinstance(cluster, Cluster):
             raise TypeError(f"cluster must be a gangplace.Cluster, not {type(cluster).__name__}")
@@ -201,8 +205,14 @@ class Scheduler(SchedulerViews):
         if grace and overrun != "end":
             raise InvalidRequest('overrun_grace is the grace of overrun="end"')
         self._running.grace = grace or 0.0
+        self.evicted_may_preempt = bool(evicted_may_preempt)
         settings = Settings(
-            backfill, reservation_depth, self.preemption, self.defrag, self.repair_widen
+            backfill,
+            reservation_depth,
+            self.preemption,
+            self.defrag,
+            self.repair_widen,
+            self.evicted_may_preempt,
         )
         self._parts = Parts(
             cluster,
@@ -421,13 +431,19 @@ class Scheduler(SchedulerViews):
         now = self._at(now)
         self._last_cycle = now
         self._running.walk_now = now
+        self._running.evicted_now.clear()
         self._freeze_reasons()
         self._parts.brakes.victims_this_cycle = 0
         if self._tenancy is not None:
             self._tenancy.failed_reclaims.clear()
             self._tenancy.started_now.clear()
         settings = Settings(  # the attributes as they are now (a caller may have set them)
-            self.backfill, self.reservation_depth, self.preemption, self.defrag, self.repair_widen
+            self.backfill,
+            self.reservation_depth,
+            self.preemption,
+            self.defrag,
+            self.repair_widen,
+            self.evicted_may_preempt,
         )
         if settings != self._parts.settings:
             self._parts = dataclasses.replace(self._parts, settings=settings)

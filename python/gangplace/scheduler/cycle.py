@@ -182,7 +182,7 @@ class _Walk:
             if outcome == "fifo":
                 continue
             if self.head is None:
-                room = _make_room(parts, job, self.now)
+                room = None if self._evicted_now(job) else _make_room(parts, job, self.now)
                 if room is not None:
                     started.append(room[0])
                     preempted.extend(room[1])
@@ -215,10 +215,15 @@ class _Walk:
         assert self.tenancy is not None
         if self.tenancy.tree.queues[job.queue].queueing == "fifo":
             self.stopped.add(job.queue)
-        if job.queue in self.reclaimers:
-            return False
+        if job.queue in self.reclaimers or self._evicted_now(job):
+            return False  # Q5: its queue tried; or it was evicted in this cycle
         self.reclaimers.add(job.queue)
         return True
+
+    def _evicted_now(self, job: QueuedJob) -> bool:
+        """Q5, S7: evicted in this cycle, so it may not preempt in it (no cascades)."""
+        parts = self.parts
+        return not parts.settings.evicted_may_preempt and job.job_id in parts.running.evicted_now
 
     def _reclaim(self, job: QueuedJob) -> tuple[Started, list[str]] | None:
         """Q5-Q7: the job's queue preempts what its policies allow, if that starts it."""

@@ -33,6 +33,7 @@ class Settings:
     preemption: bool  # S7
     defrag: bool  # S7
     repair_widen: bool  # S13
+    evicted_may_preempt: bool = False  # Q5, S7: a job evicted in a cycle preempts in it
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,12 +50,22 @@ def _choose(
     group: list[QueuedJob],
     now: float,
 ) -> tuple[PreemptionPlan, list[QueuedJob]] | None:
-    """The plan and the extra victims (ended for quota alone) that start ``job``."""
-    plan = _braked_plan(parts, request, now, [v.allocation_id or "" for v in group])
-    if plan is None:
-        return None
+    """The plan and the extra victims (ended for quota alone) that start ``job``.
+
+    A plan whose victims Q7's re-check refuses (``Tenancy.first_refused``) is made again
+    without the refused one, until it passes or no plan remains.
+    """
     running = parts.running
-    victims = [running.jobs[running.by_hold[hold]] for hold in plan.victims]
+    group = list(group)
+    while True:
+        plan = _braked_plan(parts, request, now, [v.allocation_id or "" for v in group])
+        if plan is None:
+            return None
+        victims = [running.jobs[running.by_hold[hold]] for hold in plan.victims]
+        refused = tenancy.first_refused(job, victims)
+        if refused is None:
+            break
+        group.remove(refused)
     gpus = plan.placement.total_gpus
     if tenancy.quota_after(job, gpus, victims):
         return plan, []
@@ -63,7 +73,7 @@ def _choose(
     # not needed (for the quota or the fit) restored, last taken first.
     chosen = list(victims)
     for victim in group:  # in Q7's order: borrowers, then the job's own queue
-        if victim not in chosen:
+        if victim not in chosen and tenancy.first_refused(job, [*chosen, victim]) is None:
             chosen.append(victim)
             if tenancy.quota_after(job, gpus, chosen):
                 break
@@ -75,6 +85,8 @@ def _choose(
             chosen = rest
     plan = _braked_plan(parts, request, now, [v.allocation_id or "" for v in chosen])
     if plan is None or not tenancy.quota_after(job, plan.placement.total_gpus, chosen):
+        return None
+    if tenancy.first_refused(job, chosen) is not None:
         return None
     extras = [victim for victim in chosen if victim.allocation_id not in plan.victims]
     holds = tuple(victim.allocation_id or "" for victim in chosen)

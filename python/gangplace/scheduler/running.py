@@ -111,6 +111,7 @@ class RunningJobs:
         self.overrun = "end"
         self.grace = 0.0
         self.overrunning: set[str] = set()  # running jobs past their walltime
+        self.evicted_now: set[str] = set()  # jobs evicted in the cycle under way (Q5, S7)
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -267,6 +268,7 @@ class RunningJobs:
                 names.append(hold_id)
                 continue
             job = self.end(job_id, release=False)
+            self.evicted_now.add(job_id)
             self.histories.stopped(job_id, now, "preempted", f"for {for_job}")
             self.waiting.enqueue(job, now)
             names.append(job_id)

@@ -182,6 +182,40 @@ class Tenancy:
         share = -self.tree.share(job.queue) if self.fair_sharing else 0.0
         return (share, job.request.priority, -(job.started_at or 0.0), job.job_id)
 
+    def first_refused(self, job: QueuedJob, victims: Iterable[QueuedJob]) -> QueuedJob | None:
+        """docs/queues.md Q7: the first victim not to take, re-checked victim by victim.
+
+        The victims are taken one at a time, the next always the first in Q7's order at
+        that moment (shares change as victims leave). A victim of another queue may be taken
+        only while its queue borrows (uses more than its nominal quota) at that moment, and,
+        with fair sharing when ``job`` must borrow, only while its queue's share is above
+        ``job``'s queue's share once ``job`` runs. ``None``: every victim may be taken.
+        """
+        assert job.queue is not None
+        tree, queue = self.tree, job.queue
+        left, taken = list(victims), []
+        node = tree.nodes[queue]
+        borrows = node.usage + job.fewest_gpus > node.nominal
+        try:
+            while left:
+                victim = min(left, key=self._victim_order)
+                other = victim.queue
+                assert other is not None
+                if other != queue:
+                    target = tree.nodes[other]
+                    if target.usage <= target.nominal:
+                        return victim  # no longer borrowing: within its nominal quota
+                    above = tree.share(other) > tree.share(queue, job.fewest_gpus)
+                    if self.fair_sharing and borrows and not above:
+                        return victim  # its share is no longer above the preemptor's
+                tree.add(other, -self.gpus[victim.job_id])
+                taken.append(victim)
+                left.remove(victim)
+            return None
+        finally:
+            for victim in taken:
+                tree.add(victim.queue or "", self.gpus[victim.job_id])
+
     def quota_after(self, job: QueuedJob, gpus: int, victims: Iterable[QueuedJob]) -> bool:
         """Whether ``job`` may take ``gpus`` once ``victims`` have ended (Q3-Q4)."""
         victims = list(victims)

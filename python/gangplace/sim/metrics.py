@@ -32,7 +32,10 @@ Definitions (times in seconds of the trace):
   GPU-time that was not lost, over the whole run. ``repairs``: failures repaired in place
   (``+repair``, ``+spares``), ``ranks_from_spares`` the lost ranks spares took,
   ``spare_gpu_hours`` the GPU-time held as spares (idle and never free: the price of
-  ``+spares``, not in ``utilization``).
+  ``+spares``, not in ``utilization``). ``preemptions``: jobs evicted; ``preempting_starts``
+  the starts that evicted them; ``cascades`` those starts by a job itself evicted in the same
+  cycle (docs/queues.md Q5); ``restarted_at_once`` the victims started again in the cycle
+  that evicted them (by a cascade, or on GPUs freed meanwhile).
 - ``real_wait_s``: the waits the trace itself recorded (Alibaba), beside the simulated ones.
 """
 
@@ -236,6 +239,9 @@ def summarize(result: RunResult, spec: ClusterSpec, window: Window) -> dict[str,
         "placements": result.placements,
         "numa_split_pods": result.numa_split_pods,
         "preemptions": result.preemptions,
+        "preempting_starts": result.preempting_starts,
+        "cascades": result.cascades,
+        "restarted_at_once": result.restarted_at_once,
         "moves": result.moves,
         "failures": result.failures,
         "restarts": sum(r.restarts for r in result.records),

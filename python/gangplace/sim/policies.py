@@ -121,6 +121,7 @@ class GangPolicy:
                 "queues": list(setup.queues),
                 "cohorts": list(setup.cohorts),
                 "fair_sharing": setup.fair_sharing,
+                "evicted_may_preempt": setup.evicted_may_preempt,
             }
             self.queue_figures = QueueFigures(
                 tuple(q.name for q in setup.queues),
@@ -242,7 +243,13 @@ class GangPolicy:
                     self.queue_figures.reclaimed(queue, record.job.gpus, now - record.start_s)
                 replay.stopped(record, now)
                 replay.preemptions += 1
+        evicted_now = set(decisions.preempted)
         for started in decisions.started:
+            again = started.job_id in evicted_now  # evicted and started in one cycle
+            replay.restarted_at_once += again
+            if started.preempted:  # docs/queues.md Q5: a start that evicted, maybe a cascade
+                replay.preempting_starts += 1
+                replay.cascades += again
             replay.placements += 1
             record = replay.by_id[started.job_id]
             replay.count_numa_splits(started.allocation.placement.pods, record)

@@ -33,7 +33,14 @@ __all__ = ["QueueFigures", "QueueSetup", "load_queues"]
 
 QUEUE_FIELDS = Queue._FIELDS
 COHORT_FIELDS = Cohort._FIELDS
-TOP_FIELDS = ("fair_sharing", "cohorts", "queues", "owners", "default_queue")
+TOP_FIELDS = (
+    "fair_sharing",
+    "evicted_may_preempt",
+    "cohorts",
+    "queues",
+    "owners",
+    "default_queue",
+)
 
 
 def load_queues(path: str | Path) -> dict[str, Any]:
@@ -70,6 +77,7 @@ class QueueSetup:
     fair_sharing: bool
     owners: Mapping[str, str]
     default_queue: str | None
+    evicted_may_preempt: bool = False  # docs/queues.md Q5: same-cycle cascades
 
     @classmethod
     def parse(cls, raw: object, where: str = "queues") -> QueueSetup:
@@ -84,6 +92,9 @@ class QueueSetup:
         fair = raw.get("fair_sharing", False)
         if not isinstance(fair, bool):
             raise SimError(f"{where}: fair_sharing must be true or false, got {fair!r}")
+        cascades = raw.get("evicted_may_preempt", False)
+        if not isinstance(cascades, bool):
+            raise SimError(f"{where}: evicted_may_preempt must be true or false, got {cascades!r}")
         queues = tuple(_values(raw, "queues", Queue, QUEUE_FIELDS, where))
         if not queues:
             raise SimError(f"{where}: queues must list at least one queue")
@@ -106,7 +117,7 @@ class QueueSetup:
             QuotaTree(queues, cohorts)
         except (GangplaceError, TypeError) as error:
             raise SimError(f"{where}: {error}") from None
-        return cls(queues, cohorts, fair, dict(owners), default)
+        return cls(queues, cohorts, fair, dict(owners), default, cascades)
 
     def queue_of(self, owner: str | None) -> str | None:
         """The queue a job of ``owner`` submits to, or ``None``."""

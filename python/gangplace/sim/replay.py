@@ -108,6 +108,9 @@ class RunResult:
     ranks_from_spares: int = 0  # lost ranks those repairs gave to spares
     spare_gpu_s: float = 0.0  # GPU-seconds held as spares (idle, never free)
     queued_at_end: int = 0  # admitted jobs still queued when the run ended (not a standoff)
+    preempting_starts: int = 0  # starts that evicted jobs (docs/queues.md Q5, S7)
+    cascades: int = 0  # of those, by a job itself evicted in the same cycle
+    restarted_at_once: int = 0  # victims started again in the cycle that evicted them
     queues: Any = None  # gangplace.sim.queues.QueueFigures with --queues
 
 
@@ -156,6 +159,7 @@ class Replay:
         self.numa_split_pods = 0  # started pods whose GPUs span two NUMA groups
         self.engine_seconds = 0.0
         self.preemptions = self.moves = self.failures = 0
+        self.preempting_starts = self.cascades = self.restarted_at_once = 0
         self.repairs = self.ranks_from_spares = 0
         self.spare_gpu_s = 0.0
         self.samples: list[tuple[float, float, int, int]] = []
@@ -250,7 +254,10 @@ class Replay:
             self.ranks_from_spares,
             self.spare_gpu_s,
             0 if standoff is not None else queued,
-            getattr(self.policy, "queue_figures", None),
+            preempting_starts=self.preempting_starts,
+            cascades=self.cascades,
+            restarted_at_once=self.restarted_at_once,
+            queues=getattr(self.policy, "queue_figures", None),
         )
 
     def _advance(self, last: float, now: float) -> None:

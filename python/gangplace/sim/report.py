@@ -174,6 +174,13 @@ def group_lines(report: dict[str, Any], scale: float, unit: str) -> list[str]:
                     f"goodput {_share(entry['goodput'])}, preemptions "
                     f"{_cell(entry['preemptions'], form='{:.0f}')}"
                 )
+                if "preempting_starts" in entry:  # reports written before issue 46 lack it
+                    line += (
+                        f" by {_cell(entry['preempting_starts'], form='{:.0f}')} starts "
+                        f"({_cell(entry['cascades'], form='{:.0f}')} by a job evicted in the "
+                        "same cycle); victims started again at once "
+                        f"{_cell(entry['restarted_at_once'], form='{:.0f}')}"
+                    )
                 if entry.get("repairs", {}).get("mean") or entry.get("spare_gpu_hours", {}).get(
                     "mean"
                 ):
