@@ -18,12 +18,12 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from test_scheduler_differential import _cluster, _decisions
 
-from gangplace import Cohort, GangRequest, Queue, Scheduler, Unschedulable
+from gangplace import Cohort, GangRequest, InvalidRequest, Queue, Scheduler, Unschedulable
 from gangplace.errors import UnknownJob
 from gangplace.reference.quota import ReferenceQuotas
 from gangplace.reference.scheduler import ReferenceScheduler
 
-QUEUES = ("q0", "q1", "q2")
+QUEUES = ("q0", "q1", "q2", "q3")  # q3 only once an "add_queue" made it
 
 
 @st.composite
@@ -41,7 +41,7 @@ def queue_trees(draw: Any) -> tuple[list[Queue], list[Cohort]]:
             )
         )
     queues = []
-    for name in QUEUES:
+    for name in QUEUES[:3]:
         nominal = draw(st.sampled_from([0, 4, 8, 12, 16]))
         queues.append(
             Queue(
@@ -108,12 +108,19 @@ jobs = st.tuples(
     st.booleans(),  # preemptible
     st.sampled_from([None, 20.0, 50.0]),
 )
+# Q11: queues changed while jobs run (a nominal, a queue added or removed).
+changes = st.tuples(
+    st.sampled_from(["update_queue", "remove_queue", "add_queue"]),
+    st.sampled_from([*QUEUES, "q3"]),
+    st.sampled_from([0, 4, 8, 16]),
+)
 operations = st.lists(
     st.one_of(
         jobs,
         jobs,
         st.tuples(st.sampled_from(["finish", "cancel"]), st.integers(0, 15)),
         st.tuples(st.just("cycle"), st.sampled_from([0.0, 5.0, 30.0])),
+        changes,
     ),
     min_size=8,
     max_size=50,
@@ -131,13 +138,17 @@ configs = st.fixed_dictionaries(
 )
 
 
-def within_quotas(tree: ReferenceQuotas, fast: Scheduler) -> None:
-    """Q3 by brute force: no node past its nominal plus what its tree may lend it."""
+def within_quotas(tree: ReferenceQuotas, fast: Scheduler, only: set[str] | None = None) -> None:
+    """Q3 by brute force: no node past its nominal plus what its tree may lend it.
+
+    ``only``: the queues to check (after a quota was changed while jobs ran, Q11 lets a
+    queue stay over a lowered quota, so only queues that just started a job are checked).
+    """
     used: dict[str, int] = {}
     for job in fast.running():
         assert job.queue is not None
         used[job.queue] = used.get(job.queue, 0) + job.allocation.placement.total_gpus
-    for name in [*tree.queues, *tree.cohorts]:
+    for name in [*tree.queues, *tree.cohorts] if only is None else sorted(only):
         usage, guaranteed = tree.usage(name, used), tree.guaranteed(name)
         spec = tree.queues.get(name) or tree.cohorts[name]
         parent = spec.cohort if isinstance(spec, Queue) else spec.parent
@@ -147,7 +158,7 @@ def within_quotas(tree: ReferenceQuotas, fast: Scheduler) -> None:
         if spec.borrowing_limit is not None:
             over = max(0, usage - guaranteed)
             assert over <= tree.subtree(name) - guaranteed + spec.borrowing_limit["gpu"], name
-    for name in tree.queues:  # never more than it could reach with nothing else running
+    for name in tree.queues if only is None else sorted(only):  # never above its reach
         assert used.get(name, 0) <= max(0, tree.available(name, {})), name
 
 
@@ -200,6 +211,7 @@ def test_queues_match_the_reference(tree: Any, config: dict[str, Any], ops: list
     naive = ReferenceQuotas(queues, cohorts)
     submitted = 0
     queue_of: dict[str, str] = {}
+    changed_quotas = False
     for op in ops:
         if op[0] == "submit":
             _, request, queue, preemptible, walltime = op
@@ -225,7 +237,27 @@ def test_queues_match_the_reference(tree: Any, config: dict[str, Any], ops: list
                     outcomes.append("queued")
                 except Unschedulable:
                     outcomes.append("refused")
+                except InvalidRequest:  # a queue removed, or never added
+                    outcomes.append("invalid")
             assert outcomes[0] == outcomes[1], (job_id, request, outcomes)
+        elif op[0] in ("update_queue", "remove_queue", "add_queue"):
+            kind, name, nominal = op
+            spec = next((q for q in queues if q.name == name), Queue(name, cohort=None))
+            policy: Any = spec.reclaim_within_cohort
+            changed = Queue(name, cohort=spec.cohort, nominal=nominal, reclaim_within_cohort=policy)
+            argument: Any = name if kind == "remove_queue" else changed
+            answers = []
+            for scheduler in (fast, slow):
+                try:
+                    getattr(scheduler, kind)(argument)
+                    answers.append("ok")
+                except InvalidRequest:
+                    answers.append("refused")
+            assert answers[0] == answers[1], (op, answers)
+            if answers[0] == "ok":
+                naive = slow.tenancy  # type: ignore[assignment]
+                changed_quotas = True
+                event(f"queues changed: {kind}")
         elif op[0] in ("finish", "cancel"):
             job_id = f"j{op[1]}"
             results: list[object] = []
@@ -259,7 +291,8 @@ def test_queues_match_the_reference(tree: Any, config: dict[str, Any], ops: list
                 reclaims_keep_nominals(naive, before, queue_of, made, cascades)
             if any(started[4] for started in got[1]):
                 event("reclaimed")
-            within_quotas(naive, fast)
+            starters = {queue_of[started.job_id] for started in made.started}
+            within_quotas(naive, fast, starters if changed_quotas else None)
         fast_cluster.check_invariants()
     assert fast_cluster.snapshot() == slow_cluster.snapshot()
     reasons = slow.reasons()

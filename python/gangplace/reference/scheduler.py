@@ -26,6 +26,7 @@ from gangplace.reference.backfill import ReferenceReservation, fresh_reservation
 from gangplace.reference.brakes import ReferenceBrakes
 from gangplace.reference.failures import ReferenceFailures
 from gangplace.reference.history import ReferenceHistories
+from gangplace.reference.live import ReferenceLive
 from gangplace.reference.quota import ReferenceQuotas, ReferenceTenancy
 from gangplace.reference.reasons import ReferenceReasons
 from gangplace.reference.values import MAX_NAME_BYTES
@@ -58,7 +59,12 @@ class _Job:
 
 
 class ReferenceScheduler(
-    ReferenceFailures, ReferenceBrakes, ReferenceTenancy, ReferenceWalltimes, ReferenceReasons
+    ReferenceFailures,
+    ReferenceBrakes,
+    ReferenceTenancy,
+    ReferenceWalltimes,
+    ReferenceReasons,
+    ReferenceLive,
 ):
     """Same constructor, ``submit``, ``cancel``, ``finish``, ``requeue`` and ``cycle``."""
 

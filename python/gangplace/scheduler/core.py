@@ -29,6 +29,7 @@ from gangplace.scheduler.brakes import Brakes
 from gangplace.scheduler.cycle import run_cycle
 from gangplace.scheduler.failures import ON_FAILURE, handle_failures
 from gangplace.scheduler.history import Histories
+from gangplace.scheduler.live import LiveQueues
 from gangplace.scheduler.metrics import SchedulerMetrics
 from gangplace.scheduler.owners import OwnerQuotas
 from gangplace.scheduler.parts import Parts, Settings
@@ -49,7 +50,7 @@ BACKFILLS = ("easy", "conservative", "none", "any")
 OVERRUNS = ("end", "report", "extend")
 
 
-class Scheduler(SchedulerViews):
+class Scheduler(SchedulerViews, LiveQueues):
     """A gang queue with backfill, priorities, timeouts and metrics around one cluster.
 
     The scheduler owns the holds it makes: a started job's GPUs are reserved and committed

@@ -198,7 +198,13 @@ class SchedulerMetrics:
                 )
             }
             self.queue_counted: dict[tuple[str, str], int] = {}
+            self.queue_seen: set[str] = set()
         tree = tenancy.tree
+        for gone in sorted(self.queue_seen - set(tree.queues)):  # Q11: a queue removed
+            for metric in [*self.queue_gauges.values(), *self.queue_counters.values()]:
+                metric.remove(gone)
+            self.queue_counted = {k: v for k, v in self.queue_counted.items() if k[1] != gone}
+        self.queue_seen = set(tree.queues)
         for queue in tree.queues:
             node = tree.nodes[queue]
             values = {

@@ -34,6 +34,11 @@ class Tenancy:
         self.failed_reclaims: set[str] = set()  # queues whose reclaim failed in this cycle
         self.started_now: set[str] = set()  # jobs started in this cycle: never victims (Q6)
         self.admitted: dict[str, int] = dict.fromkeys(self.tree.queues, 0)
+        self.reclaimed: dict[str, int] = dict.fromkeys(self.tree.queues, 0)
+        self._derive()
+
+    def _derive(self) -> None:
+        """The views of the tree that the walk reads (made again when the tree changes)."""
         self.tree_queues: dict[str, list[str]] = {}  # root cohort -> its queues, in order
         for name in self.tree.queues:
             node = self.tree.nodes[name]
@@ -58,7 +63,31 @@ class Tenancy:
             for name, queue in self.tree.queues.items()
             if name not in self.may_preempt and queue.queueing != "fifo"
         }
-        self.reclaimed: dict[str, int] = dict.fromkeys(self.tree.queues, 0)
+
+    def rebuilt(
+        self, queues: Iterable[Queue], cohorts: Iterable[Cohort], pending: set[str]
+    ) -> None:
+        """Q11: the tree made again from new values, the running jobs' usage kept.
+
+        ``pending``: the queues that jobs wait in. Raises (and changes nothing) when the new
+        tree is invalid (as when the Scheduler is built) or when a queue that jobs wait or
+        run in is gone.
+        """
+        tree = QuotaTree(queues, cohorts)
+        if not tree.queues:
+            raise InvalidRequest("queues must list at least one Queue")
+        busy = {name for name, running in self.jobs.items() if running} | pending
+        gone = sorted(busy - set(tree.queues))
+        if gone:
+            raise InvalidRequest(f"queue {gone[0]!r} has jobs: it cannot be removed")
+        for name, running in self.jobs.items():
+            for job_id in running:
+                tree.add(name, self.gpus[job_id])
+        self.tree = tree
+        self.jobs = {name: self.jobs.get(name, {}) for name in tree.queues}
+        self.admitted = {name: self.admitted.get(name, 0) for name in tree.queues}
+        self.reclaimed = {name: self.reclaimed.get(name, 0) for name in tree.queues}
+        self._derive()
 
     # ------------------------------------------------------------------ usage
 
