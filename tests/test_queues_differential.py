@@ -56,8 +56,11 @@ def queue_trees(draw: Any) -> tuple[list[Queue], list[Cohort]]:
                 reclaim_within_cohort=draw(
                     st.sampled_from(["never", "lower_priority", "any", "any"])
                 ),
-                borrow_within_cohort=draw(st.sampled_from(["never", "lower_priority"])),
+                borrow_within_cohort=(borrow := draw(st.sampled_from(["never", "lower_priority"]))),
                 queueing=draw(st.sampled_from(["best_effort_fifo", "fifo"])),
+                borrow_within_cohort_max_priority=(
+                    draw(st.none() | st.integers(0, 1)) if borrow == "lower_priority" else None
+                ),
             )
         )
     # Limits only where a cohort is set (Q1).
@@ -80,6 +83,7 @@ def queue_trees(draw: Any) -> tuple[list[Queue], list[Cohort]]:
                 reclaim_within_cohort=queue.reclaim_within_cohort,  # type: ignore[arg-type]
                 borrow_within_cohort=queue.borrow_within_cohort,  # type: ignore[arg-type]
                 queueing=queue.queueing,  # type: ignore[arg-type]
+                borrow_within_cohort_max_priority=queue.borrow_within_cohort_max_priority,
             )
         )
     return limited, cohorts
@@ -134,6 +138,13 @@ configs = st.fixed_dictionaries(
         "min_runtime": st.sampled_from([0.0, 0.0, 10.0]),
         "max_victims_per_cycle": st.none() | st.integers(0, 2),
         "evicted_may_preempt": st.sampled_from([False, False, True]),
+        "fair_sharing_strategies": st.sampled_from(  # Kueue's preemptionStrategies
+            [
+                ("less_than_initial_share",),
+                ("less_than_or_equal_to_final_share",),
+                ("less_than_or_equal_to_final_share", "less_than_initial_share"),
+            ]
+        ),
     }
 )
 

@@ -77,6 +77,7 @@ submits = st.tuples(
     st.sampled_from([None, 0.0, 25.0]),
     ladders,
     st.sampled_from(["requeue", "repair", "repair", "fail"]),  # rule S13
+    st.sampled_from([None, None, -40.0, -7.0, 0.0]),  # S1: created this long before now
 )
 # Hardware under running jobs (rule S13): a GPU fails or comes back, a node goes.
 hardware = st.tuples(st.just("unhealthy"), st.integers(0, 7), st.integers(0, 3)) | st.tuples(
@@ -158,7 +159,9 @@ def test_scheduler_matches_the_reference(
     submitted = 0
     for op in ops:
         if op[0] == "submit":
-            _, request, owner, walltime, timeout, ladder, on_failure = op
+            _, request, owner, walltime, timeout, ladder, on_failure, *rest = op
+            before = rest[0] if rest else None
+            created = None if before is None else now[0] + before
             job_id = f"j{submitted}"
             submitted += 1
             outcomes = []
@@ -173,6 +176,7 @@ def test_scheduler_matches_the_reference(
                             timeout=timeout,
                             ladder=ladder,
                             on_failure=on_failure,
+                            created=created,
                         )
                     else:
                         slow.submit(
@@ -184,6 +188,7 @@ def test_scheduler_matches_the_reference(
                             timeout=timeout,
                             ladder=ladder,
                             on_failure=on_failure,
+                            created=created,
                         )
                     outcomes.append("queued")
                 except Unschedulable:

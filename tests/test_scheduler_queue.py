@@ -14,7 +14,7 @@ from gangplace.scheduler.queue import BLOCK, JobClass, QueuedJob
 
 def _job(sequence: int, priority: int, walltime: float | None) -> QueuedJob:
     return QueuedJob(
-        f"j{sequence}", GangRequest(1, 1), None, walltime, None, (), (-priority, sequence), 0.0
+        f"j{sequence}", GangRequest(1, 1), None, walltime, None, (), (-priority, 0.0, sequence), 0.0
     )
 
 

@@ -86,15 +86,14 @@ class ReferenceQuotas:
             from_parent = min(from_parent, stored - max(0, usage - guaranteed) + limit["gpu"])
         return max(0, guaranteed - usage) + from_parent
 
-    def share(self, queue: str, running: dict[str, int], extra: int = 0) -> float:
-        """Q8: borrowed over the root's subtree, divided by the weight."""
+    def share(self, queue: str, running: dict[str, int], extra: int = 0) -> tuple[float, float]:
+        """Q8: (borrowed over the root's subtree divided by the weight, not divided)."""
         borrowed = running.get(queue, 0) + extra - self.queues[queue].nominal["gpu"]
         if borrowed <= 0:
-            return 0.0
+            return (0.0, 0.0)
+        raw = borrowed / max(self.subtree(self.root(queue)), 1)
         weight = self.queues[queue].weight
-        return (
-            math.inf if weight == 0 else borrowed / max(self.subtree(self.root(queue)), 1) / weight
-        )
+        return (math.inf if weight == 0 else raw / weight, raw)
 
     def same_tree(self, a: str, b: str) -> bool:
         """Whether two queues lend to each other (one root cohort)."""
@@ -109,6 +108,7 @@ class ReferenceTenancy:
     running: list[Any]
     tenancy: ReferenceQuotas | None
     fair_sharing: bool
+    fair_strategies: tuple[str, ...]
     failed_reclaims: set[str]
     started_now: set[str]
 
@@ -116,7 +116,7 @@ class ReferenceTenancy:
 
         def _fewest(self, job: Any) -> int: ...
 
-        def _order(self, job: Any) -> tuple[int, int]: ...
+        def _order(self, job: Any) -> tuple[int, float, int]: ...
 
         def _braked_plan(
             self, request: GangRequest, now: float, candidates: list[str] | None = None
@@ -166,9 +166,9 @@ class ReferenceTenancy:
             f"(nominal {nominal}, in use {self._used().get(job.queue, 0)}{never})"
         )
 
-    def _share_key(self, job: Any) -> tuple[float, tuple[int, int]]:
+    def _share_key(self, job: Any) -> tuple[tuple[float, float], tuple[int, float, int]]:
         """Q8: the walk's order."""
-        share = 0.0
+        share = (0.0, 0.0)
         if self.tenancy is not None and self.fair_sharing:
             share = self.tenancy.share(job.queue, self._used(), self._fewest(job))
         return (share, self._order(job))
@@ -185,7 +185,7 @@ class ReferenceTenancy:
             if other.job_id in self.started_now:
                 continue  # Q6: a cycle never undoes its own starts
             if other.queue == job.queue:
-                newer = self._order(other)[1] > self._order(job)[1]
+                newer = self._order(other)[1:] > self._order(job)[1:]
                 if mine.within_queue != "never" and (
                     other.request.priority < priority
                     or (
@@ -202,16 +202,22 @@ class ReferenceTenancy:
             if fits_nominal:
                 policy = mine.reclaim_within_cohort
             elif self.fair_sharing:
-                above = tree.share(other.queue, used) > after
+                share = tree.share(other.queue, used)
+                final = "less_than_or_equal_to_final_share" in self.fair_strategies
+                above = share > after or (final and share == after)
                 policy = mine.reclaim_within_cohort if above else "never"
             else:
                 policy = mine.borrow_within_cohort
+                ceiling = mine.borrow_within_cohort_max_priority  # Q6: Kueue's threshold
+                if ceiling is not None and other.request.priority > ceiling:
+                    continue
             if policy == "any" or (policy != "never" and other.request.priority < priority):
                 others.append(other)
 
-        def order(victim: Any) -> tuple[float, int, float, str]:
-            share = -tree.share(victim.queue, used) if self.fair_sharing else 0.0
-            return (share, victim.request.priority, -(victim.started_at or 0.0), victim.job_id)
+        def order(victim: Any) -> tuple[float, float, int, float, str]:
+            weighted, raw = tree.share(victim.queue, used) if self.fair_sharing else (0.0, 0.0)
+            first = (-weighted, -raw)
+            return (*first, victim.request.priority, -(victim.started_at or 0.0), victim.job_id)
 
         return sorted(others, key=order), sorted(own, key=order)
 
@@ -243,9 +249,10 @@ class ReferenceTenancy:
         borrows = used.get(job.queue, 0) + self._fewest(job) > nominal
         left = list(victims)
 
-        def order(victim: Any) -> tuple[float, int, float, str]:
-            share = -tree.share(victim.queue, used) if self.fair_sharing else 0.0
-            return (share, victim.request.priority, -(victim.started_at or 0.0), victim.job_id)
+        def order(victim: Any) -> tuple[float, float, int, float, str]:
+            weighted, raw = tree.share(victim.queue, used) if self.fair_sharing else (0.0, 0.0)
+            first = (-weighted, -raw)
+            return (*first, victim.request.priority, -(victim.started_at or 0.0), victim.job_id)
 
         while left:
             victim = min(left, key=order)
@@ -253,7 +260,13 @@ class ReferenceTenancy:
                 if used.get(victim.queue, 0) <= tree.queues[victim.queue].nominal["gpu"]:
                     return victim
                 mine = tree.share(job.queue, used, self._fewest(job))
-                if self.fair_sharing and borrows and tree.share(victim.queue, used) <= mine:
+                gpus = victim.allocation.placement.total_gpus
+                initial = tree.share(victim.queue, used) > mine
+                final = tree.share(victim.queue, used, -gpus) >= mine
+                allowed = ("less_than_initial_share" in self.fair_strategies and initial) or (
+                    "less_than_or_equal_to_final_share" in self.fair_strategies and final
+                )
+                if self.fair_sharing and borrows and not allowed:
                     return victim
             used[victim.queue] -= victim.allocation.placement.total_gpus
             left.remove(victim)

@@ -47,6 +47,7 @@ class _Job:
     timeout: float | None
     ladder: tuple[tuple[float, str | None], ...]
     sequence: int
+    created: float = 0.0  # S1: the job's creation time
     wait_began: float = 0.0
     form: tuple[str | None, bool] = (None, False)
     timed_out: bool = False
@@ -88,6 +89,7 @@ class ReferenceScheduler(
         queues: list[Queue] | None = None,
         cohorts: tuple[Cohort, ...] = (),
         fair_sharing: bool = False,
+        fair_sharing_strategies: tuple[str, ...] = ("less_than_initial_share",),
         overrun: str = "end",
         overrun_grace: float = 0.0,
         evicted_may_preempt: bool = False,
@@ -100,6 +102,7 @@ class ReferenceScheduler(
         self.last_event = -math.inf  # S16
         self.tenancy = None if queues is None else ReferenceQuotas(list(queues), list(cohorts))
         self.fair_sharing = fair_sharing
+        self.fair_strategies = tuple(fair_sharing_strategies)
         self.failed_reclaims: set[str] = set()
         self.started_now: set[str] = set()
         self.repair_widen = repair_widen
@@ -142,6 +145,7 @@ class ReferenceScheduler(
         ladder: tuple[tuple[float, str | None], ...] = (),
         on_failure: str = "requeue",
         queue: str | None = None,
+        created: float | None = None,
     ) -> None:
         """S2: refuse what can never start; otherwise queue it, its wait beginning now."""
         if request.gpus_per_pod == 0:
@@ -200,6 +204,7 @@ class ReferenceScheduler(
         self._in_order(now)
         self.sequence += 1
         job = _Job(job_id, request, owner, walltime, timeout, tuple(ladder), self.sequence)
+        job.created = now if created is None else float(created)
         job.on_failure = on_failure
         job.queue = queue
         self.histories.add(job_id, now, "submitted")
@@ -353,10 +358,10 @@ class ReferenceScheduler(
         """Q5, S7: a job evicted in this cycle does not preempt in it (unless allowed)."""
         return not self.evicted_may_preempt and job.job_id in self.evicted_now
 
-    def _order(self, job: _Job) -> tuple[int, int]:
-        """S1: submission order, or priority first."""
+    def _order(self, job: _Job) -> tuple[int, float, int]:
+        """S1: priority first if ordered by it, then creation time, then submission order."""
         priority = job.request.priority if self.order == "priority" else 0
-        return (-priority, job.sequence)
+        return (-priority, job.created, job.sequence)
 
     def _walk(
         self, now: float, started: list[Started], evicted: list[str], moved: list[Moved]

@@ -106,6 +106,12 @@ class Scheduler(SchedulerViews, LiveQueues):
             queue may take, and may preempt as its queue's policies allow. ``None``: no
             queues.
         cohorts: The :class:`~gangplace.Cohort` values the queues lend through.
+        fair_sharing_strategies: With fair sharing, when a job that must borrow may take a
+            victim of another queue (Kueue's ``preemptionStrategies``, Q7): any of
+            ``"less_than_initial_share"`` (default: the victim's queue's share before the
+            victim leaves is above the job's queue's share once the job runs) and
+            ``"less_than_or_equal_to_final_share"`` (its share once the victim left is at
+            least that); a victim passes if one of them allows it.
         fair_sharing: Walk the queue in order of each job's queue's weighted share (Q8)
             and let a job that must borrow preempt queues above its share.
 
@@ -149,6 +155,7 @@ class Scheduler(SchedulerViews, LiveQueues):
         queues: Iterable[Queue] | None = None,
         cohorts: Iterable[Cohort] = (),
         fair_sharing: bool = False,
+        fair_sharing_strategies: Iterable[str] = ("less_than_initial_share",),
         overrun: Literal["end", "report", "extend"] = "end",
         overrun_grace: float = 0.0,
         evicted_may_preempt: bool = False,
@@ -164,7 +171,7 @@ class Scheduler(SchedulerViews, LiveQueues):
         self.quotas = checked_quotas(quotas)
         self._tenancy: Tenancy | None = None
         if queues is not None:
-            self._tenancy = Tenancy(queues, cohorts, fair_sharing)
+            self._tenancy = Tenancy(queues, cohorts, fair_sharing, fair_sharing_strategies)
             if preemption:
                 raise InvalidRequest(
                     "preemption=True with queues: the queues' policies say who preempts whom"
@@ -249,6 +256,7 @@ class Scheduler(SchedulerViews, LiveQueues):
         on_failure: str = "requeue",
         queue: str | None = None,
         now: float | None = None,
+        created: float | None = None,
     ) -> None:
         """Queues a job (docs/scheduler.md, rules S1-S3).
 
@@ -268,6 +276,10 @@ class Scheduler(SchedulerViews, LiveQueues):
             queue: Its queue, required when the scheduler has queues (docs/queues.md); its
                 GPUs count against that queue's quota.
             now: When it is submitted; default ``clock()`` (rule S16).
+            created: When the job was created, for its queue position (S1: submission order
+                is creation order; Kueue's creation timestamp, for a queue carried across a
+                restart or replayed from another system): any finite time, also before
+                ``now``; default ``now``. Ties keep submission order.
 
         Raises:
             Unschedulable: It cannot fit even the empty, all-healthy cluster (or its
@@ -308,10 +320,11 @@ class Scheduler(SchedulerViews, LiveQueues):
         elif queue is not None:
             raise InvalidRequest(f"queue {queue!r}: this scheduler has no queues")
         when = self._checked_now(now)
+        created_at = _created(created, when)
         self._admit(job_id, request, owner, steps, queue)
         self._freeze_reasons()
         self._last_event = when
-        order = self._waiting.next_order(request.priority)
+        order = self._waiting.next_order(request.priority, created_at)
         job = QueuedJob(job_id, request, owner, walltime, timeout, steps, order, 0.0)
         job.on_failure = on_failure
         job.queue = queue
@@ -528,3 +541,14 @@ class Scheduler(SchedulerViews, LiveQueues):
     def _set_pending_gauge(self) -> None:
         if self.metrics is not None:
             self.metrics.queue_changed([job.owner for job in self._queue.in_order()])
+
+
+def _created(created: float | None, now: float) -> float:
+    """S1: a job's creation time (``now`` when not given), finite."""
+    if created is None:
+        return now
+    if isinstance(created, bool) or not isinstance(created, (int, float)):
+        raise InvalidRequest(f"created must be a finite number of seconds, got {created!r}")
+    if not math.isfinite(created):
+        raise InvalidRequest(f"created must be a finite number of seconds, got {created!r}")
+    return float(created)

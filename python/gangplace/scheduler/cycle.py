@@ -40,8 +40,8 @@ __all__ = ["HOLD_TTL", "run_cycle"]
 # Reservations are committed in the same call; the ttl only has to outlive that call.
 HOLD_TTL = 60.0
 
-# (share, -priority or 0, sequence, class, its queue's starts when the share was computed)
-Entry = tuple[float, int, int, ClassKey, int]
+# (share, -priority or 0, creation time, sequence, class, its queue's starts at the share)
+Entry = tuple[tuple[float, float], int, float, int, ClassKey, int]
 
 
 def run_cycle(
@@ -114,11 +114,11 @@ class _Walk:
         count of starts when the share was computed (a share changes only with its queue's
         usage, so an entry whose count is still current needs no new share).
         """
-        first, second = job.order
+        first, created, sequence = job.order
         if not self.fair or self.tenancy is None or job.queue is None:
-            return (0.0, first, second, key, 0)
+            return ((0.0, 0.0), first, created, sequence, key, 0)
         node, starts = self.nodes[job.queue], self.tenancy.admitted[job.queue]
-        return (share_of(node, job.fewest_gpus), first, second, key, starts)
+        return (share_of(node, job.fewest_gpus), first, created, sequence, key, starts)
 
     def run(
         self,
@@ -147,7 +147,7 @@ class _Walk:
         shorts = self.short  # its two dicts change in place
         while heap:
             entry = pop(heap)
-            share, order, key = entry[0], (entry[1], entry[2]), entry[3]
+            share, order, key = entry[0], (entry[1], entry[2], entry[3]), entry[4]
             members = classes.get(key)
             job = members.jobs.get(order) if members is not None else None
             if job is None:
@@ -155,7 +155,7 @@ class _Walk:
             if (shorts[0] or shorts[1]) and job.queue is not None and self._short(job):
                 failed[key] = "queue-quota"  # as its queue's smaller jobs were
                 continue
-            if fair and entry[4] != admitted[job.queue]:  # type: ignore[index]
+            if fair and entry[5] != admitted[job.queue]:  # type: ignore[index]
                 node = nodes[job.queue]  # type: ignore[index]
                 if node.usage + job.fewest_gpus > node.nominal:  # else its share is still 0
                     fresh = self._entry(job, key)

@@ -213,7 +213,7 @@ class SchedulerMetrics:
                 "borrowed_gpus": tree.borrowed(queue),
                 "lent_gpus": tree.lent(queue),
                 "pending_jobs": pending.get(queue, 0),
-                "weighted_share": min(tree.share(queue), 1e300),
+                "weighted_share": min(tree.share(queue)[0], 1e300),
             }
             for name, value in values.items():
                 self.queue_gauges[name].labels(queue=queue).set(value)

@@ -19,7 +19,7 @@ from gangplace.scheduler.requests import copied
 
 __all__ = ["ClassKey", "JobClass", "OrderKey", "PendingQueue", "QueuedJob"]
 
-OrderKey = tuple[int, int]  # (-priority or 0, submission sequence)
+OrderKey = tuple[int, float, int]  # (-priority or 0, creation time, submission sequence)
 ClassKey = int  # a class's number: its key's tuple is interned once (Scheduler._class_key)
 
 

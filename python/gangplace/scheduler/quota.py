@@ -197,10 +197,14 @@ class Queue(_Frozen):
             of other borrowing queues: ``"never"`` or ``"lower_priority"``.
         queueing: ``"best_effort_fifo"`` (default: a blocked job does not stop later jobs of
             the queue) or ``"fifo"`` (it does: nothing in the queue passes it).
+        borrow_within_cohort_max_priority: With ``borrow_within_cohort="lower_priority"``,
+            the highest priority a job that must borrow may preempt (Kueue's
+            ``borrowWithinCohort.maxPriorityThreshold``); ``None``: any lower priority.
 
     Raises:
         InvalidRequest: A bad name, quantity, weight or policy; a limit without a cohort; a
-            ``lending_limit`` above ``nominal``.
+            ``lending_limit`` above ``nominal``; a ``borrow_within_cohort_max_priority``
+            without ``borrow_within_cohort="lower_priority"``, or outside the 32-bit range.
         TypeError: Wrong argument types.
 
     Example:
@@ -221,6 +225,7 @@ class Queue(_Frozen):
         "reclaim_within_cohort",
         "borrow_within_cohort",
         "queueing",
+        "borrow_within_cohort_max_priority",
     )
     __slots__ = _FIELDS
     name: str
@@ -233,6 +238,7 @@ class Queue(_Frozen):
     reclaim_within_cohort: str
     borrow_within_cohort: str
     queueing: str
+    borrow_within_cohort_max_priority: int | None
 
     def __init__(
         self,
@@ -247,6 +253,7 @@ class Queue(_Frozen):
         reclaim_within_cohort: Literal["never", "lower_priority", "any"] = "never",
         borrow_within_cohort: Literal["never", "lower_priority"] = "never",
         queueing: Literal["fifo", "best_effort_fifo"] = "best_effort_fifo",
+        borrow_within_cohort_max_priority: int | None = None,
     ) -> None:
         _set(self, "name", checked_name("queue name", name))
         _set(self, "cohort", None if cohort is None else checked_name("cohort", cohort))
@@ -273,6 +280,19 @@ class Queue(_Frozen):
             _choice("borrow_within_cohort", borrow_within_cohort, BORROW_WITHIN_COHORT),
         )
         _set(self, "queueing", _choice("queueing", queueing, QUEUEING))
+        threshold = borrow_within_cohort_max_priority
+        if threshold is not None:
+            if isinstance(threshold, bool) or not isinstance(threshold, int):
+                raise TypeError("borrow_within_cohort_max_priority must be an int")
+            if not -(2**31) <= threshold < 2**31:
+                raise InvalidRequest(
+                    f"borrow_within_cohort_max_priority must be a 32-bit priority, got {threshold}"
+                )
+            if borrow_within_cohort != "lower_priority":
+                raise InvalidRequest(
+                    'borrow_within_cohort_max_priority needs borrow_within_cohort="lower_priority"'
+                )
+        _set(self, "borrow_within_cohort_max_priority", threshold)
 
 
 def _set(value: object, name: str, field_value: object) -> None:
@@ -408,11 +428,13 @@ class QuotaTree:
         node = self.nodes[queue]
         return max(0, node.usage - node.nominal)
 
-    def share(self, queue: str, extra: int = 0) -> float:
-        """docs/queues.md Q8: the queue's weighted share, with ``extra`` GPUs more in use.
+    def share(self, queue: str, extra: int = 0) -> Share:
+        """docs/queues.md Q8: the queue's share, with ``extra`` GPUs more in use.
 
-        What it borrows over the GPUs its root cohort's tree holds, divided by its weight:
-        0 while within its nominal quota; ``inf`` for a weight of 0 that borrows.
+        ``(weighted, unweighted)``: what it borrows over the GPUs its root cohort's tree
+        holds, divided by its weight, then not divided (compared second: two queues of weight
+        0 that borrow, ``inf`` both, compare their unweighted shares, as Kueue does); 0 while
+        within its nominal quota.
         """
         return share_of(self.nodes[queue], extra)
 
@@ -437,14 +459,16 @@ class QuotaTree:
         return a.parent is not None and b.parent is not None and a.root is b.root
 
 
-def share_of(node: _Node, extra: int = 0) -> float:
+Share = tuple[float, float]  # (weighted share, unweighted share): compared in that order
+
+
+def share_of(node: _Node, extra: int = 0) -> Share:
     """docs/queues.md Q8 for a node of the tree (see :meth:`QuotaTree.share`)."""
     borrowed = node.usage + extra - node.nominal
     if borrowed <= 0:
-        return 0.0
-    if node.weight == 0:
-        return math.inf
-    return borrowed / max(node.root.subtree, 1) / node.weight
+        return (0.0, 0.0)
+    raw = borrowed / max(node.root.subtree, 1)
+    return (math.inf if node.weight == 0 else raw / node.weight, raw)
 
 
 def available_of(node: _Node, *, empty: bool = False) -> int:

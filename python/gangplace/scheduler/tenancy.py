@@ -16,19 +16,40 @@ from gangplace.errors import InvalidRequest
 from gangplace.scheduler.queue import QueuedJob
 from gangplace.scheduler.quota import Cohort, Queue, QuotaTree, available_of
 
-__all__ = ["Tenancy"]
+__all__ = ["FINAL_SHARE", "INITIAL_SHARE", "Tenancy", "checked_strategies"]
+
+INITIAL_SHARE = "less_than_initial_share"
+FINAL_SHARE = "less_than_or_equal_to_final_share"
+
+
+def checked_strategies(strategies: Iterable[str]) -> tuple[str, ...]:
+    """Kueue's fair-sharing preemption strategies, at least one, each known (Q7)."""
+    if isinstance(strategies, str):
+        raise TypeError("fair_sharing_strategies must be a sequence of names, not a str")
+    found = tuple(strategies)
+    if not found or any(s not in (INITIAL_SHARE, FINAL_SHARE) for s in found):
+        raise InvalidRequest(
+            f"fair_sharing_strategies must name {INITIAL_SHARE!r} and/or {FINAL_SHARE!r}, "
+            f"got {found!r}"
+        )
+    return found
 
 
 class Tenancy:
     """The queues of one Scheduler and their usage (mutable: the scheduler's own)."""
 
     def __init__(
-        self, queues: Iterable[Queue], cohorts: Iterable[Cohort], fair_sharing: bool
+        self,
+        queues: Iterable[Queue],
+        cohorts: Iterable[Cohort],
+        fair_sharing: bool,
+        strategies: Iterable[str] = ("less_than_initial_share",),
     ) -> None:
         self.tree = QuotaTree(queues, cohorts)
         if not self.tree.queues:
             raise InvalidRequest("queues must list at least one Queue")
         self.fair_sharing = bool(fair_sharing)
+        self.strategies = checked_strategies(strategies)
         self.jobs: dict[str, dict[str, QueuedJob]] = {name: {} for name in self.tree.queues}
         self.gpus: dict[str, int] = {}  # running job -> GPUs counted against its queue
         self.failed_reclaims: set[str] = set()  # queues whose reclaim failed in this cycle
@@ -159,29 +180,34 @@ class Tenancy:
         tree, mine = self.tree, self.tree.queues[job.queue]
         node = tree.nodes[job.queue]
         priority = job.request.priority
+        ceiling: int | None = None  # the highest priority it may preempt (Q6)
         if node.usage + job.fewest_gpus <= node.nominal:
             policy = mine.reclaim_within_cohort
         elif self.fair_sharing:
             policy = mine.reclaim_within_cohort  # only from queues above its share
         else:
             policy = mine.borrow_within_cohort
+            ceiling = mine.borrow_within_cohort_max_priority  # Kueue's maxPriorityThreshold
         others: list[QueuedJob] = []
         if policy != "never" and node.parent is not None:
             after = tree.share(job.queue, job.fewest_gpus)
             fair = self.fair_sharing and node.usage + job.fewest_gpus > node.nominal
+            final = FINAL_SHARE in self.strategies  # a queue at ``after`` may still give
             for name in self.tree_queues[node.root.name]:
                 running = self.jobs[name]
                 if name == job.queue or not running or tree.borrowed(name) <= 0:
                     continue  # Q6: only queues that borrow give GPUs back
-                if fair and tree.share(name) <= after:
+                share = tree.share(name)
+                if fair and (share < after or (share == after and not final)):
                     continue
-                if policy == "any" and not self.started_now:
+                if policy == "any" and not self.started_now and ceiling is None:
                     others.extend(running.values())
                     continue
                 others.extend(
                     other
                     for other in running.values()
                     if (policy == "any" or other.request.priority < priority)
+                    and (ceiling is None or other.request.priority <= ceiling)
                     and other.job_id not in self.started_now
                 )
         own: list[QueuedJob] = []
@@ -206,10 +232,10 @@ class Tenancy:
         """
         return sorted(group, key=self._victim_order)
 
-    def _victim_order(self, job: QueuedJob) -> tuple[float, int, float, str]:
+    def _victim_order(self, job: QueuedJob) -> tuple[float, float, int, float, str]:
         assert job.queue is not None
-        share = -self.tree.share(job.queue) if self.fair_sharing else 0.0
-        return (share, job.request.priority, -(job.started_at or 0.0), job.job_id)
+        weighted, raw = self.tree.share(job.queue) if self.fair_sharing else (0.0, 0.0)
+        return (-weighted, -raw, job.request.priority, -(job.started_at or 0.0), job.job_id)
 
     def first_refused(self, job: QueuedJob, victims: Iterable[QueuedJob]) -> QueuedJob | None:
         """docs/queues.md Q7: the first victim not to take, re-checked victim by victim.
@@ -234,9 +260,8 @@ class Tenancy:
                     target = tree.nodes[other]
                     if target.usage <= target.nominal:
                         return victim  # no longer borrowing: within its nominal quota
-                    above = tree.share(other) > tree.share(queue, job.fewest_gpus)
-                    if self.fair_sharing and borrows and not above:
-                        return victim  # its share is no longer above the preemptor's
+                    if self.fair_sharing and borrows and not self._fair(victim, queue, job):
+                        return victim  # no strategy lets its queue give it
                 tree.add(other, -self.gpus[victim.job_id])
                 taken.append(victim)
                 left.remove(victim)
@@ -244,6 +269,16 @@ class Tenancy:
         finally:
             for victim in taken:
                 tree.add(victim.queue or "", self.gpus[victim.job_id])
+
+    def _fair(self, victim: QueuedJob, queue: str, job: QueuedJob) -> bool:
+        """Q7: whether a fair-sharing strategy lets ``victim``'s queue give it to ``job``."""
+        tree, other = self.tree, victim.queue or ""
+        mine = tree.share(queue, job.fewest_gpus)
+        if INITIAL_SHARE in self.strategies and tree.share(other) > mine:
+            return True
+        return FINAL_SHARE in self.strategies and (
+            tree.share(other, -self.gpus[victim.job_id]) >= mine
+        )
 
     def quota_after(self, job: QueuedJob, gpus: int, victims: Iterable[QueuedJob]) -> bool:
         """Whether ``job`` may take ``gpus`` once ``victims`` have ended (Q3-Q4)."""

@@ -27,10 +27,13 @@ class Waiting:
         self._class_numbers: dict[tuple[object, ...], int] = {}  # class tuple -> its number
         self._sequence = 0
 
-    def next_order(self, priority: int) -> OrderKey:
-        """The queue position of a job submitted now (S1): priority first, if ordered by it."""
+    def next_order(self, priority: int, created: float) -> OrderKey:
+        """The queue position of a job submitted now (S1).
+
+        Priority first if ordered by it, then its creation time, then submission order.
+        """
         self._sequence += 1
-        return (-priority if self.order == "priority" else 0, self._sequence)
+        return (-priority if self.order == "priority" else 0, created, self._sequence)
 
     def enqueue(self, job: QueuedJob, now: float) -> None:
         """Queues ``job`` at its position; a new wait begins at ``now`` (S3)."""
