@@ -167,6 +167,19 @@ def _reclaim_state(shape: synth.Shape, smoke: bool) -> tuple[Scheduler, Any, Gan
             scheduler, f"node{index:05d}", GangRequest(1, shape.gpus_per_node), busy[0].name, 3600.0
         )
     scheduler.cycle(0.0)
+    if smoke:
+        # The smoke size's racks mix too few borrowed GPUs for a rack-level reclaim that
+        # takes only borrowers' jobs (docs/queues.md Q7): every borrower's quota is halved
+        # (Q11) and idle's made its own (lending_limit 0), so each is well over its quota.
+        tenancy = scheduler._tenancy
+        assert tenancy is not None
+        for queue in busy:
+            usage = tenancy.tree.usage(queue.name)
+            scheduler.update_queue(Queue(queue.name, cohort="c0", nominal=usage // 2))
+        scheduler.update_queue(
+            Queue("idle", cohort="c0", nominal=gang.total_gpus, lending_limit=0,
+                  reclaim_within_cohort="any")
+        )  # fmt: skip
     scheduler.submit("reclaimer", gang, queue=queues[0].name)
     return scheduler, scheduler._queue.by_id["reclaimer"], gang
 

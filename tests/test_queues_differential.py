@@ -36,8 +36,10 @@ def queue_trees(draw: Any) -> tuple[list[Queue], list[Cohort]]:
             Cohort(
                 "sub",
                 parent="top",
+                nominal=draw(st.sampled_from([0, 0, 4, 8])),  # its own quota (KEP-79)
                 borrowing_limit=draw(st.none() | st.sampled_from([0, 8])),
                 lending_limit=draw(st.none() | st.sampled_from([0, 4])),
+                weight=draw(st.sampled_from([0.0, 0.5, 1.0, 2.0])),  # Q8: the tournament
             )
         )
     queues = []

@@ -95,6 +95,39 @@ class ReferenceQuotas:
         weight = self.queues[queue].weight
         return (math.inf if weight == 0 else raw / weight, raw)
 
+    def node_share(self, name: str, running: dict[str, int]) -> tuple[float, float]:
+        """Q8 for a queue or cohort: ``(weighted, unweighted)`` share.
+
+        Its use beyond its quota (a queue's nominal, a cohort's subtree) over the root's
+        subtree, divided by its weight; then not divided.
+        """
+        spec = self._spec(name)
+        quota = spec.nominal["gpu"] if name in self.queues else self.subtree(name)
+        borrowed = self.usage(name, running) - quota
+        if borrowed <= 0:
+            return (0.0, 0.0)
+        raw = borrowed / max(self.subtree(self.root(name)), 1)
+        return (math.inf if spec.weight == 0 else raw / spec.weight, raw)
+
+    def path_share(
+        self, queue: str, running: dict[str, int], extra: int = 0
+    ) -> tuple[tuple[float, float], ...]:
+        """Q8: the shares of the nodes below the root down to the queue (Kueue's tournament)."""
+        used = dict(running)
+        used[queue] = used.get(queue, 0) + extra
+        chain = [queue]
+        while (parent := self._parent(chain[-1])) is not None and self._parent(parent) is not None:
+            chain.append(parent)
+        return tuple(self.node_share(name, used) for name in reversed(chain))
+
+    def ancestors(self, name: str) -> list[str]:
+        """Its cohorts, bottom up."""
+        found = []
+        while (parent := self._parent(name)) is not None:
+            found.append(parent)
+            name = parent
+        return found
+
     def same_tree(self, a: str, b: str) -> bool:
         """Whether two queues lend to each other (one root cohort)."""
         both = self.queues[a].cohort is not None and self.queues[b].cohort is not None
@@ -166,19 +199,71 @@ class ReferenceTenancy:
             f"(nominal {nominal}, in use {self._used().get(job.queue, 0)}{never})"
         )
 
-    def _share_key(self, job: Any) -> tuple[tuple[float, float], tuple[int, float, int]]:
-        """Q8: the walk's order."""
-        share = (0.0, 0.0)
+    def _share_key(self, job: Any) -> tuple[tuple[tuple[float, float], ...], Any]:
+        """Q8: the walk's order (the path of shares once the job runs, then S1's order)."""
+        share: tuple[tuple[float, float], ...] = ()
         if self.tenancy is not None and self.fair_sharing:
-            share = self.tenancy.share(job.queue, self._used(), self._fewest(job))
+            share = self.tenancy.path_share(job.queue, self._used(), self._fewest(job))
         return (share, self._order(job))
 
+    def _policy(
+        self, job: Any, other: str, used: dict[str, int], start: dict[str, int] | None = None
+    ) -> tuple[str | None, Any, bool]:
+        """Q6 for another queue of the job's tree: ``(policy, ceiling, fair check)``.
+
+        As ``gangplace.scheduler.tenancy.Tenancy._policy`` states it, recomputed naively:
+        whether the other queue is over its quota below the common cohort by ``used``; the
+        job's advantage by ``start`` (default ``used``).
+        """
+        assert self.tenancy is not None
+        tree, mine = self.tenancy, self.tenancy.queues[job.queue]
+        if not tree.same_tree(job.queue, other):
+            return None, None, False
+        mine_up, other_up = tree.ancestors(job.queue), tree.ancestors(other)
+        common = next(c for c in mine_up if c in other_up)
+        if used.get(other, 0) <= tree.queues[other].nominal["gpu"]:
+            return None, None, False
+        below = other_up[: other_up.index(common)]
+        if any(tree.usage(c, used) <= tree.subtree(c) for c in below):
+            return None, None, False
+        after = dict(used if start is None else start)
+        after[job.queue] = after.get(job.queue, 0) + self._fewest(job)
+        fits = after[job.queue] <= mine.nominal["gpu"]
+        mine_below = mine_up[: mine_up.index(common)]
+        if fits or any(tree.usage(c, after) <= tree.subtree(c) for c in mine_below):
+            return mine.reclaim_within_cohort, None, False
+        if self.fair_sharing:
+            return mine.reclaim_within_cohort, None, True
+        return mine.borrow_within_cohort, mine.borrow_within_cohort_max_priority, False
+
+    def _gives(self, job: Any, victim: Any, used: dict[str, int]) -> bool:
+        """Q7: whether a fair-sharing strategy lets the victim's queue give it to the job."""
+        assert self.tenancy is not None
+        tree = self.tenancy
+        mine = tree.path_share(job.queue, used, self._fewest(job))
+        gpus = victim.allocation.placement.total_gpus
+        initial = tree.path_share(victim.queue, used) > mine
+        final = tree.path_share(victim.queue, used, -gpus) >= mine
+        return ("less_than_initial_share" in self.fair_strategies and initial) or (
+            "less_than_or_equal_to_final_share" in self.fair_strategies and final
+        )
+
+    def _victim_key(self, victim: Any, used: dict[str, int]) -> tuple[object, ...]:
+        """Q7's order.
+
+        The queue furthest above its share first (fair sharing), then lower priority, the
+        latest started, job id.
+        """
+        assert self.tenancy is not None
+        shares = self.tenancy.path_share(victim.queue, used) if self.fair_sharing else ()
+        above = tuple((-weighted, -raw) for weighted, raw in shares)
+        return (above, victim.request.priority, -(victim.started_at or 0.0), victim.job_id)
+
     def _candidates(self, job: Any) -> tuple[list[Any], list[Any]]:
-        """Q6: other borrowing queues' jobs, then its own queue's, each in Q7's order."""
+        """Q6: other queues' jobs it may preempt, then its own queue's, each in Q7's order."""
         assert self.tenancy is not None
         tree, used, mine = self.tenancy, self._used(), self.tenancy.queues[job.queue]
-        fits_nominal = used.get(job.queue, 0) + self._fewest(job) <= mine.nominal["gpu"]
-        after = tree.share(job.queue, used, self._fewest(job))
+        final = "less_than_or_equal_to_final_share" in self.fair_strategies
         priority = job.request.priority
         others, own = [], []
         for other in self.running:
@@ -196,28 +281,21 @@ class ReferenceTenancy:
                 ):
                     own.append(other)
                 continue
-            borrowing = used.get(other.queue, 0) > tree.queues[other.queue].nominal["gpu"]
-            if not tree.same_tree(job.queue, other.queue) or not borrowing:
+            policy, ceiling, fair = self._policy(job, other.queue, used)
+            if policy is None:
                 continue
-            if fits_nominal:
-                policy = mine.reclaim_within_cohort
-            elif self.fair_sharing:
-                share = tree.share(other.queue, used)
-                final = "less_than_or_equal_to_final_share" in self.fair_strategies
-                above = share > after or (final and share == after)
-                policy = mine.reclaim_within_cohort if above else "never"
-            else:
-                policy = mine.borrow_within_cohort
-                ceiling = mine.borrow_within_cohort_max_priority  # Q6: Kueue's threshold
-                if ceiling is not None and other.request.priority > ceiling:
+            if fair:
+                share = tree.path_share(other.queue, used)
+                after = tree.path_share(job.queue, used, self._fewest(job))
+                if share < after or (share == after and not final):
                     continue
+            if ceiling is not None and other.request.priority > ceiling:
+                continue
             if policy == "any" or (policy != "never" and other.request.priority < priority):
                 others.append(other)
 
-        def order(victim: Any) -> tuple[float, float, int, float, str]:
-            weighted, raw = tree.share(victim.queue, used) if self.fair_sharing else (0.0, 0.0)
-            first = (-weighted, -raw)
-            return (*first, victim.request.priority, -(victim.started_at or 0.0), victim.job_id)
+        def order(victim: Any) -> tuple[object, ...]:
+            return self._victim_key(victim, used)
 
         return sorted(others, key=order), sorted(own, key=order)
 
@@ -244,29 +322,16 @@ class ReferenceTenancy:
     def _first_refused(self, job: Any, victims: list[Any]) -> Any:
         """Q7's re-check: victims taken one by one, each the first in Q7's order then."""
         assert self.tenancy is not None
-        tree, used = self.tenancy, self._used()
-        nominal = tree.queues[job.queue].nominal["gpu"]
-        borrows = used.get(job.queue, 0) + self._fewest(job) > nominal
+        used, start = self._used(), self._used()
         left = list(victims)
-
-        def order(victim: Any) -> tuple[float, float, int, float, str]:
-            weighted, raw = tree.share(victim.queue, used) if self.fair_sharing else (0.0, 0.0)
-            first = (-weighted, -raw)
-            return (*first, victim.request.priority, -(victim.started_at or 0.0), victim.job_id)
-
         while left:
-            victim = min(left, key=order)
+            victim = min(left, key=lambda v: self._victim_key(v, used))
             if victim.queue != job.queue:
-                if used.get(victim.queue, 0) <= tree.queues[victim.queue].nominal["gpu"]:
+                # over its quota as now; the job's advantage as at the start
+                policy, _, fair = self._policy(job, victim.queue, used, start)
+                if policy is None:
                     return victim
-                mine = tree.share(job.queue, used, self._fewest(job))
-                gpus = victim.allocation.placement.total_gpus
-                initial = tree.share(victim.queue, used) > mine
-                final = tree.share(victim.queue, used, -gpus) >= mine
-                allowed = ("less_than_initial_share" in self.fair_strategies and initial) or (
-                    "less_than_or_equal_to_final_share" in self.fair_strategies and final
-                )
-                if self.fair_sharing and borrows and not allowed:
+                if fair and not self._gives(job, victim, used):
                     return victim
             used[victim.queue] -= victim.allocation.placement.total_gpus
             left.remove(victim)

@@ -29,7 +29,6 @@ from gangplace.errors import LimitExceeded, Unschedulable
 from gangplace.scheduler.brakes import disrupted
 from gangplace.scheduler.parts import Parts
 from gangplace.scheduler.queue import ClassKey, OrderKey, QueuedJob
-from gangplace.scheduler.quota import share_of
 from gangplace.scheduler.reasons import LastWalk
 from gangplace.scheduler.reclaim import reclaim
 from gangplace.scheduler.reservations import BLIND_BOUND, WalkReservations
@@ -41,7 +40,7 @@ __all__ = ["HOLD_TTL", "run_cycle"]
 HOLD_TTL = 60.0
 
 # (share, -priority or 0, creation time, sequence, class, its queue's starts at the share)
-Entry = tuple[tuple[float, float], int, float, int, ClassKey, int]
+Entry = tuple[tuple[tuple[float, float], ...], int, float, int, ClassKey, int]
 
 
 def run_cycle(
@@ -116,9 +115,11 @@ class _Walk:
         """
         first, created, sequence = job.order
         if not self.fair or self.tenancy is None or job.queue is None:
-            return ((0.0, 0.0), first, created, sequence, key, 0)
-        node, starts = self.nodes[job.queue], self.tenancy.admitted[job.queue]
-        return (share_of(node, job.fewest_gpus), first, created, sequence, key, starts)
+            return ((), first, created, sequence, key, 0)
+        tenancy = self.tenancy
+        starts = tenancy.starts_seen(job.queue)
+        return (tenancy.tree.path_share(job.queue, job.fewest_gpus), first, created, sequence,
+                key, starts)  # fmt: skip
 
     def run(
         self,
@@ -142,8 +143,8 @@ class _Walk:
             queue.classes,
             self.record.failed,
         )
-        fair, nodes = self.fair, self.nodes
-        admitted = self.tenancy.admitted if self.tenancy is not None else {}
+        fair = self.fair
+        seen = self.tenancy.starts_seen if self.tenancy is not None else None
         shorts = self.short  # its two dicts change in place
         while heap:
             entry = pop(heap)
@@ -155,13 +156,11 @@ class _Walk:
             if (shorts[0] or shorts[1]) and job.queue is not None and self._short(job):
                 failed[key] = "queue-quota"  # as its queue's smaller jobs were
                 continue
-            if fair and entry[5] != admitted[job.queue]:  # type: ignore[index]
-                node = nodes[job.queue]  # type: ignore[index]
-                if node.usage + job.fewest_gpus > node.nominal:  # else its share is still 0
-                    fresh = self._entry(job, key)
-                    if fresh[0] > share:
-                        push(heap, fresh)  # its queue's share grew: later
-                        continue
+            if fair and entry[5] != seen(job.queue):  # type: ignore[arg-type,misc]
+                fresh = self._entry(job, key)  # something of its tree started: shares grew
+                if fresh[0] > share:
+                    push(heap, fresh)  # its queue's share grew: later
+                    continue
             outcome = self._attempt(job, key)
             if isinstance(outcome, Started):
                 started.append(outcome)

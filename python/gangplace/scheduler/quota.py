@@ -438,6 +438,50 @@ class QuotaTree:
         """
         return share_of(self.nodes[queue], extra)
 
+    def path_share(self, queue: str, extra: int = 0) -> tuple[Share, ...]:
+        """docs/queues.md Q8: the shares from the top of the queue's tree down to the queue.
+
+        One ``Share`` per node below the root cohort, outermost first (a queue without a
+        cohort: its own). Compared lexicographically, they order queues as Kueue's
+        tournament does: two queues compare at the children of their lowest common cohort.
+        With ``extra`` GPUs more in use by the queue (as ``add`` would carry them up, without
+        changing the tree).
+        """
+        node = self.nodes[queue]
+        shares = [_share(node, node.usage + extra)]
+        parent = node.parent
+        while parent is not None and parent.parent is not None:
+            guaranteed = node.guaranteed
+            before = node.usage - guaranteed if node.usage > guaranteed else 0
+            after = node.usage + extra - guaranteed if node.usage + extra > guaranteed else 0
+            extra = after - before  # what reaches the parent's usage
+            node = parent
+            shares.append(_share(node, node.usage + extra))
+            parent = node.parent
+        shares.reverse()
+        return tuple(shares)
+
+    def lca(self, a: str, b: str) -> _Node | None:
+        """The lowest cohort holding both nodes (``None``: different trees)."""
+        above: set[int] = set()
+        node: _Node | None = self.nodes[a]
+        while node is not None:
+            above.add(id(node))
+            node = node.parent
+        node = self.nodes[b]
+        while node is not None and id(node) not in above:
+            node = node.parent
+        return node
+
+    def between(self, name: str, top: _Node) -> list[_Node]:
+        """The cohorts strictly between a node and one of its ancestors, bottom up."""
+        found = []
+        node = self.nodes[name].parent
+        while node is not None and node is not top:
+            found.append(node)
+            node = node.parent
+        return found
+
     def lent(self, queue: str) -> float:
         """GPUs of ``queue``'s unused lendable quota that borrowers of its tree use.
 
@@ -465,6 +509,25 @@ Share = tuple[float, float]  # (weighted share, unweighted share): compared in t
 def share_of(node: _Node, extra: int = 0) -> Share:
     """docs/queues.md Q8 for a node of the tree (see :meth:`QuotaTree.share`)."""
     borrowed = node.usage + extra - node.nominal
+    if borrowed <= 0:
+        return (0.0, 0.0)
+    raw = borrowed / max(node.root.subtree, 1)
+    return (math.inf if node.weight == 0 else raw / node.weight, raw)
+
+
+def node_share(node: _Node) -> Share:
+    """Q8 for any node: ``(weighted, unweighted)`` share.
+
+    What it uses beyond its quota (a queue's nominal, a cohort's subtree) over the GPUs its
+    root's tree holds, divided by its weight; then not divided.
+    """
+    return _share(node, node.usage)
+
+
+def _share(node: _Node, usage: int) -> Share:
+    """``node_share`` with the node's usage given."""
+    quota = node.nominal if node.is_queue else node.subtree
+    borrowed = usage - quota
     if borrowed <= 0:
         return (0.0, 0.0)
     raw = borrowed / max(node.root.subtree, 1)

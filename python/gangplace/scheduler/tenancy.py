@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from gangplace.errors import InvalidRequest
 from gangplace.scheduler.queue import QueuedJob
-from gangplace.scheduler.quota import Cohort, Queue, QuotaTree, available_of
+from gangplace.scheduler.quota import Cohort, Queue, QuotaTree, Share, available_of
 
 __all__ = ["FINAL_SHARE", "INITIAL_SHARE", "Tenancy", "checked_strategies"]
 
@@ -56,6 +56,7 @@ class Tenancy:
         self.started_now: set[str] = set()  # jobs started in this cycle: never victims (Q6)
         self.admitted: dict[str, int] = dict.fromkeys(self.tree.queues, 0)
         self.reclaimed: dict[str, int] = dict.fromkeys(self.tree.queues, 0)
+        self.tree_starts: dict[str, int] = {}  # root cohort (or lone queue) -> its starts (Q8)
         self._derive()
 
     def _derive(self) -> None:
@@ -129,6 +130,8 @@ class Tenancy:
         self.jobs[queue][job_id] = job
         self.gpus[job_id] = gpus
         self.admitted[queue] += 1
+        root = self.tree.nodes[queue].root.name
+        self.tree_starts[root] = self.tree_starts.get(root, 0) + 1
         self.started_now.add(job_id)
 
     def ended(self, job: QueuedJob) -> None:
@@ -136,6 +139,17 @@ class Tenancy:
         assert job.queue is not None
         self.tree.add(job.queue, -self.gpus.pop(job.job_id))
         del self.jobs[job.queue][job.job_id]
+
+    def starts_seen(self, queue: str) -> int:
+        """Q8: a count that moves whenever the queue's list of shares may have grown.
+
+        A queue right under its root cohort (or without one) has one share, its own: its own
+        starts. Deeper, a cohort's share moves with any start in its tree.
+        """
+        node = self.tree.nodes[queue]
+        if node.parent is None or node.parent.parent is None:
+            return self.admitted[queue]
+        return self.tree_starts.get(node.root.name, 0)
 
     def room(self, job: QueuedJob) -> int:
         """docs/queues.md Q4: GPUs the job's queue lets it take now.
@@ -180,25 +194,24 @@ class Tenancy:
         tree, mine = self.tree, self.tree.queues[job.queue]
         node = tree.nodes[job.queue]
         priority = job.request.priority
-        ceiling: int | None = None  # the highest priority it may preempt (Q6)
-        if node.usage + job.fewest_gpus <= node.nominal:
-            policy = mine.reclaim_within_cohort
-        elif self.fair_sharing:
-            policy = mine.reclaim_within_cohort  # only from queues above its share
-        else:
-            policy = mine.borrow_within_cohort
-            ceiling = mine.borrow_within_cohort_max_priority  # Kueue's maxPriorityThreshold
         others: list[QueuedJob] = []
-        if policy != "never" and node.parent is not None:
-            after = tree.share(job.queue, job.fewest_gpus)
-            fair = self.fair_sharing and node.usage + job.fewest_gpus > node.nominal
+        if node.parent is not None:
+            standing = self._standing(job)
             final = FINAL_SHARE in self.strategies  # a queue at ``after`` may still give
+            after: tuple[Share, ...] | None = None
             for name in self.tree_queues[node.root.name]:
                 running = self.jobs[name]
-                if name == job.queue or not running or tree.borrowed(name) <= 0:
-                    continue  # Q6: only queues that borrow give GPUs back
-                share = tree.share(name)
-                if fair and (share < after or (share == after and not final)):
+                if name == job.queue or not running:
+                    continue
+                policy, ceiling, fair = self._policy(job, name, standing)
+                if policy is None:
+                    continue  # Q6: not over its quota below the common cohort
+                if fair:
+                    after = after or tree.path_share(job.queue, job.fewest_gpus)
+                    share = tree.path_share(name)
+                    if share < after or (share == after and not final):
+                        continue
+                if policy == "never":
                     continue
                 if policy == "any" and not self.started_now and ceiling is None:
                     others.extend(running.values())
@@ -224,6 +237,55 @@ class Tenancy:
             ]
         return others, own
 
+    def _standing(self, job: QueuedJob) -> tuple[bool, set[str]]:
+        """Q6: whether the job fits its queue's nominal, and the cohorts whose quota it fits.
+
+        A cohort above the queue fits the job when its usage, once the job runs, is within
+        its subtree's quota.
+        """
+        assert job.queue is not None
+        tree, node = self.tree, self.tree.nodes[job.queue]
+        fits = node.usage + job.fewest_gpus <= node.nominal
+        tree.add(job.queue, job.fewest_gpus)
+        try:
+            above = set()
+            cohort = node.parent
+            while cohort is not None:
+                if cohort.usage <= cohort.subtree:
+                    above.add(cohort.name)
+                cohort = cohort.parent
+        finally:
+            tree.add(job.queue, -job.fewest_gpus)
+        return fits, above
+
+    def _policy(
+        self, job: QueuedJob, other: str, standing: tuple[bool, set[str]]
+    ) -> tuple[str | None, int | None, bool]:
+        """Q6 for a queue of ``job``'s tree: ``(policy, priority ceiling, fair check)``.
+
+        ``None`` for a queue not over its quota below their lowest common cohort (it, or a
+        cohort between it and that cohort, within its quota: nothing of it is borrowed from
+        ``job``'s side). The job has the advantage (its queue's ``reclaim_within_cohort``)
+        when it fits its queue's nominal, or the quota of a cohort below the common one:
+        the quota it reclaims is its side's own (Kueue's hierarchical reclaim). Otherwise it
+        must borrow: ``borrow_within_cohort`` with its ceiling, or, with fair sharing,
+        ``reclaim_within_cohort`` checked by shares.
+        """
+        assert job.queue is not None
+        tree, mine = self.tree, self.tree.queues[job.queue]
+        target = tree.nodes[other]
+        common = tree.lca(job.queue, other)
+        if common is None or target.usage <= target.nominal:
+            return None, None, False
+        if any(c.usage <= c.subtree for c in tree.between(other, common)):
+            return None, None, False
+        fits, above = standing
+        if fits or any(c.name in above for c in tree.between(job.queue, common)):
+            return mine.reclaim_within_cohort, None, False
+        if self.fair_sharing:
+            return mine.reclaim_within_cohort, None, True
+        return mine.borrow_within_cohort, mine.borrow_within_cohort_max_priority, False
+
     def ordered(self, group: list[QueuedJob]) -> list[QueuedJob]:
         """Candidates in Q7's order.
 
@@ -232,35 +294,35 @@ class Tenancy:
         """
         return sorted(group, key=self._victim_order)
 
-    def _victim_order(self, job: QueuedJob) -> tuple[float, float, int, float, str]:
+    def _victim_order(self, job: QueuedJob) -> tuple[object, ...]:
         assert job.queue is not None
-        weighted, raw = self.tree.share(job.queue) if self.fair_sharing else (0.0, 0.0)
-        return (-weighted, -raw, job.request.priority, -(job.started_at or 0.0), job.job_id)
+        shares = self.tree.path_share(job.queue) if self.fair_sharing else ()
+        above = tuple((-weighted, -raw) for weighted, raw in shares)
+        return (above, job.request.priority, -(job.started_at or 0.0), job.job_id)
 
     def first_refused(self, job: QueuedJob, victims: Iterable[QueuedJob]) -> QueuedJob | None:
         """docs/queues.md Q7: the first victim not to take, re-checked victim by victim.
 
         The victims are taken one at a time, the next always the first in Q7's order at
         that moment (shares change as victims leave). A victim of another queue may be taken
-        only while its queue borrows (uses more than its nominal quota) at that moment, and,
-        with fair sharing when ``job`` must borrow, only while its queue's share is above
-        ``job``'s queue's share once ``job`` runs. ``None``: every victim may be taken.
+        only while its queue, and every cohort between it and the common cohort, is over its
+        quota at that moment (Q6), and, with fair sharing where the job has no advantage,
+        only while a strategy lets its queue give it. ``None``: every victim may be taken.
         """
         assert job.queue is not None
         tree, queue = self.tree, job.queue
+        standing = self._standing(job)
         left, taken = list(victims), []
-        node = tree.nodes[queue]
-        borrows = node.usage + job.fewest_gpus > node.nominal
         try:
             while left:
                 victim = min(left, key=self._victim_order)
                 other = victim.queue
                 assert other is not None
                 if other != queue:
-                    target = tree.nodes[other]
-                    if target.usage <= target.nominal:
-                        return victim  # no longer borrowing: within its nominal quota
-                    if self.fair_sharing and borrows and not self._fair(victim, queue, job):
+                    policy, _, fair = self._policy(job, other, standing)
+                    if policy is None:
+                        return victim  # no longer over its quota: within its nominal
+                    if fair and not self._fair(victim, queue, job):
                         return victim  # no strategy lets its queue give it
                 tree.add(other, -self.gpus[victim.job_id])
                 taken.append(victim)
@@ -273,11 +335,11 @@ class Tenancy:
     def _fair(self, victim: QueuedJob, queue: str, job: QueuedJob) -> bool:
         """Q7: whether a fair-sharing strategy lets ``victim``'s queue give it to ``job``."""
         tree, other = self.tree, victim.queue or ""
-        mine = tree.share(queue, job.fewest_gpus)
-        if INITIAL_SHARE in self.strategies and tree.share(other) > mine:
+        mine = tree.path_share(queue, job.fewest_gpus)
+        if INITIAL_SHARE in self.strategies and tree.path_share(other) > mine:
             return True
         return FINAL_SHARE in self.strategies and (
-            tree.share(other, -self.gpus[victim.job_id]) >= mine
+            tree.path_share(other, -self.gpus[victim.job_id]) >= mine
         )
 
     def quota_after(self, job: QueuedJob, gpus: int, victims: Iterable[QueuedJob]) -> bool:
