@@ -208,7 +208,8 @@ def bench_reclaim(benchmark: Any, request: pytest.FixtureRequest) -> None:
     began = time.perf_counter()  # then the reclaim itself, chosen and applied, once
     done = reclaim(scheduler._parts, job, gang, 1.0)
     benchmark.extra_info["applied_ms"] = (time.perf_counter() - began) * 1000
-    assert done is not None and done[0].job_id == "reclaimer" and done[1], "it preempted"
+    assert done is not None and done[0] is not None and done[0].job_id == "reclaimer", "started"
+    assert done[1], "it preempted"
 
 
 def _mid_pair(

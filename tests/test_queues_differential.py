@@ -140,6 +140,7 @@ configs = st.fixed_dictionaries(
         "min_runtime": st.sampled_from([0.0, 0.0, 10.0]),
         "max_victims_per_cycle": st.none() | st.integers(0, 2),
         "evicted_may_preempt": st.sampled_from([False, False, True]),
+        "eviction_grace": st.sampled_from([0.0, 0.0, 10.0]),  # rule S17
         "fair_sharing_strategies": st.sampled_from(  # Kueue's preemptionStrategies
             [
                 ("less_than_initial_share",),
@@ -161,6 +162,10 @@ def within_quotas(tree: ReferenceQuotas, fast: Scheduler, only: set[str] | None 
     for job in fast.running():
         assert job.queue is not None
         used[job.queue] = used.get(job.queue, 0) + job.allocation.placement.total_gpus
+    running = fast._running  # S17: jobs waiting for their victims' pods hold quota too
+    for job_id in running.eviction_grace.starting:
+        queue = running.jobs[job_id].queue or ""
+        used[queue] = used.get(queue, 0) + running.allocations[job_id].placement.total_gpus
     for name in [*tree.queues, *tree.cohorts] if only is None else sorted(only):
         usage, guaranteed = tree.usage(name, used), tree.guaranteed(name)
         spec = tree.queues.get(name) or tree.cohorts[name]
@@ -216,6 +221,74 @@ def reclaims_keep_nominals(
 @settings(max_examples=400)
 @given(queue_trees(), configs, operations)
 def test_queues_match_the_reference(tree: Any, config: dict[str, Any], ops: list[Any]) -> None:
+    _drive(tree, config, ops)
+
+
+@st.composite
+def crowded_trees(draw: Any) -> tuple[list[Queue], list[Cohort]]:
+    """Two or three queues sharing the 32 GPUs in one cohort, each with a reclaim policy."""
+    count = draw(st.integers(2, 3))
+    nominals = draw(st.sampled_from([(16, 16, 0), (8, 16, 8), (12, 12, 8), (0, 16, 16)]))
+    queues = [
+        Queue(
+            name,
+            cohort="top",
+            nominal=nominals[index],
+            weight=draw(st.sampled_from([0.5, 1.0, 2.0])),
+            within_queue=draw(st.sampled_from(["never", "lower_priority"])),
+            reclaim_within_cohort=draw(st.sampled_from(["lower_priority", "any", "any"])),
+            borrow_within_cohort=draw(st.sampled_from(["never", "lower_priority"])),
+        )
+        for index, name in enumerate(QUEUES[:count])
+    ]
+    return queues, [Cohort("top")]
+
+
+crowded_jobs = st.tuples(
+    st.just("submit"),
+    st.builds(
+        lambda pods, gpus, level, priority: GangRequest(
+            pods, gpus, required_level=level, priority=priority
+        ),
+        st.integers(1, 4),
+        st.sampled_from([2, 4, 4]),
+        st.sampled_from([None, "rack", "node"]),
+        st.integers(0, 2),
+    ),
+    st.sampled_from(QUEUES[:3]),
+    st.sampled_from([True, True, True, False]),  # preemptible
+    st.sampled_from([None, 50.0]),
+)
+borrowing = st.lists(  # q1 first fills what the others do not use yet: it borrows
+    crowded_jobs.map(lambda op: (op[0], op[1], "q1", True, op[4])), min_size=3, max_size=8
+).map(lambda ops: [*ops, ("cycle", 0.0)])
+crowded_operations = st.tuples(
+    borrowing,
+    st.lists(
+        st.one_of(
+            crowded_jobs,
+            crowded_jobs,
+            crowded_jobs,
+            st.tuples(st.sampled_from(["finish", "cancel"]), st.integers(0, 15)),
+            st.tuples(st.just("cycle"), st.sampled_from([0.0, 5.0, 30.0])),
+        ),
+        min_size=6,
+        max_size=40,
+    ),
+).map(lambda parts: parts[0] + parts[1])
+
+
+crowded_configs = configs.map(lambda c: {**c, "min_runtime": 0.0, "max_victims_per_cycle": None})
+
+
+@given(crowded_trees(), crowded_configs, crowded_operations)
+def test_reclaims_match_the_reference(tree: Any, config: dict[str, Any], ops: list[Any]) -> None:
+    """The same on a full cluster, where queues reclaim from borrowers (Q5-Q7, S17)."""
+    _drive(tree, config, ops)
+
+
+def _drive(tree: Any, config: dict[str, Any], ops: list[Any]) -> None:
+    """Runs ``ops`` on both schedulers, comparing every cycle (and Q3, Q7 after each)."""
     queues, cohorts = tree
     now = [0.0]
     fast_cluster, slow_cluster = _cluster(lambda: now[0], []), _cluster(lambda: now[0], [])
@@ -300,17 +373,22 @@ def test_queues_match_the_reference(tree: Any, config: dict[str, Any], ops: list
             got = _decisions(made)
             assert got == _decisions(slow.cycle(now[0]))
             cascades = bool(config["evicted_may_preempt"])
-            if not made.walltime_ended:  # the replay starts from the jobs running then
+            grace = config["eviction_grace"] > 0  # starts come after their evictions
+            if not made.walltime_ended and not grace:  # replayed from the jobs running then
                 reclaims_keep_nominals(naive, before, queue_of, made, cascades)
-            if any(started[4] for started in got[1]):
-                event("reclaimed")
+            if made.preempted:
+                event("reclaimed" + (" (eviction grace)" if grace else ""))
+            if grace and any(started[4] for started in got[1]):
+                event("started after its victims' grace")
             starters = {queue_of[started.job_id] for started in made.started}
             within_quotas(naive, fast, starters if changed_quotas else None)
         fast_cluster.check_invariants()
     assert fast_cluster.snapshot() == slow_cluster.snapshot()
     reasons = slow.reasons()
+    waiting = slow.pending + [entry[2] for entry in slow.ending]  # S17: evicted, ending
+    waiting += [job for job in slow.running if job.job_id in slow.starting]
     assert {j.job_id: (j.queue, j.reason) for j in fast.pending()} == {
-        job.job_id: (job.queue, reasons[job.job_id]) for job in slow.pending
+        job.job_id: (job.queue, reasons[job.job_id]) for job in waiting
     }
 
 

@@ -110,6 +110,7 @@ configs = st.fixed_dictionaries(
         "max_victims_per_cycle": st.none() | st.integers(0, 2),
         "max_evicted_gpus_per_hour": st.none() | st.sampled_from([8, 24]),
         "budgets": st.sampled_from([{}, {}, {"a": 8}, {"a": 16, "b": 0}]),
+        "eviction_grace": st.sampled_from([0.0, 0.0, 5.0, 30.0]),  # rule S17
     }
 ) | st.fixed_dictionaries(  # rule S15: runs past their walltime, every mode
     {

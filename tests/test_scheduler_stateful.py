@@ -61,10 +61,14 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.backfill = "easy"
 
     @initialize(
-        backfill=st.sampled_from(["easy", "conservative"]), depth=st.sampled_from([1, 2, 16])
+        backfill=st.sampled_from(["easy", "conservative"]),
+        depth=st.sampled_from([1, 2, 16]),
+        preemption=st.booleans(),
+        grace=st.sampled_from([0.0, 0.0, 10.0]),
     )
-    def choose_backfill(self, backfill: str, depth: int) -> None:
-        """EASY, or conservative backfill with a reservation depth (docs/scheduler.md S5)."""
+    def choose_backfill(self, backfill: str, depth: int, preemption: bool, grace: float) -> None:
+        """EASY, or conservative backfill with a reservation depth (docs/scheduler.md S5);
+        maybe preemption (S7), its victims' pods ending over a grace (S17)."""
         self.backfill = backfill
         self.scheduler = Scheduler(
             self.cluster,
@@ -72,7 +76,21 @@ class SchedulerMachine(RuleBasedStateMachine):
             quotas=self.quotas,
             backfill=backfill,  # type: ignore[arg-type]
             reservation_depth=depth,
+            preemption=preemption,
+            eviction_grace=grace,
         )
+
+    def _starting(self) -> list[Any]:
+        """S17: the jobs holding GPUs until their victims' pods have ended (not running())."""
+        running = self.scheduler._running
+        return [running.jobs[job_id] for job_id in running.eviction_grace.starting]
+
+    def _held_by_starting(self) -> list[Any]:
+        """S17: (allocation, owner, predicted end) of each starting job."""
+        running = self.scheduler._running
+        return [
+            (running.allocations[job.job_id], job.owner, job.runs_until) for job in self._starting()
+        ]
 
     @rule(
         pods=st.integers(1, 4),
@@ -82,6 +100,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         owner=st.sampled_from([None, "a"]),
         elastic=st.booleans(),
         on_failure=st.sampled_from(["requeue", "repair", "fail"]),
+        priority=st.sampled_from([0, 0, 1, 2]),
     )
     def submit(
         self,
@@ -92,10 +111,13 @@ class SchedulerMachine(RuleBasedStateMachine):
         owner: str | None,
         elastic: bool,
         on_failure: str,
+        priority: int,
     ) -> None:
         job_id = f"j{self.submitted}"
         self.submitted += 1
-        request = GangRequest(pods, gpus, required_level=level, min_pods=1 if elastic else None)
+        request = GangRequest(
+            pods, gpus, required_level=level, min_pods=1 if elastic else None, priority=priority
+        )
         try:
             self.scheduler.submit(
                 job_id, request, owner=owner, walltime=walltime, on_failure=on_failure
@@ -126,8 +148,9 @@ class SchedulerMachine(RuleBasedStateMachine):
         jobs = [job.job_id for job in self.scheduler.pending()]
         jobs += [job.job_id for job in self.scheduler.running()]
         job_id = data.draw(st.sampled_from(sorted(jobs)))
-        was_running = job_id in {job.job_id for job in self.scheduler.running()}
-        assert self.scheduler.cancel(job_id) == was_running  # True: its GPUs were released
+        holding = {job.job_id for job in self.scheduler.running()}
+        holding |= {job.job_id for job in self._starting()}  # S17: holds its GPUs already
+        assert self.scheduler.cancel(job_id) == (job_id in holding)  # True: GPUs released
         assert job_id not in {job.job_id for job in self.scheduler.pending()}
         assert job_id not in {job.job_id for job in self.scheduler.running()}
 
@@ -159,6 +182,12 @@ class SchedulerMachine(RuleBasedStateMachine):
             if job.walltime is not None and job.started_at + job.walltime <= self.now:
                 self.scheduler.finish(job.job_id)
         decisions = self.scheduler.cycle(self.now)
+        if decisions.preempted:
+            grace = self.scheduler._running.eviction_grace.seconds
+            event("preempted" + (" (eviction grace)" if grace else ""))
+        for started in decisions.started:
+            if started.preempted and self.scheduler._running.eviction_grace.seconds:
+                event("started once its victims' pods ended")
         self._check_reasons(decisions)
         self._check_failures_handled(decisions)
         self._check_reservations_hold()
@@ -208,19 +237,25 @@ class SchedulerMachine(RuleBasedStateMachine):
         its time. On a copy of the cluster, every running job predicted to end by then is
         released: the reservation's GPUs must all be free and healthy, and its owner's
         quota must have room for it."""
-        running = self.scheduler.running()
+        holders = [
+            (
+                job.allocation,
+                job.owner,
+                math.inf if job.walltime is None else job.started_at + job.walltime,
+            )
+            for job in self.scheduler.running()
+        ] + self._held_by_starting()
         for job in self.scheduler.pending():
             shadow = job.shadow
             if shadow is None or shadow.placement is None:
                 continue
             copy = Cluster.restore(self.cluster.snapshot(), clock=lambda: self.now)
             used = 0
-            for other in running:
-                end = math.inf if other.walltime is None else other.started_at + other.walltime
+            for allocation, owner, end in holders:
                 if max(end, self.now) <= shadow.time:
-                    copy.release(other.allocation.id, owner=other.owner)
-                elif other.owner == job.owner:
-                    used += other.allocation.placement.total_gpus
+                    copy.release(allocation.id, owner=owner)
+                elif owner == job.owner:
+                    used += allocation.placement.total_gpus
             for pod in shadow.placement.pods:
                 free = set(copy.node(pod.node).free)
                 assert set(pod.gpus) <= free, (job, pod, free)
@@ -232,12 +267,14 @@ class SchedulerMachine(RuleBasedStateMachine):
     @invariant()
     def quotas_hold_and_holds_match(self) -> None:
         running = self.scheduler.running()
+        starting = self._held_by_starting()
         used = sum(j.allocation.placement.total_gpus for j in running if j.owner == "a")
+        used += sum(a.placement.total_gpus for a, owner, _ in starting if owner == "a")
         assert used <= self.quotas["a"]
         held = {a.id for a in self.cluster.allocations()} | {
             a.id for a in self.cluster.allocations(owner="a")
         }
-        assert {j.allocation.id for j in running} == held
+        assert {j.allocation.id for j in running} | {a.id for a, _, _ in starting} == held
         pending = {j.job_id for j in self.scheduler.pending()}
         assert not pending & {j.job_id for j in running}
         assert len(self.scheduler) == len(pending) + len(running)

@@ -48,10 +48,26 @@ def test_a_borrower_is_reclaimed_and_the_figures_say_so() -> None:
     assert figures["a"]["share_nominal"] == 0.5
 
 
+def test_a_reclaim_under_an_eviction_grace_starts_once_the_victims_pods_ended() -> None:
+    """docs/scheduler.md S17 in the simulator: the GPUs stay idle for the grace."""
+    jobs = [
+        Job("b-big", 0, 1000, 16, 4, 4, owner="team-b"),
+        Job("a-job", 10, 10, 8, 2, 4, owner="a"),
+    ]
+    settings = SimSettings(queues={**TEAMS, "eviction_grace": 30}, checkpoint_s=None)
+    result = Replay(jobs, parse_cluster(SMALL), "best-fit", settings).run()
+    big, reclaiming = result.records
+    assert reclaiming.start_s == 40 and reclaiming.end_s == 50, "reclaimed at 10, +30 s"
+    assert big.restarts == 1 and result.preemptions == 1
+    assert big.end_s is not None and big.end_s >= 1040, "it ran again after the grace"
+
+
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
         ([], "expected an object"),
+        ({"queues": [{"name": "a"}], "eviction_grace": -1}, "eviction_grace must be seconds"),
+        ({"queues": [{"name": "a"}], "eviction_grace": "30"}, "eviction_grace must be seconds"),
         ({"queues": [], "colour": 1}, "unknown field 'colour'"),
         ({"queues": [{"nominal": 4}]}, "queues[0]: expected an object with a name"),
         ({"queues": [{"name": "a", "nominal": -1}]}, "queues[0]: nominal['gpu'] must be"),

@@ -40,11 +40,15 @@ class ReferenceBrakes:
 
         def _start(
             self, job: Any, allocation: Any, now: float, backfilled: bool, evicted: Any = ()
-        ) -> Started: ...
+        ) -> Started | None: ...
 
         def _end(self, job: Any, *, release: bool) -> None: ...
 
         def _queue(self, job: Any, now: float) -> None: ...
+
+        def _grace_holds(self) -> list[str]: ...
+
+        def _grace_ending(self, job: Any, now: float, for_job: str) -> bool: ...
 
     def _victims_allowed(self, victims: tuple[str, ...], now: float) -> bool:
         """S11 for a repair's victims: every brake must let all of them go."""
@@ -141,7 +145,7 @@ class ReferenceBrakes:
             if job.allocation is not None
             and job.job_id in self.preempted_at
             and now - self.preempted_at[job.job_id] < self.cooldown
-        ]
+        ] + self._grace_holds()  # S17: a job waiting for its victims' pods is no victim
         while True:
             plan = self.cluster.plan_preemption(
                 request,
@@ -159,7 +163,9 @@ class ReferenceBrakes:
             exempt.extend(over)
         return None if self._past_hourly(list(plan.victims), now) else plan
 
-    def _make_room(self, head: Any, now: float) -> tuple[Started, list[str], list[Moved]] | None:
+    def _make_room(
+        self, head: Any, now: float
+    ) -> tuple[Started | None, list[str], list[Moved]] | None:
         """S8: preemption first, then defragmentation.
 
         Never for slice, NUMA, spared, resource or fractional gangs: plans count pods of GPUs.
@@ -207,6 +213,7 @@ class ReferenceBrakes:
             self._end(match[0], release=False)
             self.evicted_now.add(match[0].job_id)
             self.histories.add(match[0].job_id, now, "preempted", f"for {for_job}")
-            self._queue(match[0], now)
+            if not self._grace_ending(match[0], now, for_job):  # S17
+                self._queue(match[0], now)
             names.append(match[0].job_id)
         return names

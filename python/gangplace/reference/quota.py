@@ -167,7 +167,7 @@ class ReferenceTenancy:
 
         def _start(
             self, job: Any, allocation: Any, now: float, backfilled: bool, evicted: Any = ()
-        ) -> Started: ...
+        ) -> Started | None: ...
 
     def _used(self, without: list[Any] = ()) -> dict[str, int]:  # type: ignore[assignment]
         used: dict[str, int] = {}
@@ -301,7 +301,7 @@ class ReferenceTenancy:
 
     def _reclaim(
         self, job: Any, request: GangRequest, now: float
-    ) -> tuple[Started, list[str]] | None:
+    ) -> tuple[Started | None, list[str]] | None:
         """Q5-Q7: the first group of candidates whose victims start the job."""
         if job.queue in self.failed_reclaims:
             return None
@@ -378,7 +378,7 @@ class ReferenceTenancy:
 
     def _apply_reclaim(
         self, job: Any, plan: Any, extras: list[Any], now: float
-    ) -> tuple[Started, list[str]]:
+    ) -> tuple[Started | None, list[str]]:
         holds = [v.allocation.id for v in extras] + list(plan.victims)
         self._count_evictions([(h, *self._victim(h)) for h in holds], now)
         for victim in extras:

@@ -38,6 +38,8 @@ class ReferenceReasons:
 
         def _class(self, job: Any) -> tuple[object, ...]: ...
 
+        def _grace_reasons(self) -> dict[str, str]: ...
+
     def reasons(self) -> dict[str, str]:
         """S10: why each pending job is not running, from the last walk, naively."""
         texts = LastWalk(self.backfill, 0)
@@ -66,7 +68,7 @@ class ReferenceReasons:
                 )
             else:
                 reasons[job.job_id] = self._class_reason(job, texts)
-        return reasons
+        return reasons | self._grace_reasons()  # S17
 
     def _class_reason(self, job: Any, texts: LastWalk) -> str:
         why = self.outcomes.get(self._class(job), (0.0, ""))[1]

@@ -25,10 +25,12 @@ from gangplace.reference import spares
 from gangplace.reference.backfill import ReferenceReservation, fresh_reservation, kept_time
 from gangplace.reference.brakes import ReferenceBrakes
 from gangplace.reference.failures import ReferenceFailures
+from gangplace.reference.grace import ReferenceGrace
 from gangplace.reference.history import ReferenceHistories
 from gangplace.reference.live import ReferenceLive
 from gangplace.reference.quota import ReferenceQuotas, ReferenceTenancy
 from gangplace.reference.reasons import ReferenceReasons
+from gangplace.reference.twin import empty_twin
 from gangplace.reference.values import MAX_NAME_BYTES
 from gangplace.reference.walltime import ReferenceWalltimes
 from gangplace.scheduler.history import HistorySummary, JobHistory
@@ -66,6 +68,7 @@ class ReferenceScheduler(
     ReferenceWalltimes,
     ReferenceReasons,
     ReferenceLive,
+    ReferenceGrace,
 ):
     """Same constructor, ``submit``, ``cancel``, ``finish``, ``requeue`` and ``cycle``."""
 
@@ -93,8 +96,12 @@ class ReferenceScheduler(
         overrun: str = "end",
         overrun_grace: float = 0.0,
         evicted_may_preempt: bool = False,
+        eviction_grace: float = 0.0,
     ) -> None:
         self.cluster = cluster
+        self.eviction_grace = eviction_grace  # S17
+        self.ending: list[tuple[float, float, Any, str]] = []
+        self.starting: dict[str, tuple[float, tuple[str, ...]]] = {}
         self.evicted_may_preempt = evicted_may_preempt
         self.evicted_now: set[str] = set()  # Q5, S7: evicted in the cycle under way
         self.overrun = overrun
@@ -159,7 +166,8 @@ class ReferenceScheduler(
         for what, name in (("job_id", job_id), ("owner", owner)):
             if name is not None and not 1 <= len(name.encode("utf-8")) <= MAX_NAME_BYTES:
                 raise InvalidRequest(f"{what} must be 1 to {MAX_NAME_BYTES} bytes long")
-        if any(job.job_id == job_id for job in self.pending + self.running):
+        ending = [entry[2] for entry in self.ending]
+        if any(job.job_id == job_id for job in self.pending + self.running + ending):
             raise DuplicateJob(job_id)
         self._in_order(now, record=False)
         levels = [request.required_level, *(level for _, level in ladder)]
@@ -227,22 +235,8 @@ class ReferenceScheduler(
     def _empty_copy(self) -> Cluster:
         key = (len(self.cluster), self.cluster.stats().total)
         if self._copy is None or self._copy[0] != key:
-            self._copy = (key, self._build_empty_copy())
+            self._copy = (key, empty_twin(self.cluster))
         return self._copy[1]
-
-    def _build_empty_copy(self) -> Cluster:
-        copy = Cluster(self.cluster.levels, policy=self.cluster.policy)  # type: ignore[arg-type]
-        for name in self.cluster.nodes():
-            info = self.cluster.node(name)
-            copy.add_node(
-                name,
-                gpus=info.gpus,
-                topology=info.topology,
-                labels=info.labels,
-                gpu_topology=info.gpu_topology,
-                taints=info.taints,
-            )
-        return copy
 
     def _form(self, job: _Job, now: float) -> tuple[str | None, bool]:
         """S3: the ladder's level and whether the gang may start smaller."""
@@ -257,15 +251,21 @@ class ReferenceScheduler(
 
     def cancel(self, job_id: str, now: float) -> bool:
         """Drops a pending job or releases a running one."""
-        if not any(job.job_id == job_id for job in self.pending):
-            self._running(job_id)
+        ending = any(entry[2].job_id == job_id for entry in self.ending)
+        if not ending and not any(job.job_id == job_id for job in self.pending):
+            self._running(job_id, starting=True)
         self._in_order(now)
+        for entry in self.ending:  # S17: evicted, its pods still ending
+            if entry[2].job_id == job_id:
+                self.ending.remove(entry)
+                self.histories.add(job_id, now, "cancelled")
+                return False
         for job in self.pending:
             if job.job_id == job_id:
                 self.pending.remove(job)
                 self.histories.add(job_id, now, "cancelled")
                 return False
-        self._end(self._running(job_id), release=True)
+        self._end(self._running(job_id, starting=True), release=True)
         self.histories.add(job_id, now, "cancelled")
         return True
 
@@ -293,9 +293,10 @@ class ReferenceScheduler(
         """S14: the figures over the finished jobs kept."""
         return self.histories.summary(now)
 
-    def _running(self, job_id: str) -> _Job:
+    def _running(self, job_id: str, starting: bool = False) -> _Job:
+        """A running job (S17: one waiting for its victims' pods only if ``starting``)."""
         for job in self.running:
-            if job.job_id == job_id:
+            if job.job_id == job_id and (starting or job_id not in self.starting):
                 return job
         raise UnknownJob(job_id, job_id)
 
@@ -304,6 +305,7 @@ class ReferenceScheduler(
         if release:
             self.cluster.release(job.allocation, owner=job.owner)
         self.running.remove(job)
+        self.starting.pop(job.job_id, None)
         job.allocation = job.started_at = None
         job.runs_until, job.overran = math.inf, False
 
@@ -317,10 +319,11 @@ class ReferenceScheduler(
         self._in_order(now)
         self.victims_this_cycle = 0
         self.failed_reclaims = set()
-        self.started_now = set()  # Q6: a cycle never undoes its own starts
+        self.started_now = set(self.starting)  # Q6: a cycle never undoes its own starts
         self.evicted_now = set()
         overran, walltime_ended = self._overruns(now)
         repaired, requeued, failed, repair_evicted = self._failures(now)
+        due = self._grace_due(now)  # S17
         timed_out, degraded = [], []
         for job in sorted(self.pending, key=self._order):
             form = self._form(job, now)
@@ -331,7 +334,7 @@ class ReferenceScheduler(
             if form[0] != job.form[0]:
                 degraded.append((job.job_id, form[0]))
             job.form = form
-        started: list[Started] = []
+        started: list[Started] = due
         evicted: list[str] = []
         moved: list[Moved] = []
         while self._walk(now, started, evicted, moved):
@@ -344,7 +347,7 @@ class ReferenceScheduler(
             tuple(moved),
             tuple(timed_out),
             tuple(degraded),
-            len(self.pending),
+            len(self.pending) + len(self.ending) + len(self.starting),
             head,
             tuple(repaired),
             tuple(requeued),
@@ -400,7 +403,8 @@ class ReferenceScheduler(
                     shaped = shaped or bool(job.request.spares or job.request.resources_per_pod)
                     back = None if shaped else self._reclaim(job, self._request(job, False), now)
                     if back is not None:
-                        started.append(back[0])
+                        if back[0] is not None:  # None: after the victims' grace (S17)
+                            started.append(back[0])
                         evicted.extend(back[1])
                         return True
             if outcome in ("quota", "queue-quota"):
@@ -411,7 +415,8 @@ class ReferenceScheduler(
             if head is None:
                 made = None if self._no_cascade(job) else self._make_room(job, now)
                 if made is not None:
-                    started.append(made[0])
+                    if made[0] is not None:  # None: after the victims' grace (S17)
+                        started.append(made[0])
                     evicted.extend(made[1])
                     moved.extend(made[2])
                     return True
@@ -558,18 +563,26 @@ class ReferenceScheduler(
             return "nofit"
         except LimitExceeded:
             return "quota"
-        return self._start(job, self.cluster.commit(reservation, owner=job.owner), now, backfilled)
+        allocation = self.cluster.commit(reservation, owner=job.owner)
+        started = self._start(job, allocation, now, backfilled)
+        assert started is not None  # it evicted nobody
+        return started
 
     def _start(
         self, job: _Job, allocation: Allocation, now: float, backfilled: bool, evicted: Any = ()
-    ) -> Started:
+    ) -> Started | None:
+        """The job runs; ``None`` when it waits for its victims' pods first (S17)."""
         self.pending.remove(job)
         self.kept.pop(job.job_id, None)
         job.allocation, job.started_at = allocation, now
-        job.runs_until = math.inf if job.walltime is None else now + job.walltime + self.grace
+        begins = now + self.eviction_grace if evicted and self.eviction_grace > 0 else now
+        job.runs_until = math.inf if job.walltime is None else begins + job.walltime + self.grace
         job.overran = False
         self.running.append(job)
         self.started_now.add(job.job_id)
+        if begins > now:
+            self.starting[job.job_id] = (begins, tuple(evicted))
+            return None
         detail = allocation.id + (" (backfilled)" if backfilled else "")
         self.histories.add(job.job_id, now, "started", detail)
         return Started(job.job_id, allocation, now - job.wait_began, backfilled, tuple(evicted))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,13 +106,15 @@ class Brakes:
         victim_of: Callable[[str], tuple[str | None, int]],
         allocation_of: Callable[[str], str | None],
         candidates: list[str] | None = None,
+        protected: Iterable[str] = (),
     ) -> PreemptionPlan | None:
         """The preemption plan the brakes allow for ``request`` now, or ``None``.
 
         ``victim_of(allocation_id)`` gives a victim's owner and GPUs; ``allocation_of(job_id)``
         a running job's allocation (``None`` when it is not running); ``candidates`` the
         only allocations that may be victims, whatever their priority (a queue's reclaim,
-        docs/preemption.md P7 and Q6).
+        docs/preemption.md P7 and Q6); ``protected`` allocations are never victims (the
+        jobs of S17 waiting for their own victims' pods to end).
         """
         left = self._victims_left()
         if left == 0:
@@ -124,6 +126,7 @@ class Brakes:
             for job_id, when in self.preempted_at.items()
             if now - when < self.cooldown and (allocation := allocation_of(job_id)) is not None
         ]
+        cooling.extend(protected)
         while True:
             plan = cluster.plan_preemption(
                 request,

@@ -89,6 +89,10 @@ class Scheduler(SchedulerViews, LiveQueues):
         evicted_may_preempt: Whether a job evicted in a cycle may preempt (S7) or reclaim
             (docs/queues.md Q5) in that same cycle. ``False`` (default): no cascades; it may
             still start on free GPUs.
+        eviction_grace: Seconds a preempted job's pods take to end (docs/scheduler.md
+            S17). ``0`` (default): its GPUs are free at once. Else it queues again only
+            then, and the job that preempted holds its GPUs and quota from the eviction
+            but is reported started only then.
         metrics: A ``prometheus_client`` registry to publish metrics in (extra
             ``gangplace[metrics]``); ``None``: no metrics.
         quotas: Owner -> the most GPUs that owner's running jobs may hold at once. Owners
@@ -117,7 +121,8 @@ class Scheduler(SchedulerViews, LiveQueues):
 
     Raises:
         InvalidRequest: Unknown ``order`` or ``backfill``, a negative quota, limit or
-            budget, or a ``min_runtime`` that is not finite and >= 0; bad queues or
+            budget, or a ``min_runtime`` or ``eviction_grace`` that is not finite and
+            >= 0; bad queues or
             cohorts (docs/queues.md, Q1: names, parents, cycles, quantities), or ``preemption=True``
             with queues (their policies say who preempts whom).
         TypeError: ``cluster`` is not a ``Cluster``.
@@ -159,6 +164,7 @@ class Scheduler(SchedulerViews, LiveQueues):
         overrun: Literal["end", "report", "extend"] = "end",
         overrun_grace: float = 0.0,
         evicted_may_preempt: bool = False,
+        eviction_grace: float = 0.0,
     ) -> None:
         if not isinstance(cluster, Cluster):
             raise TypeError(f"cluster must be a gangplace.Cluster, not {type(cluster).__name__}")
@@ -214,6 +220,9 @@ class Scheduler(SchedulerViews, LiveQueues):
             raise InvalidRequest('overrun_grace is the grace of overrun="end"')
         self._running.grace = grace or 0.0
         self.evicted_may_preempt = bool(evicted_may_preempt)
+        seconds = checked_seconds("eviction_grace", eviction_grace, positive=False)
+        self._running.eviction_grace.seconds = seconds or 0.0
+        self._grace = self._running.eviction_grace
         settings = Settings(
             backfill,
             reservation_depth,
@@ -309,7 +318,7 @@ class Scheduler(SchedulerViews, LiveQueues):
             )
         if owner is not None:
             checked_name("owner", owner)
-        if job_id in self._queue.by_id or job_id in self._running.jobs:
+        if job_id in self._queue.by_id or job_id in self._running.jobs or self._ending(job_id):
             raise DuplicateJob(f"job {job_id!r} is already pending or running")
         walltime = checked_seconds("walltime", walltime, positive=True)
         timeout = checked_seconds("timeout", timeout, positive=False)
@@ -374,10 +383,15 @@ class Scheduler(SchedulerViews, LiveQueues):
             InvalidRequest: ``now`` is before an earlier call's (S16); nothing changed.
 
         """
-        if job_id not in self._queue.by_id and job_id not in self._running.jobs:
+        known = job_id in self._queue.by_id or job_id in self._running.jobs
+        if not known and not self._ending(job_id):
             raise UnknownJob(f"job {job_id!r} is neither pending nor running", job_id)
         when = self._at(now)
         self._freeze_reasons()
+        if self._ending(job_id):  # S17: evicted, its pods still ending
+            del self._grace.ending[job_id]
+            self._histories.ended(job_id, when, "cancelled")
+            return False
         if job_id in self._queue.by_id:
             self._queue.remove(self._queue.by_id[job_id])
             self._histories.ended(job_id, when, "cancelled")
@@ -399,8 +413,7 @@ class Scheduler(SchedulerViews, LiveQueues):
             InvalidRequest: ``now`` is before an earlier call's (S16); nothing changed.
 
         """
-        if job_id not in self._running.jobs:
-            raise UnknownJob(f"job {job_id!r} is not running", job_id)
+        self._check_running(job_id)
         when = self._at(now)
         self._freeze_reasons()
         self._running.end(job_id, release=True)
@@ -416,8 +429,7 @@ class Scheduler(SchedulerViews, LiveQueues):
             InvalidRequest: ``now`` is before an earlier call's (S16); nothing changed.
 
         """
-        if job_id not in self._running.jobs:
-            raise UnknownJob(f"job {job_id!r} is not running", job_id)
+        self._check_running(job_id)
         when = self._at(now)
         self._freeze_reasons()
         job = self._running.end(job_id, release=True)
@@ -426,6 +438,22 @@ class Scheduler(SchedulerViews, LiveQueues):
         if self.metrics is not None:
             self.metrics.job_requeued(job.owner, preempted=False)
         self._set_pending_gauge()
+
+    def _ending(self, job_id: str) -> bool:
+        """S17: evicted, out of the queue until its pods have ended."""
+        return bool(self._grace.ending) and job_id in self._grace.ending
+
+    def _check_running(self, job_id: str) -> None:
+        """``UnknownJob`` unless the job runs (S17: a starting job does not yet)."""
+        if job_id not in self._running.jobs:
+            raise UnknownJob(f"job {job_id!r} is not running", job_id)
+        if job_id in self._grace.starting:
+            until = self._grace.starting[job_id].until
+            raise UnknownJob(
+                f"job {job_id!r} is not running: it starts at {until:g} s, once its "
+                "victims' pods have ended (eviction_grace)",
+                job_id,
+            )
 
     def cycle(self, now: float | None = None) -> Decisions:
         """One scheduling pass (docs/scheduler.md, rules S4-S13): starts what the rules allow.
@@ -451,6 +479,7 @@ class Scheduler(SchedulerViews, LiveQueues):
         if self._tenancy is not None:
             self._tenancy.failed_reclaims.clear()
             self._tenancy.started_now.clear()
+            self._tenancy.started_now.update(self._grace.starting)  # S17: not victims yet
         settings = Settings(  # the attributes as they are now (a caller may have set them)
             self.backfill,
             self.reservation_depth,
@@ -463,8 +492,10 @@ class Scheduler(SchedulerViews, LiveQueues):
             self._parts = dataclasses.replace(self._parts, settings=settings)
         overran, walltime_ended = self._overruns(now)
         repaired, requeued, failed, evicted = handle_failures(self._parts, now)
+        due, _ = self._running.report_due(now) if self._grace else ([], [])
         timed_out, degraded = self._waiting.apply_stages(now)
         started, preempted, moved, head, self._last_walk = run_cycle(self._parts, now)
+        started = due + started
         reasons = PendingReasons(lambda: {job.job_id: job.reason for job in self.pending()})
         self._reasons = weakref.ref(reasons)
         decisions = Decisions(
@@ -474,7 +505,7 @@ class Scheduler(SchedulerViews, LiveQueues):
             tuple(moved),
             tuple(timed_out),
             tuple(degraded),
-            len(self._queue),
+            self.queue_length,
             head,
             tuple(repaired),
             tuple(requeued),

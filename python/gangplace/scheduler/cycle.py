@@ -169,12 +169,17 @@ class _Walk:
             if self._queue_blocked(job, outcome):
                 reclaimed = self._reclaim(job)
                 if reclaimed is not None:
-                    started.append(reclaimed[0])
+                    if reclaimed[0] is not None:  # None: it starts after a grace (S17)
+                        started.append(reclaimed[0])
                     preempted.extend(reclaimed[1])
                     return True
             if outcome in ("quota", "queue-quota"):
                 failed[key] = outcome
-                if outcome == "queue-quota":
+                if outcome == "queue-quota" and self._try_unused(job):
+                    # Q5: it was evicted in this cycle, so its queue's try goes to the next
+                    # blocked job, which may be of its class: the class goes on.
+                    self._push_next(heap, key, order)
+                elif outcome == "queue-quota":
                     short = self.short[job.request.preemptible]
                     short[job.queue] = min(job.fewest_gpus, short.get(job.queue, 1 << 62))
                 continue
@@ -183,7 +188,8 @@ class _Walk:
             if self.head is None:
                 room = None if self._evicted_now(job) else _make_room(parts, job, self.now)
                 if room is not None:
-                    started.append(room[0])
+                    if room[0] is not None:  # None: it starts after a grace (S17)
+                        started.append(room[0])
                     preempted.extend(room[1])
                     moved.extend(room[2])
                     return True
@@ -219,12 +225,16 @@ class _Walk:
         self.reclaimers.add(job.queue)
         return True
 
+    def _try_unused(self, job: QueuedJob) -> bool:
+        """Q5: the job's queue has not used its reclaim in this walk (it was evicted now)."""
+        return job.queue not in self.reclaimers and self._evicted_now(job)
+
     def _evicted_now(self, job: QueuedJob) -> bool:
         """Q5, S7: evicted in this cycle, so it may not preempt in it (no cascades)."""
         parts = self.parts
         return not parts.settings.evicted_may_preempt and job.job_id in parts.running.evicted_now
 
-    def _reclaim(self, job: QueuedJob) -> tuple[Started, list[str]] | None:
+    def _reclaim(self, job: QueuedJob) -> tuple[Started | None, list[str]] | None:
         """Q5-Q7: the job's queue preempts what its policies allow, if that starts it."""
         tenancy = self.tenancy
         assert tenancy is not None and job.queue is not None
@@ -354,12 +364,14 @@ def _try_start(
         return "nofit"
     except LimitExceeded:
         return "quota"
-    return parts.running.started(job, allocation, now, backfilled)
+    started = parts.running.started(job, allocation, now, backfilled)
+    assert started is not None  # it evicted nobody
+    return started
 
 
 def _make_room(
     parts: Parts, head: QueuedJob, now: float
-) -> tuple[Started, list[str], list[Moved]] | None:
+) -> tuple[Started | None, list[str], list[Moved]] | None:
     """Preemption, then defragmentation, for the blocked head; ``None`` if neither helps."""
     request = head.request
     shaped = bool(request.slices or request.numa != "none" or request.spares)
@@ -370,7 +382,14 @@ def _make_room(
     cluster, running, brakes = parts.cluster, parts.running, parts.brakes
     request = parts.owners.request_for(head)
     if settings.preemption:
-        plan = brakes.plan(cluster, request, now, running.victim_of, running.allocation_of)
+        plan = brakes.plan(
+            cluster,
+            request,
+            now,
+            running.victim_of,
+            running.allocation_of,
+            protected=running.starting_holds(),
+        )
         if plan is not None and plan.victims:
             brakes.record(plan.victims, now, running.victim_of, running.job_of)
             reservation = cluster.preempt(plan, owner=head.owner)

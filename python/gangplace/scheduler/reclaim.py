@@ -21,8 +21,11 @@ __all__ = ["reclaim"]
 
 def reclaim(
     parts: Parts, job: QueuedJob, request: GangRequest, now: float
-) -> tuple[Started, list[str]] | None:
-    """Q5-Q7: preempts what ``job`` may preempt to start it, or ``None``."""
+) -> tuple[Started | None, list[str]] | None:
+    """Q5-Q7: preempts what ``job`` may preempt to start it, or ``None``.
+
+    The ``Started`` is ``None`` when the job starts once its victims' pods have ended (S17).
+    """
     tenancy = parts.tenancy
     assert tenancy is not None and job.queue is not None
     if request.resources_per_pod:  # reclaims count GPUs only (docs/resources.md)
@@ -102,7 +105,7 @@ def _apply(
     plan: PreemptionPlan,
     extras: list[QueuedJob],
     now: float,
-) -> tuple[Started, list[str]]:
+) -> tuple[Started | None, list[str]]:
     """Ends the extra victims, then applies the plan (one atomic preemption)."""
     cluster, running = parts.cluster, parts.running
     holds = [victim.allocation_id or "" for victim in extras] + list(plan.victims)

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gangplace._gangplace import Allocation, Cluster
+from gangplace.scheduler.grace import Ending, EvictionGrace, Starting
 from gangplace.scheduler.history import Histories
 from gangplace.scheduler.metrics import SchedulerMetrics
 from gangplace.scheduler.owners import OwnerQuotas
@@ -112,6 +113,7 @@ class RunningJobs:
         self.grace = 0.0
         self.overrunning: set[str] = set()  # running jobs past their walltime
         self.evicted_now: set[str] = set()  # jobs evicted in the cycle under way (Q5, S7)
+        self.eviction_grace = EvictionGrace()  # S17: victims' pods ending, and who waits
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -197,6 +199,7 @@ class RunningJobs:
             self.tenancy.ended(job)
         self._ends.remove((job.runs_until, gpus, job_id))
         self.overrunning.discard(job_id)
+        self.eviction_grace.starting.pop(job_id, None)
         job.allocation_id = job.started_at = None
         job.runs_until, job.overran = math.inf, False
         return job
@@ -208,8 +211,12 @@ class RunningJobs:
         now: float,
         backfilled: bool,
         preempted: tuple[str, ...] = (),
-    ) -> Started:
-        """Records ``job`` as started on ``allocation`` (taken out of the queue)."""
+    ) -> Started | None:
+        """Records ``job`` as started on ``allocation`` (taken out of the queue).
+
+        Returns its ``Started``; ``None`` when it evicted jobs under an eviction grace
+        (S17): it holds its GPUs from ``now`` and is reported by ``report_due``.
+        """
         job_id, allocation_id = job.job_id, allocation.id
         self.waiting.queue.remove(job)
         self.book.forget(job_id)
@@ -225,15 +232,56 @@ class RunningJobs:
         if self.tenancy is not None:
             self.tenancy.started(job, gpus)
         grace = self.run_grace()
-        job.runs_until = math.inf if job.walltime is None else now + job.walltime + grace
+        begins = now
+        if preempted and self.eviction_grace.seconds > 0:
+            begins = now + self.eviction_grace.seconds  # S17: once its victims' pods ended
+            self.eviction_grace.starting[job_id] = Starting(begins, preempted)
+        job.runs_until = math.inf if job.walltime is None else begins + job.walltime + grace
         job.overran = False
         self._ends.add((job.runs_until, gpus, job_id))
+        if begins > now:
+            return None
+        return self._reported(job, allocation, now, backfilled, preempted)
+
+    def _reported(
+        self,
+        job: QueuedJob,
+        allocation: Allocation,
+        now: float,
+        backfilled: bool,
+        preempted: tuple[str, ...],
+    ) -> Started:
         waited = now - job.wait_began
-        detail = allocation_id + " (backfilled)" if backfilled else allocation_id
-        self.histories.started(job_id, now, detail)
+        detail = allocation.id + " (backfilled)" if backfilled else allocation.id
+        self.histories.started(job.job_id, now, detail)
         if self.metrics is not None:
             self.metrics.job_started(job.owner, waited, backfilled)
-        return Started._made(job_id, allocation, waited, backfilled, preempted)
+        return Started._made(job.job_id, allocation, waited, backfilled, preempted)
+
+    def report_due(self, now: float) -> tuple[list[Started], list[str]]:
+        """S17: the starts due by ``now``, and the evicted jobs queued again (their ids).
+
+        The evicted jobs first, each back at its position with its wait begun at its
+        eviction; then each due start, on its allocation (as moves and repairs left it;
+        failures were handled before, S13).
+        """
+        grace = self.eviction_grace
+        queued = []
+        for ending in grace.due_ending(now):
+            self.waiting.enqueue(ending.job, ending.evicted_at)
+            queued.append(ending.job.job_id)
+        started = []
+        for job_id, entry in grace.due_starting(now):
+            job = self.jobs[job_id]
+            allocation = self.allocations[job_id]  # kept through moves and repairs
+            job.started_at = now
+            started.append(self._reported(job, allocation, now, False, entry.preempted))
+        return started, queued
+
+    def starting_holds(self) -> list[str]:
+        """S17: the allocations of the jobs waiting for their victims' pods to end."""
+        starting = self.eviction_grace.starting
+        return [self.jobs[job_id].allocation_id or "" for job_id in starting] if starting else []
 
     def job_of(self, hold_id: str) -> str | None:
         """The running job holding allocation ``hold_id``, or ``None``."""
@@ -270,7 +318,12 @@ class RunningJobs:
             job = self.end(job_id, release=False)
             self.evicted_now.add(job_id)
             self.histories.stopped(job_id, now, "preempted", f"for {for_job}")
-            self.waiting.enqueue(job, now)
+            seconds = self.eviction_grace.seconds
+            if seconds > 0:  # S17: out of the queue until its pods have ended
+                job.wait_began = now
+                self.eviction_grace.ending[job_id] = Ending(now + seconds, now, job, for_job)
+            else:
+                self.waiting.enqueue(job, now)
             names.append(job_id)
             if self.metrics is not None:
                 self.metrics.job_requeued(job.owner, preempted=True)

@@ -13,6 +13,7 @@ from typing import Literal
 
 from gangplace._gangplace import Cluster, Explanation
 from gangplace.errors import UnknownJob
+from gangplace.scheduler.grace import EvictionGrace
 from gangplace.scheduler.history import Histories, HistorySummary, JobHistory
 from gangplace.scheduler.owners import OwnerQuotas
 from gangplace.scheduler.queue import PendingQueue
@@ -40,6 +41,7 @@ class SchedulerViews:
     _tenancy: Tenancy | None
     _histories: Histories
     _last_walk: LastWalk | None
+    _grace: EvictionGrace
 
     def pending(self, now: float | None = None) -> list[PendingJob]:
         """The queued jobs in queue order, each with the reason it is not running (S10).
@@ -47,13 +49,16 @@ class SchedulerViews:
         The reason comes from the last cycle (the owner's quota, the blocked head, behind
         it, ...) in constant time per job: the engine is not asked. ``explain(job_id)``
         asks it about one job. Waits are counted up to ``now`` (default ``clock()``).
+        After the queue come the jobs waiting out an eviction grace (S17): the evicted ones
+        whose pods are ending, then those that will start once their victims' pods have
+        ended, each by that time, then job id.
         """
         now, walk = self.clock() if now is None else now, self._last_walk
         live = self._tenancy is not None or bool(self.quotas)
         reserved = walk.reserved if walk is not None else {}
         seen = walk.queued if walk is not None else 0
         made, live_reason = PendingJob._made, self._owners.live_reason
-        return [
+        queued = [
             made(
                 job.job_id,
                 job.current(),
@@ -65,6 +70,29 @@ class SchedulerViews:
             )
             for job in self._queue.in_order()
         ]
+        return queued + self._in_grace(now) if self._grace else queued
+
+    def _in_grace(self, now: float) -> list[PendingJob]:
+        """S17: ``pending()``'s entries for the jobs waiting out an eviction grace."""
+        grace, made = self._grace, PendingJob._made
+        ending = sorted(grace.ending.values(), key=lambda e: (e.until, e.job.job_id))
+        views = [
+            made(
+                entry.job.job_id,
+                entry.job.current(),
+                entry.job.owner,
+                now - entry.job.wait_began,
+                grace.ending_reason(entry),
+                None,
+                entry.job.queue,
+            )
+            for entry in ending
+        ]
+        for job_id, entry in sorted(grace.starting.items(), key=lambda e: (e[1].until, e[0])):
+            job = self._running.jobs[job_id]
+            waited, reason = now - job.wait_began, grace.starting_reason(entry)
+            views.append(made(job_id, job.current(), job.owner, waited, reason, None, job.queue))
+        return views
 
     def explain(self, job_id: str) -> Explanation:
         """The engine's explanation of a pending job's request (``UnknownJob``: not pending)."""
@@ -79,8 +107,11 @@ class SchedulerViews:
         The allocations are read from the cluster, so a repair committed, a GPU lost or a
         node removed since shows (``allocation.lost``, ``allocation.placement``).
         """
-        running = self._running
-        jobs = sorted(running.jobs.values(), key=lambda job: (job.started_at or 0.0, job.order))
+        running, starting = self._running, self._grace.starting
+        jobs = sorted(
+            (job for job in running.jobs.values() if job.job_id not in starting),
+            key=lambda job: (job.started_at or 0.0, job.order),
+        )
         current = {a.id: a for a in self.cluster.allocations()} if jobs else {}
         return [
             RunningJob(
@@ -101,8 +132,10 @@ class SchedulerViews:
             UnknownJob: Neither (never submitted, finished or cancelled).
 
         """
-        if job_id in self._queue.by_id:
+        if job_id in self._queue.by_id or job_id in self._grace.ending:
             return "pending"
+        if job_id in self._grace.starting:
+            return "pending"  # S17: it holds its GPUs, its victims' pods are ending
         if job_id in self._running.jobs:
             return "running"
         raise UnknownJob(f"job {job_id!r} is neither pending nor running", job_id)
@@ -110,13 +143,21 @@ class SchedulerViews:
     def next_wakeup(self) -> float | None:
         """The earliest time a pending job's form changes (a ladder step or timeout).
 
-        An event loop cycles then even when nothing else happens; ``None`` if no change is due.
+        Also the earliest end of an eviction grace (S17: an evicted job queues again, a
+        job starts). An event loop cycles then even when nothing else happens; ``None`` if
+        no change is due.
         """
-        return self._waiting.next_wakeup()
+        due = self._waiting.next_wakeup()
+        grace = self._grace
+        if not grace:
+            return due
+        ends = [e.until for e in grace.ending.values()] + [e.until for e in grace.starting.values()]
+        return min(ends) if due is None else min(due, *ends)
 
     def pending_ids(self) -> list[str]:
         """The pending jobs' ids in queue order."""
-        return [job.job_id for job in self._queue.in_order()]
+        queued = [job.job_id for job in self._queue.in_order()]
+        return queued + [job.job_id for job in self._in_grace(0.0)] if self._grace else queued
 
     def job_of(self, hold_id: str) -> str | None:
         """The running job holding allocation ``hold_id``, or ``None``."""
@@ -124,17 +165,18 @@ class SchedulerViews:
 
     @property
     def queue_length(self) -> int:
-        """Jobs pending."""
-        return len(self._queue)
+        """Jobs pending (those waiting out an eviction grace too, S17)."""
+        return len(self._queue) + len(self._grace)
 
     def __len__(self) -> int:
         """Pending plus running jobs."""
-        return len(self._queue) + len(self._running.jobs)
+        return len(self._queue) + len(self._running.jobs) + len(self._grace.ending)
 
     def __repr__(self) -> str:
+        running = len(self._running.jobs) - len(self._grace.starting)
         return (
             f"Scheduler(order={self.order!r}, backfill={self.backfill!r}, "
-            f"pending={len(self._queue)}, running={len(self._running.jobs)})"
+            f"pending={self.queue_length}, running={running})"
         )
 
     def history(self, job_id: str, now: float | None = None) -> JobHistory:

@@ -122,6 +122,7 @@ class GangPolicy:
                 "cohorts": list(setup.cohorts),
                 "fair_sharing": setup.fair_sharing,
                 "evicted_may_preempt": setup.evicted_may_preempt,
+                "eviction_grace": setup.eviction_grace,
             }
             self.queue_figures = QueueFigures(
                 tuple(q.name for q in setup.queues),

@@ -9,8 +9,10 @@ sharing is on, and which queue each trace owner submits to::
                  "reclaim_within_cohort": "any"}],
      "owners": {"6214e9": "vision"}}
 
-``owners`` maps trace owners (a Philly VC, a trace file's stem, the ``owner`` column) to
-queues; an owner it does not list submits to the queue of its own name, else to
+``evicted_may_preempt`` (docs/queues.md Q5) and ``eviction_grace`` (seconds,
+docs/scheduler.md S17) are passed to the Scheduler. ``owners`` maps trace owners (a Philly
+VC, a trace file's stem, the ``owner`` column) to queues; an owner it does not list submits
+to the queue of its own name, else to
 ``default_queue`` if set; a job whose owner has none is rejected, and counted as rejected.
 Every field is checked when the settings are made: a bad one is a :class:`SimError` that
 names it. :class:`QueueFigures` keeps each queue's usage over the run, its reclaims and the
@@ -36,6 +38,7 @@ COHORT_FIELDS = Cohort._FIELDS
 TOP_FIELDS = (
     "fair_sharing",
     "evicted_may_preempt",
+    "eviction_grace",
     "cohorts",
     "queues",
     "owners",
@@ -78,6 +81,7 @@ class QueueSetup:
     owners: Mapping[str, str]
     default_queue: str | None
     evicted_may_preempt: bool = False  # docs/queues.md Q5: same-cycle cascades
+    eviction_grace: float = 0.0  # docs/scheduler.md S17: victims' pods ending
 
     @classmethod
     def parse(cls, raw: object, where: str = "queues") -> QueueSetup:
@@ -95,6 +99,9 @@ class QueueSetup:
         cascades = raw.get("evicted_may_preempt", False)
         if not isinstance(cascades, bool):
             raise SimError(f"{where}: evicted_may_preempt must be true or false, got {cascades!r}")
+        grace = raw.get("eviction_grace", 0.0)
+        if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace < 1e12:
+            raise SimError(f"{where}: eviction_grace must be seconds >= 0, got {grace!r}")
         queues = tuple(_values(raw, "queues", Queue, QUEUE_FIELDS, where))
         if not queues:
             raise SimError(f"{where}: queues must list at least one queue")
@@ -117,7 +124,7 @@ class QueueSetup:
             QuotaTree(queues, cohorts)
         except (GangplaceError, TypeError) as error:
             raise SimError(f"{where}: {error}") from None
-        return cls(queues, cohorts, fair, dict(owners), default, cascades)
+        return cls(queues, cohorts, fair, dict(owners), default, cascades, float(grace))
 
     def queue_of(self, owner: str | None) -> str | None:
         """The queue a job of ``owner`` submits to, or ``None``."""
