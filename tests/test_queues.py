@@ -84,6 +84,22 @@ def test_queues_and_cohorts_are_frozen_hashable_picklable_values() -> None:
         (InvalidRequest, lambda: Queue("a", reclaim_within_cohort="all")),  # type: ignore[arg-type]
         (InvalidRequest, lambda: Queue("a", borrow_within_cohort="any")),  # type: ignore[arg-type]
         (InvalidRequest, lambda: Queue("a", queueing="lifo")),  # type: ignore[arg-type]
+        # issue 46: Kueue's maxPriorityThreshold, a 32-bit priority, with its policy only
+        (
+            InvalidRequest,
+            lambda: Queue(
+                "a", borrow_within_cohort="lower_priority", borrow_within_cohort_max_priority=2**31
+            ),
+        ),
+        (InvalidRequest, lambda: Queue("a", borrow_within_cohort_max_priority=1)),
+        (
+            TypeError,
+            lambda: Queue(
+                "a", borrow_within_cohort="lower_priority", borrow_within_cohort_max_priority=1.5
+            ),
+        ),  # type: ignore[arg-type]
+        (InvalidRequest, lambda: Cohort("c", weight=float("nan"))),
+        (InvalidRequest, lambda: Cohort("c", nominal=-4)),
         (InvalidRequest, lambda: Cohort("c", borrowing_limit=1)),  # a root
         (InvalidRequest, lambda: Cohort("c", parent="")),
     ],
