@@ -95,9 +95,11 @@ def test_queues_and_cohorts_are_frozen_hashable_picklable_values() -> None:
         (
             TypeError,
             lambda: Queue(
-                "a", borrow_within_cohort="lower_priority", borrow_within_cohort_max_priority=1.5
+                "a",
+                borrow_within_cohort="lower_priority",
+                borrow_within_cohort_max_priority=1.5,  # type: ignore[arg-type]
             ),
-        ),  # type: ignore[arg-type]
+        ),
         (InvalidRequest, lambda: Cohort("c", weight=float("nan"))),
         (InvalidRequest, lambda: Cohort("c", nominal=-4)),
         (InvalidRequest, lambda: Cohort("c", borrowing_limit=1)),  # a root
