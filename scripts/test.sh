@@ -45,7 +45,7 @@ step "pytest (workers: $workers)"
 status=0
 GANGPLACE_HYPOTHESIS_PROFILE="${GANGPLACE_HYPOTHESIS_PROFILE:-ci}" \
     python -m pytest tests benches --benchmark-disable --timeout=300 -p no:cacheprovider \
-    -n "$workers" || status=$?
+    -n "$workers" --dist loadgroup || status=$?
 if [ "$status" -eq 5 ]; then
     echo "pytest collected no tests: failing" >&2
 fi

@@ -42,12 +42,13 @@ AT_LEAST = {
     "repair.md": 5,
     "preemption.md": 3,
     "scheduler.md": 1,
-    "queues.md": 15,  # issue 46: one example per difference from Kueue (K1-K13)
+    "queues.md": 15,  # issue 46: one example per difference from Kueue (KU1-KU13)
     "command-line.md": 1,
     "fgd.md": 1,
     "kubernetes.md": 4,
     "nvml.md": 1,
     "slurm.md": 4,
+    "ray.md": 2,
 }
 
 
@@ -71,7 +72,13 @@ def _run(code: str, name: str) -> str:
 
 @pytest.mark.parametrize(
     ("page", "index", "code", "shown"),
-    EXAMPLES,
+    [
+        # docs/ray.md starts a local Ray: in the one pytest worker that runs tests/test_ray.py
+        pytest.param(*example, marks=pytest.mark.xdist_group("ray"))
+        if example[0] == "ray.md"
+        else example
+        for example in EXAMPLES
+    ],
     ids=[f"{page}-{index}" for page, index, _, _ in EXAMPLES],
 )
 def test_the_example_prints_what_its_page_shows(
