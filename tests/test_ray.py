@@ -8,6 +8,8 @@ worker (xdist group ``ray``), with Ray kept on loopback as the sweeps keep it.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -166,6 +168,7 @@ def ray_cluster() -> Iterator[tuple[Any, dict[str, Any]]]:
     _loopback_only()
     from ray.cluster_utils import Cluster
 
+    before = _listening()
     started = time.monotonic()
     cluster = Cluster(
         initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
@@ -178,10 +181,23 @@ def ray_cluster() -> Iterator[tuple[Any, dict[str, Any]]]:
             handles[handle.node_id] = handle
         ray.init(address=cluster.address, log_to_driver=False)
         print(f"local Ray of 7 nodes up in {time.monotonic() - started:.1f} s")
+        if before is not None:  # everything Ray opened listens on loopback only
+            opened = (_listening() or set()) - before
+            assert opened, "Ray opened no listening socket: the check would see nothing"
+            loopback = {"127.0.0.1", "[::1]", "[::ffff:127.0.0.1]"}
+            assert {address for address, _ in opened} <= loopback, opened
         yield cluster, handles
     finally:
         ray.shutdown()
         cluster.shutdown()  # type: ignore[no-untyped-call]
+
+
+def _listening() -> set[tuple[str, str]] | None:
+    """(address, port) of every listening TCP socket, from ``ss``; ``None`` without it."""
+    if shutil.which("ss") is None:
+        return None
+    lines = subprocess.run(["ss", "-ltnH"], capture_output=True, text=True, check=True).stdout
+    return {tuple(line.split()[3].rsplit(":", 1)) for line in lines.splitlines()}  # type: ignore[misc]
 
 
 @pytest.mark.xdist_group("ray")
