@@ -36,6 +36,7 @@ from gangplace.scheduler.parts import Parts, Settings
 from gangplace.scheduler.queue import QueuedJob
 from gangplace.scheduler.quota import Cohort, Queue
 from gangplace.scheduler.reasons import LastWalk
+from gangplace.scheduler.requests import copied
 from gangplace.scheduler.reservations import ShadowBook
 from gangplace.scheduler.running import RunningJobs
 from gangplace.scheduler.tenancy import Tenancy
@@ -334,6 +335,8 @@ class Scheduler(SchedulerViews, LiveQueues):
         self._freeze_reasons()
         self._last_event = when
         order = self._waiting.next_order(request.priority, created_at)
+        if not request.name:  # its holds are named after it; copied once, not per form
+            request = copied(request, name=job_id)
         job = QueuedJob(job_id, request, owner, walltime, timeout, steps, order, 0.0)
         job.on_failure = on_failure
         job.queue = queue

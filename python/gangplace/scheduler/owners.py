@@ -61,8 +61,10 @@ class OwnerQuotas:
         And by its queue's room (Q4; ``queue_room`` when the caller has it), unless
         ``queue`` is false (a reclaim makes room).
         """
-        room = self.room(job)
         tenancy = self.tenancy
+        if not self.quotas and tenancy is None:
+            return job.current()  # nothing caps it (the common case: one check, issue 51)
+        room = self.room(job)
         if queue and tenancy is not None and job.queue is not None:
             if queue_room is None:
                 queue_room = tenancy.room(job)

@@ -83,6 +83,13 @@ class QueuedJob:
         pods = request.pods if max_pods is None else min(request.pods, max_pods)
         outer = request.slices[0][1] if request.slices else 1
         pods = pods // outer * outer  # slice gangs shrink in whole outermost slices
+        if (
+            pods == request.pods
+            and self.level == request.required_level
+            and (self.elastic or request.min_pods is None)
+            and request.name
+        ):
+            return request  # its form is the request itself: no copy (issue 51)
         return copied(
             request,
             pods=pods,

@@ -79,7 +79,8 @@ class WalkReservations:
 
     depth: int
     shadows: list[Shadow] = field(default_factory=list)
-    taken: set[tuple[str, int]] = field(default_factory=set)
+    _taken: set[tuple[str, int]] = field(default_factory=set)
+    _taken_upto: int = 0  # how many of ``shadows`` are in ``_taken``
     quota_times: dict[str | None, float] = field(default_factory=dict)  # owner -> earliest
     full: bool = False  # whether no more job gets a reservation in this walk
 
@@ -128,12 +129,18 @@ class WalkReservations:
             self.quota_times[owner] = min(earlier, shadow.time)
         self.shadows.append(shadow)
         self.full = len(self.shadows) >= self.depth
-        if shadow.placement is not None:
-            self.taken.update(_gpus(shadow.placement))
 
+    def taken(self) -> set[tuple[str, int]]:
+        """The ``(node, GPU)`` pairs of every reservation so far.
 
-def _gpus(placement: Placement) -> set[tuple[str, int]]:
-    return {(pod.node, gpu) for pod in placement.pods for gpu in pod.gpus}
+        Brought up to date when asked (only a kept reservation after an earlier one of the
+        walk asks), not on every ``add``: an EASY walk never asks (issue 51).
+        """
+        for shadow in self.shadows[self._taken_upto :]:
+            if shadow.placement is not None:
+                self._taken.update((p.node, gpu) for p in shadow.placement.pods for gpu in p.gpus)
+        self._taken_upto = len(self.shadows)
+        return self._taken
 
 
 class ShadowBook:
@@ -261,7 +268,8 @@ def _still_valid(
     placement = shadow.placement
     if placement is None:
         return None  # a blind reservation is made again: something may have ended
-    now, taken = running.walk_now, walk.taken
+    now = running.walk_now
+    taken = walk.taken() if walk.shadows else set()
     wanted: dict[str, set[int]] = {}
     for pod in placement.pods:
         wanted.setdefault(pod.node, set()).update(pod.gpus)

@@ -27,6 +27,20 @@ from gangplace.scheduler.waiting import Waiting
 __all__ = ["EndOrder", "RunningJobs"]
 
 
+def _placed_gpus(job: QueuedJob, allocation: Allocation) -> int:
+    """The GPUs of ``allocation``'s placement (spares aside), made for ``job``'s request.
+
+    A fixed-size gang of whole GPUs holds exactly ``pods x gpus_per_pod`` of them (its form
+    may only have changed its level, not its pods), read without building the placement
+    (each read of ``allocation.placement`` builds it anew: issue 51); an elastic or
+    fractional gang's count is read from the placement.
+    """
+    request = job.request
+    if request.min_pods is None and request.gpu_milli is None:
+        return request.pods * request.gpus_per_pod
+    return allocation.placement.total_gpus
+
+
 class EndOrder:
     """The running jobs by predicted end (``inf`` last), sorted only when read.
 
@@ -225,13 +239,14 @@ class RunningJobs:
         self.jobs[job_id] = job
         self.by_hold[allocation_id] = job_id
         self.allocations[job_id] = allocation
-        gpus = allocation.placement.total_gpus  # each read of ``placement`` builds it anew
-        spares = allocation.spares
+        gpus = _placed_gpus(job, allocation)
+        spares = allocation.spares if job.request.spares else ()
         job.held_gpus = gpus + (sum(len(pod.gpus) for pod in spares) if spares else 0)
-        self.owners.took(job.owner, gpus)
+        usage = self.owners.usage
+        usage[job.owner] = usage.get(job.owner, 0) + gpus  # ``owners.took``, inline
         if self.tenancy is not None:
             self.tenancy.started(job, gpus)
-        grace = self.run_grace()
+        grace = self.grace if self.overrun == "end" else 0.0  # ``run_grace()``
         begins = now
         if preempted and self.eviction_grace.seconds > 0:
             begins = now + self.eviction_grace.seconds  # S17: once its victims' pods ended
