@@ -10,29 +10,72 @@
 //! domain that fits, and a level with no domain that has enough free GPUs costs one lookup.
 //!
 //! Ranks are positions in path order at each depth, assigned when the index is built (after
-//! nodes were added or removed); between such changes the entries move incrementally, one
-//! B-tree update per changed node and one per changed domain per mutation.
+//! nodes were added or removed); between such changes the entries move incrementally, two
+//! bit operations per changed node (the node level is bucketed by free count: module
+//! `buckets`) and one B-tree update per changed domain per mutation.
 
 use std::collections::BTreeSet;
 
+use super::buckets::{BucketEntries, Buckets};
 use super::ties::TieMemo;
 use crate::ids::{DomainId, NodeId};
 use crate::topology::{Topology, Walked};
 
+/// The entries of one level: a B-tree of `(free, rank)` for domains, free-count buckets for
+/// nodes (module `buckets`); both read fewest free first, then in path order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Entries {
+    Tree(BTreeSet<(u64, u32)>),
+    Buckets(Buckets),
+}
+
+impl Default for Entries {
+    fn default() -> Self {
+        Self::Tree(BTreeSet::new())
+    }
+}
+
 /// The entries of one level.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct LevelIndex {
-    by_free: BTreeSet<(u64, u32)>,
+    entries: Entries,
     /// Rank -> domain or node id at this level.
     ids: Vec<u32>,
 }
 
+/// The iterator of [`LevelIndex::at_least`].
+enum AtLeast<'a> {
+    Tree(std::collections::btree_set::Range<'a, (u64, u32)>),
+    Buckets(BucketEntries<'a>),
+}
+
+impl Iterator for AtLeast<'_> {
+    type Item = (u64, u32);
+
+    fn next(&mut self) -> Option<(u64, u32)> {
+        match self {
+            Self::Tree(range) => range.next().copied(),
+            Self::Buckets(entries) => entries.next(),
+        }
+    }
+}
+
 impl LevelIndex {
+    /// The node level's index (free counts of at most 64 GPUs, bucketed).
+    fn of_nodes() -> Self {
+        Self {
+            entries: Entries::Buckets(Buckets::default()),
+            ids: Vec::new(),
+        }
+    }
+
     /// Ids at this level with at least `free` free GPUs, fewest first, then in path order.
     pub fn at_least(&self, free: u64) -> impl Iterator<Item = (u64, u32)> + '_ {
-        self.by_free
-            .range((free, 0)..)
-            .map(|&(free, rank)| (free, self.ids[rank as usize]))
+        let entries = match &self.entries {
+            Entries::Tree(tree) => AtLeast::Tree(tree.range((free, 0)..)),
+            Entries::Buckets(buckets) => AtLeast::Buckets(buckets.at_least(free)),
+        };
+        entries.map(|(free, rank)| (free, self.ids[rank as usize]))
     }
 
     /// Every id at this level, in path order.
@@ -42,13 +85,34 @@ impl LevelIndex {
 
     /// The most free GPUs of any entry (0 when empty).
     pub fn most_free(&self) -> u64 {
-        self.by_free.last().map_or(0, |&(free, _)| free)
+        match &self.entries {
+            Entries::Tree(tree) => tree.last().map_or(0, |&(free, _)| free),
+            Entries::Buckets(buckets) => buckets.most_free(),
+        }
+    }
+
+    fn insert(&mut self, free: u64, rank: u32) {
+        match &mut self.entries {
+            Entries::Tree(tree) => {
+                tree.insert((free, rank));
+            }
+            Entries::Buckets(buckets) => buckets.insert(free, rank),
+        }
+    }
+
+    fn remove(&mut self, free: u64, rank: u32) {
+        match &mut self.entries {
+            Entries::Tree(tree) => {
+                tree.remove(&(free, rank));
+            }
+            Entries::Buckets(buckets) => buckets.remove(free, rank),
+        }
     }
 
     fn push(&mut self, id: u32, free: Option<u64>) -> u32 {
         let rank = u32::try_from(self.ids.len()).unwrap_or(u32::MAX);
         if let Some(free) = free {
-            self.by_free.insert((free, rank));
+            self.insert(free, rank);
         }
         self.ids.push(id);
         rank
@@ -59,10 +123,10 @@ impl LevelIndex {
             return;
         }
         if let Some(free) = before {
-            self.by_free.remove(&(free, rank));
+            self.remove(free, rank);
         }
         if let Some(free) = after {
-            self.by_free.insert((free, rank));
+            self.insert(free, rank);
         }
     }
 }
@@ -106,8 +170,10 @@ impl FreeIndex {
         domain_free: impl Fn(DomainId) -> Option<u64>,
         node_free: impl Fn(NodeId) -> Option<u64>,
     ) -> Self {
+        let mut levels = vec![LevelIndex::default(); topology.node_depth()];
+        levels.push(LevelIndex::of_nodes()); // only nodes are at the node depth
         let mut index = Self {
-            levels: vec![LevelIndex::default(); topology.node_depth() + 1],
+            levels,
             domain_rank: vec![u32::MAX; topology.domain_slots()],
             node_rank: vec![u32::MAX; topology.node_slots()],
             stale: false,

@@ -9,6 +9,7 @@
 //! [`Capacity::check`] rebuilds everything from scratch and compares, for `check_invariants`.
 
 mod aggregate;
+mod buckets;
 mod index;
 mod numa;
 mod overlay;
@@ -33,7 +34,7 @@ use crate::state::{NodeChange, NodeStates};
 use crate::topology::Topology;
 use numa::NumaAggregates;
 use pools::Pools;
-use propagate::propagate;
+use propagate::{Touched, propagate};
 use shapes::ShapeCounts;
 
 /// The derived views of one cluster.
@@ -43,7 +44,7 @@ pub struct Capacity {
     aggregates: Vec<Aggregate>,
     index: FreeIndex,
     pools: Pools,
-    touched: Vec<(DomainId, u64)>,
+    touched: Touched,
     /// Per depth, the most GPUs (healthy or not) any one domain (or node) has: no gang
     /// larger than that fits there, whatever is removed. Rebuilt with the index.
     largest: Vec<u64>,
@@ -59,7 +60,7 @@ impl Default for Capacity {
             aggregates: vec![Aggregate::default()],
             index: FreeIndex::stale(),
             pools: Pools::default(),
-            touched: Vec::new(),
+            touched: Touched::default(),
             largest: Vec::new(),
             numa: None,
             shapes: ShapeCounts::default(),

@@ -14,7 +14,7 @@ use rustc_hash::FxHashMap;
 
 use super::aggregate::Aggregate;
 use super::index::FreeIndex;
-use super::propagate::propagate;
+use super::propagate::{Touched, propagate};
 use crate::ids::{DomainId, NodeId};
 use crate::model::NodeFilter;
 use crate::state::{NodeChange, NodeStates};
@@ -44,7 +44,7 @@ pub struct Pools {
     /// Node slot -> bit mask of the pools it belongs to.
     membership: Vec<u32>,
     uses: u64,
-    touched: Vec<(DomainId, u64)>,
+    touched: Touched,
 }
 
 fn is_member(membership: &[u32], bit: u32, node: NodeId) -> bool {

@@ -249,12 +249,17 @@ impl Engine {
         groups: &[Vec<HoldId>],
         overlay: &mut Overlay,
     ) -> CoreResult<Option<(usize, Plan)>> {
-        if let Some(plan) = self.plan_now(placed, demand)? {
+        // Too few free GPUs in total now: no search can fit it (the scheduler asks for a
+        // blocked head, so this is the common case).
+        let enough_at = self.enough_gpus_at(placed, groups);
+        if enough_at == 0
+            && let Some(plan) = self.plan_now(placed, demand)?
+        {
             return Ok(Some((0, plan)));
         }
         let mut prefix = Prefix::new();
         let (mut low, mut step) = (0usize, 1usize);
-        let mut k = self.enough_gpus_at(placed, groups).max(1);
+        let mut k = enough_at.max(1);
         let (high, mut best) = loop {
             if k > groups.len() {
                 return Ok(None);
