@@ -522,9 +522,7 @@ class Scheduler(SchedulerViews, LiveQueues):
             self.metrics.cycle_done(self.cluster.stats(), seconds, len(self._queue))
             self._set_pending_gauge()
             if self._tenancy is not None:
-                pending: dict[str, int] = {}
-                for job in self._queue.by_id.values():
-                    pending[job.queue or ""] = pending.get(job.queue or "", 0) + 1
+                pending = {queue or "": count for queue, count in self._queue.per_queue.items()}
                 self.metrics.queues_done(self._tenancy, pending)
         return decisions
 
@@ -574,7 +572,7 @@ class Scheduler(SchedulerViews, LiveQueues):
 
     def _set_pending_gauge(self) -> None:
         if self.metrics is not None:
-            self.metrics.queue_changed([job.owner for job in self._queue.in_order()])
+            self.metrics.queue_changed(self._queue.per_owner)
 
 
 def _created(created: float | None, now: float) -> float:

@@ -138,15 +138,27 @@ class SchedulerMetrics:
             registry=registry,
         )
         self._owners_seen: set[str] = set()
+        # The labelled series a start updates, looked up once each (``labels()`` takes a lock
+        # and builds a key on every call: most of a start's metrics cost, issue 51).
+        self._per_owner: dict[str, tuple[Any, Any]] = {}
+        self._started_attempts: Any = None
 
     def job_started(self, owner: str | None, waited: float, backfilled: bool) -> None:
         """One start: the wait, the counts, per owner too."""
         label = owner or ""
+        series = self._per_owner.get(label)
+        if series is None:
+            series = self._per_owner[label] = (
+                self.owner_pending_duration.labels(owner=label),
+                self.owner_started.labels(owner=label),
+            )
+        if self._started_attempts is None:
+            self._started_attempts = self.attempts.labels(result="started")
         self.pending_duration.observe(waited)
-        self.owner_pending_duration.labels(owner=label).observe(waited)
-        self.attempts.labels(result="started").inc()
+        series[0].observe(waited)
+        self._started_attempts.inc()
         self.placements.inc()
-        self.owner_started.labels(owner=label).inc()
+        series[1].inc()
         if backfilled:
             self.backfills.inc()
 
@@ -161,12 +173,12 @@ class SchedulerMetrics:
         """A brake held: ``victims_per_cycle``, ``evicted_gpus_per_hour`` or ``budget``."""
         self.brake_refusals.labels(brake=brake).inc()
 
-    def queue_changed(self, owners: list[str | None]) -> None:
-        """The pending gauges, from the owners of the queued jobs."""
-        self.pending.set(len(owners))
+    def queue_changed(self, per_owner: dict[str | None, int]) -> None:
+        """The pending gauges, from the queued jobs' count per owner."""
+        self.pending.set(sum(per_owner.values()))
         counts: dict[str, int] = {}
-        for owner in owners:
-            counts[owner or ""] = counts.get(owner or "", 0) + 1
+        for owner, count in per_owner.items():
+            counts[owner or ""] = counts.get(owner or "", 0) + count
         for label in self._owners_seen - set(counts):
             self.owner_pending.labels(owner=label).set(0)
         for label, count in counts.items():

@@ -237,6 +237,10 @@ class PendingQueue:
         self.by_id: dict[str, QueuedJob] = {}
         self.classes: dict[ClassKey, JobClass] = {}
         self.added = 0  # additions so far: which jobs a walk may have seen
+        # Pending jobs per owner and per queue, kept for the metrics' gauges (no pass over
+        # the queue per cycle: issue 51).
+        self.per_owner: dict[str | None, int] = {}
+        self.per_queue: dict[str | None, int] = {}
 
     def __len__(self) -> int:
         return len(self.by_id)
@@ -246,6 +250,8 @@ class PendingQueue:
         job.queued_index = self.added
         self.added += 1
         self.by_id[job.job_id] = job
+        self.per_owner[job.owner] = self.per_owner.get(job.owner, 0) + 1
+        self.per_queue[job.queue] = self.per_queue.get(job.queue, 0) + 1
         group = self.classes.get(job.class_key)
         if group is None:
             group = self.classes[job.class_key] = JobClass()
@@ -254,6 +260,12 @@ class PendingQueue:
     def remove(self, job: QueuedJob) -> None:
         """Takes ``job`` out of the queue."""
         del self.by_id[job.job_id]
+        for counts, key in ((self.per_owner, job.owner), (self.per_queue, job.queue)):
+            left = counts[key] - 1
+            if left:
+                counts[key] = left
+            else:
+                del counts[key]
         group = self.classes[job.class_key]
         group.remove(job)
         if not group.jobs:

@@ -1,0 +1,189 @@
+"""The Scheduler's cost per queued job (issue 51), runnable against any build of gangplace.
+
+Usage, from the checkout's root: ``python -m benches.per_start [--repeats 5] [--json]``. It
+uses only calls that every release since a4ae26b has (``Cluster.add_node``, ``synth.fill``,
+``Scheduler(clock=)``, ``submit``, ``cycle``), so that an older build can run it: put that
+build's ``python/`` first on ``PYTHONPATH`` (docs/performance.md, "The Scheduler's cost per
+queued job"). ``benches/bench_scheduler_per_start.py`` times the same cases with
+pytest-benchmark.
+
+Each case: a tree of nodes x 8 GPUs (192 nodes: 4 spines x 3 racks x 16 nodes; 2,048 nodes:
+8 x 16 x 16), filled to 60% by ``synth.fill`` (seed 1), then 500 jobs of one shape queued
+(walltime 3,600 s) and released into one EASY cycle, timed. The cost per queued job is that
+cycle's time over 500; each repeat builds the state anew; the median and the range over the
+repeats are printed.
+
+``--profile`` (this build only) says where one cycle's time goes: it wraps the cycle's parts
+(the engine's calls through a proxy of the cluster, the start's bookkeeping, the EASY shadow
+placement) in timers and prints each part's total per cycle over ``--repeats`` cycles, for
+the plain scheduler and for one configured as a platform team runs it (two queues in a
+cohort, brakes, a history limit, Prometheus metrics). The timers add about half a
+microsecond per wrapped call, so the parts are upper bounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import json
+import statistics
+import sys
+import time
+from typing import Any
+
+from gangplace import Cluster, GangRequest, Scheduler, synth
+
+TREES = {192: (4, 3, 16), 2048: (8, 16, 16)}
+CASES = [(192, 1, 1), (192, 1, 8), (192, 4, 8), (192, 16, 8), (2048, 1, 1), (2048, 16, 8)]
+JOBS = 500
+
+
+def _cluster(nodes: int) -> Cluster:
+    """The tree of ``nodes`` nodes x 8 GPUs, filled to 60% (seed 1)."""
+    spines, racks, per_rack = TREES[nodes]
+    cluster = Cluster(("spine", "rack"))
+    for spine in range(spines):
+        for rack in range(racks):
+            for node in range(per_rack):
+                cluster.add_node(
+                    f"s{spine}-r{rack}-n{node}",
+                    gpus=8,
+                    topology={"spine": f"s{spine}", "rack": f"s{spine}-r{rack}"},
+                )
+    synth.fill(cluster, 0.6, seed=1, gpus_per_node=8)
+    return cluster
+
+
+def queued(nodes: int, pods: int, gpus: int, **options: Any) -> Scheduler:
+    """A case's state: the filled tree and 500 queued jobs of one shape, before the cycle."""
+    scheduler = Scheduler(_cluster(nodes), clock=lambda: 0.0, **options)
+    for index in range(JOBS):
+        scheduler.submit(f"job{index:04d}", GangRequest(pods, gpus), walltime=3600.0)
+    return scheduler
+
+
+def measure(nodes: int, pods: int, gpus: int, **options: Any) -> tuple[float, int]:
+    """One cycle over 500 queued jobs of one shape: (µs per queued job, jobs started)."""
+    scheduler = queued(nodes, pods, gpus, **options)
+    began = time.perf_counter()
+    decisions = scheduler.cycle(0.0)
+    seconds = time.perf_counter() - began
+    return seconds / JOBS * 1e6, len(decisions.started)
+
+
+def platform(nodes: int, pods: int, gpus: int) -> Scheduler:
+    """A case's state with queues, brakes, histories and metrics on (this build only)."""
+    from prometheus_client import CollectorRegistry
+
+    from gangplace import Cohort, Queue
+
+    half = nodes * 8 // 2
+    scheduler = Scheduler(
+        _cluster(nodes),
+        clock=lambda: 0.0,
+        queues=[Queue("a", cohort="c", nominal=half), Queue("b", cohort="c", nominal=half)],
+        cohorts=[Cohort("c")],
+        min_runtime=60.0,
+        max_victims_per_cycle=4,
+        history_limit=1000,
+        metrics=CollectorRegistry(),
+    )
+    for index in range(JOBS):
+        request = GangRequest(pods, gpus)
+        scheduler.submit(f"job{index:04d}", request, walltime=3600.0, queue="ab"[index % 2])
+    return scheduler
+
+
+def profile(nodes: int, pods: int, gpus: int, repeats: int) -> None:
+    """Prints where one cycle's time goes, plain and configured (see the module's text)."""
+    from gangplace.scheduler import cycle, reservations, running
+
+    spent: collections.Counter[str] = collections.Counter()
+    calls: collections.Counter[str] = collections.Counter()
+
+    def timed(function: Any, label: str) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter_ns()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[label] += time.perf_counter_ns() - began
+                calls[label] += 1
+
+        return wrapper
+
+    class Engine:  # the cluster, each call timed
+        def __init__(self, cluster: Cluster) -> None:
+            self.cluster = cluster
+
+        def __getattr__(self, name: str) -> Any:
+            found = getattr(self.cluster, name)
+            return timed(found, f"engine {name}") if callable(found) else found
+
+    parts = [
+        (cycle, "_try_start", "try a start (engine call and bookkeeping)"),
+        (running.RunningJobs, "started", "bookkeeping of a start"),
+        (reservations.ShadowBook, "reserve", "EASY shadow placement (all of it)"),
+        (reservations, "_groups", "shadow: running jobs grouped by end"),
+    ]
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in parts]
+    for owner, name, label in parts:
+        setattr(owner, name, timed(getattr(owner, name), label))
+    try:
+        for label, make in (("plain", queued), ("queues, brakes, histories, metrics", platform)):
+            spent.clear()
+            calls.clear()
+            total = 0
+            for _ in range(repeats):
+                scheduler = make(nodes, pods, gpus)
+                parts_now = scheduler._parts
+                timed_cluster: Any = Engine(parts_now.cluster)  # a stand-in of the Cluster
+                scheduler._parts = dataclasses.replace(parts_now, cluster=timed_cluster)
+                began = time.perf_counter_ns()
+                scheduler.cycle(0.0)
+                total += time.perf_counter_ns() - began
+            print(f"{nodes} nodes {pods}x{gpus}, {label}: {total / repeats / 1e3:.1f} µs per cycle")
+            for part, nanoseconds in spent.most_common():
+                each = calls[part] / repeats
+                print(f"  {nanoseconds / repeats / 1e3:8.1f} µs  {part} ({each:g} calls)")
+    finally:
+        for owner, name, function in saved:
+            setattr(owner, name, function)
+
+
+def main() -> int:
+    """Runs every case ``--repeats`` times and prints the medians."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", action="store_true", help="one JSON object per case")
+    parser.add_argument("--profile", action="store_true", help="where a cycle's time goes")
+    args = parser.parse_args()
+    if args.profile:
+        for nodes, pods, gpus in CASES:
+            profile(nodes, pods, gpus, args.repeats)
+        return 0
+    for nodes, pods, gpus in CASES:
+        runs = [measure(nodes, pods, gpus) for _ in range(args.repeats)]
+        costs = [cost for cost, _ in runs]
+        row = {
+            "nodes": nodes,
+            "shape": f"{pods}x{gpus}",
+            "median_us": round(statistics.median(costs), 2),
+            "min_us": round(min(costs), 2),
+            "max_us": round(max(costs), 2),
+            "started": runs[0][1],
+        }
+        if args.json:
+            print(json.dumps(row), flush=True)
+        else:
+            print(
+                f"{nodes:5d} nodes {pods}x{gpus:<2d} {row['median_us']:8.2f} µs/job "
+                f"[{row['min_us']:.2f}, {row['max_us']:.2f}], {row['started']} started",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
