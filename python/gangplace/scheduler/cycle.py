@@ -284,20 +284,14 @@ class _Walk:
             outcome = _try_start(parts, job, now, self.head is not None, None, room)
             if outcome == "nofit":
                 self._fail(key, -math.inf, "nofit")
-            return self._counted(job, outcome)
-        avoid, bound = self.reservations.to_avoid(end)
-        outcome = _try_start(parts, job, now, True, avoid, room)
-        if outcome == "nofit":
-            self._fail(key, bound, "nofit" if bound == -math.inf else "beside")
-        return self._counted(job, outcome)
-
-    def _counted(self, job: QueuedJob, outcome: Started | str) -> Started | str:
-        """After a start, the free GPUs the walk's quick test compares with.
-
-        A start takes exactly its placement's GPUs and its spares' (which the placement's
-        count leaves out: ``held_gpus`` counts both), all free and healthy until then.
-        """
-        if isinstance(outcome, Started):
+        else:
+            avoid, bound = self.reservations.to_avoid(end)
+            outcome = _try_start(parts, job, now, True, avoid, room)
+            if outcome == "nofit":
+                self._fail(key, bound, "nofit" if bound == -math.inf else "beside")
+        if outcome.__class__ is Started:
+            # The free GPUs the walk's quick test compares with: a start takes exactly its
+            # placement's GPUs and its spares' (``held_gpus`` counts both), all free until then.
             self.free -= job.held_gpus
         return outcome
 
@@ -318,24 +312,29 @@ class _Walk:
         still gets one); after, its next job ending by the class's bound.
         """
         group = self.queue.classes.get(key)
-        if group is None or (self.head is not None and self.backfill == "none"):
+        if group is None:
             return
-        bound = self.bounds.get(key, math.inf)
-        if not self.reservations.full and self.head is not None:
-            bound = math.inf
-        if bound == -math.inf:
-            return
-        if math.isinf(bound):
+        head, bounds = self.head, self.bounds
+        if head is None:  # before the head: a class's bound is -inf or none
+            if key in bounds:
+                return
             candidate = group.next_after(after)
         else:
-            candidate = group.first_ending_by(self.ends_from, bound, after)
+            if self.backfill == "none":
+                return
+            bound = bounds.get(key, math.inf)
+            if not self.reservations.full:
+                bound = math.inf
+            if bound == -math.inf:
+                return
+            if bound == math.inf:
+                candidate = group.next_after(after)
+            else:
+                candidate = group.first_ending_by(self.ends_from, bound, after)
         if candidate is None:
             return
-        if (
-            (self.short[0] or self.short[1])
-            and candidate.queue is not None
-            and self._short(candidate)
-        ):
+        short = self.short
+        if (short[0] or short[1]) and candidate.queue is not None and self._short(candidate):
             self.record.failed[key] = "queue-quota"  # as it would be when popped (Q4)
             return
         heapq.heappush(heap, self._entry(candidate, key))

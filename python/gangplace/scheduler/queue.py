@@ -260,12 +260,13 @@ class PendingQueue:
     def remove(self, job: QueuedJob) -> None:
         """Takes ``job`` out of the queue."""
         del self.by_id[job.job_id]
-        for counts, key in ((self.per_owner, job.owner), (self.per_queue, job.queue)):
-            left = counts[key] - 1
-            if left:
-                counts[key] = left
-            else:
-                del counts[key]
+        per_owner, per_queue, owner, queue = self.per_owner, self.per_queue, job.owner, job.queue
+        left = per_owner[owner] = per_owner[owner] - 1
+        if not left:
+            del per_owner[owner]
+        left = per_queue[queue] = per_queue[queue] - 1
+        if not left:
+            del per_queue[queue]
         group = self.classes[job.class_key]
         group.remove(job)
         if not group.jobs:

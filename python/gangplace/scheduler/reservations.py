@@ -244,20 +244,25 @@ def _groups(
     """
     times: list[float] = []
     groups: list[list[Allocation | str]] = []
-    freed, enough_at = 0, None
-    for end, gpus, running_id in running.ends():
-        if math.isinf(end):
+    group: list[Allocation | str] = []
+    allocation = running.allocation
+    freed, enough_at, last, inf = 0, None, None, math.inf
+    for end, gpus, running_id in running.ends():  # one pass, no call but the lookup
+        if end == inf:
             break
-        when = max(end, now)
-        if not times or times[-1] != when:
+        when = end if end > now else now
+        if when != last:
             if enough_at is not None and len(times) >= enough_at + EXTRA_GROUPS:
                 break
             times.append(when)
-            groups.append([])
-        groups[-1].append(running.allocation(running_id))
-        freed += gpus
-        if short is not None and enough_at is None and freed >= short:
-            enough_at = len(times)
+            group = []
+            groups.append(group)
+            last = when
+        group.append(allocation(running_id))
+        if enough_at is None and short is not None:
+            freed += gpus
+            if freed >= short:
+                enough_at = len(times)
     return times, groups
 
 

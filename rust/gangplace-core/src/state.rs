@@ -7,6 +7,8 @@
 //! into the caller's [`Changes`]. A mutation collects the records of all its nodes and hands
 //! them to the capacity views once, at its end.
 
+use std::collections::BTreeSet;
+
 use crate::ids::{GpuSet, NodeId};
 use crate::resources::{Amounts, ResourceUse};
 use crate::shares::GpuShares;
@@ -165,6 +167,9 @@ pub struct NodeStates {
     /// Each slot's unhealthy GPUs again, packed (8 bytes a node): a walk over every hold's
     /// nodes, as preemption's candidates make, reads this instead of the whole states.
     unhealthy: Vec<GpuSet>,
+    /// The slots whose node has an unhealthy GPU: a cycle's question "which holds may have
+    /// lost ranks" reads these, not every node (issue 51).
+    unhealthy_nodes: BTreeSet<NodeId>,
     totals: Totals,
     /// What the live holds use of each node's resources besides GPUs.
     resources: ResourceUse,
@@ -186,12 +191,19 @@ impl NodeStates {
         self.unhealthy.get(id as usize).copied().unwrap_or_default()
     }
 
-    /// The node slots with an unhealthy GPU, ascending (a pass over 8 bytes a node).
+    /// The node slots with an unhealthy GPU, ascending (kept: no pass over the nodes).
     pub fn with_unhealthy(&self) -> impl Iterator<Item = NodeId> + '_ {
-        (0..)
-            .zip(&self.unhealthy)
-            .filter(|(_, gpus)| !gpus.is_empty())
-            .map(|(id, _)| id)
+        self.unhealthy_nodes.iter().copied()
+    }
+
+    /// Slot `id`'s packed unhealthy GPUs, and whether it is among the unhealthy nodes.
+    fn set_unhealthy(&mut self, id: NodeId, gpus: GpuSet) {
+        self.unhealthy[id as usize] = gpus;
+        if gpus.is_empty() {
+            self.unhealthy_nodes.remove(&id);
+        } else {
+            self.unhealthy_nodes.insert(id);
+        }
     }
 
     /// What the live holds use of each node's resources besides GPUs.
@@ -256,10 +268,16 @@ impl NodeStates {
         totals
     }
 
-    /// Whether the packed copy of every node's unhealthy GPUs matches the node states (for
-    /// the invariant check).
+    /// Whether the packed copy of every node's unhealthy GPUs, and the kept set of nodes with
+    /// one, match the node states (for the invariant check).
     pub fn unhealthy_mirrored(&self) -> bool {
+        let kept: Vec<NodeId> = (0..)
+            .zip(&self.unhealthy)
+            .filter(|(_, gpus)| !gpus.is_empty())
+            .map(|(id, _)| id)
+            .collect();
         (self.nodes.iter().map(|state| state.unhealthy)).eq(self.unhealthy.iter().copied())
+            && kept.iter().eq(self.unhealthy_nodes.iter())
     }
 
     /// Sets the state of a new node in slot `id`.
@@ -271,7 +289,7 @@ impl NodeStates {
         }
         self.totals.remove(Totals::of(&self.nodes[slot]));
         self.totals.add(Totals::of(&state));
-        self.unhealthy[slot] = state.unhealthy;
+        self.set_unhealthy(id, state.unhealthy);
         self.nodes[slot] = state;
     }
 
@@ -279,7 +297,7 @@ impl NodeStates {
     pub fn vacate(&mut self, id: NodeId) {
         self.totals.remove(Totals::of(&self.nodes[id as usize]));
         self.nodes[id as usize] = NodeState::VACANT;
-        self.unhealthy[id as usize] = GpuSet::EMPTY;
+        self.set_unhealthy(id, GpuSet::EMPTY);
         self.resources.clear(id);
         self.shares.clear(id);
     }
@@ -296,8 +314,11 @@ impl NodeStates {
         self.totals.remove(Totals::of(state));
         change(state);
         self.totals.add(Totals::of(state));
-        self.unhealthy[id as usize] = state.unhealthy;
         let (after_set, open_after) = (state.feasible_set(), state.open_set());
+        let unhealthy = state.unhealthy;
+        if self.unhealthy[id as usize] != unhealthy {
+            self.set_unhealthy(id, unhealthy);
+        }
         if before_set != after_set || open_before != open_after {
             let count = |set: Option<GpuSet>| set.map(GpuSet::count);
             changes.push(NodeChange {
