@@ -24,6 +24,7 @@ class ReferenceFailures:
     histories: ReferenceHistories
     repair_widen: bool
     preemption: bool
+    starting: dict[str, Any]  # S17: jobs reported started once their victims' pods end
 
     if TYPE_CHECKING:  # provided by the scheduler and its brakes
 
@@ -59,8 +60,9 @@ class ReferenceFailures:
             if job.on_failure == "repair":
                 done = self._repair(job, now, evicted)
                 if done is not None:
-                    repaired.append(done)
-                    self.histories.add(job.job_id, now, "repaired", f"ranks {ranks}")
+                    if job.job_id not in self.starting:  # S17: reported started, repaired
+                        repaired.append(done)
+                        self.histories.add(job.job_id, now, "repaired", f"ranks {ranks}")
                     continue
             self._end(job, release=True)
             if job.on_failure == "fail":

@@ -18,6 +18,7 @@ class ReferenceGrace:
     """S17 for the reference scheduler."""
 
     eviction_grace: float
+    grace: float  # S15: the grace of overrun="end"
     ending: list[tuple[float, float, Any, str]]  # (until, evicted at, job, evicted for)
     starting: dict[str, tuple[float, tuple[str, ...]]]  # job id -> (until, its victims)
     running: list[Any]
@@ -51,6 +52,8 @@ class ReferenceGrace:
             current = {a.id: a for a in self.cluster.allocations()}
             job.allocation = current.get(job.allocation.id, job.allocation)
             job.started_at = now
+            if job.walltime is not None:  # S17: its walltime counts from its report
+                job.runs_until = now + job.walltime + self.grace
             self.histories.add(job_id, now, "started", job.allocation.id)
             started.append(Started(job_id, job.allocation, now - job.wait_began, False, victims))
         return started

@@ -39,8 +39,9 @@ __all__ = ["HOLD_TTL", "run_cycle"]
 # Reservations are committed in the same call; the ttl only has to outlive that call.
 HOLD_TTL = 60.0
 
-# (share, -priority or 0, creation time, sequence, class, its queue's starts at the share)
-Entry = tuple[tuple[tuple[float, float], ...], int, float, int, ClassKey, int]
+# (share, the job's order, class, its queue's starts at the share); the order is unique, so
+# the class is never compared
+Entry = tuple[tuple[tuple[float, float], ...], OrderKey, ClassKey, int]
 
 
 def run_cycle(
@@ -108,18 +109,16 @@ class _Walk:
     def _entry(self, job: QueuedJob, key: ClassKey) -> Entry:
         """The heap entry of a class's candidate.
 
-        The queue's share once the job runs (fair sharing; else 0), then the job's order,
-        flat (the order is unique, so the class key is never compared), then the queue's
+        The queue's share once the job runs (fair sharing; else 0), then the job's order
+        (unique, so the class key is never compared), then the queue's
         count of starts when the share was computed (a share changes only with its queue's
         usage, so an entry whose count is still current needs no new share).
         """
-        first, created, sequence = job.order
         if not self.fair or self.tenancy is None or job.queue is None:
-            return ((), first, created, sequence, key, 0)
+            return ((), job.order, key, 0)
         tenancy = self.tenancy
         starts = tenancy.starts_seen(job.queue)
-        return (tenancy.tree.path_share(job.queue, job.fewest_gpus), first, created, sequence,
-                key, starts)  # fmt: skip
+        return (tenancy.tree.path_share(job.queue, job.fewest_gpus), job.order, key, starts)
 
     def run(
         self,
@@ -148,7 +147,7 @@ class _Walk:
         shorts = self.short  # its two dicts change in place
         while heap:
             entry = pop(heap)
-            share, order, key = entry[0], (entry[1], entry[2], entry[3]), entry[4]
+            share, order, key = entry[0], entry[1], entry[2]
             members = classes.get(key)
             job = members.jobs.get(order) if members is not None else None
             if job is None:
@@ -156,7 +155,7 @@ class _Walk:
             if (shorts[0] or shorts[1]) and job.queue is not None and self._short(job):
                 failed[key] = "queue-quota"  # as its queue's smaller jobs were
                 continue
-            if fair and entry[5] != seen(job.queue):  # type: ignore[arg-type,misc]
+            if fair and entry[3] != seen(job.queue):  # type: ignore[arg-type,misc]
                 fresh = self._entry(job, key)  # something of its tree started: shares grew
                 if fresh[0] > share:
                     push(heap, fresh)  # its queue's share grew: later
@@ -268,23 +267,24 @@ class _Walk:
         if job.fewest_gpus > self.free:
             self._fail(key, -math.inf, "nofit")  # too few free GPUs for every job of its class
             return "nofit"
-        end = self.ends_from + job.walltime if job.walltime is not None else math.inf
-        plain = self.head is None or self.backfill == "any"
-        if not plain and math.isinf(end) and self.reservations.blind():
-            # S5: a job without a walltime never passes a blind reservation
-            self._fail(key, BLIND_BOUND, "untimed")
-            return "nofit"
-        quota_bound = math.inf if plain else self.reservations.quota_bound(job.owner)
-        if end > quota_bound:
-            self._fail(key, quota_bound, "quota-reserved")  # its owner's quota is reserved
-            return "nofit"
-        if end > self.bounds.get(key, math.inf):
-            return "nofit"  # known: an earlier job of its class failed under less
-        if plain:
+        if self.head is None or self.backfill == "any":  # no reservation to keep off
+            if key in self.bounds:
+                return "nofit"  # an earlier job of its class failed (a bound of -inf here)
             outcome = _try_start(parts, job, now, self.head is not None, None, room)
             if outcome == "nofit":
                 self._fail(key, -math.inf, "nofit")
         else:
+            end = self.ends_from + job.walltime if job.walltime is not None else math.inf
+            if math.isinf(end) and self.reservations.blind():
+                # S5: a job without a walltime never passes a blind reservation
+                self._fail(key, BLIND_BOUND, "untimed")
+                return "nofit"
+            quota_bound = self.reservations.quota_bound(job.owner)
+            if end > quota_bound:
+                self._fail(key, quota_bound, "quota-reserved")  # its owner's quota is reserved
+                return "nofit"
+            if end > self.bounds.get(key, math.inf):
+                return "nofit"  # known: an earlier job of its class failed under less
             avoid, bound = self.reservations.to_avoid(end)
             outcome = _try_start(parts, job, now, True, avoid, room)
             if outcome == "nofit":

@@ -51,8 +51,10 @@ def handle_failures(
         if job.on_failure == "repair":
             done = _repair(parts, job, now, evicted)
             if done is not None:
-                repaired.append(done)
-                histories.note(job.job_id, now, "repaired", f"ranks {ranks}")
+                if job.job_id not in running.eviction_grace.starting:
+                    # S17: a starting job is not bound yet: it is reported started, repaired
+                    repaired.append(done)
+                    histories.note(job.job_id, now, "repaired", f"ranks {ranks}")
                 continue
         if job.on_failure == "fail":
             running.end(job.job_id, release=True)

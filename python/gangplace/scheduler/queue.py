@@ -44,6 +44,11 @@ class QueuedJob:
     # ``effective()`` for the form it was made for: (level, elastic, request)
     _current: tuple[str | None, bool, GangRequest] | None = field(default=None, repr=False)
     fewest_gpus: int = 0  # the fewest GPUs it can start with in its current form
+    # The GPUs its placement holds when that is known from the request alone (a fixed-size
+    # gang of whole GPUs; ``None`` otherwise), and its spares per slice: read once at
+    # ``set_form``, not per start (each read of a request's field builds a Python object)
+    exact_gpus: int | None = None
+    spares: int = 0
     on_failure: str = "requeue"  # docs/scheduler.md rule S13
     queue: str | None = None  # docs/queues.md
     # running state
@@ -109,6 +114,12 @@ class QueuedJob:
         """Its current form (docs/scheduler.md S3), and the fewest GPUs it can start with in it."""
         self.level, self.elastic = level, elastic
         self.fewest_gpus = self._count_fewest()
+        request = self.request
+        fixed = request.min_pods is None and request.gpu_milli is None
+        self.exact_gpus = request.pods * request.gpus_per_pod if fixed else None
+        self.spares = request.spares
+        if level == request.required_level and (elastic or fixed) and request.name:
+            self._current = (level, elastic, request)  # its form is the request itself
 
     def _count_fewest(self) -> int:
         """The fewest GPUs it can start with in its current form."""

@@ -27,20 +27,6 @@ from gangplace.scheduler.waiting import Waiting
 __all__ = ["EndOrder", "RunningJobs"]
 
 
-def _placed_gpus(job: QueuedJob, allocation: Allocation) -> int:
-    """The GPUs of ``allocation``'s placement (spares aside), made for ``job``'s request.
-
-    A fixed-size gang of whole GPUs holds exactly ``pods x gpus_per_pod`` of them (its form
-    may only have changed its level, not its pods), read without building the placement
-    (each read of ``allocation.placement`` builds it anew: issue 51); an elastic or
-    fractional gang's count is read from the placement.
-    """
-    request = job.request
-    if request.min_pods is None and request.gpu_milli is None:
-        return request.pods * request.gpus_per_pod
-    return allocation.placement.total_gpus
-
-
 class EndOrder:
     """The running jobs by predicted end (``inf`` last), sorted only when read.
 
@@ -233,14 +219,20 @@ class RunningJobs:
         """
         job_id, allocation_id = job.job_id, allocation.id
         self.waiting.queue.remove(job)
-        self.book.forget(job_id)
+        if self.book.kept:
+            self.book.forget(job_id)
         job.allocation_id = allocation_id
         job.started_at = now
         self.jobs[job_id] = job
         self.by_hold[allocation_id] = job_id
         self.allocations[job_id] = allocation
-        gpus = _placed_gpus(job, allocation)
-        spares = allocation.spares if job.request.spares else ()
+        # A fixed-size gang of whole GPUs holds exactly its pods' GPUs (its form may only have
+        # changed its level): no need to build the placement, as each read of
+        # ``allocation.placement`` does (issue 51); an elastic or fractional gang's are counted.
+        gpus = job.exact_gpus
+        if gpus is None:
+            gpus = allocation.placement.total_gpus
+        spares = allocation.spares if job.spares else ()
         job.held_gpus = gpus + (sum(len(pod.gpus) for pod in spares) if spares else 0)
         usage = self.owners.usage
         usage[job.owner] = usage.get(job.owner, 0) + gpus  # ``owners.took``, inline
@@ -256,7 +248,7 @@ class RunningJobs:
         self._ends.add((job.runs_until, gpus, job_id))
         if begins > now:
             return None
-        return self._reported(job, allocation, now, backfilled, preempted)
+        return self._reported(job, allocation, now, backfilled, preempted, allocation_id)
 
     def _reported(
         self,
@@ -265,9 +257,12 @@ class RunningJobs:
         now: float,
         backfilled: bool,
         preempted: tuple[str, ...],
+        allocation_id: str | None = None,
     ) -> Started:
+        if allocation_id is None:
+            allocation_id = allocation.id
         waited = now - job.wait_began
-        detail = allocation.id + " (backfilled)" if backfilled else allocation.id
+        detail = allocation_id + " (backfilled)" if backfilled else allocation_id
         self.histories.started(job.job_id, now, detail)
         if self.metrics is not None:
             self.metrics.job_started(job.owner, waited, backfilled)
@@ -290,6 +285,13 @@ class RunningJobs:
             job = self.jobs[job_id]
             allocation = self.allocations[job_id]  # kept through moves and repairs
             job.started_at = now
+            if job.walltime is not None and now > entry.until:
+                # S17: the caller binds its pods now, so its walltime counts from now (the
+                # first cycle at or after t + g), not from t + g
+                gpus = allocation.placement.total_gpus  # as ``end`` finds its entry
+                self._ends.remove((job.runs_until, gpus, job_id))
+                job.runs_until = now + job.walltime + self.run_grace()
+                self._ends.add((job.runs_until, gpus, job_id))
             started.append(self._reported(job, allocation, now, False, entry.preempted))
         return started, queued
 
