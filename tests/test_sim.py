@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,46 @@ def test_pod_by_pod_timeouts_break_the_deadlock_and_count_idle_gpus() -> None:
     figures = summarize(result, parse_cluster("tree:1,1,2,4"), (0.0, 0.0))
     # Each partial gang held one 4-GPU pod idle for the 60 s until the timeout.
     assert figures["idle_held_gpu_hours"] * 3600 >= 2 * 4 * 60
+
+
+def test_interleaved_pod_by_pod_with_timeouts_ends_as_a_livelock() -> None:
+    """Issue 49, item 1: the bundled default trace on its 32-GPU tree, pod-by-pod in
+    interleaved order with the default 600 s timeout, workload seed 1: partial gangs of
+    4-GPU pods hold all 32 GPUs, every timeout releases one and the retries rebuild others,
+    and nothing runs. The run used to go on past 24,000 simulated hours; it now stops as a
+    livelock once the standoff window passed without a start, with timeouts still pending."""
+    from gangplace.cli import DEFAULT_CLUSTER, DEFAULT_TRACE
+    from gangplace.sim.run import simulate
+
+    settings = SimSettings(pod_order="interleaved")
+    result = simulate(
+        DEFAULT_TRACE, cluster=DEFAULT_CLUSTER, policies=("pod-by-pod",), seeds=(1,),
+        settings=settings,
+    ).results["pod-by-pod"]  # fmt: skip
+    assert result.standoff is not None and result.standoff.kind == "livelock"
+    assert result.standoff.held_gpus == 32 and result.cut_at_s is None
+    assert result.standoff.at_s - result.standoff.since_s >= settings.standoff_s
+    # It ends about 720 simulated hours in (the last arrival is at 430 h), not 24,000 h on.
+    assert result.end_s < 1000 * 3600
+
+
+def test_a_run_never_goes_past_its_bound() -> None:
+    """Issue 49, item 1: every run has a bound, the last arrival + 2 x all jobs'
+    GPU-seconds / healthy GPUs + the longest job + the standoff window; a run that reaches
+    it is cut there and its unfinished jobs are censored. Here the bound is set below the
+    standoff window, so the stuck run (two partial gangs, no timeout) meets the bound first."""
+    jobs = [job("A", 0, 100, 2, 4), job("B", 0, 100, 2, 4), job("C", 50, 10, 1, 1)]
+    spec = parse_cluster("tree:1,1,2,4")
+    settings = SimSettings(pod_timeout_s=None, pod_order="interleaved", standoff_s=3600)
+    replay = Replay(jobs, spec, "pod-by-pod", settings)
+    assert replay.bound_s == pytest.approx(50 + 2 * (8 * 100 + 8 * 100 + 10) / 8 + 100 + 3600)
+    replay.bound_s = 300.0  # as if the window were longer than the bound
+    result = replay.run()
+    assert result.cut_at_s == 300.0 and result.end_s == 300.0 and result.standoff is None
+    figures = summarize(result, spec, (0.0, 50.0))
+    assert figures["cut_at_h"] == pytest.approx(300 / 3600)
+    assert figures["jobs_finished"] == 0 and figures["wait_s"]["censored"] == 3
+    assert figures["wait_s"]["p50"] == pytest.approx(300.0)  # A and B waited to the cut
 
 
 def test_no_standoff_while_a_job_runs() -> None:
@@ -386,7 +427,8 @@ def test_several_seeds_give_intervals_and_a_failing_policy_gets_its_row(tmp_path
         "simulate", "--trace", str(trace), "--cluster", "tree:1,2,2,8", "--seeds", "0-2",
         "--out", str(tmp_path / "out"), cwd=tmp_path,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # issue 49: a FAILED row is not a clean run
+    assert "failed in some seed(s): blind" in done.stderr
     assert "blind" in done.stdout and "FAILED" in done.stdout
     assert "policy blind cannot replay job" in done.stdout
     report = json.loads((tmp_path / "out" / "report.json").read_text())
@@ -660,3 +702,31 @@ def test_a_job_starts_beside_the_heads_reservation(backfill: str) -> None:
     S5)."""
     jobs = [job("A", 0, 100, 2, 8), job("B", 1, 100, 3, 8), job("C", 2, 1000, 1, 8)]
     assert starts("best-fit", jobs, "tree:1,1,4,8", backfill=backfill) == [0, 100, 2]
+
+
+def test_a_stop_far_outside_the_plot_is_drawn_at_its_edge(tmp_path: Path) -> None:
+    """Issue 49, item 5: a standoff 24 h after a 10 s arrival window (8,640 times the
+    window) used to end ``simulate`` with a font "raster overflow" after report.json was
+    written; the marker is now drawn at the window's edge with its time written out."""
+    pytest.importorskip("matplotlib")
+    from gangplace.sim.plots import _stop_marker, _utilization
+
+    jobs = [job("A", 0, 100, 2, 4), job("B", 0, 100, 2, 4), job("C", 10, 5, 1, 1)]
+    stuck = run("pod-by-pod", jobs, "tree:1,1,2,4", pod_timeout_s=None, pod_order="interleaved")
+    assert _stop_marker(stuck) == (24 * 3600, "standoff")
+    report = {"jobs": {"first_arrival_s": 0.0, "last_arrival_s": 10.0}, "seeds": [0]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the old marker broke the layout ("Tight layout not
+        path = _utilization(tmp_path, {"pod-by-pod": stuck}, report, "test")  # applied")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    import matplotlib.pyplot as plt
+
+    from gangplace.sim.plots import _mark_stop
+
+    figure, axis = plt.subplots()
+    axis.set_xlim(0.0, 11 / 3600)
+    _mark_stop(axis, 24 * 3600.0, "standoff", (0.0, 11.0))
+    (text,) = axis.texts
+    assert text.get_position()[0] == pytest.approx(11 / 3600)  # at the window's right edge
+    assert "at 24.0 h (outside the plot)" in text.get_text()
+    plt.close(figure)

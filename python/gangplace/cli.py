@@ -348,6 +348,10 @@ def _simulate(args: argparse.Namespace) -> int:
     )
     print(result.table())
     print(f"wrote {', '.join(str(path) for path in result.files)}")
+    failed = [name for name, entry in report["policies"].items() if entry.get("errors")]
+    if failed:  # a FAILED row, or a policy that failed in some seeds: not a clean run
+        print(f"gangplace simulate: failed in some seed(s): {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 

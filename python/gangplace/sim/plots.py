@@ -126,16 +126,39 @@ def _utilization(
         queue.step(times, lengths, where="post", color="#444444", linewidth=0.7)
         queue.set_ylabel("queued", fontsize="x-small")
         queue.tick_params(labelsize="x-small")
-        if result.standoff is not None:
-            stop = result.standoff.at_s / 3600
-            axis.axvline(stop, color="#c0392b", linewidth=1, linestyle="--")
-            axis.text(stop, 0.95, " run stopped: standoff", color="#c0392b", fontsize="x-small",
-                      va="top")  # fmt: skip
+        stopped = _stop_marker(result)
+        if stopped is not None:
+            _mark_stop(axis, stopped[0], stopped[1], window)
     axes[0, 0].legend(loc="lower left", bbox_to_anchor=(0, 1.02), ncol=2, fontsize="small")
     axes[-1, 0].set_xlabel("time (hours); left axis: share of healthy GPUs; line: jobs queued")
     axes[-1, 0].set_xlim(window[0] / 3600, window[1] / 3600)
     fig.suptitle(f"GPU use per policy, first to last arrival ({label})", fontsize="medium")
     return _save(fig, out / "utilization.png")
+
+
+def _stop_marker(result: RunResult) -> tuple[float, str] | None:
+    """Where and why a run was stopped early (a standoff, a livelock, the bound), if it was."""
+    if result.standoff is not None:
+        return result.standoff.at_s, result.standoff.kind
+    if result.cut_at_s is not None:
+        return result.cut_at_s, "cut at the bound"
+    return None
+
+
+def _mark_stop(axis: Any, at_s: float, why: str, window: tuple[float, float]) -> None:
+    """A dashed line where the run stopped, with why.
+
+    Outside the plot's window it is drawn dotted at the window's edge with the time written
+    out (issue 49: a marker far outside broke the layout or overflowed the font raster).
+    """
+    low, high = window[0] / 3600, window[1] / 3600
+    stop = at_s / 3600
+    inside = low <= stop <= high
+    drawn = min(max(stop, low), high)
+    text = f" run stopped: {why}" + ("" if inside else f" at {stop:,.1f} h (outside the plot)")
+    axis.axvline(drawn, color="#c0392b", linewidth=1, linestyle="--" if inside else ":")
+    axis.text(drawn, 0.95, text, color="#c0392b", fontsize="x-small", va="top",
+              ha="left" if drawn < high else "right", clip_on=True)  # fmt: skip
 
 
 def _wait_cdf(out: Path, results: dict[str, RunResult], label: str) -> Path:

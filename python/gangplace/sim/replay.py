@@ -13,6 +13,20 @@ says so (jobs that had not arrived are counted as not arrived). Failure, repair 
 events keep a run going while jobs are queued; a run that ends with jobs still queued (no
 event left that could start them) says so (``queued_at_end``). Every job that arrived and
 never started is a censored wait (at least the run's end minus its arrival).
+
+Two rules make every run end (issue 49, item 1):
+
+- a **livelock** (pod-by-pod): the standoff's conditions hold except that pod timeouts are
+  still pending: for ``standoff_s`` nothing ran and nothing started while every timeout
+  released a partial gang and the retries built new ones. It is stopped as a standoff of
+  kind ``"livelock"``. This is a rule, not a proof: another backoff order might still have
+  started a job; ``standoff_s`` (default 24 h) of timeouts and retries without one start is
+  taken as enough.
+- a **bound**: no run goes past its trace's last arrival plus twice the GPU-seconds of all
+  its jobs over the cluster's healthy GPUs, plus its longest job, plus ``standoff_s``
+  (``bound_s``): the time to run every job back to back at half the cluster's use, and
+  more. A run that reaches it stops there (``cut_at_s``); every job not finished then is
+  censored, and the report says so.
 """
 
 from __future__ import annotations
@@ -78,12 +92,17 @@ class JobRecord:
 
 @dataclass(frozen=True)
 class Standoff:
-    """Where a run was stopped: partial gangs held GPUs while nothing started."""
+    """Where a run was stopped: partial gangs held GPUs while nothing started.
+
+    ``kind``: ``"standoff"`` (nothing could change it) or ``"livelock"`` (pod timeouts and
+    retries went on for the standoff window without a start; see the module's text).
+    """
 
     at_s: float
     since_s: float
     held_gpus: int
     held_gpu_hours: float
+    kind: str = "standoff"
 
 
 @dataclass
@@ -112,6 +131,7 @@ class RunResult:
     cascades: int = 0  # of those, by a job itself evicted in the same cycle
     restarted_at_once: int = 0  # victims started again in the cycle that evicted them
     queues: Any = None  # gangplace.sim.queues.QueueFigures with --queues
+    cut_at_s: float | None = None  # the bound where the run was stopped (module's text)
 
 
 class Replay:
@@ -176,6 +196,7 @@ class Replay:
         self.paths = dict(zip(spec.names, spec.paths, strict=True))
         self.largest_node = max(spec.gpus, default=0)
         self.speed_model = model_for(self.settings.placement_model, (j.job_type for j in jobs))
+        self.bound_s = _bound(jobs, spec.healthy_gpus, self.settings.standoff_s)
 
     # ------------------------------------------------------------------ the loop
 
@@ -200,9 +221,14 @@ class Replay:
         if self.settings.failures_per_gpu_hour and self.records:
             self._next_failure(self.records[0].job.arrival_s)
         last = self.events[0][0] if self.events else 0.0
-        standoff = None
+        standoff, cut = None, None
         while self.job_events or (self.pending[REPAIR] and self.policy.queued(self)):
             now = self.events[0][0]
+            if now > self.bound_s:
+                cut = self.bound_s  # no run goes on forever (the module's text)
+                self._advance(last, cut)
+                last = cut
+                break
             self._advance(last, now)
             last = now
             handled = 0
@@ -231,7 +257,7 @@ class Replay:
             if progress is not None:
                 progress(handled)
         queued = self.policy.queued(self)
-        if standoff is None and self.held_partial and queued:
+        if standoff is None and cut is None and self.held_partial and queued:
             standoff = Standoff(
                 last, self.last_start_s, self.held_partial, self.held_since_start / 3600.0
             )
@@ -258,6 +284,7 @@ class Replay:
             cascades=self.cascades,
             restarted_at_once=self.restarted_at_once,
             queues=getattr(self.policy, "queue_figures", None),
+            cut_at_s=cut,
         )
 
     def _advance(self, last: float, now: float) -> None:
@@ -414,12 +441,15 @@ class Replay:
         window = self.settings.standoff_s
         if self.held_since_start <= 0 or now - self.last_start_s < window:
             return None
-        if self.busy_milli > 0 or self.pending[TIMEOUT] or self.pending[REPAIR]:
-            return None  # a running job's end, a timeout or a repair may let one start
+        if self.busy_milli > 0 or self.pending[REPAIR]:
+            return None  # a running job's end or a repair may let one start
         handled, times = self.arrivals_handled, self.arrival_times
         if handled < len(times) and times[handled] <= now + window:
             return None  # an arrival within the window may start
-        return Standoff(now, self.last_start_s, self.held_partial, self.held_since_start / 3600.0)
+        # Pod timeouts pending: timeouts and retries went on for the window without a start
+        kind = "livelock" if self.pending[TIMEOUT] else "standoff"
+        held_h = self.held_since_start / 3600.0
+        return Standoff(now, self.last_start_s, self.held_partial, held_h, kind)
 
     # ------------------------------------------------------------------ failures
 
@@ -440,3 +470,13 @@ class Replay:
             self.push(now + self.settings.repair_s, REPAIR, (name, gpu))
         if self.job_events:
             self._next_failure(now)
+
+
+def _bound(jobs: list[Job], healthy_gpus: int, standoff_s: float) -> float:
+    """The time no run goes past (the module's text); ``inf`` for an arrival-only trace."""
+    if not jobs or any(job.duration_s is None for job in jobs):
+        return float("inf")  # no queue: every job starts on arrival or is rejected
+    work = sum(job.gpu_share * (job.duration_s or 0.0) for job in jobs)
+    longest = max(job.duration_s or 0.0 for job in jobs)
+    last = max(job.arrival_s for job in jobs)
+    return last + 2.0 * work / max(healthy_gpus, 1) + longest + standoff_s

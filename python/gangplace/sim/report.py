@@ -91,9 +91,7 @@ def table(report: dict[str, Any]) -> str:
     for name, entry in report["policies"].items():
         if _failed(name, entry, lines, notes):
             continue
-        status = "ok"
-        if entry["standoffs"]:
-            status = f"STANDOFF in {entry['standoffs']}/{entry['seeds_run']} seed(s)"
+        status = _stopped(entry, "{} in {}/{} seed(s)", upper=True)
         if entry.get("ended_queued"):
             queued = f"jobs still queued at the end in {entry['ended_queued']} seed(s)"
             status = queued if status == "ok" else f"{status}; {queued}"
@@ -272,11 +270,7 @@ def markdown(report: dict[str, Any]) -> str:
         if not entry["seeds_run"]:
             rows.append(f"| {name} | | | | | | | | | | | | failed: {entry['errors'][0]} |")
             continue
-        status = (
-            f"standoff in {entry['standoffs']} of {entry['seeds_run']} seeds"
-            if entry["standoffs"]
-            else "ok"
-        )
+        status = _stopped(entry, "{} in {} of {} seeds", upper=False)
         if entry.get("ended_queued"):
             queued = f"jobs still queued at the end in {entry['ended_queued']} seeds"
             status = queued if status == "ok" else f"{status}; {queued}"
@@ -392,3 +386,19 @@ def write_plots(out: Path, results: dict[str, RunResult], report: dict[str, Any]
     from gangplace.sim.plots import plot_all
 
     return plot_all(out, results, report)
+
+
+def _stopped(entry: dict[str, Any], form: str, *, upper: bool) -> str:
+    """How a policy's runs were stopped early: standoffs, livelocks, the bound; or "ok"."""
+    livelocks = entry.get("livelocks", 0)
+    parts = [
+        (entry["standoffs"] - livelocks, "standoff", ""),
+        (livelocks, "livelock", ""),
+        (entry.get("cut", 0), "cut", " (at the bound; unfinished jobs censored)"),
+    ]
+    said = [
+        form.format(word.upper() if upper else word, count, entry["seeds_run"]) + more
+        for count, word, more in parts
+        if count
+    ]
+    return "; ".join(said) if said else "ok"

@@ -237,6 +237,10 @@ def aggregate(runs: dict[str, dict[str, Any]], policies: tuple[str, ...]) -> dic
         entry["seeds_run"] = len(good)
         entry["errors"] = errors
         entry["standoffs"] = sum(1 for row in good if row.get("standoff"))
+        entry["livelocks"] = sum(
+            1 for row in good if (row.get("standoff") or {}).get("kind") == "livelock"
+        )
+        entry["cut"] = sum(1 for row in good if row.get("cut_at_h") is not None)
         entry["ended_queued"] = sum(1 for row in good if row.get("queued_at_end"))
         summary[policy] = entry
     return summary

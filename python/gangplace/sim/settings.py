@@ -159,7 +159,9 @@ def assumptions(settings: SimSettings, *, synthetic_durations: bool) -> list[str
         ),
         f"a run stops as a standoff after {settings.standoff_s / 3600:g} h with partial gangs "
         "holding GPUs, no job running, no start, and no timeout, repair or arrival that could "
-        "change it",
+        "change it; as a LIVELOCK (a rule, not a proof) when only pod timeouts and retries went "
+        "on for as long; and at the latest at the last arrival + 2 x all jobs' GPU-time / "
+        "healthy GPUs + the longest job + the standoff window (CUT: unfinished jobs censored)",
     ]
     if synthetic_durations:
         lines.append(
