@@ -147,8 +147,27 @@ def test_interleaved_pod_by_pod_with_timeouts_ends_as_a_livelock() -> None:
     assert result.standoff is not None and result.standoff.kind == "livelock"
     assert result.standoff.held_gpus == 32 and result.cut_at_s is None
     assert result.standoff.at_s - result.standoff.since_s >= settings.standoff_s
+    # Nothing ran for the whole window before the stop: the deadlock hours say so (they
+    # read 0 when the stop came the moment the last running job ended).
+    assert result.deadlock_s == pytest.approx(settings.standoff_s)
     # It ends about 720 simulated hours in (the last arrival is at 430 h), not 24,000 h on.
     assert result.end_s < 1000 * 3600
+
+
+def test_no_standoff_while_retries_may_still_start_a_job() -> None:
+    """Issue 49: with seed 0 the interleaved run used to be stopped as a standoff the moment
+    its last running job ended (24 h after the last start), although partial gangs' retries
+    were still to come; the window now counts time with nothing running, and every job of
+    that run finishes."""
+    from gangplace.cli import DEFAULT_CLUSTER, DEFAULT_TRACE
+    from gangplace.sim.run import simulate
+
+    result = simulate(
+        DEFAULT_TRACE, cluster=DEFAULT_CLUSTER, policies=("pod-by-pod",), seeds=(0,),
+        settings=SimSettings(pod_order="interleaved"),
+    ).results["pod-by-pod"]  # fmt: skip
+    assert result.standoff is None and result.cut_at_s is None
+    assert all(record.end_s is not None for record in result.records if record.rejected is None)
 
 
 def test_a_run_never_goes_past_its_bound() -> None:

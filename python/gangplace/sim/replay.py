@@ -7,7 +7,7 @@ scheduling pass. Arrival-only traces (no durations) keep no queue: a job that ca
 when it arrives is rejected, as the FGD paper replays the Alibaba multigpu lists.
 
 A run ends when every admitted job has finished or been rejected, or as a **standoff**: partial
-gangs hold GPUs, no job is running, none started for ``standoff_s``, and no pending timeout,
+gangs hold GPUs and no job has run (nor started) for ``standoff_s``, and no pending timeout,
 repair or arrival within ``standoff_s`` can change that; the run stops there and the report
 says so (jobs that had not arrived are counted as not arrived). Failure, repair and timeout
 events keep a run going while jobs are queued; a run that ends with jobs still queued (no
@@ -17,8 +17,8 @@ never started is a censored wait (at least the run's end minus its arrival).
 Two rules make every run end (issue 49, item 1):
 
 - a **livelock** (pod-by-pod): the standoff's conditions hold except that pod timeouts are
-  still pending: for ``standoff_s`` nothing ran and nothing started while every timeout
-  released a partial gang and the retries built new ones. It is stopped as a standoff of
+  still pending: for ``standoff_s`` nothing ran while every timeout released a partial gang
+  and the retries built new ones. It is stopped as a standoff of
   kind ``"livelock"``. This is a rule, not a proof: another backoff order might still have
   started a job; ``standoff_s`` (default 24 h) of timeouts and retries without one start is
   taken as enough.
@@ -192,7 +192,8 @@ class Replay:
         self.pending = [0] * 6  # events still queued, by kind
         self.arrival_times: list[float] = []  # of the arrivals pushed, sorted
         self.arrivals_handled = 0
-        self.standoff_check: float | None = None
+        # Since when partial gangs hold GPUs with nothing running (None: something runs)
+        self.quiet_since: float | None = None
         self.paths = dict(zip(spec.names, spec.paths, strict=True))
         self.largest_node = max(spec.gpus, default=0)
         self.speed_model = model_for(self.settings.placement_model, (j.job_type for j in jobs))
@@ -243,10 +244,12 @@ class Replay:
                 handled += 1
             self.policy.schedule(self, now)
             self._note_deadlock()
-            if self.held_partial and self.standoff_check != self.last_start_s:
+            if self.in_deadlock and self.quiet_since is None:
                 # Wake up when the standoff window would close, even if nothing else happens.
-                self.standoff_check = self.last_start_s
-                self.push(self.last_start_s + self.settings.standoff_s, WAKE, None)
+                self.quiet_since = now
+                self.push(now + self.settings.standoff_s, WAKE, None)
+            elif not self.in_deadlock:
+                self.quiet_since = None
             self.samples.append((now, self.busy, self.held_partial, self.policy.queued(self)))
             if self.arrival_only and self.spec.healthy_gpus:
                 healthy = self.spec.healthy_gpus
@@ -439,8 +442,9 @@ class Replay:
         See the module's docstring for the rule.
         """
         window = self.settings.standoff_s
-        if self.held_since_start <= 0 or now - self.last_start_s < window:
-            return None
+        quiet = self.quiet_since
+        if self.held_since_start <= 0 or quiet is None or now - quiet < window:
+            return None  # something ran or started within the window
         if self.busy_milli > 0 or self.pending[REPAIR]:
             return None  # a running job's end or a repair may let one start
         handled, times = self.arrivals_handled, self.arrival_times

@@ -38,8 +38,8 @@ class SimSettings:
         pod_order: Pod-by-pod order: ``"kube"`` (priority, then creation time, a job's pods
             together: kube-scheduler's queue) or ``"interleaved"`` (one pod per job per
             round, the worst case).
-        standoff_s: A run stops as a standoff when partial gangs hold GPUs and no job starts
-            for this long.
+        standoff_s: A run stops as a standoff (or a livelock) when partial gangs hold GPUs and
+            no job runs for this long (module ``gangplace.sim.replay``).
         policy_seed: Seeds the blind policy's node order and pod-by-pod's backoffs (apart
             from the workload seed).
         quotas: Owner -> GPU quota for every gang policy.
@@ -158,7 +158,7 @@ def assumptions(settings: SimSettings, *, synthetic_durations: bool) -> list[str
             else "partial gangs never release"
         ),
         f"a run stops as a standoff after {settings.standoff_s / 3600:g} h with partial gangs "
-        "holding GPUs, no job running, no start, and no timeout, repair or arrival that could "
+        "holding GPUs and no job running, and no timeout, repair or arrival that could "
         "change it; as a LIVELOCK (a rule, not a proof) when only pod timeouts and retries went "
         "on for as long; and at the latest at the last arrival + 2 x all jobs' GPU-time / "
         "healthy GPUs + the longest job + the standoff window (CUT: unfinished jobs censored)",
