@@ -749,3 +749,59 @@ def test_a_stop_far_outside_the_plot_is_drawn_at_its_edge(tmp_path: Path) -> Non
     assert text.get_position()[0] == pytest.approx(11 / 3600)  # at the window's right edge
     assert "at 24.0 h (outside the plot)" in text.get_text()
     plt.close(figure)
+
+
+def test_jobs_out_recomputes_the_report(tmp_path: Path) -> None:
+    """Issue 49, item 4: ``--jobs-out`` writes one row per job, policy and seed, and the
+    report's figures recompute from it alone (with a livelocked pod-by-pod run among them)."""
+    import csv
+    import statistics
+
+    out, rows_file = tmp_path / "out", tmp_path / "jobs.csv"
+    done = run_cli(
+        "simulate", "--policies", "best-fit,pod-by-pod", "--pod-order", "interleaved",
+        "--seeds", "0-1", "--out", str(out), "--jobs-out", str(rows_file), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert str(rows_file) in done.stdout
+    report = json.loads((out / "report.json").read_text())
+    with rows_file.open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 2 * 2 * report["jobs"]["count"]
+    stops = set()
+    for seed in ("0", "1"):
+        for policy in ("best-fit", "pod-by-pod"):
+            mine = [r for r in rows if r["seed"] == seed and r["policy"] == policy]
+            figures = report["runs"][seed][policy]
+            admitted = [r for r in mine if r["status"] not in ("rejected", "not_arrived")]
+            waits = [float(r["first_wait_s"]) for r in admitted]
+            assert statistics.fmean(waits) == pytest.approx(figures["wait_s"]["mean"])
+            never = sum(1 for r in admitted if r["censored_wait"] == "True")
+            assert never == figures["never_started"] == figures["wait_s"]["censored"]
+            finished = [r for r in mine if r["status"] == "finished"]
+            assert len(finished) == figures["jobs_finished"]
+            completions = [float(r["completion_s"]) for r in finished]
+            assert statistics.fmean(completions) == pytest.approx(figures["completion_s"]["mean"])
+            assert {float(r["run_end_s"]) for r in mine} == {figures["end_s"]}
+            stops |= {r["stop"] for r in mine}
+            for row in finished:  # every run is written out, the last one ending at end_s
+                last = row["runs"].split(";")[-1]
+                assert last.split("@")[0].split("-")[1] == format(float(row["end_s"]), "g")
+    assert "livelock" in stops  # seed 1 of interleaved pod-by-pod
+
+
+def test_jobs_out_parquet_needs_pyarrow(tmp_path: Path) -> None:
+    """``--jobs-out x.parquet`` without pyarrow is refused before any run (exit 2, one line);
+    with pyarrow, the file holds the same rows as the CSV would."""
+    target = tmp_path / "jobs.parquet"
+    done = run_cli(
+        "simulate", "--policies", "best-fit", "--jobs-out", str(target), cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        import pyarrow.parquet as parquet  # type: ignore[import-not-found]
+    except ImportError:
+        assert done.returncode == 2 and "Parquet needs pyarrow" in done.stderr
+        assert not target.exists()
+        return
+    assert done.returncode == 0, done.stderr
+    assert parquet.read_table(target).num_rows == 400

@@ -248,6 +248,12 @@ def _parser() -> argparse.ArgumentParser:
         "--baseline",
         help="policy the others are compared with, seed by seed (default: the first policy)",
     )
+    simulate.add_argument(
+        "--jobs-out",
+        metavar="FILE",
+        help="write one row per job, policy and seed (CSV; Parquet when FILE ends in "
+        ".parquet, with pyarrow); the report's figures recompute from it",
+    )
 
     sweep = commands.add_parser(
         "sweep",
@@ -339,6 +345,7 @@ def _simulate(args: argparse.Namespace) -> int:
         out=args.out,
         progress=sys.stderr.isatty(),
         baseline=args.baseline,
+        jobs_out=args.jobs_out,
     )
     report = result.report
     print(

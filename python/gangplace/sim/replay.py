@@ -84,6 +84,8 @@ class JobRecord:
     busy_milli: int = 0  # thousandths of GPUs it uses while it runs (a fraction: docs/resources.md
     # "Fractions of a GPU"; else its GPUs x 1000)
     spare_since_s: float = 0.0
+    # Every run: [start, end (None while it runs), nodes, placement factor] (``--jobs-out``)
+    periods: list[list[Any]] = field(default_factory=list)
     # pod-by-pod
     bound: list[Allocation] = field(default_factory=list)
     first_bound_s: float | None = None
@@ -310,6 +312,8 @@ class Replay:
                 self.busy_milli -= record.busy_milli
                 self._ran(record, now - record.start_s, now - record.start_s)
                 record.end_s = now
+                if record.periods and record.periods[-1][1] is None:
+                    record.periods[-1][1] = now
                 self.hold_spares(record, 0, now)
         elif kind == FAILURE:
             self._fail(payload, now)
@@ -358,6 +362,7 @@ class Replay:
         self.last_start_s = now
         self.held_since_start = 0.0
         self._schedule_finish(record, now)
+        record.periods.append([now, None, record.nodes, record.speed])
 
     def _schedule_finish(self, record: JobRecord, now: float) -> None:
         """Sets the job's speed from its placement and schedules the end of its work."""
@@ -394,6 +399,8 @@ class Replay:
         saved = (ran // every) * every if every else 0.0
         self._ran(record, ran, saved)
         record.generation += 1
+        if record.periods and record.periods[-1][1] is None:
+            record.periods[-1][1] = now  # the run ends here (a stop, or a move's restart)
 
     def stopped(self, record: JobRecord, now: float) -> None:
         """A running job was ended early (preempted, or a GPU failed); it waits again."""
@@ -411,6 +418,7 @@ class Replay:
         record.start_s = now
         record.nodes = tuple(sorted(self.policy.alias.get(n, n) for n in nodes))
         self._schedule_finish(record, now)
+        record.periods.append([now, None, record.nodes, record.speed])
 
     def repaired(
         self, record: JobRecord, nodes: tuple[str, ...], from_spares: int, now: float

@@ -12,6 +12,7 @@ from typing import Any
 
 from gangplace.sim.clusters import ClusterSpec, parse_cluster
 from gangplace.sim.errors import SimError
+from gangplace.sim.jobs_out import JobRows
 from gangplace.sim.metrics import Window, summarize
 from gangplace.sim.paired import paired, paired_table
 from gangplace.sim.policies import POLICIES, policy_for
@@ -127,6 +128,7 @@ def simulate(
     out: str | Path | None = None,
     progress: bool = False,
     baseline: str | None = None,
+    jobs_out: str | Path | None = None,
 ) -> Simulation:
     """Replays the trace(s) on ``cluster`` under each policy and each workload seed.
 
@@ -143,6 +145,8 @@ def simulate(
         progress: Show a progress bar (tqdm) on stderr.
         baseline: The policy the others are compared with, seed by seed (default: the
             first of ``policies``); see :mod:`gangplace.sim.paired`.
+        jobs_out: A file for one row per job, policy and seed (CSV, or Parquet when it ends
+            in ``.parquet``); see :mod:`gangplace.sim.jobs_out`.
 
     A policy that cannot replay the trace gets ``{"error": ...}`` in its row; the others run.
 
@@ -155,6 +159,7 @@ def simulate(
     spec = parse_cluster(cluster, seed=settings.policy_seed)
     runs: dict[str, dict[str, Any]] = {}
     first_results: dict[str, RunResult] = {}
+    rows = JobRows(jobs_out) if jobs_out is not None else None
     loaded: Trace | None = None
     for seed in seeds:
         loaded = apply_scenarios(
@@ -182,6 +187,8 @@ def simulate(
             runs[str(seed)][policy] = figures
             if result is not None and seed == seeds[0]:
                 first_results[policy] = result
+            if result is not None and rows is not None:
+                rows.add(seed, policy, result, spec)
     assert loaded is not None
     arrival_only = any(job.duration_s is None for job in loaded.jobs)
     report = {
@@ -206,6 +213,8 @@ def simulate(
         directory.mkdir(parents=True, exist_ok=True)
         write_json(directory / "report.json", report)
         files = [directory / "report.json", *write_plots(directory, first_results, report)]
+    if rows is not None:
+        files.append(rows.write())
     return Simulation(report, first_results, files)
 
 
