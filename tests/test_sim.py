@@ -632,6 +632,9 @@ def test_report_json_says_what_made_it(tmp_path: Path) -> None:
         check=False,
     )
     assert made["git_commit"] == (head.stdout.strip() if head.returncode == 0 else None)
+    # Issue 49: the commit the extension was built from, also for an installed package
+    built = made["built_from_commit"]
+    assert built == "unknown" or (len(built) == 40 and int(built, 16) >= 0), built
     if made["git_commit"] is not None:  # dirty: the package or Rust sources differ from HEAD
         root = Path(gangplace.__file__).resolve().parents[2]
         status = subprocess.run(

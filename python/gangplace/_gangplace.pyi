@@ -31,10 +31,13 @@ __all__ = [
     "PreemptionPlan",
     "RepairPlan",
     "Reservation",
+    "__build_commit__",
     "__version__",
     "_unpickle",
 ]
 __version__: str
+# The git commit the extension was built from ("unknown" outside a git checkout).
+__build_commit__: str
 LIMITS: MappingProxyType[str, int | float]
 """The hard limits and defaults of the core, as the docs/errors.md "Limits" table states them.
 

@@ -338,17 +338,21 @@ def write_json(path: Path, report: dict[str, Any]) -> None:
 def provenance() -> dict[str, Any]:
     """What made a report.
 
-    gangplace's version, the git commit of its source when it runs from a checkout (``None``
-    otherwise) and whether that checkout's package or Rust sources had uncommitted changes
-    (``git_dirty``), the process's command line and Python's version.
+    gangplace's version, the commit its extension was built from (``built_from_commit``,
+    embedded at build time: also for an installed package; ``"unknown"`` when it was built
+    outside a git checkout), the git commit of its source when it runs from a checkout
+    (``None`` otherwise) and whether that checkout's package or Rust sources had uncommitted
+    changes (``git_dirty``), the process's command line and Python's version.
     """
     import gangplace
+    from gangplace import _gangplace
 
     source = Path(gangplace.__file__).resolve().parent
     commit = _git(source, "rev-parse", "HEAD")
     changed = _git(source, "status", "--porcelain", "--", "../../python", "../../rust")
     return {
         "gangplace_version": gangplace.__version__,
+        "built_from_commit": getattr(_gangplace, "__build_commit__", "unknown"),
         "git_commit": commit or None,
         "git_dirty": None if commit is None else bool(changed),
         "command_line": list(sys.argv),

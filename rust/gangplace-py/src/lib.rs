@@ -51,6 +51,7 @@ mod _gangplace {
     #[pymodule_init]
     fn init(module: &Bound<'_, PyModule>) -> PyResult<()> {
         module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+        module.add("__build_commit__", env!("GANGPLACE_BUILD_COMMIT"))?;
         // The limits table of docs/errors.md is tied to these values by a test.
         let limits = PyDict::new(module.py());
         limits.set_item("max_gpus_per_node", core::MAX_GPUS_PER_NODE)?;
