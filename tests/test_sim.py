@@ -808,3 +808,24 @@ def test_jobs_out_parquet_needs_pyarrow(tmp_path: Path) -> None:
         return
     assert done.returncode == 0, done.stderr
     assert parquet.read_table(target).num_rows == 400
+
+
+def test_every_interval_is_clipped_to_what_its_figure_can_be() -> None:
+    """Issue 49, item 3: per-priority and per-owner waits never get a negative low end (a
+    t-interval over few seeds with one long wait went below zero)."""
+    from gangplace.sim.run import aggregate
+
+    rows = {
+        str(seed): {
+            "best-fit": {
+                "wait_by_priority_s": {"0": {"mean": wait}, "1": {"mean": 0.0}},
+                "wait_by_owner_s": {"a": {"mean": wait}},
+            }
+        }
+        for seed, wait in enumerate([0.0, 0.0, 36000.0])
+    }
+    entry = aggregate(rows, ("best-fit",))["best-fit"]
+    for group in ("wait_by_priority_mean_s", "wait_by_owner_mean_s"):
+        for figures in entry[group].values():
+            assert figures["low"] is None or figures["low"] >= 0.0, (group, figures)
+    assert entry["wait_by_priority_mean_s"]["0"]["high"] > 36000.0 / 3  # the top is kept

@@ -230,15 +230,18 @@ def aggregate(runs: dict[str, dict[str, Any]], policies: tuple[str, ...]) -> dic
         }
         for group in ("wait_by_priority_s", "wait_by_owner_s"):
             keys = sorted({key for row in good for key in row.get(group, {})})
-            entry[group.replace("_s", "_mean_s")] = {
-                key: interval([row[group][key]["mean"] for row in good if key in row[group]])
+            entry[group.replace("_s", "_mean_s")] = {  # waits: never below 0 (issue 49)
+                key: _clipped(
+                    "wait_s.mean",
+                    interval([row[group][key]["mean"] for row in good if key in row[group]]),
+                )
                 for key in keys
             }
         queues = sorted({name for row in good for name in row.get("queues") or {}})
         if queues:  # --queues: each queue's figures over the seeds
             entry["queues"] = {
                 name: {
-                    key: interval([figure(row["queues"][name], key) for row in good])
+                    key: _clipped(key, interval([figure(row["queues"][name], key) for row in good]))
                     for key in QUEUE_FIGURES
                 }
                 for name in queues
