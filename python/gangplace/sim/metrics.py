@@ -14,6 +14,9 @@ Definitions (times in seconds of the trace):
   over run time; ``restarted_jobs``: jobs stopped and queued again at least once.
 - ``utilization``: GPU-seconds of running jobs inside the **common window** (first to last
   arrival of the trace, the same for every policy) over healthy GPUs x the window;
+  ``useful_utilization`` and ``spread_share`` split it into the work's GPU-time and what
+  spreading cost (a job the placement model slows by ``speed`` uses its GPUs ``1/speed`` for
+  its work: the rest is lost to spreading; issue 49);
   ``idle_held_share`` the same for GPUs held by partial pod-by-pod gangs; ``drain_h`` the
   time from the last arrival to the run's end (each policy's own busy period after arrivals).
 - ``deadlock_h``: time during which partial gangs held GPUs and no job ran; ``standoff``:
@@ -54,7 +57,9 @@ SIZE_BUCKETS = (("1", 1, 1), ("2-8", 2, 8), ("9-64", 9, 64), ("65+", 65, 1 << 62
 Window = tuple[float, float]
 
 
-def _integrate(samples: list[tuple[float, float, int, int]], column: int, window: Window) -> float:
+def _integrate(
+    samples: list[tuple[float, float, int, int, float]], column: int, window: Window
+) -> float:
     """The integral of one sample column (piecewise constant after each sample) on ``window``."""
     low, high = window
     total = 0.0
@@ -79,7 +84,7 @@ def utilization_series(
     width = (high - low) / bins
     busy, held = [0.0] * bins, [0.0] * bins
     samples = result.samples
-    for (start, busy_gpus, held_gpus, _), nxt in zip(samples, [*samples[1:], None], strict=True):
+    for (start, busy_gpus, held_gpus, *_), nxt in zip(samples, [*samples[1:], None], strict=True):
         end = nxt[0] if nxt is not None else start
         lo, hi = max(start, low), min(end, high)
         if hi <= lo or not (busy_gpus or held_gpus):
@@ -123,7 +128,7 @@ def _free_before(result: RunResult) -> Any:
         index = bisect.bisect_left(times, instant) - 1
         if index < 0:
             return result.healthy_gpus
-        _, busy, held, _ = result.samples[index]
+        _, busy, held, *_ = result.samples[index]
         return result.healthy_gpus - busy - held
 
     return free_at
@@ -185,6 +190,7 @@ def summarize(result: RunResult, spec: ClusterSpec, window: Window) -> dict[str,
     capacity = result.healthy_gpus * span
     busy = _integrate(result.samples, 1, window)
     held = _integrate(result.samples, 2, window)
+    spread = _integrate(result.samples, 4, window)
     busy_total = _integrate(result.samples, 1, (-1e300, 1e300))
     lost = sum(r.lost_gpu_s for r in result.records)
     owners = sorted({r.job.owner for r in admitted if r.job.owner is not None})
@@ -220,6 +226,10 @@ def summarize(result: RunResult, spec: ClusterSpec, window: Window) -> dict[str,
         },
         "window_s": [low, high],
         "utilization": busy / capacity if capacity else None,
+        # Issue 49: busy GPU-time split into the work's and what spreading cost (the placement
+        # model's slowdown of jobs across nodes, racks or spines), both over the window
+        "useful_utilization": (busy - spread) / capacity if capacity else None,
+        "spread_share": spread / capacity if capacity else None,
         "idle_held_share": held / capacity if capacity else None,
         "idle_held_gpu_hours": _integrate(result.samples, 2, (-1e300, 1e300)) / 3600.0,
         "deadlock_h": result.deadlock_s / 3600.0,

@@ -78,6 +78,7 @@ class JobRecord:
     done_s: float = 0.0  # work saved by checkpoints before a stop (seconds at full speed)
     speed: float = 1.0  # run-time factor of its current placement (gangplace.sim.speed)
     spread_gpu_s: float = 0.0  # GPU-seconds its placements cost beyond its reference span
+    spreading: float = 0.0  # of its busy GPUs, those lost to spreading while it runs now
     numa_split: bool = False  # a pod of its current placement spans two NUMA halves
     generation: int = 0  # bumps when a start is undone (stale finish events are ignored)
     spare_gpus: int = 0  # GPUs its allocation holds as spares now (docs/repair.md "Spares")
@@ -114,7 +115,8 @@ class RunResult:
     policy: str
     records: list[JobRecord]
     end_s: float
-    samples: list[tuple[float, float, int, int]]  # (time, busy GPUs, idle-held GPUs, queued)
+    # (time, busy GPUs, idle-held GPUs, queued, busy GPUs lost to spreading)
+    samples: list[tuple[float, float, int, int, float]]
     deadlock_s: float
     placements: int
     engine_seconds: float
@@ -184,7 +186,8 @@ class Replay:
         self.preempting_starts = self.cascades = self.restarted_at_once = 0
         self.repairs = self.ranks_from_spares = 0
         self.spare_gpu_s = 0.0
-        self.samples: list[tuple[float, float, int, int]] = []
+        self.samples: list[tuple[float, float, int, int, float]] = []
+        self.spreading = 0.0  # of the busy GPUs, those lost to spreading (gangplace.sim.speed)
         self.load_curve: list[tuple[float, float]] = []
         self.arrived_gpus = 0.0
         self.rng = random.Random(self.settings.policy_seed)
@@ -252,7 +255,8 @@ class Replay:
                 self.push(now + self.settings.standoff_s, WAKE, None)
             elif not self.in_deadlock:
                 self.quiet_since = None
-            self.samples.append((now, self.busy, self.held_partial, self.policy.queued(self)))
+            queued = self.policy.queued(self)
+            self.samples.append((now, self.busy, self.held_partial, queued, self.spreading))
             if self.arrival_only and self.spec.healthy_gpus:
                 healthy = self.spec.healthy_gpus
                 self.load_curve.append((self.arrived_gpus / healthy, self.busy / healthy))
@@ -310,6 +314,7 @@ class Replay:
             if generation == record.generation and record.start_s is not None:
                 self.policy.finished(self, record)
                 self.busy_milli -= record.busy_milli
+                self._spreading(record, 0.0)
                 self._ran(record, now - record.start_s, now - record.start_s)
                 record.end_s = now
                 if record.periods and record.periods[-1][1] is None:
@@ -367,10 +372,18 @@ class Replay:
     def _schedule_finish(self, record: JobRecord, now: float) -> None:
         """Sets the job's speed from its placement and schedules the end of its work."""
         record.speed = self._speed(record)
+        # A job running 1/speed as fast uses its GPUs that much for its work: the rest of
+        # its busy GPUs is lost to spreading while it runs (issue 49, item 3).
+        self._spreading(record, record.busy_milli / 1000 * (1.0 - 1.0 / record.speed))
         duration = record.job.duration_s
         if duration is not None:
             left = (duration - record.done_s) * record.speed
             self.push(now + left, FINISH, (record, record.generation))
+
+    def _spreading(self, record: JobRecord, gpus: float) -> None:
+        """The job's busy GPUs lost to spreading are ``gpus`` from now."""
+        self.spreading += gpus - record.spreading
+        record.spreading = gpus
 
     def _speed(self, record: JobRecord) -> float:
         """The placement model's run-time factor for the job's nodes (1 without a model)."""
@@ -411,6 +424,7 @@ class Replay:
         record.queued_since_s = now
         record.nodes = ()
         self.busy_milli -= record.busy_milli
+        self._spreading(record, 0.0)
 
     def moved(self, record: JobRecord, nodes: tuple[str, ...], now: float) -> None:
         """Defragmentation moved a running job: it restarts on ``nodes`` from its checkpoint."""

@@ -150,6 +150,13 @@ def completion_lines(report: dict[str, Any], scale: float, unit: str) -> list[st
                 if "spread_gpu_hours" in entry
                 else ""
             )
+            + (
+                f"; util {_share(entry['utilization'])} = useful "
+                f"{_share(entry['useful_utilization'])} + spreading "
+                f"{_share(entry['spread_share'])}"
+                if "useful_utilization" in entry
+                else ""
+            )
         )
     return lines if len(lines) > 1 else []
 

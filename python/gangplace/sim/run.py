@@ -53,6 +53,8 @@ HEADLINE = (
     "restarted_jobs",
     "spread_gpu_hours",
     "utilization",
+    "useful_utilization",
+    "spread_share",
     "idle_held_share",
     "idle_held_gpu_hours",
     "deadlock_h",
@@ -271,7 +273,15 @@ QUEUE_FIGURES = (
     "reclaimed_jobs",
     "reclaimed_gpu_h",
 )
-SHARES = {"utilization", "idle_held_share", "locality.rack", "allocation_at_end", "goodput"}
+SHARES = {
+    "utilization",
+    "useful_utilization",
+    "spread_share",
+    "idle_held_share",
+    "locality.rack",
+    "allocation_at_end",
+    "goodput",
+}
 
 
 def _clipped(name: str, summary: dict[str, Any]) -> dict[str, Any]:
