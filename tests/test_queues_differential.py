@@ -18,7 +18,16 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from test_scheduler_differential import _cluster, _decisions
 
-from gangplace import Cohort, GangRequest, InvalidRequest, Queue, Scheduler, Unschedulable
+from gangplace import (
+    Cluster,
+    Cohort,
+    GangRequest,
+    InvalidRequest,
+    PodPlacement,
+    Queue,
+    Scheduler,
+    Unschedulable,
+)
 from gangplace.errors import UnknownJob
 from gangplace.reference.quota import ReferenceQuotas
 from gangplace.reference.scheduler import ReferenceScheduler
@@ -466,6 +475,7 @@ def test_reclaim_victims_are_1_minimal_among_the_eligible(
         group: judged[tuple(sorted(j.job_id for j in group))]
         for group in (tuple(others), tuple(eligible))
     }
+    before = Cluster.restore(cluster.snapshot(), clock=lambda: 0.0)  # for the domain check
     now[0] = 1.0
     decisions = scheduler.cycle(1.0)
     starts = {s.job_id: s for s in decisions.started}
@@ -477,10 +487,30 @@ def test_reclaim_victims_are_1_minimal_among_the_eligible(
         return  # it fit as it was
     event("reclaimed")
     assert set(victims) <= set(names)
-    # Before the reclaim, ending these victims starts the job; restoring any one does not.
+    # Before the reclaim, ending these victims starts the job; restoring any one does not,
+    # inside the domain the plan chose (P4-P5: locality beats fewer victims, so a smaller set
+    # may fit a coarser domain: docs/queues.md Q7).
     assert judged[victims]
+    domain = starts["new"].allocation.placement.domain
+    outside = [
+        PodPlacement(name, range(4))
+        for name in before.nodes()
+        if (before.node(name).topology["spine"], before.node(name).topology["rack"], name)[
+            : len(domain)
+        ]
+        != domain
+    ]
+
+    def fits_within(subset: tuple[str, ...]) -> bool:
+        left = dict(used)
+        for job_id in subset:
+            left["a" if job_id in tenancy.jobs["a"] else "b"] -= gpus_of[job_id]
+        ids = [hold for hold, name in holds.items() if name in subset]
+        fits = before.place_after(request, [ids] if ids else [], avoid=outside) is not None
+        return fits and max(0, naive.available("a", left)) >= request.total_gpus
+
     for victim in victims:
         rest = tuple(v for v in victims if v != victim)
-        assert not judged[rest], (victims, victim)
+        assert not fits_within(rest), (victims, victim, domain)
     if not all(v in {j.job_id for j in others} for v in victims):
         assert not any_works[tuple(others)]  # its own jobs only when borrowers would not do

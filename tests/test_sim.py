@@ -276,7 +276,10 @@ def test_a_wait_still_open_at_the_end_is_censored_there() -> None:
     stuck = run("pod-by-pod", jobs, "tree:1,1,2,4", pod_timeout_s=None, pod_order="interleaved")
     figures = summarize(stuck, parse_cluster("tree:1,1,2,4"), (0.0, 10.0))
     assert figures["total_wait_s"]["mean"] == stuck.end_s == 24 * 3600
-    assert figures["completion_s"]["jobs"] == 0 and figures["slowdown"]["mean"] is None
+    # Issue 49: never-finished jobs are in the completion times, censored at the run's end
+    completion = figures["completion_s"]
+    assert (completion["jobs"], completion["censored"]) == (2, 2)
+    assert completion["mean"] == 24 * 3600 and figures["slowdown"]["mean"] == 24 * 36
 
 
 def test_a_job_that_can_never_fit_is_rejected_not_queued() -> None:
@@ -783,7 +786,9 @@ def test_jobs_out_recomputes_the_report(tmp_path: Path) -> None:
             assert never == figures["never_started"] == figures["wait_s"]["censored"]
             finished = [r for r in mine if r["status"] == "finished"]
             assert len(finished) == figures["jobs_finished"]
-            completions = [float(r["completion_s"]) for r in finished]
+            completions = [float(r["completion_s"]) for r in admitted]  # censored ones too
+            censored = sum(1 for r in admitted if r["censored_completion"] == "True")
+            assert censored == figures["completion_s"]["censored"]
             assert statistics.fmean(completions) == pytest.approx(figures["completion_s"]["mean"])
             assert {float(r["run_end_s"]) for r in mine} == {figures["end_s"]}
             stops |= {r["stop"] for r in mine}

@@ -15,8 +15,8 @@ from, so that anyone can recompute them without the Python API (docs/command-lin
 - ``first_start_s``, ``end_s`` (when it finished), ``restarts``;
 - ``first_wait_s``: arrival to first start, or to ``run_end_s`` when it never started
   (``censored_wait`` is then true: a lower bound); ``total_wait_s``: every queued period,
-  an open one counted to ``run_end_s``; ``completion_s``: arrival to ``end_s`` (empty
-  unless finished);
+  an open one counted to ``run_end_s``; ``completion_s``: arrival to ``end_s``, or to
+  ``run_end_s`` for an admitted job that did not finish (``censored_completion``);
 - ``level``, ``domain``: the smallest domain holding its last placement (``node``, a
   level's name, or ``cluster``) and its path; ``placement_factor``: the placement model's
   run-time factor there (1 without a model);
@@ -44,7 +44,8 @@ __all__ = ["COLUMNS", "JobRows"]
 COLUMNS = (
     "seed", "policy", "job", "owner", "priority", "arrival_s", "gpus", "pods", "gpus_per_pod",
     "duration_s", "status", "rejected_reason", "run_end_s", "stop", "first_start_s", "end_s",
-    "restarts", "first_wait_s", "censored_wait", "total_wait_s", "completion_s", "level",
+    "restarts", "first_wait_s", "censored_wait", "total_wait_s", "completion_s",
+    "censored_completion", "level",
     "domain", "placement_factor", "spread_gpu_s", "lost_gpu_s", "runs",
 )  # fmt: skip
 
@@ -145,7 +146,8 @@ def _row(
         "first_wait_s": first_wait,
         "censored_wait": waits and record.first_start_s is None,
         "total_wait_s": total_wait,
-        "completion_s": None if record.end_s is None else record.end_s - job.arrival_s,
+        "completion_s": _completion(record, run_end_s, waits),
+        "censored_completion": waits and record.end_s is None and job.duration_s is not None,
         "level": level,
         "domain": domain,
         "placement_factor": record.speed if record.periods else None,
@@ -153,6 +155,16 @@ def _row(
         "lost_gpu_s": record.lost_gpu_s,
         "runs": ";".join(_run_text(period) for period in record.periods),
     }
+
+
+def _completion(record: JobRecord, run_end_s: float, admitted: bool) -> float | None:
+    """Arrival to end; a job admitted but not finished censored at the run's end."""
+    job = record.job
+    if record.end_s is not None:
+        return record.end_s - job.arrival_s
+    if not admitted or job.duration_s is None:
+        return None
+    return max(run_end_s, job.arrival_s) - job.arrival_s
 
 
 def _run_text(period: list[Any]) -> str:

@@ -10,8 +10,10 @@ Definitions (times in seconds of the trace):
   per owner.
 - ``total_wait_s``: every queued period of a job summed (time queued again after a
   preemption, a failure or a requeue included; the period open at the run's end censored
-  there); ``completion_s``: finish minus arrival of finished jobs; ``slowdown``: completion
-  over run time; ``restarted_jobs``: jobs stopped and queued again at least once.
+  there); ``completion_s``: finish minus arrival over every admitted job, a job that did not
+  finish censored at the run's end (``censored`` counts them: a lower bound, issue 49);
+  ``slowdown``: completion over run time, censored likewise; ``restarted_jobs``: jobs
+  stopped and queued again at least once.
 - ``utilization``: GPU-seconds of running jobs inside the **common window** (first to last
   arrival of the trace, the same for every policy) over healthy GPUs x the window;
   ``useful_utilization`` and ``spread_share`` split it into the work's GPU-time and what
@@ -166,12 +168,19 @@ def summarize(result: RunResult, spec: ClusterSpec, window: Window) -> dict[str,
         open_s = record.queued_since_s
         return record.waited_s + (max(0.0, result.end_s - open_s) if open_s is not None else 0.0)
 
-    completions = [r.end_s - r.job.arrival_s for r in finished if r.end_s is not None]
-    slowdowns = [
-        (r.end_s - r.job.arrival_s) / r.job.duration_s
-        for r in finished
-        if r.end_s is not None and r.job.duration_s
-    ]
+    # Issue 49: over every admitted job, a job that did not finish censored at the run's end
+    # (a lower bound), so a run that leaves jobs unfinished never looks faster for it.
+    # Arrival-only traces have no durations: completions of finished jobs only (none).
+    arrival_only = any(r.job.duration_s is None for r in result.records)
+    timed = [] if arrival_only else admitted
+    unfinished = [r for r in timed if r.end_s is None]
+
+    def completion(record: JobRecord) -> float:
+        end = record.end_s if record.end_s is not None else max(result.end_s, record.job.arrival_s)
+        return end - record.job.arrival_s
+
+    completions = [completion(r) for r in timed]
+    slowdowns = [completion(r) / r.job.duration_s for r in timed if r.job.duration_s]
 
     def waits_of(records: list[JobRecord]) -> dict[str, Any]:
         figures: dict[str, Any] = dict(percentiles([wait(r) for r in records]))
@@ -210,7 +219,11 @@ def summarize(result: RunResult, spec: ClusterSpec, window: Window) -> dict[str,
         "wait_s": {**percentiles([wait(r) for r in admitted]), "censored": len(never)},
         "wait_started_s": percentiles([wait(r) for r in ever_started]),
         "total_wait_s": percentiles([total_wait(r) for r in admitted]),
-        "completion_s": {**percentiles(completions), "jobs": len(completions)},
+        "completion_s": {
+            **percentiles(completions),
+            "jobs": len(completions),
+            "censored": len(unfinished),
+        },
         "slowdown": percentiles(slowdowns),
         "restarted_jobs": sum(1 for r in admitted if r.restarts),
         "wait_by_gpus_s": {
@@ -290,9 +303,15 @@ def _queues(
     out: dict[str, Any] = figures.summary(window, result.healthy_gpus)
     for name, entry in out.items():
         mine = [r for r in admitted if figures.setup.queue_of(r.job.owner) == name]
-        done = [r.end_s - r.job.arrival_s for r in mine if r.end_s is not None]
+        done = [  # unfinished jobs censored at the run's end, as in the headline figures
+            (r.end_s if r.end_s is not None else max(result.end_s, r.job.arrival_s))
+            - r.job.arrival_s
+            for r in mine
+            if r.job.duration_s is not None
+        ]
         entry["wait_s"] = waits_of(mine)
-        entry["completion_s"] = {**percentiles(done), "jobs": len(done)}
+        censored = sum(1 for r in mine if r.end_s is None and r.job.duration_s is not None)
+        entry["completion_s"] = {**percentiles(done), "jobs": len(done), "censored": censored}
     return out
 
 

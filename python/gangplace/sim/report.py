@@ -129,7 +129,7 @@ def completion_lines(report: dict[str, Any], scale: float, unit: str) -> list[st
     """Per policy: every wait summed, completion time and slowdown, with their intervals."""
     lines = [
         f"completion ({unit}; slowdown = completion / run time; total wait = every queued "
-        "period, requeues included, never-started censored at the end):"
+        "period, requeues included; unfinished jobs censored at the run's end in all three):"
     ]
     for name, entry in report["policies"].items():
         if not entry.get("seeds_run") or "completion_s.mean" not in entry:
