@@ -852,3 +852,24 @@ def test_utilization_is_split_into_useful_work_and_spreading() -> None:
     assert figures["spread_share"] * capacity == pytest.approx(lost)
     plain = summarize(run("blind", FIVE, placement_model="none"), spec, (0.0, result.end_s))
     assert plain["spread_share"] == 0.0
+
+
+def test_every_policy_is_measured_over_the_same_jobs(tmp_path: Path) -> None:
+    """Issue 49, item 2: rack-only rejects a 3-node gang that best-fit runs across racks;
+    rack-only counts it as a job that never started (waits and completion censored at its
+    run's end), so its row and the paired differences are over the same jobs."""
+    from gangplace.sim.run import simulate
+
+    trace = tmp_path / "t.csv"
+    rows = ["arrival_s,duration_s,gpus"] + [f"{i * 10},{50 + i},{g}" for i, g in
+                                              enumerate([4, 12, 2, 4, 1])]  # fmt: skip
+    trace.write_text("\n".join(rows) + "\n")
+    done = simulate(str(trace), cluster=SMALL, policies=("best-fit", "rack-only"), seeds=(0,))
+    best, rack = (done.report["runs"]["0"][p] for p in ("best-fit", "rack-only"))
+    assert best["jobs_rejected"] == 0 and best["never_started"] == 0
+    assert rack["admitted_elsewhere"] == 1 and rack["jobs_rejected"] == 0
+    assert rack["never_started"] == 1 and rack["wait_s"]["censored"] == 1
+    assert rack["completion_s"]["jobs"] == best["completion_s"]["jobs"] == 5
+    end = rack["end_s"]
+    assert rack["wait_s"]["mean"] >= (end - 10) / 5  # the censored 12-GPU job's share alone
+    assert "counted as never started" in done.table()

@@ -9,7 +9,8 @@ from, so that anyone can recompute them without the Python API (docs/command-lin
   arrival-only trace);
 - ``status``: ``finished``, ``running_at_end`` (started, not finished when the run
   stopped), ``never_started``, ``rejected`` or ``not_arrived`` (the run stopped first);
-  ``rejected_reason``;
+  ``rejected_reason``; ``admitted_elsewhere``: this policy rejected it but another policy of
+  the comparison admitted it, so it is counted here as never started (issue 49);
 - ``run_end_s``: where the run stopped (the same on every row of a run); ``stop``: how
   (``""``, ``standoff``, ``livelock`` or ``cut``);
 - ``first_start_s``, ``end_s`` (when it finished), ``restarts``;
@@ -45,7 +46,7 @@ COLUMNS = (
     "seed", "policy", "job", "owner", "priority", "arrival_s", "gpus", "pods", "gpus_per_pod",
     "duration_s", "status", "rejected_reason", "run_end_s", "stop", "first_start_s", "end_s",
     "restarts", "first_wait_s", "censored_wait", "total_wait_s", "completion_s",
-    "censored_completion", "level",
+    "censored_completion", "admitted_elsewhere", "level",
     "domain", "placement_factor", "spread_gpu_s", "lost_gpu_s", "runs",
 )  # fmt: skip
 
@@ -59,14 +60,24 @@ class JobRows:
             _parquet(self.path)  # refused before any run when pyarrow is missing
         self.rows: list[dict[str, Any]] = []
 
-    def add(self, seed: int, policy: str, result: RunResult, spec: ClusterSpec) -> None:
-        """The rows of one run."""
+    def add(
+        self,
+        seed: int,
+        policy: str,
+        result: RunResult,
+        spec: ClusterSpec,
+        admitted_elsewhere: set[str] | frozenset[str] = frozenset(),
+    ) -> None:
+        """The rows of one run; ``admitted_elsewhere`` as ``summarize`` takes it."""
         paths = dict(zip(spec.names, spec.paths, strict=True))
         stop = "cut" if result.cut_at_s is not None else ""
         if result.standoff is not None:
             stop = result.standoff.kind
         for record in result.records:
-            self.rows.append(_row(seed, policy, record, result.end_s, stop, spec.levels, paths))
+            row = _row(seed, policy, record, result.end_s, stop, spec.levels, paths)
+            if record.job.id in admitted_elsewhere and record.arrived:
+                _count_as_never_started(row, record, result.end_s)
+            self.rows.append(row)
 
     def write(self) -> Path:
         """Writes the file; returns its path."""
@@ -89,6 +100,20 @@ def _parquet(path: Path) -> tuple[Any, Any]:
         return importlib.import_module("pyarrow"), importlib.import_module("pyarrow.parquet")
     except ImportError as error:
         raise SimError(f"--jobs-out {path}: Parquet needs pyarrow (or name a .csv file)") from error
+
+
+def _count_as_never_started(row: dict[str, Any], record: JobRecord, run_end_s: float) -> None:
+    """A job this policy rejected but another admitted: counted as never started here."""
+    censored = max(run_end_s, record.job.arrival_s) - record.job.arrival_s
+    row.update(
+        status="never_started",
+        first_wait_s=censored,
+        censored_wait=True,
+        total_wait_s=censored,
+        completion_s=censored if record.job.duration_s is not None else None,
+        censored_completion=record.job.duration_s is not None,
+        admitted_elsewhere=True,
+    )
 
 
 def _status(record: JobRecord) -> str:
@@ -148,6 +173,7 @@ def _row(
         "total_wait_s": total_wait,
         "completion_s": _completion(record, run_end_s, waits),
         "censored_completion": waits and record.end_s is None and job.duration_s is not None,
+        "admitted_elsewhere": False,
         "level": level,
         "domain": domain,
         "placement_factor": record.speed if record.periods else None,

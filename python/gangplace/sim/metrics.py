@@ -151,10 +151,19 @@ def _waited_with_room(records: list[JobRecord], free_at: Any) -> dict[str, Any]:
     }
 
 
-def summarize(result: RunResult, spec: ClusterSpec, window: Window) -> dict[str, Any]:
-    """The figures of one policy's run, over the common ``window``."""
+def summarize(
+    result: RunResult,
+    spec: ClusterSpec,
+    window: Window,
+    admitted_elsewhere: set[str] | frozenset[str] = frozenset(),
+) -> dict[str, Any]:
+    """The figures of one policy's run, over the common ``window``.
+
+    ``admitted_elsewhere``: ids of jobs this policy rejected but another policy of the same
+    comparison admitted; they are counted as admitted jobs that never started (issue 49).
+    """
     arrived = [r for r in result.records if r.arrived]
-    admitted = [r for r in arrived if r.rejected is None]
+    admitted = [r for r in arrived if r.rejected is None or r.job.id in admitted_elsewhere]
     ever_started = [r for r in admitted if r.first_start_s is not None]
     never = [r for r in admitted if r.first_start_s is None]
     finished = [r for r in admitted if r.end_s is not None]
@@ -165,6 +174,8 @@ def summarize(result: RunResult, spec: ClusterSpec, window: Window) -> dict[str,
 
     def total_wait(record: JobRecord) -> float:
         """Every queued period, the one open at the end included (censored there)."""
+        if record.rejected is not None:  # admitted elsewhere: waiting to the end here
+            return max(0.0, result.end_s - record.job.arrival_s)
         open_s = record.queued_since_s
         return record.waited_s + (max(0.0, result.end_s - open_s) if open_s is not None else 0.0)
 

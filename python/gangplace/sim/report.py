@@ -412,4 +412,7 @@ def _stopped(entry: dict[str, Any], form: str, *, upper: bool) -> str:
         for count, word, more in parts
         if count
     ]
+    elsewhere = (entry.get("admitted_elsewhere") or {}).get("mean")
+    if elsewhere:  # issue 49: the same jobs in every row
+        said.append(f"{elsewhere:g} job(s)/seed others admit counted as never started")
     return "; ".join(said) if said else "ok"

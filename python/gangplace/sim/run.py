@@ -51,6 +51,7 @@ HEADLINE = (
     "slowdown.p95",
     "slowdown.p99",
     "restarted_jobs",
+    "admitted_elsewhere",
     "spread_gpu_hours",
     "utilization",
     "useful_utilization",
@@ -175,6 +176,7 @@ def simulate(
         stop = ARRIVAL_ONLY_LOAD * spec.healthy_gpus if arrival_only else None
         window = _window(jobs, stop)
         runs[str(seed)] = {}
+        results: dict[str, RunResult] = {}
         for policy in policies:
             figures, result = run_policy(
                 jobs,
@@ -187,10 +189,14 @@ def simulate(
                 progress=progress,
             )
             runs[str(seed)][policy] = figures
+            if result is not None:
+                results[policy] = result
             if result is not None and seed == seeds[0]:
                 first_results[policy] = result
-            if result is not None and rows is not None:
-                rows.add(seed, policy, result, spec)
+        elsewhere = _same_jobs(results, runs[str(seed)], spec, window, arrival_only)
+        if rows is not None:
+            for policy, result in results.items():
+                rows.add(seed, policy, result, spec, elsewhere.get(policy, set()))
     assert loaded is not None
     arrival_only = any(job.duration_s is None for job in loaded.jobs)
     report = {
@@ -218,6 +224,43 @@ def simulate(
     if rows is not None:
         files.append(rows.write())
     return Simulation(report, first_results, files)
+
+
+def _same_jobs(
+    results: dict[str, RunResult],
+    figures: dict[str, dict[str, Any]],
+    spec: ClusterSpec,
+    window: Window,
+    arrival_only: bool,
+) -> dict[str, set[str]]:
+    """Issue 49: every policy's figures over the same jobs.
+
+    A job one policy rejects (it can never fit that policy's rule, e.g. ``rack-only``'s
+    rack) while another admits it is counted by the rejecting policy as a job that never
+    started, its waits and completion censored at that run's end, so that no policy looks
+    faster for refusing work (``figures["admitted_elsewhere"]`` counts them). Arrival-only
+    replays reject for want of room on arrival, their measure: left as they are. Returns,
+    per policy, the ids so counted.
+    """
+    if arrival_only or len(results) < 2:
+        return {}
+    admitted = {
+        policy: {r.job.id for r in result.records if r.arrived and r.rejected is None}
+        for policy, result in results.items()
+    }
+    union = set().union(*admitted.values())
+    counted: dict[str, set[str]] = {}
+    for policy, result in results.items():
+        extra = union - admitted[policy]
+        if not extra:
+            continue
+        wall = figures[policy].get("wall_s")
+        figures[policy] = summarize(result, spec, window, admitted_elsewhere=extra)
+        figures[policy]["admitted_elsewhere"] = len(extra)
+        if wall is not None:
+            figures[policy]["wall_s"] = wall
+        counted[policy] = extra
+    return counted
 
 
 def aggregate(runs: dict[str, dict[str, Any]], policies: tuple[str, ...]) -> dict[str, Any]:
