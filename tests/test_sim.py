@@ -873,3 +873,14 @@ def test_every_policy_is_measured_over_the_same_jobs(tmp_path: Path) -> None:
     end = rack["end_s"]
     assert rack["wait_s"]["mean"] >= (end - 10) / 5  # the censored 12-GPU job's share alone
     assert "counted as never started" in done.table()
+
+
+def test_idle_held_share_to_the_end_sees_a_deadlock_after_the_last_arrival() -> None:
+    """Issue 49, item 3: two gangs deadlock right after the last arrival; the window's share
+    (first to last arrival) is 0, the share to the run's end (the standoff) is not."""
+    jobs = [job("A", 0, 100, 2, 4), job("B", 0, 100, 2, 4)]
+    spec = parse_cluster("tree:1,1,2,4")
+    stuck = run("pod-by-pod", jobs, "tree:1,1,2,4", pod_timeout_s=None, pod_order="interleaved")
+    figures = summarize(stuck, spec, (0.0, 0.0))
+    assert figures["idle_held_share"] is None or figures["idle_held_share"] == 0.0
+    assert figures["idle_held_share_to_end"] == pytest.approx(1.0)  # all 8 GPUs, all along

@@ -19,7 +19,9 @@ Definitions (times in seconds of the trace):
   ``useful_utilization`` and ``spread_share`` split it into the work's GPU-time and what
   spreading cost (a job the placement model slows by ``speed`` uses its GPUs ``1/speed`` for
   its work: the rest is lost to spreading; issue 49);
-  ``idle_held_share`` the same for GPUs held by partial pod-by-pod gangs; ``drain_h`` the
+  ``idle_held_share`` the same for GPUs held by partial pod-by-pod gangs
+  (``idle_held_share_to_end`` from the first arrival to the run's end, where a deadlock
+  after the last arrival shows); ``drain_h`` the
   time from the last arrival to the run's end (each policy's own busy period after arrivals).
 - ``deadlock_h``: time during which partial gangs held GPUs and no job ran; ``standoff``:
   where the run was stopped (see :mod:`gangplace.sim.replay`).
@@ -151,6 +153,14 @@ def _waited_with_room(records: list[JobRecord], free_at: Any) -> dict[str, Any]:
     }
 
 
+def _share_to_end(result: RunResult, start: float) -> float | None:
+    """Idle-held GPU-time from ``start`` to the run's end over healthy GPUs x that span."""
+    span = result.end_s - start
+    if span <= 0 or not result.healthy_gpus:
+        return None
+    return _integrate(result.samples, 2, (start, result.end_s)) / (result.healthy_gpus * span)
+
+
 def summarize(
     result: RunResult,
     spec: ClusterSpec,
@@ -256,6 +266,9 @@ def summarize(
         "spread_share": spread / capacity if capacity else None,
         "idle_held_share": held / capacity if capacity else None,
         "idle_held_gpu_hours": _integrate(result.samples, 2, (-1e300, 1e300)) / 3600.0,
+        # Issue 49: the same share from the first arrival to the run's end (a standoff or a
+        # livelock after the last arrival shows here, not in the window's share)
+        "idle_held_share_to_end": _share_to_end(result, low),
         "deadlock_h": result.deadlock_s / 3600.0,
         "standoff": None
         if standoff is None

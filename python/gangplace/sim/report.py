@@ -151,6 +151,11 @@ def completion_lines(report: dict[str, Any], scale: float, unit: str) -> list[st
                 else ""
             )
             + (
+                f"; idle held to the end {_share(entry['idle_held_share_to_end'])}"
+                if "idle_held_share_to_end" in entry
+                else ""
+            )
+            + (
                 f"; util {_share(entry['utilization'])} = useful "
                 f"{_share(entry['useful_utilization'])} + spreading "
                 f"{_share(entry['spread_share'])}"
