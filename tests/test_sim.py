@@ -204,19 +204,20 @@ def test_no_standoff_while_a_job_runs() -> None:
     assert result.deadlock_s == 0  # X was running the whole time: never a deadlock
 
 
-def test_no_standoff_while_an_arrival_within_the_window_may_start() -> None:
-    # A and B deadlock at t=0 with nothing running; a 1-GPU job arriving after 20 h (inside
-    # the 24 h window) cannot start either, so the standoff comes 24 h after the last start,
-    # and a job arriving after the standoff is counted as not arrived.
+def test_no_standoff_while_a_job_has_yet_to_arrive() -> None:
+    # A and B deadlock at t=0 with nothing running; a 1-GPU job arriving after 20 h cannot
+    # start either, nor can one arriving after 60 h: the run takes every arrival (issue 49:
+    # it used to stop at 24 h and leave the 60 h job out of every column), then stops.
     jobs = [
         job("A", 0, 100, 2, 4), job("B", 0, 100, 2, 4),
         job("C", 20 * 3600, 5, 1, 1), job("late", 60 * 3600, 5, 1, 1),
     ]  # fmt: skip
     spec = parse_cluster("tree:1,1,2,4")
     stuck = run("pod-by-pod", jobs, "tree:1,1,2,4", pod_timeout_s=None, pod_order="interleaved")
-    assert stuck.standoff is not None and stuck.end_s == 24 * 3600
+    assert stuck.standoff is not None and stuck.end_s == 60 * 3600
     figures = summarize(stuck, spec, (0.0, 10.0))
-    assert (figures["jobs_total"], figures["jobs_not_arrived"]) == (3, 1)
+    assert (figures["jobs_total"], figures["jobs_not_arrived"]) == (4, 0)
+    assert figures["never_started"] == 4 and figures["deadlock_h"] == 60
 
 
 def test_a_repair_keeps_the_run_going_while_jobs_wait_for_it() -> None:

@@ -7,9 +7,10 @@ scheduling pass. Arrival-only traces (no durations) keep no queue: a job that ca
 when it arrives is rejected, as the FGD paper replays the Alibaba multigpu lists.
 
 A run ends when every admitted job has finished or been rejected, or as a **standoff**: partial
-gangs hold GPUs and no job has run (nor started) for ``standoff_s``, and no pending timeout,
-repair or arrival within ``standoff_s`` can change that; the run stops there and the report
-says so (jobs that had not arrived are counted as not arrived). Failure, repair and timeout
+gangs hold GPUs and no job has run (nor started) for ``standoff_s``, no pending timeout or
+repair can change that, and every job has arrived (issue 49: a run that deadlocks early
+still takes every later arrival, which waits, censored, to the stop; none is left out);
+the run stops there and the report says so. Failure, repair and timeout
 events keep a run going while jobs are queued; a run that ends with jobs still queued (no
 event left that could start them) says so (``queued_at_end``). Every job that arrived and
 never started is a censored wait (at least the run's end minus its arrival).
@@ -469,9 +470,8 @@ class Replay:
             return None  # something ran or started within the window
         if self.busy_milli > 0 or self.pending[REPAIR]:
             return None  # a running job's end or a repair may let one start
-        handled, times = self.arrivals_handled, self.arrival_times
-        if handled < len(times) and times[handled] <= now + window:
-            return None  # an arrival within the window may start
+        if self.arrivals_handled < len(self.arrival_times):
+            return None  # every job arrives before a run stops (issue 49: none left out)
         # Pod timeouts pending: timeouts and retries went on for the window without a start
         kind = "livelock" if self.pending[TIMEOUT] else "standoff"
         held_h = self.held_since_start / 3600.0
