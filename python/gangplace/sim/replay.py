@@ -25,7 +25,8 @@ Two rules make every run end (issue 49, item 1):
   taken as enough.
 - a **bound**: no run goes past its trace's last arrival plus twice the GPU-seconds of all
   its jobs over the cluster's healthy GPUs, plus its longest job, plus ``standoff_s``
-  (``bound_s``): the time to run every job back to back at half the cluster's use, and
+  (``bound_s``), run times taken at the placement model's largest slowdown: the time to run
+  every job back to back at half the cluster's use, placed as badly as it can be, and
   more. A run that reaches it stops there (``cut_at_s``); every job not finished then is
   censored, and the report says so.
 """
@@ -203,7 +204,7 @@ class Replay:
         self.paths = dict(zip(spec.names, spec.paths, strict=True))
         self.largest_node = max(spec.gpus, default=0)
         self.speed_model = model_for(self.settings.placement_model, (j.job_type for j in jobs))
-        self.bound_s = _bound(jobs, spec.healthy_gpus, self.settings.standoff_s)
+        self.bound_s = _bound(jobs, spec.healthy_gpus, self.settings.standoff_s, self.speed_model)
 
     # ------------------------------------------------------------------ the loop
 
@@ -498,11 +499,18 @@ class Replay:
             self._next_failure(now)
 
 
-def _bound(jobs: list[Job], healthy_gpus: int, standoff_s: float) -> float:
-    """The time no run goes past (the module's text); ``inf`` for an arrival-only trace."""
+def _bound(jobs: list[Job], healthy_gpus: int, standoff_s: float, model: Any = None) -> float:
+    """The time no run goes past (the module's text); ``inf`` for an arrival-only trace.
+
+    Run times are the trace's times the placement model's largest slowdown (a job placed as
+    widely as it can be), so that a policy that spreads jobs is not cut for it.
+    """
     if not jobs or any(job.duration_s is None for job in jobs):
         return float("inf")  # no queue: every job starts on arrival or is rejected
-    work = sum(job.gpu_share * (job.duration_s or 0.0) for job in jobs)
-    longest = max(job.duration_s or 0.0 for job in jobs)
+    slowest = 1.0
+    if model is not None:
+        slowest = max(max(e.times) / min(e.times) * e.numa for e in model.entries.values())
+    work = sum(job.gpu_share * (job.duration_s or 0.0) for job in jobs) * slowest
+    longest = max(job.duration_s or 0.0 for job in jobs) * slowest
     last = max(job.arrival_s for job in jobs)
     return last + 2.0 * work / max(healthy_gpus, 1) + longest + standoff_s

@@ -161,7 +161,8 @@ def assumptions(settings: SimSettings, *, synthetic_durations: bool) -> list[str
         "holding GPUs and no job running, and no timeout, repair or arrival that could "
         "change it; as a LIVELOCK (a rule, not a proof) when only pod timeouts and retries went "
         "on for as long; and at the latest at the last arrival + 2 x all jobs' GPU-time / "
-        "healthy GPUs + the longest job + the standoff window (CUT: unfinished jobs censored)",
+        "healthy GPUs + the longest job + the standoff window, run times at the placement "
+        "model's largest slowdown (CUT: unfinished jobs censored)",
     ]
     if synthetic_durations:
         lines.append(
