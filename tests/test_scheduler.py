@@ -335,3 +335,14 @@ def test_slice_jobs_start_whole_slices_and_bad_forms_are_refused_at_submit() -> 
         scheduler.submit("bad", GangRequest(2, 1, required_level="node", slices=(("rack", 2),)))
     assert cluster.snapshot() == before
     assert [job.job_id for job in scheduler.pending()] == []
+
+
+def test_a_job_submitted_to_a_cluster_with_no_node_left_is_unschedulable() -> None:
+    """S2 on a cluster whose every node was removed: a typed ``Unschedulable``, not a
+    ``TypeError`` from building the admission twin (found by the differential test)."""
+    cluster = Cluster(("rack",))
+    cluster.add_node("a", gpus=8, topology={"rack": "r1"})
+    scheduler = Scheduler(cluster, clock=lambda: 0.0)
+    cluster.remove_node("a")
+    with pytest.raises(Unschedulable, match="can never start"):
+        scheduler.submit("j", GangRequest(1, 1))

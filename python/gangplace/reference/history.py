@@ -53,8 +53,8 @@ class ReferenceHistories:
             if wait_from is not None and event.kind in ("started", *ENDS):
                 waited += event.time - wait_from
                 wait_from = None
-            if event.kind in OPENS_WAIT:
-                wait_from = event.time
+            if event.kind in OPENS_WAIT and wait_from is None:
+                wait_from = event.time  # an open wait goes on (S17: requeued before it ran)
             if event.kind == "started":
                 run_from = event.time
         waited += as_of - wait_from if wait_from is not None else 0.0

@@ -97,6 +97,8 @@ class EmptyTwin:
 
 
 def _build_twin(cluster: Cluster) -> Cluster:
+    import numpy as np  # here, not at import: ``import gangplace`` stays without numpy
+
     state = cluster.gpu_state()
     names = [str(name) for name in state["node"]]
     labels: dict[str, list[str | None]] = {}
@@ -119,7 +121,8 @@ def _build_twin(cluster: Cluster) -> Cluster:
         names=names,
         domains=[[str(value) for value in state["domains"][level]] for level in levels],
         gpus=state["gpus"],
-        unhealthy_mask=[0] * len(names),
+        # typed: an empty list would be float64 for numpy (a cluster with no node left)
+        unhealthy_mask=np.zeros(len(names), dtype=np.uint64),
         labels=labels or None,
         policy="first-fit" if cluster.policy == "first-fit" else "best-fit",
         gpu_topology=(codes, table) if table else None,

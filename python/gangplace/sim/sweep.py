@@ -98,13 +98,19 @@ def _cell(figures: dict[str, Any], name: str, unit: tuple[str, float]) -> str:
 
 
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
-    """One replay in a worker: returns the task with its figures (no raw records)."""
+    """The replays of one (trace, cluster, seed) in a worker, one per policy.
+
+    Every policy of the sweep runs in the same task so that they are measured over the same
+    jobs (a job one rejects and another admits counts as never started: issue 49, as
+    ``simulate`` does). Returns the task with each policy's figures (no raw records).
+    """
     from gangplace.sim.clusters import parse_cluster
-    from gangplace.sim.run import _window
+    from gangplace.sim.run import _same_jobs, _window
     from gangplace.sim.scenarios import apply_scenarios
     from gangplace.sim.traces import read_traces
 
     settings = SimSettings(**{**task["settings"], "ladder_s": tuple(task["settings"]["ladder_s"])})
+    policies: list[str] = task["policies"]
     try:
         spec = parse_cluster(task["cluster"], seed=settings.policy_seed)
         trace = apply_scenarios(
@@ -113,20 +119,29 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
             task["seed"],
         )
     except SimError as error:
-        return {**task, "figures": {"error": str(error)}}
+        return {**task, "by_policy": {policy: {"error": str(error)} for policy in policies}}
     arrival_only = any(job.duration_s is None for job in trace.jobs)
     stop = ARRIVAL_ONLY_LOAD * spec.healthy_gpus if arrival_only else None
-    figures, _ = run_policy(
-        trace.jobs,
-        spec,
-        task["policy"],
-        settings,
-        window=_window(trace.jobs, stop),
-        workload_seed=task["seed"],
-        stop_after_gpus=stop,
-    )
-    figures.pop("load_curve", None)
-    return {**task, "figures": figures}
+    window = _window(trace.jobs, stop)
+    by_policy: dict[str, dict[str, Any]] = {}
+    results = {}
+    for policy in policies:
+        figures, result = run_policy(
+            trace.jobs,
+            spec,
+            policy,
+            settings,
+            window=window,
+            workload_seed=task["seed"],
+            stop_after_gpus=stop,
+        )
+        by_policy[policy] = figures
+        if result is not None:
+            results[policy] = result
+    _same_jobs(results, by_policy, spec, window, arrival_only)
+    for figures in by_policy.values():
+        figures.pop("load_curve", None)
+    return {**task, "by_policy": by_policy}
 
 
 def sweep(
@@ -156,13 +171,17 @@ def sweep(
     settings = settings or SimSettings()
     plain = {**asdict(settings), "ladder_s": list(settings.ladder_s)}
     tasks = [
-        {"trace": t, "cluster": c, "policy": p, "seed": s, "settings": plain}
+        {"trace": t, "cluster": c, "policies": list(policies), "seed": s, "settings": plain}
         for t in traces
         for c in clusters
-        for p in policies
         for s in seeds
     ]
-    done = _run_ray(tasks, address, workers) if executor == "ray" else _run_pool(tasks, workers)
+    ran = _run_ray(tasks, address, workers) if executor == "ray" else _run_pool(tasks, workers)
+    done = [  # one entry per replay
+        {**_without(task, "by_policy"), "policy": policy, "figures": figures}
+        for task in ran
+        for policy, figures in task["by_policy"].items()
+    ]
     rows: list[dict[str, Any]] = []
     for trace in traces:
         for cluster in clusters:
@@ -177,7 +196,7 @@ def sweep(
             )
     report = {
         "executor": executor,
-        "tasks": len(tasks),
+        "tasks": len(done),  # replays: every (trace, cluster, policy, seed)
         "seeds": list(seeds),
         "settings": plain,
         "rows": rows,
@@ -193,6 +212,10 @@ def sweep(
         write_json(path, report)
         files.append(path)
     return Sweep(report, files)
+
+
+def _without(entry: dict[str, Any], key: str) -> dict[str, Any]:
+    return {name: value for name, value in entry.items() if name != key}
 
 
 def _run_pool(tasks: list[dict[str, Any]], workers: int | None) -> list[dict[str, Any]]:
