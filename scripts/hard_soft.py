@@ -1,6 +1,6 @@
 """The lesson's question with 20 seeds and the guessed factors varied (issue 49, item 6).
 
-Usage: ``.venv/bin/python scripts/hard_soft.py [--seeds 0-19] [--out docs/simulation/hard-soft-20]``
+Usage: ``.venv/bin/python scripts/hard_soft.py [--trace T] [--seeds 0-19] [--out DIR]``
 (needs ``../shared/data``; about two minutes on 2 cores; not part of the test command).
 
 Hard (``rack-only``), soft with a ladder (``ladder``), soft at once (``best-fit``) and none
@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 import csv
+import statistics
 import sys
 from pathlib import Path
 
 from gangplace.sim.run import simulate
 from gangplace.sim.settings import SimSettings
 from gangplace.sim.speed import SPANS, cited_model
+from gangplace.sim.stats import interval
 
 TRACE = "../shared/data/philly-gavel-vc-traces/b436b2.trace"
 POLICIES = ("rack-only", "ladder", "best-fit", "blind")
@@ -59,11 +61,12 @@ def seeds_of(text: str) -> tuple[int, ...]:
 def main() -> int:
     """Runs the four variants and prints the paired table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", default=TRACE)
     parser.add_argument("--seeds", default="0-19")
     parser.add_argument("--out", default="docs/simulation/hard-soft-20")
     args = parser.parse_args()
-    if not Path(TRACE).exists():
-        print(f"hard_soft: {TRACE} is missing (../shared/data beside the clone)", file=sys.stderr)
+    if not Path(args.trace).exists():
+        print(f"hard_soft: {args.trace} is missing (../shared/data beside it)", file=sys.stderr)
         return 2
     out, seeds = Path(args.out), seeds_of(args.seeds)
     out.mkdir(parents=True, exist_ok=True)
@@ -71,13 +74,16 @@ def main() -> int:
     for name, growth in GROWTHS.items():
         variants[name] = str(model_file(out / f"model-{name}.csv", growth))
     rows = []
+    common: dict[str, dict[str, dict[str, float | int | None]]] = {}
     for name, model in variants.items():
         print(f"hard_soft: {name}: {len(seeds)} seeds x {len(POLICIES)} policies", file=sys.stderr)
         done = simulate(
-            TRACE, cluster="tree:2,2,2,8", policies=POLICIES, seeds=seeds,
+            args.trace, cluster="tree:2,2,2,8", policies=POLICIES, seeds=seeds,
             settings=SimSettings(placement_model=model), out=out / name, baseline="rack-only",
+            jobs_out=out / name / "jobs.csv",
         )  # fmt: skip
         (out / name / "table.txt").write_text(done.table() + "\n")
+        common[name] = _common_jobs_differences(out / name / "jobs.csv")
         for entry in done.report["paired"]:
             for key, label, scale in FIGURES:
                 if entry.get("figure") == key:
@@ -98,7 +104,50 @@ def main() -> int:
             f"| {name} | {entry['policy']} | {label} | {span} | {entry['lower_in']} / "
             f"{entry['higher_in']} of {entry['seeds']} | {'yes' if decided else 'no'} |"
         )
+    print()
+    print(
+        "Over the jobs every policy ran (the jobs rack-only can never run left out): "
+        "mean wait minus rack-only (h)"
+    )
+    print("| placement model | policy | minus rack-only (h), 95% interval | decided |")
+    print("| --- | --- | --- | --- |")
+    for name, by_policy in common.items():
+        for policy, summary in by_policy.items():
+            mean, low, high = (summary[k] for k in ("mean", "low", "high"))
+            assert isinstance(mean, float)
+            decided = isinstance(low, float) and isinstance(high, float) and (low > 0 or high < 0)
+            span = f"{mean:+.2f} [{low:+.2f}, {high:+.2f}]" if isinstance(low, float) else ""
+            print(f"| {name} | {policy} | {span} | {'yes' if decided else 'no'} |")
     return 0
+
+
+def _common_jobs_differences(path: Path) -> dict[str, dict[str, float | int | None]]:
+    """Per policy, the paired per-seed difference of the mean first wait against rack-only.
+
+    Over the jobs no policy rejected or counted as admitted elsewhere (from ``--jobs-out``).
+    """
+    with path.open() as handle:
+        rows = list(csv.DictReader(handle))
+    excluded = {
+        row["job"]
+        for row in rows
+        if row["status"] == "rejected" or row["admitted_elsewhere"] == "True"
+    }
+    waits: dict[tuple[str, str], list[float]] = {}
+    for row in rows:
+        if row["job"] in excluded or row["status"] == "not_arrived":
+            continue
+        waits.setdefault((row["seed"], row["policy"]), []).append(float(row["first_wait_s"]))
+    seeds = sorted({seed for seed, _ in waits})
+    out = {}
+    for policy in POLICIES[1:]:
+        differences = [
+            (statistics.fmean(waits[(seed, policy)]) - statistics.fmean(waits[(seed, "rack-only")]))
+            / 3600.0
+            for seed in seeds
+        ]
+        out[policy] = interval(differences)
+    return out
 
 
 if __name__ == "__main__":
