@@ -21,6 +21,7 @@ import argparse
 import csv
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 from gangplace.sim.run import simulate
@@ -69,6 +70,7 @@ def main() -> int:
         print(f"hard_soft: {args.trace} is missing (../shared/data beside it)", file=sys.stderr)
         return 2
     out, seeds = Path(args.out), seeds_of(args.seeds)
+    scratch = Path(tempfile.mkdtemp(prefix="hard-soft-"))
     out.mkdir(parents=True, exist_ok=True)
     variants = {"none": "none"}
     for name, growth in GROWTHS.items():
@@ -80,10 +82,11 @@ def main() -> int:
         done = simulate(
             args.trace, cluster="tree:2,2,2,8", policies=POLICIES, seeds=seeds,
             settings=SimSettings(placement_model=model), out=out / name, baseline="rack-only",
-            jobs_out=out / name / "jobs.csv",
+            jobs_out=scratch / f"{name}.csv",
         )  # fmt: skip
         (out / name / "table.txt").write_text(done.table() + "\n")
-        common[name] = _common_jobs_differences(out / name / "jobs.csv")
+        common[name] = _common_jobs_differences(scratch / f"{name}.csv")
+        (scratch / f"{name}.csv").unlink()  # tens of MB: read here, not kept
         for entry in done.report["paired"]:
             for key, label, scale in FIGURES:
                 if entry.get("figure") == key:
