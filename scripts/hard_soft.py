@@ -82,7 +82,7 @@ def main() -> int:
         done = simulate(
             args.trace, cluster="tree:2,2,2,8", policies=POLICIES, seeds=seeds,
             settings=SimSettings(placement_model=model), out=out / name, baseline="rack-only",
-            jobs_out=scratch / f"{name}.csv",
+            jobs_out=scratch / f"{name}.csv", progress=sys.stderr.isatty(),
         )  # fmt: skip
         (out / name / "table.txt").write_text(done.table() + "\n")
         common[name] = _common_jobs_differences(scratch / f"{name}.csv")
