@@ -865,7 +865,11 @@ def test_every_policy_is_measured_over_the_same_jobs(tmp_path: Path) -> None:
     rows = ["arrival_s,duration_s,gpus"] + [f"{i * 10},{50 + i},{g}" for i, g in
                                               enumerate([4, 12, 2, 4, 1])]  # fmt: skip
     trace.write_text("\n".join(rows) + "\n")
-    done = simulate(str(trace), cluster=SMALL, policies=("best-fit", "rack-only"), seeds=(0,))
+    rows_file = tmp_path / "jobs.csv"
+    done = simulate(
+        str(trace), cluster=SMALL, policies=("best-fit", "rack-only"), seeds=(0,),
+        jobs_out=rows_file,
+    )  # fmt: skip
     best, rack = (done.report["runs"]["0"][p] for p in ("best-fit", "rack-only"))
     assert best["jobs_rejected"] == 0 and best["never_started"] == 0
     assert rack["admitted_elsewhere"] == 1 and rack["jobs_rejected"] == 0
@@ -874,6 +878,14 @@ def test_every_policy_is_measured_over_the_same_jobs(tmp_path: Path) -> None:
     end = rack["end_s"]
     assert rack["wait_s"]["mean"] >= (end - 10) / 5  # the censored 12-GPU job's share alone
     assert "counted as never started" in done.table()
+    import csv
+
+    with rows_file.open() as handle:
+        (refused,) = [r for r in csv.DictReader(handle) if r["admitted_elsewhere"] == "True"]
+    assert (refused["policy"], refused["status"], refused["censored_wait"]) == (
+        "rack-only", "never_started", "True",
+    )  # fmt: skip
+    assert float(refused["first_wait_s"]) == float(refused["total_wait_s"]) == end - 10
 
 
 def test_idle_held_share_to_the_end_sees_a_deadlock_after_the_last_arrival() -> None:

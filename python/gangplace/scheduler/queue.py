@@ -118,8 +118,7 @@ class QueuedJob:
         fixed = request.min_pods is None and request.gpu_milli is None
         self.exact_gpus = request.pods * request.gpus_per_pod if fixed else None
         self.spares = request.spares
-        if level == request.required_level and (elastic or fixed) and request.name:
-            self._current = (level, elastic, request)  # its form is the request itself
+        self._current = (level, elastic, self.effective())  # made here, once per form
 
     def _count_fewest(self) -> int:
         """The fewest GPUs it can start with in its current form."""

@@ -178,11 +178,16 @@ class RunningJobs:
                 continue
             job.overran = True
             self.overrunning.add(job_id)
-        for (end, gpus, job_id), later in moves:  # after the walk over the order
-            self._ends.remove((end, gpus, job_id))
-            self.jobs[job_id].runs_until = later
-            self._ends.add((later, gpus, job_id))
+        for (_, gpus, job_id), later in moves:  # after the walk over the order
+            self._predict_end(job_id, gpus, later)
         return overran, ending
+
+    def _predict_end(self, job_id: str, gpus: int, until: float) -> None:
+        """A running job's predicted end moves to ``until`` (it holds ``gpus``)."""
+        job = self.jobs[job_id]
+        self._ends.remove((job.runs_until, gpus, job_id))
+        job.runs_until = until
+        self._ends.add((until, gpus, job_id))
 
     def end(self, job_id: str, *, release: bool) -> QueuedJob:
         """Ends a running job (its GPUs released if ``release``); returns its record."""
@@ -219,8 +224,7 @@ class RunningJobs:
         """
         job_id, allocation_id = job.job_id, allocation.id
         self.waiting.queue.remove(job)
-        if self.book.kept:
-            self.book.forget(job_id)
+        self.book.forget(job_id)
         job.allocation_id = allocation_id
         job.started_at = now
         self.jobs[job_id] = job
@@ -234,11 +238,10 @@ class RunningJobs:
             gpus = allocation.placement.total_gpus
         spares = allocation.spares if job.spares else ()
         job.held_gpus = gpus + (sum(len(pod.gpus) for pod in spares) if spares else 0)
-        usage = self.owners.usage
-        usage[job.owner] = usage.get(job.owner, 0) + gpus  # ``owners.took``, inline
+        self.owners.took(job.owner, gpus)
         if self.tenancy is not None:
             self.tenancy.started(job, gpus)
-        grace = self.grace if self.overrun == "end" else 0.0  # ``run_grace()``
+        grace = self.run_grace()
         begins = now
         if preempted and self.eviction_grace.seconds > 0:
             begins = now + self.eviction_grace.seconds  # S17: once its victims' pods ended
@@ -248,7 +251,7 @@ class RunningJobs:
         self._ends.add((job.runs_until, gpus, job_id))
         if begins > now:
             return None
-        return self._reported(job, allocation, now, backfilled, preempted, allocation_id)
+        return self._reported(job, allocation, now, backfilled, preempted)
 
     def _reported(
         self,
@@ -257,12 +260,9 @@ class RunningJobs:
         now: float,
         backfilled: bool,
         preempted: tuple[str, ...],
-        allocation_id: str | None = None,
     ) -> Started:
-        if allocation_id is None:
-            allocation_id = allocation.id
         waited = now - job.wait_began
-        detail = allocation_id + " (backfilled)" if backfilled else allocation_id
+        detail = allocation.id + " (backfilled)" if backfilled else allocation.id
         self.histories.started(job.job_id, now, detail)
         if self.metrics is not None:
             self.metrics.job_started(job.owner, waited, backfilled)
@@ -289,9 +289,7 @@ class RunningJobs:
                 # S17: the caller binds its pods now, so its walltime counts from now (the
                 # first cycle at or after t + g), not from t + g
                 gpus = allocation.placement.total_gpus  # as ``end`` finds its entry
-                self._ends.remove((job.runs_until, gpus, job_id))
-                job.runs_until = now + job.walltime + self.run_grace()
-                self._ends.add((job.runs_until, gpus, job_id))
+                self._predict_end(job_id, gpus, now + job.walltime + self.run_grace())
             started.append(self._reported(job, allocation, now, False, entry.preempted))
         return started, queued
 

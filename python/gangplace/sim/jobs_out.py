@@ -74,10 +74,10 @@ class JobRows:
         if result.standoff is not None:
             stop = result.standoff.kind
         for record in result.records:
-            row = _row(seed, policy, record, result.end_s, stop, spec.levels, paths)
-            if record.job.id in admitted_elsewhere and record.arrived:
-                _count_as_never_started(row, record, result.end_s)
-            self.rows.append(row)
+            counted = record.arrived and record.job.id in admitted_elsewhere
+            self.rows.append(
+                _row(seed, policy, record, result.end_s, stop, (spec.levels, paths), counted)
+            )
 
     def write(self) -> Path:
         """Writes the file; returns its path."""
@@ -102,20 +102,6 @@ def _parquet(path: Path) -> tuple[Any, Any]:
         raise SimError(f"--jobs-out {path}: Parquet needs pyarrow (or name a .csv file)") from error
 
 
-def _count_as_never_started(row: dict[str, Any], record: JobRecord, run_end_s: float) -> None:
-    """A job this policy rejected but another admitted: counted as never started here."""
-    censored = max(run_end_s, record.job.arrival_s) - record.job.arrival_s
-    row.update(
-        status="never_started",
-        first_wait_s=censored,
-        censored_wait=True,
-        total_wait_s=censored,
-        completion_s=censored if record.job.duration_s is not None else None,
-        censored_completion=record.job.duration_s is not None,
-        admitted_elsewhere=True,
-    )
-
-
 def _status(record: JobRecord) -> str:
     if not record.arrived:
         return "not_arrived"
@@ -132,11 +118,16 @@ def _row(
     record: JobRecord,
     run_end_s: float,
     stop: str,
-    levels: tuple[str, ...],
-    paths: dict[str, tuple[str, ...]],
+    tree: tuple[tuple[str, ...], dict[str, tuple[str, ...]]],
+    admitted_elsewhere: bool,
 ) -> dict[str, Any]:
+    """One job's row.
+
+    A job this policy rejected but another admitted is counted as never started here, as
+    ``summarize(admitted_elsewhere=)`` counts it.
+    """
     job = record.job
-    status = _status(record)
+    status = "never_started" if admitted_elsewhere else _status(record)
     waits = status in ("finished", "running_at_end", "never_started")
     first_wait = None
     if waits:
@@ -145,11 +136,13 @@ def _row(
         first_wait -= job.arrival_s
     open_wait = record.queued_since_s
     total_wait = None
-    if waits:
+    if admitted_elsewhere:
+        total_wait = first_wait  # waiting to the end here, as ``summarize`` counts it
+    elif waits:
         total_wait = record.waited_s + (
             max(0.0, run_end_s - open_wait) if open_wait is not None else 0.0
         )
-    level, domain = _domain(record.nodes, levels, paths)
+    level, domain = _domain(record.nodes, *tree)
     return {
         "seed": seed,
         "policy": policy,
@@ -173,7 +166,7 @@ def _row(
         "total_wait_s": total_wait,
         "completion_s": _completion(record, run_end_s, waits),
         "censored_completion": waits and record.end_s is None and job.duration_s is not None,
-        "admitted_elsewhere": False,
+        "admitted_elsewhere": admitted_elsewhere,
         "level": level,
         "domain": domain,
         "placement_factor": record.speed if record.periods else None,
