@@ -19,6 +19,9 @@ placement) in timers and prints each part's total per cycle over ``--repeats`` c
 the plain scheduler and for one configured as a platform team runs it (two queues in a
 cohort, brakes, a history limit, Prometheus metrics). The timers add about half a
 microsecond per wrapped call, so the parts are upper bounds.
+
+``--cold`` (any build) times one cycle on the 192-node tree after states that differ in how
+much memory was written before it (docs/performance.md, "The gap is cold caches").
 """
 
 from __future__ import annotations
@@ -152,13 +155,63 @@ def profile(nodes: int, pods: int, gpus: int, repeats: int) -> None:
             setattr(owner, name, function)
 
 
+COLD_STATES = [
+    ("empty queue", 0, 0, 100, 8, False),
+    ("2 queued 100x8 jobs", 2, 0, 100, 8, False),
+    ("500 queued 100x8 jobs", 500, 0, 100, 8, False),
+    ("5 queued 16x8 jobs", 5, 0, 16, 8, False),
+    ("500 queued 16x8 jobs", 500, 0, 16, 8, False),
+    ("5 queued 16x8 jobs, 495 submitted to another scheduler", 5, 495, 16, 8, False),
+    ("empty queue, 8 MiB written before the cycle", 0, 0, 100, 8, True),
+    ("500 queued 16x8 jobs, 8 MiB written before the cycle", 500, 0, 16, 8, True),
+]
+
+
+def cold(repeats: int) -> None:
+    """Prints one cycle's time on 192 nodes after each of ``COLD_STATES`` (gc off).
+
+    Each repeat builds the state anew; ``other`` jobs go to a second scheduler on its own
+    cluster (the memory their submission writes, without them in this queue); ``flush``
+    writes 8 MiB just before the cycle (caches emptied).
+    """
+    import gc
+
+    junk = bytearray(8 * 1024 * 1024)
+    gc.disable()
+    try:
+        for label, jobs, other, pods, gpus, flush in COLD_STATES:
+            costs = []
+            for _ in range(repeats):
+                scheduler = Scheduler(_cluster(192), clock=lambda: 0.0)
+                elsewhere = Scheduler(_cluster(192), clock=lambda: 0.0) if other else None
+                for index in range(max(jobs, other)):
+                    request = GangRequest(pods, gpus)
+                    if index < jobs:
+                        scheduler.submit(f"job{index:04d}", request, walltime=3600.0)
+                    if elsewhere is not None and index < other:
+                        elsewhere.submit(f"job{index:04d}", request, walltime=3600.0)
+                if flush:
+                    for offset in range(0, len(junk), 64):
+                        junk[offset] = (junk[offset] + 1) & 255
+                began = time.perf_counter_ns()
+                scheduler.cycle(0.0)
+                costs.append((time.perf_counter_ns() - began) / 1e3)
+            print(f"{statistics.median(costs):8.1f} µs per cycle  {label}", flush=True)
+    finally:
+        gc.enable()
+
+
 def main() -> int:
     """Runs every case ``--repeats`` times and prints the medians."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="one JSON object per case")
     parser.add_argument("--profile", action="store_true", help="where a cycle's time goes")
+    parser.add_argument("--cold", action="store_true", help="one cycle after cold states")
     args = parser.parse_args()
+    if args.cold:
+        cold(args.repeats)
+        return 0
     if args.profile:
         for nodes, pods, gpus in CASES:
             profile(nodes, pods, gpus, args.repeats)
