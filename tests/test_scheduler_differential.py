@@ -140,7 +140,21 @@ def _decisions(decisions: Any) -> tuple[Any, ...]:
         tuple(sorted(decisions.reasons.items())),  # rule S10's reasons, word for word
         decisions.overran,  # rule S15
         decisions.walltime_ended,
+        decisions.reservations,  # rule S5
     )
+
+
+def _reservation_events(shadows: list[Any]) -> None:
+    """Labels the S5 cases the run met: GPUs reserved one after the other, blind ones."""
+    placed = [s for s in shadows if s.placement is not None]
+    for index, shadow in enumerate(placed):
+        gpus = {(pod.node, gpu) for pod in shadow.placement.pods for gpu in pod.gpus}
+        for other in placed[index + 1 :]:
+            if any(gpu in gpus for pod in other.placement.pods for gpu in pod.gpus):
+                event("two reservations share GPUs, one after the other")
+    for shadow in shadows:
+        if shadow.placement is None:
+            event("blind, blocked by " + ("untimed jobs" if shadow.blocked_by else "others"))
 
 
 @settings(max_examples=1000)
@@ -234,6 +248,7 @@ def test_scheduler_matches_the_reference(
             assert shadows == {job_id: kept[1] for job_id, kept in slow.kept.items()}
             if any(shadow.placement is not None for shadow in shadows.values()):
                 event(f"reservations ({config['backfill']})")
+            _reservation_events(list(shadows.values()))
             if any(started[3] for started in got[1]):
                 event("backfilled")
             for kind, index in (("evicted", 2), ("moved", 3)):

@@ -26,9 +26,9 @@ def _reasons(scheduler: Scheduler) -> dict[str, str]:
     [
         ("none", "behind the blocked head 'big' (no backfill)"),
         ("easy", "does not fit now (a job like it was tried behind the blocked head)"),
-        # big and twin hold the reservations of all 4 nodes: long gets a blind one
-        # (docs/scheduler.md S5)
-        ("conservative", "does not fit now, nor once every running job with a walltime"),
+        # big and twin hold the reservations of all 4 nodes from t=100: long's begins when
+        # twin's job is predicted to end (docs/scheduler.md S5)
+        ("conservative", "does not fit now; its GPUs are reserved from 101 s"),
         ("any", "does not fit now (a job like it was tried behind the blocked head)"),
     ],
 )
@@ -47,8 +47,9 @@ def test_each_pending_job_says_why(backfill: Any, behind: str) -> None:
     assert reasons["big"].startswith("the blocked head")
     assert reasons["long"].startswith(behind)
     if backfill == "conservative":  # every blocked job (up to 16) gets its reservation
-        assert reasons["twin"].startswith("does not fit now; its GPUs are reserved from")
-        assert reasons["open-ended"] == reasons["long"]
+        assert reasons["twin"] == "does not fit now; its GPUs are reserved from 100 s"
+        # no walltime: it waits for big's predicted end on the other rack
+        assert reasons["open-ended"] == "does not fit now; its GPUs are reserved from 200 s"
     else:
         assert reasons["twin"] == "does not fit now, like the blocked head 'big'"
     if backfill == "easy":  # 16 GPUs, and fewer are free: neither is tried
@@ -56,6 +57,38 @@ def test_each_pending_job_says_why(backfill: Any, behind: str) -> None:
     assert reasons["capped"] == "owner 'q' has 0 of its 8 GPUs of quota left"
     scheduler.submit("late", GangRequest(1, 8), walltime=1)
     assert _reasons(scheduler)["late"] == "not tried yet: queued after the last cycle"
+
+
+def test_a_blind_reservation_names_the_untimed_jobs_in_its_way() -> None:
+    """docs/scheduler.md S5: a promise that cannot be made says which job blocks it."""
+    cluster = _cluster()
+    outside = cluster.commit(cluster.reserve(GangRequest(1, 8)))  # not the scheduler's
+    assert outside.placement.nodes == ("r0-n0",)
+    scheduler = Scheduler(cluster, backfill="conservative", clock=lambda: 0.0)
+    scheduler.submit("forever", GangRequest(1, 8))  # runs on r0-n1, no walltime
+    scheduler.submit("a", GangRequest(2, 8), walltime=100)  # runs on rack r1
+    scheduler.submit("open-ended", GangRequest(1, 8))  # reserved from 100 s, for ever
+    scheduler.submit("whole", GangRequest(2, 8), walltime=5)
+    scheduler.submit("all", GangRequest(4, 8), walltime=5)
+    scheduler.cycle()
+    reasons = _reasons(scheduler)
+    shadows = {job.job_id: job.shadow for job in scheduler.pending()}
+    opened = shadows["open-ended"]
+    assert opened is not None and opened.time == 100.0 and opened.placement is not None
+    whole = shadows["whole"]  # rack r1 once a ends, but open-ended keeps one node for ever
+    assert whole is not None and whole.placement is None and whole.time == float("inf")
+    assert whole.blocked_by == ("open-ended",)
+    assert reasons["whole"] == (
+        "does not fit now, nor once every running job with a walltime has ended and every "
+        "earlier reservation with one is over: 'open-ended' (no walltime) hold or reserve "
+        "GPUs where it would go"
+    )
+    every = shadows["all"]  # the hold that is not the scheduler's is in the way
+    assert every is not None and every.placement is None and every.blocked_by == ()
+    assert reasons["all"] == (
+        "does not fit now, nor once every job of this scheduler has ended: the GPUs it "
+        "needs are held by other work, unhealthy, or too few"
+    )
 
 
 def test_explain_asks_the_engine_about_one_pending_job() -> None:

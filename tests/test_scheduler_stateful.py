@@ -263,6 +263,26 @@ class SchedulerMachine(RuleBasedStateMachine):
             if quota is not None:
                 assert used + shadow.placement.total_gpus <= quota, (job, used)
             event(f"reservation checked ({self.backfill})")
+        self._check_reservations_apart()
+
+    def _check_reservations_apart(self) -> None:
+        """S5: a reserved job holds its GPUs from its reservation's time for its walltime
+        (for ever without one); two reservations that share a GPU never overlap in time."""
+        grace = self.scheduler._running.run_grace()
+        spans = []
+        for job in self.scheduler.pending():
+            shadow = job.shadow
+            if shadow is None or shadow.placement is None:
+                continue
+            walltime = self.walltimes[job.job_id]
+            end = math.inf if walltime is None else shadow.time + (walltime + grace)
+            gpus = {(pod.node, gpu) for pod in shadow.placement.pods for gpu in pod.gpus}
+            spans.append((shadow.time, end, gpus, job.job_id))
+        for index, (start, end, gpus, job_id) in enumerate(spans):
+            for other_start, other_end, other_gpus, other_id in spans[index + 1 :]:
+                if gpus & other_gpus:
+                    assert end <= other_start or other_end <= start, (job_id, other_id)
+                    event("two reservations share GPUs, one after the other")
 
     @invariant()
     def quotas_hold_and_holds_match(self) -> None:

@@ -793,6 +793,13 @@ def test_jobs_out_recomputes_the_report(tmp_path: Path) -> None:
             assert statistics.fmean(completions) == pytest.approx(figures["completion_s"]["mean"])
             assert {float(r["run_end_s"]) for r in mine} == {figures["end_s"]}
             stops |= {r["stop"] for r in mine}
+            promised = [r for r in mine if r["first_promise_s"]]  # S5: EASY's heads only
+            assert bool(promised) == (policy == "best-fit"), (seed, policy)
+            for row in promised:
+                assert float(row["first_promise_s"]) >= float(row["arrival_s"])
+                assert row["first_start_s"] == "" or float(row["first_start_s"]) > float(
+                    row["arrival_s"]
+                )
             for row in finished:  # every run is written out, the last one ending at end_s
                 last = row["runs"].split(";")[-1]
                 assert last.split("@")[0].split("-")[1] == format(float(row["end_s"]), "g")

@@ -1,10 +1,13 @@
 """Backfill reservations (docs/scheduler.md, S5), restated naively for the tests.
 
 Nothing here calls ``Cluster.place_after`` or ``reserve(avoid=...)``'s search shortcuts'
-counterparts in the scheduler: a new reservation is found by restoring a copy of the cluster
-for every predicted end in turn, releasing every job predicted to end by then, adopting the
-earlier reservations' free GPUs as busy, and asking ``place_gang``; a kept reservation is
-checked by finding, for each of its GPUs, the running job that holds it.
+counterparts in the scheduler: a new reservation is found by trying, in order, ``now`` and
+every later predicted end (of a running job or of an earlier reservation): at each such time
+``t``, the earlier reservations the job would overlap from ``t`` are known, and copies of the
+cluster, one per prefix of the running jobs' predicted ends, release those jobs, adopt the
+overlapped reservations' free GPUs as busy and ask ``place_gang``; the first prefix that fits
+must end by ``t``. A kept reservation is checked by finding, for each of its GPUs, the
+running job that holds it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ class ReferenceReservation:
     shadow: Shadow
     owner: str | None
     quota: bool
+    duration: float = math.inf  # how long its job holds its GPUs once started
+
+    @property
+    def end(self) -> float:
+        """When its job is predicted to end, started at the reservation's time."""
+        return self.shadow.time + self.duration
 
 
 def _end(job: Any, now: float) -> float:
@@ -41,29 +50,87 @@ def fresh_reservation(
     request: GangRequest,
     earlier: list[ReferenceReservation],
     now: float,
+    duration: float = math.inf,
 ) -> Shadow:
-    """The first predicted end after which ``request`` fits, and where.
+    """The earliest predicted end from which ``request`` fits for ``duration``, and where.
 
-    The earlier reservations' GPUs are busy; a blind reservation when there is no such end.
+    A job from ``t`` for ``duration`` overlaps an earlier reservation ``r`` when
+    ``t > r.time - duration`` and ``t < r.end``; the GPUs of those it overlaps are busy.
+    A blind reservation when there is no such time.
     """
     times = sorted({_end(job, now) for job in running if math.isfinite(_end(job, now))})
-    for k in range(len(times) + 1):
-        copy = Cluster.restore(cluster.snapshot(), clock=lambda: now)
-        for job in running:
-            if k and _end(job, now) <= times[k - 1]:
-                copy.release(job.allocation.id, owner=job.owner)
-        busy: list[PodPlacement] = []
-        for reservation in earlier:
-            placement = reservation.shadow.placement
-            for pod in placement.pods if placement is not None else ():
-                free = set(copy.node(pod.node).free)
-                busy.extend(PodPlacement(pod.node, [gpu]) for gpu in pod.gpus if gpu in free)
-        if busy:
-            copy.adopt(busy)
-        placement = copy.place_gang(whole_gpus(request))  # as place_after: whole GPUs
-        if placement is not None:
-            return Shadow(job_id, times[k - 1] if k else now, placement)
-    return Shadow(job_id, math.inf, None)
+    ends = {r.end for r in earlier if r.shadow.placement is not None and now < r.end < math.inf}
+    for start in sorted({now, *times, *ends}):
+        overlapped = [
+            r.shadow.placement
+            for r in earlier
+            if r.shadow.placement is not None and r.shadow.time - duration < start and r.end > start
+        ]
+        for k in range(len(times) + 1):
+            placement = _placed(
+                cluster, running, request, times[k - 1] if k else None, now, overlapped
+            )
+            if placement is not None:
+                if (times[k - 1] if k else now) <= start:
+                    return Shadow(job_id, start, placement)
+                break  # the first prefix that fits ends after ``start``
+    return Shadow(
+        job_id, math.inf, None, blocked_by=_blockers(cluster, running, request, earlier, now)
+    )
+
+
+def _placed(
+    cluster: Cluster,
+    running: list[Any],
+    request: GangRequest,
+    upto: float | None,
+    now: float,
+    busy: list[Any],
+) -> Any:
+    """``place_gang`` on a copy where every job ending by ``upto`` ended, ``busy`` held."""
+    copy = Cluster.restore(cluster.snapshot(), clock=lambda: now)
+    for job in running:
+        if upto is not None and _end(job, now) <= upto:
+            copy.release(job.allocation.id, owner=job.owner)
+    taken = {  # two reservations one after the other may share GPUs: each counted once
+        (pod.node, gpu) for placement in busy for pod in placement.pods for gpu in pod.gpus
+    }
+    pods = [
+        PodPlacement(node, [gpu]) for node, gpu in sorted(taken) if gpu in set(copy.node(node).free)
+    ]
+    if pods:
+        copy.adopt(pods)
+    return copy.place_gang(whole_gpus(request))  # as place_after: whole GPUs
+
+
+def _blockers(
+    cluster: Cluster,
+    running: list[Any],
+    request: GangRequest,
+    earlier: list[ReferenceReservation],
+    now: float,
+) -> tuple[str, ...]:
+    """A blind reservation's ``blocked_by``: the untimed jobs where it would go.
+
+    Where: now if it fits now, else once every running job has ended, with no reservation
+    in its way.
+    """
+    placement = _placed(cluster, running, request, None, now, [])
+    if placement is None:
+        placement = _placed(cluster, running, request, math.inf, now, [])
+    if placement is None:
+        return ()
+    wanted = {(pod.node, gpu) for pod in placement.pods for gpu in pod.gpus}
+    blockers = {
+        job.job_id
+        for job in running
+        if job.walltime is None and any(_holds(job.allocation, node, gpu) for node, gpu in wanted)
+    }
+    for r in earlier:
+        pods = r.shadow.placement.pods if r.shadow.placement is not None else ()
+        if r.end == math.inf and any((pod.node, gpu) in wanted for pod in pods for gpu in pod.gpus):
+            blockers.add(r.shadow.job_id)
+    return tuple(sorted(blockers))
 
 
 def kept_time(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gangplace.scheduler.reasons import HEAD, NOFIT, QUEUE_QUOTA, QUOTA, LastWalk
+from gangplace.scheduler.reasons import HEAD, NOFIT, QUEUE_QUOTA, QUOTA, LastWalk, blind_reason
 from gangplace.scheduler.values import Shadow
 
 __all__ = ["ReferenceReasons"]
@@ -62,7 +62,7 @@ class ReferenceReasons:
             elif job.job_id in reserved:
                 shadow = reserved[job.job_id]
                 reasons[job.job_id] = (
-                    "does not fit now, nor once every running job with a walltime has ended"
+                    blind_reason(shadow)
                     if shadow.placement is None
                     else f"does not fit now; its GPUs are reserved from {shadow.time:g} s"
                 )

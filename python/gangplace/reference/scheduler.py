@@ -24,6 +24,7 @@ from gangplace.errors import (
 from gangplace.reference import spares
 from gangplace.reference.backfill import ReferenceReservation, fresh_reservation, kept_time
 from gangplace.reference.brakes import ReferenceBrakes
+from gangplace.reference.classes import ReferenceClasses
 from gangplace.reference.failures import ReferenceFailures
 from gangplace.reference.grace import ReferenceGrace
 from gangplace.reference.history import ReferenceHistories
@@ -62,6 +63,7 @@ class _Job:
 
 
 class ReferenceScheduler(
+    ReferenceClasses,
     ReferenceFailures,
     ReferenceBrakes,
     ReferenceTenancy,
@@ -355,6 +357,7 @@ class ReferenceScheduler(
             self.reasons(),
             tuple(overran),
             tuple(walltime_ended),
+            tuple(shadow for _, shadow in self.kept.values()),
         )
 
     def _no_cascade(self, job: _Job) -> bool:
@@ -381,6 +384,7 @@ class ReferenceScheduler(
         depth = {"easy": 1, "conservative": self.reservation_depth}.get(self.backfill, 0)
         walk: list[ReferenceReservation] = []
         self.outcomes = {}
+        self.bounds: dict[tuple[object, ...], float] = {}  # class -> its least failure bound
         self.head_class = None
         self.stopped: set[str] = set()  # Q9
         reclaimers: set[str] = set()  # Q5
@@ -390,6 +394,8 @@ class ReferenceScheduler(
             visited.add(job.job_id)
             if head is not None and self.backfill == "none":
                 break
+            if head is not None and len(walk) >= depth and self._past_bound(job, now):
+                continue  # S8: an earlier job of its class failed under less: not tried
             outcome = self._outcome(job, now, head, walk)
             if isinstance(outcome, Started):
                 started.append(outcome)
@@ -427,7 +433,9 @@ class ReferenceScheduler(
                     break
             if len(walk) < depth:
                 quota = job.owner is not None and job.owner in self.quotas
-                walk.append(ReferenceReservation(self._reserve(job, walk, now), job.owner, quota))
+                duration = math.inf if job.walltime is None else job.walltime + self.grace
+                shadow = self._reserve(job, walk, now, duration)
+                walk.append(ReferenceReservation(shadow, job.owner, quota, duration))
         self.kept = {r.shadow.job_id: self.kept[r.shadow.job_id] for r in walk}
         self.fresh.clear()
         return False
@@ -463,33 +471,9 @@ class ReferenceScheduler(
         bound = max((r.shadow.time for r in before), default=-math.inf)
         return self._failed(job, bound, "nofit" if bound == -math.inf else "beside")
 
-    def _failed(self, job: _Job, bound: float, why: str) -> str:
-        key = self._class(job)
-        if bound < self.outcomes.get(key, (math.inf, ""))[0]:
-            self.outcomes[key] = (bound, why)
-        return "nofit"
-
-    def _class(self, job: _Job) -> tuple[object, ...]:
-        """S8: what makes two jobs alike to the engine (and to S10's reasons)."""
-        request, (level, elastic) = job.request, job.form
-        return (
-            request.pods,
-            request.gpus_per_pod,
-            request.min_pods if elastic else None,
-            level,
-            tuple(sorted(request.selector.items())),
-            request.affinity,  # docs/placement.md, rule 1
-            request.tolerations,
-            request.slices,
-            request.spread,
-            request.numa,
-            request.spares,
-            job.owner,
-            job.queue,
-            request.preemptible if job.queue is not None else None,
-        )
-
-    def _reserve(self, job: _Job, walk: list[ReferenceReservation], now: float) -> Shadow:
+    def _reserve(
+        self, job: _Job, walk: list[ReferenceReservation], now: float, duration: float
+    ) -> Shadow:
         """S5: the job's reservation: the kept one while valid, else a new one."""
         request = self._request(job)
         kept = self.kept.get(job.job_id)
@@ -499,7 +483,9 @@ class ReferenceScheduler(
             if time is not None:
                 shadow = Shadow(job.job_id, time, kept[1].placement)
         if shadow is None:
-            shadow = fresh_reservation(self.cluster, self.running, job.job_id, request, walk, now)
+            shadow = fresh_reservation(
+                self.cluster, self.running, job.job_id, request, walk, now, duration
+            )
         if shadow.placement is not None:  # S15: the jobs past their walltime it waits for
             late = self._overrunning(shadow.placement)
             if late:

@@ -516,6 +516,7 @@ class Scheduler(SchedulerViews, LiveQueues):
             reasons,
             tuple(overran),
             tuple(walltime_ended),
+            tuple(self._last_walk.reserved.values()),
         )
         if self.metrics is not None:
             seconds = time.perf_counter() - began

@@ -71,7 +71,8 @@ class _Walk:
         self.parts = parts
         self.now = now
         # S15: a job started now runs until its walltime plus the grace of overrun="end"
-        self.ends_from = now + parts.running.run_grace()
+        self.grace = parts.running.run_grace()
+        self.ends_from = now + self.grace
         self.backfill = backfill = parts.settings.backfill
         depth = {"easy": 1, "conservative": parts.settings.reservation_depth}.get(backfill, 0)
         self.reservations = WalkReservations(depth)
@@ -198,15 +199,18 @@ class _Walk:
                 if self.backfill == "none":
                     break
             if not self.reservations.full:
+                # S5: a reserved job holds its GPUs for its walltime and the grace of "end"
+                duration = math.inf if job.walltime is None else job.walltime + self.grace
                 shadow = parts.book.reserve(
                     parts.cluster,
                     parts.running,
                     job.job_id,
                     parts.owners.request_for(job),
                     self.reservations,
+                    duration,
                 )
                 quota = job.owner is not None and job.owner in self.quotas
-                self.reservations.add(shadow, job.owner, quota=quota)
+                self.reservations.add(shadow, job.owner, quota=quota, duration=duration)
                 self.record.reserved[job.job_id] = shadow
             self._push_next(heap, key, order)
         parts.book.keep_only(self.record.reserved)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from gangplace.scheduler.queue import ClassKey, QueuedJob
 from gangplace.scheduler.values import Shadow
 
-__all__ = ["LastWalk", "pending_reason"]
+__all__ = ["LastWalk", "blind_reason", "pending_reason"]
 
 HEAD = "the blocked head: it does not fit now (Scheduler.explain says why)"
 QUOTA = "its owner's quota was full in the last cycle"
@@ -60,6 +60,21 @@ class LastWalk:
         }
 
 
+def blind_reason(shadow: Shadow) -> str:
+    """The reason of a job whose reservation is blind (S5): what blocks it for good."""
+    if shadow.blocked_by:
+        names = ", ".join(repr(job_id) for job_id in shadow.blocked_by)
+        return (
+            "does not fit now, nor once every running job with a walltime has ended and every "
+            f"earlier reservation with one is over: {names} (no walltime) hold or reserve "
+            "GPUs where it would go"
+        )
+    return (
+        "does not fit now, nor once every job of this scheduler has ended: the GPUs it "
+        "needs are held by other work, unhealthy, or too few"
+    )
+
+
 def pending_reason(walk: LastWalk | None, job: QueuedJob) -> str:
     """The reason ``job`` is not running as of ``walk``.
 
@@ -72,7 +87,7 @@ def pending_reason(walk: LastWalk | None, job: QueuedJob) -> str:
     shadow = walk.reserved.get(job.job_id)
     if shadow is not None:
         if shadow.placement is None:
-            return "does not fit now, nor once every running job with a walltime has ended"
+            return blind_reason(shadow)
         return f"does not fit now; its GPUs are reserved from {shadow.time:g} s"
     outcome = walk.failed.get(job.class_key)
     if outcome == "quota":

@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from gangplace._gangplace import Allocation, Cluster, GangRequest, Placement, PodPlacement
+from gangplace._gangplace import Allocation, Cluster, GangRequest, Placement
 from gangplace.errors import UnknownNode
 from gangplace.scheduler.requests import whole_gpus
 from gangplace.scheduler.values import Shadow
@@ -79,6 +79,7 @@ class WalkReservations:
 
     depth: int
     shadows: list[Shadow] = field(default_factory=list)
+    ends: list[float] = field(default_factory=list)  # each reservation's predicted end
     _taken: set[tuple[str, int]] = field(default_factory=set)
     _taken_upto: int = 0  # how many of ``shadows`` are in ``_taken``
     quota_times: dict[str | None, float] = field(default_factory=dict)  # owner -> earliest
@@ -107,10 +108,6 @@ class WalkReservations:
                 bound = max(bound, shadow.time)
         return placements, bound
 
-    def every_pod(self) -> list[PodPlacement]:
-        """The pods of every reservation so far (kept out of a later reservation's way)."""
-        return [pod for s in self.shadows if s.placement is not None for pod in s.placement.pods]
-
     def quota_bound(self, owner: str | None) -> float:
         """The earliest reservation time of a job of ``owner``, an owner with a quota.
 
@@ -119,16 +116,51 @@ class WalkReservations:
         """
         return self.quota_times.get(owner, math.inf)
 
-    def add(self, shadow: Shadow, owner: str | None = None, *, quota: bool = False) -> None:
+    def add(
+        self,
+        shadow: Shadow,
+        owner: str | None = None,
+        *,
+        quota: bool = False,
+        duration: float = math.inf,
+    ) -> None:
         """Records ``shadow`` as the walk's next reservation.
 
-        ``quota``: its job's owner, ``owner``, has a quota in the scheduler.
+        ``quota``: its job's owner, ``owner``, has a quota in the scheduler. ``duration``:
+        how long its job holds its GPUs once started (walltime and grace; ``inf`` without a
+        walltime).
         """
         if quota:
             earlier = self.quota_times.get(owner, math.inf)
             self.quota_times[owner] = min(earlier, shadow.time)
         self.shadows.append(shadow)
+        self.ends.append(shadow.time + duration)
         self.full = len(self.shadows) >= self.depth
+
+    def overlapping(self, start: float, duration: float, *, just_after: bool) -> list[Placement]:
+        """The placements of the reservations a job holding GPUs from ``start`` overlaps.
+
+        A job from ``t`` for ``duration`` overlaps reservation ``r`` when
+        ``t > r.time - duration`` and ``t < r.end`` (docs/scheduler.md S5). ``just_after``:
+        for every ``t`` a little after ``start`` (up to the next boundary, see
+        ``boundaries``) instead of ``start`` itself.
+        """
+        found = []
+        for shadow, end in zip(self.shadows, self.ends, strict=True):
+            if shadow.placement is None:
+                continue
+            begins = shadow.time - duration
+            if (begins <= start if just_after else begins < start) and end > start:
+                found.append(shadow.placement)
+        return found
+
+    def boundaries(self, now: float, duration: float) -> list[float]:
+        """``now`` and every later time at which the overlapping reservations change."""
+        points = {now}
+        for shadow, end in zip(self.shadows, self.ends, strict=True):
+            if shadow.placement is not None:
+                points.update(t for t in (shadow.time - duration, end) if now < t < math.inf)
+        return sorted(points)
 
     def taken(self) -> set[tuple[str, int]]:
         """The ``(node, GPU)`` pairs of every reservation so far.
@@ -156,9 +188,11 @@ class ShadowBook:
         job_id: str,
         request: GangRequest,
         walk: WalkReservations,
+        duration: float = math.inf,
     ) -> Shadow:
         """The job's reservation for this walk: the kept one if still valid, else a new one.
 
+        ``duration``: how long the job holds its GPUs once started (``inf``: no walltime).
         It names the running jobs past their walltime whose GPUs it waits for (S15).
         """
         kept = self.kept.get(job_id)
@@ -168,7 +202,7 @@ class ShadowBook:
             if time is not None:
                 shadow = Shadow(job_id, time, kept.shadow.placement)
         if shadow is None:
-            shadow = _fresh(cluster, running, job_id, request, walk)
+            shadow = _fresh(cluster, running, job_id, request, walk, duration)
         if running.overrunning and shadow.placement is not None:
             late = _overrunning(cluster, running, shadow.placement)
             if late:
@@ -210,8 +244,16 @@ def _fresh(
     job_id: str,
     request: GangRequest,
     walk: WalkReservations,
+    duration: float,
 ) -> Shadow:
-    """A new reservation by ``place_after`` over the running jobs grouped by predicted end.
+    """A new reservation: the earliest time from which the gang fits for ``duration``.
+
+    The times tried are the walk's ``boundaries`` (``now`` and where the overlapping earlier
+    reservations change): at each one ``t``, and for the times just after it up to the
+    next, ``place_after`` over the running jobs grouped by predicted end, kept off the
+    overlapping reservations; the first answer whose group ends by then gives the time
+    (``t`` itself, or that group's end). The earliest feasible time is always ``now`` or a
+    predicted end: between two, nothing is freed and the overlapping set only grows.
 
     The groups are passed up to a little past the first at which the gang's fewest GPUs are
     free in total (most gangs fit by then); only if it does not fit within them, all of
@@ -222,16 +264,61 @@ def _fresh(
     need = (request.min_pods or request.pods) * request.gpus_per_pod
     free = cluster.stats().free
     times, groups = _groups(running, now, need - free)
-    avoid = walk.every_pod()
-    request = whole_gpus(request)
-    found = cluster.place_after(request, groups, avoid=avoid)
-    if found is None and sum(len(group) for group in groups) < running.finite_ends():
-        times, groups = _groups(running, now, None)
-        found = cluster.place_after(request, groups, avoid=avoid)
+    every: tuple[list[float], list[list[Allocation | str]]] | None = None
+    whole = whole_gpus(request)
+    points = walk.boundaries(now, duration)
+    for index, point in enumerate(points):
+        stop = points[index + 1] if index + 1 < len(points) else math.inf
+        at = walk.overlapping(point, duration, just_after=False)
+        after = walk.overlapping(point, duration, just_after=True)
+        tries = ((at, point), (after, stop)) if len(at) != len(after) else ((after, stop),)
+        for avoid, last in tries:
+            found = cluster.place_after(whole, groups, avoid=avoid)
+            used = times
+            if found is None and sum(len(group) for group in groups) < running.finite_ends():
+                every = every or _groups(running, now, None)
+                used = every[0]
+                found = cluster.place_after(whole, every[1], avoid=avoid)
+            if found is None:
+                continue
+            k, placement = found
+            when = max(used[k - 1] if k else now, point)
+            if when == point or when < last:
+                return Shadow(job_id, when, placement)
+    return Shadow(job_id, math.inf, None, blocked_by=_blockers(cluster, running, whole, walk))
+
+
+def _blockers(
+    cluster: Cluster, running: RunningView, request: GangRequest, walk: WalkReservations
+) -> tuple[str, ...]:
+    """Why a reservation is blind: the jobs without a walltime in the way, sorted.
+
+    Where the gang would go once every running job had ended, and with no reservation in
+    its way: the running jobs without a walltime holding GPUs there and the reserved jobs
+    without one reserving GPUs there. Empty when it would not fit even then (the GPUs are
+    held by work that is not this scheduler's, unhealthy, or too few).
+    """
+    ends = running.ends()
+    untimed = {job_id for end, _, job_id in ends if end == math.inf}
+    everything: list[Allocation | str] = [running.allocation(job_id) for _, _, job_id in ends]
+    found = cluster.place_after(request, [everything])
     if found is None:
-        return Shadow(job_id, math.inf, None)
-    k, placement = found
-    return Shadow(job_id, times[k - 1] if k else now, placement)
+        return ()
+    wanted: dict[str, set[int]] = {}
+    for pod in found[1].pods:
+        wanted.setdefault(pod.node, set()).update(pod.gpus)
+    blockers = set()
+    for node, gpus in wanted.items():
+        for hold_id, held in cluster.holds_on(node):
+            job_id = running.job_of(hold_id)
+            if job_id in untimed and not gpus.isdisjoint(held):
+                blockers.add(job_id)
+    for shadow, end in zip(walk.shadows, walk.ends, strict=True):
+        if shadow.placement is not None and end == math.inf:
+            pods = shadow.placement.pods
+            if any(not wanted.get(pod.node, set()).isdisjoint(pod.gpus) for pod in pods):
+                blockers.add(shadow.job_id)
+    return tuple(sorted(blockers))
 
 
 def _groups(

@@ -22,6 +22,10 @@ class Shadow:
             fit even once every running job with a walltime has ended).
         overrunning: Running jobs past their walltime whose GPUs it waits for (rule S15):
             the promise slips while they run on.
+        blocked_by: For a blind reservation, the jobs without a walltime, running or
+            reserved earlier in the cycle, that hold or reserve GPUs of where it would go
+            were every job of the scheduler gone (sorted); empty when it would not fit even
+            then (the GPUs are held by other work, unhealthy, or too few). Empty otherwise.
 
     """
 
@@ -29,6 +33,7 @@ class Shadow:
     time: float
     placement: Placement | None
     overrunning: tuple[str, ...] = ()
+    blocked_by: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -161,6 +166,10 @@ class Decisions:
             within ``overrun_grace``).
         walltime_ended: Jobs ended in this cycle at their walltime plus the grace
             (``overrun="end"``; history ``timed_out``). The caller stops their pods.
+        reservations: The backfill reservations of the last walk, made or kept, in the
+            order it made them (rule S5: the head's with ``"easy"``, the first
+            ``reservation_depth`` blocked jobs' with ``"conservative"``): each job's
+            promise as of this cycle, without the cost of ``pending()``.
 
     """
 
@@ -178,6 +187,7 @@ class Decisions:
     reasons: Mapping[str, str] = field(default_factory=dict, compare=False)
     overran: tuple[str, ...] = ()
     walltime_ended: tuple[str, ...] = ()
+    reservations: tuple[Shadow, ...] = ()
 
 
 @dataclass(frozen=True)

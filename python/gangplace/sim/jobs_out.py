@@ -14,6 +14,11 @@ from, so that anyone can recompute them without the Python API (docs/command-lin
 - ``run_end_s``: where the run stopped (the same on every row of a run); ``stop``: how
   (``""``, ``standoff``, ``livelock`` or ``cut``);
 - ``first_start_s``, ``end_s`` (when it finished), ``restarts``;
+- ``first_promise_s``: the time of the first backfill reservation it got while waiting for
+  its first start (docs/scheduler.md S5: the head's under EASY, the first
+  ``reservation_depth`` blocked jobs' under conservative backfill), empty when it got none
+  (it started without waiting behind a head, or was never reserved for); a promise is kept
+  when ``first_start_s`` is at or before it;
 - ``first_wait_s``: arrival to first start, or to ``run_end_s`` when it never started
   (``censored_wait`` is then true: a lower bound); ``total_wait_s``: every queued period,
   an open one counted to ``run_end_s``; ``completion_s``: arrival to ``end_s``, or to
@@ -45,7 +50,7 @@ __all__ = ["COLUMNS", "JobRows"]
 COLUMNS = (
     "seed", "policy", "job", "owner", "priority", "arrival_s", "gpus", "pods", "gpus_per_pod",
     "duration_s", "status", "rejected_reason", "run_end_s", "stop", "first_start_s", "end_s",
-    "restarts", "first_wait_s", "censored_wait", "total_wait_s", "completion_s",
+    "first_promise_s", "restarts", "first_wait_s", "censored_wait", "total_wait_s", "completion_s",
     "censored_completion", "admitted_elsewhere", "level",
     "domain", "placement_factor", "spread_gpu_s", "lost_gpu_s", "runs",
 )  # fmt: skip
@@ -160,6 +165,7 @@ def _row(
         "stop": stop,
         "first_start_s": record.first_start_s,
         "end_s": record.end_s,
+        "first_promise_s": record.promised_s,
         "restarts": record.restarts,
         "first_wait_s": first_wait,
         "censored_wait": waits and record.first_start_s is None,

@@ -32,6 +32,7 @@ S2), so all of them are compared on the same set of admissible jobs.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -259,6 +260,11 @@ class GangPolicy:
         for moved in decisions.moved:
             replay.moved(replay.by_id[moved.job_id], moved.allocation.placement.nodes, now)
             replay.moves += 1
+        for shadow in decisions.reservations:  # S5: each waiting job's first promise
+            record = replay.by_id[shadow.job_id]
+            waiting = record.promised_s is None and record.first_start_s is None
+            if waiting and shadow.time < math.inf:
+                record.promised_s = shadow.time
         tenancy, figures = self.scheduler._tenancy, self.queue_figures
         if tenancy is not None and figures is not None:
             figures.sample(now, tuple(tenancy.tree.usage(name) for name in figures.names))

@@ -73,6 +73,7 @@ class JobRecord:
     nodes: tuple[str, ...] = ()
     rejected: str | None = None  # why, when it was refused or had no room on arrival
     first_start_s: float | None = None
+    promised_s: float | None = None  # its first finite backfill reservation's time (S5)
     restarts: int = 0
     waited_s: float = 0.0  # every queued period that ended in a start, summed
     queued_since_s: float | None = None  # when it last entered the queue (None: not queued)
