@@ -2,12 +2,13 @@
 
 Run as a script, one shape per process so that the numbers are not blurred by earlier work:
 
-    .venv/bin/python benches/memory.py million [--labels]
+    .venv/bin/python benches/memory.py million [--labels] [--resources]
 
-With ``--labels`` the nodes also get the ``pool`` label of ``synth.columns``. Prints one JSON
-object: the shape, GPUs, seconds to build (``from_arrays`` only, columns prepared
-beforehand), and resident-set growth in bytes per GPU (``/proc/self/status`` VmRSS before and
-after, with the columns freed).
+With ``--labels`` the nodes also get the ``pool`` label of ``synth.columns``; with
+``--resources`` every node has CPUs and memory (``cpu`` 96,000 millicores, ``memory``
+2 TiB: docs/resources.md). Prints one JSON object: the shape, GPUs, nodes, seconds to build
+(``from_arrays`` only, columns prepared beforehand), and resident-set growth in bytes per
+GPU and per node (``/proc/self/status`` VmRSS before and after, with the columns freed).
 """
 
 from __future__ import annotations
@@ -28,11 +29,20 @@ def resident_bytes() -> int:
     raise RuntimeError("no VmRSS in /proc/self/status")
 
 
-def measure(name: str, labels: bool) -> dict[str, object]:
+def measure(name: str, labels: bool, resources: bool = False) -> dict[str, object]:
+    """Builds ``name`` by ``from_arrays`` and measures it (see the module's text)."""
     shape = synth.SHAPES[name]
     data = synth.columns(shape, seed=1)
     if not labels:
         del data["labels"]
+    if resources:
+        import numpy as np
+
+        nodes = len(data["names"])
+        data["resources"] = {
+            "cpu": np.full(nodes, 96_000, dtype=np.int64),
+            "memory": np.full(nodes, 2 * 2**40, dtype=np.int64),
+        }
     gc.collect()
     before = resident_bytes()
     start = time.perf_counter()
@@ -45,13 +55,22 @@ def measure(name: str, labels: bool) -> dict[str, object]:
     return {
         "shape": name,
         "labels": labels,
+        "resources": resources,
         "gpus": shape.total_gpus,
+        "nodes": shape.nodes,
         "from_arrays_s": round(seconds, 4),
         "bytes_per_gpu": round(grown / shape.total_gpus, 1),
+        "bytes_per_node": round(grown / shape.nodes, 1),
     }
 
 
 if __name__ == "__main__":
     print(
-        json.dumps(measure(sys.argv[1] if len(sys.argv) > 1 else "million", "--labels" in sys.argv))
+        json.dumps(
+            measure(
+                sys.argv[1] if len(sys.argv) > 1 else "million",
+                "--labels" in sys.argv,
+                "--resources" in sys.argv,
+            )
+        )
     )
