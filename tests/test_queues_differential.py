@@ -305,6 +305,7 @@ def _drive(tree: Any, config: dict[str, Any], ops: list[Any]) -> None:
     slow = ReferenceScheduler(slow_cluster, queues=queues, cohorts=tuple(cohorts), **config)
     naive = ReferenceQuotas(queues, cohorts)
     submitted = 0
+    held: list[tuple[Any, dict[str, str]]] = []  # decisions whose reasons are read at the end
     queue_of: dict[str, str] = {}
     changed_quotas = False
     for op in ops:
@@ -378,9 +379,12 @@ def _drive(tree: Any, config: dict[str, Any], ops: list[Any]) -> None:
             before = {
                 j.job_id: (j.queue or "", j.allocation.placement.total_gpus) for j in fast.running()
             }
-            made = fast.cycle(now[0])
-            got = _decisions(made)
-            assert got == _decisions(slow.cycle(now[0]))
+            made, slow_made = fast.cycle(now[0]), slow.cycle(now[0])
+            late = now[0] % 10 == 5  # S12: some cycles' reasons are read only at the end
+            got = _decisions(made, reasons=not late)
+            assert got == _decisions(slow_made, reasons=not late)
+            if late:
+                held.append((made, dict(slow_made.reasons)))
             cascades = bool(config["evicted_may_preempt"])
             grace = config["eviction_grace"] > 0  # starts come after their evictions
             if not made.walltime_ended and not grace:  # replayed from the jobs running then
@@ -393,6 +397,9 @@ def _drive(tree: Any, config: dict[str, Any], ops: list[Any]) -> None:
             within_quotas(naive, fast, starters if changed_quotas else None)
         fast_cluster.check_invariants()
     assert fast_cluster.snapshot() == slow_cluster.snapshot()
+    for decisions, said in held:  # S12: queues' reasons sealed, read after later changes
+        assert dict(decisions.reasons) == said
+        event("queue reasons read after later changes")
     reasons = slow.reasons()
     waiting = slow.pending + [entry[2] for entry in slow.ending]  # S17: evicted, ending
     waiting += [job for job in slow.running if job.job_id in slow.starting]

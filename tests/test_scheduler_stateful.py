@@ -59,6 +59,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.submitted = 0
         self.walltimes: dict[str, float | None] = {}
         self.backfill = "easy"
+        self.kept: tuple[Any, dict[str, str]] | None = None  # the last cycle, reasons unread
 
     @initialize(
         backfill=st.sampled_from(["easy", "conservative"]),
@@ -226,8 +227,16 @@ class SchedulerMachine(RuleBasedStateMachine):
 
     def _check_reasons(self, decisions: Any) -> None:
         """Rule S10: the cycle's blocked head says so (unless its quota is full now), and no
-        job is left without a reason or as "not tried yet" right after a cycle."""
-        for job in self.scheduler.pending():
+        job is left without a reason or as "not tried yet" right after a cycle. Rule S12:
+        the previous cycle's ``Decisions.reasons``, kept unread through every change since,
+        are what ``pending()`` said right after that cycle (sealed, not made again)."""
+        if self.kept is not None:
+            kept, said = self.kept
+            assert dict(kept.reasons) == said
+            event("a kept cycle's reasons read after later changes")
+        pending = self.scheduler.pending()
+        self.kept = (decisions, {job.job_id: job.reason for job in pending})
+        for job in pending:
             assert job.reason and not job.reason.startswith("not tried yet"), job
             if job.job_id == decisions.head and not job.reason.startswith("owner "):
                 assert job.reason.startswith("the blocked head"), job

@@ -499,7 +499,9 @@ class Scheduler(SchedulerViews, LiveQueues):
         timed_out, degraded = self._waiting.apply_stages(now)
         started, preempted, moved, head, self._last_walk = run_cycle(self._parts, now)
         started = due + started
-        reasons = PendingReasons(lambda: {job.job_id: job.reason for job in self.pending()})
+        reasons = PendingReasons(
+            lambda: {job.job_id: job.reason for job in self.pending()}, self._sealed_reasons
+        )
         self._reasons = weakref.ref(reasons)
         decisions = Decisions(
             now,

@@ -251,9 +251,30 @@ class PendingQueue:
         # the queue per cycle: issue 51).
         self.per_owner: dict[str | None, int] = {}
         self.per_queue: dict[str | None, int] = {}
+        # Per class, (job id, queued index) of each member by order: what a cycle's reasons
+        # are made from (S12). ``seal`` shares them with a snapshot; a class whose marks are
+        # shared copies them before its next change (copy on write), so keeping old
+        # ``Decisions`` costs a copy of each class that changes, not a pass over the queue.
+        self.marks: dict[ClassKey, dict[OrderKey, tuple[str, int]]] = {}
+        self._shared: set[ClassKey] = set()
 
     def __len__(self) -> int:
         return len(self.by_id)
+
+    def _own_marks(self, key: ClassKey) -> dict[OrderKey, tuple[str, int]]:
+        """The class's marks, copied first if a snapshot shares them."""
+        marks = self.marks.get(key)
+        if marks is None:
+            marks = self.marks[key] = {}
+        elif key in self._shared:
+            marks = self.marks[key] = dict(marks)
+            self._shared.discard(key)
+        return marks
+
+    def seal(self) -> dict[ClassKey, dict[OrderKey, tuple[str, int]]]:
+        """Every class's marks as they are now, shared until that class next changes."""
+        self._shared = set(self.marks)
+        return dict(self.marks)
 
     def add(self, job: QueuedJob) -> None:
         """Queues ``job`` in the class of its current form."""
@@ -266,6 +287,7 @@ class PendingQueue:
         if group is None:
             group = self.classes[job.class_key] = JobClass()
         group.add(job)
+        self._own_marks(job.class_key)[job.order] = (job.job_id, job.queued_index)
 
     def remove(self, job: QueuedJob) -> None:
         """Takes ``job`` out of the queue."""
@@ -279,8 +301,11 @@ class PendingQueue:
             del per_queue[queue]
         group = self.classes[job.class_key]
         group.remove(job)
+        marks = self._own_marks(job.class_key)
+        del marks[job.order]
         if not group.jobs:
             del self.classes[job.class_key]
+            del self.marks[job.class_key]
 
     def in_order(self) -> list[QueuedJob]:
         """Every pending job in queue order (for reports; O(n log n))."""

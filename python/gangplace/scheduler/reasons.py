@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gangplace.scheduler.queue import ClassKey, QueuedJob
+from gangplace.scheduler.queue import ClassKey, OrderKey, QueuedJob
 from gangplace.scheduler.values import Shadow
 
-__all__ = ["LastWalk", "blind_reason", "pending_reason"]
+__all__ = ["LastWalk", "SealedClass", "blind_reason", "pending_reason", "reason_of", "reasons_from"]
 
 HEAD = "the blocked head: it does not fit now (Scheduler.explain says why)"
 QUOTA = "its owner's quota was full in the last cycle"
@@ -80,23 +80,30 @@ def pending_reason(walk: LastWalk | None, job: QueuedJob) -> str:
 
     The owner's quota is asked first, by the caller.
     """
-    if walk is None or job.queued_index >= walk.queued:
+    return reason_of(walk, job.job_id, job.queued_index, job.class_key, job.queue)
+
+
+def reason_of(
+    walk: LastWalk | None, job_id: str, queued_index: int, class_key: ClassKey, queue: str | None
+) -> str:
+    """``pending_reason`` from the job's marks: what it reads of the job, as values."""
+    if walk is None or queued_index >= walk.queued:
         return "not tried yet: queued after the last cycle"
-    if job.job_id == walk.head:
+    if job_id == walk.head:
         return HEAD
-    shadow = walk.reserved.get(job.job_id)
+    shadow = walk.reserved.get(job_id)
     if shadow is not None:
         if shadow.placement is None:
             return blind_reason(shadow)
         return f"does not fit now; its GPUs are reserved from {shadow.time:g} s"
-    outcome = walk.failed.get(job.class_key)
+    outcome = walk.failed.get(class_key)
     if outcome == "quota":
         return QUOTA
     if outcome == "queue-quota":
         return QUEUE_QUOTA
     if outcome == "fifo":
-        return f"behind the first blocked job of its queue {job.queue!r} (queueing='fifo')"
-    if outcome == "nofit" and job.class_key == walk.head_class:
+        return f"behind the first blocked job of its queue {queue!r} (queueing='fifo')"
+    if outcome == "nofit" and class_key == walk.head_class:
         return walk.texts["twin"]
     if outcome == "nofit":
         return NOFIT
@@ -105,3 +112,26 @@ def pending_reason(walk: LastWalk | None, job: QueuedJob) -> str:
     if walk.head is None:
         return "not tried in the last cycle"
     return walk.texts["none" if walk.backfill == "none" else "behind"]
+
+
+# A class as a cycle's sealed reasons see it: its key, its queue, the reason its owner's or
+# its queue's quota gave when sealed (``None``: none), and its members' marks by order.
+SealedClass = tuple[ClassKey, str | None, str | None, dict[OrderKey, tuple[str, int]]]
+
+
+def reasons_from(
+    walk: LastWalk | None, classes: list[SealedClass], grace: list[tuple[str, str]]
+) -> dict[str, str]:
+    """A cycle's reasons from what was sealed before the scheduler changed (S12).
+
+    The same text ``Scheduler.pending()`` gave then, job by job, in queue order, the jobs
+    waiting out an eviction grace (``grace``: their ids and reasons) last.
+    """
+    rows = []
+    for key, queue, live, marks in classes:
+        for order, (job_id, index) in marks.items():
+            rows.append((order, job_id, live or reason_of(walk, job_id, index, key, queue)))
+    rows.sort()
+    reasons = {job_id: reason for _, job_id, reason in rows}
+    reasons.update(grace)
+    return reasons

@@ -105,23 +105,38 @@ class Repaired:
 class PendingReasons(Mapping[str, str]):
     """Job id -> why it did not start in one cycle (docs/scheduler.md rule S12), read-only.
 
-    Made when first read, from that cycle's walk; the scheduler freezes it before it next
-    changes (a submit, finish, cancel, requeue or cycle), so it always tells that cycle's
-    reasons, and a cycle whose reasons nobody reads costs nothing for them.
+    Made when first read, from that cycle's walk. Before the scheduler next changes (a
+    submit, finish, cancel, requeue or cycle) it seals what the reasons are made from (the
+    walk's record, each class's members, the quotas' reasons per class: no pass over the
+    queue), so it always tells that cycle's reasons, and keeping it costs no cycle a pass
+    over the pending jobs.
     """
 
-    def __init__(self, make: Callable[[], dict[str, str]]) -> None:
+    def __init__(
+        self,
+        make: Callable[[], dict[str, str]],
+        seal: Callable[[], Callable[[], dict[str, str]]] | None = None,
+    ) -> None:
         self._make: Callable[[], dict[str, str]] | None = make
+        self._seal = seal
         self._reasons: dict[str, str] | None = None
 
     def freeze(self) -> None:
-        """Makes the reasons now (the scheduler calls it before it changes)."""
-        if self._reasons is None and self._make is not None:
-            self._reasons, self._make = self._make(), None
+        """Seals what the reasons are made from (the scheduler calls it before it changes).
+
+        Without a ``seal``, makes them now.
+        """
+        if self._reasons is not None:
+            return
+        if self._seal is not None:
+            self._make, self._seal = self._seal(), None
+        else:
+            self._all()
 
     def _all(self) -> dict[str, str]:
-        self.freeze()
-        assert self._reasons is not None
+        if self._reasons is None:
+            assert self._make is not None
+            self._reasons, self._make, self._seal = self._make(), None, None
         return self._reasons
 
     def __getitem__(self, job_id: str) -> str:

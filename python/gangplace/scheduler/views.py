@@ -8,6 +8,7 @@ change them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Literal
 
@@ -17,7 +18,7 @@ from gangplace.scheduler.grace import EvictionGrace
 from gangplace.scheduler.history import Histories, HistorySummary, JobHistory
 from gangplace.scheduler.owners import OwnerQuotas
 from gangplace.scheduler.queue import PendingQueue
-from gangplace.scheduler.reasons import LastWalk, pending_reason
+from gangplace.scheduler.reasons import LastWalk, SealedClass, pending_reason, reasons_from
 from gangplace.scheduler.running import RunningJobs
 from gangplace.scheduler.tenancy import Tenancy
 from gangplace.scheduler.values import PendingJob, RunningJob
@@ -71,6 +72,25 @@ class SchedulerViews:
             for job in self._queue.in_order()
         ]
         return queued + self._in_grace(now) if self._grace else queued
+
+    def _sealed_reasons(self) -> Callable[[], dict[str, str]]:
+        """What the last cycle's reasons are made from, kept as it is now (S12).
+
+        Each class's marks (shared with the queue until the class next changes), the
+        quotas' reason for each class (its owner, queue and fewest GPUs are the class's),
+        the walk's record and the reasons of the jobs in grace: a call that reads
+        O(classes + jobs in grace), not the queue.
+        """
+        walk, queue = self._last_walk, self._queue
+        live = self._tenancy is not None or bool(self.quotas)
+        classes: list[SealedClass] = []
+        for key, marks in queue.seal().items():
+            first = queue.classes[key].first()
+            assert first is not None
+            text = self._owners.live_reason(first) if live else None
+            classes.append((key, first.queue, text, marks))
+        grace = [(job.job_id, job.reason) for job in self._in_grace(0.0)] if self._grace else []
+        return functools.partial(reasons_from, walk, classes, grace)
 
     def _in_grace(self, now: float) -> list[PendingJob]:
         """S17: ``pending()``'s entries for the jobs waiting out an eviction grace."""
