@@ -40,7 +40,7 @@ from gangplace.scheduler.requests import copied
 from gangplace.scheduler.reservations import ShadowBook
 from gangplace.scheduler.running import RunningJobs
 from gangplace.scheduler.tenancy import Tenancy
-from gangplace.scheduler.values import Decisions, PendingReasons
+from gangplace.scheduler.values import Decisions, PendingReasons, Started
 from gangplace.scheduler.views import SchedulerViews
 from gangplace.scheduler.waiting import Waiting
 
@@ -232,6 +232,7 @@ class Scheduler(SchedulerViews, LiveQueues):
             self.repair_widen,
             self.evicted_may_preempt,
         )
+        self._settings_key: tuple[Any, ...] = dataclasses.astuple(settings)  # cycle compares
         self._parts = Parts(
             cluster,
             settings,
@@ -483,7 +484,7 @@ class Scheduler(SchedulerViews, LiveQueues):
             self._tenancy.failed_reclaims.clear()
             self._tenancy.started_now.clear()
             self._tenancy.started_now.update(self._grace.starting)  # S17: not victims yet
-        settings = Settings(  # the attributes as they are now (a caller may have set them)
+        key = (  # the attributes as they are now (a caller may have set them)
             self.backfill,
             self.reservation_depth,
             self.preemption,
@@ -491,12 +492,21 @@ class Scheduler(SchedulerViews, LiveQueues):
             self.repair_widen,
             self.evicted_may_preempt,
         )
-        if settings != self._parts.settings:
-            self._parts = dataclasses.replace(self._parts, settings=settings)
-        overran, walltime_ended = self._overruns(now)
-        repaired, requeued, failed, evicted = handle_failures(self._parts, now)
-        due, _ = self._running.report_due(now) if self._grace else ([], [])
-        timed_out, degraded = self._waiting.apply_stages(now)
+        if key != self._settings_key:
+            self._settings_key = key
+            self._parts = dataclasses.replace(self._parts, settings=Settings(*key))
+        # Only what can apply is called (issue 51: each call a cycle meets costs it cold):
+        # overruns and failures need running jobs, form changes a due stage.
+        running = bool(self._running.jobs)
+        overran, walltime_ended = self._overruns(now) if running else ([], [])
+        repaired, requeued, failed, evicted = (
+            handle_failures(self._parts, now) if running else ([], [], [], [])
+        )
+        due: list[Started] = self._running.report_due(now)[0] if self._grace else []
+        stages = self._waiting.stages
+        timed_out, degraded = (
+            self._waiting.apply_stages(now) if stages and stages[0][0] <= now else ([], [])
+        )
         started, preempted, moved, head, self._last_walk = run_cycle(self._parts, now)
         started = due + started
         reasons = PendingReasons(

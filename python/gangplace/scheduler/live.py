@@ -27,6 +27,10 @@ class LiveQueues:
     _tenancy: Tenancy | None
     _waiting: Waiting
 
+    if TYPE_CHECKING:  # the Scheduler's
+
+        def _freeze_reasons(self) -> None: ...
+
     def add_queue(self, queue: Queue) -> None:
         """Adds a queue (its name new among queues and cohorts).
 
@@ -128,6 +132,7 @@ class LiveQueues:
 
     def _rebuild(self, queues: list[Queue], cohorts: list[Cohort]) -> None:
         assert self._tenancy is not None
+        self._freeze_reasons()  # S12: the last cycle's reasons, as the queues were then
         pending = {job.queue for job in self._waiting.queue.by_id.values() if job.queue}
         self._tenancy.rebuilt(queues, cohorts, pending)
 

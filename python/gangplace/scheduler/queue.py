@@ -251,30 +251,23 @@ class PendingQueue:
         # the queue per cycle: issue 51).
         self.per_owner: dict[str | None, int] = {}
         self.per_queue: dict[str | None, int] = {}
-        # Per class, (job id, queued index) of each member by order: what a cycle's reasons
-        # are made from (S12). ``seal`` shares them with a snapshot; a class whose marks are
-        # shared copies them before its next change (copy on write), so keeping old
-        # ``Decisions`` costs a copy of each class that changes, not a pass over the queue.
-        self.marks: dict[ClassKey, dict[OrderKey, tuple[str, int]]] = {}
+        # Classes whose members (``JobClass.jobs``) a sealed cycle's reasons share (S12):
+        # such a class copies its members before its next change (copy on write), so
+        # keeping old ``Decisions`` costs a copy of each class that changes, not a pass
+        # over the queue.
         self._shared: set[ClassKey] = set()
 
     def __len__(self) -> int:
         return len(self.by_id)
 
-    def _own_marks(self, key: ClassKey) -> dict[OrderKey, tuple[str, int]]:
-        """The class's marks, copied first if a snapshot shares them."""
-        marks = self.marks.get(key)
-        if marks is None:
-            marks = self.marks[key] = {}
-        elif key in self._shared:
-            marks = self.marks[key] = dict(marks)
-            self._shared.discard(key)
-        return marks
+    def seal(self) -> dict[ClassKey, dict[OrderKey, QueuedJob]]:
+        """Every class's members by order as they are now, shared until the class changes.
 
-    def seal(self) -> dict[ClassKey, dict[OrderKey, tuple[str, int]]]:
-        """Every class's marks as they are now, shared until that class next changes."""
-        self._shared = set(self.marks)
-        return dict(self.marks)
+        A member's job id and order never change; what else a reason reads of it, the
+        caller takes now.
+        """
+        self._shared = set(self.classes)
+        return {key: group.jobs for key, group in self.classes.items()}
 
     def add(self, job: QueuedJob) -> None:
         """Queues ``job`` in the class of its current form."""
@@ -283,11 +276,14 @@ class PendingQueue:
         self.by_id[job.job_id] = job
         self.per_owner[job.owner] = self.per_owner.get(job.owner, 0) + 1
         self.per_queue[job.queue] = self.per_queue.get(job.queue, 0) + 1
-        group = self.classes.get(job.class_key)
+        key = job.class_key
+        group = self.classes.get(key)
         if group is None:
-            group = self.classes[job.class_key] = JobClass()
+            group = self.classes[key] = JobClass()
+        elif key in self._shared:  # a sealed snapshot keeps the members it saw
+            group.jobs = dict(group.jobs)
+            self._shared.discard(key)
         group.add(job)
-        self._own_marks(job.class_key)[job.order] = (job.job_id, job.queued_index)
 
     def remove(self, job: QueuedJob) -> None:
         """Takes ``job`` out of the queue."""
@@ -299,13 +295,14 @@ class PendingQueue:
         left = per_queue[queue] = per_queue[queue] - 1
         if not left:
             del per_queue[queue]
-        group = self.classes[job.class_key]
+        key = job.class_key
+        group = self.classes[key]
+        if key in self._shared:  # a sealed snapshot keeps the members it saw
+            group.jobs = dict(group.jobs)
+            self._shared.discard(key)
         group.remove(job)
-        marks = self._own_marks(job.class_key)
-        del marks[job.order]
         if not group.jobs:
-            del self.classes[job.class_key]
-            del self.marks[job.class_key]
+            del self.classes[key]
 
     def in_order(self) -> list[QueuedJob]:
         """Every pending job in queue order (for reports; O(n log n))."""

@@ -115,21 +115,28 @@ def reason_of(
 
 
 # A class as a cycle's sealed reasons see it: its key, its queue, the reason its owner's or
-# its queue's quota gave when sealed (``None``: none), and its members' marks by order.
-SealedClass = tuple[ClassKey, str | None, str | None, dict[OrderKey, tuple[str, int]]]
+# its queue's quota gave when sealed (``None``: none), and its members by order (shared
+# with the queue until the class changes: only their ids and orders are read).
+SealedClass = tuple[ClassKey, str | None, str | None, dict[OrderKey, QueuedJob]]
 
 
 def reasons_from(
-    walk: LastWalk | None, classes: list[SealedClass], grace: list[tuple[str, str]]
+    walk: LastWalk | None,
+    classes: list[SealedClass],
+    untried: set[str],
+    grace: list[tuple[str, str]],
 ) -> dict[str, str]:
     """A cycle's reasons from what was sealed before the scheduler changed (S12).
 
-    The same text ``Scheduler.pending()`` gave then, job by job, in queue order, the jobs
-    waiting out an eviction grace (``grace``: their ids and reasons) last.
+    The same text ``Scheduler.pending()`` gave then, job by job, in queue order; ``untried``
+    are the jobs queued after the last walk began, ``grace`` the ids and reasons of the jobs
+    waiting out an eviction grace (last).
     """
     rows = []
-    for key, queue, live, marks in classes:
-        for order, (job_id, index) in marks.items():
+    for key, queue, live, members in classes:
+        for order, job in members.items():
+            job_id = job.job_id
+            index = walk.queued if walk is not None and job_id in untried else -1
             rows.append((order, job_id, live or reason_of(walk, job_id, index, key, queue)))
     rows.sort()
     reasons = {job_id: reason for _, job_id, reason in rows}

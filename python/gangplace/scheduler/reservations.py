@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -266,26 +267,43 @@ def _fresh(
     times, groups = _groups(running, now, need - free)
     every: tuple[list[float], list[list[Allocation | str]]] | None = None
     whole = whole_gpus(request)
+    for point, avoid, last in _tries(walk, now, duration):
+        found = cluster.place_after(whole, groups, avoid=avoid)
+        used = times
+        if found is None and sum(len(group) for group in groups) < running.finite_ends():
+            every = every or _groups(running, now, None)
+            used = every[0]
+            found = cluster.place_after(whole, every[1], avoid=avoid)
+        if found is None:
+            continue
+        k, placement = found
+        when = max(used[k - 1] if k else now, point)
+        if when == point or when < last:
+            return Shadow(job_id, when, placement)
+    return Shadow(job_id, math.inf, None, blocked_by=_blockers(cluster, running, whole, walk))
+
+
+def _tries(
+    walk: WalkReservations, now: float, duration: float
+) -> Iterator[tuple[float, list[Placement], float]]:
+    """The tries of a fresh reservation, ``(t, avoid, last)``, in time order.
+
+    At each boundary ``t``: the reservations a job from ``t`` overlaps (an answer must end
+    by ``t`` itself), then those it overlaps just after ``t`` (an answer must end before
+    the next boundary, ``last``); one try when both are the same. Without earlier
+    reservations (EASY): one try, nothing to avoid.
+    """
+    if not walk.shadows:
+        yield now, [], math.inf
+        return
     points = walk.boundaries(now, duration)
     for index, point in enumerate(points):
         stop = points[index + 1] if index + 1 < len(points) else math.inf
         at = walk.overlapping(point, duration, just_after=False)
         after = walk.overlapping(point, duration, just_after=True)
-        tries = ((at, point), (after, stop)) if len(at) != len(after) else ((after, stop),)
-        for avoid, last in tries:
-            found = cluster.place_after(whole, groups, avoid=avoid)
-            used = times
-            if found is None and sum(len(group) for group in groups) < running.finite_ends():
-                every = every or _groups(running, now, None)
-                used = every[0]
-                found = cluster.place_after(whole, every[1], avoid=avoid)
-            if found is None:
-                continue
-            k, placement = found
-            when = max(used[k - 1] if k else now, point)
-            if when == point or when < last:
-                return Shadow(job_id, when, placement)
-    return Shadow(job_id, math.inf, None, blocked_by=_blockers(cluster, running, whole, walk))
+        if len(at) != len(after):
+            yield point, at, point
+        yield point, after, stop
 
 
 def _blockers(

@@ -84,13 +84,17 @@ class SchedulerViews:
         walk, queue = self._last_walk, self._queue
         live = self._tenancy is not None or bool(self.quotas)
         classes: list[SealedClass] = []
-        for key, marks in queue.seal().items():
+        for key, members in queue.seal().items():
             first = queue.classes[key].first()
             assert first is not None
             text = self._owners.live_reason(first) if live else None
-            classes.append((key, first.queue, text, marks))
+            classes.append((key, first.queue, text, members))
+        untried: set[str] = set()  # queued after the last walk began (rare: a pass then)
+        if walk is None or queue.added > walk.queued:
+            seen = walk.queued if walk is not None else 0
+            untried = {job.job_id for job in queue.by_id.values() if job.queued_index >= seen}
         grace = [(job.job_id, job.reason) for job in self._in_grace(0.0)] if self._grace else []
-        return functools.partial(reasons_from, walk, classes, grace)
+        return functools.partial(reasons_from, walk, classes, untried, grace)
 
     def _in_grace(self, now: float) -> list[PendingJob]:
         """S17: ``pending()``'s entries for the jobs waiting out an eviction grace."""
