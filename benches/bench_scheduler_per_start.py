@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from benches.per_start import CASES, JOBS, platform, queued
+from benches.per_start import CASES, JOBS, platform, queued, walk_prototype
 from gangplace import Scheduler
 
 # Jobs the cycle starts in each case (the fill is seeded): a change says the state changed.
@@ -62,3 +62,12 @@ def bench_scheduler_per_start(benchmark: Any, case: tuple[int, int, int]) -> Non
 def bench_scheduler_per_start_platform(benchmark: Any, case: tuple[int, int, int]) -> None:
     """The same cycle with queues, brakes, histories and metrics on."""
     _timed(benchmark, platform, case)
+
+
+def bench_walk_prototype(benchmark: Any) -> None:
+    """Item 4's prototype (``per_start.walk_prototype``): a class of 500 1x1 jobs reserved
+    by one ``reserve_many``, committed, and recorded; every part is timed per started job."""
+    parts = benchmark.pedantic(walk_prototype, args=(192, 1), rounds=3, iterations=1)
+    assert set(parts) == {"cycle", "reserve_many", "commit", "records"}
+    assert all(value > 0 for value in parts.values())
+    benchmark.extra_info.update(parts)

@@ -20,6 +20,14 @@ the plain scheduler and for one configured as a platform team runs it (two queue
 cohort, brakes, a history limit, Prometheus metrics). The timers add about half a
 microsecond per wrapped call, so the parts are upper bounds.
 
+``--walk-prototype`` (this build only) measures item 4's question for one-GPU jobs: what a
+start would cost with the class walk in Rust. It times, on the same fresh states as the
+table, one ``Cluster.reserve_many`` call for the class's 500 jobs (the engine's own loop
+over one class: it reserves greedily in order, without a Python call per job), a
+``commit`` per job, and the records every start must leave for the Python API
+(``RunningJobs.started``: the queue, the running records, the history, ``Started``); it
+prints each part per started job beside the real cycle's cost.
+
 ``--cold`` (any build) times one cycle on the 192-node tree after states that differ in how
 much memory was written before it (docs/performance.md, "The gap is cold caches").
 """
@@ -201,6 +209,34 @@ def cold(repeats: int) -> None:
         gc.enable()
 
 
+def walk_prototype(nodes: int, repeats: int) -> dict[str, float]:
+    """Item 4: µs per started 1x1 job of the parts a Rust class walk would leave.
+
+    (see the module's text; this build only)
+    """
+    parts: dict[str, list[float]] = {"cycle": [], "reserve_many": [], "commit": [], "records": []}
+    for _ in range(repeats):
+        parts["cycle"].append(measure(nodes, 1, 1)[0])
+        scheduler = queued(nodes, 1, 1)
+        cluster, running = scheduler.cluster, scheduler._running
+        jobs = scheduler._queue.in_order()
+        requests = [running.waiting.queue.by_id[job.job_id].current() for job in jobs]
+        began = time.perf_counter_ns()
+        held = cluster.reserve_many(requests, ttl=60.0)
+        reserved = time.perf_counter_ns()
+        allocations = [cluster.commit(hold) for hold in held if hold is not None]
+        committed = time.perf_counter_ns()
+        for job, allocation in zip(jobs, allocations, strict=True):
+            running.started(job, allocation, 0.0, False)
+        recorded = time.perf_counter_ns()
+        count = len(allocations)
+        assert count == JOBS
+        parts["reserve_many"].append((reserved - began) / 1e3 / count)
+        parts["commit"].append((committed - reserved) / 1e3 / count)
+        parts["records"].append((recorded - committed) / 1e3 / count)
+    return {name: round(statistics.median(values), 2) for name, values in parts.items()}
+
+
 def main() -> int:
     """Runs every case ``--repeats`` times and prints the medians."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -208,7 +244,12 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="one JSON object per case")
     parser.add_argument("--profile", action="store_true", help="where a cycle's time goes")
     parser.add_argument("--cold", action="store_true", help="one cycle after cold states")
+    parser.add_argument("--walk-prototype", action="store_true", help="item 4's prototype")
     args = parser.parse_args()
+    if args.walk_prototype:
+        for nodes in TREES:
+            print(json.dumps({"nodes": nodes, **walk_prototype(nodes, args.repeats)}), flush=True)
+        return 0
     if args.cold:
         cold(args.repeats)
         return 0
