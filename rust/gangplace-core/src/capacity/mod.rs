@@ -10,6 +10,7 @@
 
 mod aggregate;
 mod buckets;
+mod counts;
 mod index;
 mod numa;
 mod overlay;
@@ -21,6 +22,7 @@ mod shares;
 mod ties;
 
 pub use aggregate::Aggregate;
+pub use counts::{Counts, OverlaidCounts};
 pub use index::FreeIndex;
 pub use overlay::Overlay;
 pub use pools::SelectorPool;

@@ -73,6 +73,12 @@ impl ShapeCount {
         u64::try_from(sum).unwrap_or(u64::MAX).min(cap)
     }
 
+    /// Pods domain `id`'s nodes hold, not capped.
+    #[inline]
+    pub fn domain_sum(&self, id: DomainId) -> u128 {
+        self.domains.get(id as usize).copied().unwrap_or(0)
+    }
+
     /// The domains of `depth` holding at least `pods` pods, when kept for that size.
     pub fn holding(&self, depth: usize, pods: u64) -> Option<&BTreeSet<DomainId>> {
         let (_, by_depth) = self.holding.iter().find(|(size, _)| *size == pods)?;

@@ -16,6 +16,7 @@
 //! took; the new pods go to the lost ranks in rank order.
 
 mod commit;
+mod counts;
 mod preempt;
 pub(crate) mod snapshot;
 mod spares;
@@ -78,7 +79,7 @@ pub type RepairTiers = [(&'static str, u64); 4];
 impl Engine {
     /// Where the lost ranks of allocation `id` go (docs/repair.md "Repair after failures"), or
     /// `None` when they do not all fit. Changes nothing but expired reservations (and
-    /// selector pools, which are caches).
+    /// selector pools and kept shape counts, which are caches).
     pub fn plan_repair(
         &mut self,
         id: HoldId,
@@ -218,6 +219,7 @@ impl Engine {
             let (topology, states) = (&self.topology, &self.states);
             self.capacity.ensure_pool(topology, states, &class.selector);
         }
+        self.keep_repair_shapes(&classes, knobs);
         Ok(Setup {
             lost,
             spared,
@@ -413,10 +415,25 @@ impl Engine {
         let fit = self
             .class_fit(class)
             .map(|fit| fit.with_taken(taken_resources).with_freed(&freed.resources));
-        let search = Search::new(&self.topology, &overlay, size)
-            .with_shape(Layers::NONE, knobs.spread)
-            .with_numa(knobs.numa)
-            .with_resources(fit);
+        let made = || {
+            Search::new(&self.topology, &overlay, size)
+                .with_shape(Layers::NONE, knobs.spread)
+                .with_numa(knobs.numa)
+                .with_resources(fit)
+        };
+        let counting = made(); // counts node by node
+        let kept = (self.repair_counts(class, knobs))
+            .map(|base| self.overlaid_counts(base, &counting, (taken, taken_resources), freed));
+        let search = match &kept {
+            Some(counts) => made().with_overlaid_counts(counts),
+            None => counting,
+        };
+        #[cfg(feature = "testing")]
+        if kept.is_some() {
+            // The kept counts through the what-if view are the node-by-node counts.
+            let (with, without) = (search.capacity(item), made().capacity(item));
+            assert_eq!(with, without, "overlaid counts of {item:?}");
+        }
         if !search.holds(item, pods) {
             return Ok(None);
         }
@@ -431,7 +448,8 @@ impl Engine {
         let search = Search::new(&self.topology, &view, class.gpus_per_pod)
             .with_shape(Layers::NONE, knobs.spread)
             .with_numa(knobs.numa)
-            .with_resources(self.class_fit(class));
+            .with_resources(self.class_fit(class))
+            .with_counts(self.repair_counts(class, knobs));
         search.pods_up_to(item, class.ranks.len() as u64)
     }
 

@@ -13,7 +13,7 @@
 
 use crate::capacity::CapacityView;
 use crate::capacity::ResourceFit;
-use crate::capacity::{ShapeCount, ShareFit};
+use crate::capacity::{Counts, OverlaidCounts, ShapeCount, ShareFit};
 use crate::config::Policy;
 use crate::error::{CoreResult, internal};
 use crate::ids::{DomainId, GpuSet, NodeId, ROOT};
@@ -115,9 +115,10 @@ pub struct Search<'a, V> {
     /// A fractional request (docs/resources.md "Fractions of a GPU"): searched as pods without whole
     /// GPUs, each node holding what its free and shared GPUs' room allows.
     share: Option<ShareFit<'a>>,
-    /// The kept pod counts of this search's shape on the cluster's view (docs/resources.md "Node
-    /// resources"): every count read from them, none made node by node.
-    counts: Option<&'a ShapeCount>,
+    /// The kept pod counts of this search's shape on its view (docs/resources.md "Node
+    /// resources"), as kept or through a what-if view: every count read from them, none made
+    /// node by node.
+    counts: Option<Counts<'a>>,
 }
 
 impl<'a, V: CapacityView> Search<'a, V> {
@@ -139,7 +140,19 @@ impl<'a, V: CapacityView> Search<'a, V> {
     /// The same search reading its pod counts from `counts` (`None`: counting them). They
     /// must be the current counts of its shape on its view.
     pub fn with_counts(self, counts: Option<&'a ShapeCount>) -> Self {
-        Self { counts, ..self }
+        Self {
+            counts: counts.map(Counts::Kept),
+            ..self
+        }
+    }
+
+    /// The same search reading its pod counts from kept counts seen through its what-if
+    /// view. They must be its shape's counts on that view.
+    pub fn with_overlaid_counts(self, counts: &'a OverlaidCounts<'a>) -> Self {
+        Self {
+            counts: Some(Counts::Overlaid(counts)),
+            ..self
+        }
     }
 
     /// The same search counting each node's pods also by its free resources (`None`: GPUs
