@@ -7,6 +7,8 @@
 //! counts is ordered by ancestry; at the node level the runs are read through the deepest
 //! domains, as `best_fit` does, so that a long run of equally free nodes is never sorted.
 
+use std::cmp::Ordering;
+
 use super::{Item, Search};
 use crate::capacity::{CapacityView, FreeIndex};
 use crate::config::Policy;
@@ -87,6 +89,19 @@ impl<V: CapacityView> Search<'_, V> {
             }
             // Siblings are equal by ancestry: a run under one parent stays in path order.
             if by_ancestry && !self.share_a_parent(&run) {
+                // The stable sort's first item is the first least one: found in one pass and
+                // visited before the rest is sorted, since it is most often the answer (a
+                // gang of pods without GPUs fits the first node it meets).
+                let first = (1..run.len()).fold(0, |best, at| {
+                    match self.ancestry_order(run[at], run[best]) {
+                        Ordering::Less => at,
+                        _ => best,
+                    }
+                });
+                let least = run.remove(first);
+                if let Some(found) = visit(least) {
+                    return Some(found);
+                }
                 run.sort_by(|&a, &b| self.ancestry_order(a, b));
             }
             if let Some(found) = run.iter().find_map(|&item| visit(item)) {
@@ -128,6 +143,11 @@ impl<V: CapacityView> Search<'_, V> {
         visit: &mut dyn FnMut(Item) -> Option<R>,
     ) -> Option<R> {
         let node_depth = self.topology.node_depth();
+        if node_depth >= 2
+            && let Some(found) = self.first_deepest_pick(index, need, worth, visit)
+        {
+            return Some(found);
+        }
         let mut from = need;
         while let Some((free, _)) = index.level(node_depth).at_least(from).next() {
             from = free + 1;
@@ -159,5 +179,38 @@ impl<V: CapacityView> Search<'_, V> {
             }
         }
         None
+    }
+
+    /// The walk above's first deepest domain, when the tie memo names it, and its first node
+    /// that `visit` accepts: its nodes of the fewest free count from `need`, when it has one.
+    ///
+    /// The walk's first run is the deepest domains with the fewest free GPUs (at least that
+    /// count) holding such a node, in rule 3's order; the memo's pick among all the deepest
+    /// domains with those free GPUs, when it holds such a node, comes first in that run (a
+    /// gang of pods without GPUs, which every node's count admits, then costs a few reads
+    /// instead of a sort of every run of equally free racks). `None`: the walk decides.
+    fn first_deepest_pick<R>(
+        &self,
+        index: &FreeIndex,
+        need: u64,
+        worth: &dyn Fn(DomainId) -> bool,
+        visit: &mut dyn FnMut(Item) -> Option<R>,
+    ) -> Option<R> {
+        let node_depth = self.topology.node_depth();
+        let (free, _) = index.level(node_depth).at_least(need).next()?;
+        let count = u32::try_from(free).ok()?;
+        let (least, _) = index.level(node_depth - 1).at_least(free).next()?;
+        let pick = self.tied_domain(index, ROOT, node_depth - 1, least)?;
+        if !self.has_node_with_free(pick, count) || !worth(pick) {
+            return None;
+        }
+        let nodes = &self.topology.domain(pick).child_nodes;
+        nodes
+            .iter()
+            .filter(|&&node| {
+                let free = self.view.node_free(node);
+                free.is_some_and(|gpus| gpus.count() == count)
+            })
+            .find_map(|&node| visit(Item::Node(node)))
     }
 }
