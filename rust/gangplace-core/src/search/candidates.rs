@@ -165,14 +165,7 @@ impl<V: CapacityView> Search<'_, V> {
                 if !worth(parent) {
                     return None;
                 }
-                let nodes = &self.topology.domain(parent).child_nodes;
-                nodes
-                    .iter()
-                    .filter(|&&node| {
-                        let free = self.view.node_free(node);
-                        free.is_some_and(|gpus| gpus.count() == count)
-                    })
-                    .find_map(|&node| visit(Item::Node(node)))
+                self.first_node_with(parent, count, visit)
             });
             if found.is_some() {
                 return found;
@@ -204,7 +197,18 @@ impl<V: CapacityView> Search<'_, V> {
         if !self.has_node_with_free(pick, count) || !worth(pick) {
             return None;
         }
-        let nodes = &self.topology.domain(pick).child_nodes;
+        self.first_node_with(pick, count, visit)
+    }
+
+    /// The first node of `domain` (in name order) with exactly `count` free GPUs that
+    /// `visit` accepts.
+    fn first_node_with<R>(
+        &self,
+        domain: DomainId,
+        count: u32,
+        visit: &mut dyn FnMut(Item) -> Option<R>,
+    ) -> Option<R> {
+        let nodes = &self.topology.domain(domain).child_nodes;
         nodes
             .iter()
             .filter(|&&node| {
