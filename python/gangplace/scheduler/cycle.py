@@ -74,7 +74,6 @@ class _Walk:
         self.grace = parts.running.run_grace()
         self.ends_from = now + self.grace
         self.backfill = backfill = parts.settings.backfill
-        self.makes_room = parts.settings.preemption or parts.settings.defrag  # S7
         depth = {"easy": 1, "conservative": parts.settings.reservation_depth}.get(backfill, 0)
         self.reservations = WalkReservations(depth)
         self.queue = parts.waiting.queue
@@ -132,12 +131,10 @@ class _Walk:
         """The walk; ``True`` when room was made and the walk must start over."""
         parts, queue = self.parts, self.queue
         blocked[0] = None
-        entry_of = self._entry if self.fair else None  # Q8: shares; else the order only
         heap = [
-            entry_of(job, key) if entry_of else ((), job.order, key, 0)
+            self._entry(group.jobs[group.blocks[0][0]], key)
             for key, group in queue.classes.items()
             if group.blocks
-            for job in (group.jobs[group.blocks[0][0]],)
         ]
         heapq.heapify(heap)
         pop, push, classes, failed = (
@@ -169,7 +166,7 @@ class _Walk:
                 started.append(outcome)
                 self._push_next(heap, key, order)
                 continue
-            if job.queue is not None and self._queue_blocked(job, outcome):
+            if self._queue_blocked(job, outcome):
                 reclaimed = self._reclaim(job)
                 if reclaimed is not None:
                     if reclaimed[0] is not None:  # None: it starts after a grace (S17)
@@ -189,9 +186,7 @@ class _Walk:
             if outcome == "fifo":
                 continue
             if self.head is None:
-                room = None
-                if self.makes_room and not self._evicted_now(job):
-                    room = _make_room(parts, job, self.now)
+                room = None if self._evicted_now(job) else _make_room(parts, job, self.now)
                 if room is not None:
                     if room[0] is not None:  # None: it starts after a grace (S17)
                         started.append(room[0])
@@ -346,8 +341,7 @@ class _Walk:
         if (short[0] or short[1]) and candidate.queue is not None and self._short(candidate):
             self.record.failed[key] = "queue-quota"  # as it would be when popped (Q4)
             return
-        entry = self._entry(candidate, key) if self.fair else ((), candidate.order, key, 0)
-        heapq.heappush(heap, entry)
+        heapq.heappush(heap, self._entry(candidate, key))
 
 
 def _try_start(

@@ -224,8 +224,7 @@ class RunningJobs:
         """
         job_id, allocation_id = job.job_id, allocation.id
         self.waiting.queue.remove(job)
-        if self.book.kept:
-            self.book.forget(job_id)
+        self.book.forget(job_id)
         job.allocation_id = allocation_id
         job.started_at = now
         self.jobs[job_id] = job
@@ -242,7 +241,7 @@ class RunningJobs:
         self.owners.took(job.owner, gpus)
         if self.tenancy is not None:
             self.tenancy.started(job, gpus)
-        grace = self.grace if self.overrun == "end" else 0.0  # run_grace(), without a call
+        grace = self.run_grace()
         begins = now
         if preempted and self.eviction_grace.seconds > 0:
             begins = now + self.eviction_grace.seconds  # S17: once its victims' pods ended
