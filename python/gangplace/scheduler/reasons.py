@@ -86,7 +86,7 @@ def pending_reason(walk: LastWalk | None, job: QueuedJob) -> str:
 def reason_of(
     walk: LastWalk | None, job_id: str, queued_index: int, class_key: ClassKey, queue: str | None
 ) -> str:
-    """``pending_reason`` from the job's marks: what it reads of the job, as values."""
+    """``pending_reason`` from what it reads of the job, given as values."""
     if walk is None or queued_index >= walk.queued:
         return "not tried yet: queued after the last cycle"
     if job_id == walk.head:

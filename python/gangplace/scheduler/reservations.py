@@ -311,10 +311,10 @@ def _blockers(
 ) -> tuple[str, ...]:
     """Why a reservation is blind: the jobs without a walltime in the way, sorted.
 
-    Where the gang would go once every running job had ended, and with no reservation in
-    its way: the running jobs without a walltime holding GPUs there and the reserved jobs
-    without one reserving GPUs there. Empty when it would not fit even then (the GPUs are
-    held by work that is not this scheduler's, unhealthy, or too few).
+    Where the gang would go with no reservation in its way, now if it fits now, else once
+    every running job had ended: the running jobs without a walltime holding GPUs there and
+    the reserved jobs without one reserving GPUs there. Empty when it would not fit even
+    then (the GPUs are held by work that is not this scheduler's, unhealthy, or too few).
     """
     ends = running.ends()
     untimed = {job_id for end, _, job_id in ends if end == math.inf}

@@ -76,7 +76,7 @@ class SchedulerViews:
     def _sealed_reasons(self) -> Callable[[], dict[str, str]]:
         """What the last cycle's reasons are made from, kept as it is now (S12).
 
-        Each class's marks (shared with the queue until the class next changes), the
+        Each class's members (shared with the queue until the class next changes), the
         quotas' reason for each class (its owner, queue and fewest GPUs are the class's),
         the walk's record and the reasons of the jobs in grace: a call that reads
         O(classes + jobs in grace), not the queue.
