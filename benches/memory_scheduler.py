@@ -101,8 +101,11 @@ def pending(jobs: int) -> dict[str, Any]:
     return figures
 
 
-def day(hours: int, history_limit: int, seed: int = 1) -> dict[str, Any]:
-    """Python's allocated bytes at the end of every simulated hour (see the module's text)."""
+def day(hours: int, history_limit: int, seed: int = 1, progress: bool = False) -> dict[str, Any]:
+    """Python's allocated bytes at the end of every simulated hour (see the module's text).
+
+    ``progress``: a line on stderr at the end of every simulated day.
+    """
     rng = random.Random(seed)
     now = [0.0]
     scheduler = Scheduler(_cluster(now), clock=lambda: now[0], history_limit=history_limit)
@@ -137,6 +140,9 @@ def day(hours: int, history_limit: int, seed: int = 1) -> dict[str, Any]:
             hourly.append({"hour": tick // 60, "python_bytes": allocated,
                            "resident_bytes": resident_bytes(),
                            "submitted": submitted, "finished": finished})  # fmt: skip
+            if progress and tick % (24 * 60) == 0:
+                print(f"day {tick // 1440} of {hours / 24:g}: {finished} jobs finished",
+                      file=sys.stderr, flush=True)  # fmt: skip
     tracemalloc.stop()
     return {"what": "day", "history_limit": history_limit, "hours": hourly}
 
@@ -162,7 +168,7 @@ def main() -> int:
     if args.what == "pending":
         print(json.dumps(pending(args.jobs)))
     else:
-        print(json.dumps(day(args.hours, args.history_limit)))
+        print(json.dumps(day(args.hours, args.history_limit, progress=args.hours > 24)))
     return 0
 
 

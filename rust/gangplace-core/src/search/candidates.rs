@@ -143,17 +143,19 @@ impl<V: CapacityView> Search<'_, V> {
         visit: &mut dyn FnMut(Item) -> Option<R>,
     ) -> Option<R> {
         let node_depth = self.topology.node_depth();
-        if node_depth >= 2
-            && let Some(found) = self.first_deepest_pick(index, need, worth, visit)
-        {
-            return Some(found);
-        }
         let mut from = need;
         while let Some((free, _)) = index.level(node_depth).at_least(from).next() {
+            let first = from == need;
             from = free + 1;
             let Ok(count) = u32::try_from(free) else {
                 return None;
             };
+            if first
+                && node_depth >= 2
+                && let Some(found) = self.first_deepest_pick(index, count, worth, visit)
+            {
+                return Some(found);
+            }
             let parents = index.level(node_depth - 1).at_least(free);
             let parents = parents
                 .filter(|&(_, id)| self.has_node_with_free(id, count))
@@ -175,24 +177,26 @@ impl<V: CapacityView> Search<'_, V> {
     }
 
     /// The walk above's first deepest domain, when the tie memo names it, and its first node
-    /// that `visit` accepts: its nodes of the fewest free count from `need`, when it has one.
+    /// that `visit` accepts among its nodes with `count` free GPUs (the walk's first count),
+    /// when it has one.
     ///
-    /// The walk's first run is the deepest domains with the fewest free GPUs (at least that
-    /// count) holding such a node, in rule 3's order; the memo's pick among all the deepest
+    /// The walk's first run is the deepest domains with the fewest free GPUs (at least
+    /// `count`) holding such a node, in rule 3's order; the memo's pick among all the deepest
     /// domains with those free GPUs, when it holds such a node, comes first in that run (a
     /// gang of pods without GPUs, which every node's count admits, then costs a few reads
     /// instead of a sort of every run of equally free racks). `None`: the walk decides.
     fn first_deepest_pick<R>(
         &self,
         index: &FreeIndex,
-        need: u64,
+        count: u32,
         worth: &dyn Fn(DomainId) -> bool,
         visit: &mut dyn FnMut(Item) -> Option<R>,
     ) -> Option<R> {
         let node_depth = self.topology.node_depth();
-        let (free, _) = index.level(node_depth).at_least(need).next()?;
-        let count = u32::try_from(free).ok()?;
-        let (least, _) = index.level(node_depth - 1).at_least(free).next()?;
+        let (least, _) = index
+            .level(node_depth - 1)
+            .at_least(u64::from(count))
+            .next()?;
         let pick = self.tied_domain(index, ROOT, node_depth - 1, least)?;
         if !self.has_node_with_free(pick, count) || !worth(pick) {
             return None;
