@@ -11,7 +11,8 @@ Clusters, built once per session (seeded):
   78% of the gangs at priority -1: about 700 preemption candidates for a gang of priority 0,
   the size of the Kueue report (kueue #13148).
 - ``all-candidates``: ``synth.build("colossus100k", fill=1.0)``, every hold at priority 0
-  (issue 29): every one of its ~6,400 allocations is a candidate for a gang of priority 10.
+  (issue 29): every one of its ~6,400 allocations is a candidate for a gang of priority 10;
+  ``all-candidates-superpod`` the same on the 16,384-GPU ``superpod`` (~1,070 allocations).
 - ``fragmented2k``: the same shape with one movable 2-GPU job on the first node of every rack
   and the rest filled with fixed gangs to 90%: no rack is whole, defragmentation must move.
 
@@ -89,6 +90,7 @@ def clusters(request: pytest.FixtureRequest) -> dict[str, Cluster]:
     two_k = SMALL if smoke else TWO_K
     return {
         "all-candidates": synth.build("tiny" if smoke else "colossus100k", fill=1.0, seed=0)[0],
+        "all-candidates-superpod": synth.build(SMALL if smoke else "superpod", fill=1.0, seed=0)[0],
         "all-candidates-2k": synth.build(SMALL if smoke else TWO_K, fill=1.0, seed=0)[0],
         "full": _filled(big, 1.0, 0.5),
         "2k": _filled(two_k, 0.95, 0.78),
@@ -142,13 +144,16 @@ def bench_plan_preemption_full_with_cpus(
     benchmark.extra_info.update(asks=asks, victims=len(plan.victims))
 
 
+@pytest.mark.parametrize("shape", ["colossus100k", "superpod"])
 @pytest.mark.parametrize("pods", [1, 8, 64])
 def bench_plan_preemption_all_candidates(
-    benchmark: Any, clusters: dict[str, Cluster], pods: int
+    benchmark: Any, clusters: dict[str, Cluster], pods: int, shape: str
 ) -> None:
-    """A pods x 8 gang of priority 10 on colossus100k full of priority-0 holds: every
-    allocation is a candidate (issue 29, part 4: goal <= 1 ms median)."""
-    cluster = clusters["all-candidates"]
+    """A pods x 8 gang of priority 10 on colossus100k (or the 16k-GPU superpod) full of
+    priority-0 holds: every allocation is a candidate (issue 29, part 4: goal <= 1 ms median;
+    issue 50, item 1: colossus100k at most 2x the superpod, docs/preemption.md "How a plan
+    finds its set")."""
+    cluster = clusters["all-candidates" if shape == "colossus100k" else "all-candidates-superpod"]
     gpus = cluster.node(cluster.nodes()[0]).gpus
     pods = min(pods, len(cluster) // 2)  # the smoke run's tiny cluster holds fewer
     request = GangRequest(pods, gpus, priority=10)

@@ -29,7 +29,7 @@ use crate::capacity::{Capacity, CapacityView};
 use crate::config::{EngineConfig, Policy};
 use crate::error::{CoreResult, internal, invalid};
 use crate::ids::{GpuSet, HoldId, NodeId};
-use crate::ledger::{Ending, HoldState, Ledger};
+use crate::ledger::{Ending, HoldState, Ledger, VictimIndex};
 use crate::level_name::LevelName;
 use crate::model::{ClusterStats, GangRequest, GpuState, NodeInfo, Placement, PodPlacement};
 use crate::search::{Demand, Plan, Search};
@@ -50,6 +50,8 @@ pub struct Engine {
     pub(crate) states: NodeStates,
     pub(crate) capacity: Capacity,
     pub(crate) ledger: Ledger,
+    /// Bounds per domain on the sets preemption may choose, kept from the ledger.
+    pub(crate) victims: VictimIndex,
 }
 
 impl Engine {
@@ -61,6 +63,7 @@ impl Engine {
             states: NodeStates::default(),
             capacity: Capacity::default(),
             ledger: Ledger::default(),
+            victims: VictimIndex::default(),
         }
     }
 
@@ -134,6 +137,7 @@ impl Engine {
     /// Adds a node; on error nothing changes.
     pub fn add_node(&mut self, spec: NodeSpec) -> CoreResult<()> {
         let added = self.topology.add_node(spec)?;
+        self.victims.topology_changed();
         let mut state = NodeState::new(added.gpus, added.unhealthy);
         state.tainted = self.topology.node(added.id).tainted();
         self.states.insert(added.id, state);
@@ -202,37 +206,6 @@ impl Engine {
             }
         });
         self.apply(&changes);
-        Ok(holders)
-    }
-
-    /// Removes a node, as a node failure would: every reservation touching it is revoked
-    /// (all its GPUs freed), every allocation touching it loses the GPUs there and stays
-    /// until released. Returns the ids of all those holds (revoked reservations and
-    /// allocations alike), sorted.
-    pub fn remove_node(&mut self, name: &str, now: f64) -> CoreResult<Vec<HoldId>> {
-        self.reclaim(now);
-        let id = self.topology.known_node(name)?;
-        let holders = self.holds_touching(id);
-        let mut changes = Changes::new();
-        for &holder in &holders {
-            let (states, ledger) = (&mut self.states, &mut self.ledger);
-            match ledger.live(holder).map(|hold| hold.state) {
-                Some(HoldState::Reserved) => {
-                    ledger.end(states, &mut changes, holder, Ending::Revoked);
-                }
-                Some(HoldState::Committed) => {
-                    ledger.detach_node(states, &mut changes, holder, id);
-                    let dropped =
-                        ledger.drop_spares(states, &mut changes, holder, (id, name), GpuSet::ALL);
-                    self.spares_dropped(&mut changes, holder, &dropped);
-                }
-                None => {}
-            }
-        }
-        self.apply(&changes);
-        self.capacity.node_removed(&self.topology, &self.states, id);
-        self.topology.remove_node(id);
-        self.states.vacate(id);
         Ok(holders)
     }
 

@@ -1,9 +1,11 @@
 //! Updating a node in place (docs/transactions.md "Node updates"): its labels at any time; its topology,
-//! GPU count and GPU groups only while no hold sits on it, by adding it again as changed.
+//! GPU count and GPU groups only while no hold sits on it, by adding it again as changed. Removing
+//! a node, as a node failure would.
 
 use super::Engine;
 use crate::error::{CoreResult, texts};
 use crate::ids::{GpuSet, HoldId, NodeId};
+use crate::ledger::{Ending, HoldState};
 use crate::model::Taint;
 use crate::model::checked_taints;
 use crate::state::{Changes, NodeState};
@@ -28,6 +30,38 @@ pub struct NodeUpdate {
 }
 
 impl Engine {
+    /// Removes a node, as a node failure would: every reservation touching it is revoked
+    /// (all its GPUs freed), every allocation touching it loses the GPUs there and stays
+    /// until released. Returns the ids of all those holds (revoked reservations and
+    /// allocations alike), sorted.
+    pub fn remove_node(&mut self, name: &str, now: f64) -> CoreResult<Vec<HoldId>> {
+        self.reclaim(now);
+        let id = self.topology.known_node(name)?;
+        let holders = self.holds_touching(id);
+        let mut changes = Changes::new();
+        for &holder in &holders {
+            let (states, ledger) = (&mut self.states, &mut self.ledger);
+            match ledger.live(holder).map(|hold| hold.state) {
+                Some(HoldState::Reserved) => {
+                    ledger.end(states, &mut changes, holder, Ending::Revoked);
+                }
+                Some(HoldState::Committed) => {
+                    ledger.detach_node(states, &mut changes, holder, id);
+                    let dropped =
+                        ledger.drop_spares(states, &mut changes, holder, (id, name), GpuSet::ALL);
+                    self.spares_dropped(&mut changes, holder, &dropped);
+                }
+                None => {}
+            }
+        }
+        self.apply(&changes);
+        self.capacity.node_removed(&self.topology, &self.states, id);
+        self.topology.remove_node(id);
+        self.victims.topology_changed();
+        self.states.vacate(id);
+        Ok(holders)
+    }
+
     /// The live holds with GPUs on node `name` (docs/transactions.md "Transactions", `holds_on`): each
     /// once, by id, with the GPUs it holds there (spares included). Expired reservations are
     /// reclaimed first.
@@ -109,6 +143,7 @@ impl Engine {
         let name = current.name.clone();
         self.capacity.node_removed(&self.topology, &self.states, id);
         self.topology.remove_node(id);
+        self.victims.topology_changed();
         self.states.vacate(id);
         let result = self.add_node(changed);
         if result.is_err() {

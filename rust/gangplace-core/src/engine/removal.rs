@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 
 use super::Engine;
 use crate::ids::{GpuSet, HoldId, NodeId};
-use crate::ledger::{Hold, HoldState};
+use crate::ledger::{Hold, HoldState, could_be_victim};
 use crate::model::RemovalLimits;
 use crate::resources::Amounts;
+use crate::search::Item;
 use crate::search::removal::Candidates;
 use crate::shares::split;
 
@@ -59,46 +60,93 @@ impl Engine {
             None => Box::new(self.ledger.live_holds()),
         };
         for (id, hold) in holds {
-            let eligible = match purpose {
-                // Fractional holds free shares, which removal sets do not count (docs/resources.md
-                // "Fractions of a GPU"): never victims, never moved.
-                Purpose::Preemption => {
-                    hold.terms.preemptible
-                        && (only.is_some() || hold.terms.priority < priority)
-                        && hold.placement.gpu_milli.is_none()
-                }
-                // A hold with ended ranks no longer matches its request (docs/transactions.md E4).
-                Purpose::Defragmentation => {
-                    // Moves re-place GPUs only: holds whose pods ask resources stay put.
-                    hold.terms.movable
-                        && hold.terms.priority <= priority
-                        && hold.ended.is_empty()
-                        && hold.pod_resources.is_empty()
-                        && hold.placement.gpu_milli.is_none()
-                }
-            };
-            let exempt = hold
-                .owner
-                .as_deref()
-                .is_some_and(|owner| limits.exempt_owners.iter().any(|e| e == owner))
-                || (!limits.exempt_holds.is_empty()
-                    && limits.exempt_holds.binary_search(&id).is_ok());
-            let old_enough = now - hold.since >= limits.min_runtime;
-            if hold.state != HoldState::Committed || !eligible || exempt || !old_enough {
-                continue;
-            }
-            let states = &self.states;
-            let freed = hold
-                .gpus_by_node
-                .iter()
-                .map(|&(node, gpus)| (node, gpus & !states.unhealthy(node)));
-            let terms = (hold.terms.priority, hold.since, hold.gpu_count());
-            match resources {
-                false => candidates.push(id, terms.0, terms.1, terms.2, freed),
-                true => candidates.push_with_resources(id, terms, self.freed_with_resources(hold)),
+            if self.removable((id, hold), (priority, only.is_some()), limits, purpose, now) {
+                self.push_candidate(&mut candidates, (id, hold), resources);
             }
         }
         candidates.sort_by_id();
+        candidates
+    }
+
+    /// Whether allocation `id` may be removed by `purpose` for a request of `priority`
+    /// (`chosen`: the caller named the candidates, docs/preemption.md P7).
+    fn removable(
+        &self,
+        (id, hold): (HoldId, &Hold),
+        (priority, chosen): (i32, bool),
+        limits: &RemovalLimits,
+        purpose: Purpose,
+        now: f64,
+    ) -> bool {
+        let eligible = match purpose {
+            // Fractional holds free shares, which removal sets do not count (docs/resources.md
+            // "Fractions of a GPU"): never victims, never moved.
+            Purpose::Preemption => {
+                could_be_victim(hold) && (chosen || hold.terms.priority < priority)
+            }
+            // A hold with ended ranks no longer matches its request (docs/transactions.md E4).
+            Purpose::Defragmentation => {
+                // Moves re-place GPUs only: holds whose pods ask resources stay put.
+                hold.terms.movable
+                    && hold.terms.priority <= priority
+                    && hold.ended.is_empty()
+                    && hold.pod_resources.is_empty()
+                    && hold.placement.gpu_milli.is_none()
+            }
+        };
+        let exempt = hold
+            .owner
+            .as_deref()
+            .is_some_and(|owner| limits.exempt_owners.iter().any(|e| e == owner))
+            || (!limits.exempt_holds.is_empty() && limits.exempt_holds.binary_search(&id).is_ok());
+        let old_enough = now - hold.since >= limits.min_runtime;
+        hold.state == HoldState::Committed && eligible && !exempt && old_enough
+    }
+
+    /// Adds allocation `id` to `candidates`: the healthy GPUs it frees per node, and with
+    /// `resources` what it frees of the nodes' other resources.
+    fn push_candidate(
+        &self,
+        candidates: &mut Candidates,
+        (id, hold): (HoldId, &Hold),
+        resources: bool,
+    ) {
+        let states = &self.states;
+        let freed = hold
+            .gpus_by_node
+            .iter()
+            .map(|&(node, gpus)| (node, gpus & !states.unhealthy(node)));
+        let terms = (hold.terms.priority, hold.since, hold.gpu_count());
+        match resources {
+            false => candidates.push(id, terms.0, terms.1, terms.2, freed),
+            true => candidates.push_with_resources(id, terms, self.freed_with_resources(hold)),
+        }
+    }
+
+    /// The candidates of preemption for a request of `priority` asking only GPUs, touching
+    /// `item` (its nodes in the view or not), sorted by id: [`Engine::candidates`] for the
+    /// holds with GPUs there alone, without named candidates (P7).
+    pub(crate) fn candidates_in(
+        &self,
+        item: Item,
+        (priority, limits, now): (i32, &RemovalLimits, f64),
+    ) -> Candidates {
+        let nodes = self.nodes_under(item);
+        let mut ids: Vec<HoldId> = (nodes.iter())
+            .flat_map(|&node| self.ledger.holders_of(node).iter().map(|&(id, _)| id))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut candidates = Candidates::default();
+        let purpose = Purpose::Preemption;
+        for id in ids {
+            let Some(hold) = self.ledger.live(id) else {
+                continue;
+            };
+            if self.removable((id, hold), (priority, false), limits, purpose, now) {
+                self.push_candidate(&mut candidates, (id, hold), false);
+            }
+        }
         candidates
     }
 

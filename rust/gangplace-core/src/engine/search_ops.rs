@@ -10,7 +10,7 @@ use crate::error::{CoreResult, internal};
 use crate::limits::MAX_GPUS_PER_NODE;
 use crate::model::GangRequest;
 use crate::resources::Amounts;
-use crate::search::removal::{Candidates, Choice, Found, World};
+use crate::search::removal::{Candidates, Choice, Descent, Found, Summaries, World};
 use crate::search::{Demand, Item, LevelBest, Plan, Search};
 use crate::shapes::Layers;
 use crate::state::NodeStates;
@@ -114,6 +114,13 @@ pub(crate) trait SearchOps {
         candidates: &Candidates,
         max_members: Option<usize>,
     ) -> CoreResult<Option<Found>>;
+    fn removal_by_descent(
+        &self,
+        demand: &Demand,
+        bounds: (&dyn Summaries, i32, usize),
+        gather: &mut dyn FnMut(Item) -> Candidates,
+        max_members: Option<usize>,
+    ) -> CoreResult<Descent>;
     fn removal_at(&self, depth: usize, pods: u64, candidates: &Candidates) -> Option<(u64, i32)>;
     fn removal_choices(&self, candidates: &Candidates, depth: usize, pods: u64) -> Vec<Choice>;
     fn place_after_removal(
@@ -148,6 +155,16 @@ impl<V: CapacityView> SearchOps for Search<'_, V> {
         max_members: Option<usize>,
     ) -> CoreResult<Option<Found>> {
         crate::search::removal::find(self, demand, candidates, max_members)
+    }
+
+    fn removal_by_descent(
+        &self,
+        demand: &Demand,
+        bounds: (&dyn Summaries, i32, usize),
+        gather: &mut dyn FnMut(Item) -> Candidates,
+        max_members: Option<usize>,
+    ) -> CoreResult<Descent> {
+        crate::search::removal::find_by_descent(self, demand, bounds, gather, max_members)
     }
 
     fn removal_at(&self, depth: usize, pods: u64, candidates: &Candidates) -> Option<(u64, i32)> {

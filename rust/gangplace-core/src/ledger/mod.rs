@@ -6,9 +6,13 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
+mod changed;
 mod pods;
 mod repairs;
+mod victims;
+
 use std::sync::Arc;
+pub(crate) use victims::{VictimIndex, could_be_victim};
 
 use crate::error::{CoreResult, internal};
 use crate::ids::{GpuSet, HoldId, NodeId};
@@ -205,6 +209,9 @@ pub struct Ledger {
     /// (`Hold::held_differs`): with the holds on unhealthy GPUs, the only ones that may have
     /// lost ranks, so that finding those reads no other hold.
     irregular: BTreeSet<HoldId>,
+    /// The nodes whose holds changed since the last [`Ledger::take_changed`] (module
+    /// `changed`): what the kept preemption index re-reads.
+    changed: changed::ChangedNodes,
     /// `Some(state)`: ids come from a seeded generator (splitmix64) instead of the operating
     /// system's randomness, so that a run is repeatable (simulations, tests).
     seeded_ids: std::cell::Cell<Option<u64>>,
@@ -344,12 +351,14 @@ impl Ledger {
             self.holders.resize_with(slot + 1, Vec::new);
         }
         self.holders[slot].push((id, gpus));
+        self.changed.mark(node);
     }
 
     fn remove_holder(&mut self, node: NodeId, id: HoldId) {
         if let Some(holders) = self.holders.get_mut(node as usize) {
             holders.retain(|&(holder, _)| holder != id);
         }
+        self.changed.mark(node);
     }
 
     /// The test-only failpoint: after the first node of a mutation has changed.
@@ -399,6 +408,7 @@ impl Ledger {
 
     /// Changes a live hold's priority.
     pub fn set_priority(&mut self, id: HoldId, priority: i32) {
+        self.note_hold(id);
         if let Some(hold) = self.live.get_mut(&id) {
             hold.terms.priority = priority;
         }
@@ -406,6 +416,7 @@ impl Ledger {
 
     /// Turns a reservation into an allocation at `now`; the GPUs stay held.
     pub fn commit(&mut self, states: &mut NodeStates, changes: &mut Changes, id: HoldId, now: f64) {
+        self.note_hold(id);
         let Some(hold) = self.live.get_mut(&id) else {
             return;
         };
@@ -476,6 +487,7 @@ impl Ledger {
         id: HoldId,
         node: NodeId,
     ) {
+        self.note_hold(id);
         let Some(hold) = self.live.get_mut(&id) else {
             return;
         };

@@ -17,6 +17,7 @@ impl Ledger {
         ranks: &[u64],
         freed: &[(NodeId, GpuSet)],
     ) {
+        self.note_hold(id);
         let Some(hold) = self.live.get_mut(&id) else {
             return;
         };
@@ -61,6 +62,7 @@ impl Ledger {
         pod_resources: std::sync::Arc<[crate::resources::Amounts]>,
         by_node: Vec<(NodeId, crate::resources::Amounts)>,
     ) {
+        self.note_hold(id);
         let Some(hold) = self.live.get_mut(&id) else {
             return;
         };
@@ -92,6 +94,7 @@ impl Ledger {
         (placement, terms): (std::sync::Arc<crate::model::Placement>, crate::model::Terms),
         added: &[(NodeId, GpuSet)],
     ) {
+        self.note_hold(id);
         let Some(hold) = self.live.get_mut(&id) else {
             return;
         };

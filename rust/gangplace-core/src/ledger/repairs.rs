@@ -50,6 +50,7 @@ impl Ledger {
             states.update(node, changes, |state| state.allocated &= !gpus);
         }
         let target = link.allocation;
+        self.note_hold(target);
         let Some(allocation) = self.live.get_mut(&target) else {
             self.recheck(id);
             return;
@@ -96,6 +97,7 @@ impl Ledger {
         (node, name): (NodeId, &str),
         gpus: GpuSet,
     ) -> Vec<usize> {
+        self.note_hold(id);
         let Some(hold) = self.live.get_mut(&id) else {
             return Vec::new();
         };
@@ -143,6 +145,7 @@ impl Ledger {
         id: HoldId,
         pods: &[(NodeId, crate::model::PodPlacement)],
     ) {
+        self.note_hold(id);
         let Some(hold) = self.live.get_mut(&id) else {
             return;
         };
@@ -165,6 +168,7 @@ impl Ledger {
         id: HoldId,
         added: &[(NodeId, GpuSet)],
     ) {
+        self.note_hold(id);
         let Some(hold) = self.live.get_mut(&id) else {
             return;
         };

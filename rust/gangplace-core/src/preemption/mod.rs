@@ -17,7 +17,8 @@ use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, HoldState};
 use crate::model::AnyRequest;
 use crate::model::{GangRequest, Placement, PreemptionPlan, RemovalLimits, Reservation};
-use crate::search::Plan;
+use crate::search::removal::{Candidates, Descent, Found, Summaries};
+use crate::search::{Demand, Plan};
 use crate::state::Changes;
 
 /// Healthy GPUs about to be freed, per node.
@@ -55,11 +56,23 @@ impl Engine {
         // A request asking resources besides GPUs counts what the victims give back of them
         // too (docs/resources.md "Node resources").
         let resources = !request.resources.is_empty();
-        let candidates =
-            self.counted_candidates(priority, limits, Purpose::Preemption, now, resources);
-        let found = self.with_removal_search(request, |search| {
-            search.removal(&demand, &candidates, limits.max_members)
-        })??;
+        // The kept index knows where holds have GPUs, not where they hold other resources:
+        // named candidates (P7) and requests asking resources read every candidate.
+        let found = match limits.only_holds.is_none() && !resources {
+            true => self.found_by_descent(request, &demand, limits, now)?,
+            false => None,
+        };
+        let (candidates, found) = match found {
+            Some(found) => found,
+            None => {
+                let purpose = Purpose::Preemption;
+                let candidates = self.counted_candidates(priority, limits, purpose, now, resources);
+                let found = self.with_removal_search(request, |search| {
+                    search.removal(&demand, &candidates, limits.max_members)
+                })??;
+                (candidates, found)
+            }
+        };
         let Some(found) = found else {
             return Ok(None);
         };
@@ -74,6 +87,77 @@ impl Engine {
             max_victim_priority: members.map(|c| c.priority).max(),
             chosen_victims: limits.only_holds.is_some(),
         }))
+    }
+
+    /// The set P3-P6 choose, found from the kept index (docs/preemption.md "How a plan finds
+    /// its set"), with the candidates its members index; `None` when the descent does not
+    /// apply and every candidate must be read. Test builds check the answer against that.
+    fn found_by_descent(
+        &mut self,
+        request: &Arc<GangRequest>,
+        demand: &Demand,
+        limits: &RemovalLimits,
+        now: f64,
+    ) -> CoreResult<Option<(Candidates, Option<Found>)>> {
+        self.victims.refresh(&self.topology, &mut self.ledger);
+        let priority = request.terms.priority;
+        let mut gather = |item| self.candidates_in(item, (priority, limits, now));
+        // The descent pays per candidate it reads, and more than a plan over every one when
+        // its bounds prune little: past 32 and a 64th of the live holds, it gives up.
+        let budget = 32 + self.ledger.live_count() / 64;
+        let descent = self.with_removal_search(request, |search| {
+            let bounds = (&self.victims as &dyn Summaries, priority, budget);
+            search.removal_by_descent(demand, bounds, &mut gather, limits.max_members)
+        })??;
+        let answer = match descent {
+            Descent::NotApplicable => return Ok(None),
+            Descent::Found(candidates, found) => (candidates, Some(found)),
+            // An elastic gang tries fewer pods over every candidate (P6).
+            Descent::NoneFound if demand.min_pods < demand.pods => return Ok(None),
+            Descent::NoneFound => (Candidates::default(), None),
+        };
+        #[cfg(feature = "testing")]
+        self.check_descent(request, demand, limits, now, &answer)?;
+        Ok(Some(answer))
+    }
+
+    /// Test builds: the descent's set is the one planned over every candidate.
+    #[cfg(feature = "testing")]
+    fn check_descent(
+        &self,
+        request: &Arc<GangRequest>,
+        demand: &Demand,
+        limits: &RemovalLimits,
+        now: f64,
+        (candidates, found): &(Candidates, Option<Found>),
+    ) -> CoreResult<()> {
+        let purpose = Purpose::Preemption;
+        let priority = request.terms.priority;
+        let all = self.counted_candidates(priority, limits, purpose, now, false);
+        let expected = self.with_removal_search(request, |search| {
+            search.removal(demand, &all, limits.max_members)
+        })??;
+        let ids = |found: &Found, candidates: &Candidates| {
+            let mut ids: Vec<HoldId> = found
+                .choice
+                .members
+                .iter()
+                .map(|&m| candidates[m].id)
+                .collect();
+            ids.sort_unstable();
+            (
+                ids,
+                found.choice.item,
+                found.choice.free_after,
+                found.plan.clone(),
+            )
+        };
+        assert_eq!(
+            found.as_ref().map(|found| ids(found, candidates)),
+            expected.as_ref().map(|found| ids(found, &all)),
+            "the descent chose another set than the planner over every candidate"
+        );
+        Ok(())
     }
 
     /// Refuses a plan whose victims are no longer live allocations ranking below

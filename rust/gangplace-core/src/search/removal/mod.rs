@@ -12,12 +12,14 @@
 //! whose restoration keeps the fit is restored. Capacity only grows as GPUs are freed, so the
 //! result is 1-minimal: restoring any single member breaks the fit.
 
+mod descent;
 mod most_held;
 mod planner;
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 
+pub use descent::{Descent, Summaries, Summary, find_by_descent};
 pub use planner::Planner;
 
 use crate::capacity::{CapacityView, Overlay};

@@ -172,7 +172,7 @@ fn by_rank(helds: Vec<Held>, rank: impl Fn(NodeId) -> usize, slots: usize) -> Ve
 
 /// P5's key without its path: (highest member priority, member count, GPUs the members
 /// hold, free healthy GPUs of the domain after removal). Smaller is better.
-type ShortKey = (i32, usize, u64, u64);
+pub(super) type ShortKey = (i32, usize, u64, u64);
 
 /// The removal sets of one search (one view, one pod size).
 #[derive(Debug)]
@@ -206,6 +206,12 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
         }
         let slots = search.topology().node_slots();
         let ordered = match view.ranks() {
+            // A few entries (one domain's, docs/preemption.md "How a plan finds its set"):
+            // a comparison sort, not a count over every node slot.
+            Some(ranks) if helds.len() < slots / 16 => {
+                helds.sort_unstable_by_key(|held| (ranks.node_rank(held.node), held.candidate));
+                helds
+            }
             Some(ranks) => by_rank(helds, |node| ranks.node_rank(node) as usize, slots),
             None => {
                 helds.sort_by_cached_key(|held| {
@@ -345,6 +351,37 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
             }
         }
         best.map(|(_, choice)| choice)
+    }
+
+    /// P3-P4 in `item` alone (an item of `depth`), with P5's short key: `None` when no
+    /// candidate touches it or it would not hold `pods` with all of them removed. Only the
+    /// candidates touching `item` matter, so a planner over just those answers as one over
+    /// every candidate would.
+    pub(super) fn choice_in(
+        &self,
+        depth: usize,
+        item: Item,
+        pods: u64,
+    ) -> Option<(ShortKey, Choice)> {
+        let span = self
+            .spans(depth)
+            .into_iter()
+            .find(|span| span.item == item)?;
+        if self.capacity_with_all_removed(&span) < pods {
+            return None;
+        }
+        let mut scratch = Scratch::default();
+        let free_after = self.choose(&span, pods, &mut scratch);
+        let key = self.short_key(&scratch.members, free_after);
+        let members = scratch.members;
+        Some((
+            key,
+            Choice {
+                item,
+                members,
+                free_after,
+            },
+        ))
     }
 
     /// A key no choice in the span can be below (`None` when the item holds the pods
