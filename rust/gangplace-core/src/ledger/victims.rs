@@ -3,11 +3,13 @@
 //! from the ledger's list of changed nodes, so that a plan reads bounds per domain and visits
 //! only the allocations of the domains it considers ([`crate::search::removal`]'s descent).
 
+use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
 
 use super::{Hold, HoldState, Ledger};
-use crate::ids::{DomainId, NodeId};
+use crate::ids::{DomainId, HoldId, NodeId};
+use crate::search::Item;
 use crate::search::removal::{Summaries, Summary};
 use crate::topology::{Topology, Walked};
 
@@ -24,36 +26,162 @@ pub(crate) fn could_be_victim(hold: &Hold) -> bool {
 #[derive(Debug, Default, Clone)]
 pub(crate) struct VictimIndex {
     nodes: Vec<Summary>,
+    /// Per node slot: the GPUs each allocation summed up there holds on the node, most first.
+    node_inside: Vec<NodeInside>,
     domains: Vec<Summary>,
+    /// Per domain slot, once a plan asked: the GPUs each allocation summed up there has
+    /// inside the domain, most first (`None`: not made, or dropped by a change under it).
+    inside: RefCell<Vec<Option<Vec<u64>>>>,
     /// Whether the summaries match the topology (false after a node is added or removed).
     built: bool,
 }
 
-impl Summaries for VictimIndex {
+/// The index as a plan reads it: with the ledger and the topology, to make the GPUs inside
+/// a domain when first asked.
+pub(crate) struct KeptBounds<'a> {
+    index: &'a VictimIndex,
+    topology: &'a Topology,
+    ledger: &'a Ledger,
+}
+
+impl Summaries for KeptBounds<'_> {
+    fn node(&self, node: NodeId) -> Summary {
+        self.index.node(node)
+    }
+
+    fn domain(&self, domain: DomainId) -> Summary {
+        self.index.domain(domain)
+    }
+
+    fn fewest_reaching(&self, item: Item, lacking: u64) -> Option<u64> {
+        match item {
+            Item::Node(node) => {
+                let on_node = self.index.node_inside.get(node as usize);
+                let gpus = on_node.map_or(&[][..], |gpus| &gpus[..]);
+                fewest_reaching(gpus.iter().map(|&gpus| u64::from(gpus)), lacking)
+            }
+            Item::Domain(domain) => self.with_inside(domain, |gpus| {
+                fewest_reaching(gpus.iter().copied(), lacking)
+            }),
+        }
+    }
+
+    fn touching(&self, item: Item) -> usize {
+        match item {
+            Item::Node(node) => self
+                .index
+                .node_inside
+                .get(node as usize)
+                .map_or(0, |g| g.len()),
+            Item::Domain(domain) => self.with_inside(domain, <[u64]>::len),
+        }
+    }
+}
+
+impl KeptBounds<'_> {
+    /// `read` of the GPUs each allocation summed up in `domain` has inside it, most first
+    /// (made and kept when first asked).
+    fn with_inside<R>(&self, domain: DomainId, read: impl FnOnce(&[u64]) -> R) -> R {
+        let mut cache = self.index.inside.borrow_mut();
+        let slot = domain as usize;
+        if cache.len() <= slot {
+            cache.resize(slot + 1, None);
+        }
+        let gpus = cache[slot]
+            .get_or_insert_with(|| inside(self.ledger, &nodes_under(self.topology, domain)));
+        read(gpus)
+    }
+}
+
+/// The fewest of `most_first` (GPUs, most first) that reach `lacking` together (`None`: all
+/// of them do not).
+fn fewest_reaching(most_first: impl Iterator<Item = u64>, lacking: u64) -> Option<u64> {
+    let (mut sum, mut taken) = (0u64, 0u64);
+    for gpus in most_first {
+        if sum >= lacking {
+            return Some(taken);
+        }
+        sum += gpus;
+        taken += 1;
+    }
+    (sum >= lacking).then_some(taken)
+}
+
+/// The nodes under domain `id`.
+fn nodes_under(topology: &Topology, id: DomainId) -> Vec<NodeId> {
+    let mut nodes = Vec::new();
+    let mut stack = vec![id];
+    while let Some(id) = stack.pop() {
+        let domain = topology.domain(id);
+        stack.extend_from_slice(&domain.child_domains);
+        nodes.extend_from_slice(&domain.child_nodes);
+    }
+    nodes
+}
+
+/// The GPUs each allocation that could be a victim holds on `nodes`, most first.
+fn inside(ledger: &Ledger, nodes: &[NodeId]) -> Vec<u64> {
+    let mut held: Vec<(HoldId, u64)> = Vec::new();
+    for &node in nodes {
+        for &(id, gpus) in ledger.holders_of(node) {
+            if ledger.live(id).is_some_and(could_be_victim) {
+                held.push((id, u64::from(gpus.count())));
+            }
+        }
+    }
+    held.sort_unstable_by_key(|&(id, _)| id);
+    let mut counts: Vec<u64> = held
+        .chunk_by(|a, b| a.0 == b.0)
+        .map(|run| run.iter().map(|&(_, gpus)| gpus).sum())
+        .collect();
+    counts.sort_unstable_by(|a, b| b.cmp(a));
+    counts
+}
+
+/// GPUs per allocation on one node, most first.
+type NodeInside = smallvec::SmallVec<[u32; 4]>;
+
+/// The summary of the holds on `node`, and the GPUs each holds there, most first.
+fn node_summary(ledger: &Ledger, node: NodeId) -> (Summary, NodeInside) {
+    let mut summary = Summary::default();
+    let mut inside = NodeInside::new();
+    for &(id, gpus) in ledger.holders_of(node) {
+        if let Some(hold) = ledger.live(id).filter(|hold| could_be_victim(hold)) {
+            summary.add(hold.terms.priority, hold.gpu_count());
+            inside.push(gpus.count());
+        }
+    }
+    inside.sort_unstable_by(|a, b| b.cmp(a));
+    (summary, inside)
+}
+
+impl VictimIndex {
+    /// A node's summary.
     fn node(&self, node: NodeId) -> Summary {
         self.nodes.get(node as usize).copied().unwrap_or_default()
     }
 
+    /// A domain's summary.
     fn domain(&self, domain: DomainId) -> Summary {
         self.domains
             .get(domain as usize)
             .copied()
             .unwrap_or_default()
     }
-}
 
-/// The summary of the holds on `node`.
-fn node_summary(ledger: &Ledger, node: NodeId) -> Summary {
-    let mut summary = Summary::default();
-    for &(id, _) in ledger.holders_of(node) {
-        if let Some(hold) = ledger.live(id).filter(|hold| could_be_victim(hold)) {
-            summary.add(hold.terms.priority, hold.gpu_count());
+    /// The index as a plan reads it.
+    pub(crate) fn bounds<'a>(
+        &'a self,
+        topology: &'a Topology,
+        ledger: &'a Ledger,
+    ) -> KeptBounds<'a> {
+        KeptBounds {
+            index: self,
+            topology,
+            ledger,
         }
     }
-    summary
-}
 
-impl VictimIndex {
     /// Marks the summaries stale: the topology changed (a node added or removed).
     pub(crate) fn topology_changed(&mut self) {
         self.built = false;
@@ -70,7 +198,8 @@ impl VictimIndex {
         {
             let whole = Self::built(topology, ledger);
             let live = |index: &Self| {
-                let nodes = topology.nodes().map(|(id, _)| index.node(id));
+                let nodes = (topology.nodes())
+                    .map(|(id, _)| (index.node(id), index.node_inside[id as usize].clone()));
                 let mut domains = Vec::new();
                 topology.walk(|walked| {
                     if let Walked::Domain(_, id) = walked {
@@ -84,6 +213,13 @@ impl VictimIndex {
                 live(&whole),
                 "the kept preemption index is stale"
             );
+            for (domain, kept) in (0..).zip(self.inside.borrow().iter()) {
+                let fresh = || inside(ledger, &nodes_under(topology, domain));
+                assert!(
+                    kept.as_ref().is_none_or(|kept| *kept == fresh()),
+                    "stale GPUs inside"
+                );
+            }
         }
     }
 
@@ -91,12 +227,17 @@ impl VictimIndex {
     fn built(topology: &Topology, ledger: &Ledger) -> Self {
         let mut index = Self {
             nodes: vec![Summary::default(); topology.node_slots()],
+            node_inside: vec![NodeInside::new(); topology.node_slots()],
             domains: vec![Summary::default(); topology.domain_slots()],
+            inside: RefCell::new(Vec::new()),
             built: true,
         };
         let mut preorder = Vec::new();
         topology.walk(|walked| match walked {
-            Walked::Node(_, node) => index.nodes[node as usize] = node_summary(ledger, node),
+            Walked::Node(_, node) => {
+                let slot = node as usize;
+                (index.nodes[slot], index.node_inside[slot]) = node_summary(ledger, node);
+            }
             Walked::Domain(_, id) => preorder.push(id),
         });
         // Children come after their parent in preorder: backwards, every child is done first.
@@ -113,9 +254,16 @@ impl VictimIndex {
             if (node as usize) >= self.nodes.len() || topology.node(node).is_vacant() {
                 continue;
             }
-            self.nodes[node as usize] = node_summary(ledger, node);
+            let slot = node as usize;
+            (self.nodes[slot], self.node_inside[slot]) = node_summary(ledger, node);
             for id in topology.ancestors(topology.node(node).domain) {
                 domains.insert((Reverse(topology.domain(id).depth), id));
+            }
+        }
+        let inside = self.inside.get_mut();
+        for &(_, id) in &domains {
+            if let Some(kept) = inside.get_mut(id as usize) {
+                *kept = None;
             }
         }
         for (_, id) in domains {

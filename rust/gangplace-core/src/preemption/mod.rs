@@ -106,7 +106,8 @@ impl Engine {
         // its bounds prune little: past 32 and a 64th of the live holds, it gives up.
         let budget = 32 + self.ledger.live_count() / 64;
         let descent = self.with_removal_search(request, |search| {
-            let bounds = (&self.victims as &dyn Summaries, priority, budget);
+            let kept = self.victims.bounds(&self.topology, &self.ledger);
+            let bounds = (&kept as &dyn Summaries, priority, budget);
             search.removal_by_descent(demand, bounds, &mut gather, limits.max_members)
         })??;
         let answer = match descent {

@@ -69,6 +69,11 @@ pub trait Summaries {
     fn node(&self, node: NodeId) -> Summary;
     /// A domain's: of every node under it.
     fn domain(&self, domain: crate::ids::DomainId) -> Summary;
+    /// The fewest of the summed allocations whose GPUs inside `item` (not in total) reach
+    /// `lacking`; `None` when all of them together do not.
+    fn fewest_reaching(&self, item: Item, lacking: u64) -> Option<u64>;
+    /// How many of the summed allocations touch `item` (at least its candidates).
+    fn touching(&self, item: Item) -> usize;
 }
 
 /// What the descent answers: not applicable (the caller plans over every candidate), or the
@@ -87,13 +92,16 @@ pub enum Descent {
 
 /// A lower bound on P5's short key of any set chosen in an item whose candidates are summed
 /// up by `summary`, for a gang of `need` GPUs where the item has `free_now` (no item holds
-/// the gang as it is). At least one member; its members free at least the GPUs missing,
-/// each at most `most_held`, so together they hold at least that many; if its highest
+/// the gang as it is). At least one member, and at least `fewest`; its members free at least
+/// the GPUs missing, each at most `most_held`, so together they hold at least that many; if its highest
 /// priority is the lowest one, every member has it and holds at least the least GPUs held
 /// at it; the free GPUs after are at least those now and those the gang needs.
-fn bound(summary: Summary, need: u64, free_now: u64) -> ShortKey {
+fn bound(summary: Summary, need: u64, free_now: u64, fewest: u64) -> ShortKey {
     let lacking = need.saturating_sub(free_now);
-    let members = lacking.div_ceil(summary.most_held.max(1)).max(1);
+    let members = lacking
+        .div_ceil(summary.most_held.max(1))
+        .max(fewest)
+        .max(1);
     let (priority, least_held) = summary.lowest;
     let held = least_held.saturating_mul(members).max(lacking);
     let members = usize::try_from(members).unwrap_or(usize::MAX);
@@ -159,8 +167,28 @@ impl<V: CapacityView> Level<'_, '_, V> {
             return;
         };
         let free_now = self.search.free_gpus(item);
-        let key = bound(summary, self.need, free_now);
+        // An item of the level is bounded by the GPUs each allocation has inside it; one
+        // whose allocations cannot free the GPUs missing even all together is left out.
+        let fewest = match self.at_level(item) {
+            true => {
+                let lacking = self.need.saturating_sub(free_now);
+                let Some(fewest) = self.summaries.fewest_reaching(item, lacking) else {
+                    return;
+                };
+                fewest
+            }
+            false => 0,
+        };
+        let key = bound(summary, self.need, free_now, fewest);
         self.frontier.push(Reverse((key, rank, item)));
+    }
+
+    /// Whether `item` is of the level searched.
+    fn at_level(&self, item: Item) -> bool {
+        match item {
+            Item::Node(_) => true,
+            Item::Domain(id) => self.search.topology().domain(id).depth == self.depth,
+        }
     }
 }
 
@@ -244,15 +272,15 @@ impl<V: CapacityView> Level<'_, '_, V> {
             {
                 break;
             }
-            let at_level = match item {
-                Item::Node(_) => true,
-                Item::Domain(id) => self.search.topology().domain(id).depth == self.depth,
-            };
-            if !at_level {
+            if !self.at_level(item) {
                 for child in children(self.search, item) {
                     self.push(child);
                 }
                 continue;
+            }
+            // Known before reading them: give up without paying for them.
+            if self.summaries.touching(item) > self.budget {
+                return Err(GaveUp);
             }
             let candidates = gather(item);
             self.budget = self.budget.checked_sub(candidates.len()).ok_or(GaveUp)?;
