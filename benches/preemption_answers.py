@@ -7,10 +7,11 @@ seed and compare the files; any differing line is a plan that changed.
     cmp /tmp/old.jsonl /tmp/answers-new.jsonl
 
 Each cluster is a random tree (1-4 blocks x 1-4 racks x 1-6 nodes of 4 or 8 GPUs, some
-unhealthy), loaded with random jobs (priorities -2..2, preemptible or not, owners, some only
-reserved, some nodes labelled), then asked several random gangs (sizes, levels, priorities,
-selectors, elastic minimums) with random limits (victim caps, exempt owners, a minimum
-runtime). Ids come from a seeded generator, so the answers of two builds compare line by line.
+unhealthy; on two thirds of them, 16-64 or 96-192 cores per node), loaded with random jobs
+(priorities -2..2, preemptible or not, owners, some only reserved, some asking cores), then
+asked several random gangs (sizes, levels, priorities, selectors, elastic minimums, cores)
+with random limits (victim caps, exempt owners, a minimum runtime). Ids come from a seeded
+generator, so the answers of two builds compare line by line.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def _cluster(rng: random.Random, clock: Clock) -> Cluster:
     cluster.seed_ids(rng.randrange(2**32))
     blocks, racks, nodes = rng.randint(1, 4), rng.randint(1, 4), rng.randint(1, 6)
     gpus = rng.choice((4, 8))
+    cores = rng.choice((None, (16_000, 64_000), (96_000, 192_000)))
     for b in range(blocks):
         for r in range(racks):
             for n in range(nodes):
@@ -53,8 +55,16 @@ def _cluster(rng: random.Random, clock: Clock) -> Cluster:
                     topology={"block": f"b{b}", "rack": f"b{b}r{r}"},
                     unhealthy=unhealthy,
                     labels=zone,
+                    resources=None if cores is None else {"cpu": rng.choice(cores)},
                 )
     return cluster
+
+
+def _cpu(cluster: Cluster, rng: random.Random) -> dict[str, int] | None:
+    """Cores per pod, asked now and then on clusters that have them."""
+    if not cluster.node(cluster.nodes()[0]).resources or rng.random() < 0.6:
+        return None
+    return {"cpu": rng.choice((2_000, 8_000, 24_000))}
 
 
 def _load(cluster: Cluster, rng: random.Random, clock: Clock) -> None:
@@ -65,6 +75,7 @@ def _load(cluster: Cluster, rng: random.Random, clock: Clock) -> None:
             required_level=rng.choice((None, "node", "rack", "block")),
             priority=rng.randint(-2, 2),
             preemptible=rng.random() < 0.85,
+            resources_per_pod=_cpu(cluster, rng),
         )
         owner = rng.choice(OWNERS)
         clock.now += rng.random()
@@ -85,6 +96,7 @@ def _answer(cluster: Cluster, rng: random.Random) -> dict[str, Any]:
         required_level=rng.choice((None, "node", "rack", "block")),
         priority=rng.randint(-1, 3),
         selector=rng.choice((None, {"zone": "x"})),
+        resources_per_pod=_cpu(cluster, rng),
     )
     limits: dict[str, Any] = {}
     if rng.random() < 0.3:

@@ -75,3 +75,29 @@ def test_equal_priorities_plan_as_the_reference_after_changes(
             oracle.release(held[-1][1])
             held.pop()
         _same(engine, oracle, gang)
+
+
+def test_a_domain_with_free_gpus_elsewhere_still_wins_on_its_path() -> None:
+    """Two nodes tie on every key but the path; the first one's block has free GPUs on
+    other nodes. The bound of a block must not count those as free after: the node of the
+    smaller path wins, as P5 says (a bound that did was found by the A/B of
+    benches/preemption_answers.py, and this test failed with it)."""
+    engine, oracle = Cluster(LEVELS), reference.Cluster(LEVELS)
+    clusters: tuple[Any, Any] = (engine, oracle)
+    for cluster in clusters:
+        cluster._use_sequential_ids(1)
+        for block, nodes in (("b0", 3), ("b1", 1)):
+            for n in range(nodes):
+                name = f"{block}n{n}"
+                topology = {"block": block, "rack": f"{block}r"}
+                cluster.add_node(name, gpus=8, topology=topology, labels={"host": name})
+        for name in ("b0n0", "b1n0"):  # the two tied victims
+            request = GangRequest(1, 8, priority=-2, selector={"host": name})
+            cluster.commit(cluster.reserve(request))
+        for name in ("b0n1", "b0n2"):  # 7 free GPUs each: 14 free in block b0
+            request = GangRequest(1, 1, priority=5, selector={"host": name})
+            cluster.commit(cluster.reserve(request))
+    gang = GangRequest(1, 8, priority=3)
+    plan = engine.plan_preemption(gang)
+    assert plan is not None and [pod.node for pod in plan.placement.pods] == ["b0n0"]
+    _same(engine, oracle, gang)

@@ -145,11 +145,7 @@ impl Engine {
         if !request.filter.is_plain() || request.gpu_milli.is_some() {
             return Ok(());
         }
-        let need = self
-            .topology
-            .resources()
-            .names()
-            .resolve(&request.resources)?;
+        let need = self.asked(request)?;
         let state = (&self.topology, &self.states, &self.capacity);
         if !super::search_ops::resources_bind(state, request, &need) {
             return Ok(());

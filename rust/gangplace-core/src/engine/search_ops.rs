@@ -29,8 +29,10 @@ pub(super) fn search_over<R>(
     // The names were checked by `Engine::demand`, which every search of a request follows.
     let layers = Layers::resolve(topology, &request.slices, 0)?;
     let need = topology.resources().names().resolve(&request.resources)?;
-    let binds = !need.is_empty()
-        && (removal || resources_bind((topology, states, capacity), request, &need));
+    let binds = match removal {
+        false => resources_bind((topology, states, capacity), request, &need),
+        true => resources_bind_after_removal((topology, states, capacity), request, &need),
+    };
     let fit = binds.then(|| {
         ResourceFit::new(
             &need,
@@ -76,10 +78,6 @@ pub(super) fn resources_bind(
     request: &GangRequest,
     need: &Amounts,
 ) -> bool {
-    if need.is_empty() {
-        return false;
-    }
-    let size = request.whole_gpus();
     // A request that tolerates taints may use tainted nodes, which the cluster's own view
     // leaves out: its most free node is not known there, so the bound is the largest node.
     let view = capacity.cluster_view(states);
@@ -89,10 +87,49 @@ pub(super) fn resources_bind(
     let most_free = index.map_or(u64::from(MAX_GPUS_PER_NODE), |index| {
         index.level(topology.node_depth()).most_free()
     });
+    binds_up_to(states, request, need, most_free)
+}
+
+impl super::Engine {
+    /// Whether a removal set for `request` counts its resources besides GPUs: they may bind
+    /// once allocations are removed (docs/preemption.md "Resources").
+    pub(crate) fn removal_counts_resources(&self, request: &GangRequest) -> CoreResult<bool> {
+        let need = self.asked(request)?;
+        let state = (&self.topology, &self.states, &self.capacity);
+        Ok(resources_bind_after_removal(state, request, &need))
+    }
+
+    /// The resources besides GPUs each pod of `request` asks, by index.
+    pub(crate) fn asked(&self, request: &GangRequest) -> CoreResult<Amounts> {
+        let names = self.topology.resources().names();
+        names.resolve(&request.resources)
+    }
+}
+
+/// Whether `request`'s resources may bind once allocations are removed: the removals give
+/// back resources and GPUs, so a node may then hold as many pods as its GPUs allow, and
+/// none has more GPUs than the largest node (docs/resources.md "Node resources").
+fn resources_bind_after_removal(
+    (topology, states, capacity): (&Topology, &NodeStates, &Capacity),
+    request: &GangRequest,
+    need: &Amounts,
+) -> bool {
+    let largest = capacity.largest_domain(topology.node_depth());
+    let largest = largest.unwrap_or(u64::from(MAX_GPUS_PER_NODE));
+    binds_up_to(states, request, need, largest)
+}
+
+/// Whether some live node's free resources hold fewer pods of `request` asking `need` than
+/// `gpus` GPUs would.
+fn binds_up_to(states: &NodeStates, request: &GangRequest, need: &Amounts, gpus: u64) -> bool {
+    if need.is_empty() {
+        return false;
+    }
+    let size = request.whole_gpus();
     size == 0
         || !states
             .resource_use()
-            .never_binds(need, most_free / u64::from(size))
+            .never_binds(need, gpus / u64::from(size))
 }
 
 /// The kept-counts key of `request`'s shape asking `need`.

@@ -26,12 +26,14 @@ pub(crate) fn could_be_victim(hold: &Hold) -> bool {
 #[derive(Debug, Default, Clone)]
 pub(crate) struct VictimIndex {
     nodes: Vec<Summary>,
-    /// Per node slot: the GPUs each allocation summed up there holds on the node, most first.
+    /// Per node slot: the GPUs each allocation summed up there holds on the node, with its
+    /// priority, most GPUs first.
     node_inside: Vec<NodeInside>,
     domains: Vec<Summary>,
     /// Per domain slot, once a plan asked: the GPUs each allocation summed up there has
-    /// inside the domain, most first (`None`: not made, or dropped by a change under it).
-    inside: RefCell<Vec<Option<Vec<u64>>>>,
+    /// inside the domain, with its priority, most GPUs first (`None`: not made, or dropped by
+    /// a change under it).
+    inside: RefCell<Vec<Option<Vec<Inside>>>>,
     /// Whether the summaries match the topology (false after a node is added or removed).
     built: bool,
 }
@@ -53,27 +55,26 @@ impl Summaries for KeptBounds<'_> {
         self.index.domain(domain)
     }
 
-    fn fewest_reaching(&self, item: Item, lacking: u64) -> Option<u64> {
+    fn fewest_reaching(&self, item: Item, lacking: u64, below: i32) -> Option<u64> {
         match item {
             Item::Node(node) => {
                 let on_node = self.index.node_inside.get(node as usize);
-                let gpus = on_node.map_or(&[][..], |gpus| &gpus[..]);
-                fewest_reaching(gpus.iter().map(|&gpus| u64::from(gpus)), lacking)
+                let held = on_node.map_or(&[][..], |held| &held[..]);
+                fewest_reaching(held.iter().copied(), lacking, below)
             }
-            Item::Domain(domain) => self.with_inside(domain, |gpus| {
-                fewest_reaching(gpus.iter().copied(), lacking)
+            Item::Domain(domain) => self.with_inside(domain, |held| {
+                fewest_reaching(held.iter().copied(), lacking, below)
             }),
         }
     }
 
-    fn touching(&self, item: Item) -> usize {
+    fn touching(&self, item: Item, below: i32) -> usize {
+        let count = |held: &[Inside]| held.iter().filter(|&&(_, p)| p < below).count();
         match item {
-            Item::Node(node) => self
-                .index
-                .node_inside
-                .get(node as usize)
-                .map_or(0, |g| g.len()),
-            Item::Domain(domain) => self.with_inside(domain, <[u64]>::len),
+            Item::Node(node) => {
+                (self.index.node_inside.get(node as usize)).map_or(0, |held| count(held))
+            }
+            Item::Domain(domain) => self.with_inside(domain, count),
         }
     }
 }
@@ -81,7 +82,7 @@ impl Summaries for KeptBounds<'_> {
 impl KeptBounds<'_> {
     /// `read` of the GPUs each allocation summed up in `domain` has inside it, most first
     /// (made and kept when first asked).
-    fn with_inside<R>(&self, domain: DomainId, read: impl FnOnce(&[u64]) -> R) -> R {
+    fn with_inside<R>(&self, domain: DomainId, read: impl FnOnce(&[Inside]) -> R) -> R {
         let mut cache = self.index.inside.borrow_mut();
         let slot = domain as usize;
         if cache.len() <= slot {
@@ -93,15 +94,22 @@ impl KeptBounds<'_> {
     }
 }
 
-/// The fewest of `most_first` (GPUs, most first) that reach `lacking` together (`None`: all
-/// of them do not).
-fn fewest_reaching(most_first: impl Iterator<Item = u64>, lacking: u64) -> Option<u64> {
+/// GPUs an allocation has inside a node or domain, and its priority.
+type Inside = (u32, i32);
+
+/// The fewest of `most_first` (most GPUs first) of a priority below `below` whose GPUs reach
+/// `lacking` together (`None`: all of them do not).
+fn fewest_reaching(
+    most_first: impl Iterator<Item = Inside>,
+    lacking: u64,
+    below: i32,
+) -> Option<u64> {
     let (mut sum, mut taken) = (0u64, 0u64);
-    for gpus in most_first {
+    for (gpus, _) in most_first.filter(|&(_, priority)| priority < below) {
         if sum >= lacking {
             return Some(taken);
         }
-        sum += gpus;
+        sum += u64::from(gpus);
         taken += 1;
     }
     (sum >= lacking).then_some(taken)
@@ -119,36 +127,37 @@ fn nodes_under(topology: &Topology, id: DomainId) -> Vec<NodeId> {
     nodes
 }
 
-/// The GPUs each allocation that could be a victim holds on `nodes`, most first.
-fn inside(ledger: &Ledger, nodes: &[NodeId]) -> Vec<u64> {
-    let mut held: Vec<(HoldId, u64)> = Vec::new();
+/// The GPUs each allocation that could be a victim holds on `nodes`, with its priority,
+/// most GPUs first.
+fn inside(ledger: &Ledger, nodes: &[NodeId]) -> Vec<Inside> {
+    let mut held: Vec<(HoldId, Inside)> = Vec::new();
     for &node in nodes {
         for &(id, gpus) in ledger.holders_of(node) {
-            if ledger.live(id).is_some_and(could_be_victim) {
-                held.push((id, u64::from(gpus.count())));
+            if let Some(hold) = ledger.live(id).filter(|hold| could_be_victim(hold)) {
+                held.push((id, (gpus.count(), hold.terms.priority)));
             }
         }
     }
     held.sort_unstable_by_key(|&(id, _)| id);
-    let mut counts: Vec<u64> = held
-        .chunk_by(|a, b| a.0 == b.0)
-        .map(|run| run.iter().map(|&(_, gpus)| gpus).sum())
+    let mut inside: Vec<Inside> = (held.chunk_by(|a, b| a.0 == b.0))
+        .map(|run| (run.iter().map(|&(_, (gpus, _))| gpus).sum(), run[0].1.1))
         .collect();
-    counts.sort_unstable_by(|a, b| b.cmp(a));
-    counts
+    inside.sort_unstable_by(|a, b| b.cmp(a));
+    inside
 }
 
-/// GPUs per allocation on one node, most first.
-type NodeInside = smallvec::SmallVec<[u32; 4]>;
+/// GPUs and priority per allocation on one node, most GPUs first.
+type NodeInside = smallvec::SmallVec<[Inside; 4]>;
 
-/// The summary of the holds on `node`, and the GPUs each holds there, most first.
+/// The summary of the holds on `node`, and the GPUs each holds there with its priority,
+/// most GPUs first.
 fn node_summary(ledger: &Ledger, node: NodeId) -> (Summary, NodeInside) {
     let mut summary = Summary::default();
     let mut inside = NodeInside::new();
     for &(id, gpus) in ledger.holders_of(node) {
         if let Some(hold) = ledger.live(id).filter(|hold| could_be_victim(hold)) {
             summary.add(hold.terms.priority, hold.gpu_count());
-            inside.push(gpus.count());
+            inside.push((gpus.count(), hold.terms.priority));
         }
     }
     inside.sort_unstable_by(|a, b| b.cmp(a));

@@ -54,10 +54,10 @@ impl Engine {
         }
         let priority = request.terms.priority;
         // A request asking resources besides GPUs counts what the victims give back of them
-        // too (docs/resources.md "Node resources").
-        let resources = !request.resources.is_empty();
+        // too (docs/resources.md "Node resources"), unless they cannot bind even then.
+        let resources = self.removal_counts_resources(request)?;
         // The kept index knows where holds have GPUs, not where they hold other resources:
-        // named candidates (P7) and requests asking resources read every candidate.
+        // named candidates (P7) and requests whose resources may bind read every candidate.
         let found = match limits.only_holds.is_none() && !resources {
             true => self.found_by_descent(request, &demand, limits, now)?,
             false => None,

@@ -21,9 +21,10 @@ use super::planner::ShortKey;
 use super::{Candidates, Choice, Found, Planner, place_after_removal};
 use crate::capacity::CapacityView;
 use crate::error::CoreResult;
-use crate::ids::{NodeId, ROOT};
+use crate::ids::{DomainId, NodeId, ROOT};
 use crate::search::{Demand, Item, Search};
 use crate::shapes::Spread;
+use crate::topology::Topology;
 
 /// The allocations touching a node or domain that could be candidates of preemption, summed
 /// up: `lowest`, the least (priority, GPUs held in total); `most_held`, the most GPUs one
@@ -68,12 +69,13 @@ pub trait Summaries {
     /// A node's.
     fn node(&self, node: NodeId) -> Summary;
     /// A domain's: of every node under it.
-    fn domain(&self, domain: crate::ids::DomainId) -> Summary;
-    /// The fewest of the summed allocations whose GPUs inside `item` (not in total) reach
-    /// `lacking`; `None` when all of them together do not.
-    fn fewest_reaching(&self, item: Item, lacking: u64) -> Option<u64>;
-    /// How many of the summed allocations touch `item` (at least its candidates).
-    fn touching(&self, item: Item) -> usize;
+    fn domain(&self, domain: DomainId) -> Summary;
+    /// The fewest of the summed allocations of a priority below `below` whose GPUs inside
+    /// `item` (not in total) reach `lacking`; `None` when all of them together do not.
+    fn fewest_reaching(&self, item: Item, lacking: u64, below: i32) -> Option<u64>;
+    /// How many of the summed allocations of a priority below `below` touch `item` (at
+    /// least its candidates).
+    fn touching(&self, item: Item, below: i32) -> usize;
 }
 
 /// What the descent answers: not applicable (the caller plans over every candidate), or the
@@ -118,24 +120,17 @@ fn first_rank<V: CapacityView>(search: &Search<'_, V>, item: Item, depth: usize)
         Item::Domain(id) if search.topology().domain(id).depth == depth => {
             Some(ranks.domain_rank(id))
         }
-        Item::Domain(_) => {
-            (children(search, item).into_iter()).find_map(|child| first_rank(search, child, depth))
+        Item::Domain(id) => {
+            children(search.topology(), id).find_map(|child| first_rank(search, child, depth))
         }
     }
 }
 
-/// The children of `item` on the way to `depth` (none for a node).
-fn children(search: &Search<'_, impl CapacityView>, item: Item) -> Vec<Item> {
-    let Item::Domain(id) = item else {
-        return Vec::new();
-    };
-    let domain = search.topology().domain(id);
-    let domains = domain
-        .child_domains
-        .iter()
-        .map(|&child| Item::Domain(child));
-    let nodes = domain.child_nodes.iter().map(|&node| Item::Node(node));
-    domains.chain(nodes).collect()
+/// The children of domain `id`, in path order.
+fn children(topology: &Topology, id: DomainId) -> impl Iterator<Item = Item> + '_ {
+    let domain = topology.domain(id);
+    let domains = (domain.child_domains.iter()).map(|&child| Item::Domain(child));
+    domains.chain(domain.child_nodes.iter().map(|&node| Item::Node(node)))
 }
 
 /// The descent's state at one level: the best set so far and the frontier.
@@ -154,8 +149,9 @@ struct Level<'s, 'a, V> {
 struct GaveUp;
 
 impl<V: CapacityView> Level<'_, '_, V> {
-    /// Puts `item` on the frontier, unless nothing under it could be a candidate.
-    fn push(&mut self, item: Item) {
+    /// Puts `item` on the frontier, unless nothing under it could be a candidate or beat
+    /// the best (key, path rank) found so far.
+    fn push(&mut self, item: Item, best: Option<(ShortKey, u32)>) {
         let summary = match item {
             Item::Node(node) => self.summaries.node(node),
             Item::Domain(id) => self.summaries.domain(id),
@@ -169,18 +165,27 @@ impl<V: CapacityView> Level<'_, '_, V> {
         let free_now = self.search.free_gpus(item);
         // An item of the level is bounded by the GPUs each allocation has inside it; one
         // whose allocations cannot free the GPUs missing even all together is left out.
-        let fewest = match self.at_level(item) {
+        let at_level = self.at_level(item);
+        let fewest = match at_level {
             true => {
                 let lacking = self.need.saturating_sub(free_now);
-                let Some(fewest) = self.summaries.fewest_reaching(item, lacking) else {
+                let fewest = self.summaries.fewest_reaching(item, lacking, self.priority);
+                let Some(fewest) = fewest else {
                     return;
                 };
                 fewest
             }
             false => 0,
         };
-        let key = bound(summary, self.need, free_now, fewest);
-        self.frontier.push(Reverse((key, rank, item)));
+        let mut key = bound(summary, self.need, free_now, fewest);
+        if !at_level {
+            // A domain of the level below it may have fewer free GPUs than it (more missing:
+            // the other bounds still hold), and then as few free GPUs after as the gang needs.
+            key.3 = self.need;
+        }
+        if best.is_none_or(|best| (key, rank) < best) {
+            self.frontier.push(Reverse((key, rank, item)));
+        }
     }
 
     /// Whether `item` is of the level searched.
@@ -190,6 +195,17 @@ impl<V: CapacityView> Level<'_, '_, V> {
             Item::Domain(id) => self.search.topology().domain(id).depth == self.depth,
         }
     }
+}
+
+/// Whether no domain of the coarsest level holds the gang as it is (so none below does):
+/// read from the index when no domain there has the GPUs (as good as always when a plan
+/// must preempt), else counted.
+fn holds_nowhere<V: CapacityView>(search: &Search<'_, V>, demand: &Demand) -> bool {
+    let need = demand.pods.saturating_mul(u64::from(demand.gpus_per_pod));
+    let index = search.view().index();
+    let most_free = index.map(|index| index.level(demand.coarsest_depth).most_free());
+    most_free.is_some_and(|most| most < need)
+        || search.largest_capacity(demand.coarsest_depth).capacity < demand.pods
 }
 
 /// P3-P6 as [`super::find`] answers them, from the summaries: `priority` is the request's
@@ -206,7 +222,7 @@ pub fn find_by_descent<V: CapacityView>(
     let applicable = search.view().ranks().is_some()
         && search.layers().is_empty()
         && search.split() == Spread::Pack
-        && search.largest_capacity(demand.coarsest_depth).capacity < demand.pods;
+        && holds_nowhere(search, demand);
     if !applicable {
         return Ok(Descent::NotApplicable);
     }
@@ -264,7 +280,7 @@ impl<V: CapacityView> Level<'_, '_, V> {
         max_members: Option<usize>,
     ) -> Result<Option<(Candidates, Choice)>, GaveUp> {
         let mut best: Option<((ShortKey, u32), Candidates, Choice)> = None;
-        self.push(Item::Domain(ROOT));
+        self.push(Item::Domain(ROOT), None);
         while let Some(Reverse((key, rank, item))) = self.frontier.pop() {
             if best
                 .as_ref()
@@ -272,14 +288,16 @@ impl<V: CapacityView> Level<'_, '_, V> {
             {
                 break;
             }
-            if !self.at_level(item) {
-                for child in children(self.search, item) {
-                    self.push(child);
+            if let Item::Domain(id) = item
+                && !self.at_level(item)
+            {
+                for child in children(self.search.topology(), id) {
+                    self.push(child, best.as_ref().map(|(found, ..)| *found));
                 }
                 continue;
             }
             // Known before reading them: give up without paying for them.
-            if self.summaries.touching(item) > self.budget {
+            if self.summaries.touching(item, self.priority) > self.budget {
                 return Err(GaveUp);
             }
             let candidates = gather(item);
