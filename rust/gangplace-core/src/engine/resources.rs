@@ -416,19 +416,10 @@ impl Engine {
 impl Engine {
     /// Every node under `item`.
     pub(crate) fn nodes_under(&self, item: Item) -> Vec<NodeId> {
-        let mut nodes = Vec::new();
-        let mut stack = vec![item];
-        while let Some(item) = stack.pop() {
-            match item {
-                Item::Node(node) => nodes.push(node),
-                Item::Domain(id) => {
-                    let domain = self.topology.domain(id);
-                    stack.extend(domain.child_domains.iter().map(|&d| Item::Domain(d)));
-                    stack.extend(domain.child_nodes.iter().map(|&n| Item::Node(n)));
-                }
-            }
+        match item {
+            Item::Node(node) => vec![node],
+            Item::Domain(id) => self.topology.nodes_under(id),
         }
-        nodes
     }
 }
 

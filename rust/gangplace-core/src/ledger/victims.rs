@@ -89,7 +89,7 @@ impl KeptBounds<'_> {
             cache.resize(slot + 1, None);
         }
         let gpus = cache[slot]
-            .get_or_insert_with(|| inside(self.ledger, &nodes_under(self.topology, domain)));
+            .get_or_insert_with(|| inside(self.ledger, &self.topology.nodes_under(domain)));
         read(gpus)
     }
 }
@@ -113,18 +113,6 @@ fn fewest_reaching(
         taken += 1;
     }
     (sum >= lacking).then_some(taken)
-}
-
-/// The nodes under domain `id`.
-fn nodes_under(topology: &Topology, id: DomainId) -> Vec<NodeId> {
-    let mut nodes = Vec::new();
-    let mut stack = vec![id];
-    while let Some(id) = stack.pop() {
-        let domain = topology.domain(id);
-        stack.extend_from_slice(&domain.child_domains);
-        nodes.extend_from_slice(&domain.child_nodes);
-    }
-    nodes
 }
 
 /// The GPUs each allocation that could be a victim holds on `nodes`, with its priority,
@@ -223,7 +211,7 @@ impl VictimIndex {
                 "the kept preemption index is stale"
             );
             for (domain, kept) in (0..).zip(self.inside.borrow().iter()) {
-                let fresh = || inside(ledger, &nodes_under(topology, domain));
+                let fresh = || inside(ledger, &topology.nodes_under(domain));
                 assert!(
                     kept.as_ref().is_none_or(|kept| *kept == fresh()),
                     "stale GPUs inside"

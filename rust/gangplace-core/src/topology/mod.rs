@@ -250,6 +250,18 @@ impl Topology {
             .ok_or_else(|| CoreError::UnknownNode(name.to_owned()))
     }
 
+    /// Every node under `domain` (in no decision order).
+    pub fn nodes_under(&self, domain: DomainId) -> Vec<NodeId> {
+        let mut nodes = Vec::new();
+        let mut stack = vec![domain];
+        while let Some(id) = stack.pop() {
+            let domain = self.domain(id);
+            stack.extend_from_slice(&domain.child_domains);
+            nodes.extend_from_slice(&domain.child_nodes);
+        }
+        nodes
+    }
+
     /// A domain and all its ancestors up to the root, innermost first.
     pub fn ancestors(&self, domain: DomainId) -> impl Iterator<Item = DomainId> + '_ {
         std::iter::successors(Some(domain), |&id| self.domain(id).parent)
