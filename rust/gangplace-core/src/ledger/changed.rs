@@ -58,15 +58,4 @@ impl Ledger {
         nodes.dedup();
         Some(nodes)
     }
-
-    /// How many holds are live.
-    pub fn live_count(&self) -> usize {
-        self.live.len()
-    }
-
-    /// The live holds with GPUs on `node` and the GPUs each holds there, in the order they
-    /// were made (callers must not decide on that order).
-    pub fn holders_of(&self, node: NodeId) -> &[(HoldId, crate::ids::GpuSet)] {
-        self.holders.get(node as usize).map_or(&[], Vec::as_slice)
-    }
 }

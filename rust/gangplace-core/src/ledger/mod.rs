@@ -313,9 +313,20 @@ impl Ledger {
         }
     }
 
+    /// How many holds are live.
+    pub fn live_count(&self) -> usize {
+        self.live.len()
+    }
+
+    /// The live holds with GPUs on `node` and the GPUs each holds there, in the order they
+    /// were made (callers must not decide on that order).
+    pub fn holders_of(&self, node: NodeId) -> &[(HoldId, GpuSet)] {
+        self.holders.get(node as usize).map_or(&[], Vec::as_slice)
+    }
+
     /// The holds with GPUs on `node`, with the GPUs each holds there, sorted by id.
     pub fn holders_on(&self, node: NodeId) -> Vec<(HoldId, GpuSet)> {
-        let mut holders = self.holders.get(node as usize).cloned().unwrap_or_default();
+        let mut holders = self.holders_of(node).to_vec();
         holders.sort_unstable();
         holders
     }

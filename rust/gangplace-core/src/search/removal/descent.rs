@@ -133,7 +133,7 @@ fn children(topology: &Topology, id: DomainId) -> impl Iterator<Item = Item> + '
     domains.chain(domain.child_nodes.iter().map(|&node| Item::Node(node)))
 }
 
-/// The descent's state at one level: the best set so far and the frontier.
+/// The descent's state at one level: the frontier and the budget left.
 struct Level<'s, 'a, V> {
     search: &'s Search<'a, V>,
     summaries: &'s dyn Summaries,
@@ -188,90 +188,6 @@ impl<V: CapacityView> Level<'_, '_, V> {
         }
     }
 
-    /// Whether `item` is of the level searched.
-    fn at_level(&self, item: Item) -> bool {
-        match item {
-            Item::Node(_) => true,
-            Item::Domain(id) => self.search.topology().domain(id).depth == self.depth,
-        }
-    }
-}
-
-/// Whether no domain of the coarsest level holds the gang as it is (so none below does):
-/// read from the index when no domain there has the GPUs (as good as always when a plan
-/// must preempt), else counted.
-fn holds_nowhere<V: CapacityView>(search: &Search<'_, V>, demand: &Demand) -> bool {
-    let need = demand.pods.saturating_mul(u64::from(demand.gpus_per_pod));
-    let index = search.view().index();
-    let most_free = index.map(|index| index.level(demand.coarsest_depth).most_free());
-    most_free.is_some_and(|most| most < need)
-        || search.largest_capacity(demand.coarsest_depth).capacity < demand.pods
-}
-
-/// P3-P6 as [`super::find`] answers them, from the summaries: `priority` is the request's
-/// (candidates rank strictly below it), `gather` lists the candidates touching an item,
-/// sorted by id, as the caller's rules (P1-P2, P7) make them; past `budget` candidates
-/// gathered, the descent gives up ([`Descent::NotApplicable`]).
-pub fn find_by_descent<V: CapacityView>(
-    search: &Search<'_, V>,
-    demand: &Demand,
-    (summaries, priority, budget): (&dyn Summaries, i32, usize),
-    gather: &mut dyn FnMut(Item) -> Candidates,
-    max_members: Option<usize>,
-) -> CoreResult<Descent> {
-    let applicable = search.view().ranks().is_some()
-        && search.layers().is_empty()
-        && search.split() == Spread::Pack
-        && holds_nowhere(search, demand);
-    if !applicable {
-        return Ok(Descent::NotApplicable);
-    }
-    let pods = demand.pods;
-    let node_depth = search.topology().node_depth();
-    let mut budget = budget;
-    for depth in (demand.coarsest_depth..=node_depth).rev() {
-        let need = pods.saturating_mul(u64::from(demand.gpus_per_pod));
-        if search
-            .view()
-            .largest_domain(depth)
-            .is_some_and(|most| most < need)
-        {
-            continue;
-        }
-        let mut level = Level {
-            search,
-            summaries,
-            priority,
-            need,
-            depth,
-            frontier: BinaryHeap::new(),
-            budget,
-        };
-        let Ok(best) = level.best(gather, pods, max_members) else {
-            return Ok(Descent::NotApplicable);
-        };
-        budget = level.budget;
-        if let Some((candidates, choice)) = best {
-            let plan = place_after_removal(
-                search,
-                &candidates,
-                &choice.members,
-                depth,
-                choice.item,
-                pods,
-            )?;
-            let found = Found {
-                depth,
-                choice,
-                plan,
-            };
-            return Ok(Descent::Found(candidates, found));
-        }
-    }
-    Ok(Descent::NoneFound)
-}
-
-impl<V: CapacityView> Level<'_, '_, V> {
     /// The best set of this level (P5: least short key, then path), with its candidates.
     fn best(
         &mut self,
@@ -315,4 +231,86 @@ impl<V: CapacityView> Level<'_, '_, V> {
         }
         Ok(best.map(|(_, candidates, choice)| (candidates, choice)))
     }
+
+    /// Whether `item` is of the level searched.
+    fn at_level(&self, item: Item) -> bool {
+        match item {
+            Item::Node(_) => true,
+            Item::Domain(id) => self.search.topology().domain(id).depth == self.depth,
+        }
+    }
+}
+
+/// Whether no domain of the coarsest level holds the gang as it is (so none below does):
+/// read from the index when no domain there has the GPUs (as good as always when a plan
+/// must preempt), else counted.
+fn holds_nowhere<V: CapacityView>(search: &Search<'_, V>, demand: &Demand) -> bool {
+    let need = demand.pods.saturating_mul(u64::from(demand.gpus_per_pod));
+    let index = search.view().index();
+    let most_free = index.map(|index| index.level(demand.coarsest_depth).most_free());
+    most_free.is_some_and(|most| most < need)
+        || search.largest_capacity(demand.coarsest_depth).capacity < demand.pods
+}
+
+/// P3-P6 as [`super::find`] answers them, from the summaries: `priority` is the request's
+/// (candidates rank strictly below it), `gather` lists the candidates touching an item,
+/// sorted by id, as the caller's rules (P1-P2, P7) make them; past `budget` candidates
+/// gathered, the descent gives up ([`Descent::NotApplicable`]).
+pub fn find_by_descent<V: CapacityView>(
+    search: &Search<'_, V>,
+    demand: &Demand,
+    (summaries, priority, budget): (&dyn Summaries, i32, usize),
+    gather: &mut dyn FnMut(Item) -> Candidates,
+    max_members: Option<usize>,
+) -> CoreResult<Descent> {
+    let applicable = search.view().ranks().is_some()
+        && search.layers().is_empty()
+        && search.split() == Spread::Pack
+        && holds_nowhere(search, demand);
+    if !applicable {
+        return Ok(Descent::NotApplicable);
+    }
+    let pods = demand.pods;
+    let node_depth = search.topology().node_depth();
+    let need = pods.saturating_mul(u64::from(demand.gpus_per_pod));
+    let mut budget = budget;
+    for depth in (demand.coarsest_depth..=node_depth).rev() {
+        if search
+            .view()
+            .largest_domain(depth)
+            .is_some_and(|most| most < need)
+        {
+            continue;
+        }
+        let mut level = Level {
+            search,
+            summaries,
+            priority,
+            need,
+            depth,
+            frontier: BinaryHeap::new(),
+            budget,
+        };
+        let Ok(best) = level.best(gather, pods, max_members) else {
+            return Ok(Descent::NotApplicable);
+        };
+        budget = level.budget;
+        if let Some((candidates, choice)) = best {
+            let plan = place_after_removal(
+                search,
+                &candidates,
+                &choice.members,
+                depth,
+                choice.item,
+                pods,
+            )?;
+            let found = Found {
+                depth,
+                choice,
+                plan,
+            };
+            return Ok(Descent::Found(candidates, found));
+        }
+    }
+    Ok(Descent::NoneFound)
 }
