@@ -5,7 +5,8 @@ docs/performance.md).
 64 pods, one per node, each naming the free GPUs of one of the 64 first nodes with any
 (``PodPlacement``), the same job given as ``(node, count)`` pairs, and 64 pods of 500
 thousandths of one GPU (``gpu_milli``, docs/resources.md "Fractions of a GPU") on the same nodes,
-each GPU chosen by rule F2 (``(node, 1)`` pairs). Each round's setup
+each GPU chosen by rule F2 (``(node, 1)`` pairs); and one pod joining the first 63 of the
+gang (``adopt(into=...)``), of whole GPUs or of shares. Each round's setup
 releases the previous round's allocation. The reference (``gangplace.reference``) adopts the
 same pods on a twin with the same nodes and holds (one round).
 """
@@ -94,38 +95,61 @@ def bench_adopt_64_pods_reference(
     cluster.release(want)
 
 
-def bench_adopt_into_one_pod(benchmark: Any, loaded: tuple[Cluster, list[PodPlacement]]) -> None:
-    """One running pod joins an adopted 63-pod gang (``adopt(into=...)``)."""
-    cluster, pods = loaded
+def _grown_forms(pods: list[PodPlacement], form: str) -> tuple[list[Any], dict[str, Any]]:
+    """The gang's entries and options: whole GPUs as named, or a share of 500 per pod
+    (``(node, 1)`` pairs, docs/resources.md "Fractions of a GPU")."""
+    if form == "shares":
+        return [(p.node, 1) for p in pods], {"gpu_milli": 500}
+    return list(pods), {}
+
+
+@pytest.mark.parametrize("form", ["placements", "shares"])
+def bench_adopt_into_one_pod(
+    benchmark: Any, loaded: tuple[Cluster, list[PodPlacement]], form: str
+) -> None:
+    """One running pod joins an adopted 63-pod gang (``adopt(into=...)``), of whole GPUs or
+    of shares."""
+    cluster, given = loaded
+    pods, options = _grown_forms(given, form)
     state: list[Any] = []
 
     def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
         for allocation in state:
             cluster.release(allocation)
         state.clear()
-        state.append(cluster.adopt(pods[:-1]))
-        return ([pods[-1]],), {"into": state[0]}
+        state.append(cluster.adopt(pods[:-1], **options))
+        return ([pods[-1]],), {"into": state[0], **options}
 
-    def grow(entries: list[Any], into: Any) -> None:
-        state[0] = cluster.adopt(entries, into=into)
+    def grow(entries: list[Any], into: Any, **more: Any) -> None:
+        state[0] = cluster.adopt(entries, into=into, **more)
 
     benchmark.pedantic(grow, setup=setup, rounds=200, iterations=1, warmup_rounds=2)
     for allocation in state:
         cluster.release(allocation)
-    benchmark.extra_info.update(pods=len(pods))
+    benchmark.extra_info.update(pods=len(pods), **options)
 
 
-def bench_adopt_into_reference(benchmark: Any, loaded: tuple[Cluster, list[PodPlacement]]) -> None:
-    """The same growth by ``gangplace.reference`` on a twin (one round)."""
-    cluster, pods = loaded
+@pytest.mark.parametrize("form", ["placements", "shares"])
+def bench_adopt_into_reference(
+    benchmark: Any, loaded: tuple[Cluster, list[PodPlacement]], form: str
+) -> None:
+    """The same growth by ``gangplace.reference`` on a twin (one round); the same ranks as
+    the engine's."""
+    cluster, given = loaded
+    pods, options = _grown_forms(given, form)
     twin = reference.Cluster(cluster.levels)
     for name in cluster.nodes():
         info = cluster.node(name)
         twin.add_node(name, gpus=info.gpus, topology=info.topology, labels=info.labels)
     for allocation in cluster.allocations():
         twin.adopt(allocation.placement.pods)
-    gang = twin.adopt(pods[:-1])
+    gang = twin.adopt(pods[:-1], **options)
     grown = benchmark.pedantic(
-        twin.adopt, args=([pods[-1]],), kwargs={"into": gang}, rounds=1, iterations=1
+        twin.adopt, args=([pods[-1]],), kwargs={"into": gang, **options}, rounds=1, iterations=1
     )
-    assert len(grown.placement.pods) == len(pods)
+    mine = cluster.adopt(pods[:-1], **options)
+    want = cluster.adopt([pods[-1]], into=mine, **options)
+    assert grown.placement.pods == tuple(
+        reference.PodPlacement(p.node, tuple(p.gpus)) for p in want.placement.pods
+    )
+    cluster.release(want)

@@ -18,7 +18,7 @@ from typing import Any
 import hypothesis.strategies as st
 import pytest
 from helpers import FakeClock, as_tuple, reserve_both
-from hypothesis import given, note
+from hypothesis import event, given, note
 
 import gangplace
 from gangplace import Conflict, GangRequest, InvalidRequest, Unschedulable, reference
@@ -165,6 +165,64 @@ def test_adopt_records_running_shares(kind: Any) -> None:
         cluster.check_invariants()
 
 
+@pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
+def test_adopt_into_grows_a_fractional_allocation(kind: Any) -> None:
+    """docs/transactions.md "Adopting running work", ``into``: a pod of a running fractional gang
+    seen later joins its allocation with the same share, its GPU chosen by rule F2; ending the
+    allocation frees every share, the joined pod's too."""
+    cluster = cluster_of(kind, gpus=(2, 4, 1))
+    gang = cluster.adopt([("n0", 1), ("n0", 1)], gpu_milli=400, owner="kubelet")
+    assert [pod.gpus for pod in gang.placement.pods] == [(0,), (0,)]  # 800 on GPU 0
+    grown = cluster.adopt(
+        [("n0", 1), gangplace.PodPlacement("n2", (0,))],
+        into=gang,
+        gpu_milli=400,
+        owner="kubelet",
+        priority=3,
+    )
+    assert grown.id == gang.id and grown.placement.gpu_milli == 400
+    # GPU 0 of n0 has 200 left: the new pod takes GPU 1; n2's pod exactly its GPU.
+    assert [(pod.node, pod.gpus) for pod in grown.placement.pods] == [
+        ("n0", (0,)),
+        ("n0", (0,)),
+        ("n0", (1,)),
+        ("n2", (0,)),
+    ]
+    assert grown.placement.level == "rack" and grown.priority == 3
+    assert cluster.node("n0").shared == {0: 800, 1: 400} and cluster.node("n2").shared == {0: 400}
+    assert cluster.stats().allocated == 0  # shares hold no whole GPU
+    if kind is gangplace.Cluster:
+        cluster.check_invariants()
+    assert cluster.release_pods(grown, [3], owner="kubelet") is not None
+    assert cluster.node("n2").shared == {}
+    assert cluster.release(grown, owner="kubelet")
+    assert cluster.node("n0").shared == {} and cluster.stats().shared == 0
+
+
+@pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
+def test_adopt_into_takes_only_the_allocations_own_share(kind: Any) -> None:
+    """An allocation has one share per pod: pods of another share, or whole pods, do not join a
+    fractional allocation, nor fractional pods a whole one (``InvalidRequest``, nothing
+    changed); a bad share is refused before the allocation is looked at."""
+    cluster = cluster_of(kind)
+    shared = cluster.adopt([("n0", 1)], gpu_milli=300)
+    whole = cluster.adopt([("n1", 1)])
+    before = cluster.snapshot()
+    cases: list[tuple[Any, dict[str, Any], str]] = [
+        (shared, {}, "must give gpu_milli=300"),
+        (shared, {"gpu_milli": 400}, "must give gpu_milli=300"),
+        (whole, {"gpu_milli": 300}, "holds whole GPUs"),
+        (shared, {"gpu_milli": 1000}, "between 1 and 999"),
+    ]
+    for into, fields, text in cases:
+        with pytest.raises(InvalidRequest, match=text):
+            cluster.adopt([("n1", 1)], into=into, **fields)
+        assert cluster.snapshot() == before
+    with pytest.raises(Conflict, match='GPU 0 of node "n1" is held'):  # held whole by `whole`
+        cluster.adopt([gangplace.PodPlacement("n1", (0,))], into=shared, gpu_milli=300)
+    assert cluster.snapshot() == before
+
+
 BAD_ADOPTIONS: list[tuple[list[Any], dict[str, Any], type, str]] = [
     ([("n0", 1)], {"gpu_milli": 0}, InvalidRequest, "between 1 and 999"),
     ([("n0", 1)], {"gpu_milli": 1000}, InvalidRequest, "between 1 and 999"),
@@ -201,15 +259,12 @@ def test_operations_that_do_not_plan_fractions_refuse_them() -> None:
     cluster = cluster_of()
     request = GangRequest(2, 1, gpu_milli=300)
     allocation = cluster.commit(cluster.reserve(request))
-    whole = cluster.adopt([("n1", 1)])
     before = cluster.snapshot()
     refusals: list[Callable[[], object]] = [
         lambda: cluster.plan_preemption(request),
         lambda: cluster.plan_defrag(request),
         lambda: cluster.place_after(request, []),
         lambda: cluster.plan_repair(allocation),
-        lambda: cluster.adopt([("n1", 1)], into=allocation),
-        lambda: cluster.adopt([("n1", 1)], into=whole, gpu_milli=500),
     ]
     for call in refusals:
         with pytest.raises(InvalidRequest):
@@ -284,8 +339,11 @@ def test_engine_agrees_with_reference_on_fractions(
     for _ in range(data.draw(st.integers(1, 8), label="steps")):
         action = data.draw(st.sampled_from(("reserve", "reserve", "end", "health", "adopt")))
         if action == "adopt":
-            adopted = adopt_both(data, gpus, engine, oracle)
-            if adopted is not None:
+            # Into an allocation mostly (a reservation refuses: ReservationError).
+            grown = [pair for pair in held if isinstance(pair[0], gangplace.Allocation)] or held
+            into = data.draw(st.none() | st.sampled_from(grown)) if grown else None
+            adopted = adopt_both(data, gpus, engine, oracle, into)
+            if adopted is not None and into is None:
                 held.append(adopted)
         elif action == "end" and held:
             mine, theirs = held.pop(data.draw(st.integers(0, len(held) - 1)))
@@ -321,10 +379,58 @@ def test_engine_agrees_with_reference_on_fractions(
         engine.check_invariants()
 
 
+@given(data=st.data(), gpus=small_clusters())
+def test_adopt_into_agrees_with_the_reference(data: st.DataObject, gpus: tuple[int, ...]) -> None:
+    """Adoptions (fractional, sometimes whole), pods joining a drawn allocation (its own
+    share mostly, another or none sometimes), ranks ended and allocations released: the
+    engine and the reference give the same placements, errors and shares at every step."""
+    engine, oracle = cluster_of(gangplace.Cluster, gpus), cluster_of(reference.Cluster, gpus)
+    held: list[tuple[Any, Any]] = []
+    for _ in range(data.draw(st.integers(1, 10), label="steps")):
+        action = data.draw(st.sampled_from(("adopt", "into", "into", "end pod", "release")))
+        if action == "adopt" or not held:
+            adopted = adopt_both(data, gpus, engine, oracle)
+            if adopted is not None:
+                held.append(adopted)
+        elif action == "into":
+            at = data.draw(st.integers(0, len(held) - 1), label="into")
+            grown = adopt_both(data, gpus, engine, oracle, held[at])
+            if grown is not None:
+                held[at] = grown
+        elif action == "end pod":
+            mine, theirs = held[data.draw(st.integers(0, len(held) - 1))]
+            rank = data.draw(st.integers(0, len(mine.placement.pods) - 1), label="rank")
+            assert outcome(engine.release_pods, mine, [rank]) == outcome(
+                oracle.release_pods, theirs, [rank]
+            )
+        else:
+            mine, theirs = held.pop(data.draw(st.integers(0, len(held) - 1)))
+            assert engine.release(mine) == oracle.release(theirs)
+        for index in range(len(gpus)):
+            assert engine.node(f"n{index}").shared == oracle.node(f"n{index}").shared
+            assert engine.node(f"n{index}").free == oracle.node(f"n{index}").free
+        engine.check_invariants()
+
+
+def outcome(call: Callable[..., Any], *args: Any) -> tuple[str, Any]:
+    """``call``'s ended ranks, or its error's type and text."""
+    try:
+        result = call(*args)
+    except gangplace.GangplaceError as error:
+        return "error", (type(error).__name__, str(error))
+    return "ok", None if result is None else tuple(getattr(result, "ended", ()))
+
+
 def adopt_both(
-    data: st.DataObject, gpus: tuple[int, ...], engine: Any, oracle: Any
+    data: st.DataObject,
+    gpus: tuple[int, ...],
+    engine: Any,
+    oracle: Any,
+    into: tuple[Any, Any] | None = None,
 ) -> tuple[Any, Any] | None:
-    """Adopts the same drawn fractional pods into both; the same placement or error."""
+    """Adopts the same drawn fractional pods into both, as a new allocation or ``into`` a held
+    one (an adopted one grows when the share is its own; others refuse); the same placement
+    or error."""
     pods: list[Any] = []
     for _ in range(data.draw(st.integers(1, 3), label="adopted pods")):
         index = data.draw(st.integers(0, len(gpus) - 1))
@@ -333,17 +439,23 @@ def adopt_both(
         else:
             gpu = data.draw(st.integers(0, gpus[index] - 1))
             pods.append(gangplace.PodPlacement(f"n{index}", (gpu,)))
-    milli = data.draw(st.sampled_from((250, 500, 700)), label="adopted milli")
-    note(f"adopt {pods} gpu_milli={milli}")
+    milli = data.draw(st.sampled_from((250, 500, 700, None)), label="adopted milli")
+    # None: whole GPUs (a count of 1 or the one GPU named).
+    if into is not None and into[0].placement.gpu_milli and data.draw(st.booleans()):
+        milli = into[0].placement.gpu_milli  # mostly the target's own share
+    mine_into, their_into = (None, None) if into is None else (into[0].id, into[1].id)
+    note(f"adopt {pods} gpu_milli={milli} into={mine_into}")
     try:
-        mine = engine.adopt(pods, gpu_milli=milli)
+        mine = engine.adopt(pods, gpu_milli=milli, into=mine_into)
     except gangplace.GangplaceError as error:
         with pytest.raises(type(error)) as expected:
-            oracle.adopt(pods, gpu_milli=milli)
+            oracle.adopt(pods, gpu_milli=milli, into=their_into)
         assert str(error) == str(expected.value)
         return None
-    theirs = oracle.adopt(pods, gpu_milli=milli)
+    theirs = oracle.adopt(pods, gpu_milli=milli, into=their_into)
     assert as_tuple(mine.placement) == as_tuple(theirs.placement)
+    if into is not None:
+        event(f"adopt into: grown to {len(mine.placement.pods)} pods")
     return mine, theirs
 
 

@@ -281,8 +281,9 @@ def shared_node(name: str) -> dict[str, Any]:
 def test_gangs_of_shared_pods_and_pods_gangplace_bound_as_shares() -> None:
     """docs/kubernetes.md: pods of one gang using the same share are one allocation;
     a gang mixing shares and whole GPUs becomes one allocation per share, with a warning; a
-    later pod of a fractional gang is adopted on its own; a pod gangplace bound with a
-    share (its gpu-milli annotation) is adopted as that share after a restart."""
+    later pod of a fractional gang joins it with the same share, and is adopted on its own
+    with another; a pod gangplace bound with a share (its gpu-milli annotation) is adopted
+    as that share after a restart."""
     sync = ClusterSync(LEVELS, pod_owner="kube", clock=lambda: 0.0)
     sync.apply("ADDED", shared_node("ts"))
     pods = [pod(f"w{i}", "ts", 2, metadata=GROUP) for i in range(3)]
@@ -291,8 +292,17 @@ def test_gangs_of_shared_pods_and_pods_gangplace_bound_as_shares() -> None:
     assert gang.placement.gpu_milli == 500 and len(gang.placement.pods) == 3
     assert sync.cluster.node("ts").shared == {0: 1000, 1: 500}
     late = sync.apply("ADDED", pod("w3", "ts", 2, metadata=GROUP))
-    assert late.action == "pod adopted" and "adopted on its own" in late.warnings[0]
+    assert late.action == "pod joined" and not late.warnings
+    (grown,) = sync.cluster.allocations()
+    assert grown.id == gang.id and len(grown.placement.pods) == 4
     assert sync.cluster.node("ts").shared == {0: 1000, 1: 1000}
+    other = sync.apply("ADDED", pod("w4", "ts", 1, metadata=GROUP))
+    assert other.action == "pod adopted"
+    assert "it uses 250 thousandths of a GPU, its gang's pods 500" in other.warnings[0]
+    assert sync.cluster.node("ts").shared == {0: 1000, 1: 1000, 2: 250}
+    assert sync.apply("DELETED", pod("w3", "ts", 2, metadata=GROUP)).action == "pod ended"
+    assert sync.cluster.node("ts").shared == {0: 1000, 1: 500, 2: 250}
+    sync.apply("DELETED", pod("w4", "ts", 1, metadata=GROUP))
     mixed = [pod("m0", "ts", 1, metadata=GROUP), pod("m1", "ts", 4, metadata=GROUP)]
     results = sync.resync([shared_node("ts")], mixed)
     assert any(

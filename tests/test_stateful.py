@@ -381,24 +381,38 @@ class EngineVersusReference(RuleBasedStateMachine):
         entries=st.lists(ADOPTED_POD, max_size=2),
         owner=st.sampled_from(OWNERS),
         priority=st.none() | st.integers(-1, 2),
+        milli=st.sampled_from((None, None, 250, 600)),
     )
     def adopt_into(
-        self, hold: str, entries: list[tuple[str, Any]], owner: str | None, priority: int | None
+        self,
+        hold: str,
+        entries: list[tuple[str, Any]],
+        owner: str | None,
+        priority: int | None,
+        milli: int | None,
     ) -> None:
-        """Grows an allocation by running pods (only adopted ones may grow)."""
+        """Grows an allocation by running pods (only adopted ones may grow; a fractional one
+        by pods of its own share: docs/resources.md "Fractions of a GPU")."""
+        live = [held for held in self.engine.allocations(owner) if held.id == hold]
+        if milli is not None and live and live[0].placement.gpu_milli is not None:
+            milli = live[0].placement.gpu_milli  # mostly its own share, so that it grows
+        if milli is not None:
+            entries = [
+                (name, gpus[:1] if isinstance(gpus, list) else 1 if gpus else gpus)
+                for name, gpus in entries
+            ]
         pods = [
             gangplace.PodPlacement(name, gpus) if isinstance(gpus, list) else (name, gpus)
             for name, gpus in entries
         ]
-        got = outcome(self.engine.adopt, pods, owner=owner, priority=priority, into=hold)
-        expected = outcome(
-            self.oracle.adopt, pods, owner=owner, priority=priority, into=self.ids[hold]
-        )
+        asks = {"owner": owner, "priority": priority, "gpu_milli": milli}
+        got = outcome(self.engine.adopt, pods, into=hold, **asks)
+        expected = outcome(self.oracle.adopt, pods, into=self.ids[hold], **asks)
         assert got[0] == expected[0], (got, expected)
         if got[0] == "ok":
             assert as_tuple(got[1].placement) == as_tuple(expected[1].placement)
             assert (got[1].owner, got[1].priority) == (expected[1].owner, expected[1].priority)
-            event("adopt_into: grown")
+            event(f"adopt_into: grown{' (shares)' if milli else ''}")
         else:
             assert got == expected
             event(f"adopt_into: {got[1][0]}")

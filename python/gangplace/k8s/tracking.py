@@ -178,8 +178,9 @@ class PodBook:
     ) -> list[SyncResult]:
         """Adopts pods of one gang that use the same share of a GPU (or whole GPUs).
 
-        A fraction never joins a gang's allocation, nor whole pods a fractional one (an
-        allocation has one share per pod): such pods are adopted on their own.
+        A pod joins its gang's allocation only with the share per pod the allocation's own
+        pods use (an allocation has one: docs/resources.md "Fractions of a GPU"); a pod of
+        another share, or a whole pod beside shares, is adopted on its own.
         """
         first = views[0]
         gang = self._gangs.get(first.gang) if first.gang else None
@@ -187,8 +188,11 @@ class PodBook:
         if gang is not None and live is None:
             self._forget_allocation(gang.allocation)
             gang = None
-        if live is not None and (first.milli, live.placement.gpu_milli) != (None, None):
-            warnings.append(f"pod {first.name} adopted on its own: its gang's pods share GPUs")
+        if live is not None and first.milli != live.placement.gpu_milli:
+            warnings.append(
+                f"pod {first.name} adopted on its own: it uses {_share(first.milli)} of a GPU, "
+                f"its gang's pods {_share(live.placement.gpu_milli)}"
+            )
             gang = None
         priority = max(view.priority for view in views)
         preemptible = all(view.preemptible for view in views)
@@ -456,3 +460,8 @@ def _ranks(allocation: Allocation, start: int, views: list[PodView]) -> list[int
         else:  # not reached: adopt placed every pod
             ranks.append(-1)
     return ranks
+
+
+def _share(milli: int | None) -> str:
+    """A pod's share of a GPU in words (a warning's)."""
+    return "whole GPUs" if milli is None else f"{milli} thousandths"

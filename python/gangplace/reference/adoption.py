@@ -60,17 +60,12 @@ class Adoption:
         if isinstance(gpu_milli, bool) or not isinstance(gpu_milli, int | None):
             raise TypeError(f"gpu_milli must be an int, not {type(gpu_milli).__name__}")
         now = self._check_call(1.0, owner)  # type: ignore[attr-defined]
-        if gpu_milli is not None:
-            if into is not None:
-                raise InvalidRequest(
-                    "adopt(into=...) does not take fractions of a GPU (docs/resources.md)"
-                )
-            if not 1 <= gpu_milli <= 999:
-                raise InvalidRequest(
-                    "gpu_milli must be between 1 and 999 thousandths of a GPU (a whole GPU is "
-                    f"gpus_per_pod=1 without gpu_milli), got {gpu_milli}"
-                )
-        target = None if into is None else self._adoption_target(into, owner)
+        if gpu_milli is not None and not 1 <= gpu_milli <= 999:
+            raise InvalidRequest(
+                "gpu_milli must be between 1 and 999 thousandths of a GPU (a whole GPU is "
+                f"gpus_per_pod=1 without gpu_milli), got {gpu_milli}"
+            )
+        target = None if into is None else self._adoption_target(into, owner, gpu_milli)
         if target is None:
             check_priority(0 if priority is None else priority)
         else:
@@ -97,13 +92,15 @@ class Adoption:
         if target is not None:
             hid, hold = target
             hold.asks = _grown_asks(hold.asks, len(hold.placement.pods), ranked, len(taken))
-            hold.res_nodes |= {node for node, _ in taken} if hold.asks else set()
+            uses = hold.asks or gpu_milli is not None  # shares are used like resources
+            hold.res_nodes |= {node for node, _ in taken} if uses else set()
             hold.placement = self._grown(hold.placement, placement)
             for name, gpus_held in held.items():
                 hold.gpus.setdefault(name, set()).update(gpus_held)
             hold.priority = hold.priority if priority is None else priority
             hold.preemptible = hold.preemptible if preemptible is None else preemptible
             hold.movable = hold.movable if movable is None else movable
+            self._sync_shares()  # type: ignore[attr-defined]
             return hold.allocation(hid, self._nodes)
         hold = _Hold(
             True,
@@ -123,16 +120,30 @@ class Adoption:
         self._sync_shares()  # type: ignore[attr-defined]
         return hold.allocation(hid, self._nodes)
 
-    def _adoption_target(self, into: Allocation | str, owner: str | None) -> tuple[str, _Hold]:
-        """The live allocation ``into`` names, if ``owner`` may grow it."""
+    def _adoption_target(
+        self, into: Allocation | str, owner: str | None, gpu_milli: int | None
+    ) -> tuple[str, _Hold]:
+        """The live allocation ``into`` names, if ``owner`` may grow it by these pods.
+
+        Pods using ``gpu_milli`` of a GPU each: its own pods' share (a placement has one).
+        """
         hid = into if isinstance(into, str) else into.id
         hold, ending = self._visible(hid, owner)  # type: ignore[attr-defined]
         if hold is None:
             raise self._ended_error(hid, ending, "adopt into")  # type: ignore[attr-defined]
         if not hold.committed:
             raise ReservationError(f"cannot adopt into {hid}: it is not committed")
-        if hold.placement.gpu_milli is not None:
-            raise InvalidRequest("adopt(into=...) does not take fractions of a GPU")
+        held = hold.placement.gpu_milli
+        if held is not None and held != gpu_milli:
+            raise InvalidRequest(
+                f"allocation {hid}'s pods use {held} thousandths of a GPU each: pods adopted "
+                f'into it must give gpu_milli={held} (docs/resources.md "Fractions of a GPU")'
+            )
+        if held is None and gpu_milli is not None:
+            raise InvalidRequest(
+                f"allocation {hid} holds whole GPUs: pods adopted into it take whole GPUs, "
+                'without gpu_milli (docs/resources.md "Fractions of a GPU")'
+            )
         if hold.asked is not None:
             raise InvalidRequest(
                 f"allocation {hid} was placed for a request: only adopted work (adopt, "

@@ -141,17 +141,59 @@ fn an_adopted_gang_grows_and_a_placed_one_does_not() {
     );
     assert_eq!(grown.since, 0.0);
     let placed = committed(&mut engine, 1, 1);
+    refused_into(&mut engine, placed.id, given(&[pod("r1-n0", 1)]));
+    engine.check_invariants().unwrap();
+}
+
+/// `adopt_into` raises `InvalidRequest` and leaves the snapshot as it was.
+fn refused_into(
+    engine: &mut Engine,
+    id: gangplace_core::HoldId,
+    pods: gangplace_core::AdoptedPods,
+) {
     let before = engine.snapshot(1.0).unwrap();
-    let error = engine
+    let change = gangplace_core::TermsChange::default();
+    let error = engine.adopt_into(id, pods, None, change, 1.0).unwrap_err();
+    assert!(matches!(error, CoreError::InvalidRequest(_)), "{error}");
+    assert_eq!(engine.snapshot(1.0).unwrap(), before);
+}
+
+#[test]
+fn a_fractional_gang_grows_by_pods_of_its_own_share_only() {
+    use gangplace_core::{AdoptedPod, AdoptedPods, Terms, TermsChange};
+    let mut engine = rack_cluster(1, 2, 2);
+    let one = |node: &str| AdoptedPod::Count {
+        node: node.into(),
+        count: 1,
+    };
+    let shares = |pods, milli| AdoptedPods {
+        pods,
+        gpu_milli: milli,
+        ..Default::default()
+    };
+    let first = [one("r0-n0"), one("r0-n0")];
+    let adopted = engine
+        .adopt(shares(&first, Some(400)), None, Terms::default(), 0.0)
+        .unwrap();
+    let later = [one("r0-n0")];
+    let grown = engine
         .adopt_into(
-            placed.id,
-            given(&[pod("r1-n0", 1)]),
+            adopted.id,
+            shares(&later, Some(400)),
             None,
             TermsChange::default(),
             1.0,
         )
-        .unwrap_err();
-    assert!(matches!(error, CoreError::InvalidRequest(_)), "{error}");
-    assert_eq!(engine.snapshot(1.0).unwrap(), before);
+        .unwrap();
+    // GPU 0 holds 800: the third pod takes GPU 1 (rule F2), with the same share.
+    assert_eq!(grown.placement.pods.len(), 3);
+    assert_eq!(grown.placement.gpu_milli, Some(400));
+    let shared = engine.node_info("r0-n0", 1.0).unwrap().shared;
+    assert_eq!(shared, vec![(0, 800), (1, 400)]);
+    for milli in [None, Some(300)] {
+        refused_into(&mut engine, adopted.id, shares(&later, milli));
+    }
     engine.check_invariants().unwrap();
+    assert!(engine.release(adopted.id, None, 2.0).unwrap());
+    assert!(engine.node_info("r0-n0", 2.0).unwrap().shared.is_empty());
 }

@@ -44,7 +44,8 @@ impl Cluster {
     /// ``gpu_milli``). Each entry is then a ``(node, 1)`` pair, whose GPU rule F2 chooses
     /// (the least room that holds the share, ties to the lowest index), or a
     /// ``PodPlacement`` of exactly one GPU, which must be healthy, held by no whole pod and
-    /// have room. Not with ``into``.
+    /// have room. With ``into``, the pods of a fractional allocation give its share (an
+    /// allocation has one share per pod).
     ///
     /// Raises:
     ///     Conflict: A GPU is held, unhealthy, named twice, or a node has too few free GPUs
@@ -53,7 +54,8 @@ impl Cluster {
     ///     UnknownNode: No node has an entry's name.
     ///     InvalidRequest: No pods, a GPU index or count out of range, a bad priority or
     ///         owner, ``into`` an allocation placed for a request, ``gpu_milli`` out of
-    ///         range or with ``into``, or a fractional pod of other than one GPU.
+    ///         range or other than ``into``'s share per pod (``None`` for whole GPUs), or a
+    ///         fractional pod of other than one GPU.
     ///     LimitExceeded: The owner's cap.
     ///     ReservationError: ``into`` a reservation or an allocation that ended.
     ///     UnknownReservation: ``into`` an unknown id, or another owner's.

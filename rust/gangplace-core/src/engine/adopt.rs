@@ -85,7 +85,8 @@ impl Engine {
     /// Adds `pods` (already running) to allocation `id` as new ranks after its others
     /// (docs/transactions.md "Adopting running work", `into`): the same checks as [`Engine::adopt`], and
     /// only for an allocation placed without a request (adopted, or `reserve(placement)`);
-    /// `change` replaces the terms it names. Nothing changes on any error.
+    /// pods of a fractional allocation use its share each (docs/resources.md "Fractions of a
+    /// GPU"); `change` replaces the terms it names. Nothing changes on any error.
     pub fn adopt_into(
         &mut self,
         id: HoldId,
@@ -95,11 +96,7 @@ impl Engine {
         now: f64,
     ) -> CoreResult<Allocation> {
         check_owner(caller)?;
-        if given.gpu_milli.is_some() {
-            return Err(invalid(
-                "adopt(into=...) does not take fractions of a GPU (docs/resources.md \"Fractions of a GPU\")",
-            ));
-        }
+        let milli = given.gpu_milli.map(checked_milli).transpose()?;
         self.reclaim(now);
         match self.visible(id, caller) {
             (Some(HoldState::Committed), _) => {}
@@ -114,7 +111,7 @@ impl Engine {
             .ledger
             .live(id)
             .ok_or_else(|| internal("a live hold vanished"))?;
-        hold.placement.refuse_fraction("adopt(into=...)")?;
+        same_share(id, hold.placement.gpu_milli, milli)?;
         if hold.request.is_some() || hold.roles.is_some() {
             return Err(invalid(format!(
                 "allocation {id} was placed for a request: only adopted work (adopt, \
@@ -122,7 +119,11 @@ impl Engine {
             )));
         }
         let terms = change.applied_to(hold.terms)?;
-        let (taken, held) = self.adopted_pods(given.pods)?;
+        let (taken, held) = match milli {
+            // Shares, not GPUs (docs/resources.md "Fractions of a GPU"): the pods' own GPUs.
+            Some(milli) => (self.adopted_shares(given.pods, milli)?, Vec::new()),
+            None => self.adopted_pods(given.pods)?,
+        };
         let asks = self.adopted_asks(given.asks, &taken)?;
         self.check_cap(hold.owner.as_deref(), held_gpus(&held))?;
         let (placement, order) = self.grown_placement(&hold.placement, &taken);
@@ -167,7 +168,7 @@ impl Engine {
             .take_while(|(a, b)| a == b)
             .count();
         let depth = common.min(self.topology.node_depth());
-        let mut grown = old.clone();
+        let mut grown = old.clone(); // keeps the share per pod of a fractional allocation
         grown.pods.extend(added.pods);
         grown.domain.truncate(common);
         grown.level = self.topology.level_name(depth).to_owned();
@@ -360,6 +361,23 @@ pub(super) fn not_one_of(name: &str, gpus: GpuSet, gpu: u32) -> CoreError {
         gpus.count(),
         gpus.count().saturating_sub(1)
     ))
+}
+
+/// `InvalidRequest` unless pods adopted into allocation `id` use the share per pod its own
+/// pods use (`held`; `None`: whole GPUs), as `given`: a placement has one share per pod
+/// (docs/resources.md "Fractions of a GPU").
+fn same_share(id: HoldId, held: Option<u16>, given: Option<u16>) -> CoreResult<()> {
+    match (held, given) {
+        (held, given) if held == given => Ok(()),
+        (Some(held), _) => Err(invalid(format!(
+            "allocation {id}'s pods use {held} thousandths of a GPU each: pods adopted into it \
+             must give gpu_milli={held} (docs/resources.md \"Fractions of a GPU\")"
+        ))),
+        (None, _) => Err(invalid(format!(
+            "allocation {id} holds whole GPUs: pods adopted into it take whole GPUs, without \
+             gpu_milli (docs/resources.md \"Fractions of a GPU\")"
+        ))),
+    }
 }
 
 /// Adopted pods' asks in rank order (`order[rank]`: the pod's position as given).
