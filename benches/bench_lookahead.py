@@ -12,6 +12,11 @@ fit now but does once enough has ended.
   restored copy each (``gangplace.reference.backfill``'s method), one round.
 - ``reserve_avoiding``: a 1 x 2 reservation kept off the 16,384 GPUs of the answer,
   rolled back each round; against a plain ``reserve``.
+- ``place_after_shares``: the same cluster copied with 4,000 one-pod allocations of 700
+  thousandths of a GPU added (docs/resources.md "Fractions of a GPU"), dealt round-robin into
+  the 64 groups; the requests: the whole gang above, and a fractional gang of 600
+  thousandths per pod inside one hall that does not fit now (the smallest of 4,096, 8,192
+  and 16,384 pods that waits), against the prefixes replayed on restored copies.
 
 The smoke run (``--benchmark-disable``) uses the ``tiny`` shape and checks the answers.
 """
@@ -121,3 +126,50 @@ def bench_place_after_with_cpus(
     found = benchmark(ahead_with_cpus.place_after, asking, ahead["groups"])
     assert found == ahead["cluster"].place_after(gang, ahead["groups"])  # CPUs never bind
     benchmark.extra_info.update(groups=len(ahead["groups"]), released=found and found[0])
+
+
+@pytest.fixture(scope="module")
+def ahead_with_shares(ahead: dict[str, Any], request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The cluster copied with 4,000 shares of 700 running, dealt into the groups."""
+    smoke = request.config.getoption("benchmark_disable", default=False)
+    copy = Cluster.restore(ahead["cluster"].snapshot())
+    by_id = {hold.id: hold for hold in copy.allocations()}
+    groups = [[by_id[hold.id] for hold in group] for group in ahead["groups"]]
+    for index in range(copy.stats().free // 2 if smoke else 4_000):  # tiny: half its free
+        share = copy.commit(copy.reserve(GangRequest(1, 1, gpu_milli=700)))
+        groups[index % len(groups)].append(share)
+    level = ahead["gang"].required_level
+    gang = None
+    for pods in (8, 16, 32) if smoke else (4_096, 8_192, 16_384):
+        candidate = GangRequest(pods, 1, gpu_milli=600, required_level=level)
+        if copy.place_gang(candidate) is None and copy.place_after(candidate, groups):
+            gang = candidate
+            break
+    assert gang is not None, "no fractional gang of the sizes tried waits for releases"
+    return {"cluster": copy, "groups": groups, "gang": gang, "whole": ahead["gang"]}
+
+
+@pytest.mark.parametrize("kind", ["whole", "shares"])
+def bench_place_after_shares(benchmark: Any, ahead_with_shares: dict[str, Any], kind: str) -> None:
+    """``place_after`` on the cluster with shares running: the whole gang, or the fractional
+    one (docs/resources.md "Fractions of a GPU": released shares given back)."""
+    cluster: Cluster = ahead_with_shares["cluster"]
+    gang = ahead_with_shares["whole" if kind == "whole" else "gang"]
+    held = cluster.stats()
+    found = benchmark(cluster.place_after, gang, ahead_with_shares["groups"])
+    assert found is not None and found[0] >= 1
+    assert cluster.stats() == held  # a pure query
+    benchmark.extra_info.update(released=found[0], pods=gang.pods, shared=held.shared)
+
+
+@pytest.mark.parametrize("kind", ["whole", "shares"])
+def bench_place_after_shares_reference(
+    benchmark: Any, ahead_with_shares: dict[str, Any], kind: str
+) -> None:
+    """The same answers by the prefixes replayed on restored copies (one round)."""
+    cluster: Cluster = ahead_with_shares["cluster"]
+    gang = ahead_with_shares["whole" if kind == "whole" else "gang"]
+    groups = ahead_with_shares["groups"]
+    want = cluster.place_after(gang, groups)
+    got = benchmark.pedantic(_replayed, args=(cluster, gang, groups), rounds=1, iterations=1)
+    assert got == want

@@ -263,7 +263,6 @@ def test_operations_that_do_not_plan_fractions_refuse_them() -> None:
     refusals: list[Callable[[], object]] = [
         lambda: cluster.plan_preemption(request),
         lambda: cluster.plan_defrag(request),
-        lambda: cluster.place_after(request, []),
         lambda: cluster.plan_repair(allocation),
     ]
     for call in refusals:

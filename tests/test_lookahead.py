@@ -32,13 +32,14 @@ NODES = [
 ]
 
 gangs = st.builds(
-    lambda pods, gpus, level, elastic, zone, cpu: GangRequest(
+    lambda pods, gpus, level, elastic, zone, cpu, milli: GangRequest(
         pods,
-        gpus,
+        1 if milli else gpus,
         required_level=level,
         min_pods=max(1, pods // 2) if elastic else None,
         selector={"zone": "b"} if zone else None,
         resources_per_pod={"cpu": cpu} if cpu else None,  # docs/resources.md "Node resources"
+        gpu_milli=milli,  # docs/resources.md "Fractions of a GPU"
     ),
     st.integers(1, 6),
     st.sampled_from([1, 2, 4]),
@@ -46,6 +47,7 @@ gangs = st.builds(
     st.booleans(),
     st.sampled_from([False, False, True]),
     st.sampled_from([0, 0, 1, 3]),
+    st.sampled_from([None, None, None, 300, 600]),
 )
 CPUS = 8  # every node's CPUs: gangs asking 3 fit two per node by CPUs
 
@@ -102,6 +104,8 @@ def test_place_after_matches_the_reference(state: dict[str, Any]) -> None:
     assert engine.snapshot() == before  # a pure query
     engine.check_invariants()
     event("fits now" if got is not None and got[0] == 0 else "later" if got else "never")
+    if request.gpu_milli is not None:
+        event(f"shares: {'fits now' if got and got[0] == 0 else 'later' if got else 'never'}")
 
 
 @settings(max_examples=300)
@@ -148,6 +152,11 @@ def test_the_prefix_is_the_first_that_fits_by_brute_force(state: dict[str, Any])
                 copy.adopt(free)
             except gangplace.Conflict:  # one GPU named twice in avoid: adopt it once
                 copy.adopt({(p.node, p.gpus[0]): p for p in free}.values())
+        # An avoided shared GPU's room is taken by a share that fills it (docs/preemption.md L2).
+        for node, gpu in {(pod.node, pod.gpus[0]) for pod in avoid}:
+            info = copy.node(node)
+            if gpu in info.shared and gpu not in info.unhealthy and info.shared[gpu] < 1000:
+                copy.adopt([PodPlacement(node, [gpu])], gpu_milli=1000 - info.shared[gpu])
         placed = copy.place_gang(request)
         if found is not None and k == found[0]:
             assert as_tuple(placed) == as_tuple(found[1])
@@ -256,3 +265,69 @@ def test_a_release_gives_its_cpus_back_too(kind: Any) -> None:
     assert cluster.place_after(gang, [[other]]) is None
     assert cluster.snapshot() == before
     assert cluster.node("a").free_resources == {"cpu": 2}
+
+
+@pytest.mark.parametrize("kind", [Cluster, gangplace.reference.Cluster])
+def test_shares_end_with_their_allocations_and_avoided_shared_gpus_stay_out(kind: Any) -> None:
+    """docs/resources.md "Fractions of a GPU": a fractional gang waits for the allocations whose
+    end makes room for it; a GPU is free for a whole pod once its last share ends; an avoided
+    shared GPU takes no share, even once its own shares end; nothing changes."""
+    cluster = kind(("rack",), clock=FakeClock())
+    cluster.add_node("a", gpus=2, topology={"rack": "r0"})
+    cluster._use_sequential_ids(1)
+    whole = cluster.commit(cluster.reserve(GangRequest(1, 1)))  # GPU 0
+    left = cluster.adopt([PodPlacement("a", [1])], gpu_milli=500)
+    right = cluster.adopt([PodPlacement("a", [1])], gpu_milli=300)
+    before = cluster.snapshot()
+    shares = GangRequest(3, 1, gpu_milli=400)
+    found = cluster.place_after(shares, [[left], [whole], [right]])
+    assert found is not None and found[0] == 2  # GPU 1 (300 used) holds one, GPU 0 two
+    assert [pod.gpus for pod in found[1].pods] == [(0,), (0,), (1,)]
+    found = cluster.place_after(GangRequest(1, 2), [[left], [whole], [right]])
+    assert found is not None and found[0] == 3  # GPU 1 is free once both shares end
+    avoid = [PodPlacement("a", [1])]
+    assert cluster.place_after(GangRequest(1, 1, gpu_milli=100), [[left]], avoid=avoid) is None
+    found = cluster.place_after(GangRequest(1, 1, gpu_milli=100), [[whole]], avoid=avoid)
+    assert found is not None and found[0] == 1 and found[1].pods[0].gpus == (0,)
+    assert cluster.place_after(GangRequest(2, 1), [[left, right]], avoid=avoid) is None
+    with pytest.raises(Unschedulable):
+        cluster.reserve(GangRequest(1, 1, gpu_milli=100), avoid=avoid)
+    assert cluster.snapshot() == before
+    assert cluster.node("a").shared == {1: 800}
+
+
+shared_gangs = st.builds(
+    lambda pods, milli, level: GangRequest(
+        pods, 1, gpu_milli=milli, required_level=level, priority=0
+    ),
+    st.integers(1, 8),
+    st.sampled_from([None, 250, 300, 600, 700]),
+    st.sampled_from([None, "rack", "node"]),
+)
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(shared_gangs, min_size=4, max_size=14),
+    shared_gangs,
+    st.lists(st.integers(0, 3), max_size=14),
+    st.lists(st.tuples(st.integers(0, 7), st.integers(0, 3)), max_size=4),
+)
+def test_place_after_with_shares_matches_the_reference(
+    holds: list[GangRequest],
+    request: GangRequest,
+    grouping: list[int],
+    avoid: list[tuple[int, int]],
+) -> None:
+    """Crowded clusters of whole and fractional allocations: the same prefix and placement as
+    the reference's linear try, for whole and fractional gangs, and nothing changed."""
+    state = {"holds": holds, "unhealthy": [], "request": request, "grouping": grouping}
+    state.update(avoid=avoid, policy="best-fit")
+    engine, oracle, groups, avoided = _build(state)
+    before = engine.snapshot()
+    got = engine.place_after(request, groups, avoid=avoided)
+    assert _answer(got) == _answer(oracle.place_after(request, groups, avoid=avoided))
+    assert engine.snapshot() == before
+    engine.check_invariants()
+    kind = "shares" if request.gpu_milli else "whole"
+    event(f"{kind}: {'fits now' if got and got[0] == 0 else 'later' if got else 'never'}")

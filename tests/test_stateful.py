@@ -293,6 +293,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         avoid=st.lists(st.tuples(st.sampled_from(NAMES), st.integers(0, 7)), max_size=6),
         groups=st.lists(st.lists(holds, max_size=3), max_size=4),
         owner=st.sampled_from(OWNERS),
+        milli=st.sampled_from((None, None, 300, 700)),
     )
     def look_ahead_and_reserve_avoiding(
         self,
@@ -301,11 +302,13 @@ class EngineVersusReference(RuleBasedStateMachine):
         avoid: list[tuple[str, int]],
         groups: list[list[str]],
         owner: str | None,
+        milli: int | None,
     ) -> str:
         """docs/preemption.md "Looking ahead": ``place_after`` over groups of earlier holds (live,
         ended or unknown) agrees with the reference and changes nothing; then a
-        reservation that avoids the answer's GPUs (or the drawn ones) agrees too."""
-        request = GangRequest(pods, gpus_per_pod)
+        reservation that avoids the answer's GPUs (or the drawn ones) agrees too; whole
+        gangs or shares of a GPU (docs/resources.md "Fractions of a GPU")."""
+        request = GangRequest(pods, 1 if milli else gpus_per_pod, gpu_milli=milli)
         pods_avoided = [gangplace.PodPlacement(node, [gpu]) for node, gpu in avoid]
         known = [[hold for hold in group if hold in self.ids] for group in groups]
         theirs = [[self.ids[hold] for hold in group] for group in known]

@@ -99,13 +99,12 @@ class GangRequest:
             units (docs/resources.md "Node resources"). A node then holds ``min(free GPUs // g, free
             r // r per pod for every r)`` pods. Quantities 0..2**50, names unique, at most 32; a
             name no node of the cluster offers raises ``InvalidRequest`` when placed.
-            Preemption, defragmentation, repair, spares swaps and ``place_after`` refuse such
-            requests for now.
+            Preemption, defragmentation, repair, spares and ``place_after`` count them too.
         gpu_milli: Thousandths of one GPU each pod asks, 1..999, with ``gpus_per_pod=1``
             (docs/resources.md "Fractions of a GPU"): each pod takes a share of one GPU, chosen best
             fit among the node's partly used GPUs, and a shared GPU never goes to a whole-GPU
-            pod. No spares or ``numa="single"``; preemption, defragmentation, repair and
-            ``place_after`` refuse such requests. ``None``: whole GPUs.
+            pod. No spares or ``numa="single"``; preemption, defragmentation and repair
+            refuse such requests. ``None``: whole GPUs.
 
     Example:
         >>> GangRequest(4, 8, required_level="rack")
@@ -1413,9 +1412,11 @@ class Cluster:
         A pure query (docs/preemption.md "Looking ahead", L1-L3). ``releases`` lists groups of
         allocations (or ids) in the order they are expected to end; the answer is the
         smallest ``k`` such that the gang fits once the allocations of ``releases[:k]`` have
-        ended (their healthy GPUs free, and the resources besides GPUs their pods use), with
-        the GPUs of ``avoid`` kept out of its way, and its placement then, by the placement
-        rules. ``k = 0``: it fits now. Ids of no live allocation are ignored.
+        ended (their healthy GPUs free, and the resources besides GPUs and the shares of GPUs
+        their pods use), with the GPUs of ``avoid`` kept out of its way (a shared one takes
+        no share either), and its placement then, by the placement rules (rules F1-F2 for a
+        fractional gang, docs/resources.md "Fractions of a GPU"). ``k = 0``: it fits now. Ids
+        of no live allocation are ignored.
 
         Returns:
             ``(k, placement)``, or ``None`` when it does not fit even with every group ended.

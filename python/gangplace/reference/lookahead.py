@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from gangplace.errors import InvalidRequest, UnknownNode
+from gangplace.reference.fractions import WHOLE
 
 if TYPE_CHECKING:
     from gangplace.reference.oracle import _Hold, _Node
@@ -33,6 +34,7 @@ class Lookahead:
         def _plan(self, request: Any) -> Placement | None: ...
         def _reserve_now(self, request: Any, *, ttl: float, owner: str | None) -> Reservation: ...
         def _check_request(self, request: Any) -> None: ...
+        def _sync_shares(self) -> None: ...
 
     def place_after(
         self,
@@ -42,8 +44,6 @@ class Lookahead:
         avoid: Iterable[Any] = (),
     ) -> tuple[int, Placement] | None:
         """L1: the first prefix of ``releases`` after which the gang fits, and where."""
-        if getattr(request, "gpu_milli", None) is not None:
-            raise InvalidRequest("place_after does not plan fractions of a GPU")
         groups = [[a if isinstance(a, str) else a.id for a in group] for group in releases]
         avoided = self._avoided(avoid)
         self._reclaim()
@@ -87,11 +87,12 @@ class Lookahead:
 
     @contextmanager
     def _looking_ahead(self, ended: list[str], avoided: dict[str, set[int]]) -> Iterator[None]:
-        """The allocations ``ended`` freed and the avoided free GPUs held, for the block.
+        """The allocations ``ended`` freed and the avoided GPUs kept out of the way, for the block.
 
         An ended allocation is also set aside from the holds, so that the resources besides
-        GPUs its pods use count as free (docs/resources.md "Node resources"); its shares of GPUs
-        stay.
+        GPUs and the shares of GPUs its pods use count as free (docs/resources.md "Node
+        resources", "Fractions of a GPU"). An avoided GPU that is then free is held; one that is
+        then shared is filled up to a whole GPU, so that no pod takes part of it.
         """
         freed: list[tuple[_Node, set[int]]] = []
         aside: dict[str, _Hold] = {}
@@ -100,7 +101,7 @@ class Lookahead:
             hold = self._holds.get(hid)
             if hold is None or not hold.committed:
                 continue
-            if hold.asks:
+            if hold.asks or hold.placement.gpu_milli is not None:
                 aside[hid] = self._holds.pop(hid)
             for name, gpus in hold.gpus.items():
                 node = self._nodes.get(name)
@@ -108,12 +109,14 @@ class Lookahead:
                     mine = gpus & node.allocated
                     node.allocated -= mine
                     freed.append((node, mine))
+        self._sync_shares()
         blocked: list[tuple[_Node, set[int]]] = []
         for name, gpus in avoided.items():
             node = self._nodes[name]
             free = gpus & set(node.free())
             node.reserved |= free
             blocked.append((node, free))
+            node.shares.update({gpu: WHOLE for gpu in gpus if gpu in node.shares})
         try:
             yield
         finally:
@@ -125,3 +128,4 @@ class Lookahead:
                 held = {**self._holds, **aside}
                 self._holds.clear()
                 self._holds.update((hid, held[hid]) for hid in order if hid in held)
+            self._sync_shares()

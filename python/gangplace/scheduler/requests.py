@@ -36,9 +36,10 @@ def copied(request: GangRequest, **changes: Any) -> GangRequest:
 def whole_gpus(request: GangRequest) -> GangRequest:
     """``request`` with whole GPUs for fractions.
 
-    ``place_after`` counts resources besides GPUs (docs/resources.md "Node resources") but not
-    shares of a GPU, so a fractional pod's reservation is a whole GPU (docs/resources.md "Fractions
-    of a GPU": a reservation that holds more than the pod uses, never less).
+    The Scheduler's reservation rules (docs/scheduler.md S5) and their checks count whole GPUs,
+    so a fractional pod's reservation is a whole GPU (docs/resources.md "Fractions of a GPU": a
+    reservation that holds more than the pod uses, never less), although ``place_after``
+    plans shares.
     """
     if request.gpu_milli is None:
         return request

@@ -94,9 +94,11 @@ impl Cluster {
     /// A pure query (docs/preemption.md "Looking ahead", L1-L3). ``releases`` lists groups of
     /// allocations (or ids) in the order they are expected to end; the answer is the
     /// smallest ``k`` such that the gang fits once the allocations of ``releases[:k]`` have
-    /// ended (their healthy GPUs free, and the resources besides GPUs their pods use), with
-    /// the GPUs of ``avoid`` kept out of its way, and its placement then, by the placement
-    /// rules. ``k = 0``: it fits now. Ids of no live allocation are ignored.
+    /// ended (their healthy GPUs free, and the resources besides GPUs and the shares of GPUs
+    /// their pods use), with the GPUs of ``avoid`` kept out of its way (a shared one takes
+    /// no share either), and its placement then, by the placement rules (rules F1-F2 for a
+    /// fractional gang, docs/resources.md "Fractions of a GPU"). ``k = 0``: it fits now. Ids
+    /// of no live allocation are ignored.
     ///
     /// Returns:
     ///     ``(k, placement)``, or ``None`` when it does not fit even with every group ended.

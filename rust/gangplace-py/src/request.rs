@@ -61,13 +61,12 @@ use crate::types::{call_repr, dict, py_repr, terms_parts};
 ///         units (docs/resources.md "Node resources"). A node then holds ``min(free GPUs // g, free
 ///         r // r per pod for every r)`` pods. Quantities 0..2**50, names unique, at most 32; a
 ///         name no node of the cluster offers raises ``InvalidRequest`` when placed.
-///         Preemption, defragmentation, repair, spares swaps and ``place_after`` refuse such
-///         requests for now.
+///         Preemption, defragmentation, repair, spares and ``place_after`` count them too.
 ///     gpu_milli: Thousandths of one GPU each pod asks, 1..999, with ``gpus_per_pod=1``
 ///         (docs/resources.md "Fractions of a GPU"): each pod takes a share of one GPU, chosen best
 ///         fit among the node's partly used GPUs, and a shared GPU never goes to a whole-GPU
-///         pod. No spares or ``numa="single"``; preemption, defragmentation, repair and
-///         ``place_after`` refuse such requests. ``None``: whole GPUs.
+///         pod. No spares or ``numa="single"``; preemption, defragmentation and repair
+///         refuse such requests. ``None``: whole GPUs.
 ///
 /// Example:
 ///     >>> GangRequest(4, 8, required_level="rack")

@@ -5,11 +5,13 @@
 //! passes the head reserves `avoiding` the shadow placement's GPUs.
 //!
 //! Both work on the engine's own state under a temporary overlay: released allocations'
-//! GPUs are cleared from `allocated` (and the resources besides GPUs their pods use given
-//! back, docs/resources.md "Node resources"), avoided free GPUs are marked `reserved`, and every bit set
-//! or cleared is undone before the call returns (also on errors), so nothing outside the
-//! call ever sees it. The views are updated through the same change lists as any mutation,
-//! so each step costs the nodes it touches, not the cluster.
+//! GPUs are cleared from `allocated` (and the resources besides GPUs and the shares of GPUs
+//! their pods use given back, docs/resources.md "Node resources" and "Fractions of a GPU"),
+//! avoided free GPUs are marked `reserved`, avoided shared GPUs have their room filled (a
+//! share up to a whole GPU, so that no pod takes part of them; released shares there stay),
+//! and every change is undone before the call returns (also on errors), so nothing outside
+//! the call ever sees it. The views are updated through the same change lists as any
+//! mutation, so each step costs the nodes it touches, not the cluster.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -19,19 +21,28 @@ use crate::error::{CoreError, CoreResult, invalid};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::HoldState;
 use crate::model::{GangRequest, Placement, PodPlacement, Reservation};
-use crate::resources::Amounts;
+use crate::resources::{Amounts, ResourceId};
 use crate::search::{Demand, Plan};
-use crate::shares::split;
+use crate::shares::{WHOLE_GPU_MILLI, share_gpu, share_id, split};
 use crate::state::Changes;
 
-/// One temporary change of one node: GPUs marked reserved, GPUs cleared from allocated,
-/// resources given back (by the released allocation `hold`).
+/// One temporary change of one node.
 #[derive(Debug, Clone)]
-struct Step {
-    node: NodeId,
-    blocked: GpuSet,
-    freed: GpuSet,
-    given: Option<(HoldId, Amounts)>,
+enum Step {
+    /// GPUs marked reserved, GPUs cleared from allocated.
+    Gpus {
+        node: NodeId,
+        blocked: GpuSet,
+        freed: GpuSet,
+    },
+    /// Resources and shares given back by the released allocation `hold`.
+    Given {
+        node: NodeId,
+        hold: HoldId,
+        amounts: Amounts,
+    },
+    /// Shares taken to fill the room of avoided shared GPUs.
+    Filled { node: NodeId, amounts: Amounts },
 }
 
 /// The temporary changes made so far, undone in reverse order.
@@ -56,20 +67,31 @@ impl Overlay {
         }
     }
 
-    /// Marks the avoided GPUs that are free now as reserved.
+    /// Marks the avoided GPUs that are free now as reserved, and fills the room of the
+    /// avoided shared ones.
     fn block_avoided(&mut self, engine: &mut Engine) {
         let avoided: Vec<(NodeId, GpuSet)> = self.avoid.iter().map(|(&n, &g)| (n, g)).collect();
         let mut changes = Changes::new();
         for (node, gpus) in avoided {
-            let blocked = gpus & engine.states.get(node).free();
+            let state = engine.states.get(node);
+            let (blocked, shared) = (gpus & state.free(), gpus & state.shared);
             self.push(engine, &mut changes, node, blocked, GpuSet::EMPTY);
+            let fill = shared.iter().map(|gpu| {
+                let used = engine.states.shares().used(node, gpu);
+                (share_id(gpu), WHOLE_GPU_MILLI.saturating_sub(used))
+            });
+            let amounts = Amounts::from_pairs(fill.filter(|&(_, room)| room > 0).collect());
+            if !amounts.is_empty() {
+                (engine.states).use_resources(node, &amounts, true, &mut changes);
+                self.steps.push(Step::Filled { node, amounts });
+            }
         }
         engine.apply(&changes);
     }
 
     /// Frees the live committed allocations among `ids` on this overlay: their GPUs (avoided
-    /// ones among them stay blocked) and the resources besides GPUs their pods use (shares of
-    /// GPUs aside: a shared GPU's other shares may stay).
+    /// ones among them stay blocked), the resources besides GPUs their pods use and their
+    /// shares of GPUs (those on avoided GPUs stay, keeping them blocked).
     fn release(&mut self, engine: &mut Engine, ids: &[HoldId]) {
         let mut changes = Changes::new();
         for &id in ids {
@@ -90,18 +112,20 @@ impl Overlay {
                 self.push(engine, &mut changes, node, blocked, gpus);
             }
             for (node, amounts) in given {
-                let named = split(&amounts).0;
-                if named.is_empty() {
+                let avoided = self.avoid.get(&node).copied().unwrap_or_default();
+                let kept = |&(resource, _): &(ResourceId, u64)| {
+                    share_gpu(resource).is_none_or(|gpu| !avoided.contains(gpu))
+                };
+                let amounts =
+                    Amounts::from_pairs(amounts.pairs().iter().copied().filter(kept).collect());
+                if amounts.is_empty() {
                     continue;
                 }
-                engine
-                    .states
-                    .use_resources(node, &named, false, &mut changes);
-                self.steps.push(Step {
+                (engine.states).use_resources(node, &amounts, false, &mut changes);
+                self.steps.push(Step::Given {
                     node,
-                    blocked: GpuSet::EMPTY,
-                    freed: GpuSet::EMPTY,
-                    given: Some((id, named)),
+                    hold: id,
+                    amounts,
                 });
             }
         }
@@ -129,11 +153,10 @@ impl Overlay {
             state.allocated &= !freed;
             state.reserved |= blocked;
         });
-        self.steps.push(Step {
+        self.steps.push(Step::Gpus {
             node,
             blocked,
             freed,
-            given: None,
         });
     }
 
@@ -142,17 +165,28 @@ impl Overlay {
         let mut changes = Changes::new();
         while self.steps.len() > keep {
             let Some(step) = self.steps.pop() else { break };
-            if let Some((hold, amounts)) = &step.given {
-                self.released.remove(hold);
-                engine
-                    .states
-                    .use_resources(step.node, amounts, true, &mut changes);
-                continue;
+            let states = &mut engine.states;
+            match step {
+                Step::Gpus {
+                    node,
+                    blocked,
+                    freed,
+                } => states.update(node, &mut changes, |state| {
+                    state.reserved &= !blocked;
+                    state.allocated |= freed;
+                }),
+                Step::Given {
+                    node,
+                    hold,
+                    amounts,
+                } => {
+                    self.released.remove(&hold);
+                    states.use_resources(node, &amounts, true, &mut changes);
+                }
+                Step::Filled { node, amounts } => {
+                    states.use_resources(node, &amounts, false, &mut changes);
+                }
             }
-            engine.states.update(step.node, &mut changes, |state| {
-                state.reserved &= !step.blocked;
-                state.allocated |= step.freed;
-            });
         }
         engine.apply(&changes);
     }
@@ -170,7 +204,6 @@ impl Engine {
         avoid: &[PodPlacement],
         now: f64,
     ) -> CoreResult<Option<(usize, Placement)>> {
-        request.refuse_fraction("place_after")?;
         let avoid = self.avoided(avoid)?;
         let placed = request.placed();
         let demand = self.prepare(&placed, now)?;
@@ -225,8 +258,9 @@ impl Engine {
         Ok(ids)
     }
 
-    /// The GPUs held by the live allocations among `ids` (asked for a group only when the
-    /// search reaches it, so a long list of groups costs what the search reads of it).
+    /// The GPUs held by the live allocations among `ids`, whole or shared (asked for a group
+    /// only when the search reaches it, so a long list of groups costs what the search reads
+    /// of it).
     fn released_gpus(&self, ids: &[HoldId]) -> Vec<(NodeId, GpuSet)> {
         let mut gpus = Vec::new();
         for id in ids {
@@ -234,6 +268,12 @@ impl Engine {
                 && hold.state == HoldState::Committed
             {
                 gpus.extend(hold.gpus_by_node.iter().copied());
+                for (node, amounts) in &hold.resources_by_node {
+                    let shared = split(amounts).1.into_iter();
+                    let shared =
+                        shared.fold(GpuSet::EMPTY, |set, (gpu, _)| set | GpuSet::single(gpu));
+                    gpus.push((*node, shared));
+                }
             }
         }
         gpus
@@ -288,7 +328,9 @@ impl Engine {
     }
 
     /// The first prefix length with at least the gang's fewest GPUs free in total (a lower
-    /// bound: GPUs in the wrong places may not help); `groups.len() + 1` when none has.
+    /// bound: GPUs in the wrong places may not help; a shared GPU counts as freed by every
+    /// release of a share of it, more than its last share's can); `groups.len() + 1` when
+    /// none has.
     fn enough_gpus_at(&self, placed: &GangRequest, groups: &[Vec<HoldId>]) -> usize {
         let need = placed.min_gpus();
         let mut free = self.states.totals().free;
