@@ -4,8 +4,10 @@ Issue 14's goal: ``plan_repair`` of 8 lost ranks of a 512-GPU gang (64 pods x 8 
 ``colossus100k`` at 90% fill in at most 100 us (median), and at least 100x the reference.
 The cluster is a seeded ``synth`` build (guessed gang mix, not a trace); the gang is reserved
 and committed on it, then one GPU fails on 8 of its nodes. Both the plan inside the gang's
-domain and the widened one are timed. The smoke run (``--benchmark-disable``) uses the
-``tiny`` shape and checks answers.
+domain and the widened one are timed. ``bench_plan_repair_shares``: the same cluster with a
+gang of 64 pods x 500 thousandths of a GPU instead, 4 of its GPUs failed (8 lost ranks;
+docs/repair.md R7). The smoke run (``--benchmark-disable``) uses the ``tiny`` shape and
+checks answers.
 """
 
 from __future__ import annotations
@@ -282,10 +284,15 @@ def resourced(request: pytest.FixtureRequest) -> dict[str, Any]:
 def bench_plan_repair_resources(benchmark: Any, resourced: dict[str, Any], widen: bool) -> None:
     """The same 8 lost ranks when every pod asks 64 cores and 512 GiB (docs/resources.md "Node
     resources"): each replacement counted by its node's free CPUs and memory too."""
-    cluster: Cluster = resourced["cluster"]
-    plan = benchmark(cluster.plan_repair, resourced["allocation"], widen=widen)
+    _timed_plan(benchmark, resourced, widen, "plan_repair(resources)")
+
+
+def _timed_plan(benchmark: Any, broken: dict[str, Any], widen: bool, op: str) -> None:
+    """Times ``plan_repair`` of ``broken``'s allocation; a widened plan repairs every rank."""
+    cluster: Cluster = broken["cluster"]
+    plan = benchmark(cluster.plan_repair, broken["allocation"], widen=widen)
     benchmark.extra_info.update(
-        op="plan_repair(resources)",
+        op=op,
         planned=None if plan is None else len(plan.replacements),
         level=None if plan is None else plan.level,
     )
@@ -304,3 +311,47 @@ def bench_plan_repair_resources_reference(benchmark: Any, resourced: dict[str, A
     assert [(r, p.node, tuple(p.gpus)) for r, p in got.replacements] == [
         (r, p.node, tuple(p.gpus)) for r, p in expected.replacements
     ]
+
+
+@pytest.fixture(scope="module")
+def shared_broken(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """``broken``'s cluster with a gang of 64 pods x 500 thousandths of a GPU committed
+    (docs/repair.md R7: two pods a GPU, best fit) instead of the 64 x 8 gang, then 4 of its
+    GPUs failed (8 lost ranks); and its reference twin with the same shares."""
+    smoke = request.config.getoption("benchmark_disable", default=False)
+    shape = synth.SHAPES["tiny" if smoke else "colossus100k"]
+    cluster, _ = synth.build(shape, fill=0.5 if smoke else 0.9, seed=1)
+    gang = GangRequest(8 if smoke else 64, 1, gpu_milli=500)
+    allocation = cluster.commit(cluster.reserve(gang))
+    oracle = twin(cluster, shape)
+    twin_id = oracle.commit(oracle.reserve(allocation.placement)).id
+    oracle._holds[twin_id].request = gang
+    gpus = sorted({(pod.node, pod.gpus[0]) for pod in allocation.placement.pods})
+    for node, gpu in gpus[:: max(1, len(gpus) // 4)][:4]:
+        cluster.set_gpu_health(node, gpu, False)
+        oracle.set_gpu_health(node, gpu, False)
+    return {"cluster": cluster, "oracle": oracle, "allocation": allocation.id, "twin": twin_id}
+
+
+@pytest.mark.parametrize("widen", [False, True], ids=["domain", "widened"])
+def bench_plan_repair_shares(benchmark: Any, shared_broken: dict[str, Any], widen: bool) -> None:
+    """8 lost ranks of the 64-pod gang of shares: each replacement a share by rules F1-F2,
+    counted node by node."""
+    _timed_plan(benchmark, shared_broken, widen, "plan_repair(shares)")
+
+
+@pytest.mark.parametrize("widen", [False, True], ids=["domain", "widened"])
+def bench_plan_repair_shares_reference(
+    benchmark: Any, shared_broken: dict[str, Any], widen: bool
+) -> None:
+    """The same plans by ``gangplace.reference`` (one round), checked against the engine."""
+    oracle: reference.Cluster = shared_broken["oracle"]
+    got = benchmark.pedantic(
+        oracle.plan_repair, (shared_broken["twin"],), {"widen": widen}, rounds=1, iterations=1
+    )
+    expected = shared_broken["cluster"].plan_repair(shared_broken["allocation"], widen=widen)
+    assert (got is None) == (expected is None)
+    if got is not None and expected is not None:
+        assert [(r, p.node, tuple(p.gpus)) for r, p in got.replacements] == [
+            (r, p.node, tuple(p.gpus)) for r, p in expected.replacements
+        ]

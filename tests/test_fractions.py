@@ -263,7 +263,7 @@ def test_operations_that_do_not_plan_fractions_refuse_them() -> None:
     refusals: list[Callable[[], object]] = [
         lambda: cluster.plan_preemption(request),
         lambda: cluster.plan_defrag(request),
-        lambda: cluster.plan_repair(allocation),
+        lambda: cluster.reserve_spares(allocation, 1),  # docs/repair.md R7: no spares
     ]
     for call in refusals:
         with pytest.raises(InvalidRequest):

@@ -729,6 +729,8 @@ class EngineVersusReference(RuleBasedStateMachine):
             outcome(self.oracle.repair, expected[1], owner=owner),
         )
         event("repair: " + ("held" if held != UNKNOWN else "refused"))
+        if live and live[0].placement.gpu_milli is not None:  # docs/repair.md R7
+            event("repair: shares " + ("held" if held != UNKNOWN else "refused"))
         if merge and held != UNKNOWN:
             self.commit_repair(held, owner)
         return held

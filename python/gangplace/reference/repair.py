@@ -156,7 +156,7 @@ class Repairs(RepairPlacing):
         GPUs, some of those resources there.
         """
         depth, path, exact = self._resolve(tuple(hold.placement.domain))
-        if not exact:
+        if not exact or hold.placement.gpu_milli is not None:  # removal sets count whole GPUs
             return None
         asks: Mapping[str, int] = next((c.asks for c in classes if c.asks), {})
         asking = _Priority(hold.priority, asks)
@@ -226,6 +226,7 @@ class Repairs(RepairPlacing):
         if not plan.replacements:
             raise InvalidRequest(f"the plan repairs nothing: allocation {hid} has no lost ranks")
         freed = self._victims_freed(plan, hold)
+        milli = hold.placement.gpu_milli  # docs/resources.md "Fractions of a GPU"
         gpus: dict[str, set[int]] = {}
         asks: list[Mapping[str, int]] = []
         fresh: list[tuple[int, PodPlacement]] = []
@@ -236,6 +237,11 @@ class Repairs(RepairPlacing):
                 self._pod_node(replace(hold.placement, domain=within), pod.node)
                 self._check_spare(hold, pod)
                 taken.append((rank, PodPlacement(pod.node, tuple(pod.gpus))))
+                continue
+            if milli is not None:  # a share: its GPU's room is checked below
+                self._pod_node(replace(hold.placement, domain=within), pod.node)
+                fresh.append((rank, pod))
+                asks.append(asks_of(hold, rank))
                 continue
             if pod.node in freed:
                 node = self._pod_node(replace(hold.placement, domain=within), pod.node)
@@ -251,6 +257,10 @@ class Repairs(RepairPlacing):
             gpus.setdefault(pod.node, set()).update(pod.gpus)
             fresh.append((rank, pod))
             asks.append(asks_of(hold, rank))
+        pods = tuple(PodPlacement(pod.node, tuple(pod.gpus)) for _, pod in fresh)
+        placement = Placement(pods, plan.level, tuple(plan.domain), gpu_milli=milli)
+        if milli is not None:
+            self._check_shares(placement, milli)  # type: ignore[attr-defined]
         self._check_pod_asks(
             [(pod.node, ask) for (_, pod), ask in zip(fresh, asks, strict=True)], plan.victims
         )
@@ -261,8 +271,6 @@ class Repairs(RepairPlacing):
             self._nodes[name].reserved.update(held)
         from gangplace.reference.oracle import _Hold
 
-        pods = tuple(PodPlacement(pod.node, tuple(pod.gpus)) for _, pod in fresh)
-        placement = Placement(pods, plan.level, tuple(plan.domain))
         new = _Hold(
             committed=False,
             expires_at=now + ttl,
@@ -281,8 +289,11 @@ class Repairs(RepairPlacing):
             new.gpus = {name: held for name, held in gpus.items() if held}
             new.asks = (asks[0],) if all(a == asks[0] for a in asks) else tuple(asks)
             new.res_nodes = {pod.node for _, pod in fresh}
+        if milli is not None:  # shares are held like resources
+            new.res_nodes = {pod.node for _, pod in fresh}
         rid = self._new_id()
         self._holds[rid] = new
+        self._sync_shares()  # type: ignore[attr-defined]
         return new.reservation(rid)
 
     def commit_repair(
@@ -344,12 +355,14 @@ class Repairs(RepairPlacing):
         used = {pod for _, pod in spared}
         left = tuple(s for s in hold.placement.spares if s not in used)
         hold.asks = asks_without_spares(hold, used)
-        hold.res_nodes |= {pod.node for pod in repair.placement.pods} if hold.asks else set()
+        uses = hold.asks or hold.placement.gpu_milli is not None  # shares, like resources
+        hold.res_nodes |= {pod.node for pod in repair.placement.pods} if uses else set()
         hold.placement = replace(
             hold.placement, pods=tuple(pods), level=level, domain=domain, spares=left
         )
         del self._holds[rid]
         self._remember(rid, "merged", repair.owner)
+        self._sync_shares()  # type: ignore[attr-defined]
         return hold.allocation(hid, self._nodes)
 
     def reserve_spares(
@@ -362,6 +375,11 @@ class Repairs(RepairPlacing):
         if not 1 <= count <= MAX_PODS:
             raise InvalidRequest(f"count must be between 1 and {MAX_PODS}, got {count}")
         hid, hold = self._repairable(allocation, owner)
+        if hold.placement.gpu_milli is not None:  # fractional gangs take no spares
+            raise InvalidRequest(
+                "reserve_spares does not take fractions of a GPU; this placement's pods use "
+                f'gpu_milli={hold.placement.gpu_milli} (docs/resources.md "Fractions of a GPU")'
+            )
         request = hold.request
         if request is None:
             raise InvalidRequest("reserve_spares takes allocations placed from a GangRequest")
@@ -433,8 +451,6 @@ class Repairs(RepairPlacing):
             raise ReservationError(f"cannot repair {hid}: it was {ending}")
         if not hold.committed:
             raise ReservationError(f"cannot repair {hid}: it is a reservation; commit it first")
-        if hold.placement.gpu_milli is not None:
-            raise InvalidRequest("repair does not take fractions of a GPU")
         return hid, hold
 
 

@@ -5,7 +5,9 @@ resources the earlier ones took: for a slice gang the lost ranks of each innermo
 inside that slice's domain (slices in rank order); otherwise the lost ranks of one pod size
 and group, largest pods first, then group order, then slice order. Each class is split by
 what its ranks ask besides GPUs (docs/resources.md "Node resources"), in the order of each ask's
-lowest rank, and its pods count by the nodes' free resources as well as their free GPUs.
+lowest rank, and its pods count by the nodes' free resources as well as their free GPUs. A
+fractional allocation's classes are pods of its share, placed by rules F1-F2 (docs/resources.md
+"Fractions of a GPU"), each seeing the shares the earlier classes took.
 :mod:`gangplace.reference.repair` builds ``plan_repair``, ``repair`` and ``reserve_spares``
 on it; the Rust core (``repair/mod.rs``) must give the same answers.
 """
@@ -37,6 +39,7 @@ class RepairClass:
     ranks: tuple[int, ...]
     slice: Path | None
     asks: Mapping[str, int] = field(default_factory=dict)
+    milli: int | None = None  # a fractional allocation's share per pod
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,9 @@ class RepairPlacing(Ranks):
         def _views(self) -> list[rules.NodeView]: ...
         def _used(self, name: str) -> dict[str, int]: ...
         def _depth_of(self, level: str | None) -> int: ...
+        def _share_views(
+            self, views: list[rules.NodeView], milli: int | None
+        ) -> list[rules.NodeView]: ...
 
     def _knobs(self, hold: _Hold) -> tuple[str, str]:
         if hold.request is not None:
@@ -106,7 +112,9 @@ class RepairPlacing(Ranks):
                     classes[-1] = replace(last, ranks=(*last.ranks, rank))
                 else:
                     size = len(pods[rank].gpus)
-                    classes.append(RepairClass(size, filter_of(request), (rank,), where, asks))
+                    milli = hold.placement.gpu_milli
+                    found_class = RepairClass(size, filter_of(request), (rank,), where, asks, milli)
+                    classes.append(found_class)
             return classes
         roles = hold.roles
         counts = hold.placement.groups_counts
@@ -134,7 +142,8 @@ class RepairPlacing(Ranks):
                 selector = filter_of(roles.groups[group])
             for asks, ranks in split:
                 inside = self._slice_of(hold, ranks[0])
-                found.append(RepairClass(-size, selector, tuple(ranks), inside, asks))
+                milli = hold.placement.gpu_milli
+                found.append(RepairClass(-size, selector, tuple(ranks), inside, asks, milli))
         return found
 
     def _counted(
@@ -164,7 +173,7 @@ class RepairPlacing(Ranks):
         return counted
 
     def _room(self, group: RepairClass, path: Path, numa: str) -> int:
-        views = self._counted(self._views(), group.asks, {}, {})
+        views = self._counted(self._share_views(self._views(), group.milli), group.asks, {}, {})
         usable = rules.feasible(views, group.selector, numa)
         members = [n for n in usable if n.full_path[: len(path)] == path]
         return min(rules.capacity(members, group.gpus_per_pod), len(group.ranks))
@@ -186,6 +195,7 @@ class RepairPlacing(Ranks):
         node_depth = len(self.levels) + 1
         taken: dict[str, set[int]] = {}
         taken_resources: dict[str, dict[str, int]] = {}
+        taken_shares: dict[tuple[str, int], int] = {}
         found: list[tuple[int, PodPlacement]] = []
         for group in classes:
             depth, path = target
@@ -204,6 +214,7 @@ class RepairPlacing(Ranks):
                 )
                 for n in self._views()
             ]
+            views = _less_shares(self._share_views(views, group.milli), taken_shares)
             views = self._counted(views, group.asks, taken_resources, extra.resources)
             usable = rules.feasible(views, group.selector, numa)
             members = [n for n in usable if n.full_path[: len(path)] == path]
@@ -213,10 +224,29 @@ class RepairPlacing(Ranks):
             placed = rules.spread(usable, node_depth, depth, path, pods, group.gpus_per_pod, spread)
             ranked = rules.ranked(placed, {n.name: n.full_path for n in usable})
             for pod in ranked:
-                taken.setdefault(pod.node, set()).update(pod.gpus)
+                if group.milli is None:
+                    taken.setdefault(pod.node, set()).update(pod.gpus)
+                else:  # a share takes room on its GPU, not the GPU
+                    for gpu in pod.gpus:
+                        slot = (pod.node, gpu)
+                        taken_shares[slot] = taken_shares.get(slot, 0) + group.milli
                 _added(taken_resources, pod.node, group.asks)
             found.extend(zip(group.ranks, ranked, strict=True))
         return tuple(sorted(found, key=lambda pair: pair[0]))
+
+
+def _less_shares(
+    views: list[rules.NodeView], taken: Mapping[tuple[str, int], int]
+) -> list[rules.NodeView]:
+    """Share views with the room the earlier classes' shares took left out."""
+    if not taken:
+        return views
+
+    def less(view: rules.NodeView) -> rules.NodeView:
+        room = tuple((gpu, left - taken.get((view.name, gpu), 0)) for gpu, left in view.room)
+        return replace(view, room=room)
+
+    return [less(view) if view.milli is not None else view for view in views]
 
 
 def freed_by(removed: Sequence[Any]) -> Freed:

@@ -266,11 +266,17 @@ class Resources:
         taken: list[tuple[str, tuple[int, ...]]],
         placement: Placement,
     ) -> tuple[dict[str, int], ...]:
-        """Adopted pods' asks in the placement's rank order (each pod is one GPU set)."""
+        """Adopted pods' asks in the placement's rank order.
+
+        Pods alike (shares of one GPU, pods without GPUs on one node) rank in the order given,
+        as rule 6's sort is stable: each rank takes the first such pod not taken yet.
+        """
         if not any(asks):
             return ()
-        by_pod = {(node, gpus): ask for (node, gpus), ask in zip(taken, asks, strict=True)}
-        return tuple(by_pod[(pod.node, tuple(pod.gpus))] for pod in placement.pods)
+        waiting: dict[tuple[str, tuple[int, ...]], list[dict[str, int]]] = {}
+        for pod, ask in zip(taken, asks, strict=True):
+            waiting.setdefault(pod, []).append(ask)
+        return tuple(waiting[(pod.node, tuple(pod.gpus))].pop(0) for pod in placement.pods)
 
 
 def _nothing_to_hold(node: str) -> InvalidRequest:

@@ -91,7 +91,8 @@ impl Cluster {
     /// inside the placement's domain become ``victims`` (ended by ``repair``). Pods follow
     /// the placement rules and are counted by the nodes' free resources too when they ask
     /// some (docs/resources.md "Node resources"; victims give theirs back); ranks keep their
-    /// numbers. Without lost ranks, a plan with no replacements.
+    /// numbers. Without lost ranks, a plan with no replacements. A fractional allocation's
+    /// lost ranks get pods of its share by rules F1-F2 (docs/repair.md R7), never victims.
     ///
     /// Raises:
     ///     UnknownReservation: No such id, or another owner's.
@@ -151,9 +152,10 @@ impl Cluster {
     /// Re-validates (docs/repair.md "Repair after failures", R4): the allocation is live, its lost
     /// ranks are the plan's, every target GPU is still free, healthy and inside its domain
     /// (its slice's for a slice gang), and every target node's free resources still hold
-    /// what its new pods ask. The reservation's pods are the replacements in rank order,
-    /// holding what their ranks ask besides GPUs; ``.repairs`` names the allocation. Commit
-    /// it with ``commit_repair``.
+    /// what its new pods ask; for a fractional allocation, every target GPU still has room
+    /// for its shares (docs/repair.md R7). The reservation's pods are the replacements in
+    /// rank order, holding what their ranks ask besides GPUs (and their shares);
+    /// ``.repairs`` names the allocation. Commit it with ``commit_repair``.
     ///
     /// Args:
     ///     plan: From ``plan_repair``.
@@ -161,8 +163,9 @@ impl Cluster {
     ///     owner: Who holds the repair reservation (and may see the allocation).
     ///
     /// Raises:
-    ///     Conflict: The plan is stale (lost ranks changed, a target GPU is taken, or a
-    ///         target node's resources no longer hold its pods); nothing is held.
+    ///     Conflict: The plan is stale (lost ranks changed, a target GPU is taken or has
+    ///         no room for its shares, or a target node's resources no longer hold its
+    ///         pods); nothing is held.
     ///     UnknownReservation: No such allocation, or another owner's.
     ///     ReservationError: The allocation ended, or is a reservation.
     ///     LimitExceeded: The owner would exceed ``max_held_gpus_per_owner``.
@@ -238,7 +241,7 @@ impl Cluster {
     ///     ReservationError: A reservation, or an ended allocation.
     ///     LimitExceeded: Its owner would exceed ``max_held_gpus_per_owner``.
     ///     InvalidRequest: ``count`` below 1 or past the gang limit, an allocation not placed
-    ///         from a ``GangRequest``, or one whose pods hold no GPU.
+    ///         from a ``GangRequest``, one whose pods hold no GPU, or a fractional one.
     #[pyo3(signature = (allocation, count, *, owner = None))]
     fn reserve_spares(
         &self,

@@ -28,7 +28,7 @@ pub use overlay::Overlay;
 pub use pools::SelectorPool;
 pub use resource_fit::ResourceFit;
 pub use shapes::{ShapeCount, ShapeKey};
-pub use shares::ShareFit;
+pub use shares::{ShareFit, TakenShares};
 
 use crate::ids::{DomainId, GpuSet, NodeId};
 use crate::model::NodeFilter;

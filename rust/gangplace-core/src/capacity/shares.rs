@@ -1,9 +1,15 @@
 //! How many pods of a fractional request each node holds, and the GPU each takes (docs/resources.md
 //! "Fractions of a GPU"): a count over the node states and their GPU shares.
 
+use std::collections::BTreeMap;
+
 use crate::ids::{GpuSet, NodeId};
 use crate::shares::WHOLE_GPU_MILLI;
 use crate::state::NodeStates;
+
+/// Shares taken on a what-if view, per `(node, GPU)`, in thousandths (a repair's earlier
+/// classes: docs/repair.md "Repair after failures", fractions).
+pub type TakenShares = BTreeMap<(NodeId, u32), u64>;
 
 /// How the pods of a fractional request fit node by node: each usable GPU (free, or shared
 /// and healthy) holds `floor((1000 - used) / gpu_milli)` of them.
@@ -13,13 +19,28 @@ pub struct ShareFit<'a> {
     pub milli: u64,
     /// The nodes' states (their shared GPUs and health) and shares.
     pub states: &'a NodeStates,
+    /// Shares taken besides the states' on this what-if view (`None`: none).
+    pub taken: Option<&'a TakenShares>,
 }
 
 impl<'a> ShareFit<'a> {
     /// The fit of a request asking `gpu_milli` thousandths per pod (`None`: whole GPUs).
     pub fn of(gpu_milli: Option<u16>, states: &'a NodeStates) -> Option<Self> {
         let milli = u64::from(gpu_milli?);
-        Some(Self { milli, states })
+        Some(Self {
+            milli,
+            states,
+            taken: None,
+        })
+    }
+
+    /// This fit with `taken` shares used besides the states' (their GPUs are free or shared
+    /// in the view: a taken share only lessens a GPU's room).
+    pub fn with_taken(self, taken: &'a TakenShares) -> Self {
+        Self {
+            taken: Some(taken),
+            ..self
+        }
     }
 
     /// The GPUs of node `id` a fraction may use, given its feasible free GPUs `free`: those,
@@ -31,7 +52,9 @@ impl<'a> ShareFit<'a> {
 
     /// Room left on GPU `gpu` of node `id`, in thousandths.
     fn room(&self, id: NodeId, gpu: u32) -> u64 {
-        WHOLE_GPU_MILLI.saturating_sub(self.states.shares().used(id, gpu))
+        let taken = self.taken.and_then(|taken| taken.get(&(id, gpu)).copied());
+        let used = self.states.shares().used(id, gpu) + taken.unwrap_or(0);
+        WHOLE_GPU_MILLI.saturating_sub(used)
     }
 
     /// Pods of this size that node `id` holds, its feasible free GPUs being `free`.

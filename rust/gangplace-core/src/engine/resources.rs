@@ -228,7 +228,10 @@ impl Engine {
         let Some(hold) = self.ledger.live(id) else {
             return;
         };
-        if asks.is_empty() && hold.resources_by_node.is_empty() {
+        // A fractional hold uses its shares like resources, even when it asks nothing else
+        // and held nothing (its every pod's node removed before a repair).
+        let shares = hold.placement.gpu_milli.is_some();
+        if asks.is_empty() && hold.resources_by_node.is_empty() && !shares {
             return;
         }
         let member = |node: NodeId| holds_on(hold, node) || also.contains(&node);

@@ -21,6 +21,7 @@ use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, Hold, HoldState, RepairLink};
 use crate::model::{Allocation, Placement, PodPlacement, RepairPlan, Reservation};
 use crate::resources::Amounts;
+use crate::shares::split;
 use crate::state::Changes;
 
 impl Engine {
@@ -52,6 +53,7 @@ impl Engine {
             )));
         }
         let victims = self.repair_victims(plan, target)?;
+        let milli = target.placement.gpu_milli; // docs/resources.md "Fractions of a GPU"
         let mut pods: Vec<(NodeId, GpuSet)> = Vec::with_capacity(plan.replacements.len());
         let (mut new_pods, mut ranks, mut spares) = (Vec::new(), Vec::new(), Vec::new());
         let mut asks: Vec<Amounts> = Vec::new();
@@ -65,12 +67,14 @@ impl Engine {
             }
             match victims.get(&node) {
                 // A pod without GPUs (its rank's lost pod had none: `check_plan_shape`) holds
-                // only its resources, checked below.
-                _ if pod.gpus.is_empty() => {}
+                // only its resources, checked below; a share's room is checked below too.
+                _ if pod.gpus.is_empty() || milli.is_some() => {}
                 Some(&freed) => self.check_pod_gpus_freed(node, pod.gpus, freed)?,
                 None => self.check_pod_gpus(node, pod.gpus)?,
             }
-            pods.push((node, pod.gpus));
+            if milli.is_none() {
+                pods.push((node, pod.gpus)); // shares hold no whole GPU
+            }
             new_pods.push(pod.clone());
             ranks.push(*rank);
             asks.push(asks_of(target, usize::try_from(*rank).unwrap_or(usize::MAX)).clone());
@@ -79,7 +83,7 @@ impl Engine {
             gpus_by_node(pods.into_iter()).ok_or_else(|| texts::one_gpu_two_pods("the plan"))?;
         self.check_cap(caller, held_gpus(&held))?;
         let placement = Placement {
-            gpu_milli: None,
+            gpu_milli: milli,
             pods: new_pods,
             level: plan.level.clone(),
             domain: plan.domain.clone(),
@@ -94,8 +98,14 @@ impl Engine {
             },
             _ => asks.into(),
         };
+        if let Some(milli) = milli {
+            self.check_placement_shares(&placement, milli)?;
+        }
         let resources_by_node = self.resources_by_node(&placement, &asks, &[], &|_| true);
-        self.check_asked_resources(resources_by_node.clone(), &plan.victims)?;
+        let named = (resources_by_node.iter())
+            .map(|(node, amounts)| (*node, split(amounts).0))
+            .filter(|(_, named)| !named.is_empty());
+        self.check_asked_resources(named.collect(), &plan.victims)?;
         let hold = Hold {
             state: HoldState::Reserved,
             expires_at: now + ttl,

@@ -56,7 +56,9 @@ impl Engine {
 /// The shape whose counts a class's searches may read: pods of its size asking its
 /// resources, with its NUMA rule, on the cluster's own view (no selector).
 fn repair_shape(class: &RepairClass, knobs: Knobs) -> Option<ShapeKey> {
-    (!class.need.is_empty() && class.selector.is_plain()).then(|| ShapeKey {
+    // Shares are counted node by node (docs/resources.md "Fractions of a GPU").
+    let counted = !class.need.is_empty() && class.selector.is_plain() && class.milli.is_none();
+    counted.then(|| ShapeKey {
         gpus_per_pod: class.gpus_per_pod,
         numa: knobs.numa,
         need: class.need.clone(),

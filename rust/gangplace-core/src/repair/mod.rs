@@ -13,7 +13,9 @@
 //! the placement's domain, or with `widen` the smallest enclosing domain up to the request's
 //! coarsest level where every class fits. Inside a target the pods follow rules 4-6, counted
 //! by the nodes' free resources too (docs/resources.md "Node resources") less what earlier classes
-//! took; the new pods go to the lost ranks in rank order.
+//! took; the new pods go to the lost ranks in rank order. A fractional allocation's lost ranks
+//! are pods of its share, placed by rules F1-F2 (docs/resources.md "Fractions of a GPU"), each
+//! class seeing the shares the earlier ones took.
 
 mod commit;
 mod counts;
@@ -23,7 +25,7 @@ mod spares;
 
 use std::collections::BTreeMap;
 
-use crate::capacity::{CapacityView, Overlay, ResourceFit};
+use crate::capacity::{CapacityView, Overlay, ResourceFit, ShareFit, TakenShares};
 use crate::engine::Engine;
 use crate::engine::ranks::{asks_of, lost_ranks, slice_index, spare_matches};
 use crate::engine::transactions::Owner;
@@ -47,6 +49,9 @@ pub(super) struct RepairClass {
     pub slice: Option<Vec<String>>,
     /// What each of its pods asks besides GPUs (empty: nothing).
     pub need: Amounts,
+    /// The share of one GPU each of its pods uses (a fractional allocation's; `None`: whole
+    /// GPUs).
+    pub milli: Option<u16>,
 }
 
 /// What a what-if preemption's victims give back, counted free besides the free GPUs and
@@ -240,7 +245,6 @@ impl Engine {
             (None, ending) => return Err(Self::repair_ended(id, ending)),
         }
         let hold = self.ledger.live(id).ok_or_else(|| unknown(id))?;
-        hold.placement.refuse_fraction("repair")?;
         Ok(hold)
     }
 
@@ -361,6 +365,7 @@ impl Engine {
     ) -> CoreResult<Option<Vec<(u64, PodPlacement)>>> {
         let mut taken: BTreeMap<NodeId, GpuSet> = BTreeMap::new();
         let mut taken_resources: BTreeMap<NodeId, Amounts> = BTreeMap::new();
+        let mut taken_shares = TakenShares::new();
         let mut replacements = Vec::new();
         for class in classes {
             let target = match &class.slice {
@@ -373,11 +378,20 @@ impl Engine {
             let used: Vec<(NodeId, Amounts)> = (taken_resources.iter())
                 .map(|(&node, amounts)| (node, amounts.clone()))
                 .collect();
-            let Some(plan) = self.place_class(class, target, knobs, (&taken, &used), freed)? else {
+            let what_if = (&taken, used.as_slice(), &taken_shares);
+            let Some(plan) = self.place_class(class, target, knobs, what_if, freed)? else {
                 return Ok(None);
             };
             for pod in &plan.pods {
-                *taken.entry(pod.node).or_default() |= pod.gpus;
+                match class.milli {
+                    // A share takes room on its GPU, not the GPU.
+                    Some(milli) => {
+                        for gpu in pod.gpus.iter() {
+                            *taken_shares.entry((pod.node, gpu)).or_default() += u64::from(milli);
+                        }
+                    }
+                    None => *taken.entry(pod.node).or_default() |= pod.gpus,
+                }
                 if !class.need.is_empty() {
                     let sum = taken_resources.entry(pod.node).or_default();
                     *sum = sum.plus(&class.need);
@@ -390,14 +404,18 @@ impl Engine {
         Ok(Some(replacements))
     }
 
-    /// One class inside `target` by rules 4-6, on its selector's view plus `freed` less
-    /// `taken` (GPUs, and resources when the class asks some).
+    /// One class inside `target` by rules 4-6 (and F1-F2 for shares), on its selector's view
+    /// plus `freed` less `taken` (GPUs, resources when the class asks some, and shares).
     fn place_class(
         &self,
         class: &RepairClass,
         (depth, item): (usize, Item),
         knobs: Knobs,
-        (taken, taken_resources): (&BTreeMap<NodeId, GpuSet>, &[(NodeId, Amounts)]),
+        (taken, taken_resources, taken_shares): (
+            &BTreeMap<NodeId, GpuSet>,
+            &[(NodeId, Amounts)],
+            &TakenShares,
+        ),
         freed: &Freed,
     ) -> CoreResult<Option<Plan>> {
         let view = self.capacity.view_for(&self.states, &class.selector);
@@ -415,11 +433,13 @@ impl Engine {
         let fit = self
             .class_fit(class)
             .map(|fit| fit.with_taken(taken_resources).with_freed(&freed.resources));
+        let share = ShareFit::of(class.milli, &self.states).map(|fit| fit.with_taken(taken_shares));
         let made = || {
             Search::new(&self.topology, &overlay, size)
                 .with_shape(Layers::NONE, knobs.spread)
                 .with_numa(knobs.numa)
                 .with_resources(fit)
+                .with_shares(share)
         };
         let counting = made(); // counts node by node
         let kept = (self.repair_counts(class, knobs))
@@ -449,6 +469,7 @@ impl Engine {
             .with_shape(Layers::NONE, knobs.spread)
             .with_numa(knobs.numa)
             .with_resources(self.class_fit(class))
+            .with_shares(ShareFit::of(class.milli, &self.states))
             .with_counts(self.repair_counts(class, knobs));
         search.pods_up_to(item, class.ranks.len() as u64)
     }
@@ -494,6 +515,7 @@ fn repair_classes(topology: &Topology, hold: &Hold, lost: &[u64]) -> CoreResult<
                     ranks: vec![rank],
                     slice: Some(slice),
                     need: need.clone(),
+                    milli: hold.placement.gpu_milli,
                 }),
             }
         }
@@ -541,6 +563,7 @@ fn repair_classes(topology: &Topology, hold: &Hold, lost: &[u64]) -> CoreResult<
                 ranks: vec![rank],
                 slice: path,
                 need: need.clone(),
+                milli: hold.placement.gpu_milli,
             }),
         }
     }

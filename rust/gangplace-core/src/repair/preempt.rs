@@ -32,7 +32,9 @@ impl Engine {
         now: f64,
     ) -> CoreResult<Option<Preempted>> {
         let (depth, item, exact) = self.resolve_path(&hold.placement.domain);
-        if !exact {
+        // Removal sets count whole GPUs: a fractional allocation's repair finds no victims
+        // (docs/repair.md R6).
+        if !exact || hold.placement.gpu_milli.is_some() {
             return Ok(None);
         }
         let limits = RemovalLimits::default();

@@ -38,6 +38,7 @@ impl Engine {
         self.reclaim(now);
         self.settle();
         let hold = self.repairable(id, caller)?;
+        hold.placement.refuse_fraction("reserve_spares")?; // fractional gangs take no spares
         let Some(request) = hold.request.clone() else {
             return Err(invalid(
                 "reserve_spares takes allocations placed from a GangRequest (their pod size)",
@@ -126,6 +127,7 @@ fn spare_classes(
             ranks: (index * count..(index + 1) * count).collect(),
             slice,
             need: need.clone(),
+            milli: None, // a fractional allocation takes no spares (refused above)
         })
         .collect())
 }

@@ -68,12 +68,14 @@ impl<V: CapacityView> Search<'_, V> {
     }
 
     /// [`Self::numa_count`] of a domain by visiting its children while `cap` is not reached,
-    /// only those whose plain capacity (the aggregates', an upper bound) is not zero.
+    /// only those whose plain capacity (the aggregates', an upper bound) is not zero; with
+    /// shares every child domain (its free whole GPUs bound no count of shares).
     #[inline(never)]
     pub(super) fn numa_count_children(&self, item: Item, cap: u64) -> u64 {
         let mut total = 0;
         for child in self.children(item) {
-            if self.plain_capacity(child) == 0 {
+            let bounded = !matches!((child, &self.share), (Item::Domain(_), Some(_)));
+            if bounded && self.plain_capacity(child) == 0 {
                 continue;
             }
             total += self.numa_count(child, cap - total);
@@ -112,6 +114,9 @@ impl<V: CapacityView> Search<'_, V> {
         match (self.counted(), self.counts.is_some()) {
             (false, _) => self.capacity(item) >= pods,
             (true, true) => self.numa_count(item, pods) >= pods, // kept counts: one read
+            // Free whole GPUs bound no count of shares (a GPU holds several; a shared one is
+            // not free): counted node by node (docs/resources.md "Fractions of a GPU").
+            (true, false) if self.share.is_some() => self.numa_count(item, pods) >= pods,
             (true, false) => {
                 self.plain_capacity(item) >= pods && self.numa_count(item, pods) >= pods
             }
