@@ -250,3 +250,26 @@ def test_a_plan_exists_exactly_when_a_brute_force_finds_room(
     plan = engine.plan_repair(allocation)
     assert (plan is not None) == _brute_force_fits(engine, allocation)
     event("plan" if plan is not None else "no plan")
+
+
+def test_the_scheduler_repairs_a_fractional_job_in_place() -> None:
+    """docs/scheduler.md S13 with docs/repair.md R7: a job of shares that loses its GPU keeps its
+    allocation id; its lost ranks restart on shares elsewhere (they were requeued before R7)."""
+    from gangplace import Scheduler
+
+    clock = FakeClock()
+    cluster = cluster_of(gangplace.Cluster)
+    scheduler = Scheduler(cluster, clock=clock)
+    scheduler.submit("serve", GangRequest(2, 1, gpu_milli=400), walltime=3600, on_failure="repair")
+    placed = scheduler.cycle(clock()).started[0].allocation
+    broken = placed.placement.pods[0]
+    cluster.set_gpu_health(broken.node, broken.gpus[0], False)
+    clock.advance(10)
+    decisions = scheduler.cycle(clock())
+    assert [r.job_id for r in decisions.repaired] == ["serve"] and decisions.requeued == ()
+    repaired = decisions.repaired[0].allocation
+    assert repaired.id == placed.id and repaired.lost == () and repaired.placement.gpu_milli == 400
+    assert all(
+        pod.gpus != broken.gpus or pod.node != broken.node for pod in repaired.placement.pods
+    )
+    cluster.check_invariants()
