@@ -77,24 +77,24 @@ def test_lost_shares_are_placed_again_by_best_fit_and_their_shares_move(kind: An
 
 @pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
 def test_classes_see_the_shares_earlier_classes_took(kind: Any) -> None:
-    """Adopted pods asking different CPUs are two classes: the first class's shares count
-    against the second's room (one GPU of 1000 for three pods of 400 would not do)."""
+    """Adopted pods of 600 asking different CPUs are two classes: the first takes b's GPU (b
+    and c tie; b first), so the second, seeing that share, goes to c (b's GPU has 400 left)."""
     cluster = kind(LEVELS, clock=FakeClock())
-    for name in ("a", "b"):
+    cluster.add_node("a", gpus=2, topology={"rack": "r0"}, resources={"cpu": 8_000})
+    for name in ("b", "c"):
         cluster.add_node(name, gpus=1, topology={"rack": "r0"}, resources={"cpu": 8_000})
     cluster._use_sequential_ids(1)
-    pods = [("a", 1), ("a", 1)]
-    gang = cluster.adopt(pods, gpu_milli=400, resources=[{"cpu": 1_000}, {"cpu": 2_000}])
+    pods = [PodPlacement("a", [0]), PodPlacement("a", [1])]
+    gang = cluster.adopt(pods, gpu_milli=600, resources=[{"cpu": 1_000}, {"cpu": 2_000}])
     cluster.set_gpu_health("a", 0, False)
+    cluster.set_gpu_health("a", 1, False)
     plan = cluster.plan_repair(current(cluster, gang), widen=True)
     assert plan is not None
-    assert [(rank, pod.node) for rank, pod in plan.replacements] == [(0, "b"), (1, "b")]
+    assert [(rank, pod.node) for rank, pod in plan.replacements] == [(0, "b"), (1, "c")]
     cluster.commit_repair(cluster.repair(plan))
-    assert cluster.node("b").shared == {0: 800}
-    assert cluster.node("b").free_resources == {"cpu": 5_000}
-    third = cluster.adopt([("b", 1)], gpu_milli=200)
-    cluster.set_gpu_health("a", 0, True)
-    cluster.release(third)
+    assert (cluster.node("b").shared, cluster.node("c").shared) == ({0: 600}, {0: 600})
+    assert cluster.node("b").free_resources == {"cpu": 7_000}
+    assert cluster.node("c").free_resources == {"cpu": 6_000}
 
 
 @pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
