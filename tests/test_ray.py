@@ -114,17 +114,49 @@ def test_refresh_follows_nodes_and_adopts_others_groups() -> None:
     }
     changes = sync.refresh(nodes, {"g1": group})
     assert changes.added == ["n0", "n1", "n2", "n3"] and changes.adopted == ["g1"]
-    assert changes.warnings == [
-        "placement group g1: bundle 1 asks 0.5 GPU: counted as 1 whole GPUs"
-    ]
-    assert sync.cluster.stats().allocated == 9 and sync.cluster.node("n0").free == ()
+    assert changes.warnings == []  # half a GPU is a share of one (docs/ray.md RY3)
+    assert sync.cluster.stats().allocated == 8 and sync.cluster.node("n0").free == ()
+    assert sync.cluster.node("n1").shared == {0: 500}
     nodes[3] = _record("n3", rack="r9")  # relabelled: no hold on it, so it moves
     changes = sync.refresh(nodes, {"g1": group})
     assert changes.updated == ["n3"] and sync.cluster.node("n3").topology == {"rack": "r9"}
     assert changes.adopted == [] and changes.released == []
     changes = sync.refresh(nodes[1:], {"g1": {**group, "state": "REMOVED"}})  # n0 died
     assert changes.removed == ["n0"] and changes.released == ["g1"]
-    assert sync.cluster.stats().allocated == 0
+    assert sync.cluster.stats().allocated == 0 and sync.cluster.node("n1").shared == {}
+
+
+def test_shares_of_others_groups_are_adopted_as_shares() -> None:
+    """docs/ray.md RY3: a bundle asking less than one GPU holds that share of one GPU (rounded
+    up to a thousandth), one allocation per share asked beside the whole-GPU bundles'; a
+    bundle of 1.5 GPUs is counted as 2 whole ones, with a warning; removing the group gives
+    every part back."""
+    sync = RaySync(LEVELS)
+    nodes = [_record(f"n{i}", rack="r0") for i in range(2)]
+    bundles = {
+        0: {"GPU": 0.25},
+        1: {"GPU": 0.25},
+        2: {"GPU": 0.1},
+        3: {"GPU": 1.5},
+        4: {"GPU": 0.9999},
+    }
+    group = {
+        "state": "CREATED",
+        "bundles": bundles,
+        "bundles_to_node_id": dict.fromkeys(bundles, "n0"),
+    }
+    changes = sync.refresh(nodes, {"g": group})
+    assert changes.adopted == ["g"]
+    assert changes.warnings == ["placement group g: bundle 3 asks 1.5 GPU: counted as 2 whole GPUs"]
+    held = sync.cluster.allocations(owner="ray")
+    assert sorted(a.placement.gpu_milli or 0 for a in held) == [0, 100, 250]
+    # 0.9999 GPU rounds up to a whole one: GPUs 0-2 whole, shares on GPU 3.
+    assert sync.cluster.node("n0").shared == {3: 600} and sync.cluster.node("n0").free == tuple(
+        range(4, 8)
+    )
+    changes = sync.refresh(nodes, {})
+    assert changes.released == ["g"] and sync.cluster.allocations(owner="ray") == []
+    assert sync.cluster.node("n0").shared == {} and len(sync.cluster.node("n0").free) == 8
 
 
 # ------------------------------------------------------------------ bundles (no Ray)

@@ -27,7 +27,8 @@ __all__ = ["RayChanges", "RaySync", "cluster_from_ray"]
 
 LIVE_GROUP_STATES = ("CREATED", "RESCHEDULING")
 # (node, GPUs, resources) of each placed bundle: a group is adopted again when it changes
-Bundles = tuple[tuple[str, int, tuple[tuple[str, int], ...]], ...]
+# (node, whole GPUs, resources, thousandths of one GPU for a bundle asking less than one)
+Bundles = tuple[tuple[str, int, tuple[tuple[str, int], ...], int | None], ...]
 
 
 @dataclass
@@ -78,7 +79,8 @@ class RaySync:
         self.cluster = Cluster(tuple(levels), **cluster_kw)
         self.lock = threading.RLock()
         self.nodes: dict[str, RayNode] = {}
-        self.foreign: dict[str, tuple[str, Bundles]] = {}  # group -> (allocation, bundles)
+        # group -> (its allocations: one for whole GPUs, one per share; its bundles)
+        self.foreign: dict[str, tuple[tuple[str, ...], Bundles]] = {}
         self.gangs: dict[str, RayGang] = {}  # the groups gangplace made, by hex id
 
     def refresh(
@@ -180,9 +182,10 @@ class RaySync:
             if bundles:
                 live[group_id] = bundles
         for group_id in sorted(self.foreign):
-            allocation, bundles = self.foreign[group_id]
+            allocations, bundles = self.foreign[group_id]
             if live.get(group_id) != bundles:
-                self.cluster.release(allocation, owner=self.owner)
+                for allocation in allocations:
+                    self.cluster.release(allocation, owner=self.owner)
                 del self.foreign[group_id]
                 changes.released.append(group_id)
         for group_id in sorted(live):
@@ -213,33 +216,60 @@ class RaySync:
             if isinstance(gpus, bool) or not isinstance(gpus, (int, float)) or gpus < 0:
                 warnings.append(f"{where}: bundle {index}: GPU: got {gpus!r}")
                 continue
-            if gpus != int(gpus):
+            # A share of one GPU (docs/resources.md "Fractions of a GPU"), rounded up to a
+            # thousandth (never less); above 0.999 GPU, the whole GPU.
+            milli = math.ceil(round(gpus * 1000, 6)) if 0 < gpus < 1 else None
+            if milli is not None and milli >= 1000:
+                milli, gpus = None, 1
+            elif milli is None and gpus != int(gpus):
                 warnings.append(
                     f"{where}: bundle {index} asks {gpus} GPU: counted as {math.ceil(gpus)} "
                     "whole GPUs"
                 )
             resources = _bundle_resources(bundle)
             if gpus or resources:
-                found.append((node, math.ceil(gpus), tuple(sorted(resources.items()))))
+                whole = 0 if milli is not None else math.ceil(gpus)
+                found.append((node, whole, tuple(sorted(resources.items())), milli))
         return tuple(found)
 
     def _adopt(self, group_id: str, bundles: Bundles, changes: RayChanges) -> None:
-        pods = [(node, gpus) for node, gpus, _ in bundles]
-        resources = [dict(asked) for _, _, asked in bundles]
-        options = {"owner": self.owner, "preemptible": False}
+        """Adopts the group: all of its allocations, or none.
+
+        One for its whole-GPU bundles and one per share asked (an allocation has one share per
+        pod: docs/resources.md "Fractions of a GPU").
+        """
+        held: list[str] = []
+        shares = sorted({milli for *_, milli in bundles}, key=lambda m: (m is not None, m or 0))
+        for milli in shares:
+            part = tuple(bundle for bundle in bundles if bundle[3] == milli)
+            allocation = self._adopt_part(group_id, part, milli, changes)
+            if allocation is None:
+                for done in held:
+                    self.cluster.release(done, owner=self.owner)
+                return
+            held.append(allocation)
+        self.foreign[group_id] = (tuple(held), bundles)
+        changes.adopted.append(group_id)
+
+    def _adopt_part(
+        self, group_id: str, bundles: Bundles, milli: int | None, changes: RayChanges
+    ) -> str | None:
+        """The bundles of one share (``None``: whole GPUs) adopted as one allocation."""
+        pods = [(node, 1 if milli is not None else gpus) for node, gpus, _, _ in bundles]
+        resources = [dict(asked) for _, _, asked, _ in bundles]
+        options: dict[str, Any] = {"owner": self.owner, "preemptible": False, "gpu_milli": milli}
         try:
-            held = self.cluster.adopt(pods, resources=resources, **options)  # type: ignore[arg-type]
+            return self.cluster.adopt(pods, resources=resources, **options).id
         except GangplaceError as error:
             try:  # as Kubernetes' pods are: with their GPUs only (docs/ray.md RY3)
-                held = self.cluster.adopt(pods, **options)  # type: ignore[arg-type]
+                held = self.cluster.adopt(pods, **options)
             except GangplaceError:
                 changes.warnings.append(f"placement group {group_id} not adopted: {error}")
-                return
+                return None
             changes.warnings.append(
                 f"placement group {group_id} adopted with its GPUs only: {error}"
             )
-        self.foreign[group_id] = (held.id, bundles)
-        changes.adopted.append(group_id)
+            return held.id
 
     def _lost(self, changes: RayChanges) -> None:
         for group_id in sorted(self.gangs):
