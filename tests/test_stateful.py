@@ -476,10 +476,18 @@ class EngineVersusReference(RuleBasedStateMachine):
         gpus=st.sampled_from((1, 2, 4)),
         terms=st.tuples(st.integers(-1, 1), st.booleans(), st.booleans()),
         owner=st.sampled_from(OWNERS),
+        milli=st.sampled_from((None, None, None, 300, 600)),
     )
-    def run_small_job(self, gpus: int, terms: tuple[int, bool, bool], owner: str | None) -> str:
-        """Reserves and commits a one-pod job at once: work for preemption to move or end."""
-        request = GangRequest(1, gpus, priority=terms[0], preemptible=terms[1], movable=terms[2])
+    def run_small_job(
+        self, gpus: int, terms: tuple[int, bool, bool], owner: str | None, milli: int | None
+    ) -> str:
+        """Reserves and commits a small job at once: work for preemption to move or end, or
+        two pods of a share of a GPU each, for repair, adoption into and looking ahead to
+        work on (docs/resources.md "Fractions of a GPU")."""
+        shape = (2, 1) if milli else (1, gpus)
+        request = GangRequest(
+            *shape, priority=terms[0], preemptible=terms[1], movable=terms[2], gpu_milli=milli
+        )
         hold = self._held(*self._both("reserve", request, owner=owner))
         if hold != UNKNOWN:
             self.engine.commit(hold, owner=owner)
