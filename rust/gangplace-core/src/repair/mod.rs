@@ -19,13 +19,13 @@
 
 mod commit;
 mod counts;
+mod place;
 mod preempt;
 pub(crate) mod snapshot;
 mod spares;
 
 use std::collections::BTreeMap;
 
-use crate::capacity::{CapacityView, Overlay, ResourceFit, ShareFit, TakenShares};
 use crate::engine::Engine;
 use crate::engine::ranks::{asks_of, lost_ranks, slice_index, spare_matches};
 use crate::engine::transactions::Owner;
@@ -35,7 +35,7 @@ use crate::ledger::{Hold, HoldState};
 use crate::model::NodeFilter;
 use crate::model::{PodPlacement, RepairPlan};
 use crate::resources::Amounts;
-use crate::search::{Item, Plan, Search};
+use crate::search::Item;
 use crate::shapes::{Layers, Numa, Spread};
 use crate::topology::Topology;
 
@@ -351,138 +351,6 @@ impl Engine {
             };
         }
         (path.len(), Item::Domain(domain), true)
-    }
-
-    /// Every class placed in turn (its slice's domain, or `target`), each seeing the GPUs and
-    /// resources the earlier ones took; `(rank, pod)` in rank order, or `None` if one does
-    /// not fit. `freed`: what a what-if preemption's victims give back.
-    pub(super) fn place_classes(
-        &self,
-        classes: &[RepairClass],
-        target: (usize, Item),
-        knobs: Knobs,
-        freed: &Freed,
-    ) -> CoreResult<Option<Vec<(u64, PodPlacement)>>> {
-        let mut taken: BTreeMap<NodeId, GpuSet> = BTreeMap::new();
-        let mut taken_resources: BTreeMap<NodeId, Amounts> = BTreeMap::new();
-        let mut taken_shares = TakenShares::new();
-        let mut replacements = Vec::new();
-        for class in classes {
-            let target = match &class.slice {
-                None => target,
-                Some(path) => match self.resolve_path(path) {
-                    (depth, item, true) => (depth, item),
-                    _ => return Ok(None),
-                },
-            };
-            let used: Vec<(NodeId, Amounts)> = (taken_resources.iter())
-                .map(|(&node, amounts)| (node, amounts.clone()))
-                .collect();
-            let what_if = (&taken, used.as_slice(), &taken_shares);
-            let Some(plan) = self.place_class(class, target, knobs, what_if, freed)? else {
-                return Ok(None);
-            };
-            for pod in &plan.pods {
-                match class.milli {
-                    // A share takes room on its GPU, not the GPU.
-                    Some(milli) => {
-                        for gpu in pod.gpus.iter() {
-                            *taken_shares.entry((pod.node, gpu)).or_default() += u64::from(milli);
-                        }
-                    }
-                    None => *taken.entry(pod.node).or_default() |= pod.gpus,
-                }
-                if !class.need.is_empty() {
-                    let sum = taken_resources.entry(pod.node).or_default();
-                    *sum = sum.plus(&class.need);
-                }
-            }
-            let pods = self.planned_pods(&plan);
-            replacements.extend(class.ranks.iter().copied().zip(pods));
-        }
-        replacements.sort_by_key(|&(rank, _)| rank);
-        Ok(Some(replacements))
-    }
-
-    /// One class inside `target` by rules 4-6 (and F1-F2 for shares), on its selector's view
-    /// plus `freed` less `taken` (GPUs, resources when the class asks some, and shares).
-    fn place_class(
-        &self,
-        class: &RepairClass,
-        (depth, item): (usize, Item),
-        knobs: Knobs,
-        (taken, taken_resources, taken_shares): (
-            &BTreeMap<NodeId, GpuSet>,
-            &[(NodeId, Amounts)],
-            &TakenShares,
-        ),
-        freed: &Freed,
-    ) -> CoreResult<Option<Plan>> {
-        let view = self.capacity.view_for(&self.states, &class.selector);
-        let view = view.ok_or_else(|| crate::error::internal("a selector lost its pool"))?;
-        let pods = class.ranks.len() as u64;
-        let size = class.gpus_per_pod;
-        let mut overlay = Overlay::new(&self.topology, &view, size);
-        for &node in taken.keys().chain(freed.gpus.keys()) {
-            if let Some(free) = view.node_free(node) {
-                let more = freed.gpus.get(&node).copied().unwrap_or_default();
-                let less = taken.get(&node).copied().unwrap_or_default();
-                overlay.set_node(node, Some((free | more) & !less));
-            }
-        }
-        let fit = self
-            .class_fit(class)
-            .map(|fit| fit.with_taken(taken_resources).with_freed(&freed.resources));
-        let share = ShareFit::of(class.milli, &self.states).map(|fit| fit.with_taken(taken_shares));
-        let made = || {
-            Search::new(&self.topology, &overlay, size)
-                .with_shape(Layers::NONE, knobs.spread)
-                .with_numa(knobs.numa)
-                .with_resources(fit)
-                .with_shares(share)
-        };
-        let counting = made(); // counts node by node
-        let kept = (self.repair_counts(class, knobs))
-            .map(|base| self.overlaid_counts(base, &counting, (taken, taken_resources), freed));
-        let search = match &kept {
-            Some(counts) => made().with_overlaid_counts(counts),
-            None => counting,
-        };
-        #[cfg(feature = "testing")]
-        if kept.is_some() {
-            // The kept counts through the what-if view are the node-by-node counts.
-            let (with, without) = (search.capacity(item), made().capacity(item));
-            assert_eq!(with, without, "overlaid counts of {item:?}");
-        }
-        if !search.holds(item, pods) {
-            return Ok(None);
-        }
-        search.plan_in(depth, item, pods).map(Some)
-    }
-
-    /// Pods of the class's size (up to its count) that `target` holds now on its view.
-    fn class_capacity(&self, class: &RepairClass, (_, item): (usize, Item), knobs: Knobs) -> u64 {
-        let Some(view) = self.capacity.view_for(&self.states, &class.selector) else {
-            return 0;
-        };
-        let search = Search::new(&self.topology, &view, class.gpus_per_pod)
-            .with_shape(Layers::NONE, knobs.spread)
-            .with_numa(knobs.numa)
-            .with_resources(self.class_fit(class))
-            .with_shares(ShareFit::of(class.milli, &self.states))
-            .with_counts(self.repair_counts(class, knobs));
-        search.pods_up_to(item, class.ranks.len() as u64)
-    }
-
-    /// How the class's pods count by the nodes' free resources (`None`: it asks none).
-    fn class_fit<'a>(&'a self, class: &'a RepairClass) -> Option<ResourceFit<'a>> {
-        (!class.need.is_empty()).then(|| {
-            ResourceFit::new(
-                &class.need,
-                self.topology.resources().capacities(),
-                self.states.resource_use(),
-            )
-        })
     }
 }
 
