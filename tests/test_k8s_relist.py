@@ -300,3 +300,33 @@ SyncMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 test_relists_equal_a_fresh_build_and_no_running_gpu_is_free = SyncMachine.TestCase
+
+
+def test_a_withdrawn_gpu_marked_on_a_held_one_moves_to_a_free_one() -> None:
+    """Found by the machine above (K2): all 8 GPUs held by two pods when the device plugin
+    withdraws one (the deletion of one pod not seen yet), so the mark goes on a held GPU; once
+    that pod's deletion arrives (an event, or a relist) the mark moves to a free GPU: the
+    running pod loses no rank, and the state is the one a new sync builds."""
+    for by_relist in (False, True):
+        sync = ClusterSync(LEVELS, pod_owner="kube", clock=lambda: 0.0)
+        node = {"rack": "r0", "gpus": 8, "broken": 0, "notready": False, "uid": "uid-n0"}
+        sync.apply("ADDED", _node("n0", node, 1))
+        first = {"name": "a", "node": "n0", "gpus": 4, "cpu": 1, "gang": None, "phase": "Running"}
+        second = {**first, "name": "b"}
+        sync.apply("ADDED", _pod("uid-a", first, 2))
+        sync.apply("ADDED", _pod("uid-b", second, 3))
+        node["broken"] = 1  # a was deleted, its event held back: a GPU is withdrawn
+        sync.apply("MODIFIED", _node("n0", node, 5))
+        assert len(sync.cluster.node("n0").unhealthy) == 1 and sync.cluster.node("n0").free == ()
+        if by_relist:
+            nodes, pods = [_node("n0", node, 5)], [_pod("uid-b", second, 3)]
+            sync.resync(nodes, pods)
+        else:
+            sync.apply("DELETED", _pod("uid-a", first, 4))
+            nodes, pods = [_node("n0", node, 5)], [_pod("uid-b", second, 3)]
+        info = sync.cluster.node("n0")
+        assert len(info.free) == 3 and not set(info.unhealthy) & set(info.allocated)
+        assert sync.cluster.allocations(lost=True) == []
+        fresh = ClusterSync(LEVELS, pod_owner="kube", clock=lambda: 0.0)
+        fresh.resync(nodes, pods)
+        assert _state(sync) == _state(fresh)

@@ -110,12 +110,7 @@ class NodeBook:
             cluster.update_node(name, labels=view.labels)
         if view.resources != old.resources:
             cluster.update_node(name, resources=dict(view.resources))  # checked on add
-        current = set(cluster.node(name).unhealthy)
-        wanted = _unhealthy(cluster, name, view, current)
-        for gpu in sorted(wanted - current):
-            cluster.set_gpu_health(name, gpu, False)
-        for gpu in sorted(current - wanted):
-            cluster.set_gpu_health(name, gpu, True)
+        self._mark_unhealthy(name, view)
         if view.cordon_reason and view.cordon_reason != old.cordon_reason:
             cluster.cordon(name)
             warnings.append(f"node {name} cordoned: {view.cordon_reason}")
@@ -124,6 +119,27 @@ class NodeBook:
         self.views[name] = view
         self.adopt(moved, warnings)
         return SyncResult("node updated", name, warnings=tuple(warnings))
+
+    def _mark_unhealthy(self, name: str, view: NodeView) -> None:
+        """Marks the GPUs K2 counts unhealthy (``_unhealthy``), and only those."""
+        cluster = self.cluster
+        current = set(cluster.node(name).unhealthy)
+        wanted = _unhealthy(cluster, name, view, current)
+        for gpu in sorted(wanted - current):
+            cluster.set_gpu_health(name, gpu, False)
+        for gpu in sorted(current - wanted):
+            cluster.set_gpu_health(name, gpu, True)
+
+    def settle_unhealthy(self, name: str | None) -> None:
+        """Moves node ``name``'s GPUs counted unhealthy onto free GPUs, after pods there ended.
+
+        K2: their indices are unknown, so a mark a pod's GPU carried goes to a GPU now free.
+        """
+        if name is None or name not in self.views or name not in self.cluster:
+            return
+        view = self.views[name]
+        if view.counted and view.unhealthy:
+            self._mark_unhealthy(name, view)
 
     def _release_own(self, node: str) -> list[PodView]:
         """Ends the sync's own ranks on ``node`` (their pods are adopted again after)."""
@@ -169,17 +185,21 @@ def _unhealthy(cluster: Cluster, name: str, view: NodeView, current: set[int]) -
     """The GPUs to mark unhealthy (K2).
 
     Named by the annotation: exactly those. Counted from allocatable (their indices are
-    unknown): the node's unhealthy GPUs kept while the count allows, more taken from its
-    free GPUs first, highest index first, and only then from held ones, so that GPUs
-    running pods use (adopted by count, at the lowest indices) are never counted twice.
+    unknown): they sit on GPUs no pod holds first, so that GPUs running pods use (adopted by
+    count, at the lowest indices) are never counted twice: the node's marks on GPUs no pod
+    holds kept while the count allows, then its free GPUs, highest index first, then its
+    marks on held GPUs, then held GPUs, highest index first. A mark that had to go on a held
+    GPU moves to a free one once one is free (``settle_unhealthy``), so the state is the one
+    a new sync builds from the same lists.
     """
     if not view.counted:
         return set(view.unhealthy)
     count = len(view.unhealthy)
-    keep = sorted(gpu for gpu in current if gpu < view.gpus)[:count]
-    if len(keep) == count:
-        return set(keep)
     info = cluster.node(name)
-    free = sorted(set(info.free) - set(keep), reverse=True)
-    held = sorted(set(range(view.gpus)) - set(keep) - set(free), reverse=True)
-    return set(keep) | set((free + held)[: count - len(keep)])
+    held = set(info.allocated) | set(info.reserved)
+    marks = sorted(gpu for gpu in current if gpu < view.gpus)
+    idle = [gpu for gpu in marks if gpu not in held]
+    free = sorted(set(info.free) - set(idle), reverse=True)
+    busy = [gpu for gpu in marks if gpu in held]
+    rest = sorted(set(range(view.gpus)) - set(marks) - set(free), reverse=True)
+    return set((idle + free + busy + rest)[:count])

@@ -226,7 +226,7 @@ class ClusterSync:
         if known is not None:  # K5: its node or requests changed: it is adopted again
             if view.key in self._book.tracked:
                 warnings.append(f"pod {view.name}: what it holds changed: adopted again")
-            self._book.end(view.key, view.name, [])
+            self._end_pod(view.key, view.name, [])
         if not view.runs:
             self._idle.add(view.key)
             return SyncResult("ignored", view.name, warnings=tuple(warnings))
@@ -273,7 +273,14 @@ class ClusterSync:
             while len(self._ended) > TOMBSTONES:
                 self._ended.popitem(last=False)
         self._idle.discard(key)
-        return self._book.end(key, subject, warnings)
+        return self._end_pod(key, subject, warnings)
+
+    def _end_pod(self, key: str, subject: str, warnings: list[str]) -> SyncResult:
+        """Ends the pod's rank; GPUs counted unhealthy on its node then move to free ones (K2)."""
+        view = self._book.known(key)
+        result = self._book.end(key, subject, warnings)
+        self._nodes.settle_unhealthy(None if view is None else view.node)
+        return result
 
     # ------------------------------------------------------------------ relists
 
@@ -398,7 +405,7 @@ class ClusterSync:
                 live[tracked.allocation] = book.live(tracked.allocation) is not None
             dead = tracked is not None and not live[tracked.allocation]
             if listed is None or listed.holding != view.holding or dead:
-                listing.results.append(book.end(key, view.name, []))
+                listing.results.append(self._end_pod(key, view.name, []))
 
     def _apply_nodes(self, listing: _Listing) -> None:
         """Nodes not listed as GPU nodes leave; the listed ones are added or brought up to date."""
