@@ -13,6 +13,8 @@ Clusters, built once per session (seeded):
 - ``all-candidates``: ``synth.build("colossus100k", fill=1.0)``, every hold at priority 0
   (issue 29): every one of its ~6,400 allocations is a candidate for a gang of priority 10;
   ``all-candidates-superpod`` the same on the 16,384-GPU ``superpod`` (~1,070 allocations).
+- ``2k`` also serves a fractional gang: 2,048 pods of 500 thousandths (the same 1,024 GPUs of
+  room; docs/preemption.md P8).
 - ``fragmented2k``: the same shape with one movable 2-GPU job on the first node of every rack
   and the rest filled with fixed gangs to 90%: no rack is whole, defragmentation must move.
 
@@ -241,6 +243,30 @@ def bench_plan_preemption_2k_reference(benchmark: Any, clusters: dict[str, Clust
     got = benchmark.pedantic(oracle.plan_preemption, args=(request,), rounds=1, iterations=1)
     # Ids and start times differ between the twins, so tie-breaks may pick other victims.
     assert (got is None) == (cluster.plan_preemption(request) is None)
+
+
+def _shares(cluster: Cluster) -> GangRequest:
+    """``bench_plan_preemption_2k``'s 1,024 GPUs as pods of half a GPU (docs/preemption.md P8)."""
+    return GangRequest(2 * min(1024, cluster.stats().total // 2), 1, gpu_milli=500, priority=0)
+
+
+def bench_plan_preemption_2k_shares(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """The 2k cluster's preemption for 2,048 pods of 500 thousandths (P8: whole-GPU victims,
+    pods counted by the room of the GPUs, node by node)."""
+    cluster = clusters["2k"]
+    plan = benchmark(cluster.plan_preemption, _shares(cluster))
+    benchmark.extra_info.update(victims=None if plan is None else len(plan.victims))
+    assert plan is None or plan.placement.gpu_milli == 500
+
+
+def bench_plan_preemption_2k_shares_reference(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """The same plan by ``gangplace.reference`` (one round)."""
+    cluster = clusters["2k"]
+    oracle = _twin(cluster)
+    got = benchmark.pedantic(
+        oracle.plan_preemption, args=(_shares(cluster),), rounds=1, iterations=1
+    )
+    assert (got is None) == (cluster.plan_preemption(_shares(cluster)) is None)
 
 
 def _unit(cluster: Cluster) -> MultiGangRequest:

@@ -510,6 +510,7 @@ class EngineVersusReference(RuleBasedStateMachine):
         chosen=st.none() | st.integers(0, 255),
         cpu=st.sampled_from((None, None, 1_000, 2_000)),
         tolerations=TOLERATIONS,
+        milli=st.sampled_from((None, None, None, 400, 700)),
     )
     def preempt(
         self,
@@ -520,13 +521,16 @@ class EngineVersusReference(RuleBasedStateMachine):
         chosen: int | None,
         cpu: int | None,
         tolerations: Any = (),
+        milli: int | None = None,
     ) -> str:
         """Priority preemption; sometimes the gang asks CPUs, which victims give back too
-        (docs/resources.md "Node resources")."""
+        (docs/resources.md "Node resources"), or is pods of a share of a GPU each
+        (docs/preemption.md P8: whole-GPU victims)."""
         pods, size, priority, level = gang
         request = GangRequest(
             pods,
-            size,
+            1 if milli else size,
+            gpu_milli=milli,
             required_level=level,
             priority=priority,
             spread="balanced" if balanced else "pack",

@@ -103,8 +103,9 @@ class GangRequest:
         gpu_milli: Thousandths of one GPU each pod asks, 1..999, with ``gpus_per_pod=1``
             (docs/resources.md "Fractions of a GPU"): each pod takes a share of one GPU, chosen best
             fit among the node's partly used GPUs, and a shared GPU never goes to a whole-GPU
-            pod. No spares or ``numa="single"``; preemption, defragmentation and repair
-            refuse such requests. ``None``: whole GPUs.
+            pod. No spares or ``numa="single"``; defragmentation refuses such requests;
+            preemption ends whole-GPU allocations for them (docs/preemption.md P8).
+            ``None``: whole GPUs.
 
     Example:
         >>> GangRequest(4, 8, required_level="rack")
@@ -1065,6 +1066,8 @@ class Cluster:
         and colocation succeeds there (docs/roles.md). A request asking
         resources besides GPUs counts them: victims give back their resources with their
         GPUs, and a job holding only resources can be one (docs/resources.md "Node resources").
+        A fractional gang's pods count by the room of the GPUs, each GPU a victim frees
+        holding its share of pods; victims hold whole GPUs (docs/preemption.md P8).
 
         Returns:
             The plan, or ``None`` when no set within ``max_victims`` makes room.

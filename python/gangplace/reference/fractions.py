@@ -13,7 +13,7 @@ every node's shares after a hold begins or ends.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -112,11 +112,14 @@ class Fractions:
             out.append(replace(view, milli=milli, room=room))
         return out
 
-    def _check_shares(self, placement: PlacementLike, milli: int) -> Placement:
+    def _check_shares(
+        self, placement: PlacementLike, milli: int, freed: Mapping[str, set[int]] | None = None
+    ) -> Placement:
         """The fractional placement as held, if it still fits (``Conflict`` otherwise).
 
-        Each pod names one healthy GPU held by no whole pod, with room for its share beside
-        the shares there and the placement's other pods.
+        Each pod names one healthy GPU held by no whole pod (but those of ``freed``, a
+        preemption's victims'), with room for its share beside the shares there and the
+        placement's other pods.
         """
         if getattr(placement, "spares", ()):
             raise InvalidRequest("a placement of fractional pods has no spares")
@@ -131,7 +134,8 @@ class Fractions:
             (gpu,) = pod.gpus
             if not 0 <= gpu < node.gpus:
                 raise texts.gpu_out_of_range(gpu, pod.node)
-            if gpu in node.unhealthy or gpu in node.reserved | node.allocated:
+            whole = (node.reserved | node.allocated) - (freed or {}).get(pod.node, set())
+            if gpu in node.unhealthy or gpu in whole:
                 raise texts.placement_gpu_busy(gpu, pod.node, gpu in node.unhealthy)
             asked[(pod.node, gpu)] = asked.get((pod.node, gpu), 0) + milli
         if not placement.pods:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from gangplace.reference import roles, rules
+from gangplace.reference.fractions import WHOLE
 from gangplace.reference.resources import pods_fitting
 from gangplace.reference.rules import Gang, NodeView
 from gangplace.reference.values import Path, Placement
@@ -77,6 +78,10 @@ def with_removed(nodes: Sequence[NodeView], removed: Sequence[Candidate]) -> lis
     views = []
     for before in nodes:
         view = replace(before, free=tuple(sorted({*before.free, *freed.get(before.name, ())})))
+        if before.milli is not None and freed.get(before.name):
+            # A victim's GPUs come back whole: each with a whole GPU's room (P8).
+            room = dict(before.room) | dict.fromkeys(freed[before.name], WHOLE)
+            view = replace(view, room=tuple(sorted(room.items())))
         back = given.get(before.name)
         if before.resources and back:
             over = before.overused
@@ -251,7 +256,10 @@ def place_after_removal(
     )
     paths = {node.name: node.full_path for node in after}
     return Placement(
-        rules.ranked(placed, paths), rules.level_name(levels, choice.depth), choice.path
+        rules.ranked(placed, paths),
+        rules.level_name(levels, choice.depth),
+        choice.path,
+        gpu_milli=gang.gpu_milli,
     )
 
 

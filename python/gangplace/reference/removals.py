@@ -203,7 +203,7 @@ class Removals:
             found = preemption.find_roles(views, self.levels, unit, found_candidates, most)
         else:
             gang = self._gang(request)
-            views = self._views(self._asks(request))
+            views = self._views(self._asks(request), gang.gpu_milli)  # P8: shares by their room
             found = preemption.find(views, self.levels, gang, found_candidates, most)
         if found is None:
             return None
@@ -338,7 +338,10 @@ class Removals:
         if per_pod:  # docs/resources.md "Node resources": the new hold uses what its pods ask
             every_pod = (*placement.pods, *placement.spares)
             hold.asks, hold.res_nodes = per_pod, {pod.node for pod in every_pod}
+        if placement.gpu_milli is not None:  # its shares are used like resources
+            hold.res_nodes |= {pod.node for pod in placement.pods}
         self._holds[hid] = hold
+        self._sync_shares()  # type: ignore[attr-defined]
         return hold.reservation(hid)
 
     def preempt(
@@ -353,7 +356,12 @@ class Removals:
                 hold.preemptible and (plan.chosen_victims or hold.priority < request.priority)
             ),
         )
-        held = self._check_target(plan.placement, freed)
+        milli = plan.placement.gpu_milli
+        if milli is None:
+            held = self._check_target(plan.placement, freed)
+        else:  # shares hold no whole GPU; a victim's GPUs count free (docs/preemption.md P8)
+            self._check_shares(plan.placement, milli, freed)  # type: ignore[attr-defined]
+            held = {}
         self._check_target_resources(request, plan.placement, plan.victims)
         self._check_cap_after(owner, sum(len(g) for g in held.values()), returned.get(owner, 0))
         for victim in plan.victims:
@@ -517,8 +525,12 @@ def _refuse_unsupported_shapes(request: AnyRequest, call: str) -> None:
             f"{call} plans for single gangs; a MultiGangRequest is placed by place_gang, "
             "reserve, the batches and plan_preemption (docs/roles.md)"
         )
-    if getattr(request, "gpu_milli", None) is not None:
-        raise InvalidRequest(f"{call} does not plan fractions of a GPU")
+    milli = getattr(request, "gpu_milli", None)
+    if milli is not None and call != "plan_preemption":  # docs/preemption.md P8
+        raise InvalidRequest(
+            f"{call} does not plan fractions of a GPU; this request asks gpu_milli={milli} "
+            '(docs/resources.md "Fractions of a GPU")'
+        )
     if request.slices:
         raise InvalidRequest(
             f"{call} does not take slice gangs yet; place them with place_gang or reserve"

@@ -249,6 +249,8 @@ impl Cluster {
     /// and colocation succeeds there (docs/roles.md). A request asking
     /// resources besides GPUs counts them: victims give back their resources with their
     /// GPUs, and a job holding only resources can be one (docs/resources.md "Node resources").
+    /// A fractional gang's pods count by the room of the GPUs, each GPU a victim frees
+    /// holding its share of pods; victims hold whole GPUs (docs/preemption.md P8).
     ///
     /// Returns:
     ///     The plan, or ``None`` when no set within ``max_victims`` makes room.

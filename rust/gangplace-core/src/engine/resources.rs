@@ -174,7 +174,8 @@ impl Engine {
     }
 
     /// Refuses `asked` (per node) unless each node's free resources, once the `victims` end,
-    /// hold it (`Conflict`: the plan is stale), nodes checked in name order.
+    /// hold it (`Conflict`: the plan is stale), nodes checked in name order. Shares of GPUs
+    /// among them are left to [`Engine::check_placement_shares`] (their room is per GPU).
     pub(crate) fn check_asked_resources(
         &self,
         asked: Vec<(NodeId, Amounts)>,
@@ -199,6 +200,7 @@ impl Engine {
                 .cmp(&self.topology.node(b.0).name)
         });
         for (node, asks) in asked {
+            let asks = split(&asks).0;
             let capacity = self.topology.resources().capacity(node);
             let used = self.states.resource_use().used(node);
             let used = used.minus(freed.get(&node).unwrap_or(&Amounts::none()));

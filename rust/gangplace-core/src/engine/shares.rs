@@ -13,12 +13,14 @@ use crate::shares::{WHOLE_GPU_MILLI, share_id, split};
 
 impl Engine {
     /// Checks that every pod of a fractional `placement` names one GPU of its node that is
-    /// healthy, held by no whole pod, and has room for its share beside the shares there and
-    /// the placement's other pods on it (`Conflict` otherwise: the placement is stale).
+    /// healthy, held by no whole pod (but those of `freed`, a preemption's victims'), and has
+    /// room for its share beside the shares there and the placement's other pods on it
+    /// (`Conflict` otherwise: the placement is stale).
     pub(crate) fn check_placement_shares(
         &self,
         placement: &Placement,
         milli: u16,
+        freed: &std::collections::HashMap<NodeId, GpuSet>,
     ) -> CoreResult<()> {
         if !placement.spares.is_empty() {
             return Err(invalid("a placement of fractional pods has no spares"));
@@ -34,7 +36,8 @@ impl Engine {
             if !state.gpus.contains(gpu) {
                 return Err(texts::gpu_out_of_range(gpu, &pod.node));
             }
-            let whole = state.reserved | state.allocated;
+            let freed = freed.get(&node).copied().unwrap_or_default();
+            let whole = (state.reserved | state.allocated) & !freed;
             if state.unhealthy.contains(gpu) || whole.contains(gpu) {
                 return Err(texts::placement_gpu_busy(
                     gpu,

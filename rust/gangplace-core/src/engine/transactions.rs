@@ -269,7 +269,7 @@ impl Engine {
         let held = match placement.gpu_milli {
             // Fractional pods hold shares, not GPUs (docs/resources.md "Fractions of a GPU").
             Some(milli) => {
-                self.check_placement_shares(placement, milli)?;
+                self.check_placement_shares(placement, milli, &Default::default())?;
                 Vec::new()
             }
             None => self.placement_gpus(placement)?,

@@ -38,6 +38,7 @@ impl Engine {
         now: f64,
     ) -> CoreResult<Option<DefragPlan>> {
         super::refuse_unsupported_shapes(request, "plan_defrag")?;
+        request.refuse_fraction("plan_defrag")?;
         let (demand, plan) = self.plan(request, now)?;
         if let Some(plan) = plan {
             let placement = Arc::new(self.placement(&plan));

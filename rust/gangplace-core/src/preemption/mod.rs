@@ -31,7 +31,7 @@ impl Engine {
     fn plan_without_victims(&self, request: &Arc<GangRequest>, plan: &Plan) -> PreemptionPlan {
         PreemptionPlan {
             request: AnyRequest::Gang(Arc::clone(request)),
-            placement: Arc::new(self.placement(plan)),
+            placement: Arc::new(request.split_spares(self.placement(plan))),
             victims: Vec::new(),
             victim_gpus: 0,
             max_victim_priority: None,
@@ -58,7 +58,9 @@ impl Engine {
         let resources = self.removal_counts_resources(request)?;
         // The kept index knows where holds have GPUs, not where they hold other resources:
         // named candidates (P7) and requests whose resources may bind read every candidate.
-        let found = match limits.only_holds.is_none() && !resources {
+        // The descent's bounds count whole GPUs: a fractional gang reads every candidate.
+        let descended = limits.only_holds.is_none() && !resources && request.gpu_milli.is_none();
+        let found = match descended {
             true => self.found_by_descent(request, &demand, limits, now)?,
             false => None,
         };
@@ -81,7 +83,7 @@ impl Engine {
         victims.sort_unstable();
         Ok(Some(PreemptionPlan {
             request: AnyRequest::Gang(Arc::clone(request)),
-            placement: Arc::new(self.placement(&found.plan)),
+            placement: Arc::new(request.split_spares(self.placement(&found.plan))),
             victims,
             victim_gpus: members.clone().map(|c| c.held).sum(),
             max_victim_priority: members.map(|c| c.priority).max(),
@@ -222,7 +224,14 @@ impl Engine {
         let (freed, returned) = self.check_victims(&plan.victims, |hold| {
             hold.terms.preemptible && (plan.chosen_victims || hold.terms.priority < terms.priority)
         })?;
-        let held = self.check_target(&plan.placement, &freed)?;
+        // Shares hold no whole GPU: each pod's GPU needs room, a victim's GPUs counted free.
+        let held = match plan.placement.gpu_milli {
+            Some(milli) => {
+                self.check_placement_shares(&plan.placement, milli, &freed)?;
+                Vec::new()
+            }
+            None => self.check_target(&plan.placement, &freed)?,
+        };
         self.check_target_resources(&plan.request, &plan.placement, &plan.victims)?;
         let own = returned.get(&owner.map(Arc::from)).copied().unwrap_or(0);
         self.check_cap_after(owner, held_gpus(&held), own)?;
@@ -287,10 +296,10 @@ impl Engine {
 
 /// Preemption and defragmentation count pods, not slices or pods per NUMA group: a slice or
 /// `numa="single"` gang, or one with spares, is refused with `InvalidRequest` (docs/shapes.md
-/// "Slices", "Inside a node", "Spares") rather than given a plan that breaks its shape; so is
-/// a fraction of a GPU. Resources besides GPUs are counted (docs/resources.md "Node resources").
+/// "Slices", "Inside a node", "Spares") rather than given a plan that breaks its shape.
+/// Resources besides GPUs are counted (docs/resources.md "Node resources"), and a fractional
+/// gang's shares by preemption (docs/preemption.md P8); defragmentation refuses fractions.
 pub(crate) fn refuse_unsupported_shapes(request: &GangRequest, call: &str) -> CoreResult<()> {
-    request.refuse_fraction(call)?;
     if !request.slices.is_empty() {
         return Err(crate::error::invalid(format!(
             "{call} does not take slice gangs yet; place them with place_gang or reserve"

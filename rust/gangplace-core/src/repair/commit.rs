@@ -21,7 +21,6 @@ use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::{Ending, Hold, HoldState, RepairLink};
 use crate::model::{Allocation, Placement, PodPlacement, RepairPlan, Reservation};
 use crate::resources::Amounts;
-use crate::shares::split;
 use crate::state::Changes;
 
 impl Engine {
@@ -99,13 +98,10 @@ impl Engine {
             _ => asks.into(),
         };
         if let Some(milli) = milli {
-            self.check_placement_shares(&placement, milli)?;
+            self.check_placement_shares(&placement, milli, &Default::default())?;
         }
         let resources_by_node = self.resources_by_node(&placement, &asks, &[], &|_| true);
-        let named = (resources_by_node.iter())
-            .map(|(node, amounts)| (*node, split(amounts).0))
-            .filter(|(_, named)| !named.is_empty());
-        self.check_asked_resources(named.collect(), &plan.victims)?;
+        self.check_asked_resources(resources_by_node.clone(), &plan.victims)?;
         let hold = Hold {
             state: HoldState::Reserved,
             expires_at: now + ttl,

@@ -15,6 +15,7 @@
 mod descent;
 mod most_held;
 mod planner;
+mod tally;
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
@@ -322,10 +323,12 @@ pub fn place_after_removal<V: CapacityView>(
     // Their resources too, for a request that asks some (docs/resources.md "Node resources").
     let freed = candidates.freed_amounts(members);
     let fit = search.fit().map(|fit| fit.with_freed(&freed));
+    // A fraction's pods count the victims' GPUs, freed whole, by their room (P8).
     Search::new(search.topology(), &overlay, gpus_per_pod)
         .with_shape(search.layers(), search.split())
         .with_numa(search.numa())
         .with_resources(fit)
+        .with_shares(search.share)
         .plan_in(depth, item, pods)
 }
 

@@ -9,23 +9,13 @@
 
 use std::cmp::Ordering;
 
+use super::most_held::MostHeld;
+use super::tally::{Counting, Entry, Slots, Tally};
 use super::{Candidates, Choice, removal_order};
-use crate::capacity::{CapacityView, ResourceFit};
+use crate::capacity::CapacityView;
 use crate::ids::{GpuSet, NodeId};
 use crate::resources::Amounts;
 use crate::search::{Item, Search};
-
-use super::most_held::MostHeld;
-
-/// One candidate's GPUs on one usable node of a domain; `slot` numbers the domain's nodes;
-/// `at` is the entry's position in the candidates (its resources).
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    candidate: usize,
-    slot: usize,
-    freed: u32,
-    at: usize,
-}
 
 /// A candidate GPU set on a usable node, as the planner keeps it (in path order).
 #[derive(Debug, Clone, Copy)]
@@ -54,16 +44,6 @@ struct Touching {
     end: usize,
 }
 
-/// Per node slot of a domain: the node, its free GPUs now, and what removals give back
-/// (GPUs; resources when the request asks some).
-#[derive(Debug, Default)]
-struct Slots {
-    nodes: Vec<NodeId>,
-    node_free: Vec<u32>,
-    extra: Vec<u32>,
-    extra_amounts: Vec<Amounts>,
-}
-
 /// The buffers of one domain's choice, reused from one domain to the next.
 #[derive(Debug, Default)]
 struct Scratch {
@@ -73,72 +53,6 @@ struct Scratch {
     removed: Vec<Touching>,
     /// The choice's members, in removal order.
     members: Vec<usize>,
-}
-
-/// Pods of `gpus_per_pod` GPUs node `node` holds with `gpus` free GPUs and, for a request
-/// asking resources (`fit`), `extra` of them given back: as the search counts a node.
-fn node_pods(
-    (gpus_per_pod, fit): (u32, Option<&ResourceFit<'_>>),
-    node: NodeId,
-    gpus: u32,
-    extra: Option<&Amounts>,
-) -> u64 {
-    let by_gpus = match gpus_per_pod {
-        0 => u64::MAX, // pods without GPUs: their resources count them
-        size => u64::from(gpus / size),
-    };
-    match fit {
-        Some(fit) if by_gpus > 0 => {
-            static NONE: Amounts = Amounts::none();
-            by_gpus.min(fit.pods_with_extra(node, extra.unwrap_or(&NONE)))
-        }
-        _ => by_gpus,
-    }
-}
-
-/// A domain's running capacity (pods) and free GPUs while its candidates are removed and
-/// restored, over a scratch's slots.
-#[derive(Debug)]
-struct Tally<'f> {
-    gpus_per_pod: u32,
-    fit: Option<ResourceFit<'f>>,
-    capacity: u64,
-    free: u64,
-}
-
-impl Tally<'_> {
-    fn pods_on(&self, slots: &Slots, slot: usize) -> u64 {
-        let gpus = slots.node_free[slot] + slots.extra[slot];
-        let extra = slots.extra_amounts.get(slot);
-        node_pods(
-            (self.gpus_per_pod, self.fit.as_ref()),
-            slots.nodes[slot],
-            gpus,
-            extra,
-        )
-    }
-
-    /// Frees (`free`) or holds again one entry's GPUs (and resources, `amounts`).
-    fn apply(&mut self, slots: &mut Slots, entry: Entry, amounts: Option<&Amounts>, free: bool) {
-        let slot = entry.slot;
-        let before = self.pods_on(slots, slot);
-        slots.extra[slot] = match free {
-            true => slots.extra[slot] + entry.freed,
-            false => slots.extra[slot] - entry.freed,
-        };
-        if let (Some(amounts), Some(extra)) = (amounts, slots.extra_amounts.get_mut(slot)) {
-            *extra = match free {
-                true => extra.plus(amounts),
-                false => extra.minus(amounts),
-            };
-        }
-        self.capacity = self.capacity + self.pods_on(slots, slot) - before;
-        let freed = u64::from(entry.freed);
-        self.free = match free {
-            true => self.free + freed,
-            false => self.free - freed,
-        };
-    }
 }
 
 /// The entries in path order of their nodes (`rank`: a node's position in path order,
@@ -263,10 +177,33 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
         self.search.view().node_free(node).map_or(0, GpuSet::count)
     }
 
+    /// How this search counts a node's pods.
+    fn counting(&self) -> Counting<'a> {
+        Counting {
+            gpus_per_pod: self.gpus_per_pod,
+            fit: self.search.fit(),
+            share: self.search.share,
+        }
+    }
+
+    /// The pods of a fractional gang node `node` holds now (0 for whole GPUs: unused).
+    fn shares_now(&self, node: NodeId) -> u64 {
+        let free = self.search.view().node_free(node);
+        (self.search.share.as_ref()).map_or(0, |share| share.pods(node, free.unwrap_or_default()))
+    }
+
+    /// The fewest free GPUs a domain holding `pods` needs: none known for shares, which
+    /// partly used GPUs also hold (docs/preemption.md P8).
+    fn need_gpus(&self, pods: u64) -> u64 {
+        match self.search.share {
+            Some(_) => 0,
+            None => pods.saturating_mul(u64::from(self.gpus_per_pod)),
+        }
+    }
+
     /// Pods the span's item would hold with every candidate touching it removed.
     fn capacity_with_all_removed(&self, span: &Span) -> u64 {
-        let fit = self.search.fit();
-        let counting = (self.gpus_per_pod, fit.as_ref());
+        let counting = self.counting();
         let mut capacity = self.search.capacity(span.item);
         let entries = &self.ordered[span.start..span.end];
         let mut index = 0;
@@ -281,9 +218,9 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
                 }
                 index += 1;
             }
-            let free = self.node_free(node);
-            let before = node_pods(counting, node, free, None);
-            capacity += node_pods(counting, node, free + freed, amounts.as_ref()) - before;
+            let (free, now) = (self.node_free(node), self.shares_now(node));
+            let before = counting.pods(node, (free, 0), now);
+            capacity += counting.pods_with(node, (free, freed), now, amounts.as_ref()) - before;
         }
         capacity
     }
@@ -415,7 +352,7 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
                 last = entry.candidate;
             }
         }
-        let need = pods.saturating_mul(u64::from(self.gpus_per_pod));
+        let need = self.need_gpus(pods);
         let free_now = self.search.free_gpus(span.item);
         let members = most.fewest_reaching(need.saturating_sub(free_now)).max(1);
         let held = held.saturating_mul(members as u64);
@@ -425,7 +362,7 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
 
     /// Whether a domain of `depth` can hold `pods` at all (however much is removed).
     fn may_fit(&self, depth: usize, pods: u64) -> bool {
-        let need = pods.saturating_mul(u64::from(self.gpus_per_pod));
+        let need = self.need_gpus(pods);
         self.search
             .view()
             .largest_domain(depth)
@@ -448,12 +385,16 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
         let slots = &mut scratch.slots;
         slots.nodes.clear();
         slots.node_free.clear();
+        slots.shares_now.clear();
         let mut last_node = None;
         for held in &self.ordered[span.start..span.end] {
             if last_node != Some(held.node) {
                 last_node = Some(held.node);
                 slots.nodes.push(held.node);
                 slots.node_free.push(self.node_free(held.node));
+                if self.search.share.is_some() {
+                    slots.shares_now.push(self.shares_now(held.node));
+                }
             }
             scratch.entries.push(Entry {
                 candidate: held.candidate,
@@ -472,8 +413,7 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
                 .resize(slots.node_free.len(), Amounts::none());
         }
         Tally {
-            gpus_per_pod: self.gpus_per_pod,
-            fit,
+            counting: self.counting(),
             capacity: self.search.capacity(span.item),
             free: self.search.free_gpus(span.item),
         }

@@ -1,0 +1,120 @@
+//! How a domain's pods are counted while its candidates are removed and restored
+//! (docs/preemption.md P3-P4): node by node, from the free GPUs now plus those the removals
+//! give back; for a request asking resources besides GPUs, what they give back of them too
+//! (docs/resources.md "Node resources"); for a fractional gang, by the room of the GPUs, each
+//! GPU a victim frees holding `1000 / gpu_milli` more pods (P8: victims hold whole GPUs).
+
+use crate::capacity::{ResourceFit, ShareFit};
+use crate::ids::NodeId;
+use crate::resources::Amounts;
+use crate::shares::WHOLE_GPU_MILLI;
+
+/// One candidate's GPUs on one usable node of a domain; `slot` numbers the domain's nodes;
+/// `at` is the entry's position in the candidates (its resources).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Entry {
+    pub candidate: usize,
+    pub slot: usize,
+    pub freed: u32,
+    pub at: usize,
+}
+
+/// Per node slot of a domain: the node, its free GPUs now, the pods of a fractional gang it
+/// holds now, and what removals give back (GPUs; resources when the request asks some).
+#[derive(Debug, Default)]
+pub(super) struct Slots {
+    pub nodes: Vec<NodeId>,
+    pub node_free: Vec<u32>,
+    pub shares_now: Vec<u64>,
+    pub extra: Vec<u32>,
+    pub extra_amounts: Vec<Amounts>,
+}
+
+/// How one search counts a node's pods.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Counting<'f> {
+    pub gpus_per_pod: u32,
+    pub fit: Option<ResourceFit<'f>>,
+    pub share: Option<ShareFit<'f>>,
+}
+
+impl Counting<'_> {
+    /// Pods node `node` holds with `free` GPUs free now and `freed` more given back (for a
+    /// fractional gang: `shares_now` pods now, each freed GPU holding its share of pods),
+    /// and, for a request asking resources, `extra` of them given back: as the search counts
+    /// a node.
+    pub fn pods(&self, node: NodeId, (free, freed): (u32, u32), shares_now: u64) -> u64 {
+        self.pods_with(node, (free, freed), shares_now, None)
+    }
+
+    /// [`Counting::pods`] with `extra` resources given back.
+    pub fn pods_with(
+        &self,
+        node: NodeId,
+        (free, freed): (u32, u32),
+        shares_now: u64,
+        extra: Option<&Amounts>,
+    ) -> u64 {
+        let by_gpus = match (&self.share, self.gpus_per_pod) {
+            (Some(share), _) => {
+                let per_gpu = WHOLE_GPU_MILLI / share.milli.max(1);
+                shares_now + u64::from(freed) * per_gpu
+            }
+            (None, 0) => u64::MAX, // pods without GPUs: their resources count them
+            (None, size) => u64::from((free + freed) / size),
+        };
+        match &self.fit {
+            Some(fit) if by_gpus > 0 => {
+                static NONE: Amounts = Amounts::none();
+                by_gpus.min(fit.pods_with_extra(node, extra.unwrap_or(&NONE)))
+            }
+            _ => by_gpus,
+        }
+    }
+}
+
+/// A domain's running capacity (pods) and free GPUs while its candidates are removed and
+/// restored, over a scratch's slots.
+#[derive(Debug)]
+pub(super) struct Tally<'f> {
+    pub counting: Counting<'f>,
+    pub capacity: u64,
+    pub free: u64,
+}
+
+impl Tally<'_> {
+    fn pods_on(&self, slots: &Slots, slot: usize) -> u64 {
+        let gpus = (slots.node_free[slot], slots.extra[slot]);
+        let shares_now = slots.shares_now.get(slot).copied().unwrap_or(0);
+        let extra = slots.extra_amounts.get(slot);
+        (self.counting).pods_with(slots.nodes[slot], gpus, shares_now, extra)
+    }
+
+    /// Frees (`free`) or holds again one entry's GPUs (and resources, `amounts`).
+    pub fn apply(
+        &mut self,
+        slots: &mut Slots,
+        entry: Entry,
+        amounts: Option<&Amounts>,
+        free: bool,
+    ) {
+        let slot = entry.slot;
+        let before = self.pods_on(slots, slot);
+        slots.extra[slot] = match free {
+            true => slots.extra[slot] + entry.freed,
+            false => slots.extra[slot] - entry.freed,
+        };
+        if let (Some(amounts), Some(extra)) = (amounts, slots.extra_amounts.get_mut(slot)) {
+            *extra = match free {
+                true => extra.plus(amounts),
+                false => extra.minus(amounts),
+            };
+        }
+        self.capacity = self.capacity + self.pods_on(slots, slot) - before;
+        let freed = u64::from(entry.freed);
+        self.free = match free {
+            true => self.free + freed,
+            false => self.free - freed,
+        };
+    }
+}
