@@ -261,7 +261,6 @@ def test_operations_that_do_not_plan_fractions_refuse_them() -> None:
     allocation = cluster.commit(cluster.reserve(request))
     before = cluster.snapshot()
     refusals: list[Callable[[], object]] = [
-        lambda: cluster.plan_defrag(request),
         lambda: cluster.reserve_spares(allocation, 1),  # docs/repair.md R7: no spares
     ]
     for call in refusals:

@@ -6,7 +6,8 @@ comes back whole and holds ``1000 // gpu_milli`` pods of the gang, beside the ro
 GPUs already have. The engine agrees with ``gangplace.reference`` on plans and on the state
 after ``preempt``; by brute force the victims are 1-minimal, none outranks the gang and the
 highest priority among them is the smallest any set in the domain reaches; a stale plan
-raises ``Conflict`` with the snapshot unchanged; defragmentation still refuses fractions.
+raises ``Conflict`` with the snapshot unchanged. Defragmentation makes room for a fractional
+gang the same way (D5): whole-GPU movers move out of its domain, agreeing with the reference.
 """
 
 from __future__ import annotations
@@ -15,11 +16,22 @@ from typing import Any
 
 import hypothesis.strategies as st
 import pytest
+from helpers import FakeClock, as_tuple
 from hypothesis import event, given
-from test_preemption import check_by_brute_force, jobs, load, pair, pin, same_plan, same_state
+from test_preemption import (
+    build,
+    check_by_brute_force,
+    jobs,
+    layouts,
+    load,
+    pair,
+    pin,
+    same_plan,
+    same_state,
+)
 
 import gangplace
-from gangplace import Conflict, GangRequest, InvalidRequest, PodPlacement, reference
+from gangplace import Conflict, GangRequest, PodPlacement, reference
 
 shares = st.lists(st.tuples(st.integers(1, 3), st.sampled_from((300, 600, 700))), max_size=3)
 gangs = st.tuples(
@@ -141,7 +153,7 @@ def test_a_share_gang_ends_the_lowest_whole_job_and_lands_on_its_gpus(kind: Any)
 def test_a_stale_fractional_plan_conflicts_and_changes_nothing(kind: Any) -> None:
     """Three pods of 400: the victim's GPU on r0-n0 holds two, r0-n1's shared GPU (500 used)
     the third; a share adopted there since leaves 200: ``Conflict`` naming the GPU, nothing
-    changed; defragmentation refuses fractions (``InvalidRequest``)."""
+    changed."""
     engine, oracle = pair((1, 2), gpus=1)
     cluster = engine if kind is gangplace.Cluster else oracle
     pin(cluster, "r0-n0", 1, priority=0)
@@ -155,7 +167,74 @@ def test_a_stale_fractional_plan_conflicts_and_changes_nothing(kind: Any) -> Non
     with pytest.raises(Conflict, match='GPU 0 of node "r0-n1" has 200 thousandths free'):
         cluster.preempt(plan)
     assert cluster.snapshot() == before
-    with pytest.raises(InvalidRequest, match="plan_defrag does not plan fractions"):
-        cluster.plan_defrag(gang)
-    assert cluster.snapshot() == before
     assert cluster.plan_preemption(gang) is None  # 200 left on r0-n1: two pods fit, not three
+
+
+@given(
+    layouts,
+    st.tuples(st.integers(3, 12), st.sampled_from((500, 700, 900)), st.integers(0, 2)),
+    st.sampled_from(["node", "rack"]),
+    st.booleans(),
+)
+def test_defrag_for_shares_agrees_with_the_reference_and_applies(
+    layout: tuple[list[int], list[Any]], gang_spec: tuple[int, int, int], level: str, evict: bool
+) -> None:
+    """docs/preemption.md D5: fragmented layouts (fixed jobs, small movable ones), a gang of
+    shares: the same plan (placement, moves, evictions) as the reference, applied on both
+    with the same state and shares after; no move lands on a GPU the gang shares."""
+    engine, oracle = pair((3, 2), gpus=4)
+    build((engine, oracle), layout)
+    pods, milli, priority = gang_spec
+    gang = GangRequest(pods, 1, gpu_milli=milli, required_level=level, priority=priority)
+    got, expected = (c.plan_defrag(gang, evict_unplaceable=evict) for c in (engine, oracle))
+    assert (got is None) == (expected is None)
+    if got is None:
+        event("defrag: no plan")
+        return
+    assert as_tuple(got.placement) == as_tuple(expected.placement)
+    assert got.placement.gpu_milli == milli
+    assert [(m.allocation, as_tuple(m.target)) for m in got.moves] == [
+        (m.allocation, as_tuple(m.target)) for m in expected.moves
+    ]
+    assert (got.evictions, got.moved_gpus) == (expected.evictions, expected.moved_gpus)
+    shared = {(p.node, g) for p in got.placement.pods for g in p.gpus}
+    assert not shared & {(p.node, g) for m in got.moves for p in m.target.pods for g in p.gpus}
+    event("defrag: moves" if got.moves or got.evictions else "defrag: fits now")
+    engine.apply_defrag(got)
+    oracle.apply_defrag(expected)
+    same_state(engine, oracle)
+    same_shares(engine, oracle)
+
+
+@pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
+def test_defrag_moves_a_whole_job_out_of_the_way_of_shares(kind: Any) -> None:
+    """Racks r0 (a0, a1) and r1 (b0, b1) of 1-GPU nodes: a movable job on a0, a fixed one on
+    b0. Four pods of 400 need two GPUs of one rack: the job on a0 moves to b1 and the shares
+    take r0 (D5); a plan gone stale (the mover ended) conflicts with nothing changed."""
+    cluster = kind(("rack",), clock=FakeClock())
+    for name, rack in (("a0", "r0"), ("a1", "r0"), ("b0", "r1"), ("b1", "r1")):
+        cluster.add_node(name, gpus=1, topology={"rack": rack}, labels={"host": name})
+    cluster._use_sequential_ids(1)
+    for name in ("a1", "b0", "b1"):  # the mover lands on a0 without a selector pinning it
+        cluster.cordon(name)
+    moving = cluster.commit(cluster.reserve(GangRequest(1, 1, movable=True)))
+    for name in ("a1", "b0", "b1"):
+        cluster.uncordon(name)
+    fixed = GangRequest(1, 1, selector={"host": "b0"}, preemptible=False)
+    cluster.commit(cluster.reserve(fixed))
+    gang = GangRequest(4, 1, gpu_milli=400, required_level="rack")
+    assert cluster.place_gang(gang) is None  # each rack has one free GPU: two pods
+    plan = cluster.plan_defrag(gang)
+    assert plan is not None and [m.allocation for m in plan.moves] == [moving.id]
+    assert [p.node for p in plan.moves[0].target.pods] == ["b1"]
+    assert plan.placement.domain == ("r0",) and plan.placement.gpu_milli == 400
+    held, moved = cluster.apply_defrag(plan)
+    assert held.placement.gpu_milli == 400
+    assert cluster.node("a0").shared == {0: 800} and cluster.node("a1").shared == {0: 800}
+    assert [p.node for p in moved[moving.id].placement.pods] == ["b1"]
+    if kind is gangplace.Cluster:
+        cluster.check_invariants()
+    before = cluster.snapshot()
+    with pytest.raises(Conflict):
+        cluster.apply_defrag(plan)  # its mover has moved: stale
+    assert cluster.snapshot() == before

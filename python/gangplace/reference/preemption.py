@@ -355,18 +355,21 @@ def defrag_choices(
     allow_downgrade: bool,
     evict_unplaceable: bool,
     max_moves: int | None,
+    gang_nodes: Sequence[NodeView] | None = None,
 ) -> tuple[Choice, Placement, list[tuple[str, Placement]], list[str]] | None:
     """D1-D3: the accepted set at the finest level that has one.
 
     Sets are ranked by (moves, moved GPUs, evictions, path); the answer carries the gang's
-    placement, the moves and the evictions.
+    placement, the moves and the evictions. ``gang_nodes``: the views the gang is counted
+    and placed on (a fractional gang's, by the room of the GPUs: D5), ``nodes`` the movers'.
     """
     coarsest = rules.depth_of(levels, gang.required_level)
     d2 = (movers, policy, allow_downgrade, evict_unplaceable, max_moves)
+    counted = nodes if gang_nodes is None else gang_nodes
     for depth in range(len(levels) + 1, coarsest - 1, -1):
         placed = [
-            (choice, place_after_removal(nodes, levels, gang, choice, gang.pods))
-            for choice in choices(nodes, levels, gang, depth, gang.pods, candidates)
+            (choice, place_after_removal(counted, levels, gang, choice, gang.pods))
+            for choice in choices(counted, levels, gang, depth, gang.pods, candidates)
         ]
         found = _best_accepted(nodes, levels, placed, *d2)
         if found is not None:

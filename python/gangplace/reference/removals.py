@@ -439,9 +439,11 @@ class Removals:
             )
         else:
             gang = self._gang(request)
+            views = self._views(self._asks(request))
             found = preemption.defrag_choices(
-                self._views(self._asks(request)), self.levels, gang, candidates, movers, *options
-            )
+                views, self.levels, gang, candidates, movers, *options,
+                gang_nodes=self._views(self._asks(request), gang.gpu_milli),  # D5: shares
+            )  # fmt: skip
         if found is None:
             return None
         _, placement, moves, evictions = found
@@ -475,8 +477,15 @@ class Removals:
         # Movers ask no resources: the gang's must be free now.
         self._check_target_resources(request, plan.placement, plan.evictions)
         taken: dict[str, set[int]] = {}
-        targets = []
+        targets: list[dict[str, set[int]]] = []
+        milli = plan.placement.gpu_milli
         for target in [plan.placement, *(step.target for step in plan.moves)]:
+            if target is plan.placement and milli is not None:  # D5: the gang's shares
+                self._check_shares(target, milli, freed)  # type: ignore[attr-defined]
+                for pod in target.pods:  # no move may take a GPU the gang shares
+                    taken.setdefault(pod.node, set()).update(pod.gpus)
+                targets.append({})
+                continue
             held = self._check_target(target, freed)
             for name, gpus in held.items():
                 if taken.get(name, set()) & gpus:
@@ -524,12 +533,6 @@ def _refuse_unsupported_shapes(request: AnyRequest, call: str) -> None:
         raise InvalidRequest(
             f"{call} plans for single gangs; a MultiGangRequest is placed by place_gang, "
             "reserve, the batches and plan_preemption (docs/roles.md)"
-        )
-    milli = getattr(request, "gpu_milli", None)
-    if milli is not None and call != "plan_preemption":  # docs/preemption.md P8
-        raise InvalidRequest(
-            f"{call} does not plan fractions of a GPU; this request asks gpu_milli={milli} "
-            '(docs/resources.md "Fractions of a GPU")'
         )
     if request.slices:
         raise InvalidRequest(

@@ -65,8 +65,8 @@ use crate::types::{call_repr, dict, py_repr, terms_parts};
 ///     gpu_milli: Thousandths of one GPU each pod asks, 1..999, with ``gpus_per_pod=1``
 ///         (docs/resources.md "Fractions of a GPU"): each pod takes a share of one GPU, chosen best
 ///         fit among the node's partly used GPUs, and a shared GPU never goes to a whole-GPU
-///         pod. No spares or ``numa="single"``; defragmentation refuses such requests;
-///         preemption ends whole-GPU allocations for them (docs/preemption.md P8).
+///         pod. No spares or ``numa="single"``; preemption ends and defragmentation moves
+///         whole-GPU allocations for them (docs/preemption.md P8, D5).
 ///         ``None``: whole GPUs.
 ///
 /// Example:

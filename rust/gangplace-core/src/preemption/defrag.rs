@@ -38,10 +38,9 @@ impl Engine {
         now: f64,
     ) -> CoreResult<Option<DefragPlan>> {
         super::refuse_unsupported_shapes(request, "plan_defrag")?;
-        request.refuse_fraction("plan_defrag")?;
         let (demand, plan) = self.plan(request, now)?;
         if let Some(plan) = plan {
-            let placement = Arc::new(self.placement(&plan));
+            let placement = Arc::new(request.split_spares(self.placement(&plan)));
             let gang = AnyRequest::Gang(Arc::clone(request));
             return Ok(Some(self.defrag_plan(gang, placement, &[], Vec::new())));
         }
@@ -83,7 +82,8 @@ impl Engine {
                     .iter()
                     .map(|&m| candidates[m].id)
                     .collect();
-                let placement = Arc::new(self.placement(&accepted.gang));
+                // A fractional gang's placement carries its share (docs/preemption.md D5).
+                let placement = Arc::new(request.split_spares(self.placement(&accepted.gang)));
                 let gang = AnyRequest::Gang(Arc::clone(request));
                 return Ok(Some(self.defrag_plan(gang, placement, &moves, evictions)));
             }
@@ -317,12 +317,21 @@ impl Engine {
         for (who, gpus) in evicted_returned {
             *returned.entry(who).or_default() += gpus;
         }
-        let gang = self.check_target(&plan.placement, &freed)?;
+        // Shares hold no whole GPU: each pod's GPU needs room, the movers' GPUs counted free,
+        // and no move may take a GPU the gang shares (docs/preemption.md D5).
+        let (gang, shared) = match plan.placement.gpu_milli {
+            Some(milli) => {
+                self.check_placement_shares(&plan.placement, milli, &freed)?;
+                (Vec::new(), self.shared_gpus(&plan.placement)?)
+            }
+            None => (self.check_target(&plan.placement, &freed)?, Vec::new()),
+        };
         // Movers ask no resources: the gang's must be free now (docs/resources.md "Node resources").
         self.check_target_resources(&plan.request, &plan.placement, &plan.evictions)?;
         let mut taken: HashMap<NodeId, GpuSet> = HashMap::new();
         let mut targets = Vec::with_capacity(plan.moves.len());
         claim(&mut taken, &gang)?;
+        claim(&mut taken, &shared)?;
         for step in &plan.moves {
             let held = self.check_target(&step.target, &freed)?;
             claim(&mut taken, &held)?;
@@ -394,6 +403,18 @@ pub(crate) type Relocation = (Vec<(usize, Plan)>, Vec<usize>);
 type DefragKey = (usize, u64, usize, Vec<String>);
 
 /// Records `held` as taken, refusing a GPU two targets of one plan take.
+impl Engine {
+    /// The GPUs a fractional placement's pods share, per node (a GPU several share, once).
+    fn shared_gpus(&self, placement: &Placement) -> CoreResult<Vec<(NodeId, GpuSet)>> {
+        let mut by_node: std::collections::BTreeMap<NodeId, GpuSet> = Default::default();
+        for pod in &placement.pods {
+            let node = self.pod_node(placement, &pod.node)?;
+            *by_node.entry(node).or_default() |= pod.gpus;
+        }
+        Ok(by_node.into_iter().collect())
+    }
+}
+
 fn claim(taken: &mut HashMap<NodeId, GpuSet>, held: &[(NodeId, GpuSet)]) -> CoreResult<()> {
     for &(node, gpus) in held {
         let already = taken.entry(node).or_default();
