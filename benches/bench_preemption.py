@@ -377,6 +377,35 @@ def bench_plan_defrag_moves(benchmark: Any, clusters: dict[str, Cluster]) -> Non
     benchmark.extra_info.update(moves=len(plan.moves), moved_gpus=plan.moved_gpus)
 
 
+def _rack_of_shares(cluster: Cluster) -> GangRequest:
+    """``bench_plan_defrag_moves``'s whole rack as pods of half a GPU (docs/preemption.md D5)."""
+    first = cluster.node(cluster.nodes()[0]).topology
+    nodes_per_rack = sum(1 for n in cluster.nodes() if cluster.node(n).topology == first)
+    gpus = cluster.node(cluster.nodes()[0]).gpus
+    pods = 2 * gpus * nodes_per_rack
+    return GangRequest(pods, 1, gpu_milli=500, required_level=cluster.levels[-1])
+
+
+def bench_plan_defrag_moves_shares(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """The whole-rack gang as shares on the fragmented cluster: one movable job must go."""
+    cluster = clusters["fragmented"]
+    request = _rack_of_shares(cluster)
+    assert cluster.place_gang(request) is None
+    plan = benchmark(cluster.plan_defrag, request)
+    assert plan is not None and plan.moves and plan.placement.gpu_milli == 500
+    benchmark.extra_info.update(moves=len(plan.moves), moved_gpus=plan.moved_gpus)
+
+
+def bench_plan_defrag_moves_shares_reference(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """The same defragmentation by ``gangplace.reference`` (one round)."""
+    cluster = clusters["fragmented"]
+    oracle = _twin_with_movers(cluster)
+    request = _rack_of_shares(cluster)
+    got = benchmark.pedantic(oracle.plan_defrag, args=(request,), rounds=1, iterations=1)
+    expected = cluster.plan_defrag(request)
+    assert (got is None) == (expected is None)
+
+
 def _rack_unit(cluster: Cluster) -> MultiGangRequest:
     """``bench_plan_defrag_moves``'s whole-rack gang as a leader node plus worker nodes
     colocated in its rack."""
