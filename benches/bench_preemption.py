@@ -365,22 +365,22 @@ def bench_plan_defrag_full(benchmark: Any, clusters: dict[str, Cluster]) -> None
     benchmark(cluster.plan_defrag, request)
 
 
+def _nodes_per_rack(cluster: Cluster) -> int:
+    """The nodes of the first node's rack (the fragmented cluster's racks are all alike)."""
+    first = cluster.node(cluster.nodes()[0]).topology
+    return sum(1 for n in cluster.nodes() if cluster.node(n).topology == first)
+
+
 def bench_plan_defrag_moves(benchmark: Any, clusters: dict[str, Cluster]) -> None:
     """A whole-rack gang on the fragmented cluster: one movable job must go elsewhere."""
     cluster = clusters["fragmented"]
-    first = cluster.node(cluster.nodes()[0]).topology
-    nodes_per_rack = sum(1 for n in cluster.nodes() if cluster.node(n).topology == first)
-    request = _gang(cluster, 8 * nodes_per_rack, required_level=cluster.levels[-1])
-    assert cluster.place_gang(request) is None
-    plan = benchmark(cluster.plan_defrag, request)
-    assert plan is not None and plan.moves
-    benchmark.extra_info.update(moves=len(plan.moves), moved_gpus=plan.moved_gpus)
+    request = _gang(cluster, 8 * _nodes_per_rack(cluster), required_level=cluster.levels[-1])
+    _timed_defrag(benchmark, cluster, request)
 
 
 def _rack_of_shares(cluster: Cluster) -> GangRequest:
     """``bench_plan_defrag_moves``'s whole rack as pods of half a GPU (docs/preemption.md D5)."""
-    first = cluster.node(cluster.nodes()[0]).topology
-    nodes_per_rack = sum(1 for n in cluster.nodes() if cluster.node(n).topology == first)
+    nodes_per_rack = _nodes_per_rack(cluster)
     gpus = cluster.node(cluster.nodes()[0]).gpus
     pods = 2 * gpus * nodes_per_rack
     return GangRequest(pods, 1, gpu_milli=500, required_level=cluster.levels[-1])
@@ -389,18 +389,28 @@ def _rack_of_shares(cluster: Cluster) -> GangRequest:
 def bench_plan_defrag_moves_shares(benchmark: Any, clusters: dict[str, Cluster]) -> None:
     """The whole-rack gang as shares on the fragmented cluster: one movable job must go."""
     cluster = clusters["fragmented"]
-    request = _rack_of_shares(cluster)
-    assert cluster.place_gang(request) is None
-    plan = benchmark(cluster.plan_defrag, request)
-    assert plan is not None and plan.moves and plan.placement.gpu_milli == 500
-    benchmark.extra_info.update(moves=len(plan.moves), moved_gpus=plan.moved_gpus)
+    plan = _timed_defrag(benchmark, cluster, _rack_of_shares(cluster))
+    assert plan.placement.gpu_milli == 500
 
 
 def bench_plan_defrag_moves_shares_reference(benchmark: Any, clusters: dict[str, Cluster]) -> None:
     """The same defragmentation by ``gangplace.reference`` (one round)."""
     cluster = clusters["fragmented"]
+    _reference_defrag(benchmark, cluster, _rack_of_shares(cluster))
+
+
+def _timed_defrag(benchmark: Any, cluster: Cluster, request: Any) -> Any:
+    """Times ``plan_defrag`` of a gang that does not fit as it is and must move something."""
+    assert cluster.place_gang(request) is None
+    plan = benchmark(cluster.plan_defrag, request)
+    assert plan is not None and plan.moves
+    benchmark.extra_info.update(moves=len(plan.moves), moved_gpus=plan.moved_gpus)
+    return plan
+
+
+def _reference_defrag(benchmark: Any, cluster: Cluster, request: Any) -> None:
+    """Times the reference's ``plan_defrag`` on a twin with the movers (one round)."""
     oracle = _twin_with_movers(cluster)
-    request = _rack_of_shares(cluster)
     got = benchmark.pedantic(oracle.plan_defrag, args=(request,), rounds=1, iterations=1)
     expected = cluster.plan_defrag(request)
     assert (got is None) == (expected is None)
@@ -409,8 +419,7 @@ def bench_plan_defrag_moves_shares_reference(benchmark: Any, clusters: dict[str,
 def _rack_unit(cluster: Cluster) -> MultiGangRequest:
     """``bench_plan_defrag_moves``'s whole-rack gang as a leader node plus worker nodes
     colocated in its rack."""
-    first = cluster.node(cluster.nodes()[0]).topology
-    nodes_per_rack = sum(1 for n in cluster.nodes() if cluster.node(n).topology == first)
+    nodes_per_rack = _nodes_per_rack(cluster)
     gpus = cluster.node(cluster.nodes()[0]).gpus
     rack = cluster.levels[-1]
     return MultiGangRequest(
@@ -423,21 +432,13 @@ def _rack_unit(cluster: Cluster) -> MultiGangRequest:
 def bench_plan_defrag_roles_moves(benchmark: Any, clusters: dict[str, Cluster]) -> None:
     """The whole-rack unit on the fragmented cluster (docs/roles.md, 7)."""
     cluster = clusters["fragmented"]
-    request = _rack_unit(cluster)
-    assert cluster.place_gang(request) is None
-    plan = benchmark(cluster.plan_defrag, request)
-    assert plan is not None and plan.moves
-    benchmark.extra_info.update(moves=len(plan.moves), moved_gpus=plan.moved_gpus)
+    _timed_defrag(benchmark, cluster, _rack_unit(cluster))
 
 
 def bench_plan_defrag_roles_moves_reference(benchmark: Any, clusters: dict[str, Cluster]) -> None:
     """The same defragmentation by ``gangplace.reference`` (one round)."""
     cluster = clusters["fragmented"]
-    oracle = _twin_with_movers(cluster)
-    request = _rack_unit(cluster)
-    got = benchmark.pedantic(oracle.plan_defrag, args=(request,), rounds=1, iterations=1)
-    expected = cluster.plan_defrag(request)
-    assert (got is None) == (expected is None)
+    _reference_defrag(benchmark, cluster, _rack_unit(cluster))
 
 
 def bench_capacity_for(benchmark: Any, clusters: dict[str, Cluster]) -> None:
@@ -450,8 +451,7 @@ def bench_plan_defrag_moves_reference(benchmark: Any, clusters: dict[str, Cluste
     """The same defragmentation by ``gangplace.reference`` (one round)."""
     cluster = clusters["fragmented"]
     oracle = _twin_with_movers(cluster)
-    first = cluster.node(cluster.nodes()[0]).topology
-    nodes_per_rack = sum(1 for n in cluster.nodes() if cluster.node(n).topology == first)
+    nodes_per_rack = _nodes_per_rack(cluster)
     request = _gang(cluster, 8 * nodes_per_rack, required_level=cluster.levels[-1])
     got = benchmark.pedantic(oracle.plan_defrag, args=(request,), rounds=1, iterations=1)
     expected = cluster.plan_defrag(request)
