@@ -272,7 +272,9 @@ impl Engine {
                     let shared = split(amounts).1.into_iter();
                     let shared =
                         shared.fold(GpuSet::EMPTY, |set, (gpu, _)| set | GpuSet::single(gpu));
-                    gpus.push((*node, shared));
+                    if !shared.is_empty() {
+                        gpus.push((*node, shared));
+                    }
                 }
             }
         }

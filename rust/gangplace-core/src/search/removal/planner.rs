@@ -219,8 +219,8 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
                 index += 1;
             }
             let (free, now) = (self.node_free(node), self.shares_now(node));
-            let before = counting.pods(node, (free, 0), now);
-            capacity += counting.pods_with(node, (free, freed), now, amounts.as_ref()) - before;
+            let before = counting.pods(node, (free, 0), now, None);
+            capacity += counting.pods(node, (free, freed), now, amounts.as_ref()) - before;
         }
         capacity
     }

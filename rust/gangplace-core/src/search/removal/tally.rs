@@ -43,12 +43,7 @@ impl Counting<'_> {
     /// fractional gang: `shares_now` pods now, each freed GPU holding its share of pods),
     /// and, for a request asking resources, `extra` of them given back: as the search counts
     /// a node.
-    pub fn pods(&self, node: NodeId, (free, freed): (u32, u32), shares_now: u64) -> u64 {
-        self.pods_with(node, (free, freed), shares_now, None)
-    }
-
-    /// [`Counting::pods`] with `extra` resources given back.
-    pub fn pods_with(
+    pub fn pods(
         &self,
         node: NodeId,
         (free, freed): (u32, u32),
@@ -87,7 +82,7 @@ impl Tally<'_> {
         let gpus = (slots.node_free[slot], slots.extra[slot]);
         let shares_now = slots.shares_now.get(slot).copied().unwrap_or(0);
         let extra = slots.extra_amounts.get(slot);
-        (self.counting).pods_with(slots.nodes[slot], gpus, shares_now, extra)
+        (self.counting).pods(slots.nodes[slot], gpus, shares_now, extra)
     }
 
     /// Frees (`free`) or holds again one entry's GPUs (and resources, `amounts`).
