@@ -12,7 +12,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from gangplace import Cluster, GangRequest, Scheduler, Unschedulable
+from gangplace import Cluster, GangRequest, InvalidRequest, Scheduler, Unschedulable
 from gangplace.errors import UnknownJob
 from gangplace.reference.scheduler import ReferenceScheduler
 
@@ -34,39 +34,51 @@ def _cluster(clock: Any, unhealthy: list[tuple[int, int]]) -> Cluster:
     return cluster
 
 
-requests = st.builds(
-    lambda pods, gpus, elastic, level, priority, movable, zone, spares: GangRequest(
-        pods,
-        gpus,
-        min_pods=max(1, pods // 2) if elastic else None,
-        required_level=level,
-        priority=priority,
-        movable=movable,
-        selector={"zone": "b"} if zone else None,
-        spares=spares,
-    ),
-    st.integers(1, 6),
-    st.sampled_from([1, 2, 4]),
-    st.booleans(),
-    st.sampled_from([None, None, "rack", "spine", "node"]),
-    st.integers(0, 2),
-    st.booleans(),
-    st.sampled_from([False, False, True]),
-    st.sampled_from([0, 0, 0, 1]),  # docs/repair.md "Spares": held with the gang
-) | st.builds(
-    lambda count, gpus, elastic, level, priority: GangRequest(
-        2 * count,
-        gpus,
-        min_pods=2 if elastic else None,
-        required_level=level,
-        priority=priority,
-        slices=(("rack", 2),),
-    ),
-    st.integers(1, 3),
-    st.sampled_from([1, 2, 4]),
-    st.booleans(),
-    st.sampled_from([None, "rack", "spine"]),
-    st.integers(0, 2),
+requests = (
+    st.builds(
+        lambda pods, gpus, elastic, level, priority, movable, zone, spares: GangRequest(
+            pods,
+            gpus,
+            min_pods=max(1, pods // 2) if elastic else None,
+            required_level=level,
+            priority=priority,
+            movable=movable,
+            selector={"zone": "b"} if zone else None,
+            spares=spares,
+        ),
+        st.integers(1, 6),
+        st.sampled_from([1, 2, 4]),
+        st.booleans(),
+        st.sampled_from([None, None, "rack", "spine", "node"]),
+        st.integers(0, 2),
+        st.booleans(),
+        st.sampled_from([False, False, True]),
+        st.sampled_from([0, 0, 0, 1]),  # docs/repair.md "Spares": held with the gang
+    )
+    | st.builds(
+        lambda count, gpus, elastic, level, priority: GangRequest(
+            2 * count,
+            gpus,
+            min_pods=2 if elastic else None,
+            required_level=level,
+            priority=priority,
+            slices=(("rack", 2),),
+        ),
+        st.integers(1, 3),
+        st.sampled_from([1, 2, 4]),
+        st.booleans(),
+        st.sampled_from([None, "rack", "spine"]),
+        st.integers(0, 2),
+    )
+    | st.builds(  # docs/resources.md "Fractions of a GPU": shares beside whole GPUs
+        lambda pods, milli, level, priority: GangRequest(
+            pods, 1, gpu_milli=milli, required_level=level, priority=priority
+        ),
+        st.integers(1, 6),
+        st.sampled_from([300, 500, 700]),
+        st.sampled_from([None, "node", "rack"]),
+        st.integers(0, 2),
+    )
 )
 ladders = st.sampled_from([(), ((30.0, "spine"),), ((10.0, "rack"), (40.0, None))])
 submits = st.tuples(
@@ -159,6 +171,18 @@ def _reservation_events(shadows: list[Any]) -> None:
             event("blind, blocked by " + ("untimed jobs" if shadow.blocked_by else "others"))
 
 
+def _share_events(cluster: Cluster, shadows: list[Any], fractional: set[str]) -> None:
+    """Labels the S5 cases with shares the run met (docs/scheduler.md, S5 and S15)."""
+    for shadow in shadows:
+        if fractional.intersection(shadow.blocked_by):
+            event("blind, blocked by a job sharing GPUs")
+        if fractional.intersection(shadow.overrunning):
+            event("waits for a job sharing GPUs past its walltime")
+        pods = shadow.placement.pods if shadow.placement is not None else ()
+        if any(set(pod.gpus) & set(cluster.node(pod.node).shared) for pod in pods):
+            event("a reservation waits for shared GPUs")
+
+
 @settings(max_examples=1000)
 @given(
     configs,
@@ -174,6 +198,7 @@ def test_scheduler_matches_the_reference(
     fast = Scheduler(fast_cluster, clock=lambda: now[0], **config)
     slow = ReferenceScheduler(slow_cluster, **config)
     submitted = cycles = 0
+    fractional: set[str] = set()  # the jobs asking shares of a GPU
     held: list[tuple[Any, dict[str, str]]] = []  # decisions whose reasons are read at the end
     for op in ops:
         if op[0] == "submit":
@@ -182,6 +207,8 @@ def test_scheduler_matches_the_reference(
             created = None if before is None else now[0] + before
             job_id = f"j{submitted}"
             submitted += 1
+            if request.gpu_milli is not None:
+                fractional.add(job_id)
             outcomes = []
             for scheduler in (fast, slow):
                 try:
@@ -211,6 +238,8 @@ def test_scheduler_matches_the_reference(
                     outcomes.append("queued")
                 except Unschedulable:
                     outcomes.append("refused")
+                except InvalidRequest:  # a scheduler with quotas refuses shares
+                    outcomes.append("invalid")
             assert outcomes[0] == outcomes[1], (job_id, request, outcomes)
         elif op[0] in ("finish", "cancel", "requeue"):
             job_id = f"j{op[1]}"
@@ -249,7 +278,7 @@ def test_scheduler_matches_the_reference(
             fast_decisions, slow_decisions = fast.cycle(now[0]), slow.cycle(now[0])
             got = _decisions(fast_decisions, reasons=not late)
             want = _decisions(slow_decisions, reasons=not late)
-            assert got == want
+            assert got == want, (got, want)
             if late:
                 held.append((fast_decisions, dict(slow_decisions.reasons)))
             shadows = {job.job_id: job.shadow for job in fast.pending() if job.shadow}
@@ -257,6 +286,7 @@ def test_scheduler_matches_the_reference(
             if any(shadow.placement is not None for shadow in shadows.values()):
                 event(f"reservations ({config['backfill']})")
             _reservation_events(list(shadows.values()))
+            _share_events(fast_cluster, list(shadows.values()), fractional)
             if any(started[3] for started in got[1]):
                 event("backfilled")
             for kind, index in (("evicted", 2), ("moved", 3)):

@@ -898,7 +898,7 @@ class EngineVersusReference(RuleBasedStateMachine):
             ), "resources"
             assert node.free_resources.keys() == node.resources.keys()
             assert all(0 <= node.free_resources[r] <= q for r, q in node.resources.items())
-            self._holds_on_agree(name, reserved | allocated)
+            self._holds_on_agree(name, reserved | allocated, shared)
         stats, expected_stats = self.engine.stats(), self.oracle.stats()
         assert (stats.total, stats.free, stats.reserved, stats.allocated) == (
             expected_stats.total,
@@ -913,14 +913,15 @@ class EngineVersusReference(RuleBasedStateMachine):
         assert stats.shared == expected_stats.shared
         self._holds_agree()
 
-    def _holds_on_agree(self, name: str, held: set[int]) -> None:
+    def _holds_on_agree(self, name: str, held: set[int], shared: set[int]) -> None:
         """``holds_on``: the reference's holds (ids mapped), sorted by id, partitioning the
-        node's held GPUs."""
+        node's held GPUs, and naming every shared GPU (several holds may share one)."""
         got = self.engine.holds_on(name)
         assert [hold for hold, _ in got] == sorted(hold for hold, _ in got)
         assert [(self.ids[hold], gpus) for hold, gpus in got] == self.oracle.holds_on(name)
-        gpus = [gpu for _, listed in got for gpu in listed]
+        gpus = [gpu for _, listed in got for gpu in listed if gpu not in shared]
         assert len(gpus) == len(set(gpus)) and set(gpus) == held, "holds_on partitions"
+        assert {gpu for _, listed in got for gpu in listed} - set(gpus) == shared, "sharers"
 
     def _holds_agree(self) -> None:
         """Live holds: same ids (through the map), placements, deadlines and owners."""

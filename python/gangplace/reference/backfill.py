@@ -143,7 +143,8 @@ def kept_time(
     """A kept reservation's time now, or ``None`` when one of its GPUs went bad.
 
     Bad: its node is gone or cordoned, it is unhealthy or reserved, an earlier reservation
-    of the walk has it, or something other than a running job with a walltime holds it.
+    of the walk has it, or something other than a running job with a walltime holds it (or
+    holds a share of it: every share of a shared GPU must be such a job's).
     """
     if shadow.placement is None:
         return None
@@ -164,13 +165,24 @@ def kept_time(
                 return None
             if (pod.node, gpu) in taken:
                 return None
-            if gpu not in info.allocated:
+            if gpu not in info.allocated and gpu not in info.shared:
                 continue
             holders = [job for job in running if _holds(job.allocation, pod.node, gpu)]
-            if not holders or math.isinf(_end(holders[0], now)):
+            shares = sum(_share(job.allocation, pod.node, gpu) for job in holders)
+            if gpu in info.shared and shares != info.shared[gpu]:
+                return None  # every share of a shared GPU must be a running job's
+            if not holders or any(math.isinf(_end(job, now)) for job in holders):
                 return None
-            latest = max(latest, _end(holders[0], now))
+            latest = max(latest, *(_end(job, now) for job in holders))
     return latest
+
+
+def _share(allocation: Any, node: str, gpu: int) -> int:
+    """The thousandths of ``gpu`` of ``node`` that a fractional ``allocation``'s live pods use."""
+    placement = allocation.placement
+    live = (pod for rank, pod in enumerate(placement.pods) if rank not in allocation.ended)
+    on = sum(1 for pod in live if pod.node == node and gpu in pod.gpus)
+    return on * (placement.gpu_milli or 0)
 
 
 def _holds(allocation: Any, node: str, gpu: int) -> bool:

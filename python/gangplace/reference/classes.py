@@ -53,4 +53,6 @@ class ReferenceClasses:
             job.owner,
             job.queue,
             request.preemptible if job.queue is not None else None,
+            tuple(sorted(request.resources_per_pod.items())),  # docs/resources.md
+            request.gpu_milli,  # docs/resources.md, "Fractions of a GPU"
         )

@@ -1,10 +1,11 @@
 """The oracle's ``release_pods`` (docs/transactions.md "Ending some pods", E1-E4) and ``holds_on``.
 
-``holds_on`` (docs/transactions.md "Transactions") looks at every live hold's GPUs on the node, one
-by one. A mixin of :class:`gangplace.reference.Cluster`. The ended ranks are recorded on the hold;
-their pods' GPUs that the hold still holds go back to the pool, except a GPU that a remaining
-rank or a spare on a node of that name names (a removed node's old pods never free the GPUs
-of a node that came back under the same name).
+``holds_on`` (docs/transactions.md "Transactions") looks at every live hold's GPUs on the node, and
+at the GPUs of the node its live pods hold shares of, one hold by one. A mixin of
+:class:`gangplace.reference.Cluster`. The ended ranks are recorded on the hold; their pods'
+GPUs that the hold still holds go back to the pool, except a GPU that a remaining rank or a
+spare on a node of that name names (a removed node's old pods never free the GPUs of a node
+that came back under the same name).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class PodEndings:
 
         def _reclaim(self) -> float: ...
         def _sync_shares(self) -> None: ...
+        def _hold_shares(self, hold: _Hold) -> list[tuple[str, int, int]]: ...
         @staticmethod
         def _id(value: Allocation | str) -> str: ...
         def _visible(self, hid: str, owner: str | None) -> tuple[_Hold | None, str | None]: ...
@@ -40,14 +42,16 @@ class PodEndings:
         def _node(self, name: str) -> _Node: ...
 
     def holds_on(self, name: str) -> list[tuple[str, tuple[int, ...]]]:
-        """The live holds with GPUs on the node; see ``gangplace.Cluster.holds_on``."""
+        """The live holds with GPUs, or shares of GPUs, on the node; see ``Cluster.holds_on``."""
         self._reclaim()
         self._node(name)
-        return [
-            (hid, tuple(sorted(hold.gpus[name])))
-            for hid, hold in sorted(self._holds.items())
-            if hold.gpus.get(name)
-        ]
+        listed = []
+        for hid, hold in sorted(self._holds.items()):
+            gpus = set(hold.gpus.get(name, ()))
+            gpus.update(gpu for on, gpu, _ in self._hold_shares(hold) if on == name)
+            if gpus:
+                listed.append((hid, tuple(sorted(gpus))))
+        return listed
 
     def release_pods(
         self, allocation: Allocation | str, ranks: Iterable[int], *, owner: str | None = None

@@ -533,6 +533,8 @@ class ReferenceScheduler(
 
     def _fewest(self, job: _Job) -> int:
         request = job.request
+        if request.gpu_milli is not None:
+            return 0  # shares hold no whole GPU: free GPUs bound nothing (docs/resources.md)
         pods = (request.min_pods or request.pods) if job.form[1] else request.pods
         layers = tuple(request.slices)
         return spares.placed_pods(pods, request.spares, layers) * request.gpus_per_pod

@@ -295,8 +295,12 @@ class _Walk:
                 self._fail(key, bound, "nofit" if bound == -math.inf else "beside")
         if outcome.__class__ is Started:
             # The free GPUs the walk's quick test compares with: a start takes exactly its
-            # placement's GPUs and its spares' (``held_gpus`` counts both), all free until then.
-            self.free -= job.held_gpus
+            # placement's GPUs and its spares' (``held_gpus`` counts both), all free until then;
+            # shares may take free GPUs or none (docs/resources.md F1): counted again.
+            if job.request.gpu_milli is None:
+                self.free -= job.held_gpus
+            else:
+                self.free = parts.cluster.stats().free
         return outcome
 
     def _fail(self, key: ClassKey, bound: float, why: str) -> None:

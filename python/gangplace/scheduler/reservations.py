@@ -394,11 +394,14 @@ def _still_valid(
         held = gpus.difference(info.free)
         if not held:
             continue  # all free and healthy
-        if not held.issubset(info.allocated) or not held.isdisjoint(info.unhealthy):
-            return None  # reserved by someone, or failed
+        if not held.issubset({*info.allocated, *info.shared}):
+            return None  # reserved by someone
+        if not held.isdisjoint(info.unhealthy):
+            return None  # failed
+        covered: set[int] = set()
         for hold_id, gpus_held in cluster.holds_on(node_name):
             if held.isdisjoint(gpus_held):
-                continue
+                continue  # every holder of a GPU is read: a shared GPU has several
             job_id = running.job_of(hold_id)
             if job_id is None:
                 return None  # held by something that is not a running job of this scheduler
@@ -406,7 +409,7 @@ def _still_valid(
             if math.isinf(end):
                 return None
             latest = max(latest, end)
-            held.difference_update(gpus_held)
-        if held:
+            covered.update(gpus_held)
+        if not held.issubset(covered):
             return None  # held by something that is not a running job of this scheduler
     return latest

@@ -56,8 +56,9 @@ impl Cluster {
     ///
     /// Reservations and allocations, spares included, each once and sorted by id, with the
     /// GPU indices it holds on the node, ascending (an allocation keeps the GPUs that failed
-    /// under it). Expired reservations are reclaimed first. A pure query: one pass over the
-    /// node's holds, not over the cluster's.
+    /// under it); a fractional hold with the GPUs it holds shares of (docs/resources.md F1),
+    /// so several holds may name one shared GPU. Expired reservations are reclaimed first.
+    /// A pure query: one pass over the node's holds, not over the cluster's.
     ///
     /// Raises:
     ///     UnknownNode: No such node (a ``KeyError``).

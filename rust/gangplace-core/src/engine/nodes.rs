@@ -63,13 +63,16 @@ impl Engine {
     }
 
     /// The live holds with GPUs on node `name` (docs/transactions.md "Transactions", `holds_on`): each
-    /// once, by id, with the GPUs it holds there (spares included). Expired reservations are
-    /// reclaimed first.
+    /// once, by id, with the GPUs it holds there (spares included) or shares of which it holds
+    /// (docs/resources.md "Fractions of a GPU"). Expired reservations are reclaimed first.
     pub fn holds_on(&mut self, name: &str, now: f64) -> CoreResult<Vec<(HoldId, GpuSet)>> {
         self.reclaim(now);
         let id = self.topology.known_node(name)?;
+        let mut holders = self.ledger.holders_on(id);
+        holders.extend(self.ledger.sharers_on(id));
+        holders.sort_unstable();
         let mut merged: Vec<(HoldId, GpuSet)> = Vec::new();
-        for (hold, gpus) in self.ledger.holders_on(id) {
+        for (hold, gpus) in holders {
             match merged.last_mut() {
                 Some((last, held)) if *last == hold => *held |= gpus,
                 _ => merged.push((hold, gpus)),

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 mod changed;
 mod pods;
 mod repairs;
+mod sharers;
 mod victims;
 
 use std::sync::Arc;
@@ -203,6 +204,8 @@ pub struct Ledger {
     held_by_owner: HashMap<Option<Arc<str>>, u64>,
     /// Per node slot: the live holds with GPUs there, in the order they were made.
     holders: Vec<Vec<(HoldId, GpuSet)>>,
+    /// Per node slot: the live holds with shares of GPUs there (module `sharers`).
+    sharers: sharers::Sharers,
     /// Per allocation: its live repair reservations, sorted by id.
     repairs: BTreeMap<HoldId, Vec<HoldId>>,
     /// The live holds whose GPUs differ from what their ranks and spares name
@@ -393,6 +396,7 @@ impl Ledger {
         for (node, amounts) in &hold.resources_by_node {
             states.use_resources(*node, amounts, true, changes);
         }
+        self.sharers.add(id, &hold.resources_by_node);
         self.count_held(&hold.owner, hold.gpu_count(), 0);
         self.expiries.insert(Expiry {
             at: hold.expires_at,
@@ -475,6 +479,7 @@ impl Ledger {
         for (node, amounts) in &hold.resources_by_node {
             states.use_resources(*node, amounts, false, changes);
         }
+        self.sharers.remove(id, &hold.resources_by_node);
         self.count_held(&hold.owner, 0, hold.gpu_count());
         if let Some(link) = &hold.repair {
             self.unlink_repair(id, link);
@@ -515,6 +520,7 @@ impl Ledger {
         }
         hold.resources_by_node.retain(|(on, _)| *on != node);
         let (state, owner) = (hold.state, hold.owner.clone());
+        self.sharers.remove(id, &[(node, Amounts::default())]);
         states.update(node, changes, |node_state| match state {
             HoldState::Reserved => node_state.reserved &= !held_here,
             HoldState::Committed => node_state.allocated &= !held_here,
@@ -550,6 +556,7 @@ impl Ledger {
         if irregular != self.irregular {
             return Err("the set of holds whose GPUs differ from their pods is stale".into());
         }
+        self.sharers.check(&self.live)?;
         self.check_repairs()
     }
 
