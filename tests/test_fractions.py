@@ -296,6 +296,56 @@ def test_the_scheduler_queues_fractions_but_not_under_quotas() -> None:
         quoted.submit("x", GangRequest(1, 1, gpu_milli=400), owner="team")
 
 
+def _room_made(preemption: bool) -> list[tuple[Any, ...]]:
+    """A fractional head that fits only once room is made, run by the Scheduler and its
+    reference on twin clusters: what each started, evicted and moved, and the shares."""
+    from gangplace import Scheduler
+    from gangplace.reference.scheduler import ReferenceScheduler
+
+    outcomes = []
+    for kind in ("engine", "reference"):
+        cluster = cluster_of(gpus=(2, 2))
+        config: dict[str, Any] = {"preemption": preemption, "defrag": not preemption}
+        scheduler: Any = (
+            Scheduler(cluster, clock=lambda: 0.0, **config)
+            if kind == "engine"
+            else ReferenceScheduler(cluster, **config)
+        )
+        now, at = 0.0, ({} if kind == "engine" else {"now": 0.0})
+        cluster.set_gpu_health("n0", 1, False)  # a on n0, b on n1: one GPU free on each
+        for job in ("a", "b"):
+            scheduler.submit(job, GangRequest(1, 1, movable=True), **at)
+            scheduler.cycle(now)
+        cluster.set_gpu_health("n0", 1, True)
+        scheduler.submit(
+            "head", GangRequest(2, 1, gpu_milli=600, priority=5, required_level="node"), **at
+        )
+        decisions = scheduler.cycle(now)
+        started = [(s.job_id, s.preempted, s.allocation.placement) for s in decisions.started]
+        moved = [(m.job_id, m.allocation.placement) for m in decisions.moved]
+        shared = {name: cluster.node(name).shared for name in cluster.nodes()}
+        outcomes.append((started, decisions.preempted, moved, shared))
+    return outcomes
+
+
+def test_the_scheduler_makes_room_for_a_fractional_head() -> None:
+    """docs/scheduler.md S7 with shares (docs/preemption.md P8, D5): a fractional head blocked
+    by whole-GPU jobs preempts them or has them moved, as its reference does."""
+    engine, expected = _room_made(preemption=True)
+    assert engine == expected
+    started, preempted, moved, shared = engine
+    assert len(preempted) == 1 and started[0][:2] == ("head", preempted) and not moved
+    # one whole-GPU job evicted; it starts again in the same cycle on the other node
+    assert [job for job, *_ in started] == ["head", preempted[0]]
+    assert sorted(shared.values(), key=len) == [{}, {0: 600, 1: 600}]
+    engine, expected = _room_made(preemption=False)
+    assert engine == expected
+    started, preempted, moved, shared = engine
+    assert [job for job, *_ in started] == ["head"] and not preempted
+    assert len(moved) == 1  # one job moved beside the other, a node left for the shares
+    assert sorted(shared.values(), key=len) == [{}, {0: 600, 1: 600}]
+
+
 BAD = [
     ({"gpu_milli": 0}, InvalidRequest),
     ({"gpu_milli": 1000}, InvalidRequest),

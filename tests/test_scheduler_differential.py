@@ -289,6 +289,11 @@ def test_scheduler_matches_the_reference(
             _share_events(fast_cluster, list(shadows.values()), fractional)
             if any(started[3] for started in got[1]):
                 event("backfilled")
+            for started in got[1]:  # S7 for shares (docs/preemption.md P8, D5)
+                if started[0] in fractional and started[4]:
+                    event("a job sharing GPUs started by preemption")
+                if started[0] in fractional and got[3] and started[0] == fast_decisions.head:
+                    event("a job sharing GPUs started by moves")
             for kind, index in (("evicted", 2), ("moved", 3)):
                 if got[index]:
                     event(kind)

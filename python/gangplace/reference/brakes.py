@@ -166,12 +166,12 @@ class ReferenceBrakes:
     def _make_room(
         self, head: Any, now: float
     ) -> tuple[Started | None, list[str], list[Moved]] | None:
-        """S8: preemption first, then defragmentation.
+        """S7: preemption first, then defragmentation.
 
-        Never for slice, NUMA, spared, resource or fractional gangs: plans count pods of GPUs.
+        Never for slice, NUMA or spared gangs: plans count pods of whole nodes' GPUs. Gangs
+        asking resources or shares of a GPU do (docs/preemption.md "Resources", P8 and D5).
         """
-        shaped = head.request.slices or head.request.numa != "none" or head.request.spares
-        if shaped or head.request.resources_per_pod or head.request.gpu_milli is not None:
+        if head.request.slices or head.request.numa != "none" or head.request.spares:
             return None
         request = self._request(head)
         if self.preemption:

@@ -382,10 +382,9 @@ def _make_room(
     """Preemption, then defragmentation, for the blocked head; ``None`` if neither helps."""
     request = head.request
     shaped = bool(request.slices or request.numa != "none" or request.spares)
-    shaped = shaped or request.gpu_milli is not None  # plans count whole GPUs, not shares
     settings = parts.settings
     if not (settings.preemption or settings.defrag) or shaped:
-        return None  # slice, numa='single', spared and fractional gangs never do
+        return None  # slice, numa='single' and spared gangs never do (shares do: P8, D5)
     cluster, running, brakes = parts.cluster, parts.running, parts.brakes
     request = parts.owners.request_for(head)
     if settings.preemption:
