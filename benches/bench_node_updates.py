@@ -6,7 +6,9 @@ node's labels toggled between two values (the node holds GPUs). Structure: an em
 moved between two racks and back (it is removed and added again). The reference
 (``gangplace.reference``) makes the same label change on a twin with the same nodes (one
 round). ``holds_on``: the holds on a busy node; the reference answers it on a twin with the
-same nodes and holds (one round).
+same nodes and holds (one round). ``holds_on`` with shares: the last idle node given 16
+fractional allocations of one 250-thousandth pod each (four per GPU of its first four), the
+holds sharing its GPUs (docs/resources.md "Fractions of a GPU").
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from gangplace import Cluster, reference, synth
+from gangplace import Cluster, PodPlacement, reference, synth
 
 SMALL = synth.Shape("small", ("block", "rack"), (2, 2, 4), 8, "smoke-test size")
 
@@ -93,6 +95,39 @@ def bench_holds_on_reference(benchmark: Any, loaded: Cluster) -> None:
     busy, _ = _busy_and_idle(loaded)
     twin = _twin(loaded)
     for held in loaded.allocations():
-        twin.adopt(held.placement.pods)
+        twin.adopt(held.placement.pods, gpu_milli=held.placement.gpu_milli)
     holds = benchmark.pedantic(twin.holds_on, args=(busy,), rounds=1, iterations=1)
     assert sorted(gpus for _, gpus in holds) == sorted(gpus for _, gpus in loaded.holds_on(busy))
+
+
+SHARERS = 16
+
+
+def _shared_node(cluster: Cluster) -> str:
+    """The last idle node, with ``SHARERS`` fractional allocations on it (made once)."""
+    names = cluster.nodes()
+    shared = [n for n in names if cluster.node(n).shared]
+    if shared:
+        return shared[-1]
+    node = [n for n in names if len(cluster.node(n).free) == cluster.node(n).gpus][-1]
+    for index in range(SHARERS):
+        cluster.adopt([PodPlacement(node, [index // 4])], gpu_milli=250)
+    return node
+
+
+def bench_holds_on_shares(benchmark: Any, loaded: Cluster) -> None:
+    """The holds sharing GPUs of a node (a pure query)."""
+    node = _shared_node(loaded)
+    holds = benchmark.pedantic(loaded.holds_on, args=(node,), rounds=500, iterations=1)
+    assert len(holds) == SHARERS and {gpus for _, gpus in holds} == {(0,), (1,), (2,), (3,)}
+    benchmark.extra_info.update(holds=len(holds))
+
+
+def bench_holds_on_shares_reference(benchmark: Any, loaded: Cluster) -> None:
+    """The same by ``gangplace.reference`` on a twin with the same nodes and holds."""
+    node = _shared_node(loaded)
+    twin = _twin(loaded)
+    for held in loaded.allocations():
+        twin.adopt(held.placement.pods, gpu_milli=held.placement.gpu_milli)
+    holds = benchmark.pedantic(twin.holds_on, args=(node,), rounds=1, iterations=1)
+    assert sorted(gpus for _, gpus in holds) == sorted(gpus for _, gpus in loaded.holds_on(node))
