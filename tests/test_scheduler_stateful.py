@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from hypothesis import event, settings
 from hypothesis import strategies as st
@@ -48,13 +48,15 @@ BAD_SUBMITS: dict[str, Callable[[str], tuple[Any, Any, dict[str, Any]]]] = {
 
 
 class SchedulerMachine(RuleBasedStateMachine):
+    QUOTAS: ClassVar[tuple[tuple[str, int], ...]] = (("a", 12),)
+
     def __init__(self) -> None:
         super().__init__()
         self.now = 0.0
         self.cluster = Cluster(LEVELS, clock=lambda: self.now)
         for index in range(6):
             self.cluster.add_node(f"n{index}", gpus=4, topology={"rack": f"r{index // 3}"})
-        self.quotas = {"a": 12}
+        self.quotas = dict(self.QUOTAS)
         self.scheduler = Scheduler(self.cluster, clock=lambda: self.now, quotas=self.quotas)
         self.submitted = 0
         self.walltimes: dict[str, float | None] = {}
@@ -268,6 +270,8 @@ class SchedulerMachine(RuleBasedStateMachine):
             for pod in shadow.placement.pods:
                 free = set(copy.node(pod.node).free)
                 assert set(pod.gpus) <= free, (job, pod, free)
+                if set(pod.gpus) & set(self.cluster.node(pod.node).shared):
+                    event("a reservation waits for shared GPUs")
             quota = self.quotas.get(job.owner) if job.owner is not None else None
             if quota is not None:
                 assert used + shadow.placement.total_gpus <= quota, (job, used)
@@ -299,7 +303,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         starting = self._held_by_starting()
         used = sum(j.allocation.placement.total_gpus for j in running if j.owner == "a")
         used += sum(a.placement.total_gpus for a, owner, _ in starting if owner == "a")
-        assert used <= self.quotas["a"]
+        assert used <= self.quotas.get("a", used)
         held = {a.id for a in self.cluster.allocations()} | {
             a.id for a in self.cluster.allocations(owner="a")
         }
@@ -312,6 +316,39 @@ class SchedulerMachine(RuleBasedStateMachine):
 
 TestSchedulerMachine = SchedulerMachine.TestCase
 TestSchedulerMachine.settings = settings(max_examples=600, stateful_step_count=50)
+
+
+class SharesMachine(SchedulerMachine):
+    """The same promises with jobs asking shares of a GPU beside whole-GPU ones (no quotas: a
+    Scheduler with quotas refuses shares, docs/resources.md "Fractions of a GPU"): a whole-GPU
+    reservation's GPUs are free once the jobs predicted to end by its time, shares included,
+    have ended."""
+
+    QUOTAS: ClassVar[tuple[tuple[str, int], ...]] = ()
+
+    @rule(
+        pods=st.integers(1, 6),
+        milli=st.sampled_from([250, 500, 700]),
+        level=st.sampled_from([None, "node"]),
+        walltime=st.sampled_from([None, 3.0, 20.0, 200.0]),
+        priority=st.sampled_from([0, 1, 3]),
+    )
+    def submit_shares(
+        self, pods: int, milli: int, level: str | None, walltime: float | None, priority: int
+    ) -> None:
+        job_id = f"j{self.submitted}"
+        self.submitted += 1
+        request = GangRequest(pods, 1, gpu_milli=milli, required_level=level, priority=priority)
+        try:
+            self.scheduler.submit(job_id, request, walltime=walltime)
+        except Unschedulable:
+            return  # 5 or 6 pods of 700 on one node of 4 GPUs: never fits
+        self.walltimes[job_id] = walltime
+        event("shares submitted")
+
+
+TestSharesMachine = SharesMachine.TestCase
+TestSharesMachine.settings = settings(max_examples=600, stateful_step_count=50)
 
 
 def test_a_bad_owner_is_refused_at_submit_and_the_queue_goes_on() -> None:
