@@ -346,6 +346,42 @@ def test_the_scheduler_makes_room_for_a_fractional_head() -> None:
     assert sorted(shared.values(), key=len) == [{}, {0: 600, 1: 600}]
 
 
+def test_a_fractional_head_is_reserved_its_shares() -> None:
+    """docs/scheduler.md S5 with shares: a blocked fractional head is reserved the GPUs its pods
+    will share (by rules F1-F2 once jobs end), not a whole GPU per pod: 6 pods of 300 on one
+    node wait for 2 GPUs of n1 (a whole GPU each would need 6 on one node: blind), and a
+    long job backfills beside them. As the reference Scheduler does."""
+    from gangplace import Scheduler
+    from gangplace.reference.scheduler import ReferenceScheduler
+
+    seen = []
+    for kind in ("engine", "reference"):
+        cluster = cluster_of(gpus=(4, 4))
+        scheduler: Any = (
+            Scheduler(cluster, clock=lambda: 0.0)
+            if kind == "engine"
+            else ReferenceScheduler(cluster)
+        )
+        at = {} if kind == "engine" else {"now": 0.0}
+        scheduler.submit("full", GangRequest(1, 4), walltime=100.0, **at)
+        scheduler.submit("three", GangRequest(1, 3), walltime=50.0, **at)
+        scheduler.cycle(0.0)
+        head = GangRequest(6, 1, gpu_milli=300, required_level="node")
+        scheduler.submit("head", head, walltime=10.0, **at)
+        scheduler.submit("long", GangRequest(1, 1), walltime=200.0, **at)
+        decisions = scheduler.cycle(0.0)
+        (shadow,) = decisions.reservations
+        started = [(s.job_id, s.backfilled, s.allocation.placement) for s in decisions.started]
+        seen.append((shadow, started))
+    assert seen[0] == seen[1]
+    shadow, started = seen[0]
+    assert (shadow.job_id, shadow.time, shadow.placement.gpu_milli) == ("head", 50.0, 300)
+    gpus = [(pod.node, pod.gpus) for pod in shadow.placement.pods]
+    assert gpus == [("n1", (0,))] * 3 + [("n1", (1,))] * 3
+    assert [(job, backfilled) for job, backfilled, _ in started] == [("long", True)]
+    assert started[0][2].pods[0].gpus == (3,)  # beside the reservation, not on its GPUs
+
+
 BAD = [
     ({"gpu_milli": 0}, InvalidRequest),
     ({"gpu_milli": 1000}, InvalidRequest),

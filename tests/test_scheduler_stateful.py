@@ -268,10 +268,14 @@ class SchedulerMachine(RuleBasedStateMachine):
                 elif owner == job.owner:
                     used += allocation.placement.total_gpus
             for pod in shadow.placement.pods:
-                free = set(copy.node(pod.node).free)
-                assert set(pod.gpus) <= free, (job, pod, free)
                 if set(pod.gpus) & set(self.cluster.node(pod.node).shared):
                     event("a reservation waits for shared GPUs")
+            if shadow.placement.gpu_milli is not None:  # room for its shares (F1)
+                copy.reserve(shadow.placement)  # Conflict if any GPU lacks the room
+                event("a reservation of shares checked")
+            for pod in shadow.placement.pods if shadow.placement.gpu_milli is None else ():
+                free = set(copy.node(pod.node).free)
+                assert set(pod.gpus) <= free, (job, pod, free)
             quota = self.quotas.get(job.owner) if job.owner is not None else None
             if quota is not None:
                 assert used + shadow.placement.total_gpus <= quota, (job, used)

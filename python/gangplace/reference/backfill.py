@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from gangplace._gangplace import Cluster, GangRequest, PodPlacement
-from gangplace.scheduler.requests import whole_gpus
 from gangplace.scheduler.values import Shadow
 
 __all__ = ["ReferenceReservation", "fresh_reservation", "kept_time"]
@@ -100,7 +99,11 @@ def _placed(
     ]
     if pods:
         copy.adopt(pods)
-    return copy.place_gang(whole_gpus(request))  # as place_after: whole GPUs
+    for node, gpu in sorted(taken):  # as place_after: a busy shared GPU is filled up
+        used = copy.node(node).shared.get(gpu)
+        if used is not None and used < 1000:
+            copy.adopt([PodPlacement(node, [gpu])], gpu_milli=1000 - used)
+    return copy.place_gang(request)
 
 
 def _blockers(
@@ -146,8 +149,8 @@ def kept_time(
     of the walk has it, or something other than a running job with a walltime holds it (or
     holds a share of it: every share of a shared GPU must be such a job's).
     """
-    if shadow.placement is None:
-        return None
+    if shadow.placement is None or shadow.placement.gpu_milli is not None:
+        return None  # blind, or shares: made again
     taken = {
         (pod.node, gpu)
         for reservation in earlier

@@ -6,7 +6,7 @@ from typing import Any
 
 from gangplace._gangplace import GangRequest
 
-__all__ = ["copied", "whole_gpus"]
+__all__ = ["copied"]
 
 
 def copied(request: GangRequest, **changes: Any) -> GangRequest:
@@ -31,16 +31,3 @@ def copied(request: GangRequest, **changes: Any) -> GangRequest:
     fields.update(changes)
     pods = fields.pop("pods", request.pods)
     return GangRequest(pods, request.gpus_per_pod, **fields)
-
-
-def whole_gpus(request: GangRequest) -> GangRequest:
-    """``request`` with whole GPUs for fractions.
-
-    The Scheduler's reservation rules (docs/scheduler.md S5) and their checks count whole GPUs,
-    so a fractional pod's reservation is a whole GPU (docs/resources.md "Fractions of a GPU": a
-    reservation that holds more than the pod uses, never less), although ``place_after``
-    plans shares.
-    """
-    if request.gpu_milli is None:
-        return request
-    return copied(request, gpu_milli=None)

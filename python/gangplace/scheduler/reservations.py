@@ -29,7 +29,6 @@ from typing import Protocol
 
 from gangplace._gangplace import Allocation, Cluster, GangRequest, Placement
 from gangplace.errors import UnknownNode
-from gangplace.scheduler.requests import whole_gpus
 from gangplace.scheduler.values import Shadow
 
 __all__ = ["BLIND_BOUND", "End", "RunningView", "ShadowBook", "WalkReservations"]
@@ -266,21 +265,20 @@ def _fresh(
     free = cluster.stats().free
     times, groups = _groups(running, now, need - free)
     every: tuple[list[float], list[list[Allocation | str]]] | None = None
-    whole = whole_gpus(request)
     for point, avoid, last in _tries(walk, now, duration):
-        found = cluster.place_after(whole, groups, avoid=avoid)
+        found = cluster.place_after(request, groups, avoid=avoid)
         used = times
         if found is None and sum(len(group) for group in groups) < running.finite_ends():
             every = every or _groups(running, now, None)
             used = every[0]
-            found = cluster.place_after(whole, every[1], avoid=avoid)
+            found = cluster.place_after(request, every[1], avoid=avoid)
         if found is None:
             continue
         k, placement = found
         when = max(used[k - 1] if k else now, point)
         if when == point or when < last:
             return Shadow(job_id, when, placement)
-    return Shadow(job_id, math.inf, None, blocked_by=_blockers(cluster, running, whole, walk))
+    return Shadow(job_id, math.inf, None, blocked_by=_blockers(cluster, running, request, walk))
 
 
 def _tries(
@@ -378,6 +376,8 @@ def _still_valid(
     placement = shadow.placement
     if placement is None:
         return None  # a blind reservation is made again: something may have ended
+    if placement.gpu_milli is not None:
+        return None  # shares are made again: the room of shared GPUs changes with every start
     now = running.walk_now
     taken = walk.taken() if walk.shadows else set()
     wanted: dict[str, set[int]] = {}
