@@ -9,6 +9,9 @@ and submits it again at its old place in the queue (requeue keeps the position).
   tries classes, not jobs.
 - ``cycle_10k_reference[easy|any]``: the naive job-by-job walk of
   ``gangplace.reference.scheduler`` on the same state (one round).
+- ``cycle_fractional_head``: an EASY cycle whose blocked head asks shares of a GPU (its
+  reservation made by ``place_after`` with shares each cycle); ``..._reference``: the same on
+  the small cluster by the reference, with equal decisions.
 
 The README's test command runs them once on a small cluster with ``--benchmark-disable``.
 """
@@ -150,9 +153,10 @@ def bench_cycle_loop_keeping_decisions(
         scheduler.cancel(started.job_id)
 
 
-def _scheduled_state(smoke: bool) -> tuple[Scheduler, list[tuple[str, GangRequest, float]]]:
+def _scheduled_state(smoke: bool, reference: bool = False) -> tuple[Any, list[Any]]:
     """colossus100k filled to about 90% by the scheduler itself (its jobs have walltimes, so
-    blocked jobs get reservations), and 10,000 more gangs of the same mix to queue."""
+    blocked jobs get reservations), and 10,000 more gangs of the same mix to queue; with
+    ``reference``, by ``gangplace.reference.scheduler`` instead."""
     shape = SMALL if smoke else synth.SHAPES["colossus100k"]
     data = synth.columns(shape, unhealthy=0.002, seed=1)
     cluster = Cluster.from_arrays(
@@ -160,14 +164,19 @@ def _scheduled_state(smoke: bool) -> tuple[Scheduler, list[tuple[str, GangReques
     )
     rng = random.Random(11)
     total = cluster.stats().total
-    filler = Scheduler(cluster, clock=lambda: 0.0, backfill="any")
+    filler: Any = (
+        ReferenceScheduler(cluster, backfill="any")
+        if reference
+        else Scheduler(cluster, clock=lambda: 0.0, backfill="any")
+    )
+    at = {"now": 0.0} if reference else {}
     submitted = index = 0
     while submitted < 0.9 * total:
         request = synth.gang_mix(rng, shape.gpus_per_node)
         index += 1
         if request.total_gpus > total // 8:
             continue  # the smoke run's small cluster
-        filler.submit(f"run{index:06d}", request, walltime=rng.uniform(60.0, 86_400.0))
+        filler.submit(f"run{index:06d}", request, walltime=rng.uniform(60.0, 86_400.0), **at)
         submitted += request.total_gpus
     filler.cycle(0.0)
     jobs = []
@@ -204,3 +213,62 @@ def bench_cycle_10k_reservations(
         classes=len(scheduler._queue.classes),
     )
     assert reserved, "the blocked jobs got reservations"
+
+
+def _fractional_head(scheduler: Any, reference: bool) -> GangRequest:
+    """Queues a head of shares (500 thousandths a pod) asking the room of twice the free
+    GPUs, so that it is blocked and reserved the shares it will take (docs/scheduler.md S5);
+    returns its request."""
+    cluster = scheduler.cluster if reference else scheduler._parts.cluster
+    head = GangRequest(4 * cluster.stats().free + 2, 1, gpu_milli=500)
+    at = {"now": 0.0} if reference else {}
+    scheduler.submit("head", head, walltime=3_600.0, **at)
+    return head
+
+
+def bench_cycle_fractional_head(benchmark: Any, request: pytest.FixtureRequest) -> None:
+    """One EASY cycle whose head asks shares of a GPU and is blocked: its reservation is made
+    by ``place_after`` with shares every cycle (never kept), the cluster filled by the
+    scheduler's own jobs (colossus100k at about 90%), 1,000 more gangs queued behind."""
+    smoke = request.config.getoption("benchmark_disable", default=False)
+    scheduler, jobs = _scheduled_state(smoke)
+    scheduler.backfill = "easy"
+    _fractional_head(scheduler, reference=False)
+    for job_id, gang, walltime in jobs[:1_000]:
+        try:
+            scheduler.submit(job_id, gang, walltime=walltime)
+        except Unschedulable:  # the smoke run's small cluster
+            continue
+    decisions = _timed_cycles(benchmark, scheduler)
+    (shadow,) = [job.shadow for job in scheduler.pending() if job.job_id == "head"]
+    assert shadow is not None and shadow.placement is not None
+    assert shadow.placement.gpu_milli == 500 and decisions.head == "head"
+    benchmark.extra_info.update(
+        running=len(scheduler.running()), started=len(decisions.started), time=shadow.time
+    )
+
+
+def bench_cycle_fractional_head_reference(benchmark: Any) -> None:
+    """The same cycle on the small cluster (the reference's copy-and-replay reservation is
+    too slow for colossus100k), 200 gangs behind the head: ``gangplace.reference.scheduler``
+    timed (one round), with the Scheduler's decisions and reservation."""
+    decisions, shadows = [], []
+    for reference in (False, True):
+        scheduler, jobs = _scheduled_state(True, reference=reference)
+        scheduler.backfill = "easy"
+        _fractional_head(scheduler, reference)
+        at = {"now": 0.0} if reference else {}
+        for job_id, gang, walltime in jobs:
+            try:
+                scheduler.submit(job_id, gang, walltime=walltime, **at)
+            except Unschedulable:
+                continue
+        if reference:
+            decisions.append(benchmark.pedantic(scheduler.cycle, args=(0.0,), rounds=1))
+            shadows.append(scheduler.kept["head"][1])
+        else:
+            decisions.append(scheduler.cycle(0.0))
+            shadows.append(next(j.shadow for j in scheduler.pending() if j.job_id == "head"))
+    fast, slow = decisions
+    assert [s.job_id for s in fast.started] == [s.job_id for s in slow.started]
+    assert fast.head == slow.head == "head" and shadows[0] == shadows[1]
