@@ -170,21 +170,35 @@ def test_a_stale_fractional_plan_conflicts_and_changes_nothing(kind: Any) -> Non
     assert cluster.plan_preemption(gang) is None  # 200 left on r0-n1: two pods fit, not three
 
 
+def _shares(pods: int, milli: int, level: str) -> GangRequest:
+    return GangRequest(pods, 1, gpu_milli=milli, required_level=level)
+
+
 @given(
     layouts,
     st.tuples(st.integers(3, 12), st.sampled_from((500, 700, 900)), st.integers(0, 2)),
     st.sampled_from(["node", "rack"]),
     st.booleans(),
+    st.sampled_from([None, 0, 1]),
 )
 def test_defrag_for_shares_agrees_with_the_reference_and_applies(
-    layout: tuple[list[int], list[Any]], gang_spec: tuple[int, int, int], level: str, evict: bool
+    layout: tuple[list[int], list[Any]],
+    gang_spec: tuple[int, int, int],
+    level: str,
+    evict: bool,
+    beyond: int | None,
 ) -> None:
     """docs/preemption.md D5: fragmented layouts (fixed jobs, small movable ones), a gang of
     shares: the same plan (placement, moves, evictions) as the reference, applied on both
-    with the same state and shares after; no move lands on a GPU the gang shares."""
+    with the same state and shares after; no move lands on a GPU the gang shares. With
+    ``beyond``, the gang has that many pods more than the fewest that do not fit now (so
+    that moves have work to do more often)."""
     engine, oracle = pair((3, 2), gpus=4)
     build((engine, oracle), layout)
     pods, milli, priority = gang_spec
+    if beyond is not None:
+        pods = next(n for n in range(1, 50) if engine.place_gang(_shares(n, milli, level)) is None)
+        pods += beyond
     gang = GangRequest(pods, 1, gpu_milli=milli, required_level=level, priority=priority)
     got, expected = (c.plan_defrag(gang, evict_unplaceable=evict) for c in (engine, oracle))
     assert (got is None) == (expected is None)
