@@ -28,6 +28,7 @@ def _cluster(clock: Any, unhealthy: list[tuple[int, int]]) -> Cluster:
             gpus=4,
             topology={"spine": f"s{index // 4}", "rack": f"r{index // 2}"},
             labels={"zone": "a" if index < 6 else "b"},
+            resources={"cpu": 16 if index % 2 else 32},  # docs/resources.md: may bind
         )
     for node, gpu in unhealthy:
         cluster.set_gpu_health(f"n{node}", gpu, False)
@@ -78,6 +79,15 @@ requests = (
         st.sampled_from([300, 500, 700]),
         st.sampled_from([None, "node", "rack"]),
         st.integers(0, 2),
+    )
+    | st.builds(  # docs/resources.md "Node resources": CPUs beside GPUs, making room too (S7)
+        lambda pods, gpus, cpu, priority: GangRequest(
+            pods, gpus, resources_per_pod={"cpu": cpu}, priority=priority
+        ),
+        st.integers(1, 4),
+        st.sampled_from([1, 2]),
+        st.sampled_from([4, 8, 12]),
+        st.integers(0, 3),
     )
 )
 ladders = st.sampled_from([(), ((30.0, "spine"),), ((10.0, "rack"), (40.0, None))])
@@ -199,6 +209,7 @@ def test_scheduler_matches_the_reference(
     slow = ReferenceScheduler(slow_cluster, **config)
     submitted = cycles = 0
     fractional: set[str] = set()  # the jobs asking shares of a GPU
+    resourced: set[str] = set()  # the jobs asking CPUs besides GPUs
     held: list[tuple[Any, dict[str, str]]] = []  # decisions whose reasons are read at the end
     for op in ops:
         if op[0] == "submit":
@@ -209,6 +220,8 @@ def test_scheduler_matches_the_reference(
             submitted += 1
             if request.gpu_milli is not None:
                 fractional.add(job_id)
+            if request.resources_per_pod:
+                resourced.add(job_id)
             outcomes = []
             for scheduler in (fast, slow):
                 try:
@@ -292,6 +305,8 @@ def test_scheduler_matches_the_reference(
             for started in got[1]:  # S7 for shares (docs/preemption.md P8, D5)
                 if started[0] in fractional and started[4]:
                     event("a job sharing GPUs started by preemption")
+                if started[0] in resourced and started[4]:
+                    event("a job asking CPUs started by preemption")
                 if started[0] in fractional and got[3] and started[0] == fast_decisions.head:
                     event("a job sharing GPUs started by moves")
             for kind, index in (("evicted", 2), ("moved", 3)):

@@ -12,7 +12,7 @@ __all__ = ["empty_twin"]
 
 
 def empty_twin(cluster: Cluster) -> Cluster:
-    """A cluster with ``cluster``'s nodes, labels, taints and GPU groups, and nothing held."""
+    """A cluster with ``cluster``'s nodes, labels, taints, GPU groups and resources; none held."""
     copy = Cluster(cluster.levels, policy=cluster.policy)  # type: ignore[arg-type]
     for name in cluster.nodes():
         info = cluster.node(name)
@@ -23,5 +23,6 @@ def empty_twin(cluster: Cluster) -> Cluster:
             labels=info.labels,
             gpu_topology=info.gpu_topology,
             taints=info.taints,
+            resources=info.resources or None,  # capacities, as the Scheduler's twin (S2)
         )
     return copy
