@@ -13,6 +13,7 @@ running job that holds it.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,12 +181,16 @@ def kept_time(
     return latest
 
 
+def _live(allocation: Any) -> Iterator[PodPlacement]:
+    """The pods of ``allocation``'s live ranks."""
+    placement = allocation.placement
+    return (pod for rank, pod in enumerate(placement.pods) if rank not in allocation.ended)
+
+
 def _share(allocation: Any, node: str, gpu: int) -> int:
     """The thousandths of ``gpu`` of ``node`` that a fractional ``allocation``'s live pods use."""
-    placement = allocation.placement
-    live = (pod for rank, pod in enumerate(placement.pods) if rank not in allocation.ended)
-    on = sum(1 for pod in live if pod.node == node and gpu in pod.gpus)
-    return on * (placement.gpu_milli or 0)
+    on = sum(1 for pod in _live(allocation) if pod.node == node and gpu in pod.gpus)
+    return on * (allocation.placement.gpu_milli or 0)
 
 
 def _holds(allocation: Any, node: str, gpu: int) -> bool:
@@ -193,6 +198,5 @@ def _holds(allocation: Any, node: str, gpu: int) -> bool:
 
     docs/repair.md "Spares": a spare's GPUs are held by its allocation until it ends.
     """
-    placement = allocation.placement
-    live = (pod for rank, pod in enumerate(placement.pods) if rank not in allocation.ended)
-    return any(pod.node == node and gpu in pod.gpus for pod in (*live, *placement.spares))
+    pods = (*_live(allocation), *allocation.placement.spares)
+    return any(pod.node == node and gpu in pod.gpus for pod in pods)

@@ -68,8 +68,8 @@ impl Engine {
     pub fn holds_on(&mut self, name: &str, now: f64) -> CoreResult<Vec<(HoldId, GpuSet)>> {
         self.reclaim(now);
         let id = self.topology.known_node(name)?;
-        let mut holders = self.ledger.holders_on(id);
-        holders.extend(self.ledger.sharers_on(id));
+        let mut holders = self.ledger.holders_of(id).to_vec();
+        holders.extend_from_slice(self.ledger.sharers_of(id));
         holders.sort_unstable();
         let mut merged: Vec<(HoldId, GpuSet)> = Vec::new();
         for (hold, gpus) in holders {

@@ -73,10 +73,9 @@ impl Sharers {
 }
 
 impl Ledger {
-    /// The holds with shares of GPUs on `node`, with the GPUs each shares there, sorted by id.
-    pub fn sharers_on(&self, node: NodeId) -> Vec<(HoldId, GpuSet)> {
-        let mut sharers = self.sharers.on(node).to_vec();
-        sharers.sort_unstable();
-        sharers
+    /// The holds with shares of GPUs on `node`, with the GPUs each shares there, in the order
+    /// they came (the caller sorts, as for [`Ledger::holders_of`]).
+    pub fn sharers_of(&self, node: NodeId) -> &[(HoldId, GpuSet)] {
+        self.sharers.on(node)
     }
 }
