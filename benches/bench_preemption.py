@@ -15,6 +15,10 @@ Clusters, built once per session (seeded):
   ``all-candidates-superpod`` the same on the 16,384-GPU ``superpod`` (~1,070 allocations).
 - ``2k`` also serves a fractional gang: 2,048 pods of 500 thousandths (the same 1,024 GPUs of
   room; docs/preemption.md P8).
+- ``2k-shared``: the 2k shape filled to 80% as ``2k``, then every free GPU taken by one-pod
+  fractional jobs of 300, 500 or 700 thousandths (seeded, priority -1 or 1 as the whole
+  jobs), packed by best fit: fractional allocations are candidates beside whole ones (P8),
+  and the descent is off while GPUs are shared.
 - ``fragmented2k``: the same shape with one movable 2-GPU job on the first node of every rack
   and the rest filled with fixed gangs to 90%: no rack is whole, defragmentation must move.
 
@@ -62,6 +66,16 @@ def _filled(shape: synth.Shape, fill: float, low_share: float) -> Cluster:
     return cluster
 
 
+def _shared(cluster: Cluster) -> Cluster:
+    """Every free GPU of ``cluster`` taken by one-pod fractional jobs (seeded)."""
+    rng = random.Random(3)
+    while cluster.stats().free:
+        milli = rng.choice((300, 500, 700))
+        job = GangRequest(1, 1, gpu_milli=milli, priority=-1 if rng.random() < 0.78 else 1)
+        cluster.commit(cluster.reserve(job))
+    return cluster
+
+
 def _fragmented(shape: synth.Shape, fill: float) -> Cluster:
     """One movable 2-GPU job on the first node of every rack, then fixed gangs to `fill`."""
     cluster = _cluster(shape)
@@ -96,6 +110,7 @@ def clusters(request: pytest.FixtureRequest) -> dict[str, Cluster]:
         "all-candidates-2k": synth.build(SMALL if smoke else TWO_K, fill=1.0, seed=0)[0],
         "full": _filled(big, 1.0, 0.5),
         "2k": _filled(two_k, 0.95, 0.78),
+        "2k-shared": _shared(_filled(two_k, 0.8, 0.78)),
         "fragmented": _fragmented(two_k, 0.5 if smoke else 0.9),
     }
 
@@ -267,6 +282,29 @@ def bench_plan_preemption_2k_shares_reference(benchmark: Any, clusters: dict[str
         oracle.plan_preemption, args=(_shares(cluster),), rounds=1, iterations=1
     )
     assert (got is None) == (cluster.plan_preemption(_shares(cluster)) is None)
+
+
+def bench_plan_preemption_2k_share_victims(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """1,024 whole GPUs (128 x 8) of priority 0 on ``2k-shared``: whole and fractional
+    victims (P8), every candidate read."""
+    cluster = clusters["2k-shared"]
+    request = _gang(cluster, min(1024, cluster.stats().total // 2), priority=0)
+    plan = benchmark(cluster.plan_preemption, request)
+    assert plan is not None and plan.victims
+    shares = {a.id for a in cluster.allocations() if a.placement.gpu_milli is not None}
+    fractional = len(shares & set(plan.victims))
+    benchmark.extra_info.update(victims=len(plan.victims), fractional_victims=fractional)
+
+
+def bench_plan_preemption_2k_share_victims_reference(
+    benchmark: Any, clusters: dict[str, Cluster]
+) -> None:
+    """The same plan by ``gangplace.reference`` (one round)."""
+    cluster = clusters["2k-shared"]
+    oracle = _twin(cluster)
+    request = _gang(cluster, min(1024, cluster.stats().total // 2), priority=0)
+    got = benchmark.pedantic(oracle.plan_preemption, args=(request,), rounds=1, iterations=1)
+    assert (got is None) == (cluster.plan_preemption(request) is None)
 
 
 def _unit(cluster: Cluster) -> MultiGangRequest:

@@ -269,13 +269,19 @@ def test_operations_that_do_not_plan_fractions_refuse_them() -> None:
         assert cluster.snapshot() == before
 
 
-def test_removal_sets_never_take_fractional_holds() -> None:
-    """Preemption and defragmentation free whole GPUs: a fractional hold is never a victim."""
+def test_a_fractional_hold_is_a_victim_but_never_moves() -> None:
+    """docs/preemption.md P8: preemption ends a fractional allocation to free its GPU whole;
+    defragmentation never moves one (D5)."""
     cluster = cluster_of(gpus=(2,))
-    cluster.commit(cluster.reserve(GangRequest(1, 1, gpu_milli=500, priority=0, movable=True)))
+    share = GangRequest(1, 1, gpu_milli=500, priority=0, movable=True)
+    shared = cluster.commit(cluster.reserve(share))
     whole = GangRequest(1, 2, priority=10)
-    assert cluster.plan_preemption(whole) is None
     assert cluster.plan_defrag(whole) is None
+    plan = cluster.plan_preemption(whole)
+    assert plan is not None and plan.victims == (shared.id,) and plan.victim_gpus == 0
+    held = cluster.preempt(plan)
+    assert held.placement.pods[0].gpus == (0, 1) and cluster.node("n0").shared == {}
+    assert cluster.hold_status(shared.id) == "preempted"
 
 
 def test_the_scheduler_queues_fractions_but_not_under_quotas() -> None:

@@ -1,13 +1,15 @@
-"""A fractional gang may preempt (docs/preemption.md P8; docs/resources.md "Fractions of a GPU";
+"""Shares of a GPU in preemption (docs/preemption.md P8; docs/resources.md "Fractions of a GPU";
 issue 47 item 4).
 
-Victims are whole-GPU allocations (a fractional hold is never one): each GPU a victim frees
-comes back whole and holds ``1000 // gpu_milli`` pods of the gang, beside the room partly used
-GPUs already have. The engine agrees with ``gangplace.reference`` on plans and on the state
-after ``preempt``; by brute force the victims are 1-minimal, none outranks the gang and the
-highest priority among them is the smallest any set in the domain reaches; a stale plan
-raises ``Conflict`` with the snapshot unchanged. Defragmentation makes room for a fractional
-gang the same way (D5): whole-GPU movers move out of its domain, agreeing with the reference.
+A fractional gang may preempt, and a fractional allocation may be a victim: each GPU a whole
+victim frees comes back whole and holds ``1000 // gpu_milli`` pods of the gang, each share a
+victim gives back leaves its GPU that much more room, and a shared GPU all of whose shares
+are victims' is free again (for a whole-GPU gang too). The engine agrees with
+``gangplace.reference`` on plans and on the state after ``preempt``; by brute force the
+victims are 1-minimal, none outranks the gang and the highest priority among them is the
+smallest any set in the domain reaches; a stale plan raises ``Conflict`` with the snapshot
+unchanged. Defragmentation makes room for a fractional gang the same way (D5): whole-GPU
+movers move out of its domain (a fractional hold never moves), agreeing with the reference.
 """
 
 from __future__ import annotations
@@ -33,37 +35,55 @@ from test_preemption import (
 import gangplace
 from gangplace import Conflict, GangRequest, PodPlacement, reference
 
-shares = st.lists(st.tuples(st.integers(1, 3), st.sampled_from((300, 600, 700))), max_size=3)
+shares = st.lists(
+    st.tuples(
+        st.integers(1, 4),  # pods
+        st.sampled_from((300, 600, 700)),  # thousandths each
+        st.sampled_from((-2, 0, 2)),  # priority
+        st.booleans(),  # preemptible
+    ),
+    max_size=8,
+)
 gangs = st.tuples(
-    st.integers(1, 8),  # pods
-    st.sampled_from((250, 400, 500, 700)),  # thousandths each
+    st.integers(1, 12),  # pods
+    st.sampled_from((None, 250, 400, 500, 700)),  # thousandths each (None: whole GPUs)
     st.integers(-1, 3),  # priority
     st.sampled_from([None, "rack", "node"]),
 )
 
 # check_by_brute_force's domains are the two racks and the cluster: no node-level gangs.
 rack_gangs = st.tuples(
-    st.integers(1, 8),
-    st.sampled_from((250, 400, 500, 700)),
+    st.integers(1, 12),
+    st.sampled_from((None, 250, 400, 500, 700)),
     st.integers(-1, 3),
     st.sampled_from([None, "rack"]),
 )
 
 
+# The clusters: 2 racks x 3 nodes x 4 GPUs, or crowded: 2 racks x 2 nodes x 2 GPUs (shares
+# then hold most GPUs, so that fractional victims are common).
+layouts_of = st.sampled_from([((2, 3), 4), ((2, 2), 2)])
+
+
 def loaded(
-    specs: list[tuple[Any, ...]], shared: list[tuple[int, int]], gang: tuple[Any, ...]
+    specs: list[tuple[Any, ...]],
+    shared: list[tuple[Any, ...]],
+    gang: tuple[Any, ...],
+    layout: tuple[tuple[int, int], int] = ((2, 3), 4),
 ) -> tuple[Any, Any, GangRequest]:
-    """Both clusters (2 racks x 3 nodes x 4 GPUs) with the whole jobs, then fractional jobs
-    (low priority, preemptible: never victims all the same), and the fractional gang."""
-    engine, oracle = pair((2, 3), gpus=4)
+    """Both clusters (``layout``) with the whole jobs, then fractional jobs, and the gang
+    (whole GPUs when its thousandths are ``None``: 1 or 2 GPUs a pod)."""
+    engine, oracle = pair(layout[0], gpus=layout[1])
     load((engine, oracle), specs)
-    for pods, milli in shared:
-        request = GangRequest(pods, 1, gpu_milli=milli, priority=-2)
+    for pods, milli, priority, preemptible in shared:
+        request = GangRequest(pods, 1, gpu_milli=milli, priority=priority, preemptible=preemptible)
         if engine.place_gang(request) is not None:
             for cluster in (engine, oracle):
                 cluster.commit(cluster.reserve(request))
     pods, milli, priority, level = gang
-    request = GangRequest(pods, 1, gpu_milli=milli, priority=priority, required_level=level)
+    size = 1 if milli is not None else 1 + pods % 2
+    pods = pods if milli is not None else 1 + pods // 2
+    request = GangRequest(pods, size, gpu_milli=milli, priority=priority, required_level=level)
     return engine, oracle, request
 
 
@@ -72,11 +92,14 @@ def same_shares(engine: Any, oracle: Any) -> None:
         assert engine.node(name).shared == oracle.node(name).shared, name
 
 
-@given(jobs, shares, gangs)
+@given(jobs, shares, gangs, layouts_of)
 def test_fractional_plans_agree_with_the_reference_and_apply_identically(
-    specs: list[tuple[Any, ...]], shared: list[tuple[int, int]], gang_spec: tuple[Any, ...]
+    specs: list[tuple[Any, ...]],
+    shared: list[tuple[Any, ...]],
+    gang_spec: tuple[Any, ...],
+    layout: tuple[tuple[int, int], int],
 ) -> None:
-    engine, oracle, gang = loaded(specs, shared, gang_spec)
+    engine, oracle, gang = loaded(specs, shared, gang_spec, layout)
     for max_victims in (None, 1):
         got = engine.plan_preemption(gang, max_victims=max_victims)
         same_plan(got, oracle.plan_preemption(gang, max_victims=max_victims))
@@ -86,42 +109,67 @@ def test_fractional_plans_agree_with_the_reference_and_apply_identically(
         return
     assert plan.placement.gpu_milli == gang.gpu_milli
     fractional = {a.id for a in engine.allocations() if a.placement.gpu_milli is not None}
-    assert not fractional & set(plan.victims)  # a fractional hold is never a victim
-    event("victims" if plan.victims else "fits now")
+    kind = "fractional" if gang.gpu_milli is not None else "whole-GPU"
+    event(f"{kind} gang: " + ("victims" if plan.victims else "fits now"))
+    if fractional & set(plan.victims):
+        event(f"{kind} gang: fractional victims")
     engine.preempt(plan)
     oracle.preempt(oracle.plan_preemption(gang))
     same_state(engine, oracle)
     same_shares(engine, oracle)
 
 
-def share_capacity(cluster: Any, domain: tuple[str, ...], removed: list[Any], milli: int) -> int:
-    """Pods of ``milli`` thousandths ``domain`` holds with the allocations ``removed`` ended:
-    on each uncordoned node, every healthy GPU that is free, shared or freed, by its room."""
+def share_capacity(
+    cluster: Any, domain: tuple[str, ...], removed: list[Any], milli: int | None, size: int = 1
+) -> int:
+    """Pods ``domain`` holds with the allocations ``removed`` ended, counted GPU by GPU from
+    the nodes' free and shared GPUs: whole victims' GPUs come back whole, fractional
+    victims' shares give their GPU's room back. Pods of ``milli`` thousandths count every
+    healthy usable GPU's room; whole-GPU pods (``milli`` ``None``) of ``size`` GPUs count the
+    GPUs with nothing left on them."""
     freed: dict[str, set[int]] = {}
+    back: dict[tuple[str, int], int] = {}
     for allocation in removed:
         for pod in allocation.placement.pods:
-            freed.setdefault(pod.node, set()).update(pod.gpus)
+            if allocation.placement.gpu_milli is None:
+                freed.setdefault(pod.node, set()).update(pod.gpus)
+            else:
+                for gpu in pod.gpus:
+                    back[(pod.node, gpu)] = (
+                        back.get((pod.node, gpu), 0) + allocation.placement.gpu_milli
+                    )
     pods = 0
     for name in cluster.nodes():
         info = cluster.node(name)
         path = (*info.topology.values(), name)
         if path[: len(domain)] != domain or info.cordoned:
             continue
+        whole = 0
         for gpu in range(info.gpus):
             usable = gpu in info.free or gpu in info.shared or gpu in freed.get(name, ())
-            if usable and gpu not in info.unhealthy:
-                pods += (1000 - info.shared.get(gpu, 0)) // milli
+            if not usable or gpu in info.unhealthy:
+                continue
+            used = info.shared.get(gpu, 0) - back.get((name, gpu), 0)
+            if milli is not None:
+                pods += (1000 - used) // milli
+            whole += used == 0
+        pods += whole // size if milli is None else 0
     return pods
 
 
-@given(jobs, shares, rack_gangs)
+@given(jobs, shares, rack_gangs, layouts_of)
 def test_brute_force_minimality_and_priorities_for_shares(
-    specs: list[tuple[Any, ...]], shared: list[tuple[int, int]], gang_spec: tuple[Any, ...]
+    specs: list[tuple[Any, ...]],
+    shared: list[tuple[Any, ...]],
+    gang_spec: tuple[Any, ...],
+    layout: tuple[tuple[int, int], int],
 ) -> None:
-    engine, _, gang = loaded(specs, shared, gang_spec)
-    milli = gang_spec[1]
+    engine, _, gang = loaded(specs, shared, gang_spec, layout)
+    milli, size = gang.gpu_milli, gang.gpus_per_pod
     check_by_brute_force(
-        engine, gang, lambda domain, removed: share_capacity(engine, domain, removed, milli)
+        engine,
+        gang,
+        lambda domain, removed: share_capacity(engine, domain, removed, milli, size),
     )
 
 
@@ -144,7 +192,7 @@ def test_a_share_gang_ends_the_lowest_whole_job_and_lands_on_its_gpus(kind: Any)
     ]
     held = cluster.preempt(plan)
     assert held.placement.gpu_milli == 500 and cluster.node("r0-n0").shared == {0: 1000, 1: 1000}
-    # The shares are no victims: a whole gang of priority 9 finds none on r0-n0.
+    # Its shares are a reservation, no victim: a whole gang of priority 9 finds none there.
     again = cluster.plan_preemption(GangRequest(1, 2, priority=9, required_level="node"))
     assert again is not None and [p.node for p in again.placement.pods] == ["r0-n1"]
 
@@ -153,16 +201,16 @@ def test_a_share_gang_ends_the_lowest_whole_job_and_lands_on_its_gpus(kind: Any)
 def test_a_stale_fractional_plan_conflicts_and_changes_nothing(kind: Any) -> None:
     """Three pods of 400: the victim's GPU on r0-n0 holds two, r0-n1's shared GPU (500 used)
     the third; a share adopted there since leaves 200: ``Conflict`` naming the GPU, nothing
-    changed."""
+    changed (the shares are not preemptible: no victims)."""
     engine, oracle = pair((1, 2), gpus=1)
     cluster = engine if kind is gangplace.Cluster else oracle
     pin(cluster, "r0-n0", 1, priority=0)
-    cluster.adopt([PodPlacement("r0-n1", (0,))], gpu_milli=500)
+    cluster.adopt([PodPlacement("r0-n1", (0,))], gpu_milli=500, preemptible=False)
     gang = GangRequest(3, 1, gpu_milli=400, priority=5)
     plan = cluster.plan_preemption(gang)
     assert plan is not None and len(plan.victims) == 1
     assert sorted(p.node for p in plan.placement.pods) == ["r0-n0", "r0-n0", "r0-n1"]
-    cluster.adopt([PodPlacement("r0-n1", (0,))], gpu_milli=300)
+    cluster.adopt([PodPlacement("r0-n1", (0,))], gpu_milli=300, preemptible=False)
     before = cluster.snapshot()
     with pytest.raises(Conflict, match='GPU 0 of node "r0-n1" has 200 thousandths free'):
         cluster.preempt(plan)
@@ -252,3 +300,40 @@ def test_defrag_moves_a_whole_job_out_of_the_way_of_shares(kind: Any) -> None:
     with pytest.raises(Conflict):
         cluster.apply_defrag(plan)  # its mover has moved: stale
     assert cluster.snapshot() == before
+
+
+@pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
+def test_share_victims_free_their_gpu_and_stale_plans_conflict(kind: Any) -> None:
+    """docs/preemption.md P8: two shares of priority 0 on one GPU, one of 500 at priority 3
+    on the other. A whole GPU for priority 2 ends both low shares (never the priority-3 one);
+    a 700-thousandths pod for priority 5 ends one share of 300 only. A plan whose victim
+    ended, or whose freed GPU took a new share, raises ``Conflict`` with the snapshot
+    unchanged."""
+    engine, oracle = pair((1, 1), gpus=2)
+    cluster = engine if kind is gangplace.Cluster else oracle
+    low = [
+        cluster.commit(cluster.reserve(GangRequest(1, 1, gpu_milli=300, priority=0)))
+        for _ in range(2)
+    ]
+    cluster.commit(cluster.reserve(GangRequest(1, 1, gpu_milli=500, priority=3)))
+    assert cluster.node("r0-n0").shared == {0: 600, 1: 500}
+    whole = GangRequest(1, 1, priority=2)
+    plan = cluster.plan_preemption(whole)
+    assert plan is not None and set(plan.victims) == {low[0].id, low[1].id}
+    assert plan.victim_gpus == 0 and plan.placement.pods[0].gpus == (0,)
+    share = cluster.plan_preemption(GangRequest(1, 1, gpu_milli=700, priority=5))
+    assert share is not None and len(share.victims) == 1 and share.victims[0] in plan.victims
+    cluster.release(low[1])  # a victim ended: the plan is stale
+    before = cluster.snapshot()
+    with pytest.raises(Conflict):
+        cluster.preempt(plan)
+    assert cluster.snapshot() == before
+    plan = cluster.plan_preemption(whole)
+    assert plan is not None and plan.victims == (low[0].id,)
+    cluster.adopt([PodPlacement("r0-n0", (0,))], gpu_milli=100)  # GPU 0 stays shared
+    before = cluster.snapshot()
+    with pytest.raises(Conflict, match="GPU 0"):
+        cluster.preempt(plan)
+    assert cluster.snapshot() == before
+    if kind is gangplace.Cluster:
+        cluster.check_invariants()

@@ -524,8 +524,8 @@ class EngineVersusReference(RuleBasedStateMachine):
         milli: int | None = None,
     ) -> str:
         """Priority preemption; sometimes the gang asks CPUs, which victims give back too
-        (docs/resources.md "Node resources"), or is pods of a share of a GPU each
-        (docs/preemption.md P8: whole-GPU victims)."""
+        (docs/resources.md "Node resources"), or is pods of a share of a GPU each; the
+        small jobs' shares may be victims (docs/preemption.md P8)."""
         pods, size, priority, level = gang
         request = GangRequest(
             pods,
@@ -554,6 +554,9 @@ class EngineVersusReference(RuleBasedStateMachine):
             return UNKNOWN
         plan, oracle_plan = got[1], expected[1]
         self._same_plan(plan, oracle_plan)
+        shares = {a.id for a in self.engine.allocations() if a.placement.gpu_milli is not None}
+        if shares & set(plan.victims):
+            event("preemption: fractional victims")
         got = outcome(self.engine.preempt, plan, owner=owner)
         return self._held(got, outcome(self.oracle.preempt, oracle_plan, owner=owner))
 

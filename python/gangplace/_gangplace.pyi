@@ -559,7 +559,7 @@ class PreemptionPlan:
         """Ids of the allocations to end, sorted (empty when the gang fits as it is)."""
     @property
     def victim_gpus(self) -> int:
-        """GPUs the victims hold in total, healthy or not."""
+        """Whole GPUs the victims hold in total, healthy or not (a share counts none)."""
     @property
     def max_victim_priority(self) -> int | None:
         """The highest victim priority; ``None`` without victims."""
@@ -1066,8 +1066,11 @@ class Cluster:
         and colocation succeeds there (docs/roles.md). A request asking
         resources besides GPUs counts them: victims give back their resources with their
         GPUs, and a job holding only resources can be one (docs/resources.md "Node resources").
-        A fractional gang's pods count by the room of the GPUs, each GPU a victim frees
-        holding its share of pods; victims hold whole GPUs (docs/preemption.md P8).
+        Shares count (docs/preemption.md P8): a fractional allocation may be a victim,
+        giving back its shares (a shared GPU is free once all its shares are given back),
+        and a fractional gang's pods count by the room of the GPUs; P4-P5 count what
+        victims hold in thousandths of a GPU. A ``MultiGangRequest``'s victims hold whole
+        GPUs.
 
         Returns:
             The plan, or ``None`` when no set within ``max_victims`` makes room.
@@ -1098,7 +1101,8 @@ class Cluster:
         the placement rules and are counted by the nodes' free resources too when they ask
         some (docs/resources.md "Node resources"; victims give theirs back); ranks keep their
         numbers. Without lost ranks, a plan with no replacements. A fractional allocation's
-        lost ranks get pods of its share by rules F1-F2 (docs/repair.md R7), never victims.
+        lost ranks get pods of its share by rules F1-F2 (docs/repair.md R7), never victims;
+        victims hold whole GPUs (fractional allocations are never R6's victims).
 
         Raises:
             UnknownReservation: No such id, or another owner's.

@@ -113,13 +113,17 @@ class Fractions:
         return out
 
     def _check_shares(
-        self, placement: PlacementLike, milli: int, freed: Mapping[str, set[int]] | None = None
+        self,
+        placement: PlacementLike,
+        milli: int,
+        freed: Mapping[str, set[int]] | None = None,
+        given_back: Mapping[tuple[str, int], int] | None = None,
     ) -> Placement:
         """The fractional placement as held, if it still fits (``Conflict`` otherwise).
 
         Each pod names one healthy GPU held by no whole pod (but those of ``freed``, a
-        preemption's victims'), with room for its share beside the shares there and the
-        placement's other pods.
+        preemption's victims'), with room for its share beside the shares there (less those
+        ``given_back``, its victims' shares) and the placement's other pods.
         """
         if getattr(placement, "spares", ()):
             raise InvalidRequest("a placement of fractional pods has no spares")
@@ -143,6 +147,7 @@ class Fractions:
         for pod in placement.pods:  # the first pod (in rank order) whose GPU overflows
             name, gpu = pod.node, pod.gpus[0]
             want, used = asked[(name, gpu)], self._nodes[name].shares.get(gpu, 0)
+            used -= (given_back or {}).get((name, gpu), 0)
             if used + want > WHOLE:
                 raise texts.share_room(gpu, name, WHOLE - used, want)
         return Placement(

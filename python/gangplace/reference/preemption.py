@@ -28,7 +28,9 @@ __all__ = [
     "find",
     "find_roles",
     "freed_inside",
+    "freed_milli_inside",
     "freed_totals",
+    "given_back",
     "place_after_removal",
 ]
 
@@ -41,9 +43,12 @@ class Candidate:
         id: Its id.
         priority: Its priority.
         since: When it was committed.
-        held: GPUs it holds in total, healthy or not.
+        held: Whole GPUs it holds in total, healthy or not.
         freed: Node name -> the healthy GPUs its removal returns there.
         freed_resources: Node name -> the resources its removal returns there.
+        shares: Node name -> ``(GPU, thousandths, thousandths used there in all)`` of each
+            share of a healthy GPU its removal gives back (a fractional allocation, P8).
+        shared_milli: The thousandths of its shares, healthy GPUs or not.
 
     """
 
@@ -55,6 +60,13 @@ class Candidate:
     # docs/resources.md "Node resources": node name -> what its removal gives back of the node's
     # resources (filled for a request asking some; empty otherwise).
     freed_resources: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    shares: Mapping[str, tuple[tuple[int, int, int], ...]] = field(default_factory=dict)
+    shared_milli: int = 0
+
+    @property
+    def held_milli(self) -> int:
+        """What it holds in thousandths of a GPU (P4's order and P5's key count this)."""
+        return self.held * WHOLE + self.shared_milli
 
 
 @dataclass(frozen=True)
@@ -75,12 +87,21 @@ def with_removed(nodes: Sequence[NodeView], removed: Sequence[Candidate]) -> lis
     recounted (``NodeView.asks``; a multi-role unit's groups count them from ``resources``).
     """
     freed, given = freed_totals(removed)
+    shares = given_back(removed)
+    for (node, gpu), (milli, used) in shares.items():  # a GPU whose shares all end is free (P8)
+        if milli >= used:
+            freed.setdefault(node, set()).add(gpu)
     views = []
     for before in nodes:
         view = replace(before, free=tuple(sorted({*before.free, *freed.get(before.name, ())})))
-        if before.milli is not None and freed.get(before.name):
-            # A victim's GPUs come back whole: each with a whole GPU's room (P8).
-            room = dict(before.room) | dict.fromkeys(freed[before.name], WHOLE)
+        if before.milli is not None and (freed.get(before.name) or shares):
+            # A victim's GPUs come back whole: each with a whole GPU's room; its shares give
+            # their GPU's room back (P8).
+            room = dict(before.room)
+            for (node, gpu), (milli, _) in shares.items():
+                if node == before.name and gpu in room:
+                    room[gpu] = min(WHOLE, room[gpu] + milli)
+            room |= dict.fromkeys(freed.get(before.name, ()), WHOLE)
             view = replace(view, room=tuple(sorted(room.items())))
         back = given.get(before.name)
         if before.resources and back:
@@ -112,9 +133,22 @@ def freed_totals(
     return freed, given
 
 
+def given_back(removed: Sequence[Candidate]) -> dict[tuple[str, int], tuple[int, int]]:
+    """The shares ``removed`` give back per ``(node, GPU)``, with the thousandths used there."""
+    back: dict[tuple[str, int], tuple[int, int]] = {}
+    for candidate in removed:
+        for node, shares in candidate.shares.items():
+            for gpu, milli, used in shares:
+                before = back.get((node, gpu), (0, used))[0]
+                back[(node, gpu)] = (before + milli, used)
+    return back
+
+
 def _touches(candidate: Candidate, members: Sequence[NodeView]) -> bool:
     return any(
-        candidate.freed.get(node.name) or candidate.freed_resources.get(node.name)
+        candidate.freed.get(node.name)
+        or candidate.freed_resources.get(node.name)
+        or candidate.shares.get(node.name)
         for node in members
     )
 
@@ -122,6 +156,12 @@ def _touches(candidate: Candidate, members: Sequence[NodeView]) -> bool:
 def freed_inside(candidate: Candidate, members: Sequence[NodeView]) -> int:
     """The healthy GPUs ``candidate``'s removal frees on ``members``."""
     return sum(len(candidate.freed.get(node.name, ())) for node in members)
+
+
+def freed_milli_inside(candidate: Candidate, members: Sequence[NodeView]) -> int:
+    """The thousandths ``candidate``'s removal frees on ``members``: whole GPUs and shares."""
+    shares = sum(milli for node in members for _, milli, _ in candidate.shares.get(node.name, ()))
+    return freed_inside(candidate, members) * WHOLE + shares
 
 
 def choose(
@@ -140,7 +180,7 @@ def choose(
     """
 
     def order(candidate: Candidate) -> tuple[int, Fraction, float, str]:
-        share = Fraction(freed_inside(candidate, members), max(candidate.held, 1))
+        share = Fraction(freed_milli_inside(candidate, members), max(candidate.held_milli, 1))
         return (candidate.priority, -share, -candidate.since, candidate.id)
 
     removed: list[Candidate] = []
@@ -189,9 +229,9 @@ def choices(
 
 
 def preemption_key(choice: Choice) -> tuple[int, int, int, int, Path]:
-    """P5: (highest member priority, members, GPUs they hold, free GPUs after, path)."""
+    """P5: (highest member priority, members, thousandths they hold, free GPUs after, path)."""
     highest = max(member.priority for member in choice.members)
-    held = sum(member.held for member in choice.members)
+    held = sum(member.held_milli for member in choice.members)
     return (highest, len(choice.members), held, choice.free_after, choice.path)
 
 

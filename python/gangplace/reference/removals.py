@@ -140,19 +140,21 @@ class Removals:
         chosen: frozenset[str] | None = None,
     ) -> list[preemption.Candidate]:
         found = []
+        preempt = kind in ("preempt", "preempt-whole")
         for hid, hold in sorted(self._holds.items()):
             if hid in spared or (chosen is not None and hid not in chosen):
                 continue
-            if kind == "preempt" and chosen is not None:  # P7: the caller chose them
+            if preempt and chosen is not None:  # P7: the caller chose them
                 eligible = hold.preemptible
-            elif kind == "preempt":
+            elif preempt:
                 eligible = hold.preemptible and hold.priority < request.priority
             else:
                 # docs/transactions.md E4: a hold with ended ranks no longer matches its request.
                 eligible = hold.movable and hold.priority <= request.priority and not hold.ended
                 eligible = eligible and not hold.asks  # moves re-place GPUs only
-            # Fractional holds free shares, which removal sets do not count: never candidates.
-            eligible = eligible and hold.placement.gpu_milli is None
+            # Removal sets count the shares a fractional victim gives back (P8), but not for
+            # repairs and multi-role units ("preempt-whole"); fractional holds never move.
+            eligible = eligible and (kind == "preempt" or hold.placement.gpu_milli is None)
             if not hold.committed or not eligible or now - hold.since < min_runtime:
                 continue
             if hold.owner is not None and hold.owner in exempt:
@@ -163,12 +165,37 @@ class Removals:
             }
             # docs/resources.md "Node resources": a request asking resources counts what victims
             # free.
-            counted = kind == "preempt" and _asks_resources(request)
+            counted = preempt and _asks_resources(request)
             given = self._freed_resources(hold) if counted else {}
+            shares, shared_milli = self._shares_back(hold)
             found.append(
-                preemption.Candidate(hid, hold.priority, hold.since, hold.gpu_count(), freed, given)
+                preemption.Candidate(
+                    hid,
+                    hold.priority,
+                    hold.since,
+                    hold.gpu_count(),
+                    freed,
+                    given,
+                    shares,
+                    shared_milli,
+                )
             )
         return found
+
+    def _shares_back(self, hold: _Hold) -> tuple[dict[str, tuple[tuple[int, int, int], ...]], int]:
+        """A fractional hold's shares of healthy GPUs, and the thousandths of all its shares.
+
+        Per node, ``(GPU, thousandths, thousandths used there in all)`` (docs/preemption.md P8).
+        """
+        by_gpu: dict[tuple[str, int], int] = {}
+        for name, gpu, milli in self._hold_shares(hold):  # type: ignore[attr-defined]
+            by_gpu[(name, gpu)] = by_gpu.get((name, gpu), 0) + milli
+        shares: dict[str, list[tuple[int, int, int]]] = {}
+        for (name, gpu), milli in sorted(by_gpu.items()):
+            node = self._nodes[name]
+            if gpu not in node.unhealthy:
+                shares.setdefault(name, []).append((gpu, milli, node.shares.get(gpu, 0)))
+        return {name: tuple(on) for name, on in shares.items()}, sum(by_gpu.values())
 
     def plan_preemption(
         self,
@@ -194,9 +221,8 @@ class Removals:
         placement = self._plan(request)
         if placement is not None:
             return PreemptionPlan(request, placement, (), 0, None)
-        found_candidates = self._candidates(
-            request, "preempt", min_runtime, exempt, now, spared, chosen
-        )
+        kind = "preempt-whole" if is_roles(request) else "preempt"  # roles: whole GPUs (P8)
+        found_candidates = self._candidates(request, kind, min_runtime, exempt, now, spared, chosen)
         if is_roles(request):
             unit = self._roles(request)
             views = self._roles_views(unit)  # with free resources when a group asks some
@@ -357,10 +383,18 @@ class Removals:
             ),
         )
         milli = plan.placement.gpu_milli
-        if milli is None:
+        back: dict[tuple[str, int], int] = {}  # the victims' shares of healthy GPUs (P8)
+        for victim in plan.victims:
+            for name, shares in self._shares_back(self._holds[victim])[0].items():
+                for gpu, share, _ in shares:
+                    back[(name, gpu)] = back.get((name, gpu), 0) + share
+        if milli is None:  # a GPU all of whose shares are victims' is free
+            for (name, gpu), share in back.items():
+                if share >= self._nodes[name].shares.get(gpu, 0):
+                    freed.setdefault(name, set()).add(gpu)
             held = self._check_target(plan.placement, freed)
-        else:  # shares hold no whole GPU; a victim's GPUs count free (docs/preemption.md P8)
-            self._check_shares(plan.placement, milli, freed)  # type: ignore[attr-defined]
+        else:  # shares hold no whole GPU; a victim's GPUs and shares count free (P8)
+            self._check_shares(plan.placement, milli, freed, back)  # type: ignore[attr-defined]
             held = {}
         self._check_target_resources(request, plan.placement, plan.victims)
         self._check_cap_after(owner, sum(len(g) for g in held.values()), returned.get(owner, 0))

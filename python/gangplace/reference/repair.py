@@ -160,7 +160,7 @@ class Repairs(RepairPlacing):
             return None
         asks: Mapping[str, int] = next((c.asks for c in classes if c.asks), {})
         asking = _Priority(hold.priority, asks)
-        candidates = self._candidates(asking, "preempt", 0.0, (), self._now())
+        candidates = self._candidates(asking, "preempt-whole", 0.0, (), self._now())  # R6
         inside = [n for n in self._views() if n.full_path[: len(path)] == path]
         touching = [
             c

@@ -5,7 +5,7 @@ use gangplace_core::{CoreError, Engine};
 
 mod common;
 
-use common::{given, rack_cluster, request};
+use common::{given, rack_cluster, ranked, request};
 
 fn committed(engine: &mut Engine, pods: i64, gpus: i64) -> gangplace_core::Allocation {
     let reservation = engine
@@ -196,4 +196,43 @@ fn a_fractional_gang_grows_by_pods_of_its_own_share_only() {
     engine.check_invariants().unwrap();
     assert!(engine.release(adopted.id, None, 2.0).unwrap());
     assert!(engine.node_info("r0-n0", 2.0).unwrap().shared.is_empty());
+}
+
+#[test]
+fn shares_are_victims_and_their_gpu_is_free_once_all_end() {
+    // docs/preemption.md P8: two pods of 400 share GPU 0, one of 300 GPU 1 (priority 0). A
+    // whole 1 x 2 gang of priority 5 ends both allocations and takes both GPUs whole; the
+    // whole GPUs count nothing against a cap (a share holds no whole GPU).
+    use gangplace_core::{AdoptedPod, AdoptedPods, GpuSet, RemovalLimits, Terms};
+    let mut engine = rack_cluster(1, 1, 2);
+    let on = |gpu: u32| AdoptedPod::Gpus {
+        node: "r0-n0".into(),
+        gpus: GpuSet::single(gpu),
+    };
+    let mut adopt = |pods: &[AdoptedPod], milli| {
+        let shares = AdoptedPods {
+            pods,
+            gpu_milli: Some(milli),
+            ..Default::default()
+        };
+        engine
+            .adopt(shares, None, Terms::default(), 0.0)
+            .unwrap()
+            .id
+    };
+    let first = adopt(&[on(0), on(0)], 400);
+    let second = adopt(&[on(1)], 300);
+    let gang = ranked(1, 2, None, 5);
+    let plan = engine
+        .plan_preemption(&gang, &RemovalLimits::default(), 1.0)
+        .unwrap()
+        .unwrap();
+    let mut expected = vec![first, second];
+    expected.sort_unstable();
+    assert_eq!((plan.victims.clone(), plan.victim_gpus), (expected, 0));
+    engine.preempt(&plan, 30.0, None, 1.0).unwrap();
+    let node = engine.node_info("r0-n0", 1.0).unwrap();
+    assert!(node.shared.is_empty());
+    assert_eq!(engine.hold_status(first, None, 1.0).unwrap(), "preempted");
+    engine.check_invariants().unwrap();
 }

@@ -53,7 +53,7 @@ impl PreemptionPlan {
         PyTuple::new(py, ids)
     }
 
-    /// GPUs the victims hold in total, healthy or not.
+    /// Whole GPUs the victims hold in total, healthy or not (a share counts none).
     #[getter]
     fn victim_gpus(&self) -> u64 {
         self.inner.victim_gpus
@@ -249,8 +249,11 @@ impl Cluster {
     /// and colocation succeeds there (docs/roles.md). A request asking
     /// resources besides GPUs counts them: victims give back their resources with their
     /// GPUs, and a job holding only resources can be one (docs/resources.md "Node resources").
-    /// A fractional gang's pods count by the room of the GPUs, each GPU a victim frees
-    /// holding its share of pods; victims hold whole GPUs (docs/preemption.md P8).
+    /// Shares count (docs/preemption.md P8): a fractional allocation may be a victim,
+    /// giving back its shares (a shared GPU is free once all its shares are given back),
+    /// and a fractional gang's pods count by the room of the GPUs; P4-P5 count what
+    /// victims hold in thousandths of a GPU. A ``MultiGangRequest``'s victims hold whole
+    /// GPUs.
     ///
     /// Returns:
     ///     The plan, or ``None`` when no set within ``max_victims`` makes room.

@@ -21,6 +21,8 @@ pub struct ShareFit<'a> {
     pub states: &'a NodeStates,
     /// Shares taken besides the states' on this what-if view (`None`: none).
     pub taken: Option<&'a TakenShares>,
+    /// Shares of the states' given back on this what-if view (victims removed; `None`: none).
+    pub given_back: Option<&'a TakenShares>,
 }
 
 impl<'a> ShareFit<'a> {
@@ -31,6 +33,7 @@ impl<'a> ShareFit<'a> {
             milli,
             states,
             taken: None,
+            given_back: None,
         })
     }
 
@@ -39,6 +42,14 @@ impl<'a> ShareFit<'a> {
     pub fn with_taken(self, taken: &'a TakenShares) -> Self {
         Self {
             taken: Some(taken),
+            ..self
+        }
+    }
+
+    /// This fit with `given_back` shares of the states' ended (docs/preemption.md P8).
+    pub fn with_given_back(self, given_back: &'a TakenShares) -> Self {
+        Self {
+            given_back: Some(given_back),
             ..self
         }
     }
@@ -53,7 +64,11 @@ impl<'a> ShareFit<'a> {
     /// Room left on GPU `gpu` of node `id`, in thousandths.
     fn room(&self, id: NodeId, gpu: u32) -> u64 {
         let taken = self.taken.and_then(|taken| taken.get(&(id, gpu)).copied());
+        let back = self
+            .given_back
+            .and_then(|back| back.get(&(id, gpu)).copied());
         let used = self.states.shares().used(id, gpu) + taken.unwrap_or(0);
+        let used = used.saturating_sub(back.unwrap_or(0));
         WHOLE_GPU_MILLI.saturating_sub(used)
     }
 

@@ -10,14 +10,18 @@ use crate::ledger::{Hold, HoldState, could_be_victim};
 use crate::model::RemovalLimits;
 use crate::resources::Amounts;
 use crate::search::Item;
-use crate::search::removal::Candidates;
+use crate::search::removal::{Candidates, NodePart, SharedBack};
 use crate::shares::split;
 
 /// Which allocations may be removed, and for what.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Purpose {
-    /// Victims of preemption: preemptible, priority strictly below the request's.
+    /// Victims of preemption: preemptible, priority strictly below the request's; whole-GPU
+    /// and fractional allocations (docs/preemption.md P8).
     Preemption,
+    /// Victims of preemption holding whole GPUs only (repairs, R6, and multi-role units:
+    /// their what-if placements do not count shares given back).
+    WholePreemption,
     /// Movers of defragmentation: movable, priority at most the request's, no ended rank.
     Defragmentation,
 }
@@ -49,7 +53,7 @@ impl Engine {
         let only = limits
             .only_holds
             .as_deref()
-            .filter(|_| purpose == Purpose::Preemption);
+            .filter(|_| purpose != Purpose::Defragmentation);
         let holds: Box<dyn Iterator<Item = (HoldId, &Hold)>> = match only {
             // docs/preemption.md P7: the caller's candidates, whatever their priority.
             Some(ids) => Box::new(
@@ -79,9 +83,12 @@ impl Engine {
         now: f64,
     ) -> bool {
         let eligible = match purpose {
-            // Fractional holds free shares, which removal sets do not count (docs/resources.md
-            // "Fractions of a GPU"): never victims, never moved.
+            // Removal sets count the shares a fractional victim gives back (docs/preemption.md
+            // P8); never moved.
             Purpose::Preemption => {
+                hold.terms.preemptible && (chosen || hold.terms.priority < priority)
+            }
+            Purpose::WholePreemption => {
                 could_be_victim(hold) && (chosen || hold.terms.priority < priority)
             }
             // A hold with ended ranks no longer matches its request (docs/transactions.md E4).
@@ -112,15 +119,48 @@ impl Engine {
         resources: bool,
     ) {
         let states = &self.states;
+        let terms = (hold.terms.priority, hold.since, hold.gpu_count());
+        if let Some(milli) = hold.placement.gpu_milli {
+            let (parts, held) = self.shared_parts(hold, u64::from(milli), resources);
+            return candidates.push_parts(id, terms, held, parts.into_iter());
+        }
         let freed = hold
             .gpus_by_node
             .iter()
             .map(|&(node, gpus)| (node, gpus & !states.unhealthy(node)));
-        let terms = (hold.terms.priority, hold.since, hold.gpu_count());
         match resources {
             false => candidates.push(id, terms.0, terms.1, terms.2, freed),
             true => candidates.push_with_resources(id, terms, self.freed_with_resources(hold)),
         }
+    }
+
+    /// A fractional allocation's parts per node (docs/preemption.md P8): no whole GPU, its
+    /// shares of healthy GPUs (each with the thousandths used there in all), its resources
+    /// besides shares when `resources`; with (thousandths held, GPUs it shares).
+    fn shared_parts(
+        &self,
+        hold: &Hold,
+        milli: u64,
+        resources: bool,
+    ) -> (Vec<NodePart>, (u64, u64)) {
+        let (mut held, mut reach) = (0u64, 0u64);
+        let mut parts = Vec::with_capacity(hold.resources_by_node.len());
+        for (node, amounts) in &hold.resources_by_node {
+            let (named, shares) = split(amounts);
+            let unhealthy = self.states.unhealthy(*node);
+            let back: Vec<SharedBack> = (shares.iter())
+                .inspect(|&&(_, quantity)| (held, reach) = (held + quantity, reach + 1))
+                .filter(|&&(gpu, _)| !unhealthy.contains(gpu))
+                .map(|&(gpu, quantity)| (gpu, quantity, self.states.shares().used(*node, gpu)))
+                .collect();
+            let named = resources.then_some(named);
+            parts.push((*node, GpuSet::EMPTY, named, back));
+        }
+        debug_assert!(
+            held % milli == 0,
+            "a fractional hold's shares are whole pods"
+        );
+        (parts, (held, reach))
     }
 
     /// The candidates of preemption for a request of `priority` asking only GPUs, touching
@@ -138,7 +178,7 @@ impl Engine {
         ids.sort_unstable();
         ids.dedup();
         let mut candidates = Candidates::default();
-        let purpose = Purpose::Preemption;
+        let purpose = Purpose::WholePreemption;
         for id in ids {
             let Some(hold) = self.ledger.live(id) else {
                 continue;

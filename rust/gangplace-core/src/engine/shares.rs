@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::Engine;
+use crate::capacity::TakenShares;
 use crate::error::{CoreError, CoreResult, invalid, texts};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::model::{AdoptedPod, Placement};
@@ -21,6 +22,18 @@ impl Engine {
         placement: &Placement,
         milli: u16,
         freed: &std::collections::HashMap<NodeId, GpuSet>,
+    ) -> CoreResult<()> {
+        self.check_shares_after(placement, milli, freed, &TakenShares::new())
+    }
+
+    /// [`Engine::check_placement_shares`] with the shares `given_back` (victims' shares,
+    /// docs/preemption.md P8) counted free.
+    pub(crate) fn check_shares_after(
+        &self,
+        placement: &Placement,
+        milli: u16,
+        freed: &std::collections::HashMap<NodeId, GpuSet>,
+        given_back: &TakenShares,
     ) -> CoreResult<()> {
         if !placement.spares.is_empty() {
             return Err(invalid("a placement of fractional pods has no spares"));
@@ -51,7 +64,8 @@ impl Engine {
         // The first pod (in rank order) whose GPU would pass a whole GPU.
         for (node, gpu) in shares {
             let asked = asked.get(&(node, gpu)).copied().unwrap_or_default();
-            let used = self.states.shares().used(node, gpu);
+            let back = given_back.get(&(node, gpu)).copied().unwrap_or(0);
+            let used = self.states.shares().used(node, gpu).saturating_sub(back);
             if used + asked > WHOLE_GPU_MILLI {
                 let name = &self.topology.node(node).name;
                 return Err(texts::share_room(gpu, name, WHOLE_GPU_MILLI - used, asked));

@@ -7,6 +7,7 @@ mod defrag;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::capacity::TakenShares;
 use crate::engine::Engine;
 use crate::engine::removal::Purpose;
 use crate::engine::transactions::{
@@ -19,6 +20,7 @@ use crate::model::AnyRequest;
 use crate::model::{GangRequest, Placement, PreemptionPlan, RemovalLimits, Reservation};
 use crate::search::removal::{Candidates, Descent, Found, Summaries};
 use crate::search::{Demand, Plan};
+use crate::shares::split;
 use crate::state::Changes;
 
 /// Healthy GPUs about to be freed, per node.
@@ -58,8 +60,11 @@ impl Engine {
         let resources = self.removal_counts_resources(request)?;
         // The kept index knows where holds have GPUs, not where they hold other resources:
         // named candidates (P7) and requests whose resources may bind read every candidate.
-        // The descent's bounds count whole GPUs: a fractional gang reads every candidate.
-        let descended = limits.only_holds.is_none() && !resources && request.gpu_milli.is_none();
+        // The descent's bounds count whole GPUs: a fractional gang, or any gang while some
+        // GPU is shared (its sharers may be victims, P8), reads every candidate.
+        let shared = self.states.shares().nodes().next().is_some();
+        let whole = request.gpu_milli.is_none() && !shared;
+        let descended = limits.only_holds.is_none() && !resources && whole;
         let found = match descended {
             true => self.found_by_descent(request, &demand, limits, now)?,
             false => None,
@@ -114,7 +119,7 @@ impl Engine {
         })??;
         let answer = match descent {
             Descent::NotApplicable => return Ok(None),
-            Descent::Found(candidates, found) => (candidates, Some(found)),
+            Descent::Found(candidates, found) => (*candidates, Some(found)),
             // An elastic gang tries fewer pods over every candidate (P6).
             Descent::NoneFound if demand.min_pods < demand.pods => return Ok(None),
             Descent::NoneFound => (Candidates::default(), None),
@@ -188,6 +193,33 @@ impl Engine {
         Ok((freed, returned))
     }
 
+    /// The shares live `victims` hold on healthy GPUs, per `(node, GPU)`.
+    fn shares_given_back(&self, victims: &[HoldId]) -> TakenShares {
+        let mut given_back = TakenShares::new();
+        let holds = victims.iter().filter_map(|&id| self.ledger.live(id));
+        for hold in holds.filter(|hold| hold.placement.gpu_milli.is_some()) {
+            for (node, amounts) in &hold.resources_by_node {
+                let unhealthy = self.states.unhealthy(*node);
+                for (gpu, milli) in split(amounts).1 {
+                    if !unhealthy.contains(gpu) {
+                        *given_back.entry((*node, gpu)).or_default() += milli;
+                    }
+                }
+            }
+        }
+        given_back
+    }
+
+    /// `freed` with every shared GPU whose shares are all `given_back` (P8).
+    fn freed_whole(&self, mut freed: FreedGpus, given_back: &TakenShares) -> FreedGpus {
+        for (&(node, gpu), &back) in given_back {
+            if back >= self.states.shares().used(node, gpu) {
+                *freed.entry(node).or_default() |= GpuSet::single(gpu);
+            }
+        }
+        freed
+    }
+
     /// The GPUs of `placement` per node, refusing any that is not free (or, with `freed`,
     /// about to be freed) and healthy on a live, uncordoned node inside its domain.
     pub(crate) fn check_target(
@@ -224,13 +256,18 @@ impl Engine {
         let (freed, returned) = self.check_victims(&plan.victims, |hold| {
             hold.terms.preemptible && (plan.chosen_victims || hold.terms.priority < terms.priority)
         })?;
-        // Shares hold no whole GPU: each pod's GPU needs room, a victim's GPUs counted free.
+        // Shares hold no whole GPU: each pod's GPU needs room, a victim's GPUs and shares
+        // counted free; a GPU all of whose shares are victims' is free (P8).
+        let given_back = self.shares_given_back(&plan.victims);
         let held = match plan.placement.gpu_milli {
             Some(milli) => {
-                self.check_placement_shares(&plan.placement, milli, &freed)?;
+                self.check_shares_after(&plan.placement, milli, &freed, &given_back)?;
                 Vec::new()
             }
-            None => self.check_target(&plan.placement, &freed)?,
+            None => {
+                let freed = self.freed_whole(freed, &given_back);
+                self.check_target(&plan.placement, &freed)?
+            }
         };
         self.check_target_resources(&plan.request, &plan.placement, &plan.victims)?;
         let own = returned.get(&owner.map(Arc::from)).copied().unwrap_or(0);

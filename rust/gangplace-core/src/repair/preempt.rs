@@ -18,6 +18,7 @@ use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::ledger::Hold;
 use crate::model::{PodPlacement, RemovalLimits};
 use crate::search::removal::{Candidates, removal_order};
+use crate::shares::WHOLE_GPU_MILLI;
 
 /// Victims (sorted by id) and the replacements once they are gone.
 type Preempted = (Vec<HoldId>, Vec<(u64, PodPlacement)>);
@@ -41,7 +42,7 @@ impl Engine {
         let resources = classes.iter().any(|class| !class.need.is_empty());
         let priority = hold.terms.priority;
         let candidates =
-            self.counted_candidates(priority, &limits, Purpose::Preemption, now, resources);
+            self.counted_candidates(priority, &limits, Purpose::WholePreemption, now, resources);
         let inside = |node: NodeId| {
             let path = self.topology.node_path(node);
             let domain = &hold.placement.domain;
@@ -56,7 +57,8 @@ impl Engine {
                 let freed: u64 = freed.map(|&(_, gpus)| u64::from(gpus.count())).sum();
                 let gives_back =
                     || (candidates.freed_resources(index).iter()).any(|&(node, _)| inside(node));
-                (freed > 0 || gives_back()).then_some((index, freed))
+                // P4's order counts thousandths (docs/preemption.md P8).
+                (freed > 0 || gives_back()).then_some((index, freed * WHOLE_GPU_MILLI))
             })
             .collect();
         let fits = |members: &[usize]| {

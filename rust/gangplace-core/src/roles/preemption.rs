@@ -60,7 +60,7 @@ impl Engine {
             .iter()
             .any(|group| !group.resources.is_empty());
         let candidates =
-            self.counted_candidates(priority, limits, Purpose::Preemption, now, resources);
+            self.counted_candidates(priority, limits, Purpose::WholePreemption, now, resources);
         let mut search = UnitSearch::new(self, request, &resolved, &candidates)?;
         let Some((choice, plan)) = search.find(limits.max_members)? else {
             return Ok(None);

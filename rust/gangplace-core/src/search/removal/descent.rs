@@ -24,6 +24,7 @@ use crate::error::CoreResult;
 use crate::ids::{DomainId, NodeId, ROOT};
 use crate::search::{Demand, Item, Search};
 use crate::shapes::Spread;
+use crate::shares::WHOLE_GPU_MILLI;
 use crate::topology::Topology;
 
 /// The allocations touching a node or domain that could be candidates of preemption, summed
@@ -89,7 +90,7 @@ pub enum Descent {
     /// No level has a set.
     NoneFound,
     /// The set found, and the candidates of its domain.
-    Found(Candidates, Found),
+    Found(Box<Candidates>, Found),
 }
 
 /// A lower bound on P5's short key of any set chosen in an item whose candidates are summed
@@ -105,7 +106,9 @@ fn bound(summary: Summary, need: u64, free_now: u64, fewest: u64) -> ShortKey {
         .max(fewest)
         .max(1);
     let (priority, least_held) = summary.lowest;
+    // In thousandths, as P5's key counts them (docs/preemption.md P8).
     let held = least_held.saturating_mul(members).max(lacking);
+    let held = held.saturating_mul(WHOLE_GPU_MILLI);
     let members = usize::try_from(members).unwrap_or(usize::MAX);
     (priority, members, held, need.max(free_now))
 }
@@ -309,7 +312,7 @@ pub fn find_by_descent<V: CapacityView>(
                 choice,
                 plan,
             };
-            return Ok(Descent::Found(candidates, found));
+            return Ok(Descent::Found(Box::new(candidates), found));
         }
     }
     Ok(Descent::NoneFound)

@@ -23,12 +23,13 @@ use std::collections::{BTreeMap, HashMap};
 pub use descent::{Descent, Summaries, Summary, find_by_descent};
 pub use planner::Planner;
 
-use crate::capacity::{CapacityView, Overlay};
+use crate::capacity::{CapacityView, Overlay, TakenShares};
 use crate::config::Policy;
 use crate::error::CoreResult;
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::resources::Amounts;
 use crate::search::{Demand, Item, Plan, Search};
+use crate::shares::WHOLE_GPU_MILLI;
 
 /// An allocation that may be removed, as the planner sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,22 +40,41 @@ pub struct Candidate {
     pub priority: i32,
     /// When it was committed.
     pub since: f64,
-    /// GPUs it holds in total, healthy or not.
+    /// Whole GPUs it holds in total, healthy or not (none for a fractional allocation).
     pub held: u64,
+    /// What it holds in thousandths of a GPU: 1,000 per whole GPU, plus its shares
+    /// (docs/preemption.md P8): P4's order and P5's key count this.
+    pub held_milli: u64,
+    /// The GPUs it holds or has a share of: the most GPUs its removal could free (bounds).
+    pub reach: u64,
     /// Where, in [`Candidates::freed`], its per-node healthy GPUs are (the GPUs its removal
     /// returns to the pool).
     pub freed: std::ops::Range<usize>,
 }
 
+/// A share a candidate gives back on one GPU of an entry's node: `(GPU, its thousandths,
+/// the thousandths used on that GPU in all)`. The GPU is free again once every share on it is
+/// given back (docs/preemption.md P8).
+pub type SharedBack = (u32, u64, u64);
+
+/// One node's part of a candidate: its healthy GPUs there, what it gives back of the node's
+/// resources (`None`: not counted) and its shares of healthy GPUs there.
+pub type NodePart = (NodeId, GpuSet, Option<Amounts>, Vec<SharedBack>);
+
 /// The candidates of one plan, sorted by id, and their freed GPUs in one buffer (one
 /// allocation for all of them, not one each); for a request asking resources besides GPUs,
-/// also what each entry frees of them (docs/resources.md "Node resources"), entry by entry.
+/// also what each entry frees of them (docs/resources.md "Node resources"), entry by entry;
+/// for fractional candidates, the shares each entry gives back.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Candidates {
     list: Vec<Candidate>,
     gpus: Vec<(NodeId, GpuSet)>,
     /// Empty, or one per entry of `gpus`: the resources that entry's node gets back.
     amounts: Vec<Amounts>,
+    /// Empty (no candidate has shares), or one range into `shares` per entry of `gpus` up to
+    /// the last one with shares.
+    share_ranges: Vec<std::ops::Range<usize>>,
+    shares: Vec<SharedBack>,
 }
 
 impl Candidates {
@@ -87,6 +107,36 @@ impl Candidates {
         self.listed(id, terms, start);
     }
 
+    /// Adds a candidate by its parts per node (`resources`: whether the amounts are
+    /// counted), holding `held` whole GPUs and, with its shares, `held_milli` thousandths
+    /// over `reach` GPUs.
+    pub fn push_parts(
+        &mut self,
+        id: HoldId,
+        (priority, since, held): (i32, f64, u64),
+        (held_milli, reach): (u64, u64),
+        parts: impl Iterator<Item = NodePart>,
+    ) {
+        let start = self.gpus.len();
+        for (node, gpus, amounts, shares) in parts {
+            if let Some(amounts) = amounts {
+                self.amounts.push(amounts);
+            }
+            if !shares.is_empty() {
+                let entry = self.gpus.len();
+                let at = self.shares.len();
+                self.share_ranges.resize(entry, at..at);
+                self.shares.extend(shares);
+                self.share_ranges.push(at..self.shares.len());
+            }
+            self.gpus.push((node, gpus));
+        }
+        self.listed(id, (priority, since, held), start);
+        if let Some(last) = self.list.last_mut() {
+            (last.held_milli, last.reach) = (held_milli, reach);
+        }
+    }
+
     /// Lists a candidate whose entries start at `start` and end at the last one pushed.
     fn listed(&mut self, id: HoldId, (priority, since, held): (i32, f64, u64), start: usize) {
         self.list.push(Candidate {
@@ -94,8 +144,38 @@ impl Candidates {
             priority,
             since,
             held,
+            held_milli: held.saturating_mul(WHOLE_GPU_MILLI),
+            reach: held,
             freed: start..self.gpus.len(),
         });
+    }
+
+    /// The shares entry `at` gives back (none for whole GPUs).
+    pub fn shares_at(&self, at: usize) -> &[SharedBack] {
+        match self.share_ranges.get(at) {
+            Some(range) => &self.shares[range.clone()],
+            None => &[],
+        }
+    }
+
+    /// Whether any candidate gives back shares.
+    pub fn any_shares(&self) -> bool {
+        !self.shares.is_empty()
+    }
+
+    /// The shares the `members`' removal gives back, per `(node, GPU)`, with the thousandths
+    /// used there in all.
+    pub fn freed_shares(&self, members: &[usize]) -> BTreeMap<(NodeId, u32), (u64, u64)> {
+        let mut by_gpu: BTreeMap<(NodeId, u32), (u64, u64)> = BTreeMap::new();
+        for &member in members {
+            for at in self.entries(member) {
+                for &(gpu, back, used) in self.shares_at(at) {
+                    let sum = by_gpu.entry((self.gpus[at].0, gpu)).or_insert((0, used));
+                    sum.0 += back;
+                }
+            }
+        }
+        by_gpu
     }
 
     /// Sorts the candidates by id, so that nothing depends on the order they were found in.
@@ -192,24 +272,25 @@ pub struct Choice {
     pub free_after: u64,
 }
 
-/// P4's order between two candidates, each with the healthy GPUs it frees inside the domain:
-/// priority ascending, then GPUs freed per GPU held in total descending, then `since`
-/// descending (least work lost), then id.
+/// P4's order between two candidates, each with what it frees inside the domain (healthy
+/// GPUs and shares of healthy GPUs, in thousandths): priority ascending, then thousandths
+/// freed per thousandth held in total descending, then `since` descending (least work
+/// lost), then id.
 pub fn removal_order((x, freed_x): (&Candidate, u64), (y, freed_y): (&Candidate, u64)) -> Ordering {
     // freed_x / held_x > freed_y / held_y, compared exactly by cross-multiplication.
     x.priority
         .cmp(&y.priority)
         .then_with(|| {
-            let left = u128::from(freed_x) * u128::from(y.held.max(1));
-            let right = u128::from(freed_y) * u128::from(x.held.max(1));
+            let left = u128::from(freed_x) * u128::from(y.held_milli.max(1));
+            let right = u128::from(freed_y) * u128::from(x.held_milli.max(1));
             right.cmp(&left)
         })
         .then_with(|| y.since.total_cmp(&x.since))
         .then_with(|| x.id.cmp(&y.id))
 }
 
-/// P5's key: (highest member priority, member count, GPUs the members hold, free healthy
-/// GPUs of the domain after removal, path). Smaller is better.
+/// P5's key: (highest member priority, member count, thousandths of GPUs the members hold,
+/// free healthy GPUs of the domain after removal, path). Smaller is better.
 pub type RemovalKey<'a> = (i32, usize, u64, u64, Vec<&'a str>);
 
 /// P5's key of a set of `members` in the domain at `path`.
@@ -224,7 +305,7 @@ pub fn removal_key<'c, 'a>(
         .max()
         .unwrap_or(i32::MIN);
     let count = members.clone().count();
-    let held = members.map(|c| c.held).sum();
+    let held = members.map(|c| c.held_milli).sum();
     (highest, count, held, free_after, path)
 }
 
@@ -319,16 +400,28 @@ pub fn place_after_removal<V: CapacityView>(
             overlay.free(node, gpus);
         }
     }
+    // A shared GPU whose every share is given back is free again (P8).
+    let shares = candidates.freed_shares(members);
+    for (&(node, gpu), &(back, used)) in &shares {
+        if back >= used && search.view().node_free(node).is_some() {
+            overlay.free(node, GpuSet::single(gpu));
+        }
+    }
     let gpus_per_pod = search.gpus_per_pod();
     // Their resources too, for a request that asks some (docs/resources.md "Node resources").
     let freed = candidates.freed_amounts(members);
     let fit = search.fit().map(|fit| fit.with_freed(&freed));
-    // A fraction's pods count the victims' GPUs, freed whole, by their room (P8).
+    // A fraction's pods count the victims' GPUs, freed whole, and the shares given back by
+    // their room (P8).
+    let given_back: TakenShares = (shares.iter())
+        .map(|(&at, &(back, _))| (at, back))
+        .collect();
+    let share = search.share.map(|share| share.with_given_back(&given_back));
     Search::new(search.topology(), &overlay, gpus_per_pod)
         .with_shape(search.layers(), search.split())
         .with_numa(search.numa())
         .with_resources(fit)
-        .with_shares(search.share)
+        .with_shares(share)
         .plan_in(depth, item, pods)
 }
 

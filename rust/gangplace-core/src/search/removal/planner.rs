@@ -10,12 +10,13 @@
 use std::cmp::Ordering;
 
 use super::most_held::MostHeld;
-use super::tally::{Counting, Entry, Slots, Tally};
-use super::{Candidates, Choice, removal_order};
+use super::tally::{Counting, Entry, SharedGpu, Slots, Tally};
+use super::{Candidates, Choice, SharedBack, removal_order};
 use crate::capacity::CapacityView;
 use crate::ids::{GpuSet, NodeId};
 use crate::resources::Amounts;
 use crate::search::{Item, Search};
+use crate::shares::WHOLE_GPU_MILLI;
 
 /// A candidate GPU set on a usable node, as the planner keeps it (in path order).
 #[derive(Debug, Clone, Copy)]
@@ -34,7 +35,7 @@ struct Span {
     end: usize,
 }
 
-/// One candidate touching a domain: its GPUs freed there and its entries (`start..end` in
+/// One candidate touching a domain: its thousandths freed there and its entries (`start..end` in
 /// the domain's entries sorted by candidate).
 #[derive(Debug, Clone, Copy)]
 struct Touching {
@@ -84,8 +85,8 @@ fn by_rank(helds: Vec<Held>, rank: impl Fn(NodeId) -> usize, slots: usize) -> Ve
     ordered
 }
 
-/// P5's key without its path: (highest member priority, member count, GPUs the members
-/// hold, free healthy GPUs of the domain after removal). Smaller is better.
+/// P5's key without its path: (highest member priority, member count, thousandths of GPUs
+/// the members hold, free healthy GPUs of the domain after removal). Smaller is better.
 pub(super) type ShortKey = (i32, usize, u64, u64);
 
 /// The removal sets of one search (one view, one pod size).
@@ -211,16 +212,20 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
             let node = entries[index].node;
             let mut freed = 0u32;
             let mut amounts: Option<Amounts> = None;
+            let mut shared: Vec<SharedGpu> = Vec::new();
             while index < entries.len() && entries[index].node == node {
                 freed += entries[index].freed;
                 if let Some(more) = self.candidates.amounts_at(entries[index].at) {
                     amounts = Some(amounts.unwrap_or_default().plus(more));
                 }
+                give_back(&mut shared, self.candidates.shares_at(entries[index].at));
                 index += 1;
             }
             let (free, now) = (self.node_free(node), self.shares_now(node));
             let before = counting.pods(node, (free, 0), now, None);
-            capacity += counting.pods(node, (free, freed), now, amounts.as_ref()) - before;
+            let shared = (now, &shared[..]);
+            capacity +=
+                counting.pods_with_shares(node, (free, freed), shared, amounts.as_ref()) - before;
         }
         capacity
     }
@@ -324,9 +329,9 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
     /// A key no choice in the span can be below (`None` when the item holds the pods
     /// already, so its choice may be empty). A choice has at least one member then, and
     /// its members free at least the GPUs the item lacks (`pods` x GPUs per pod less its
-    /// free GPUs now), each at most the GPUs it holds in total: so at least
-    /// `ceil(lacking / most held)` members. Its highest priority is at least the lowest
-    /// touching one; at that priority, its GPUs held are at least that many times the
+    /// free GPUs now), each at most the GPUs it holds or shares: so at least
+    /// `ceil(lacking / most reached)` members. Its highest priority is at least the lowest
+    /// touching one; at that priority, its thousandths held are at least that many times the
     /// fewest held by a touching candidate of that priority; the free GPUs after are at
     /// least the item's now plus the fewest one entry frees, and at least what the gang
     /// needs.
@@ -340,15 +345,16 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
         for entry in &self.ordered[span.start..span.end] {
             let candidate = &self.candidates[entry.candidate];
             match candidate.priority.cmp(&priority) {
-                Ordering::Less => (priority, held) = (candidate.priority, candidate.held),
-                Ordering::Equal => held = held.min(candidate.held),
+                Ordering::Less => (priority, held) = (candidate.priority, candidate.held_milli),
+                Ordering::Equal => held = held.min(candidate.held_milli),
                 Ordering::Greater => {}
             }
             freed = freed.min(entry.freed);
             if entry.candidate != last {
                 // A candidate on several nodes may be counted more than once: that only
-                // makes the bound weaker, never wrong.
-                most.add(candidate.held);
+                // makes the bound weaker, never wrong. A fractional one frees at most the
+                // GPUs it shares (P8).
+                most.add(candidate.reach);
                 last = entry.candidate;
             }
         }
@@ -405,6 +411,18 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
         }
         slots.extra.clear();
         slots.extra.resize(slots.node_free.len(), 0);
+        slots.shared.iter_mut().for_each(Vec::clear);
+        if self.candidates.any_shares() {
+            slots.shared.resize_with(slots.node_free.len(), Vec::new);
+            for entry in &scratch.entries {
+                let shared = &mut slots.shared[entry.slot];
+                for &(gpu, _, used) in self.candidates.shares_at(entry.at) {
+                    if !shared.iter().any(|&(g, _, _)| g == gpu) {
+                        shared.push((gpu, used, 0));
+                    }
+                }
+            }
+        }
         slots.extra_amounts.clear();
         let fit = self.search.fit();
         if fit.is_some() {
@@ -430,18 +448,25 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
             removed,
             members,
         } = scratch;
-        let amounts = |entry: &Entry| self.candidates.amounts_at(entry.at);
+        let parts = |entry: &Entry| {
+            let at = entry.at;
+            (
+                self.candidates.amounts_at(at),
+                self.candidates.shares_at(at),
+            )
+        };
         entries.sort_unstable_by_key(|entry| entry.candidate);
         touching.clear();
         for (index, entry) in entries.iter().enumerate() {
+            let milli = self.freed_milli(entry);
             match touching.last_mut() {
                 Some(last) if last.candidate == entry.candidate => {
-                    last.freed += u64::from(entry.freed);
+                    last.freed += milli;
                     last.end = index + 1;
                 }
                 _ => touching.push(Touching {
                     candidate: entry.candidate,
-                    freed: u64::from(entry.freed),
+                    freed: milli,
                     start: index,
                     end: index + 1,
                 }),
@@ -454,7 +479,7 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
                 break;
             }
             for entry in &entries[candidate.start..candidate.end] {
-                tally.apply(slots, *entry, amounts(entry), true);
+                tally.apply(slots, *entry, parts(entry), true);
             }
             removed.push(candidate);
         }
@@ -464,11 +489,11 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
         for candidate in removed.iter().rev() {
             let own = &entries[candidate.start..candidate.end];
             for entry in own {
-                tally.apply(slots, *entry, amounts(entry), false);
+                tally.apply(slots, *entry, parts(entry), false);
             }
             if tally.capacity < pods {
                 for entry in own {
-                    tally.apply(slots, *entry, amounts(entry), true);
+                    tally.apply(slots, *entry, parts(entry), true);
                 }
                 members.push(candidate.candidate);
             }
@@ -477,8 +502,14 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
         tally.free
     }
 
-    /// P4's order: priority ascending, then GPUs freed inside the item per GPU held in total
-    /// descending, then `since` descending (least work lost), then id.
+    /// The thousandths entry `entry` frees: its healthy GPUs whole, and its shares (P8).
+    fn freed_milli(&self, entry: &Entry) -> u64 {
+        let shares = self.candidates.shares_at(entry.at).iter();
+        u64::from(entry.freed) * WHOLE_GPU_MILLI + shares.map(|&(_, back, _)| back).sum::<u64>()
+    }
+
+    /// P4's order: priority ascending, then thousandths freed inside the item per thousandth
+    /// held in total descending, then `since` descending (least work lost), then id.
     fn removal_order(&self, a: &Touching, b: &Touching) -> Ordering {
         let (x, y) = (&self.candidates[a.candidate], &self.candidates[b.candidate]);
         removal_order((x, a.freed), (y, b.freed))
@@ -488,8 +519,18 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
     fn short_key(&self, members: &[usize], free_after: u64) -> ShortKey {
         let members = members.iter().map(|&m| &self.candidates[m]);
         let highest = members.clone().map(|c| c.priority).max();
-        let held = members.clone().map(|c| c.held).sum();
+        let held = members.clone().map(|c| c.held_milli).sum();
         (highest.unwrap_or(i32::MIN), members.len(), held, free_after)
+    }
+}
+
+/// Adds shares given back on one node to `shared` (one row per GPU).
+fn give_back(shared: &mut Vec<SharedGpu>, shares: &[SharedBack]) {
+    for &(gpu, back, used) in shares {
+        match shared.iter_mut().find(|(g, _, _)| *g == gpu) {
+            Some(row) => row.2 += back,
+            None => shared.push((gpu, used, back)),
+        }
     }
 }
 

@@ -2,12 +2,18 @@
 //! (docs/preemption.md P3-P4): node by node, from the free GPUs now plus those the removals
 //! give back; for a request asking resources besides GPUs, what they give back of them too
 //! (docs/resources.md "Node resources"); for a fractional gang, by the room of the GPUs, each
-//! GPU a victim frees holding `1000 / gpu_milli` more pods (P8: victims hold whole GPUs).
+//! GPU a victim frees holding `1000 / gpu_milli` more pods, and each shared GPU the room its
+//! given-back shares leave (P8); a shared GPU all of whose shares are given back is free.
 
+use super::SharedBack;
 use crate::capacity::{ResourceFit, ShareFit};
 use crate::ids::NodeId;
 use crate::resources::Amounts;
 use crate::shares::WHOLE_GPU_MILLI;
+
+/// A shared GPU of a slot's node, as removals change it: `(GPU, thousandths used now,
+/// thousandths given back)`.
+pub(super) type SharedGpu = (u32, u64, u64);
 
 /// One candidate's GPUs on one usable node of a domain; `slot` numbers the domain's nodes;
 /// `at` is the entry's position in the candidates (its resources).
@@ -28,6 +34,9 @@ pub(super) struct Slots {
     pub shares_now: Vec<u64>,
     pub extra: Vec<u32>,
     pub extra_amounts: Vec<Amounts>,
+    /// Empty (no entry gives back shares), or per slot the shared GPUs entries give back
+    /// shares on.
+    pub shared: Vec<Vec<SharedGpu>>,
 }
 
 /// How one search counts a node's pods.
@@ -39,6 +48,45 @@ pub(super) struct Counting<'f> {
 }
 
 impl Counting<'_> {
+    /// What given-back shares add on one node: the shared GPUs freed whole, and the pods
+    /// they add (a whole-GPU gang counts the GPUs freed whole; a fractional gang the room
+    /// the shares leave).
+    pub fn share_effect(&self, shared: &[SharedGpu]) -> (u32, u64) {
+        let given = shared.iter().filter(|&&(_, _, back)| back > 0);
+        let whole = given
+            .clone()
+            .filter(|&&(_, used, back)| back >= used)
+            .count();
+        let whole = u32::try_from(whole).unwrap_or(u32::MAX);
+        match &self.share {
+            Some(share) => {
+                let milli = share.milli.max(1);
+                let room = |used: u64| WHOLE_GPU_MILLI.saturating_sub(used) / milli;
+                let gain =
+                    given.map(|&(_, used, back)| room(used.saturating_sub(back)) - room(used));
+                (whole, gain.sum())
+            }
+            None => (whole, 0),
+        }
+    }
+
+    /// Pods node `node` holds with `free` GPUs free now, `freed` given back whole, `shared`
+    /// shared GPUs changed by given-back shares (see [`Counting::pods`]).
+    pub fn pods_with_shares(
+        &self,
+        node: NodeId,
+        (free, freed): (u32, u32),
+        (shares_now, shared): (u64, &[SharedGpu]),
+        extra: Option<&Amounts>,
+    ) -> u64 {
+        let (whole, gain) = match shared.is_empty() {
+            true => (0, 0),
+            false => self.share_effect(shared),
+        };
+        let whole = if self.share.is_some() { 0 } else { whole };
+        self.pods(node, (free, freed + whole), shares_now + gain, extra)
+    }
+
     /// Pods node `node` holds with `free` GPUs free now and `freed` more given back (for a
     /// fractional gang: `shares_now` pods now, each freed GPU holding its share of pods),
     /// and, for a request asking resources, `extra` of them given back: as the search counts
@@ -78,23 +126,41 @@ pub(super) struct Tally<'f> {
 }
 
 impl Tally<'_> {
+    fn share_effect(&self, slots: &Slots, slot: usize) -> (u32, u64) {
+        match slots.shared.get(slot) {
+            Some(shared) if !shared.is_empty() => self.counting.share_effect(shared),
+            _ => (0, 0),
+        }
+    }
+
     fn pods_on(&self, slots: &Slots, slot: usize) -> u64 {
         let gpus = (slots.node_free[slot], slots.extra[slot]);
         let shares_now = slots.shares_now.get(slot).copied().unwrap_or(0);
+        let shared = slots.shared.get(slot).map_or(&[][..], Vec::as_slice);
         let extra = slots.extra_amounts.get(slot);
-        (self.counting).pods(slots.nodes[slot], gpus, shares_now, extra)
+        (self.counting).pods_with_shares(slots.nodes[slot], gpus, (shares_now, shared), extra)
     }
 
-    /// Frees (`free`) or holds again one entry's GPUs (and resources, `amounts`).
+    /// Frees (`free`) or holds again one entry's GPUs (and resources, `amounts`; shares,
+    /// `shares`).
     pub fn apply(
         &mut self,
         slots: &mut Slots,
         entry: Entry,
-        amounts: Option<&Amounts>,
+        (amounts, shares): (Option<&Amounts>, &[SharedBack]),
         free: bool,
     ) {
         let slot = entry.slot;
         let before = self.pods_on(slots, slot);
+        let whole_before = self.share_effect(slots, slot).0;
+        if let Some(shared) = slots.shared.get_mut(slot) {
+            for &(gpu, back, _) in shares {
+                if let Some(at) = shared.iter().position(|&(g, _, _)| g == gpu) {
+                    let given = &mut shared[at].2;
+                    *given = if free { *given + back } else { *given - back };
+                }
+            }
+        }
         slots.extra[slot] = match free {
             true => slots.extra[slot] + entry.freed,
             false => slots.extra[slot] - entry.freed,
@@ -106,6 +172,8 @@ impl Tally<'_> {
             };
         }
         self.capacity = self.capacity + self.pods_on(slots, slot) - before;
+        let whole_after = self.share_effect(slots, slot).0;
+        self.free = self.free + u64::from(whole_after) - u64::from(whole_before);
         let freed = u64::from(entry.freed);
         self.free = match free {
             true => self.free + freed,
