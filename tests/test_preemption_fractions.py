@@ -337,3 +337,19 @@ def test_share_victims_free_their_gpu_and_stale_plans_conflict(kind: Any) -> Non
     assert cluster.snapshot() == before
     if kind is gangplace.Cluster:
         cluster.check_invariants()
+
+
+@pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
+def test_a_small_share_is_the_cheaper_victim(kind: Any) -> None:
+    """docs/preemption.md P5 and P8: r0-n0's GPU is held whole at priority 0, r0-n1's shared
+    by 100 thousandths at priority 0. One GPU for priority 5: either ends one job of priority
+    0, and P5's third key (thousandths held) prefers the share. The engine's plan may come
+    from the kept index's descent (test builds check it against every candidate): a bound
+    that counted a share as a whole GPU would stop at r0-n0, first in path order."""
+    engine, oracle = pair((1, 2), gpus=1)
+    cluster = engine if kind is gangplace.Cluster else oracle
+    pin(cluster, "r0-n0", 1, priority=0)
+    share = cluster.adopt([PodPlacement("r0-n1", (0,))], gpu_milli=100)
+    plan = cluster.plan_preemption(GangRequest(1, 1, priority=5))
+    assert plan is not None and plan.victims == (share.id,) and plan.victim_gpus == 0
+    assert [(p.node, tuple(p.gpus)) for p in plan.placement.pods] == [("r0-n1", (0,))]

@@ -165,20 +165,22 @@ impl Engine {
 
     /// The candidates of preemption for a request of `priority` asking only GPUs, touching
     /// `item` (its nodes in the view or not), sorted by id: [`Engine::candidates`] for the
-    /// holds with GPUs there alone, without named candidates (P7).
+    /// holds with GPUs or shares there alone, without named candidates (P7).
     pub(crate) fn candidates_in(
         &self,
         item: Item,
         (priority, limits, now): (i32, &RemovalLimits, f64),
     ) -> Candidates {
         let nodes = self.nodes_under(item);
-        let mut ids: Vec<HoldId> = (nodes.iter())
-            .flat_map(|&node| self.ledger.holders_of(node).iter().map(|&(id, _)| id))
-            .collect();
+        let holders = |node: NodeId| {
+            let whole = self.ledger.holders_of(node).iter();
+            whole.chain(self.ledger.sharers_of(node)).map(|&(id, _)| id)
+        };
+        let mut ids: Vec<HoldId> = nodes.iter().flat_map(|&node| holders(node)).collect();
         ids.sort_unstable();
         ids.dedup();
         let mut candidates = Candidates::default();
-        let purpose = Purpose::WholePreemption;
+        let purpose = Purpose::Preemption;
         for id in ids {
             let Some(hold) = self.ledger.live(id) else {
                 continue;

@@ -42,6 +42,12 @@ impl Ledger {
             for &(node, _) in &hold.gpus_by_node {
                 self.changed.mark(node);
             }
+            // A fractional hold's nodes are those of its shares (docs/preemption.md P8).
+            if hold.placement.gpu_milli.is_some() {
+                for (node, _) in &hold.resources_by_node {
+                    self.changed.mark(*node);
+                }
+            }
         }
     }
 

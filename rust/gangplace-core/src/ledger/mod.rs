@@ -396,7 +396,8 @@ impl Ledger {
         for (node, amounts) in &hold.resources_by_node {
             states.use_resources(*node, amounts, true, changes);
         }
-        self.sharers.add(id, &hold.resources_by_node);
+        self.sharers
+            .add(id, &hold.resources_by_node, &mut self.changed);
         self.count_held(&hold.owner, hold.gpu_count(), 0);
         self.expiries.insert(Expiry {
             at: hold.expires_at,
@@ -479,7 +480,8 @@ impl Ledger {
         for (node, amounts) in &hold.resources_by_node {
             states.use_resources(*node, amounts, false, changes);
         }
-        self.sharers.remove(id, &hold.resources_by_node);
+        self.sharers
+            .remove(id, &hold.resources_by_node, &mut self.changed);
         self.count_held(&hold.owner, 0, hold.gpu_count());
         if let Some(link) = &hold.repair {
             self.unlink_repair(id, link);
@@ -520,7 +522,8 @@ impl Ledger {
         }
         hold.resources_by_node.retain(|(on, _)| *on != node);
         let (state, owner) = (hold.state, hold.owner.clone());
-        self.sharers.remove(id, &[(node, Amounts::default())]);
+        self.sharers
+            .remove(id, &[(node, Amounts::default())], &mut self.changed);
         states.update(node, changes, |node_state| match state {
             HoldState::Reserved => node_state.reserved &= !held_here,
             HoldState::Committed => node_state.allocated &= !held_here,

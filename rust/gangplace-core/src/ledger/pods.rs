@@ -72,8 +72,9 @@ impl Ledger {
         for (node, amounts) in &by_node {
             states.use_resources(*node, amounts, true, changes);
         }
-        self.sharers.remove(id, &hold.resources_by_node);
-        self.sharers.add(id, &by_node);
+        self.sharers
+            .remove(id, &hold.resources_by_node, &mut self.changed);
+        self.sharers.add(id, &by_node, &mut self.changed);
         hold.pod_resources = pod_resources;
         hold.resources_by_node = by_node;
     }

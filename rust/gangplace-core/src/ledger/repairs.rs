@@ -46,7 +46,8 @@ impl Ledger {
         for (node, amounts) in &repair.resources_by_node {
             states.use_resources(*node, amounts, false, changes);
         }
-        self.sharers.remove(id, &repair.resources_by_node);
+        self.sharers
+            .remove(id, &repair.resources_by_node, &mut self.changed);
         for &(node, gpus) in released {
             states.update(node, changes, |state| state.allocated &= !gpus);
         }

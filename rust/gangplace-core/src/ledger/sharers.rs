@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use super::changed::ChangedNodes;
 use super::{Hold, Ledger};
 use crate::ids::{GpuSet, HoldId, NodeId};
 use crate::resources::Amounts;
@@ -22,13 +23,20 @@ fn shared_gpus(amounts: &Amounts) -> GpuSet {
 }
 
 impl Sharers {
-    /// Hold `id` now uses `by_node` (it used nothing before, or was removed first).
-    pub(super) fn add(&mut self, id: HoldId, by_node: &[(NodeId, Amounts)]) {
+    /// Hold `id` now uses `by_node` (it used nothing before, or was removed first); the
+    /// nodes it shares GPUs of are noted `changed` (the preemption index sums sharers up).
+    pub(super) fn add(
+        &mut self,
+        id: HoldId,
+        by_node: &[(NodeId, Amounts)],
+        changed: &mut ChangedNodes,
+    ) {
         for (node, amounts) in by_node {
             let gpus = shared_gpus(amounts);
             if gpus.is_empty() {
                 continue;
             }
+            changed.mark(*node);
             let slot = *node as usize;
             if slot >= self.by_node.len() {
                 self.by_node.resize_with(slot + 1, Vec::new);
@@ -37,11 +45,21 @@ impl Sharers {
         }
     }
 
-    /// Hold `id` no longer uses `by_node` (what it used there).
-    pub(super) fn remove(&mut self, id: HoldId, by_node: &[(NodeId, Amounts)]) {
+    /// Hold `id` no longer uses `by_node` (what it used there); the nodes it shared GPUs of
+    /// are noted `changed`.
+    pub(super) fn remove(
+        &mut self,
+        id: HoldId,
+        by_node: &[(NodeId, Amounts)],
+        changed: &mut ChangedNodes,
+    ) {
         for (node, _) in by_node {
             if let Some(sharers) = self.by_node.get_mut(*node as usize) {
+                let before = sharers.len();
                 sharers.retain(|&(sharer, _)| sharer != id);
+                if sharers.len() != before {
+                    changed.mark(*node);
+                }
             }
         }
     }
@@ -55,7 +73,7 @@ impl Sharers {
     pub(super) fn check(&self, live: &HashMap<HoldId, Hold>) -> Result<(), String> {
         let mut expected = Sharers::default();
         for (&id, hold) in live {
-            expected.add(id, &hold.resources_by_node);
+            expected.add(id, &hold.resources_by_node, &mut ChangedNodes::default());
         }
         let slots = self.by_node.len().max(expected.by_node.len());
         for slot in 0..slots {

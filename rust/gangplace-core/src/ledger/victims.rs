@@ -8,17 +8,40 @@ use std::cmp::Reverse;
 use std::collections::BTreeSet;
 
 use super::{Hold, HoldState, Ledger};
-use crate::ids::{DomainId, HoldId, NodeId};
+use crate::ids::{DomainId, GpuSet, HoldId, NodeId};
 use crate::search::Item;
 use crate::search::removal::{Summaries, Summary};
+use crate::shares::{WHOLE_GPU_MILLI, split};
 use crate::topology::{Topology, Walked};
 
-/// Whether `hold` could be a victim of some preemption (P1, whatever the request): a
-/// committed, preemptible allocation of whole GPUs.
+/// Whether `hold` could be a victim of some preemption that takes whole-GPU victims only
+/// (repairs, multi-role units): a committed, preemptible allocation of whole GPUs.
 pub(crate) fn could_be_victim(hold: &Hold) -> bool {
-    hold.state == HoldState::Committed
-        && hold.terms.preemptible
-        && hold.placement.gpu_milli.is_none()
+    summed(hold) && hold.placement.gpu_milli.is_none()
+}
+
+/// Whether `hold` could be a victim of some preemption (P2, whatever the request): a
+/// committed, preemptible allocation, of whole GPUs or shares (docs/preemption.md P8).
+fn summed(hold: &Hold) -> bool {
+    hold.state == HoldState::Committed && hold.terms.preemptible
+}
+
+/// What the index sums up of `hold`: its (thousandths held, GPUs held or shared), in total.
+fn weight(hold: &Hold) -> (u64, u64) {
+    match hold.placement.gpu_milli {
+        None => (hold.gpu_count() * WHOLE_GPU_MILLI, hold.gpu_count()),
+        Some(_) => (hold.resources_by_node.iter()).fold((0, 0), |(held, reach), (_, amounts)| {
+            let shares = split(amounts).1;
+            let milli: u64 = shares.iter().map(|&(_, milli)| milli).sum();
+            (held + milli, reach + shares.len() as u64)
+        }),
+    }
+}
+
+/// The live holds with GPUs or shares on `node`, with those GPUs.
+fn touching(ledger: &Ledger, node: NodeId) -> impl Iterator<Item = (HoldId, GpuSet)> + '_ {
+    let holders = ledger.holders_of(node).iter();
+    holders.chain(ledger.sharers_of(node)).copied()
 }
 
 /// Summaries per node slot and per domain slot; rebuilt whole after the topology changes,
@@ -115,13 +138,13 @@ fn fewest_reaching(
     (sum >= lacking).then_some(taken)
 }
 
-/// The GPUs each allocation that could be a victim holds on `nodes`, with its priority,
-/// most GPUs first.
+/// The GPUs each allocation that could be a victim holds or shares on `nodes`, with its
+/// priority, most GPUs first.
 fn inside(ledger: &Ledger, nodes: &[NodeId]) -> Vec<Inside> {
     let mut held: Vec<(HoldId, Inside)> = Vec::new();
     for &node in nodes {
-        for &(id, gpus) in ledger.holders_of(node) {
-            if let Some(hold) = ledger.live(id).filter(|hold| could_be_victim(hold)) {
+        for (id, gpus) in touching(ledger, node) {
+            if let Some(hold) = ledger.live(id).filter(|hold| summed(hold)) {
                 held.push((id, (gpus.count(), hold.terms.priority)));
             }
         }
@@ -142,9 +165,10 @@ type NodeInside = smallvec::SmallVec<[Inside; 4]>;
 fn node_summary(ledger: &Ledger, node: NodeId) -> (Summary, NodeInside) {
     let mut summary = Summary::default();
     let mut inside = NodeInside::new();
-    for &(id, gpus) in ledger.holders_of(node) {
-        if let Some(hold) = ledger.live(id).filter(|hold| could_be_victim(hold)) {
-            summary.add(hold.terms.priority, hold.gpu_count());
+    for (id, gpus) in touching(ledger, node) {
+        if let Some(hold) = ledger.live(id).filter(|hold| summed(hold)) {
+            let shares = hold.placement.gpu_milli.is_some();
+            summary.add(hold.terms.priority, weight(hold), shares);
             inside.push((gpus.count(), hold.terms.priority));
         }
     }

@@ -60,10 +60,8 @@ impl Engine {
         let resources = self.removal_counts_resources(request)?;
         // The kept index knows where holds have GPUs, not where they hold other resources:
         // named candidates (P7) and requests whose resources may bind read every candidate.
-        // The descent's bounds count whole GPUs: a fractional gang, or any gang while some
-        // GPU is shared (its sharers may be victims, P8), reads every candidate.
-        let shared = self.states.shares().nodes().next().is_some();
-        let whole = request.gpu_milli.is_none() && !shared;
+        // The descent's bounds count whole GPUs free: a fractional gang reads every candidate.
+        let whole = request.gpu_milli.is_none();
         let descended = limits.only_holds.is_none() && !resources && whole;
         let found = match descended {
             true => self.found_by_descent(request, &demand, limits, now)?,

@@ -3,8 +3,8 @@
 //! lower bound could beat the best set found so far.
 //!
 //! Every node and domain carries a [`Summary`] of the allocations touching it that could
-//! ever be candidates (committed, preemptible, whole GPUs): the lowest (priority, GPUs held)
-//! and the most GPUs one of them holds. From it and the free GPUs of the view, a lower bound
+//! ever be candidates (committed, preemptible; whole GPUs or shares, docs/preemption.md P8):
+//! the lowest (priority, thousandths held) and the most GPUs one of them holds or shares. From it and the free GPUs of the view, a lower bound
 //! on P5's key (without the path) of any set chosen inside follows (see [`bound`]). The
 //! levels are walked finest first as P6 asks; at one level, a best-first descent from the
 //! root expands the domain of least (bound, first path rank) until that pair is not below
@@ -28,14 +28,17 @@ use crate::shares::WHOLE_GPU_MILLI;
 use crate::topology::Topology;
 
 /// The allocations touching a node or domain that could be candidates of preemption, summed
-/// up: `lowest`, the least (priority, GPUs held in total); `most_held`, the most GPUs one
-/// holds in total (0: none).
+/// up: `lowest`, the least (priority, thousandths of GPUs held in total); `most_held`, the
+/// most GPUs one holds or shares in total (0: none); `shares`, whether one is fractional.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Summary {
-    /// The least (priority, GPUs held) among them.
+    /// The least (priority, thousandths held) among them.
     pub lowest: (i32, u64),
-    /// The most GPUs one of them holds in total.
+    /// The most GPUs one of them holds or shares in total (the most its removal frees).
     pub most_held: u64,
+    /// Whether one of them holds shares (its removal may free a GPU whole while holding
+    /// less than a whole GPU of it).
+    pub shares: bool,
 }
 
 impl Default for Summary {
@@ -43,6 +46,7 @@ impl Default for Summary {
         Self {
             lowest: (i32::MAX, u64::MAX),
             most_held: 0,
+            shares: false,
         }
     }
 }
@@ -53,14 +57,17 @@ impl Summary {
         Summary {
             lowest: self.lowest.min(other.lowest),
             most_held: self.most_held.max(other.most_held),
+            shares: self.shares || other.shares,
         }
     }
 
-    /// Adds one allocation of `priority` holding `held` GPUs.
-    pub fn add(&mut self, priority: i32, held: u64) {
+    /// Adds one allocation of `priority` holding `held_milli` thousandths over `reach` GPUs
+    /// (`shares`: a fractional one).
+    pub fn add(&mut self, priority: i32, (held_milli, reach): (u64, u64), shares: bool) {
         *self = self.with(Summary {
-            lowest: (priority, held),
-            most_held: held,
+            lowest: (priority, held_milli),
+            most_held: reach,
+            shares,
         });
     }
 }
@@ -96,9 +103,11 @@ pub enum Descent {
 /// A lower bound on P5's short key of any set chosen in an item whose candidates are summed
 /// up by `summary`, for a gang of `need` GPUs where the item has `free_now` (no item holds
 /// the gang as it is). At least one member, and at least `fewest`; its members free at least
-/// the GPUs missing, each at most `most_held`, so together they hold at least that many; if its highest
-/// priority is the lowest one, every member has it and holds at least the least GPUs held
-/// at it; the free GPUs after are at least those now and those the gang needs.
+/// the GPUs missing, each at most `most_held`, so (without shares) together they hold at
+/// least that many; if its highest priority is the lowest one, every member has it and holds
+/// at least the least thousandths held at it; the free GPUs after are at least those now and
+/// those the gang needs. Held amounts are in thousandths, as P5's key counts them
+/// (docs/preemption.md P8); a share may free a whole GPU while holding less of it.
 fn bound(summary: Summary, need: u64, free_now: u64, fewest: u64) -> ShortKey {
     let lacking = need.saturating_sub(free_now);
     let members = lacking
@@ -106,9 +115,11 @@ fn bound(summary: Summary, need: u64, free_now: u64, fewest: u64) -> ShortKey {
         .max(fewest)
         .max(1);
     let (priority, least_held) = summary.lowest;
-    // In thousandths, as P5's key counts them (docs/preemption.md P8).
-    let held = least_held.saturating_mul(members).max(lacking);
-    let held = held.saturating_mul(WHOLE_GPU_MILLI);
+    let held = least_held.saturating_mul(members);
+    let held = match summary.shares {
+        true => held,
+        false => held.max(lacking.saturating_mul(WHOLE_GPU_MILLI)),
+    };
     let members = usize::try_from(members).unwrap_or(usize::MAX);
     (priority, members, held, need.max(free_now))
 }

@@ -207,6 +207,7 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
         let counting = self.counting();
         let mut capacity = self.search.capacity(span.item);
         let entries = &self.ordered[span.start..span.end];
+        let any_shares = self.candidates.any_shares();
         let mut index = 0;
         while index < entries.len() {
             let node = entries[index].node;
@@ -218,7 +219,9 @@ impl<'s, 'a, V: CapacityView> Planner<'s, 'a, V> {
                 if let Some(more) = self.candidates.amounts_at(entries[index].at) {
                     amounts = Some(amounts.unwrap_or_default().plus(more));
                 }
-                give_back(&mut shared, self.candidates.shares_at(entries[index].at));
+                if any_shares {
+                    give_back(&mut shared, self.candidates.shares_at(entries[index].at));
+                }
                 index += 1;
             }
             let (free, now) = (self.node_free(node), self.shares_now(node));

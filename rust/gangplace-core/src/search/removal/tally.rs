@@ -126,19 +126,39 @@ pub(super) struct Tally<'f> {
 }
 
 impl Tally<'_> {
-    fn share_effect(&self, slots: &Slots, slot: usize) -> (u32, u64) {
-        match slots.shared.get(slot) {
-            Some(shared) if !shared.is_empty() => self.counting.share_effect(shared),
-            _ => (0, 0),
-        }
-    }
-
     fn pods_on(&self, slots: &Slots, slot: usize) -> u64 {
         let gpus = (slots.node_free[slot], slots.extra[slot]);
         let shares_now = slots.shares_now.get(slot).copied().unwrap_or(0);
-        let shared = slots.shared.get(slot).map_or(&[][..], Vec::as_slice);
         let extra = slots.extra_amounts.get(slot);
-        (self.counting).pods_with_shares(slots.nodes[slot], gpus, (shares_now, shared), extra)
+        let node = slots.nodes[slot];
+        match slots.shared.get(slot) {
+            Some(shared) if !shared.is_empty() => {
+                let shared = (shares_now, shared.as_slice());
+                (self.counting).pods_with_shares(node, gpus, shared, extra)
+            }
+            _ => (self.counting).pods(node, gpus, shares_now, extra),
+        }
+    }
+
+    /// Gives back (`free`) or takes again one entry's `shares` on its slot; returns how many
+    /// more shared GPUs are free whole after than before.
+    fn change_shares(
+        &self,
+        slots: &mut Slots,
+        slot: usize,
+        shares: &[SharedBack],
+        free: bool,
+    ) -> i64 {
+        let Some(shared) = slots.shared.get_mut(slot) else {
+            return 0;
+        };
+        let before = self.counting.share_effect(shared).0;
+        for &(gpu, back, _) in shares {
+            if let Some(row) = shared.iter_mut().find(|(g, _, _)| *g == gpu) {
+                row.2 = if free { row.2 + back } else { row.2 - back };
+            }
+        }
+        i64::from(self.counting.share_effect(shared).0) - i64::from(before)
     }
 
     /// Frees (`free`) or holds again one entry's GPUs (and resources, `amounts`; shares,
@@ -152,15 +172,10 @@ impl Tally<'_> {
     ) {
         let slot = entry.slot;
         let before = self.pods_on(slots, slot);
-        let whole_before = self.share_effect(slots, slot).0;
-        if let Some(shared) = slots.shared.get_mut(slot) {
-            for &(gpu, back, _) in shares {
-                if let Some(at) = shared.iter().position(|&(g, _, _)| g == gpu) {
-                    let given = &mut shared[at].2;
-                    *given = if free { *given + back } else { *given - back };
-                }
-            }
-        }
+        let whole = match shares.is_empty() {
+            true => 0,
+            false => self.change_shares(slots, slot, shares, free),
+        };
         slots.extra[slot] = match free {
             true => slots.extra[slot] + entry.freed,
             false => slots.extra[slot] - entry.freed,
@@ -172,8 +187,7 @@ impl Tally<'_> {
             };
         }
         self.capacity = self.capacity + self.pods_on(slots, slot) - before;
-        let whole_after = self.share_effect(slots, slot).0;
-        self.free = self.free + u64::from(whole_after) - u64::from(whole_before);
+        self.free = self.free.saturating_add_signed(whole);
         let freed = u64::from(entry.freed);
         self.free = match free {
             true => self.free + freed,
