@@ -51,6 +51,8 @@ impl Counting<'_> {
     /// What given-back shares add on one node: the shared GPUs freed whole, and the pods
     /// they add (a whole-GPU gang counts the GPUs freed whole; a fractional gang the room
     /// the shares leave).
+    #[cold]
+    #[inline(never)]
     pub fn share_effect(&self, shared: &[SharedGpu]) -> (u32, u64) {
         let given = shared.iter().filter(|&&(_, _, back)| back > 0);
         let whole = given
@@ -72,6 +74,8 @@ impl Counting<'_> {
 
     /// Pods node `node` holds with `free` GPUs free now, `freed` given back whole, `shared`
     /// shared GPUs changed by given-back shares (see [`Counting::pods`]).
+    #[cold]
+    #[inline(never)]
     pub fn pods_with_shares(
         &self,
         node: NodeId,
@@ -126,6 +130,7 @@ pub(super) struct Tally<'f> {
 }
 
 impl Tally<'_> {
+    #[inline]
     fn pods_on(&self, slots: &Slots, slot: usize) -> u64 {
         let gpus = (slots.node_free[slot], slots.extra[slot]);
         let shares_now = slots.shares_now.get(slot).copied().unwrap_or(0);
@@ -142,6 +147,8 @@ impl Tally<'_> {
 
     /// Gives back (`free`) or takes again one entry's `shares` on its slot; returns how many
     /// more shared GPUs are free whole after than before.
+    #[cold]
+    #[inline(never)]
     fn change_shares(
         &self,
         slots: &mut Slots,
