@@ -20,7 +20,9 @@ Clusters, built once per session (seeded):
   jobs), packed by best fit: fractional allocations are candidates beside whole ones (P8),
   and the descent is off while GPUs are shared.
 - ``fragmented2k``: the same shape with one movable 2-GPU job on the first node of every rack
-  and the rest filled with fixed gangs to 90%: no rack is whole, defragmentation must move.
+  and the rest filled with fixed gangs to 90%: no rack is whole, defragmentation must move;
+  ``fragmented-shares`` the same with a movable fractional job (two pods of 500 on one GPU)
+  instead (docs/preemption.md D5).
 
 The README's test command runs them once on small versions with ``--benchmark-disable``.
 """
@@ -76,8 +78,14 @@ def _shared(cluster: Cluster) -> Cluster:
     return cluster
 
 
-def _fragmented(shape: synth.Shape, fill: float) -> Cluster:
-    """One movable 2-GPU job on the first node of every rack, then fixed gangs to `fill`."""
+SHARE_MOVER = GangRequest(
+    2, 1, gpu_milli=500, required_level="node", movable=True, preemptible=False
+)  # two halves of one GPU (rule F2 packs them)
+
+
+def _fragmented(shape: synth.Shape, fill: float, mover: GangRequest | None = None) -> Cluster:
+    """One movable job (2 GPUs, or ``mover``) on the first node of every rack, then fixed
+    gangs to `fill`."""
     cluster = _cluster(shape)
     names = cluster.nodes()
     for name in names:
@@ -85,7 +93,7 @@ def _fragmented(shape: synth.Shape, fill: float) -> Cluster:
     nodes_per_rack = shape.fanout[-1]
     for first in names[::nodes_per_rack]:
         cluster.uncordon(first)
-        job = GangRequest(1, 2, required_level="node", movable=True, preemptible=False)
+        job = mover or GangRequest(1, 2, required_level="node", movable=True, preemptible=False)
         cluster.commit(cluster.reserve(job))
         cluster.cordon(first)
     for name in names:
@@ -112,6 +120,7 @@ def clusters(request: pytest.FixtureRequest) -> dict[str, Cluster]:
         "2k": _filled(two_k, 0.95, 0.78),
         "2k-shared": _shared(_filled(two_k, 0.8, 0.78)),
         "fragmented": _fragmented(two_k, 0.5 if smoke else 0.9),
+        "fragmented-shares": _fragmented(two_k, 0.5 if smoke else 0.9, SHARE_MOVER),
     }
 
 
@@ -435,6 +444,29 @@ def bench_plan_defrag_moves_shares_reference(benchmark: Any, clusters: dict[str,
     """The same defragmentation by ``gangplace.reference`` (one round)."""
     cluster = clusters["fragmented"]
     _reference_defrag(benchmark, cluster, _rack_of_shares(cluster))
+
+
+def bench_plan_defrag_share_movers(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """A whole-rack gang on ``fragmented-shares``: the rack's movable fractional job (two
+    pods of 500 on one GPU) must go elsewhere, keeping its share (docs/preemption.md D5)."""
+    cluster = clusters["fragmented-shares"]
+    request = _gang(cluster, 8 * _nodes_per_rack(cluster), required_level=cluster.levels[-1])
+    plan = _timed_defrag(benchmark, cluster, request)
+    assert all(move.target.gpu_milli == 500 for move in plan.moves)
+
+
+def bench_plan_defrag_share_movers_reference(benchmark: Any, clusters: dict[str, Cluster]) -> None:
+    """The same defragmentation by ``gangplace.reference`` (one round)."""
+    cluster = clusters["fragmented-shares"]
+    request = _gang(cluster, 8 * _nodes_per_rack(cluster), required_level=cluster.levels[-1])
+    oracle = _twin(cluster)
+    for hold in oracle._holds.values():
+        if hold.movable:
+            hold.request = SHARE_MOVER
+    got = benchmark.pedantic(oracle.plan_defrag, args=(request,), rounds=1, iterations=1)
+    expected = cluster.plan_defrag(request)
+    assert got is not None and expected is not None and len(got.moves) == len(expected.moves)
+    assert all(move.target.gpu_milli == 500 for move in got.moves)
 
 
 def _timed_defrag(benchmark: Any, cluster: Cluster, request: Any) -> Any:

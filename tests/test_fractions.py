@@ -269,9 +269,9 @@ def test_operations_that_do_not_plan_fractions_refuse_them() -> None:
         assert cluster.snapshot() == before
 
 
-def test_a_fractional_hold_is_a_victim_but_never_moves() -> None:
-    """docs/preemption.md P8: preemption ends a fractional allocation to free its GPU whole;
-    defragmentation never moves one (D5)."""
+def test_a_fractional_hold_is_a_victim() -> None:
+    """docs/preemption.md P8: preemption ends a fractional allocation to free its GPU whole
+    (on one node defragmentation has nowhere to move it, D5)."""
     cluster = cluster_of(gpus=(2,))
     share = GangRequest(1, 1, gpu_milli=500, priority=0, movable=True)
     shared = cluster.commit(cluster.reserve(share))

@@ -218,6 +218,24 @@ def test_a_stale_fractional_plan_conflicts_and_changes_nothing(kind: Any) -> Non
     assert cluster.plan_preemption(gang) is None  # 200 left on r0-n1: two pods fit, not three
 
 
+def same_defrag_plans(
+    clusters: tuple[Any, Any], gang: GangRequest, evict: bool, label: str
+) -> tuple[Any, Any] | None:
+    """The engine's and the reference's defragmentation plans for ``gang``, asserted equal
+    (placement, moves, evictions, moved GPUs); ``None`` when neither has one."""
+    got, expected = (c.plan_defrag(gang, evict_unplaceable=evict) for c in clusters)
+    assert (got is None) == (expected is None)
+    if got is None:
+        event(f"{label}: no plan")
+        return None
+    assert as_tuple(got.placement) == as_tuple(expected.placement)
+    assert [(m.allocation, as_tuple(m.target)) for m in got.moves] == [
+        (m.allocation, as_tuple(m.target)) for m in expected.moves
+    ]
+    assert (got.evictions, got.moved_gpus) == (expected.evictions, expected.moved_gpus)
+    return got, expected
+
+
 def _shares(pods: int, milli: int, level: str) -> GangRequest:
     return GangRequest(pods, 1, gpu_milli=milli, required_level=level)
 
@@ -248,17 +266,11 @@ def test_defrag_for_shares_agrees_with_the_reference_and_applies(
         pods = next(n for n in range(1, 50) if engine.place_gang(_shares(n, milli, level)) is None)
         pods += beyond
     gang = GangRequest(pods, 1, gpu_milli=milli, required_level=level, priority=priority)
-    got, expected = (c.plan_defrag(gang, evict_unplaceable=evict) for c in (engine, oracle))
-    assert (got is None) == (expected is None)
-    if got is None:
-        event("defrag: no plan")
+    plans = same_defrag_plans((engine, oracle), gang, evict, "defrag")
+    if plans is None:
         return
-    assert as_tuple(got.placement) == as_tuple(expected.placement)
+    got, expected = plans
     assert got.placement.gpu_milli == milli
-    assert [(m.allocation, as_tuple(m.target)) for m in got.moves] == [
-        (m.allocation, as_tuple(m.target)) for m in expected.moves
-    ]
-    assert (got.evictions, got.moved_gpus) == (expected.evictions, expected.moved_gpus)
     shared = {(p.node, g) for p in got.placement.pods for g in p.gpus}
     assert not shared & {(p.node, g) for m in got.moves for p in m.target.pods for g in p.gpus}
     event("defrag: moves" if got.moves or got.evictions else "defrag: fits now")
@@ -268,20 +280,27 @@ def test_defrag_for_shares_agrees_with_the_reference_and_applies(
     same_shares(engine, oracle)
 
 
+def two_racks_with_a_mover(kind: Any, mover: GangRequest) -> tuple[Any, Any]:
+    """Racks r0 (a0, a1) and r1 (b0, b1) of 1-GPU nodes, ``mover`` committed on a0 (the
+    other nodes cordoned meanwhile, so no selector pins it), sequential ids."""
+    cluster = kind(("rack",), clock=FakeClock())
+    for name, rack in (("a0", "r0"), ("a1", "r0"), ("b0", "r1"), ("b1", "r1")):
+        cluster.add_node(name, gpus=1, topology={"rack": rack}, labels={"host": name})
+    cluster._use_sequential_ids(1)
+    for name in ("a1", "b0", "b1"):
+        cluster.cordon(name)
+    moving = cluster.commit(cluster.reserve(mover))
+    for name in ("a1", "b0", "b1"):
+        cluster.uncordon(name)
+    return cluster, moving
+
+
 @pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
 def test_defrag_moves_a_whole_job_out_of_the_way_of_shares(kind: Any) -> None:
     """Racks r0 (a0, a1) and r1 (b0, b1) of 1-GPU nodes: a movable job on a0, a fixed one on
     b0. Four pods of 400 need two GPUs of one rack: the job on a0 moves to b1 and the shares
     take r0 (D5); a plan gone stale (the mover ended) conflicts with nothing changed."""
-    cluster = kind(("rack",), clock=FakeClock())
-    for name, rack in (("a0", "r0"), ("a1", "r0"), ("b0", "r1"), ("b1", "r1")):
-        cluster.add_node(name, gpus=1, topology={"rack": rack}, labels={"host": name})
-    cluster._use_sequential_ids(1)
-    for name in ("a1", "b0", "b1"):  # the mover lands on a0 without a selector pinning it
-        cluster.cordon(name)
-    moving = cluster.commit(cluster.reserve(GangRequest(1, 1, movable=True)))
-    for name in ("a1", "b0", "b1"):
-        cluster.uncordon(name)
+    cluster, moving = two_racks_with_a_mover(kind, GangRequest(1, 1, movable=True))
     fixed = GangRequest(1, 1, selector={"host": "b0"}, preemptible=False)
     cluster.commit(cluster.reserve(fixed))
     gang = GangRequest(4, 1, gpu_milli=400, required_level="rack")
@@ -353,3 +372,133 @@ def test_a_small_share_is_the_cheaper_victim(kind: Any) -> None:
     plan = cluster.plan_preemption(GangRequest(1, 1, priority=5))
     assert plan is not None and plan.victims == (share.id,) and plan.victim_gpus == 0
     assert [(p.node, tuple(p.gpus)) for p in plan.placement.pods] == [("r0-n1", (0,))]
+
+
+share_movers = st.lists(
+    st.tuples(
+        st.integers(1, 2),  # pods, on one node
+        st.sampled_from((300, 500, 700)),  # thousandths each
+        st.integers(-1, 1),  # priority
+        st.integers(0, 5),  # the node
+        st.booleans(),  # preemptible
+    ),
+    max_size=6,
+)
+
+
+def build_shares(clusters: tuple[Any, Any], movers: list[tuple[Any, ...]]) -> None:
+    """Movable fractional jobs, each pinned to one node by cordoning the others."""
+    names = clusters[0].nodes()
+    for cluster in clusters:
+        for pods, milli, priority, where, preemptible in movers:
+            others = [name for name in names if name != names[where]]
+            for name in others:
+                cluster.cordon(name)
+            request = GangRequest(
+                pods,
+                1,
+                gpu_milli=milli,
+                required_level="node",
+                priority=priority,
+                preemptible=preemptible,
+                movable=True,
+            )
+            if cluster.place_gang(request) is not None:
+                cluster.commit(cluster.reserve(request))
+            for name in others:
+                cluster.uncordon(name)
+
+
+@given(
+    layouts,
+    share_movers,
+    st.tuples(st.sampled_from((None, 500, 700)), st.integers(0, 2)),
+    st.sampled_from(["node", "rack"]),
+    st.booleans(),
+    st.sampled_from([0, 1]),
+)
+def test_fractional_movers_agree_with_the_reference_and_apply(
+    layout: tuple[list[int], list[Any]],
+    movers: list[tuple[Any, ...]],
+    gang_spec: tuple[int | None, int],
+    level: str,
+    evict: bool,
+    beyond: int,
+) -> None:
+    """docs/preemption.md D5: fixed jobs, whole and fractional movable jobs; a whole-GPU or
+    fractional gang one or two pods past what fits now. The same plan (placement, moves,
+    evictions) as the reference; by brute force its members make room and each is needed;
+    applied on both with the same state and shares after; no move lands on a GPU the gang
+    holds or shares; fractional moves keep their share."""
+    engine, oracle = pair((3, 2), gpus=4)
+    build((engine, oracle), layout)
+    build_shares((engine, oracle), movers)
+    milli, priority = gang_spec
+
+    def gang_of(pods: int) -> GangRequest:
+        size = 1 if milli is not None else 2
+        return GangRequest(pods, size, gpu_milli=milli, required_level=level, priority=priority)
+
+    pods = next(n for n in range(1, 60) if engine.place_gang(gang_of(n)) is None) + beyond
+    gang = gang_of(pods)
+    plans = same_defrag_plans((engine, oracle), gang, evict, "fractional movers")
+    if plans is None:
+        return
+    got, expected = plans
+    # By brute force, GPU by GPU: the members (moved and evicted) make room, and each is
+    # needed (the set is 1-minimal, D1).
+    by_id = {a.id: a for a in engine.allocations()}
+    members = [by_id[m.allocation] for m in got.moves] + [by_id[e] for e in got.evictions]
+    size = gang.gpus_per_pod
+    if members:
+
+        def room(removed: list[Any]) -> int:
+            return share_capacity(engine, got.placement.domain, removed, milli, size)
+
+        assert room(members) >= pods
+        for member in members:
+            assert room([m for m in members if m is not member]) < pods
+    gang_gpus = {(p.node, g) for p in got.placement.pods for g in p.gpus}
+    for move in got.moves:
+        assert move.target.gpu_milli == move.source.gpu_milli
+        assert not gang_gpus & {(p.node, g) for p in move.target.pods for g in p.gpus}
+    if any(m.target.gpu_milli is not None for m in got.moves):
+        event("fractional movers: fractional moves")
+    event("fractional movers: " + ("moves" if got.moves or got.evictions else "fits now"))
+    engine.apply_defrag(got)
+    oracle.apply_defrag(expected)
+    same_state(engine, oracle)
+    same_shares(engine, oracle)
+    engine.check_invariants()
+
+
+@pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
+def test_defrag_moves_a_share_out_of_the_way(kind: Any) -> None:
+    """docs/preemption.md D5: racks r0 (a0, a1) and r1 (b0, b1) of 1-GPU nodes; a movable
+    share of 500 on a0, a fixed job on b0. Two whole GPUs in one rack: the share moves to b1
+    (keeping its 500) and the gang takes r0. Planned again after 600 thousandths were
+    adopted on b1, the stale plan raises ``Conflict`` naming the GPU, nothing changed."""
+    share = GangRequest(1, 1, gpu_milli=500, movable=True)
+    cluster, moving = two_racks_with_a_mover(kind, share)
+    cluster.commit(cluster.reserve(GangRequest(1, 1, selector={"host": "b0"}, preemptible=False)))
+    gang = GangRequest(2, 1, required_level="rack")
+    assert cluster.place_gang(gang) is None
+    plan = cluster.plan_defrag(gang)
+    assert plan is not None and [m.allocation for m in plan.moves] == [moving.id]
+    target = plan.moves[0].target
+    assert target.gpu_milli == 500 and [(p.node, tuple(p.gpus)) for p in target.pods] == [
+        ("b1", (0,))
+    ]
+    assert plan.placement.domain == ("r0",) and plan.moved_gpus == 0
+    stale = cluster.adopt([PodPlacement("b1", (0,))], gpu_milli=600)
+    before = cluster.snapshot()
+    with pytest.raises(Conflict, match='GPU 0 of node "b1" has 400 thousandths free'):
+        cluster.apply_defrag(plan)
+    assert cluster.snapshot() == before
+    cluster.release(stale)
+    held, moved = cluster.apply_defrag(plan)
+    assert [p.node for p in held.placement.pods] == ["a0", "a1"]
+    assert moved[moving.id].placement.gpu_milli == 500
+    assert cluster.node("b1").shared == {0: 500} and cluster.node("a0").shared == {}
+    if kind is gangplace.Cluster:
+        cluster.check_invariants()

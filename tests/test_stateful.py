@@ -658,6 +658,8 @@ class EngineVersusReference(RuleBasedStateMachine):
             (m.allocation, as_tuple(m.target)) for m in oracle_plan.moves
         ]
         assert [self.ids[e] for e in plan.evictions] == list(oracle_plan.evictions)
+        if any(m.target.gpu_milli is not None for m in plan.moves):
+            event("defragmentation: fractional moves")  # docs/preemption.md D5
         got = outcome(self.engine.apply_defrag, plan, owner=owner)
         expected = outcome(self.oracle.apply_defrag, oracle_plan, owner=owner)
         assert got[0] == expected[0]

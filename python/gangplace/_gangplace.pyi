@@ -1224,7 +1224,11 @@ class Cluster:
         first, best-fit sends them to the fullest domains), never at a coarser level than it
         has unless ``allow_downgrade``. With ``evict_unplaceable`` a member that cannot move
         is preempted instead, if it is a preemption candidate. A ``MultiGangRequest`` is
-        planned for as one unit (docs/roles.md).
+        planned for as one unit (docs/roles.md), its movers whole-GPU allocations. Shares
+        count (docs/preemption.md D5): a fractional gang is placed by the room of the GPUs,
+        and a fractional allocation may move, keeping its share (its GPUs' room given back,
+        its new pods placed by rules F1-F2); sets and moves are ranked in thousandths of a
+        GPU; ``moved_gpus`` counts whole GPUs.
 
         Returns:
             The plan (no moves when the gang fits), or ``None``.

@@ -118,12 +118,14 @@ class Fractions:
         milli: int,
         freed: Mapping[str, set[int]] | None = None,
         given_back: Mapping[tuple[str, int], int] | None = None,
+        earlier: dict[tuple[str, int], int] | None = None,
     ) -> Placement:
         """The fractional placement as held, if it still fits (``Conflict`` otherwise).
 
         Each pod names one healthy GPU held by no whole pod (but those of ``freed``, a
         preemption's victims'), with room for its share beside the shares there (less those
-        ``given_back``, its victims' shares) and the placement's other pods.
+        ``given_back``, its victims' shares; plus those ``earlier`` placements of the same
+        mutation take, to which this one's are added) and the placement's other pods.
         """
         if getattr(placement, "spares", ()):
             raise InvalidRequest("a placement of fractional pods has no spares")
@@ -148,8 +150,12 @@ class Fractions:
             name, gpu = pod.node, pod.gpus[0]
             want, used = asked[(name, gpu)], self._nodes[name].shares.get(gpu, 0)
             used -= (given_back or {}).get((name, gpu), 0)
+            used += (earlier or {}).get((name, gpu), 0)
             if used + want > WHOLE:
                 raise texts.share_room(gpu, name, WHOLE - used, want)
+        if earlier is not None:
+            for at, want in asked.items():
+                earlier[at] = earlier.get(at, 0) + want
         return Placement(
             tuple(PodPlacement(pod.node, tuple(pod.gpus)) for pod in placement.pods),
             placement.level,

@@ -28,6 +28,7 @@ from gangplace.errors import (
 )
 from gangplace.reference import snapshots, spares, texts
 from gangplace.reference.adoption import Adoption
+from gangplace.reference.defrags import Defrags
 from gangplace.reference.filters import checked_taints
 from gangplace.reference.fractions import Fractions
 from gangplace.reference.inventory import Inventory
@@ -35,7 +36,7 @@ from gangplace.reference.lookahead import Lookahead
 from gangplace.reference.planning import Planning, gpu_groups, is_roles
 from gangplace.reference.pods import PodEndings
 from gangplace.reference.ranks import asks_without_spares
-from gangplace.reference.removals import COMMITTED_ENDINGS, Removals
+from gangplace.reference.removals import COMMITTED_ENDINGS
 from gangplace.reference.repair import Repairs
 from gangplace.reference.resources import Resources, checked_resources
 from gangplace.reference.validation import Validation
@@ -163,7 +164,7 @@ class _Hold:
 
 class Cluster(
     Planning,
-    Removals,
+    Defrags,  # and its base, Removals (preemption)
     Adoption,
     Repairs,
     Validation,

@@ -19,8 +19,6 @@ from gangplace.reference.values import (
     MAX_TTL_SECONDS,
     Allocation,
     AnyRequest,
-    DefragPlan,
-    Move,
     Placement,
     PlacementLike,
     PreemptionPlan,
@@ -141,6 +139,7 @@ class Removals:
     ) -> list[preemption.Candidate]:
         found = []
         preempt = kind in ("preempt", "preempt-whole")
+        whole_only = kind in ("preempt-whole", "defrag-whole")
         for hid, hold in sorted(self._holds.items()):
             if hid in spared or (chosen is not None and hid not in chosen):
                 continue
@@ -152,9 +151,9 @@ class Removals:
                 # docs/transactions.md E4: a hold with ended ranks no longer matches its request.
                 eligible = hold.movable and hold.priority <= request.priority and not hold.ended
                 eligible = eligible and not hold.asks  # moves re-place GPUs only
-            # Removal sets count the shares a fractional victim gives back (P8), but not for
-            # repairs and multi-role units ("preempt-whole"); fractional holds never move.
-            eligible = eligible and (kind == "preempt" or hold.placement.gpu_milli is None)
+            # Removal sets count the shares a fractional victim or mover gives back (P8, D5),
+            # but not for repairs and multi-role units ("preempt-whole", "defrag-whole").
+            eligible = eligible and not (whole_only and hold.placement.gpu_milli is not None)
             if not hold.committed or not eligible or now - hold.since < min_runtime:
                 continue
             if hold.owner is not None and hold.owner in exempt:
@@ -181,6 +180,15 @@ class Removals:
                 )
             )
         return found
+
+    def _given_back(self, hids: Iterable[str]) -> dict[tuple[str, int], int]:
+        """The shares the live holds ``hids`` have of healthy GPUs, per ``(node, GPU)``."""
+        back: dict[tuple[str, int], int] = {}
+        for hid in hids:
+            for name, shares in self._shares_back(self._holds[hid])[0].items():
+                for gpu, share, _ in shares:
+                    back[(name, gpu)] = back.get((name, gpu), 0) + share
+        return back
 
     def _shares_back(self, hold: _Hold) -> tuple[dict[str, tuple[tuple[int, int, int], ...]], int]:
         """A fractional hold's shares of healthy GPUs, and the thousandths of all its shares.
@@ -383,11 +391,7 @@ class Removals:
             ),
         )
         milli = plan.placement.gpu_milli
-        back: dict[tuple[str, int], int] = {}  # the victims' shares of healthy GPUs (P8)
-        for victim in plan.victims:
-            for name, shares in self._shares_back(self._holds[victim])[0].items():
-                for gpu, share, _ in shares:
-                    back[(name, gpu)] = back.get((name, gpu), 0) + share
+        back = self._given_back(plan.victims)  # the victims' shares of healthy GPUs (P8)
         if milli is None:  # a GPU all of whose shares are victims' is free
             for (name, gpu), share in back.items():
                 if share >= self._nodes[name].shares.get(gpu, 0):
@@ -431,118 +435,6 @@ class Removals:
             views = self._bounded(views, asks, taken)
             copies += 1
         return copies
-
-    # ----------------------------------------------------------------- defragmentation
-
-    def plan_defrag(
-        self,
-        request: AnyRequest,
-        *,
-        max_moves: int | None = 16,
-        allow_downgrade: bool = False,
-        evict_unplaceable: bool = False,
-        min_runtime: float = 0.0,
-        exempt_owners: Iterable[str] = (),
-    ) -> DefragPlan | None:
-        """Which movable jobs to move where so that the gang fits (rules D1-D4)."""
-        most, min_runtime, exempt = _limits(max_moves, min_runtime, exempt_owners, "max_moves")
-        if not is_roles(request):
-            _refuse_unsupported_shapes(request, "plan_defrag")
-        else:
-            _refuse_unsupported_roles(request, "plan_defrag")
-        now = self._reclaim()
-        placement = self._plan(request)
-        if placement is not None:
-            return DefragPlan(request, placement, (), (), 0)
-        candidates = self._candidates(request, "defrag", min_runtime, exempt, now)
-        movers = {}
-        for candidate in candidates:
-            hold = self._holds[candidate.id]
-            asked = hold.request
-            movable = asked is not None and not getattr(asked, "spares", 0)  # docs/repair.md
-            gang = self._gang(asked) if movable else None  # type: ignore[arg-type]
-            evictable = hold.preemptible and hold.priority < request.priority
-            movers[candidate.id] = preemption.Mover(
-                candidate, gang, len(hold.placement.pods), hold.placement.level, evictable
-            )
-        options = (self.policy, allow_downgrade, evict_unplaceable, most)
-        if is_roles(request):
-            unit = self._roles(request)
-            found = preemption.defrag_choices_roles(
-                self._roles_views(unit), self.levels, unit, candidates, movers, *options
-            )
-        else:
-            gang = self._gang(request)
-            views = self._views(self._asks(request))
-            found = preemption.defrag_choices(
-                views, self.levels, gang, candidates, movers, *options,
-                gang_nodes=self._views(self._asks(request), gang.gpu_milli),  # D5: shares
-            )  # fmt: skip
-        if found is None:
-            return None
-        _, placement, moves, evictions = found
-        steps = tuple(
-            Move(hid, self._holds[hid].placement, target) for hid, target in sorted(moves)
-        )
-        moved = sum(movers[hid].candidate.held for hid, _ in moves)
-        return DefragPlan(request, placement, steps, tuple(sorted(evictions)), moved)
-
-    def apply_defrag(
-        self, plan: DefragPlan, *, ttl: float = 300.0, owner: str | None = None
-    ) -> tuple[Reservation, dict[str, Reservation]]:
-        """Moves and evicts atomically after re-validating, or raises ``Conflict``."""
-        now = self._check_call(ttl, owner)
-        request = plan.request
-        for step in plan.moves:
-            hold = self._holds.get(step.allocation)
-            if hold is None or hold.placement != step.source or hold.ended:
-                raise texts.mover_changed(step.allocation)
-        moved = [step.allocation for step in plan.moves]
-        freed, returned = self._check_victims(
-            moved, lambda h: h.movable and h.priority <= request.priority and not h.asks
-        )
-        more, returned_more = self._check_victims(
-            plan.evictions, lambda h: h.preemptible and h.priority < request.priority
-        )
-        for name, gpus in more.items():
-            freed.setdefault(name, set()).update(gpus)
-        for who, count in returned_more.items():
-            returned[who] = returned.get(who, 0) + count
-        # Movers ask no resources: the gang's must be free now.
-        self._check_target_resources(request, plan.placement, plan.evictions)
-        taken: dict[str, set[int]] = {}
-        targets: list[dict[str, set[int]]] = []
-        milli = plan.placement.gpu_milli
-        for target in [plan.placement, *(step.target for step in plan.moves)]:
-            if target is plan.placement and milli is not None:  # D5: the gang's shares
-                self._check_shares(target, milli, freed)  # type: ignore[attr-defined]
-                for pod in target.pods:  # no move may take a GPU the gang shares
-                    taken.setdefault(pod.node, set()).update(pod.gpus)
-                targets.append({})
-                continue
-            held = self._check_target(target, freed)
-            for name, gpus in held.items():
-                if taken.get(name, set()) & gpus:
-                    raise texts.targets_overlap()
-                taken.setdefault(name, set()).update(gpus)
-            targets.append(held)
-        gang = targets[0]
-        self._check_cap_after(owner, sum(len(g) for g in gang.values()), returned.get(owner, 0))
-        old = {hid: self._holds[hid] for hid in moved}
-        for hid in moved:
-            self._end(hid, "migrated")
-        for hid in plan.evictions:
-            self._end(hid, "preempted")
-        terms = (request.priority, request.preemptible, request.movable)
-        reservation = self._hold_new(plan.placement, gang, now, ttl, owner, terms, request)
-        replaced = {}
-        for step, held in zip(plan.moves, targets[1:], strict=True):
-            was = old[step.allocation]
-            terms = (was.priority, was.preemptible, was.movable)
-            replaced[step.allocation] = self._hold_new(
-                step.target, held, now, ttl, was.owner, terms, was.request
-            )
-        return reservation, replaced
 
 
 def _asks_resources(request: AnyRequest) -> bool:

@@ -423,3 +423,51 @@ fn bad_multi_role_requests_are_refused() {
         Err(CoreError::InvalidRequest(_))
     ));
 }
+
+#[test]
+fn a_fractional_job_moves_out_of_a_rack_keeping_its_share() {
+    // docs/preemption.md D5: racks of two 1-GPU nodes; a movable share of 300 on r0-n0, a
+    // fixed whole job on r1-n0. Two whole GPUs in one rack: the share moves to r1-n1.
+    let mut engine = rack_cluster(2, 2, 1);
+    let others = ["r0-n1", "r1-n0", "r1-n1"];
+    for node in others {
+        engine.set_cordoned(node, true, 0.0).unwrap();
+    }
+    let terms = Terms::new(0, true, true).unwrap();
+    let share = GangRequest::new(1, 1, None, Some("node".into()), Vec::new(), String::new());
+    let share = share
+        .unwrap()
+        .with_gpu_milli(Some(300))
+        .unwrap()
+        .with_terms(terms);
+    let held = engine.reserve(&Arc::new(share), 30.0, None, 0.0).unwrap();
+    let mover = engine.commit(held.id, None, 0.0).unwrap();
+    for node in others {
+        engine.set_cordoned(node, false, 0.0).unwrap();
+    }
+    for node in ["r0-n1", "r1-n1"] {
+        engine.set_cordoned(node, true, 0.0).unwrap();
+    }
+    let fixed = engine
+        .reserve(&ranked(1, 1, None, 0), 30.0, None, 0.0)
+        .unwrap();
+    engine.commit(fixed.id, None, 0.0).unwrap();
+    for node in ["r0-n1", "r1-n1"] {
+        engine.set_cordoned(node, false, 0.0).unwrap();
+    }
+    let gang = ranked(2, 1, Some("rack"), 0);
+    let limits = RemovalLimits::default();
+    let plan = engine
+        .plan_defrag(&gang, &limits, DefragOptions::default(), 1.0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(plan.moves.len(), 1);
+    assert_eq!(plan.moves[0].allocation, mover.id);
+    assert_eq!(plan.moves[0].target.gpu_milli, Some(300));
+    assert_eq!(&*plan.moves[0].target.pods[0].node, "r1-n1");
+    assert_eq!(plan.moved_gpus, 0);
+    engine.apply_defrag(&plan, 30.0, None, 1.0).unwrap();
+    let node = engine.node_info("r1-n1", 1.0).unwrap();
+    assert_eq!(node.shared, vec![(0, 300)]);
+    engine.check_invariants().unwrap();
+}

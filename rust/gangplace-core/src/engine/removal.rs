@@ -22,8 +22,12 @@ pub(crate) enum Purpose {
     /// Victims of preemption holding whole GPUs only (repairs, R6, and multi-role units:
     /// their what-if placements do not count shares given back).
     WholePreemption,
-    /// Movers of defragmentation: movable, priority at most the request's, no ended rank.
+    /// Movers of defragmentation: movable, priority at most the request's, no ended rank;
+    /// whole-GPU and fractional allocations (docs/preemption.md D5).
     Defragmentation,
+    /// Movers of defragmentation holding whole GPUs only (multi-role units: their what-if
+    /// placements do not count shares given back).
+    WholeDefragmentation,
 }
 
 impl Engine {
@@ -53,7 +57,7 @@ impl Engine {
         let only = limits
             .only_holds
             .as_deref()
-            .filter(|_| purpose != Purpose::Defragmentation);
+            .filter(|_| matches!(purpose, Purpose::Preemption | Purpose::WholePreemption));
         let holds: Box<dyn Iterator<Item = (HoldId, &Hold)>> = match only {
             // docs/preemption.md P7: the caller's candidates, whatever their priority.
             Some(ids) => Box::new(
@@ -92,8 +96,14 @@ impl Engine {
                 could_be_victim(hold) && (chosen || hold.terms.priority < priority)
             }
             // A hold with ended ranks no longer matches its request (docs/transactions.md E4).
+            // Moves re-place GPUs and shares only: holds whose pods ask resources stay put.
             Purpose::Defragmentation => {
-                // Moves re-place GPUs only: holds whose pods ask resources stay put.
+                hold.terms.movable
+                    && hold.terms.priority <= priority
+                    && hold.ended.is_empty()
+                    && hold.pod_resources.is_empty()
+            }
+            Purpose::WholeDefragmentation => {
                 hold.terms.movable
                     && hold.terms.priority <= priority
                     && hold.ended.is_empty()

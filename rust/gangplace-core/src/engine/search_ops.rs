@@ -10,7 +10,7 @@ use crate::error::{CoreResult, internal};
 use crate::limits::MAX_GPUS_PER_NODE;
 use crate::model::GangRequest;
 use crate::resources::Amounts;
-use crate::search::removal::{Candidates, Choice, Descent, Found, Summaries, World};
+use crate::search::removal::{Candidates, Choice, Descent, Found, Summaries, World, WorldShares};
 use crate::search::{Demand, Item, LevelBest, Plan, Search};
 use crate::shapes::Layers;
 use crate::state::NodeStates;
@@ -170,7 +170,7 @@ pub(crate) trait SearchOps {
     ) -> CoreResult<Plan>;
     fn plan_in_world(
         &self,
-        world: &World,
+        world: (&World, Option<&WorldShares>),
         demand: &Demand,
         policy: Policy,
     ) -> CoreResult<Option<Plan>>;
@@ -225,7 +225,7 @@ impl<V: CapacityView> SearchOps for Search<'_, V> {
 
     fn plan_in_world(
         &self,
-        world: &World,
+        world: (&World, Option<&WorldShares>),
         demand: &Demand,
         policy: Policy,
     ) -> CoreResult<Option<Plan>> {

@@ -23,17 +23,19 @@ impl Engine {
         milli: u16,
         freed: &std::collections::HashMap<NodeId, GpuSet>,
     ) -> CoreResult<()> {
-        self.check_shares_after(placement, milli, freed, &TakenShares::new())
+        self.check_shares_after(placement, milli, freed, &TakenShares::new(), None)
     }
 
-    /// [`Engine::check_placement_shares`] with the shares `given_back` (victims' shares,
-    /// docs/preemption.md P8) counted free.
+    /// [`Engine::check_placement_shares`] with the shares `given_back` (victims' or movers'
+    /// shares, docs/preemption.md P8, D5) counted free and, with `earlier`, the shares earlier
+    /// placements of the same mutation take counted used (this placement's are added to it).
     pub(crate) fn check_shares_after(
         &self,
         placement: &Placement,
         milli: u16,
         freed: &std::collections::HashMap<NodeId, GpuSet>,
         given_back: &TakenShares,
+        earlier: Option<&mut TakenShares>,
     ) -> CoreResult<()> {
         if !placement.spares.is_empty() {
             return Err(invalid("a placement of fractional pods has no spares"));
@@ -66,9 +68,19 @@ impl Engine {
             let asked = asked.get(&(node, gpu)).copied().unwrap_or_default();
             let back = given_back.get(&(node, gpu)).copied().unwrap_or(0);
             let used = self.states.shares().used(node, gpu).saturating_sub(back);
+            let used = used
+                + earlier
+                    .as_ref()
+                    .and_then(|e| e.get(&(node, gpu)))
+                    .unwrap_or(&0);
             if used + asked > WHOLE_GPU_MILLI {
                 let name = &self.topology.node(node).name;
                 return Err(texts::share_room(gpu, name, WHOLE_GPU_MILLI - used, asked));
+            }
+        }
+        if let Some(earlier) = earlier {
+            for ((node, gpu), asked) in asked {
+                *earlier.entry((node, gpu)).or_default() += asked;
             }
         }
         Ok(())

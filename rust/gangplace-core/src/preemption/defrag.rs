@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::capacity::TakenShares;
 use crate::engine::Engine;
 use crate::engine::removal::Purpose;
 use crate::engine::transactions::{NewHold, Owner, check_owner, check_ttl, held_gpus};
@@ -15,8 +16,9 @@ use crate::model::AnyRequest;
 use crate::model::{
     DefragOptions, DefragPlan, GangRequest, Move, Placement, RemovalLimits, Reservation,
 };
-use crate::search::removal::{Candidate, Candidates, Choice, World};
+use crate::search::removal::{Candidate, Candidates, Choice, World, WorldShares};
 use crate::search::{Demand, Item, Plan};
+use crate::shares::WHOLE_GPU_MILLI;
 use crate::state::Changes;
 
 /// A choice that passed D2: the gang's plan, the moves' plans and the evictions.
@@ -104,10 +106,13 @@ impl Engine {
             .iter()
             .filter_map(|(candidate, target)| {
                 let hold = self.ledger.live(candidate.id)?;
+                // A fractional mover keeps its share (docs/preemption.md D5).
+                let mut placed = self.placement(target);
+                placed.gpu_milli = hold.placement.gpu_milli;
                 Some(Move {
                     allocation: candidate.id,
                     source: Arc::clone(&hold.placement),
-                    target: Arc::new(self.placement(target)),
+                    target: Arc::new(placed),
                 })
             })
             .collect();
@@ -122,12 +127,12 @@ impl Engine {
         }
     }
 
-    /// D3's key: (moves, moved GPUs, evictions, path of the gang's domain).
+    /// D3's key: (moves, moved GPUs in thousandths, evictions, path of the gang's domain).
     fn defrag_key(&self, candidates: &Candidates, accepted: &Accepted) -> DefragKey {
         let moved = accepted
             .moves
             .iter()
-            .map(|(m, _)| candidates[*m].held)
+            .map(|(m, _)| candidates[*m].held_milli)
             .sum();
         let path = accepted.choice.item.path(&self.topology);
         (
@@ -170,8 +175,9 @@ impl Engine {
     }
 
     /// D2 for a set: every member placed again outside the gang's domain `item` (whose
-    /// `pods` the gang takes), biggest first, each seeing the GPUs the earlier moves take; a
-    /// member that cannot move is evicted instead when allowed. `None`: the set is refused.
+    /// `pods` the gang takes), biggest first (thousandths held), each seeing the GPUs and
+    /// shares the earlier moves take; a member that cannot move is evicted instead when
+    /// allowed. `None`: the set is refused.
     pub(crate) fn move_members(
         &mut self,
         priority: i32,
@@ -180,17 +186,32 @@ impl Engine {
         (item, pods): (Item, &[(NodeId, GpuSet)]),
         options: DefragOptions,
     ) -> CoreResult<Option<Relocation>> {
-        let mut world = self.defrag_world(candidates, members, item, pods)?;
+        let (mut world, mut shares) = self.defrag_world(candidates, members, item, pods)?;
         let mut order = members.to_vec();
-        order.sort_unstable_by_key(|&m| (std::cmp::Reverse(candidates[m].held), candidates[m].id));
+        let biggest = |m: usize| {
+            (
+                std::cmp::Reverse(candidates[m].held_milli),
+                candidates[m].id,
+            )
+        };
+        order.sort_unstable_by_key(|&m| biggest(m));
         let (mut moves, mut evictions) = (Vec::new(), Vec::new());
         for member in order {
-            match self.replace(candidates[member].id, &world, options)? {
-                Some(plan) => {
+            match self.replace(candidates[member].id, (&world, &shares), options)? {
+                Some((plan, milli)) => {
                     for pod in &plan.pods {
                         let free = world.get(&pod.node).copied().flatten();
                         let free = free.unwrap_or_else(|| self.states.get(pod.node).free());
                         world.insert(pod.node, Some(free & !pod.gpus));
+                        // A share takes its room on its GPU, a whole pod all of it (so no
+                        // later share lands there: docs/preemption.md D5).
+                        for gpu in pod.gpus.iter() {
+                            let taken = shares.taken.entry((pod.node, gpu)).or_default();
+                            *taken += milli.unwrap_or(WHOLE_GPU_MILLI);
+                            if milli.is_some() && free.contains(gpu) {
+                                shares.started.insert((pod.node, gpu));
+                            }
+                        }
                     }
                     moves.push((member, plan));
                 }
@@ -213,24 +234,32 @@ impl Engine {
             .is_some_and(|hold| hold.terms.preemptible && hold.terms.priority < priority)
     }
 
-    /// The state moves are placed on: the members removed (their healthy GPUs free), the
-    /// gang's domain unusable (so it holds the gang's GPUs and nothing moves into it).
+    /// The state moves are placed on: the members removed (their healthy GPUs free, their
+    /// shares given back, a GPU whose every share is given back free), the gang's domain
+    /// unusable (so it holds the gang's GPUs and nothing moves into it).
     fn defrag_world(
         &self,
         candidates: &Candidates,
         members: &[usize],
         item: Item,
         gang: &[(NodeId, GpuSet)],
-    ) -> CoreResult<World> {
+    ) -> CoreResult<(World, WorldShares)> {
         let mut world = World::new();
+        let mut free_up = |node: NodeId, gpus: GpuSet| {
+            let free = world.get(&node).copied().flatten();
+            let free = free.unwrap_or_else(|| self.states.get(node).free());
+            world.insert(node, Some(free | gpus));
+        };
         for &member in members {
             for &(node, gpus) in candidates.freed(member) {
-                let free = world
-                    .get(&node)
-                    .copied()
-                    .flatten()
-                    .unwrap_or_else(|| self.states.get(node).free());
-                world.insert(node, Some(free | gpus));
+                free_up(node, gpus);
+            }
+        }
+        let mut shares = WorldShares::default();
+        for ((node, gpu), (back, used)) in candidates.freed_shares(members) {
+            shares.given_back.insert((node, gpu), back);
+            if back >= used {
+                free_up(node, GpuSet::single(gpu));
             }
         }
         for node in self.nodes_under(item) {
@@ -242,17 +271,19 @@ impl Engine {
         {
             return Err(internal("the gang's placement left its domain"));
         }
-        Ok(world)
+        Ok((world, shares))
     }
 
-    /// Where allocation `id` would go again by its own request on `world`: the same number
-    /// of pods, never coarser than its level now unless `allow_downgrade`.
+    /// Where allocation `id` would go again by its own request on `world` (a fractional one
+    /// by the room its shares see, D5): the same number of pods, never coarser than its
+    /// level now unless `allow_downgrade`; with the thousandths each pod takes of its GPU
+    /// (`None`: whole GPUs).
     fn replace(
         &mut self,
         id: HoldId,
-        world: &World,
+        world: (&World, &WorldShares),
         options: DefragOptions,
-    ) -> CoreResult<Option<Plan>> {
+    ) -> CoreResult<Option<(Plan, Option<u64>)>> {
         let Some(hold) = self.ledger.live(id) else {
             return Ok(None);
         };
@@ -272,9 +303,15 @@ impl Engine {
         self.capacity
             .ensure_pool(&self.topology, &self.states, &request.filter);
         let policy = self.policy();
-        self.with_search(&request, |search| {
-            search.plan_in_world(world, &demand, policy)
-        })?
+        let milli = request.gpu_milli.map(u64::from);
+        // Shares the earlier moves started on a free GPU keep it usable for more shares
+        // (never for a whole pod: `world` no longer has it free).
+        let shared_world = milli.map(|_| with_started(world.0, &world.1.started));
+        let on = shared_world.as_ref().unwrap_or(world.0);
+        let plan = self.with_search(&request, |search| {
+            search.plan_in_world((on, Some(world.1)), &demand, policy)
+        })??;
+        Ok(plan.map(|plan| (plan, milli)))
     }
 
     /// Moves and evicts atomically after re-validating everything (docs/preemption.md, D4); on any change
@@ -303,10 +340,7 @@ impl Engine {
         }
         let moved: Vec<HoldId> = plan.moves.iter().map(|step| step.allocation).collect();
         let (mut freed, mut returned) = self.check_victims(&moved, |hold| {
-            hold.terms.movable
-                && hold.terms.priority <= priority
-                && hold.pod_resources.is_empty()
-                && hold.placement.gpu_milli.is_none()
+            hold.terms.movable && hold.terms.priority <= priority && hold.pod_resources.is_empty()
         })?;
         let (evicted_freed, evicted_returned) = self.check_victims(&plan.evictions, |hold| {
             hold.terms.preemptible && hold.terms.priority < priority
@@ -317,11 +351,16 @@ impl Engine {
         for (who, gpus) in evicted_returned {
             *returned.entry(who).or_default() += gpus;
         }
+        // The movers' and evicted jobs' shares are given back; a GPU whose shares all are is
+        // free (docs/preemption.md D5).
+        let leaving: Vec<HoldId> = moved.iter().chain(&plan.evictions).copied().collect();
+        let given_back = self.shares_given_back(&leaving);
+        let freed = self.freed_whole(freed, &given_back);
         // Shares hold no whole GPU: each pod's GPU needs room, the movers' GPUs counted free,
         // and no move may take a GPU the gang shares (docs/preemption.md D5).
         let (gang, shared) = match plan.placement.gpu_milli {
             Some(milli) => {
-                self.check_placement_shares(&plan.placement, milli, &freed)?;
+                self.check_shares_after(&plan.placement, milli, &freed, &given_back, None)?;
                 (Vec::new(), self.shared_gpus(&plan.placement)?)
             }
             None => (self.check_target(&plan.placement, &freed)?, Vec::new()),
@@ -332,8 +371,25 @@ impl Engine {
         let mut targets = Vec::with_capacity(plan.moves.len());
         claim(&mut taken, &gang)?;
         claim(&mut taken, &shared)?;
+        // A fractional move's GPUs may be shared with other fractional moves, never taken
+        // whole by another target.
+        let mut shared_by_moves: HashMap<NodeId, GpuSet> = HashMap::new();
+        let mut earlier = TakenShares::new();
         for step in &plan.moves {
-            let held = self.check_target(&step.target, &freed)?;
+            let held = match step.target.gpu_milli {
+                None => self.check_target(&step.target, &freed)?,
+                Some(milli) => {
+                    let room = (&freed, &given_back, Some(&mut earlier));
+                    self.check_shares_after(&step.target, milli, room.0, room.1, room.2)?;
+                    let gpus = self.shared_gpus(&step.target)?;
+                    refuse_overlap(&taken, &gpus)?;
+                    for (node, set) in gpus {
+                        *shared_by_moves.entry(node).or_default() |= set;
+                    }
+                    Vec::new()
+                }
+            };
+            refuse_overlap(&shared_by_moves, &held)?;
             claim(&mut taken, &held)?;
             targets.push(held);
         }
@@ -413,6 +469,31 @@ impl Engine {
         }
         Ok(by_node.into_iter().collect())
     }
+}
+
+/// `world` with the free GPUs earlier moves took shares on counted free again (a
+/// fractional search reads their room from the shares).
+fn with_started(world: &World, started: &std::collections::BTreeSet<(NodeId, u32)>) -> World {
+    let mut shared = world.clone();
+    for &(node, gpu) in started {
+        if let Some(Some(free)) = shared.get_mut(&node) {
+            *free |= GpuSet::single(gpu);
+        }
+    }
+    shared
+}
+
+/// Refuses `held` when it names a GPU of `taken`.
+fn refuse_overlap(taken: &HashMap<NodeId, GpuSet>, held: &[(NodeId, GpuSet)]) -> CoreResult<()> {
+    for &(node, gpus) in held {
+        if taken
+            .get(&node)
+            .is_some_and(|already| already.intersects(gpus))
+        {
+            return Err(texts::targets_overlap());
+        }
+    }
+    Ok(())
 }
 
 fn claim(taken: &mut HashMap<NodeId, GpuSet>, held: &[(NodeId, GpuSet)]) -> CoreResult<()> {

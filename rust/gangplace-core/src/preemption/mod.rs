@@ -192,7 +192,7 @@ impl Engine {
     }
 
     /// The shares live `victims` hold on healthy GPUs, per `(node, GPU)`.
-    fn shares_given_back(&self, victims: &[HoldId]) -> TakenShares {
+    pub(crate) fn shares_given_back(&self, victims: &[HoldId]) -> TakenShares {
         let mut given_back = TakenShares::new();
         let holds = victims.iter().filter_map(|&id| self.ledger.live(id));
         for hold in holds.filter(|hold| hold.placement.gpu_milli.is_some()) {
@@ -209,7 +209,7 @@ impl Engine {
     }
 
     /// `freed` with every shared GPU whose shares are all `given_back` (P8).
-    fn freed_whole(&self, mut freed: FreedGpus, given_back: &TakenShares) -> FreedGpus {
+    pub(crate) fn freed_whole(&self, mut freed: FreedGpus, given_back: &TakenShares) -> FreedGpus {
         for (&(node, gpu), &back) in given_back {
             if back >= self.states.shares().used(node, gpu) {
                 *freed.entry(node).or_default() |= GpuSet::single(gpu);
@@ -259,7 +259,7 @@ impl Engine {
         let given_back = self.shares_given_back(&plan.victims);
         let held = match plan.placement.gpu_milli {
             Some(milli) => {
-                self.check_shares_after(&plan.placement, milli, &freed, &given_back)?;
+                self.check_shares_after(&plan.placement, milli, &freed, &given_back, None)?;
                 Vec::new()
             }
             None => {
@@ -333,7 +333,7 @@ impl Engine {
 /// `numa="single"` gang, or one with spares, is refused with `InvalidRequest` (docs/shapes.md
 /// "Slices", "Inside a node", "Spares") rather than given a plan that breaks its shape.
 /// Resources besides GPUs are counted (docs/resources.md "Node resources"), and a fractional
-/// gang's shares by preemption (docs/preemption.md P8); defragmentation refuses fractions.
+/// gang's shares and fractional victims and movers (docs/preemption.md P8, D5).
 pub(crate) fn refuse_unsupported_shapes(request: &GangRequest, call: &str) -> CoreResult<()> {
     if !request.slices.is_empty() {
         return Err(crate::error::invalid(format!(

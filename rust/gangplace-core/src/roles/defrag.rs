@@ -37,7 +37,7 @@ impl Engine {
             return Ok(Some(self.defrag_plan(unit, placement, &[], Vec::new())));
         }
         let priority = request.terms.priority;
-        let candidates = self.candidates(priority, limits, Purpose::Defragmentation, now);
+        let candidates = self.candidates(priority, limits, Purpose::WholeDefragmentation, now);
         let node_depth = self.topology.node_depth();
         for (depth, elastic) in UnitSearch::tries(request, &resolved, node_depth) {
             let found =

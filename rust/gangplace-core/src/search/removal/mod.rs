@@ -430,10 +430,26 @@ pub fn place_after_removal<V: CapacityView>(
 /// may use, so a selector's view keeps its members.
 pub type World = HashMap<NodeId, Option<GpuSet>>;
 
-/// The search of `demand` on `search`'s view with `world` applied.
+/// The shares of a what-if [`World`] (docs/preemption.md D5): those given back (removed
+/// fractional allocations) and those taken (placements made on it: a share its thousandths,
+/// a whole pod all of its GPU), per `(node, GPU)`, and the GPUs free in the world on which a
+/// share was taken (they count as free for further shares, their room lessened, as a
+/// repair's earlier classes' shares do: docs/repair.md R7).
+#[derive(Debug, Clone, Default)]
+pub struct WorldShares {
+    /// Thousandths given back.
+    pub given_back: TakenShares,
+    /// Thousandths taken.
+    pub taken: TakenShares,
+    /// GPUs a share was taken on while free.
+    pub started: std::collections::BTreeSet<(NodeId, u32)>,
+}
+
+/// The search of `demand` on `search`'s view with `world` applied (and, for a fractional
+/// demand, its shares: docs/preemption.md D5).
 pub fn plan_in_world<V: CapacityView>(
     search: &Search<'_, V>,
-    world: &World,
+    (world, shares): (&World, Option<&WorldShares>),
     demand: &Demand,
     policy: Policy,
 ) -> CoreResult<Option<Plan>> {
@@ -445,9 +461,18 @@ pub fn plan_in_world<V: CapacityView>(
             overlay.set_node(node, free);
         }
     }
+    let share = match shares {
+        Some(shares) => (search.share).map(|share| {
+            share
+                .with_taken(&shares.taken)
+                .with_given_back(&shares.given_back)
+        }),
+        None => search.share,
+    };
     Search::new(search.topology(), &overlay, search.gpus_per_pod())
         .with_shape(search.layers(), search.split())
         .with_numa(search.numa())
+        .with_shares(share)
         .plan(demand, policy)
 }
 
