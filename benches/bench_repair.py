@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from benches.clusters import twin
-from gangplace import Cluster, GangRequest, Placement, reference, synth
+from gangplace import Cluster, GangRequest, Placement, PodPlacement, reference, synth
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +171,17 @@ def contested(request: pytest.FixtureRequest) -> dict[str, Any]:
     keeps them as plain busy GPUs, never victims). One GPU then fails on 8 of the job's
     ranks, so only preempting small jobs makes room inside its domain. Smoke run: 3 x 8 on
     ``tiny``, 1 lost."""
-    smoke = request.config.getoption("benchmark_disable", default=False)
+    return _contested(request.config.getoption("benchmark_disable", default=False), False)
+
+
+@pytest.fixture(scope="module")
+def contested_shares(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The same, the small jobs being two pods of 500 thousandths on each GPU left free
+    (fractional victims: docs/preemption.md P8)."""
+    return _contested(request.config.getoption("benchmark_disable", default=False), True)
+
+
+def _contested(smoke: bool, shares: bool) -> dict[str, Any]:
     shape = synth.SHAPES["tiny" if smoke else "colossus100k"]
     cluster, _ = synth.build(shape, fill=0.5 if smoke else 0.9, seed=1)
     for other in cluster.allocations():
@@ -189,7 +199,12 @@ def contested(request: pytest.FixtureRequest) -> dict[str, Any]:
         path = (*(info.topology[level] for level in shape.levels), name)
         if info.free and path[: len(part.domain)] == tuple(part.domain):
             for side in (cluster, oracle):
-                side.adopt([(name, len(info.free))])
+                if not shares:
+                    side.adopt([(name, len(info.free))])
+                    continue
+                for gpu in info.free:  # two halves of each free GPU, one job each
+                    for _ in range(2):
+                        side.adopt([PodPlacement(name, [gpu])], gpu_milli=500)
     for pod in part.pods[:: 1 if smoke else 6][:spare]:
         for side in (cluster, oracle):
             side.set_gpu_health(pod.node, pod.gpus[0], False)
@@ -203,6 +218,18 @@ def bench_plan_repair_preempt(benchmark: Any, contested: dict[str, Any]) -> None
     plan = benchmark(cluster.plan_repair, contested["allocation"], preempt=True)
     assert plan is not None
     benchmark.extra_info.update(op="plan_repair(preempt)", victims=len(plan.victims))
+
+
+def bench_plan_repair_preempt_shares(benchmark: Any, contested_shares: dict[str, Any]) -> None:
+    """The same with the small jobs as shares: R6 ends fractional jobs (P8)."""
+    bench_plan_repair_preempt(benchmark, contested_shares)
+
+
+def bench_plan_repair_preempt_shares_reference(
+    benchmark: Any, contested_shares: dict[str, Any]
+) -> None:
+    """The same by ``gangplace.reference`` (one round), checked against the engine."""
+    bench_plan_repair_preempt_reference(benchmark, contested_shares)
 
 
 def bench_plan_repair_preempt_reference(benchmark: Any, contested: dict[str, Any]) -> None:

@@ -4,7 +4,8 @@
 A fractional allocation's lost ranks are replaced by pods of its share, placed by rules F1-F2
 inside the placement's domain (or the widened one), each class seeing the shares the earlier
 ones took; ``repair`` re-checks every GPU's room; ``commit_repair`` moves the ranks and gives
-the lost pods' shares back; R6 finds no victims for it; spares are refused. The engine agrees
+the lost pods' shares back; R6 may end fractional victims (and whole ones) for it and for
+whole-GPU allocations (docs/preemption.md P8); spares are refused. The engine agrees
 with ``gangplace.reference``, a plan exists exactly when a brute force finds room on tiny
 clusters, and bad or stale inputs raise typed errors with the snapshot unchanged.
 """
@@ -98,9 +99,10 @@ def test_classes_see_the_shares_earlier_classes_took(kind: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
-def test_fractions_never_preempt_nor_take_spares(kind: Any) -> None:
-    """R6 counts whole GPUs: ``preempt=True`` finds no victims for a fractional allocation (no
-    plan); ``reserve_spares`` refuses it (``InvalidRequest``); nothing changes."""
+def test_fractions_take_no_spares(kind: Any) -> None:
+    """R6 stays inside the placement's domain (its one node here, whose only GPU failed: no
+    plan, even with a victim beside it); ``reserve_spares`` refuses a fractional allocation
+    (``InvalidRequest``); nothing changes."""
     cluster = cluster_of(kind, gpus=(1, 1))
     gang = cluster.commit(cluster.reserve(GangRequest(1, 1, gpu_milli=500, priority=5)))
     cluster.commit(cluster.reserve(GangRequest(1, 1, priority=0)))  # n1, whole, preemptible
@@ -153,7 +155,8 @@ def _plan_tuple(plan: Any) -> Any:
 
 
 def _fill(data: st.DataObject, engine: Any, oracle: Any) -> list[tuple[Any, Any]]:
-    """Whole and fractional gangs committed on both twins where they fit."""
+    """Whole and fractional gangs of priorities 0-2 committed on both twins where they fit
+    (so that R6 has victims, fractional ones among them: docs/preemption.md P8)."""
     held = []
     for _ in range(data.draw(st.integers(1, 6), label="gangs")):
         milli = data.draw(st.sampled_from((None, 250, 400, 600, 700)), label="milli")
@@ -162,6 +165,7 @@ def _fill(data: st.DataObject, engine: Any, oracle: Any) -> list[tuple[Any, Any]
             1 if milli else data.draw(st.sampled_from((1, 2))),
             required_level=data.draw(st.sampled_from((None, "rack", "node"))),
             gpu_milli=milli,
+            priority=data.draw(st.integers(0, 2), label="priority"),
         )
         if engine.place_gang(request) is None:
             continue
@@ -185,6 +189,9 @@ def test_fractional_repairs_agree_with_the_reference(
             return
     twin_of = {mine.id: theirs.id for mine, theirs in held}
     for allocation in engine.allocations():
+        if engine.hold_status(allocation) != "allocated":
+            continue  # ended by an earlier repair's preemption (R6)
+        allocation = current(engine, allocation)
         twin = twin_of[allocation.id]
         assert engine.explain_repair(allocation) == oracle.explain_repair(twin)
         for widen, preempt in ((False, False), (True, False), (True, True)):
@@ -192,11 +199,15 @@ def test_fractional_repairs_agree_with_the_reference(
             expected = oracle.plan_repair(twin, widen=widen, preempt=preempt)
             note(f"{allocation!r} widen={widen}: {got!r} / {expected!r}")
             assert _plan_tuple(got) == _plan_tuple(expected)
-        plan = engine.plan_repair(allocation, widen=True)
+        plan = engine.plan_repair(allocation, widen=True, preempt=True)
         if plan is None or not plan.replacements:
             continue
+        if plan.victims:
+            shared = {a.id for a in engine.allocations() if a.placement.gpu_milli}
+            event("R6: fractional victims" if shared & set(plan.victims) else "R6: victims")
         mine = engine.commit_repair(engine.repair(plan))
-        theirs = oracle.commit_repair(oracle.repair(oracle.plan_repair(twin, widen=True)))
+        twin_plan = oracle.plan_repair(twin, widen=True, preempt=True)
+        theirs = oracle.commit_repair(oracle.repair(twin_plan))
         assert [(p.node, p.gpus) for p in mine.placement.pods] == [
             (p.node, tuple(p.gpus)) for p in theirs.placement.pods
         ]
@@ -205,6 +216,37 @@ def test_fractional_repairs_agree_with_the_reference(
             assert engine.node(name).shared == oracle.node(name).shared
         engine.check_invariants()
         event(f"repaired {'shares' if allocation.placement.gpu_milli else 'whole GPUs'}")
+
+
+@pytest.mark.parametrize("kind", [gangplace.Cluster, reference.Cluster])
+def test_a_repair_preempts_shares(kind: Any) -> None:
+    """docs/repair.md R6 with docs/preemption.md P8: a rack-level gang of two pods of 600
+    (priority 5) loses n0's GPU; n1's GPU is free, n2's is shared by two jobs of 300
+    (priority 0 and 1). The repair inside the rack ends the priority-0 share only (600 + 300
+    fit one GPU); the repair's victims' shares count free when it is held."""
+    cluster = cluster_of(kind, gpus=(1, 1, 1))
+    gang = GangRequest(2, 1, gpu_milli=600, priority=5, required_level="rack")
+    placed = cluster.commit(cluster.reserve(gang))
+    assert sorted(p.node for p in placed.placement.pods) == ["n0", "n1"]
+    low = []
+    for name in ("n0", "n1"):  # the two low jobs land on n2
+        cluster.cordon(name)
+    for priority in (0, 1):
+        job = GangRequest(1, 1, gpu_milli=300, priority=priority)
+        low.append(cluster.commit(cluster.reserve(job)))
+    for name in ("n0", "n1"):
+        cluster.uncordon(name)
+    cluster.set_gpu_health("n0", 0, False)
+    broken = current(cluster, placed)
+    assert cluster.plan_repair(broken) is None  # n1 has 400 left, n2 has 400 left
+    plan = cluster.plan_repair(broken, preempt=True)
+    assert plan is not None and plan.victims == (low[0].id,)
+    assert [(pod.node, tuple(pod.gpus)) for _, pod in plan.replacements] == [("n2", (0,))]
+    cluster.commit_repair(cluster.repair(plan))
+    assert cluster.hold_status(low[0]) == "preempted"
+    assert cluster.node("n2").shared == {0: 900}
+    if kind is gangplace.Cluster:
+        cluster.check_invariants()
 
 
 def _brute_force_fits(cluster: Any, allocation: Any) -> bool:

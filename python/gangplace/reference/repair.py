@@ -156,16 +156,16 @@ class Repairs(RepairPlacing):
         GPUs, some of those resources there.
         """
         depth, path, exact = self._resolve(tuple(hold.placement.domain))
-        if not exact or hold.placement.gpu_milli is not None:  # removal sets count whole GPUs
+        if not exact:
             return None
         asks: Mapping[str, int] = next((c.asks for c in classes if c.asks), {})
         asking = _Priority(hold.priority, asks)
-        candidates = self._candidates(asking, "preempt-whole", 0.0, (), self._now())  # R6
+        candidates = self._candidates(asking, "preempt", 0.0, (), self._now())  # R6, P8
         inside = [n for n in self._views() if n.full_path[: len(path)] == path]
         touching = [
             c
             for c in candidates
-            if preemption.freed_inside(c, inside) > 0
+            if preemption.freed_milli_inside(c, inside) > 0
             or any(c.freed_resources.get(n.name) for n in inside)
         ]
 
@@ -259,8 +259,9 @@ class Repairs(RepairPlacing):
             asks.append(asks_of(hold, rank))
         pods = tuple(PodPlacement(pod.node, tuple(pod.gpus)) for _, pod in fresh)
         placement = Placement(pods, plan.level, tuple(plan.domain), gpu_milli=milli)
-        if milli is not None:
-            self._check_shares(placement, milli)  # type: ignore[attr-defined]
+        if milli is not None:  # the victims' GPUs and shares count free (P8)
+            back = self._given_back(plan.victims)  # type: ignore[attr-defined]
+            self._check_shares(placement, milli, freed, back)  # type: ignore[attr-defined]
         self._check_pod_asks(
             [(pod.node, ask) for (_, pod), ask in zip(fresh, asks, strict=True)], plan.victims
         )
@@ -422,7 +423,10 @@ class Repairs(RepairPlacing):
     # ----------------------------------------------------------------- helpers
 
     def _victims_freed(self, plan: RepairPlan, hold: _Hold) -> dict[str, set[int]]:
-        """R6's victims re-validated, and the healthy GPUs they free per node."""
+        """R6's victims re-validated, and the healthy GPUs they free per node.
+
+        With the shared GPUs all of whose shares they hold (docs/preemption.md P8).
+        """
         freed: dict[str, set[int]] = {}
         for victim in plan.victims:
             other = self._holds.get(victim)
@@ -435,6 +439,10 @@ class Repairs(RepairPlacing):
                 raise texts.repair_victim_changed(victim)
             for name, gpus in other.gpus.items():
                 freed.setdefault(name, set()).update(gpus - self._nodes[name].unhealthy)
+        back = self._given_back(plan.victims)  # type: ignore[attr-defined]
+        for (name, gpu), share in back.items():
+            if share >= self._nodes[name].shares.get(gpu, 0):
+                freed.setdefault(name, set()).add(gpu)
         return freed
 
     def _check_spare(self, hold: _Hold, pod: Any) -> None:

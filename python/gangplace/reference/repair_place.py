@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from gangplace.reference import preemption, rules
 from gangplace.reference.filters import Filter, filter_of
+from gangplace.reference.fractions import WHOLE
 from gangplace.reference.ranks import Ranks, asks_of
 from gangplace.reference.resources import pods_fitting
 from gangplace.reference.values import Path, PodPlacement
@@ -44,10 +45,15 @@ class RepairClass:
 
 @dataclass(frozen=True)
 class Freed:
-    """What a what-if preemption's victims give back: GPUs and resources, per node."""
+    """What a what-if preemption's victims give back: GPUs and resources, per node.
+
+    ``gpus`` holds the shared GPUs all of whose shares they hold too; ``shares`` their
+    shares of healthy GPUs, per ``(node, GPU)`` (docs/preemption.md P8).
+    """
 
     gpus: Mapping[str, set[int]] = field(default_factory=dict)
     resources: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    shares: Mapping[tuple[str, int], int] = field(default_factory=dict)
 
 
 def _added(into: dict[str, dict[str, int]], node: str, asks: Mapping[str, int]) -> None:
@@ -214,7 +220,8 @@ class RepairPlacing(Ranks):
                 )
                 for n in self._views()
             ]
-            views = _less_shares(self._share_views(views, group.milli), taken_shares)
+            views = _plus_shares(self._share_views(views, group.milli), extra.shares)
+            views = _less_shares(views, taken_shares)
             views = self._counted(views, group.asks, taken_resources, extra.resources)
             usable = rules.feasible(views, group.selector, numa)
             members = [n for n in usable if n.full_path[: len(path)] == path]
@@ -239,16 +246,41 @@ def _less_shares(
     views: list[rules.NodeView], taken: Mapping[tuple[str, int], int]
 ) -> list[rules.NodeView]:
     """Share views with the room the earlier classes' shares took left out."""
-    if not taken:
+    return _shifted(views, taken, -1)
+
+
+def _plus_shares(
+    views: list[rules.NodeView], back: Mapping[tuple[str, int], int]
+) -> list[rules.NodeView]:
+    """Share views with the room the victims' shares give back (P8)."""
+    return _shifted(views, back, 1)
+
+
+def _shifted(
+    views: list[rules.NodeView], by: Mapping[tuple[str, int], int], sign: int
+) -> list[rules.NodeView]:
+    """Share views with each GPU's room moved by ``sign`` times its thousandths in ``by``."""
+    if not by:
         return views
 
-    def less(view: rules.NodeView) -> rules.NodeView:
-        room = tuple((gpu, left - taken.get((view.name, gpu), 0)) for gpu, left in view.room)
+    def moved(view: rules.NodeView) -> rules.NodeView:
+        room = tuple(
+            (gpu, min(WHOLE, left + sign * by.get((view.name, gpu), 0))) for gpu, left in view.room
+        )
         return replace(view, room=room)
 
-    return [less(view) if view.milli is not None else view for view in views]
+    return [moved(view) if view.milli is not None else view for view in views]
 
 
 def freed_by(removed: Sequence[Any]) -> Freed:
-    """The healthy GPUs and the resources ``removed`` would free, per node."""
-    return Freed(*preemption.freed_totals(removed))
+    """The healthy GPUs, resources and shares ``removed`` would free, per node.
+
+    A shared GPU all of whose shares they hold is freed whole (docs/preemption.md P8).
+    """
+    gpus, resources = preemption.freed_totals(removed)
+    shares = preemption.given_back(removed)
+    for (node, gpu), (milli, used) in shares.items():
+        if milli >= used:
+            gpus.setdefault(node, set()).add(gpu)
+    back = {at: milli for at, (milli, _) in shares.items()}
+    return Freed(gpus, resources, back)

@@ -92,8 +92,8 @@ impl Cluster {
     /// the placement rules and are counted by the nodes' free resources too when they ask
     /// some (docs/resources.md "Node resources"; victims give theirs back); ranks keep their
     /// numbers. Without lost ranks, a plan with no replacements. A fractional allocation's
-    /// lost ranks get pods of its share by rules F1-F2 (docs/repair.md R7), never victims;
-    /// victims hold whole GPUs (fractional allocations are never R6's victims).
+    /// lost ranks get pods of its share by rules F1-F2 (docs/repair.md R7); victims may be
+    /// fractional allocations, their shares given back (docs/preemption.md P8).
     ///
     /// Raises:
     ///     UnknownReservation: No such id, or another owner's.

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::capacity::TakenShares;
 use crate::engine::Engine;
 use crate::engine::ranks::{asks_of, lost_ranks, slice_of};
 use crate::engine::resources::asks_without_spares;
@@ -51,7 +52,7 @@ impl Engine {
                 plan.allocation
             )));
         }
-        let victims = self.repair_victims(plan, target)?;
+        let (victims, given_back) = self.repair_victims(plan, target)?;
         let milli = target.placement.gpu_milli; // docs/resources.md "Fractions of a GPU"
         let mut pods: Vec<(NodeId, GpuSet)> = Vec::with_capacity(plan.replacements.len());
         let (mut new_pods, mut ranks, mut spares) = (Vec::new(), Vec::new(), Vec::new());
@@ -98,7 +99,9 @@ impl Engine {
             _ => asks.into(),
         };
         if let Some(milli) = milli {
-            self.check_placement_shares(&placement, milli, &Default::default())?;
+            // The victims' GPUs and shares count free (docs/preemption.md P8).
+            let freed = victims.iter().map(|(&node, &gpus)| (node, gpus)).collect();
+            self.check_shares_after(&placement, milli, &freed, &given_back, None)?;
         }
         let resources_by_node = self.resources_by_node(&placement, &asks, &[], &|_| true);
         self.check_asked_resources(resources_by_node.clone(), &plan.victims)?;
@@ -135,12 +138,13 @@ impl Engine {
     }
 
     /// R6's victims of `plan`, re-validated (each live, committed, preemptible, of a lower
-    /// priority than the allocation), and the healthy GPUs they free, per node.
+    /// priority than the allocation), the healthy GPUs they free per node (with the shared
+    /// GPUs all of whose shares they hold), and their shares of healthy GPUs.
     fn repair_victims(
         &self,
         plan: &RepairPlan,
         target: &Hold,
-    ) -> CoreResult<BTreeMap<NodeId, GpuSet>> {
+    ) -> CoreResult<(BTreeMap<NodeId, GpuSet>, TakenShares)> {
         let mut freed: BTreeMap<NodeId, GpuSet> = BTreeMap::new();
         for &victim in &plan.victims {
             let hold = self.ledger.live(victim).filter(|hold| {
@@ -155,7 +159,12 @@ impl Engine {
                 *freed.entry(node).or_default() |= gpus & !self.states.get(node).unhealthy;
             }
         }
-        Ok(freed)
+        let given_back = self.shares_given_back(&plan.victims);
+        let whole = self.freed_whole(Default::default(), &given_back);
+        for (node, gpus) in whole {
+            *freed.entry(node).or_default() |= gpus;
+        }
+        Ok((freed, given_back))
     }
 
     /// Like [`Engine::check_pod_gpus`], counting `freed` (a victim's GPUs) as free too.

@@ -55,11 +55,14 @@ pub(super) struct RepairClass {
 }
 
 /// What a what-if preemption's victims give back, counted free besides the free GPUs and
-/// resources: healthy GPUs per node, and resources per node sorted by node.
+/// resources: healthy GPUs per node (with the shared GPUs all of whose shares they hold),
+/// resources per node sorted by node, and their shares of healthy GPUs (docs/preemption.md
+/// P8).
 #[derive(Debug, Clone, Default)]
 pub(super) struct Freed {
     pub gpus: BTreeMap<NodeId, GpuSet>,
     pub resources: Vec<(NodeId, Amounts)>,
+    pub shares: crate::capacity::TakenShares,
 }
 
 /// What the pods of a repair follow besides the rules: the request's spread and NUMA policy.

@@ -112,8 +112,8 @@ impl Engine {
             fit.with_taken(&taken_resources)
                 .with_freed(&freed.resources)
         });
-        let share =
-            ShareFit::of(class.milli, &self.states).map(|fit| fit.with_taken(&taken.shares));
+        let share = ShareFit::of(class.milli, &self.states)
+            .map(|fit| fit.with_taken(&taken.shares).with_given_back(&freed.shares));
         let made = || {
             Search::new(&self.topology, &overlay, size)
                 .with_shape(Layers::NONE, knobs.spread)

@@ -2,10 +2,11 @@
 //! a repair may reach, `plan_repair(preempt=True)` frees room inside the placement's own
 //! domain by the preemption rules, at the allocation's priority. Candidates are the
 //! allocations `plan_preemption` would consider (preemptible, strictly lower priority) with
-//! healthy GPUs inside the domain (or, when the lost pods ask resources besides GPUs, some
-//! of those resources: docs/resources.md "Node resources"); they are removed on a what-if in P4's order (priority
-//! ascending, GPUs freed inside the domain per GPU held descending, newest first, id) until
-//! every class fits, then restored in reverse order while the repair still fits, pass after
+//! healthy GPUs or shares of them inside the domain (docs/preemption.md P8; or, when the lost
+//! pods ask resources besides GPUs, some of those resources: docs/resources.md "Node
+//! resources"); they are removed on a what-if in P4's order (priority ascending, thousandths
+//! freed inside the domain per thousandth held descending, newest first, id) until every
+//! class fits, then restored in reverse order while the repair still fits, pass after
 //! pass until one restores nothing: the set is 1-minimal.
 
 use std::collections::BTreeMap;
@@ -33,16 +34,15 @@ impl Engine {
         now: f64,
     ) -> CoreResult<Option<Preempted>> {
         let (depth, item, exact) = self.resolve_path(&hold.placement.domain);
-        // Removal sets count whole GPUs: a fractional allocation's repair finds no victims
-        // (docs/repair.md R6).
-        if !exact || hold.placement.gpu_milli.is_some() {
+        if !exact {
             return Ok(None);
         }
         let limits = RemovalLimits::default();
         let resources = classes.iter().any(|class| !class.need.is_empty());
         let priority = hold.terms.priority;
+        // Victims may be fractional: their shares are given back (docs/preemption.md P8).
         let candidates =
-            self.counted_candidates(priority, &limits, Purpose::WholePreemption, now, resources);
+            self.counted_candidates(priority, &limits, Purpose::Preemption, now, resources);
         let inside = |node: NodeId| {
             let path = self.topology.node_path(node);
             let domain = &hold.placement.domain;
@@ -50,15 +50,10 @@ impl Engine {
         };
         let mut touching: Vec<(usize, u64)> = (0..candidates.len())
             .filter_map(|index| {
-                let freed = candidates
-                    .freed(index)
-                    .iter()
-                    .filter(|&&(node, _)| inside(node));
-                let freed: u64 = freed.map(|&(_, gpus)| u64::from(gpus.count())).sum();
+                let freed = freed_inside(&candidates, index, &inside);
                 let gives_back =
                     || (candidates.freed_resources(index).iter()).any(|&(node, _)| inside(node));
-                // P4's order counts thousandths (docs/preemption.md P8).
-                (freed > 0 || gives_back()).then_some((index, freed * WHOLE_GPU_MILLI))
+                (freed > 0 || gives_back()).then_some((index, freed))
             })
             .collect();
         let fits = |members: &[usize]| {
@@ -98,7 +93,20 @@ impl Engine {
     }
 }
 
-/// The healthy GPUs and the resources `members` would free, per node.
+/// What candidate `index` frees on the nodes `inside` accepts, in thousandths (P4's order,
+/// docs/preemption.md P8): its healthy GPUs whole, and its shares of healthy GPUs.
+fn freed_inside(candidates: &Candidates, index: usize, inside: &impl Fn(NodeId) -> bool) -> u64 {
+    let entries = candidates.entries(index).zip(candidates.freed(index));
+    let inside_entries = entries.filter(|&(_, &(node, _))| inside(node));
+    let milli = |(at, &(_, gpus)): (usize, &(NodeId, GpuSet))| {
+        let shares = candidates.shares_at(at).iter().map(|&(_, back, _)| back);
+        u64::from(gpus.count()) * WHOLE_GPU_MILLI + shares.sum::<u64>()
+    };
+    inside_entries.map(milli).sum()
+}
+
+/// The healthy GPUs, the resources and the shares `members` would free, per node; a shared
+/// GPU all of whose shares they hold is freed whole (P8).
 fn freed_by(candidates: &Candidates, members: &[usize]) -> Freed {
     let mut gpus: BTreeMap<NodeId, GpuSet> = BTreeMap::new();
     for &member in members {
@@ -106,8 +114,16 @@ fn freed_by(candidates: &Candidates, members: &[usize]) -> Freed {
             *gpus.entry(node).or_default() |= freed;
         }
     }
+    let mut shares = crate::capacity::TakenShares::new();
+    for ((node, gpu), (back, used)) in candidates.freed_shares(members) {
+        shares.insert((node, gpu), back);
+        if back >= used {
+            *gpus.entry(node).or_default() |= GpuSet::single(gpu);
+        }
+    }
     Freed {
         gpus,
         resources: candidates.freed_amounts(members),
+        shares,
     }
 }
