@@ -161,6 +161,10 @@ def unit_fits(oracle: Any, request: MultiGangRequest, plan: Any, removed: set[st
     by_id = {allocation.id: allocation for allocation in oracle.allocations()}
     freed = []
     for hid in removed:
+        if by_id[hid].placement.gpu_milli is not None:  # its shares, given back (P8)
+            shares = oracle._shares_back(oracle._holds[hid])[0]
+            freed.append(preemption.Candidate(hid, 0, 0.0, 0, {}, {}, shares))
+            continue
         per_node: dict[str, set[int]] = {}
         for pod in by_id[hid].placement.pods:
             unhealthy = set(oracle.node(pod.node).unhealthy)
@@ -206,11 +210,13 @@ def test_multi_role_preemption_agrees_with_the_reference_and_is_1_minimal(
     engine, oracle = twins(LEVELS, nodes, policy)
     ids: dict[str, str] = {}
     for _ in range(data.draw(st.integers(1, 12), label="jobs")):
+        milli = data.draw(st.sampled_from((None, None, 300, 500)), label="milli")  # P8
         gang = GangRequest(
             data.draw(st.integers(1, 3)),
-            data.draw(st.sampled_from((1, 2, 4))),
+            1 if milli else data.draw(st.sampled_from((1, 2, 4))),
             priority=data.draw(st.integers(-2, 1)),
             preemptible=data.draw(st.sampled_from((True, True, False))),
+            gpu_milli=milli,
         )
         placement = engine.place_gang(gang)
         if placement is None:
@@ -230,6 +236,9 @@ def test_multi_role_preemption_agrees_with_the_reference_and_is_1_minimal(
         return
     assert roles_tuple(got.placement) == roles_tuple(expected.placement)
     assert tuple(sorted(ids[v] for v in got.victims)) == expected.victims
+    shares = {a.id for a in engine.allocations() if a.placement.gpu_milli is not None}
+    if shares & set(got.victims):
+        event("fractional victims")
     assert (got.victim_gpus, got.max_victim_priority) == (
         expected.victim_gpus,
         expected.max_victim_priority,
@@ -258,9 +267,11 @@ def test_multi_role_defragmentation_agrees_with_the_reference(
     engine, oracle = twins(LEVELS, nodes, policy)
     ids: dict[str, str] = {}
     for _ in range(data.draw(st.integers(1, 10), label="jobs")):
+        milli = data.draw(st.sampled_from((None, None, 300, 500)), label="milli")  # D5
         gang = GangRequest(
             data.draw(st.integers(1, 2)),
-            data.draw(st.sampled_from((1, 2, 4))),
+            1 if milli else data.draw(st.sampled_from((1, 2, 4))),
+            gpu_milli=milli,
             required_level=data.draw(st.sampled_from((None, "node", "rack"))),
             priority=data.draw(st.integers(-1, 1)),
             movable=data.draw(st.sampled_from((True, True, False)), label="movable"),
@@ -289,6 +300,8 @@ def test_multi_role_defragmentation_agrees_with_the_reference(
         (m.allocation, as_tuple(m.target)) for m in expected.moves
     ]
     assert [ids[e] for e in got.evictions] == list(expected.evictions)
+    if any(m.target.gpu_milli is not None for m in got.moves):
+        event("fractional moves")
     engine.apply_defrag(got)
     oracle.apply_defrag(expected)
     for name in engine.nodes():

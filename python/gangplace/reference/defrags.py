@@ -57,8 +57,7 @@ class Defrags(Removals):
         placement = self._plan(request)
         if placement is not None:
             return DefragPlan(request, placement, (), (), 0)
-        kind = "defrag-whole" if is_roles(request) else "defrag"  # units: whole GPUs (D5)
-        candidates = self._candidates(request, kind, min_runtime, exempt, now)
+        candidates = self._candidates(request, "defrag", min_runtime, exempt, now)
         movers = {}
         for candidate in candidates:
             hold = self._holds[candidate.id]
@@ -73,8 +72,9 @@ class Defrags(Removals):
         if is_roles(request):
             unit = self._roles(request)
             found = moves.defrag_choices_roles(
-                self._roles_views(unit), self.levels, unit, candidates, movers, *options
-            )
+                self._roles_views(unit), self.levels, unit, candidates, movers, *options,
+                shares=self._healthy_shares(),  # D5: fractional movers
+            )  # fmt: skip
         else:
             gang = self._gang(request)
             views = self._views(self._asks(request))

@@ -126,6 +126,7 @@ def defrag_choices_roles(
     allow_downgrade: bool,
     evict_unplaceable: bool,
     max_moves: int | None,
+    shares: Shares | None = None,
 ) -> Accepted | None:
     """D1-D3 for a multi-role unit: :func:`defrag_choices` over :func:`roles_choices`.
 
@@ -136,8 +137,7 @@ def defrag_choices_roles(
     tries = [(depth, False) for depth in range(len(levels) + 1, coarsest - 1, -1)]
     if unit.elastic:  # some group has min_pods (a group without GPUs too)
         tries.append((coarsest, True))
-    no_shares: Shares = {}  # a unit's movers hold whole GPUs (D5)
-    d2 = (movers, policy, allow_downgrade, evict_unplaceable, max_moves, no_shares)
+    d2 = (movers, policy, allow_downgrade, evict_unplaceable, max_moves, shares or {})
     for depth, elastic in tries:
         placed = []
         for choice in roles_choices(nodes, levels, unit, depth, candidates, elastic):

@@ -138,8 +138,7 @@ class Removals:
         chosen: frozenset[str] | None = None,
     ) -> list[preemption.Candidate]:
         found = []
-        preempt = kind in ("preempt", "preempt-whole")
-        whole_only = kind in ("preempt-whole", "defrag-whole")
+        preempt = kind == "preempt"
         for hid, hold in sorted(self._holds.items()):
             if hid in spared or (chosen is not None and hid not in chosen):
                 continue
@@ -151,9 +150,7 @@ class Removals:
                 # docs/transactions.md E4: a hold with ended ranks no longer matches its request.
                 eligible = hold.movable and hold.priority <= request.priority and not hold.ended
                 eligible = eligible and not hold.asks  # moves re-place GPUs only
-            # Removal sets count the shares a fractional victim or mover gives back (P8, D5),
-            # but not for repairs and multi-role units ("preempt-whole", "defrag-whole").
-            eligible = eligible and not (whole_only and hold.placement.gpu_milli is not None)
+            # Removal sets count the shares a fractional victim or mover gives back (P8, D5).
             if not hold.committed or not eligible or now - hold.since < min_runtime:
                 continue
             if hold.owner is not None and hold.owner in exempt:
@@ -229,8 +226,9 @@ class Removals:
         placement = self._plan(request)
         if placement is not None:
             return PreemptionPlan(request, placement, (), 0, None)
-        kind = "preempt-whole" if is_roles(request) else "preempt"  # roles: whole GPUs (P8)
-        found_candidates = self._candidates(request, kind, min_runtime, exempt, now, spared, chosen)
+        found_candidates = self._candidates(
+            request, "preempt", min_runtime, exempt, now, spared, chosen
+        )
         if is_roles(request):
             unit = self._roles(request)
             views = self._roles_views(unit)  # with free resources when a group asks some

@@ -252,8 +252,7 @@ impl Cluster {
     /// Shares count (docs/preemption.md P8): a fractional allocation may be a victim,
     /// giving back its shares (a shared GPU is free once all its shares are given back),
     /// and a fractional gang's pods count by the room of the GPUs; P4-P5 count what
-    /// victims hold in thousandths of a GPU. A ``MultiGangRequest``'s victims hold whole
-    /// GPUs.
+    /// victims hold in thousandths of a GPU (for a ``MultiGangRequest`` too).
     ///
     /// Returns:
     ///     The plan, or ``None`` when no set within ``max_victims`` makes room.
@@ -386,7 +385,7 @@ impl Cluster {
     /// first, best-fit sends them to the fullest domains), never at a coarser level than it
     /// has unless ``allow_downgrade``. With ``evict_unplaceable`` a member that cannot move
     /// is preempted instead, if it is a preemption candidate. A ``MultiGangRequest`` is
-    /// planned for as one unit (docs/roles.md), its movers whole-GPU allocations. Shares
+    /// planned for as one unit (docs/roles.md). Shares
     /// count (docs/preemption.md D5): a fractional gang is placed by the room of the GPUs,
     /// and a fractional allocation may move, keeping its share (its GPUs' room given back,
     /// its new pods placed by rules F1-F2); sets and moves are ranked in thousandths of a

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::Engine;
 use crate::ids::{GpuSet, HoldId, NodeId};
-use crate::ledger::{Hold, HoldState, could_be_victim};
+use crate::ledger::{Hold, HoldState};
 use crate::model::RemovalLimits;
 use crate::resources::Amounts;
 use crate::search::Item;
@@ -19,15 +19,9 @@ pub(crate) enum Purpose {
     /// Victims of preemption: preemptible, priority strictly below the request's; whole-GPU
     /// and fractional allocations (docs/preemption.md P8).
     Preemption,
-    /// Victims of preemption holding whole GPUs only (repairs, R6, and multi-role units:
-    /// their what-if placements do not count shares given back).
-    WholePreemption,
     /// Movers of defragmentation: movable, priority at most the request's, no ended rank;
     /// whole-GPU and fractional allocations (docs/preemption.md D5).
     Defragmentation,
-    /// Movers of defragmentation holding whole GPUs only (multi-role units: their what-if
-    /// placements do not count shares given back).
-    WholeDefragmentation,
 }
 
 impl Engine {
@@ -57,7 +51,7 @@ impl Engine {
         let only = limits
             .only_holds
             .as_deref()
-            .filter(|_| matches!(purpose, Purpose::Preemption | Purpose::WholePreemption));
+            .filter(|_| purpose == Purpose::Preemption);
         let holds: Box<dyn Iterator<Item = (HoldId, &Hold)>> = match only {
             // docs/preemption.md P7: the caller's candidates, whatever their priority.
             Some(ids) => Box::new(
@@ -92,9 +86,6 @@ impl Engine {
             Purpose::Preemption => {
                 hold.terms.preemptible && (chosen || hold.terms.priority < priority)
             }
-            Purpose::WholePreemption => {
-                could_be_victim(hold) && (chosen || hold.terms.priority < priority)
-            }
             // A hold with ended ranks no longer matches its request (docs/transactions.md E4).
             // Moves re-place GPUs and shares only: holds whose pods ask resources stay put.
             Purpose::Defragmentation => {
@@ -102,13 +93,6 @@ impl Engine {
                     && hold.terms.priority <= priority
                     && hold.ended.is_empty()
                     && hold.pod_resources.is_empty()
-            }
-            Purpose::WholeDefragmentation => {
-                hold.terms.movable
-                    && hold.terms.priority <= priority
-                    && hold.ended.is_empty()
-                    && hold.pod_resources.is_empty()
-                    && hold.placement.gpu_milli.is_none()
             }
         };
         let exempt = hold

@@ -13,7 +13,7 @@ mod sharers;
 mod victims;
 
 use std::sync::Arc;
-pub(crate) use victims::{VictimIndex, could_be_victim};
+pub(crate) use victims::VictimIndex;
 
 use crate::error::{CoreResult, internal};
 use crate::ids::{GpuSet, HoldId, NodeId};

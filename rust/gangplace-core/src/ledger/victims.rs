@@ -14,12 +14,6 @@ use crate::search::removal::{Summaries, Summary};
 use crate::shares::{WHOLE_GPU_MILLI, split};
 use crate::topology::{Topology, Walked};
 
-/// Whether `hold` could be a victim of some preemption that takes whole-GPU victims only
-/// (repairs, multi-role units): a committed, preemptible allocation of whole GPUs.
-pub(crate) fn could_be_victim(hold: &Hold) -> bool {
-    summed(hold) && hold.placement.gpu_milli.is_none()
-}
-
 /// Whether `hold` could be a victim of some preemption (P2, whatever the request): a
 /// committed, preemptible allocation, of whole GPUs or shares (docs/preemption.md P8).
 fn summed(hold: &Hold) -> bool {

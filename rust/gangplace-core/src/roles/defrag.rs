@@ -37,7 +37,7 @@ impl Engine {
             return Ok(Some(self.defrag_plan(unit, placement, &[], Vec::new())));
         }
         let priority = request.terms.priority;
-        let candidates = self.candidates(priority, limits, Purpose::WholeDefragmentation, now);
+        let candidates = self.candidates(priority, limits, Purpose::Defragmentation, now);
         let node_depth = self.topology.node_depth();
         for (depth, elastic) in UnitSearch::tries(request, &resolved, node_depth) {
             let found =
@@ -55,7 +55,8 @@ impl Engine {
                 if limits.max_members.is_some_and(|most| moves.len() > most) {
                     continue;
                 }
-                let moved = moves.iter().map(|(m, _)| candidates[*m].held).sum();
+                // Thousandths, as D3 counts them (docs/preemption.md D5).
+                let moved = moves.iter().map(|(m, _)| candidates[*m].held_milli).sum();
                 let path = choice.item.path(&self.topology);
                 let path = path.into_iter().map(str::to_owned).collect();
                 let key = (moves.len(), moved, evictions.len(), path);

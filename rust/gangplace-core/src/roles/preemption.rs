@@ -19,8 +19,10 @@ use crate::error::{CoreResult, internal};
 use crate::ids::{HoldId, NodeId};
 use crate::model::{AnyRequest, MultiGangRequest};
 use crate::model::{PreemptionPlan, RemovalLimits};
+use crate::resources::Amounts;
 use crate::search::removal::{Candidates, RemovalKey, removal_key};
 use crate::search::{Item, Search};
+use crate::shares::{WHOLE_GPU_MILLI, share_id};
 
 /// The set chosen in one domain: members (indices into the candidates) in removal order.
 pub(super) struct UnitChoice {
@@ -29,8 +31,10 @@ pub(super) struct UnitChoice {
     pub free_after: u64,
 }
 
-/// A candidate touching a domain and the healthy GPUs it frees on its usable nodes there.
-type Touching = (usize, u64);
+/// A candidate touching a domain: what it frees on its usable nodes there, in thousandths
+/// (P4's order: healthy GPUs whole and shares of healthy GPUs, docs/preemption.md P8), and
+/// the most GPUs that could come free there (its healthy GPUs and the GPUs it shares).
+type Touching = (usize, u64, u64);
 
 impl Engine {
     /// Which allocations to end, and where the multi-role unit then goes (rules P1-P6 over
@@ -60,7 +64,7 @@ impl Engine {
             .iter()
             .any(|group| !group.resources.is_empty());
         let candidates =
-            self.counted_candidates(priority, limits, Purpose::WholePreemption, now, resources);
+            self.counted_candidates(priority, limits, Purpose::Preemption, now, resources);
         let mut search = UnitSearch::new(self, request, &resolved, &candidates)?;
         let Some((choice, plan)) = search.find(limits.max_members)? else {
             return Ok(None);
@@ -192,7 +196,7 @@ impl<'e> UnitSearch<'e> {
                 AnyView::Cluster(self.what_if.capacity.cluster_view(&self.what_if.states))
             });
         let search = Search::new(self.what_if.topology, &view, 1);
-        let mut touched: BTreeMap<Item, BTreeMap<usize, u64>> = BTreeMap::new();
+        let mut touched: BTreeMap<Item, BTreeMap<usize, (u64, u64)>> = BTreeMap::new();
         for candidate in 0..self.candidates.len() {
             let entries = self.candidates.entries(candidate);
             for (at, &(node, gpus)) in entries.zip(self.candidates.freed(candidate)) {
@@ -202,7 +206,9 @@ impl<'e> UnitSearch<'e> {
                     .candidates
                     .amounts_at(at)
                     .is_some_and(|a| !a.is_empty());
-                if (gpus.count() == 0 && !given) || !self.is_usable(node) {
+                let shares = self.candidates.shares_at(at);
+                let reach = u64::from(gpus.count()) + shares.len() as u64;
+                if (reach == 0 && !given) || !self.is_usable(node) {
                     continue;
                 }
                 let item = search.item_of(node, depth);
@@ -211,12 +217,20 @@ impl<'e> UnitSearch<'e> {
                     .or_default()
                     .entry(candidate)
                     .or_default();
-                *freed += u64::from(gpus.count());
+                let milli = shares.iter().map(|&(_, back, _)| back).sum::<u64>();
+                freed.0 += u64::from(gpus.count()) * WHOLE_GPU_MILLI + milli;
+                freed.1 += reach;
             }
         }
         let touched = touched.into_iter();
+        let listed = |by_candidate: BTreeMap<usize, (u64, u64)>| {
+            let entries = by_candidate.into_iter();
+            entries
+                .map(|(candidate, (milli, reach))| (candidate, milli, reach))
+                .collect()
+        };
         touched
-            .map(|(item, by_candidate)| (item, by_candidate.into_iter().collect()))
+            .map(|(item, by_candidate)| (item, listed(by_candidate)))
             .collect()
     }
 
@@ -240,11 +254,14 @@ impl<'e> UnitSearch<'e> {
             true => self.request.min_gpus(),
             false => self.request.total_gpus(),
         };
-        let freed: u64 = touching.iter().map(|&(_, freed)| freed).sum();
+        let freed: u64 = touching.iter().map(|&(_, _, reach)| reach).sum();
         if self.free_now(item) + freed < need {
             return Ok(None);
         }
-        let all: Vec<usize> = touching.iter().map(|&(candidate, _)| candidate).collect();
+        let all: Vec<usize> = touching
+            .iter()
+            .map(|&(candidate, _, _)| candidate)
+            .collect();
         self.remove(&all, true);
         let fits_all = self.fit(depth, item, elastic);
         self.remove(&all, false);
@@ -253,7 +270,7 @@ impl<'e> UnitSearch<'e> {
         }
         touching.sort_unstable_by(|a, b| self.removal_order(*a, *b));
         let mut removed: Vec<usize> = Vec::new();
-        for &(candidate, _) in &touching {
+        for &(candidate, _, _) in &touching {
             if self.fit(depth, item, elastic)?.is_some() {
                 break;
             }
@@ -296,8 +313,9 @@ impl<'e> UnitSearch<'e> {
         Ok(removed)
     }
 
-    /// Removes (`free`) or puts back candidates on the copy: their GPUs, and their resources
-    /// when the unit asks some (docs/resources.md "Node resources").
+    /// Removes (`free`) or puts back candidates on the copy: their GPUs, their resources
+    /// when the unit asks some (docs/resources.md "Node resources"), and their shares
+    /// (docs/preemption.md P8).
     fn remove(&mut self, members: &[usize], free: bool) {
         for &member in members {
             self.what_if
@@ -306,7 +324,30 @@ impl<'e> UnitSearch<'e> {
             if !given.is_empty() {
                 self.what_if.give_resources(&given, free);
             }
+            let shares = self.shares_of(member);
+            if !shares.is_empty() {
+                let given: Vec<(NodeId, &Amounts)> = shares.iter().map(|(n, a)| (*n, a)).collect();
+                self.what_if.give_resources(&given, free);
+            }
         }
+    }
+
+    /// Candidate `member`'s shares of healthy GPUs, per node, as the share resources they use.
+    fn shares_of(&self, member: usize) -> Vec<(NodeId, Amounts)> {
+        let entries = self
+            .candidates
+            .entries(member)
+            .zip(self.candidates.freed(member));
+        let with_shares = entries.filter(|&(at, _)| !self.candidates.shares_at(at).is_empty());
+        with_shares
+            .map(|(at, &(node, _))| {
+                let shares = self.candidates.shares_at(at).iter();
+                let pairs = shares
+                    .map(|&(gpu, back, _)| (share_id(gpu), back))
+                    .collect();
+                (node, Amounts::from_pairs(pairs))
+            })
+            .collect()
     }
 
     /// The unit inside `item` on the copy as it is now.
@@ -340,7 +381,7 @@ impl<'e> UnitSearch<'e> {
     }
 
     /// P4's order (`crate::search::removal::removal_order`).
-    fn removal_order(&self, (a, freed_a): Touching, (b, freed_b): Touching) -> Ordering {
+    fn removal_order(&self, (a, freed_a, _): Touching, (b, freed_b, _): Touching) -> Ordering {
         let (x, y) = (&self.candidates[a], &self.candidates[b]);
         crate::search::removal::removal_order((x, freed_a), (y, freed_b))
     }
