@@ -631,7 +631,7 @@ class DefragPlan:
         """Allocations preempted because they could not move (``evict_unplaceable``)."""
     @property
     def moved_gpus(self) -> int:
-        """GPUs the moved allocations hold in total."""
+        """Whole GPUs the moved allocations hold in total (a share counts none)."""
     def __eq__(self, value: object, /) -> bool: ...
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 

@@ -163,7 +163,7 @@ impl DefragPlan {
         PyTuple::new(py, self.inner.evictions.iter().map(|id| id.to_string()))
     }
 
-    /// GPUs the moved allocations hold in total.
+    /// Whole GPUs the moved allocations hold in total (a share counts none).
     #[getter]
     fn moved_gpus(&self) -> u64 {
         self.inner.moved_gpus

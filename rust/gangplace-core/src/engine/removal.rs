@@ -82,7 +82,7 @@ impl Engine {
     ) -> bool {
         let eligible = match purpose {
             // Removal sets count the shares a fractional victim gives back (docs/preemption.md
-            // P8); never moved.
+            // P8).
             Purpose::Preemption => {
                 hold.terms.preemptible && (chosen || hold.terms.priority < priority)
             }
@@ -114,9 +114,9 @@ impl Engine {
     ) {
         let states = &self.states;
         let terms = (hold.terms.priority, hold.since, hold.gpu_count());
-        if let Some(milli) = hold.placement.gpu_milli {
-            let (parts, held) = self.shared_parts(hold, u64::from(milli), resources);
-            return candidates.push_parts(id, terms, held, parts.into_iter());
+        if hold.placement.gpu_milli.is_some() {
+            let parts = self.shared_parts(hold, resources);
+            return candidates.push_parts(id, terms, hold.shares_held(), parts.into_iter());
         }
         let freed = hold
             .gpus_by_node
@@ -130,31 +130,19 @@ impl Engine {
 
     /// A fractional allocation's parts per node (docs/preemption.md P8): no whole GPU, its
     /// shares of healthy GPUs (each with the thousandths used there in all), its resources
-    /// besides shares when `resources`; with (thousandths held, GPUs it shares).
-    fn shared_parts(
-        &self,
-        hold: &Hold,
-        milli: u64,
-        resources: bool,
-    ) -> (Vec<NodePart>, (u64, u64)) {
-        let (mut held, mut reach) = (0u64, 0u64);
-        let mut parts = Vec::with_capacity(hold.resources_by_node.len());
-        for (node, amounts) in &hold.resources_by_node {
+    /// besides shares when `resources`.
+    fn shared_parts(&self, hold: &Hold, resources: bool) -> Vec<NodePart> {
+        let by_node = hold.resources_by_node.iter();
+        let part = |(node, amounts): &(NodeId, Amounts)| {
             let (named, shares) = split(amounts);
             let unhealthy = self.states.unhealthy(*node);
             let back: Vec<SharedBack> = (shares.iter())
-                .inspect(|&&(_, quantity)| (held, reach) = (held + quantity, reach + 1))
                 .filter(|&&(gpu, _)| !unhealthy.contains(gpu))
                 .map(|&(gpu, quantity)| (gpu, quantity, self.states.shares().used(*node, gpu)))
                 .collect();
-            let named = resources.then_some(named);
-            parts.push((*node, GpuSet::EMPTY, named, back));
-        }
-        debug_assert!(
-            held % milli == 0,
-            "a fractional hold's shares are whole pods"
-        );
-        (parts, (held, reach))
+            (*node, GpuSet::EMPTY, resources.then_some(named), back)
+        };
+        by_node.map(part).collect()
     }
 
     /// The candidates of preemption for a request of `priority` asking only GPUs, touching

@@ -90,6 +90,19 @@ impl Sharers {
     }
 }
 
+impl Hold {
+    /// What this hold's shares hold in all: (thousandths of GPUs, GPUs it has a share of),
+    /// healthy or not (docs/preemption.md P8 counts them).
+    pub(crate) fn shares_held(&self) -> (u64, u64) {
+        let by_node = self.resources_by_node.iter();
+        by_node.fold((0, 0), |(held, reach), (_, amounts)| {
+            let shares = split(amounts).1;
+            let milli: u64 = shares.iter().map(|&(_, milli)| milli).sum();
+            (held + milli, reach + shares.len() as u64)
+        })
+    }
+}
+
 impl Ledger {
     /// The holds with shares of GPUs on `node`, with the GPUs each shares there, in the order
     /// they came (the caller sorts, as for [`Ledger::holders_of`]).

@@ -11,7 +11,7 @@ use super::{Hold, HoldState, Ledger};
 use crate::ids::{DomainId, GpuSet, HoldId, NodeId};
 use crate::search::Item;
 use crate::search::removal::{Summaries, Summary};
-use crate::shares::{WHOLE_GPU_MILLI, split};
+use crate::shares::WHOLE_GPU_MILLI;
 use crate::topology::{Topology, Walked};
 
 /// Whether `hold` could be a victim of some preemption (P2, whatever the request): a
@@ -24,11 +24,7 @@ fn summed(hold: &Hold) -> bool {
 fn weight(hold: &Hold) -> (u64, u64) {
     match hold.placement.gpu_milli {
         None => (hold.gpu_count() * WHOLE_GPU_MILLI, hold.gpu_count()),
-        Some(_) => (hold.resources_by_node.iter()).fold((0, 0), |(held, reach), (_, amounts)| {
-            let shares = split(amounts).1;
-            let milli: u64 = shares.iter().map(|&(_, milli)| milli).sum();
-            (held + milli, reach + shares.len() as u64)
-        }),
+        Some(_) => hold.shares_held(),
     }
 }
 
