@@ -116,9 +116,7 @@ class Defrags(Removals):
         # The movers' and evicted jobs' shares are given back; a GPU whose shares all are is
         # free (D5).
         back = self._given_back([*moved, *plan.evictions])
-        for (name, gpu), share in back.items():
-            if share >= self._nodes[name].shares.get(gpu, 0):
-                freed.setdefault(name, set()).add(gpu)
+        self._freed_whole(freed, back)
         # Movers ask no resources: the gang's must be free now.
         self._check_target_resources(request, plan.placement, plan.evictions)
         taken: dict[str, set[int]] = {}

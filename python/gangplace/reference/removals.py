@@ -187,6 +187,12 @@ class Removals:
                     back[(name, gpu)] = back.get((name, gpu), 0) + share
         return back
 
+    def _freed_whole(self, freed: dict[str, set[int]], back: Mapping[tuple[str, int], int]) -> None:
+        """Adds to ``freed`` every shared GPU all of whose shares ``back`` gives back (P8)."""
+        for (name, gpu), share in back.items():
+            if share >= self._nodes[name].shares.get(gpu, 0):
+                freed.setdefault(name, set()).add(gpu)
+
     def _shares_back(self, hold: _Hold) -> tuple[dict[str, tuple[tuple[int, int, int], ...]], int]:
         """A fractional hold's shares of healthy GPUs, and the thousandths of all its shares.
 
@@ -391,9 +397,7 @@ class Removals:
         milli = plan.placement.gpu_milli
         back = self._given_back(plan.victims)  # the victims' shares of healthy GPUs (P8)
         if milli is None:  # a GPU all of whose shares are victims' is free
-            for (name, gpu), share in back.items():
-                if share >= self._nodes[name].shares.get(gpu, 0):
-                    freed.setdefault(name, set()).add(gpu)
+            self._freed_whole(freed, back)
             held = self._check_target(plan.placement, freed)
         else:  # shares hold no whole GPU; a victim's GPUs and shares count free (P8)
             self._check_shares(plan.placement, milli, freed, back)  # type: ignore[attr-defined]

@@ -440,9 +440,7 @@ class Repairs(RepairPlacing):
             for name, gpus in other.gpus.items():
                 freed.setdefault(name, set()).update(gpus - self._nodes[name].unhealthy)
         back = self._given_back(plan.victims)  # type: ignore[attr-defined]
-        for (name, gpu), share in back.items():
-            if share >= self._nodes[name].shares.get(gpu, 0):
-                freed.setdefault(name, set()).add(gpu)
+        self._freed_whole(freed, back)  # type: ignore[attr-defined]
         return freed
 
     def _check_spare(self, hold: _Hold, pod: Any) -> None:
